@@ -1,0 +1,34 @@
+# Two entry points: `make demo` and `make test`. Both create .venv and install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PAPER := src/dnnplace/data/paper
+DEMO_WORKLOAD := $(PAPER)/throughput-inputs/LayerGraphs/gnmt_training.json
+
+.PHONY: demo test lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	mkdir -p build
+	$(VENV)/bin/dnnplace info $(DEMO_WORKLOAD)
+	$(VENV)/bin/dnnplace solve $(DEMO_WORKLOAD) -o build/gnmt_training_split.json
+	$(VENV)/bin/dnnplace evaluate $(DEMO_WORKLOAD) build/gnmt_training_split.json
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/dp_paper.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .hypothesis

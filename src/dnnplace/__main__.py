@@ -1,0 +1,5 @@
+"""``python -m dnnplace`` runs the CLI."""
+
+from dnnplace.cli.app import main
+
+main()

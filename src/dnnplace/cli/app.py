@@ -1,0 +1,232 @@
+"""The ``dnnplace`` command line (typer + rich): a thin layer over :mod:`dnnplace.api`.
+
+Every failure the user can cause ends in one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from dnnplace.errors import DnnplaceError
+
+app = typer.Typer(
+    name="dnnplace",
+    help=(
+        "Place the operators of a DNN graph on accelerators and CPU cores for the best pipeline"
+        " throughput or single-sample latency (Tarnawski et al., NeurIPS 2020).\n\n"
+        "Workloads and splits use the paper's JSON format. Start with:\n\n"
+        "  dnnplace solve WORKLOAD.json -o split.json\n\n"
+        "  dnnplace evaluate WORKLOAD.json split.json"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class Method(StrEnum):
+    dp = "dp"
+    ip = "ip"
+    ip_noncontig = "ip-noncontig"
+    single = "single"
+    local_search = "local-search"
+    pipedream = "pipedream"
+    scotch = "scotch"
+    metis = "metis"
+    greedy = "greedy"
+
+
+class Objective(StrEnum):
+    throughput = "throughput"
+    latency = "latency"
+    fw_bw = "fw+bw"
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn library errors into one line on stderr and exit code 2."""
+    try:
+        yield
+    except DnnplaceError as exc:
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a bug: still one line unless asked for the traceback
+        if os.environ.get("DNNPLACE_DEBUG"):
+            raise
+        err.print(f"internal error: {exc.__class__.__name__}: {exc} (set DNNPLACE_DEBUG=1 for a traceback)",
+                  markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[object]:
+    """A transient rich progress bar on stderr, shown only on a terminal."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("solving", total=1.0)
+
+        def update(done: float, total: float, desc: str) -> None:
+            bar.update(task, completed=done, total=total, description=desc)
+
+        yield update
+
+
+@app.command()
+def evaluate(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    split: Path = typer.Argument(..., help="Split JSON (paper format: fpgas/cpus node lists)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    overlap_comm: bool = typer.Option(False, "--overlap-comm",
+                                      help="Accelerator load = max(compute, communication)."),
+) -> None:
+    """Evaluate a split: max-load, per-device loads and memory, violations, latency."""
+    with user_errors():
+        from dnnplace.api import evaluate as evaluate_split
+        from dnnplace.frontends.paper_json import load_workload
+        from dnnplace.model.split import load_split
+
+        w = load_workload(workload, check_feasible=False)
+        s = load_split(split)
+        ev = evaluate_split(w, s, overlap_comm=overlap_comm, source=str(split))
+        if as_json:
+            out.print_json(json.dumps(ev.to_dict()))
+        else:
+            from dnnplace.cli.render import print_evaluation
+
+            print_evaluation(out, w, ev, title=f"{split.name} on {workload.name}")
+
+
+@app.command()
+def solve(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the split here (paper format)."),
+    method: Method = typer.Option(Method.dp, "--method", "-m", help="Placement method."),
+    objective: Objective = typer.Option(Objective.throughput, "--objective",
+                                        help="throughput (max-load), latency, or fw+bw."),
+    accelerators: Optional[int] = typer.Option(None, "--accelerators", "-k", min=0,
+                                               help="Override the file's maxFPGAs."),
+    cpus: Optional[int] = typer.Option(None, "--cpus", "-l", min=0, help="Override the file's maxCPUs."),
+    memory: Optional[float] = typer.Option(None, "--memory", min=0, help="Override maxSizePerFPGA (bytes)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0, help="Seconds before giving up."),
+    contract_layers: bool = typer.Option(False, "--contract-layers", help="Fuse nodes sharing a layerId."),
+    linearize: bool = typer.Option(False, "--linearize",
+                                   help="Chain the graph along a topological order (as PipeDream)."),
+    overlap_comm: bool = typer.Option(False, "--overlap-comm",
+                                      help="Accelerator load = max(compute, communication)."),
+    max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="Budget of ideals for the DP."),
+    gap: float = typer.Option(0.01, "--gap", min=0, help="Relative MIP gap (IP methods)."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Solver threads (IP methods)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (local search)."),
+    restarts: int = typer.Option(10, "--restarts", min=1, help="Restarts (local search)."),
+    subgraphs: int = typer.Option(1, "--subgraphs-per-accelerator", min=1,
+                                  help="Contiguous pieces per accelerator (latency IP)."),
+    no_contiguous_cpus: bool = typer.Option(False, "--no-contiguous-cpus",
+                                            help="Do not force contiguity on CPUs (contiguous IP)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the split JSON instead of tables."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables; errors only."),
+) -> None:
+    """Find a split: by default the optimal contiguous split for throughput (the DP)."""
+    with user_errors():
+        from dnnplace.api import solve as solve_workload
+        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.model.split import split_to_dict
+
+        if method in (Method.dp, Method.pipedream):
+            from dnnplace.solvers.dp.kernel import warm_up
+
+            warm_up()  # start-up cost (loading the compiled kernel), not solving time
+        started = time.perf_counter()  # runtime_s: from reading the workload to the split
+
+        w = load_workload(workload, check_feasible=False).with_budget(accelerators, cpus, memory)
+        with progress_bar(not quiet and not as_json) as progress:
+            sol = solve_workload(
+                w, method.value, objective=objective.value, started=started, time_limit=time_limit,
+                contract_layers=contract_layers, linearize=linearize, overlap_comm=overlap_comm,
+                max_ideals=max_ideals, gap=gap, threads=threads, seed=seed, restarts=restarts,
+                subgraphs_per_accelerator=subgraphs, contiguous_cpus=not no_contiguous_cpus,
+                progress=progress,
+            )
+        doc = split_to_dict(sol.split, sol.evaluation)
+        if output is not None:
+            write_json_atomic(output, doc)
+        if as_json:
+            out.print_json(json.dumps(doc))
+        elif not quiet:
+            from dnnplace.cli.render import print_evaluation
+
+            print_evaluation(out, w, sol.evaluation,
+                             title=f"{sol.method} on {workload.name}: {sol.status}, {sol.runtime_s:.3f} s")
+            if output is not None:
+                out.print(f"split written to {output}")
+
+
+@app.command()
+def methods() -> None:
+    """List the placement methods and what they optimise."""
+    from rich.table import Table
+
+    from dnnplace.solvers.base import PlannedMethod, registry
+
+    table = Table()
+    for col in ("method", "objectives", "status", "what it does"):
+        table.add_column(col)
+    for name, m in registry().items():
+        status = "planned" if isinstance(m, PlannedMethod) else "available"
+        table.add_row(name, ", ".join(m.objectives), status, m.summary)
+    out.print(table)
+
+
+@app.command()
+def info(workload: Path = typer.Argument(..., help="Workload JSON (paper format).")) -> None:
+    """Describe a workload: size, budget, and the size of its ideal lattice."""
+    with user_errors():
+        import numpy as np
+
+        from dnnplace.frontends.paper_json import load_workload
+        from dnnplace.prepare.contract import merge_free_units, prepare
+        from dnnplace.solvers.dp.ideals import enumerate_ideals
+
+        w = load_workload(workload, check_feasible=False)
+        p = merge_free_units(prepare(w))
+        try:
+            ideals = f"{enumerate_ideals(p, 200_000).n_ideals:,}"
+        except DnnplaceError:
+            ideals = "more than 200,000"
+        out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
+                  f"{len(np.unique(w.color))} colour classes")
+        out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
+        out.print(f"after preparation: {p.n_units} units, {ideals} ideals")
+        out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="dnnplace")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Screen output for the CLI: rich tables of devices, loads and violations."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from dnnplace.evaluate import Evaluation
+from dnnplace.model.workload import Workload
+
+
+def _fmt(x: float, digits: int = 6) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _bytes(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{x:.1f} {unit}" if unit != "B" else f"{x:.0f} B"
+        x /= 1024
+    return f"{x:.1f} TiB"  # pragma: no cover
+
+
+def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table:
+    """One row per used device: load, compute, communication, memory, nodes."""
+    table = Table(title=title, title_justify="left")
+    for col, just in (("device", "left"), ("load", "right"), ("compute", "right"), ("comm", "right"),
+                      ("memory", "right"), ("nodes", "right"), ("contiguous", "center")):
+        table.add_column(col, justify=just)
+    worst = ev.bottleneck
+    for d in ev.devices:
+        if not d.nodes:
+            continue
+        mem = _bytes(d.memory) if d.kind == "accelerator" else "-"
+        if d.kind == "accelerator" and w.memory > 0:
+            mem += f" ({100 * d.memory / w.memory:.0f}%)"
+        style = "bold" if d is worst else None
+        table.add_row(d.name, _fmt(d.load), _fmt(d.compute), _fmt(d.communication), mem,
+                      str(len(d.nodes)), "yes" if d.contiguous else "no", style=style)
+    return table
+
+
+def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str | None = None) -> None:
+    """Summary lines, the device table and any violations."""
+    console.print(device_table(w, ev, title))
+    bott = ev.bottleneck
+    console.print(
+        f"max-load [bold]{_fmt(ev.max_load)}[/bold]"
+        f" (throughput {_fmt(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)"
+        + (f", bottleneck {bott.name}" if bott else "")
+    )
+    lat = _fmt(ev.latency)
+    console.print(f"single-sample latency {lat}" + (f" ({ev.latency_note})" if ev.latency_note else ""))
+    if w.is_training:
+        console.print(f"max FW + max BW {_fmt(ev.fw_plus_bw)}")
+    if ev.violations:
+        console.print(f"[red]infeasible: {len(ev.violations)} violation(s)[/red]")
+        for v in ev.violations:
+            console.print(f"  [red]{v.kind}[/red]: {v.message}")
+    else:
+        console.print("[green]feasible[/green]")

@@ -1,0 +1,5 @@
+"""The evaluator: the single cost model every solver, report and runtime uses."""
+
+from dnnplace.evaluate.evaluator import DeviceReport, Evaluation, Violation, evaluate, evaluate_assignment
+
+__all__ = ["DeviceReport", "Evaluation", "Violation", "evaluate", "evaluate_assignment"]

@@ -1,0 +1,245 @@
+"""The one implementation of the cost model (SPEC "Split and load").
+
+Every solver, report and runtime asks this module what a split costs; no other
+product module computes loads.  Communication is charged per *original* node:
+a device pays ``c_u`` once for every node ``u`` whose output crosses its
+boundary, in either direction; CPU cores pay none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnplace.evaluate.assignment import Assignment, assign
+from dnnplace.evaluate.latency import single_sample_latency
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """Load of one device, split into its parts."""
+
+    kind: str  # "accelerator" or "cpu"
+    index: int  # position among devices of its kind
+    nodes: tuple[int, ...]  # original node ids
+    compute: float
+    communication: float
+    load: float
+    memory: float
+    forward_load: float  # compute + communication of forward nodes
+    backward_load: float
+    contiguous: bool  # forward set has no path leaving and re-entering it
+
+    @property
+    def name(self) -> str:
+        return f"{'acc' if self.kind == 'accelerator' else 'cpu'}{self.index}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken constraint; ``kind`` is a stable keyword for programs."""
+
+    kind: str  # colocation | memory | unsupported | devices | unplaced | duplicate
+    message: str
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything the cost model says about a split."""
+
+    max_load: float
+    devices: tuple[DeviceReport, ...]
+    violations: tuple[Violation, ...]
+    latency: float
+    latency_note: str | None
+    assignment: Assignment = field(repr=False)
+    overlap_comm: bool = False
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    @property
+    def contiguous(self) -> bool:
+        """Every device's forward set is contiguous."""
+        return all(d.contiguous for d in self.devices)
+
+    @property
+    def fw_plus_bw(self) -> float:
+        """The alternative objective max FW + max BW (paper, Appendix C)."""
+        fw = max((d.forward_load for d in self.devices), default=0.0)
+        bw = max((d.backward_load for d in self.devices), default=0.0)
+        return fw + bw
+
+    @property
+    def bottleneck(self) -> DeviceReport | None:
+        return max(self.devices, key=lambda d: d.load, default=None)
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (the CLI's ``--json``)."""
+        return {
+            "maxLoad": self.max_load,
+            "latency": self.latency if np.isfinite(self.latency) else None,
+            "latencyNote": self.latency_note,
+            "feasible": self.feasible,
+            "contiguous": self.contiguous,
+            "fwPlusBw": self.fw_plus_bw,
+            "violations": [{"kind": v.kind, "message": v.message} for v in self.violations],
+            "devices": [
+                {
+                    "device": d.name, "kind": d.kind, "load": d.load, "compute": d.compute,
+                    "communication": d.communication, "memory": d.memory,
+                    "forwardLoad": d.forward_load, "backwardLoad": d.backward_load,
+                    "contiguous": d.contiguous, "nodes": list(d.nodes),
+                }
+                for d in self.devices
+            ],
+        }
+
+
+def evaluate(
+    workload: Workload,
+    split: Split,
+    *,
+    overlap_comm: bool = False,
+    complete: bool = True,
+    source: str = "split",
+) -> Evaluation:
+    """Evaluate ``split`` on ``workload`` under SPEC's cost model."""
+    a = assign(workload, split, complete=complete, source=source)
+    return evaluate_assignment(workload, a, overlap_comm=overlap_comm)
+
+
+def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = False) -> Evaluation:
+    """Evaluate a per-node device array (see :func:`evaluate`)."""
+    dev = a.device
+    n_dev = a.n_devices
+    placed = dev >= 0
+    is_acc_dev = np.arange(n_dev) < a.n_acc
+    node_is_acc = placed & (dev < a.n_acc)
+    safe_dev = np.where(placed, dev, n_dev)  # n_dev collects unplaced nodes
+
+    time = np.where(node_is_acc, w.acc_time, w.cpu_time)
+    fwd = ~w.backward
+    compute_fw = np.bincount(safe_dev, weights=time * fwd, minlength=n_dev + 1)[:n_dev]
+    compute_bw = np.bincount(safe_dev, weights=time * ~fwd, minlength=n_dev + 1)[:n_dev]
+    memory = np.bincount(safe_dev, weights=w.size * node_is_acc, minlength=n_dev + 1)[:n_dev]
+    comm_fw, comm_bw = _communication(w, dev, n_dev)
+    comm_fw[~is_acc_dev] = 0.0
+    comm_bw[~is_acc_dev] = 0.0
+    compute = compute_fw + compute_bw
+    comm = comm_fw + comm_bw
+    load = np.maximum(compute, comm) if overlap_comm else compute + comm
+    load = np.where(is_acc_dev, load, compute)
+    contiguous = _contiguity(w, dev, n_dev)
+
+    node_ids = w.node_ids
+    members = [[] for _ in range(n_dev)]
+    for i, d in enumerate(dev.tolist()):
+        if d >= 0:
+            members[d].append(int(node_ids[i]))
+    devices = tuple(
+        DeviceReport(
+            kind="accelerator" if d < a.n_acc else "cpu",
+            index=d if d < a.n_acc else d - a.n_acc,
+            nodes=tuple(sorted(members[d])),
+            compute=float(compute[d]),
+            communication=float(comm[d]),
+            load=float(load[d]),
+            memory=float(memory[d]),
+            forward_load=float(compute_fw[d] + comm_fw[d]),
+            backward_load=float(compute_bw[d] + comm_bw[d]),
+            contiguous=bool(contiguous[d]),
+        )
+        for d in range(n_dev)
+    )
+    violations = _violations(w, a, memory)
+    lat, note = single_sample_latency(w, dev, a.n_acc)
+    return Evaluation(
+        max_load=float(load.max()) if n_dev else 0.0,
+        devices=devices,
+        violations=tuple(violations),
+        latency=lat,
+        latency_note=note,
+        assignment=a,
+        overlap_comm=overlap_comm,
+    )
+
+
+def _communication(w: Workload, dev: np.ndarray, n_dev: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-device transfer time, split by the direction (fw/bw) of the producing node."""
+    ds, dd = dev[w.edge_src], dev[w.edge_dst]
+    cut = (ds != dd) & (ds >= 0) & (dd >= 0)
+    src = w.edge_src[cut]
+    c = w.comm_cost
+    bw = w.backward
+    out_fw = np.zeros(n_dev)
+    out_bw = np.zeros(n_dev)
+    senders = np.unique(src)
+    np.add.at(out_fw, dev[senders], c[senders] * ~bw[senders])
+    np.add.at(out_bw, dev[senders], c[senders] * bw[senders])
+    pairs = np.unique(src * (n_dev + 1) + dd[cut])
+    u, recv = pairs // (n_dev + 1), pairs % (n_dev + 1)
+    np.add.at(out_fw, recv, c[u] * ~bw[u])
+    np.add.at(out_bw, recv, c[u] * bw[u])
+    return out_fw, out_bw
+
+
+def _contiguity(w: Workload, dev: np.ndarray, n_dev: int) -> np.ndarray:
+    """For each device: is its forward node set contiguous?
+
+    ``reach[v]`` is the bitset of devices having a node with a forward path to
+    ``v``; a device is non-contiguous when an edge ``p -> w`` enters it from
+    outside while ``p`` is already reached from it.
+    """
+    ok = np.ones(n_dev, dtype=bool)
+    reach = [0] * w.n
+    fwd = ~w.backward
+    for v in w.topological_order.tolist():
+        if not fwd[v]:
+            continue
+        dv = int(dev[v])
+        r = 0
+        for p in w.predecessors[v].tolist():
+            if not fwd[p]:
+                continue
+            dp = int(dev[p])
+            rp = reach[p] | ((1 << dp) if dp >= 0 else 0)
+            if dv >= 0 and dp != dv and (reach[p] >> dv) & 1:
+                ok[dv] = False
+            r |= rp
+        reach[v] = r
+    return ok
+
+
+def _violations(w: Workload, a: Assignment, memory: np.ndarray) -> list[Violation]:
+    out: list[Violation] = []
+    dev = a.device
+    unplaced = np.flatnonzero(dev < 0)
+    if unplaced.size:
+        out.append(Violation("unplaced", f"{unplaced.size} node(s) not placed, e.g. {w.label(int(unplaced[0]))}"))
+    for i in a.twice_placed:
+        out.append(Violation("duplicate", f"{w.label(i)} is listed on more than one device"))
+    used_acc = len({int(d) for d in dev[(dev >= 0) & (dev < a.n_acc)]})
+    used_cpu = len({int(d) for d in dev[dev >= a.n_acc]})
+    if used_acc > w.max_accelerators:
+        out.append(Violation("devices", f"uses {used_acc} accelerators, the budget is {w.max_accelerators}"))
+    if used_cpu > w.max_cpus:
+        out.append(Violation("devices", f"uses {used_cpu} CPU cores, the budget is {w.max_cpus}"))
+    bad = np.flatnonzero((dev >= 0) & (dev < a.n_acc) & ~w.supported)
+    for i in bad[:5].tolist():
+        out.append(Violation("unsupported", f"{w.label(i)} is on acc{dev[i]} but not supported on accelerators"))
+    for d in np.flatnonzero(memory[: a.n_acc] > w.memory * (1 + 1e-12)).tolist():
+        out.append(Violation("memory", f"acc{d} holds {memory[d]:.6g} bytes, more than {w.memory:.6g}"))
+    placed = dev >= 0
+    colours = w.color[placed]
+    order = np.lexsort((dev[placed], colours))
+    cs, ds = colours[order], dev[placed][order]
+    split_classes = np.unique(cs[1:][(cs[1:] == cs[:-1]) & (ds[1:] != ds[:-1])])
+    for c in split_classes[:5].tolist():
+        where = sorted({int(d) for d in dev[placed & (w.color == c)]})
+        out.append(Violation("colocation", f"colour class {c} is split across devices {where}"))
+    return out

@@ -1,0 +1,320 @@
+"""Read and write the paper's workload JSON (msr-fiddle/dnn-partitioning format).
+
+Every way a file can be wrong becomes an :class:`InputError` whose one-line
+message names the culprit.  Writing is lossless: optional fields that were
+absent stay absent, unknown keys are carried through, booleans keep their
+style (``true``/``false`` or ``0``/``1``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dnnplace.errors import InputError
+from dnnplace.model.validate import validate_structure
+from dnnplace.model.workload import Workload
+
+NODE_KEYS = ("id", "name", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
+             "colorClass", "size", "layerId")
+EDGE_KEYS = ("sourceId", "destId", "cost")
+TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
+
+
+def read_json_file(path: str | Path) -> Any:
+    """Parse a JSON file, turning I/O and syntax problems into one-line errors."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, not a JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read file ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InputError(f"{p}: not valid JSON: nested too deeply") from None
+
+
+def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
+    """Load and validate a workload file in the paper's format."""
+    from dnnplace.model.validate import check_feasibility
+
+    w = parse_workload(read_json_file(path), source=str(path))
+    if check_feasible:
+        check_feasibility(w, source=str(path))
+    return w
+
+
+def save_workload(workload: Workload, path: str | Path) -> None:
+    """Write a workload in the paper's format (atomically)."""
+    write_json_atomic(path, workload_to_dict(workload))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Write JSON to a temporary file and rename it, so nothing is half-written."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{p}: cannot write file ({exc.strerror or exc})") from None
+
+
+# ---------------------------------------------------------------- field checks
+class _Fields:
+    """Typed accessors that name the offending field in their errors."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, what: str) -> InputError:
+        return InputError(f"{self.source}: {where}: {what}")
+
+    def number(self, obj: dict, key: str, where: str, default: float | None = None) -> float:
+        if key not in obj:
+            if default is None:
+                raise self.fail(where, f"missing field '{key}'")
+            return default
+        v = obj[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(where, f"'{key}' must be a number, got {json.dumps(v)[:40]}")
+        v = float(v)
+        if math.isnan(v):
+            raise self.fail(where, f"'{key}' is NaN")
+        if math.isinf(v):
+            raise self.fail(where, f"'{key}' is infinite")
+        if v < 0:
+            raise self.fail(where, f"'{key}' is negative ({v:g})")
+        return v
+
+    def integer(self, obj: dict, key: str, where: str, *, nonneg: bool = False) -> int:
+        if key not in obj:
+            raise self.fail(where, f"missing field '{key}'")
+        v = obj[key]
+        ok = isinstance(v, int) and not isinstance(v, bool)
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            v, ok = int(v), True
+        if not ok:
+            raise self.fail(where, f"'{key}' must be an integer, got {json.dumps(v)[:40]}")
+        if nonneg and v < 0:
+            raise self.fail(where, f"'{key}' is negative ({v})")
+        return int(v)
+
+    def flag(self, obj: dict, key: str, where: str, styles: list[str]) -> bool:
+        if key not in obj:
+            raise self.fail(where, f"missing field '{key}'")
+        v = obj[key]
+        if isinstance(v, bool):
+            styles.append("bool")
+            return v
+        if isinstance(v, (int, float)) and v in (0, 1):
+            styles.append("int")
+            return bool(v)
+        raise self.fail(where, f"'{key}' must be true/false or 0/1, got {json.dumps(v)[:40]}")
+
+
+def parse_workload(obj: Any, source: str = "workload") -> Workload:
+    """Build a validated :class:`Workload` from the parsed paper JSON."""
+    f = _Fields(source)
+    if not isinstance(obj, dict):
+        raise InputError(f"{source}: top level must be a JSON object with 'nodes' and 'edges'")
+    memory = f.number(obj, "maxSizePerFPGA", "top level")
+    k = f.integer(obj, "maxFPGAs", "top level", nonneg=True)
+    cpus = f.integer(obj, "maxCPUs", "top level", nonneg=True)
+    for key in ("nodes", "edges"):
+        if key not in obj:
+            raise f.fail("top level", f"missing field '{key}'")
+        if not isinstance(obj[key], list):
+            raise f.fail("top level", f"'{key}' must be a list")
+    raw_nodes, raw_edges = obj["nodes"], obj["edges"]
+    if not raw_nodes:
+        raise f.fail("top level", "'nodes' is empty")
+
+    styles: list[str] = []
+    n = len(raw_nodes)
+    ids = np.zeros(n, dtype=np.int64)
+    acc = np.zeros(n)
+    cpu = np.zeros(n)
+    size = np.zeros(n)
+    sup = np.zeros(n, dtype=bool)
+    bwd = np.zeros(n, dtype=bool)
+    color = np.zeros(n, dtype=np.int64)
+    layer = np.zeros(n, dtype=np.int64)
+    has_color = np.zeros(n, dtype=bool)
+    has_layer = np.zeros(n, dtype=bool)
+    has_size = np.zeros(n, dtype=bool)
+    names: list[str | None] = []
+    node_extra: list[dict] = []
+    seen: dict[int, int] = {}
+    for i, node in enumerate(raw_nodes):
+        where = f"nodes[{i}]"
+        if not isinstance(node, dict):
+            raise f.fail(where, "must be an object")
+        nid = f.integer(node, "id", where)
+        where = f"node {nid}"
+        if nid in seen:
+            raise f.fail(where, f"duplicate node id (nodes[{seen[nid]}] and nodes[{i}])")
+        seen[nid] = i
+        ids[i] = nid
+        acc[i] = f.number(node, "fpgaLatency", where)
+        cpu[i] = f.number(node, "cpuLatency", where)
+        sup[i] = f.flag(node, "supportedOnFpga", where, styles)
+        bwd[i] = f.flag(node, "isBackwardNode", where, styles)
+        if "size" in node:
+            size[i] = f.number(node, "size", where)
+            has_size[i] = True
+        if "colorClass" in node:
+            color[i] = f.integer(node, "colorClass", where)
+            has_color[i] = True
+        if "layerId" in node:
+            layer[i] = f.integer(node, "layerId", where)
+            has_layer[i] = True
+        name = node.get("name")
+        if name is not None and not isinstance(name, str):
+            raise f.fail(where, f"'name' must be a string, got {json.dumps(name)[:40]}")
+        names.append(name)
+        node_extra.append({k: v for k, v in node.items() if k not in NODE_KEYS})
+    _fill_fresh(color, has_color)
+    _fill_fresh(layer, has_layer)
+
+    m = len(raw_edges)
+    src = np.zeros(m, dtype=np.int64)
+    dst = np.zeros(m, dtype=np.int64)
+    cost = np.zeros(m)
+    edge_extra: list[dict] = []
+    out_cost: dict[int, tuple[float, int]] = {}
+    for j, edge in enumerate(raw_edges):
+        where = f"edges[{j}]"
+        if not isinstance(edge, dict):
+            raise f.fail(where, "must be an object")
+        s = f.integer(edge, "sourceId", where)
+        d = f.integer(edge, "destId", where)
+        where = f"edge {s}->{d}"
+        c = f.number(edge, "cost", where)
+        for end in (s, d):
+            if end not in seen:
+                raise f.fail(where, f"unknown node id {end}")
+        if s == d:
+            raise f.fail(where, "self-loop")
+        if s in out_cost and abs(out_cost[s][0] - c) > 1e-6 * max(1.0, abs(c)):
+            prev_c, prev_j = out_cost[s]
+            raise f.fail(
+                f"node {s}",
+                f"out-edges have different costs ({prev_c:g} on edges[{prev_j}], {c:g} on edges[{j}]);"
+                " the cost of an edge is its source's output transfer time",
+            )
+        out_cost.setdefault(s, (c, j))
+        src[j], dst[j], cost[j] = seen[s], seen[d], c
+        edge_extra.append({k: v for k, v in edge.items() if k not in EDGE_KEYS})
+
+    extras = {
+        "bool_style": "bool" if styles and styles.count("bool") * 2 >= len(styles) else "int",
+        "has_color": has_color,
+        "has_layer": has_layer,
+        "has_size": has_size,
+        "node_extra": tuple(node_extra),
+        "edge_extra": tuple(edge_extra),
+        "top_extra": {k: v for k, v in obj.items() if k not in TOP_KEYS},
+    }
+    w = Workload(
+        node_ids=ids, acc_time=acc, cpu_time=cpu, supported=sup, size=size, backward=bwd,
+        color=color, layer=layer, names=tuple(names), edge_src=src, edge_dst=dst, edge_cost=cost,
+        max_accelerators=k, max_cpus=cpus, memory=memory, extras=extras,
+    )
+    validate_structure(w, source=source)
+    return w
+
+
+def _fill_fresh(values: np.ndarray, given: np.ndarray) -> None:
+    """Give every node without an explicit class its own, never-used number."""
+    missing = np.flatnonzero(~given)
+    if missing.size:
+        start = int(values[given].max()) + 1 if given.any() else 0
+        values[missing] = np.arange(start, start + missing.size)
+
+
+def workload_to_dict(w: Workload) -> dict[str, Any]:
+    """The paper-format JSON object for ``w`` (inverse of :func:`parse_workload`)."""
+    ex = w.extras
+    as_bool = ex.get("bool_style", "int") == "bool"
+    has_color = ex.get("has_color", np.ones(w.n, dtype=bool))
+    has_layer = ex.get("has_layer", np.zeros(w.n, dtype=bool))
+    has_size = ex.get("has_size", np.ones(w.n, dtype=bool))
+    node_extra = ex.get("node_extra", ({},) * w.n)
+    edge_extra = ex.get("edge_extra", ({},) * w.m)
+
+    def flag(b: bool) -> bool | int:
+        return bool(b) if as_bool else int(b)
+
+    nodes = []
+    for i in range(w.n):
+        node: dict[str, Any] = {}
+        if w.names[i] is not None:
+            node["name"] = w.names[i]
+        node["id"] = int(w.node_ids[i])
+        node["supportedOnFpga"] = flag(w.supported[i])
+        node["cpuLatency"] = float(w.cpu_time[i])
+        node["fpgaLatency"] = float(w.acc_time[i])
+        node["isBackwardNode"] = flag(w.backward[i])
+        if has_color[i]:
+            node["colorClass"] = int(w.color[i])
+        if has_size[i]:
+            node["size"] = float(w.size[i])
+        if has_layer[i]:
+            node["layerId"] = int(w.layer[i])
+        node.update(node_extra[i])
+        nodes.append(node)
+    edges = []
+    for j in range(w.m):
+        edge: dict[str, Any] = {
+            "sourceId": int(w.node_ids[w.edge_src[j]]),
+            "destId": int(w.node_ids[w.edge_dst[j]]),
+            "cost": float(w.edge_cost[j]),
+        }
+        edge.update(edge_extra[j])
+        edges.append(edge)
+    out: dict[str, Any] = {
+        "maxSizePerFPGA": float(w.memory),
+        "maxFPGAs": int(w.max_accelerators),
+        "maxCPUs": int(w.max_cpus),
+        "nodes": nodes,
+        "edges": edges,
+    }
+    out.update(ex.get("top_extra", {}))
+    return out
+
+
+def workload_from_records(
+    nodes: list[dict[str, Any]],
+    edges: list[tuple[int, int, float]],
+    *,
+    accelerators: int,
+    cpus: int,
+    memory: float = float(1 << 62),
+) -> Workload:
+    """Convenience constructor for Python users and tests.
+
+    ``nodes`` are dicts with the paper's keys (``id``, ``fpgaLatency``,
+    ``cpuLatency``; ``supportedOnFpga`` and ``isBackwardNode`` default to
+    true / false here), ``edges`` are ``(source id, dest id, cost)`` triples.
+    """
+    full = [{"supportedOnFpga": True, "isBackwardNode": False, **nd} for nd in nodes]
+    obj = {
+        "maxSizePerFPGA": memory,
+        "maxFPGAs": accelerators,
+        "maxCPUs": cpus,
+        "nodes": full,
+        "edges": [{"sourceId": s, "destId": d, "cost": c} for s, d, c in edges],
+    }
+    return parse_workload(obj, source="workload")

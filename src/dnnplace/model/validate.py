@@ -1,0 +1,87 @@
+"""Structural checks of a workload and cheap infeasibility detection.
+
+Field-level checks live with the file parser; these are the graph-level ones
+that any front end (paper JSON, PyTorch profiler, Python API) must pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dnnplace.errors import InfeasibleError, InputError
+from dnnplace.model.workload import Workload
+
+
+def validate_structure(w: Workload, source: str = "workload") -> None:
+    """Reject cycles and backward-to-forward edges, naming the culprit."""
+    bad = np.flatnonzero(w.backward[w.edge_src] & ~w.backward[w.edge_dst])
+    if bad.size:
+        j = int(bad[0])
+        raise InputError(
+            f"{source}: edge {w.node_ids[w.edge_src[j]]}->{w.node_ids[w.edge_dst[j]]}"
+            " goes from a backward node to a forward node"
+        )
+    if len(w.topological_order) != w.n:
+        raise InputError(f"{source}: the graph has a cycle: {_one_cycle(w)}")
+
+
+def _one_cycle(w: Workload) -> str:
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_edges_from(zip(w.edge_src.tolist(), w.edge_dst.tolist(), strict=False))
+    cycle = nx.find_cycle(g)
+    ids = [int(w.node_ids[u]) for u, _ in cycle] + [int(w.node_ids[cycle[0][0]])]
+    return " -> ".join(map(str, ids))
+
+
+def check_feasibility(w: Workload, source: str = "workload") -> None:
+    """Raise :class:`InfeasibleError` when no split at all can exist.
+
+    With at least one CPU everything fits on it, so only budgets without CPUs
+    can be infeasible; the checks are the cheap, certain ones.
+    """
+    k, l, mem = w.max_accelerators, w.max_cpus, w.memory
+    if k < 0 or l < 0:
+        raise InputError(f"{source}: negative device count (maxFPGAs={k}, maxCPUs={l})")
+    if k == 0 and l == 0:
+        raise InfeasibleError(f"{source}: no devices: maxFPGAs and maxCPUs are both 0")
+    if l > 0:
+        return
+    unsupported = np.flatnonzero(~w.supported)
+    if unsupported.size:
+        raise InfeasibleError(
+            f"{source}: {w.label(int(unsupported[0]))} is not supported on accelerators and maxCPUs is 0"
+        )
+    too_big = np.flatnonzero(w.size > mem)
+    if too_big.size:
+        i = int(too_big[0])
+        raise InfeasibleError(
+            f"{source}: {w.label(i)} needs {w.size[i]:.6g} bytes, more than maxSizePerFPGA"
+            f" = {mem:.6g}, and maxCPUs is 0"
+        )
+    classes, inverse = np.unique(w.color, return_inverse=True)
+    class_size = np.bincount(inverse, weights=w.size)
+    over = np.flatnonzero(class_size > mem)
+    if over.size:
+        c = int(over[0])
+        raise InfeasibleError(
+            f"{source}: colour class {classes[c]} needs {class_size[c]:.6g} bytes on one device,"
+            f" more than maxSizePerFPGA = {mem:.6g}, and maxCPUs is 0"
+        )
+    total = float(w.size.sum())
+    if total > k * mem:
+        raise InfeasibleError(
+            f"{source}: the nodes need {total:.6g} bytes but {k} accelerators hold only"
+            f" {k * mem:.6g} and maxCPUs is 0"
+        )
+    if classes.size > 0 and k > 0 and _min_bins(np.sort(class_size)[::-1], mem) > k:
+        raise InfeasibleError(
+            f"{source}: the colour classes cannot be packed into {k} accelerators of"
+            f" {mem:.6g} bytes and maxCPUs is 0"
+        )
+
+
+def _min_bins(sizes: np.ndarray, cap: float) -> int:
+    """A lower bound on bins: items larger than half the capacity need one each."""
+    return int(np.count_nonzero(sizes > cap / 2))

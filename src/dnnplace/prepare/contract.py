@@ -1,0 +1,359 @@
+"""Preparation: from a workload to the forward *unit* DAG the DP and IPs work on.
+
+SPEC "Contiguity and ideals": colour classes are contracted (forward and
+backward parts separately), a colour class with only backward nodes gets an
+artificial forward node wired as the mirror image of its backward edges,
+strongly connected components of the forward graph are fused, and zero-cost
+forward leaves are merged into their only neighbour.  Optionally nodes sharing
+a ``layerId`` are fused first and the result is linearised.
+
+A *unit* is one forward vertex together with its colour class's backward
+nodes: a contiguous split of units is a split of the original graph in which
+every colour class stays together.  Communication is *not* contracted: it is
+described per original node by :class:`CommSources` so that costs stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import networkx as nx
+import numpy as np
+
+from dnnplace.model.workload import Workload
+from dnnplace.prepare.unionfind import UnionFind
+
+ZERO = 1e-6  # the reference's threshold for "costs nothing"
+
+
+@dataclass(frozen=True)
+class CommSources:
+    """Original producers of cut-able outputs, merged by (home unit, target units).
+
+    A source crosses a set ``S`` of units when its home is in ``S`` and some
+    target is not, or its home is not and some target is.
+    """
+
+    home: np.ndarray  # int64 (s,)
+    cost: np.ndarray  # float64 (s,)
+    target_ptr: np.ndarray  # int64 (s+1,) CSR into target_idx
+    target_idx: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The forward unit DAG with per-unit costs and exact communication sources."""
+
+    workload: Workload
+    unit_of: np.ndarray  # node index -> unit
+    acc_time: np.ndarray  # per unit, forward + backward nodes
+    cpu_time: np.ndarray
+    size: np.ndarray
+    supported: np.ndarray
+    edge_src: np.ndarray  # unit DAG edges (deduplicated, acyclic)
+    edge_dst: np.ndarray
+    comm: CommSources
+
+    @property
+    def n_units(self) -> int:
+        return int(self.acc_time.shape[0])
+
+    def members(self) -> list[np.ndarray]:
+        """Node indices of every unit."""
+        order = np.argsort(self.unit_of, kind="stable")
+        bounds = np.searchsorted(self.unit_of[order], np.arange(self.n_units + 1))
+        return [order[bounds[u]: bounds[u + 1]] for u in range(self.n_units)]
+
+
+def prepare(
+    w: Workload,
+    *,
+    contract_layers: bool = False,
+    linearize: bool = False,
+    merge_trivial: bool = True,
+    extra_groups: np.ndarray | None = None,
+) -> Prepared:
+    """Contract ``w`` into units (see module docstring).
+
+    ``extra_groups`` (one label per node) fuses further nodes, as the PipeDream
+    emulation does with biconnected components.
+    """
+    _, group0 = np.unique(w.color, return_inverse=True)
+    uf = UnionFind(int(group0.max()) + 1)
+    if contract_layers:
+        _union_by_label(uf, group0, w.layer)
+    if extra_groups is not None:
+        _union_by_label(uf, group0, extra_groups)
+    fwd = ~w.backward
+    group = _groups(uf, group0)
+    orphan = np.ones(uf_size(uf), dtype=bool)
+    orphan[group[fwd]] = False
+    # mirror edges for backward-only classes: backward edge ub->vb gives F(vb)->F(ub)
+    both_bwd = w.backward[w.edge_src] & w.backward[w.edge_dst]
+    mb = np.flatnonzero(both_bwd & (orphan[group[w.edge_src]] | orphan[group[w.edge_dst]]))
+    mirror = (w.edge_dst[mb], w.edge_src[mb])  # node index pairs
+    true_fw = np.flatnonzero(fwd[w.edge_src] & fwd[w.edge_dst])
+    true_edges = (w.edge_src[true_fw], w.edge_dst[true_fw])
+
+    # fuse strongly connected components of the contracted forward graph
+    g = nx.DiGraph()
+    g.add_nodes_from(np.unique(group).tolist())
+    for a, b in (true_edges, mirror):
+        ga, gb = group[a], group[b]
+        keep = ga != gb
+        g.add_edges_from(zip(ga[keep].tolist(), gb[keep].tolist(), strict=False))
+    for comp in nx.strongly_connected_components(g):
+        if len(comp) > 1:
+            it = iter(comp)
+            first = next(it)
+            for other in it:
+                uf.union(first, other)
+    group = _groups(uf, group0)
+
+    if merge_trivial:
+        _merge_zero_leaves(w, uf, group0, true_edges, mirror)
+        group = _groups(uf, group0)
+
+    # compact group ids to units
+    roots, unit_of = np.unique(group, return_inverse=True)
+    n_units = roots.size
+    es, ed = [], []
+    for a, b in (true_edges, mirror):
+        ua, ub = unit_of[a], unit_of[b]
+        keep = ua != ub
+        es.append(ua[keep])
+        ed.append(ub[keep])
+    src = np.concatenate(es) if es else np.zeros(0, np.int64)
+    dst = np.concatenate(ed) if ed else np.zeros(0, np.int64)
+    if src.size:
+        pairs = np.unique(np.stack([src, dst], axis=1), axis=0)
+        src, dst = pairs[:, 0], pairs[:, 1]
+    prepared = Prepared(
+        workload=w,
+        unit_of=unit_of.astype(np.int64),
+        acc_time=np.bincount(unit_of, weights=w.acc_time, minlength=n_units),
+        cpu_time=np.bincount(unit_of, weights=w.cpu_time, minlength=n_units),
+        size=np.bincount(unit_of, weights=w.size, minlength=n_units),
+        supported=np.bincount(unit_of, weights=~w.supported, minlength=n_units) == 0,
+        edge_src=src.astype(np.int64),
+        edge_dst=dst.astype(np.int64),
+        comm=comm_sources(w, unit_of),
+    )
+    return linearized(prepared) if linearize else prepared
+
+
+def linearized(p: Prepared) -> Prepared:
+    """The same units with chain edges added along one topological order."""
+    src, dst = _linearize(p.n_units, p.edge_src, p.edge_dst, p.unit_of)
+    return replace(p, edge_src=src, edge_dst=dst)
+
+
+def uf_size(uf: UnionFind) -> int:
+    return len(uf.parent)
+
+
+def _groups(uf: UnionFind, group0: np.ndarray) -> np.ndarray:
+    roots = np.array([uf.find(g) for g in range(uf_size(uf))], dtype=np.int64)
+    return roots[group0]
+
+
+def _union_by_label(uf: UnionFind, group0: np.ndarray, label: np.ndarray) -> None:
+    first: dict[int, int] = {}
+    for g, lab in zip(group0.tolist(), label.tolist(), strict=False):
+        if lab in first:
+            uf.union(first[lab], g)
+        else:
+            first[lab] = g
+
+
+def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
+                       true_edges: tuple[np.ndarray, np.ndarray],
+                       mirror: tuple[np.ndarray, np.ndarray]) -> None:
+    """Merge every forward vertex that costs nothing and has one edge into its neighbour.
+
+    Mirrors the reference: the vertex's forward time is zero on both device
+    kinds, its colour class has no backward work, it touches no backward node,
+    and it has exactly one contracted forward edge (true and artificial edges
+    counted separately, as the reference keeps both lists).
+    """
+    group = _groups(uf, group0)
+    fwd = ~w.backward
+    n_groups = uf_size(uf)
+    fw_cpu = np.bincount(group, weights=w.cpu_time * fwd, minlength=n_groups)
+    fw_acc = np.bincount(group, weights=w.acc_time * fwd, minlength=n_groups)
+    bw_sum = np.bincount(group, weights=(w.cpu_time + w.acc_time) * w.backward, minlength=n_groups)
+    touches_bwd = np.zeros(n_groups, dtype=bool)
+    fb = fwd[w.edge_src] & w.backward[w.edge_dst]
+    touches_bwd[group[w.edge_src[fb]]] = True
+    neighbours: dict[int, list[int]] = {}
+    for a, b in (true_edges, mirror):
+        ga, gb = group[a], group[b]
+        keep = ga != gb
+        for x, y in set(zip(ga[keep].tolist(), gb[keep].tolist(), strict=False)):
+            neighbours.setdefault(x, []).append(y)
+            neighbours.setdefault(y, []).append(x)
+    live = set(np.unique(group[fwd]).tolist()) | set(neighbours)
+
+    def zero(x: int) -> bool:
+        return fw_cpu[x] < ZERO and fw_acc[x] < ZERO and bw_sum[x] < ZERO and not touches_bwd[x]
+
+    work = [x for x in sorted(live) if zero(x) and len(neighbours.get(x, ())) == 1]
+    while work:
+        x = work.pop()
+        nb = neighbours.get(x, [])
+        if x not in live or len(nb) != 1 or not zero(x):
+            continue
+        m = nb[0]
+        root = uf.union(x, m)
+        other = x if root == m else m
+        # the merged vertex is `root`; fold `other`'s data into it
+        nbm = [y for y in neighbours.get(m, []) if y != x]
+        neighbours.pop(x, None)
+        neighbours.pop(m, None)
+        neighbours[root] = nbm
+        for y in nbm:
+            neighbours[y] = [root if z == m else z for z in neighbours[y]]
+        fw_cpu[root] = fw_cpu[x] + fw_cpu[m]
+        fw_acc[root] = fw_acc[x] + fw_acc[m]
+        bw_sum[root] = bw_sum[x] + bw_sum[m]
+        touches_bwd[root] = touches_bwd[x] or touches_bwd[m]
+        live.discard(other)
+        live.add(root)
+        if zero(root) and len(nbm) == 1:
+            work.append(root)
+
+
+def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Add chain edges along one topological order (as PipeDream's planner assumes).
+
+    The order is Kahn's algorithm with a stack (depth-first flavour, like the
+    reference), sources taken by their first original node.
+    """
+    succ: list[list[int]] = [[] for _ in range(n_units)]
+    indeg = np.zeros(n_units, dtype=np.int64)
+    for a, b in zip(src.tolist(), dst.tolist(), strict=False):
+        succ[a].append(b)
+        indeg[b] += 1
+    first_node = np.full(n_units, np.iinfo(np.int64).max)
+    np.minimum.at(first_node, unit_of, np.arange(unit_of.size))
+    stack = sorted((u for u in range(n_units) if indeg[u] == 0), key=lambda u: -first_node[u])
+    order = []
+    while stack:
+        u = stack.pop()
+        order.append(u)
+        for b in sorted(succ[u], key=lambda x: -first_node[x]):
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                stack.append(b)
+    chain = np.array(order, dtype=np.int64)
+    s = np.concatenate([src, chain[:-1]])
+    d = np.concatenate([dst, chain[1:]])
+    pairs = np.unique(np.stack([s, d], axis=1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def comm_sources(w: Workload, unit_of: np.ndarray) -> CommSources:
+    """Group original producers by (home unit, set of other units they feed)."""
+    merged: dict[tuple[int, tuple[int, ...]], float] = {}
+    c = w.comm_cost
+    uo = unit_of.tolist()
+    for u in np.flatnonzero(c > 0).tolist():
+        home = uo[u]
+        targets = tuple(sorted({uo[x] for x in w.successors[u].tolist()} - {home}))
+        if targets:
+            key = (home, targets)
+            merged[key] = merged.get(key, 0.0) + float(c[u])
+    keys = sorted(merged)
+    ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    idx: list[int] = []
+    for i, (_, targets) in enumerate(keys):
+        idx.extend(targets)
+        ptr[i + 1] = len(idx)
+    return CommSources(
+        home=np.array([k[0] for k in keys], dtype=np.int64),
+        cost=np.array([merged[k] for k in keys], dtype=np.float64),
+        target_ptr=ptr,
+        target_idx=np.array(idx, dtype=np.int64),
+    )
+
+
+def merge_free_units(p: Prepared) -> Prepared:
+    """Exact reduction: fold units that cost nothing into a neighbour.
+
+    A unit ``x`` with zero time on both kinds, zero size, supported, and no
+    communication source of its own is moved
+
+    * into its only predecessor unit ``q`` when every source feeding ``x`` is
+      ``q``'s own output: ``x`` then moves to an earlier stage, no transfer
+      appears and the one from ``q`` to ``x`` may vanish;
+    * into its only successor unit ``s`` when every source feeding ``x`` also
+      feeds ``s``: the set of devices receiving each such source can only
+      shrink.
+
+    In both cases any contiguous split can be rewritten with ``x`` beside that
+    neighbour without raising any device's load, so the optimum is unchanged
+    while the ideal lattice shrinks.
+    """
+    w = p.workload
+    unit_of = p.unit_of.copy()
+    while True:
+        n = int(unit_of.max()) + 1
+        src = comm_sources(w, unit_of)
+        edges = _unit_edges(p, unit_of)
+        preds: list[set[int]] = [set() for _ in range(n)]
+        succs: list[set[int]] = [set() for _ in range(n)]
+        for a, b in edges:
+            preds[b].add(a)
+            succs[a].add(b)
+        acc = np.bincount(unit_of, weights=w.acc_time, minlength=n)
+        cpu = np.bincount(unit_of, weights=w.cpu_time, minlength=n)
+        size = np.bincount(unit_of, weights=w.size, minlength=n)
+        unsup = np.bincount(unit_of, weights=~w.supported, minlength=n)
+        homed = np.bincount(src.home, minlength=n)
+        feeding: list[list[int]] = [[] for _ in range(n)]
+        targets = [set(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
+                   for s in range(src.home.size)]
+        for s, ts in enumerate(targets):
+            for t in ts:
+                feeding[t].append(s)
+        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0) & (homed == 0)
+        into = -1
+        x = -1
+        for x in np.flatnonzero(free).tolist():
+            if len(preds[x]) == 1:
+                q = next(iter(preds[x]))
+                if all(int(src.home[s]) == q for s in feeding[x]):
+                    into = q
+                    break
+            if len(succs[x]) == 1:
+                s_ = next(iter(succs[x]))
+                if all(s_ in targets[s] for s in feeding[x]):
+                    into = s_
+                    break
+        if into < 0:
+            break
+        unit_of = np.where(unit_of == x, into, unit_of)
+        _, unit_of = np.unique(unit_of, return_inverse=True)
+    if int(unit_of.max()) + 1 == p.n_units:
+        return p
+    n = int(unit_of.max()) + 1
+    edges = _unit_edges(p, unit_of)
+    return Prepared(
+        workload=w,
+        unit_of=unit_of.astype(np.int64),
+        acc_time=np.bincount(unit_of, weights=w.acc_time, minlength=n),
+        cpu_time=np.bincount(unit_of, weights=w.cpu_time, minlength=n),
+        size=np.bincount(unit_of, weights=w.size, minlength=n),
+        supported=np.bincount(unit_of, weights=~w.supported, minlength=n) == 0,
+        edge_src=np.array([a for a, _ in edges], dtype=np.int64),
+        edge_dst=np.array([b for _, b in edges], dtype=np.int64),
+        comm=comm_sources(w, unit_of),
+    )
+
+
+def _unit_edges(p: Prepared, unit_of: np.ndarray) -> list[tuple[int, int]]:
+    """``p``'s unit edges re-labelled by a coarser ``unit_of``."""
+    relabel = np.zeros(p.n_units, dtype=np.int64)
+    relabel[p.unit_of] = unit_of
+    out = {(int(relabel[a]), int(relabel[b])) for a, b in zip(p.edge_src.tolist(), p.edge_dst.tolist(), strict=False)}
+    return sorted((a, b) for a, b in out if a != b)

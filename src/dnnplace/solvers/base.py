@@ -1,0 +1,86 @@
+"""The one small interface every solver implements, and the method registry.
+
+A solver turns a workload into a :class:`SolverOutput` (a split plus what it
+proved: status, bound).  It never computes the split's cost itself: the caller
+(:func:`dnnplace.api.solve`) asks the evaluator, so every method is judged by
+the same cost model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+
+ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
+
+OBJECTIVES = ("throughput", "latency", "fw+bw")
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Knobs shared by the solvers; each solver reads the ones it understands."""
+
+    objective: str = "throughput"
+    time_limit: float | None = None
+    contract_layers: bool = False
+    linearize: bool = False
+    overlap_comm: bool = False
+    max_ideals: int = 200_000
+    gap: float = 0.01
+    threads: int | None = None
+    seed: int = 0
+    restarts: int = 10
+    subgraphs_per_accelerator: int = 1
+    contiguous_cpus: bool = True
+    progress: ProgressFn | None = None
+
+
+@dataclass(frozen=True)
+class SolverOutput:
+    """A solver's answer before evaluation."""
+
+    split: Split
+    status: str = "optimal"  # optimal | feasible | time_limit | heuristic
+    bound: float | None = None  # proven lower bound on the objective, if any
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Solver(Protocol):
+    """What a placement method provides."""
+
+    name: str
+    objectives: tuple[str, ...]
+    summary: str
+
+    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput: ...
+
+
+@dataclass(frozen=True)
+class PlannedMethod:
+    """A method named in the CLI that a later version provides."""
+
+    name: str
+    summary: str
+    objectives: tuple[str, ...] = ("throughput",)
+
+
+def registry() -> dict[str, Solver | PlannedMethod]:
+    """All method names, implemented or planned, in display order."""
+    from dnnplace.solvers.dp.solver import DPSolver
+
+    methods: list[Solver | PlannedMethod] = [
+        DPSolver(),
+        PlannedMethod("ip", "integer program on HiGHS (contiguous)", ("throughput", "latency", "fw+bw")),
+        PlannedMethod("ip-noncontig", "integer program on HiGHS (non-contiguous)", ("throughput", "fw+bw")),
+        PlannedMethod("single", "everything on one accelerator"),
+        PlannedMethod("local-search", "random restarts + best single move"),
+        PlannedMethod("pipedream", "PipeDream's planner (biconnected contraction + linearised DP)"),
+        PlannedMethod("scotch", "Scotch graph partitioner (gpart)"),
+        PlannedMethod("metis", "METIS graph partitioner"),
+        PlannedMethod("greedy", "the paper's greedy latency packer", ("latency",)),
+    ]
+    return {m.name: m for m in methods}

@@ -1,0 +1,232 @@
+"""The DP's inner loop, compiled with numba (cached on disk).
+
+For each ideal ``I`` (in id order, so all sub-ideals are final) a depth-first
+walk goes *down* the cover relation of the lattice: every step removes one
+maximal unit ``x`` from the current sub-ideal ``J``, i.e. adds ``x`` to the
+contiguous set ``S = I minus J``.  Compute, memory and support of ``S`` come
+from per-ideal prefix sums; communication is updated incrementally from
+per-source counters (how many of a source's targets are in ``S``), so no ideal
+pair is ever stored.  A walk stops descending once ``S`` is too slow for every
+device kind (compute only grows as ``S`` grows) -- with a good upper bound
+``ub`` on the optimum this skips most pairs while staying exact.
+
+All (cpus, accelerators) layers of ``dp`` are updated from the same walk.
+Choice codes: 1 = last device is a CPU holding ``I - choice``, 2 = an
+accelerator, 3 = one CPU fewer suffices, 4 = one accelerator fewer suffices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def _crosses(home_in: bool, count: int, n_targets: int) -> bool:
+    if home_in:
+        return count < n_targets
+    return count > 0
+
+
+@njit(cache=True, inline="always")
+def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt, in_s):
+    """Add (or remove) unit ``x`` to ``S``; return the change in communication."""
+    delta = 0.0
+    if adding:
+        for k in range(home_ptr[x], home_ptr[x + 1]):
+            s = home_src[k]
+            before = cnt[s] > 0
+            after = cnt[s] < src_ntgt[s]
+            if before != after:
+                delta += src_cost[s] if after else -src_cost[s]
+        in_s[x] = 1
+        for k in range(tgt_ptr[x], tgt_ptr[x + 1]):
+            s = tgt_src[k]
+            h = in_s[src_home[s]] == 1
+            before = _crosses(h, cnt[s], src_ntgt[s])
+            cnt[s] += 1
+            after = _crosses(h, cnt[s], src_ntgt[s])
+            if before != after:
+                delta += src_cost[s] if after else -src_cost[s]
+    else:
+        for k in range(tgt_ptr[x], tgt_ptr[x + 1]):
+            s = tgt_src[k]
+            h = in_s[src_home[s]] == 1
+            before = _crosses(h, cnt[s], src_ntgt[s])
+            cnt[s] -= 1
+            after = _crosses(h, cnt[s], src_ntgt[s])
+            if before != after:
+                delta += src_cost[s] if after else -src_cost[s]
+        in_s[x] = 0
+        for k in range(home_ptr[x], home_ptr[x + 1]):
+            s = home_src[k]
+            before = cnt[s] < src_ntgt[s]
+            after = cnt[s] > 0
+            if before != after:
+                delta += src_cost[s] if after else -src_cost[s]
+    return delta
+
+
+@njit(cache=True, inline="always")
+def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
+    """Can ``n_cpu`` CPUs and ``n_acc`` accelerators hold this much work within ``ub``?
+
+    Necessary condition: forced-CPU work fits the CPUs, and the accelerators
+    take what the CPUs' spare capacity cannot (a CPU second absorbs at most
+    ``ratio`` accelerator seconds).
+    """
+    slack = 1e-9 * (ub + 1.0)
+    if forced_cpu > n_cpu * ub + slack:
+        return False
+    spare = n_cpu * ub - forced_cpu
+    if spare < 0.0:
+        spare = 0.0
+    absorbed = spare * ratio if spare > 0.0 else 0.0
+    return work_acc - absorbed <= n_acc * ub + slack
+
+
+@njit(cache=True)
+def dp_range(
+    lo, hi,
+    down_ptr, down_ideal, down_unit,
+    acc_sum, cpu_sum, size_sum, unsup_sum, work_acc, forced_cpu, ratio,
+    home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
+    n_cpu, n_acc, memory, ub, overlap,
+    dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel,
+):
+    """Fill ``dp[lo:hi]`` (layout: ideal, cpus, accelerators); return pairs examined.
+
+    A state ``(c, a, I)`` is *relevant* only if ``c`` CPUs and ``a``
+    accelerators can hold ``I`` and the remaining devices its complement
+    within ``ub`` (:func:`_fits_budget`); states on an optimal chain always
+    are, so the others are left at infinity and never extended.
+    """
+    inf = np.inf
+    pairs = 0
+    last = work_acc.shape[0] - 1
+    for I in range(lo, hi):
+        n_cs = 0  # relevant states reached by a CPU piece / by an accelerator piece
+        n_as = 0
+        for c in range(n_cpu + 1):
+            for a in range(n_acc + 1):
+                dp[I, c, a] = inf
+                ok = True
+                if ub < inf:
+                    ok = _fits_budget(work_acc[I], forced_cpu[I], c, a, ub, ratio) and _fits_budget(
+                        work_acc[last] - work_acc[I], forced_cpu[last] - forced_cpu[I],
+                        n_cpu - c, n_acc - a, ub, ratio)
+                if ok and c > 0:
+                    rel[0, n_cs] = c
+                    rel[1, n_cs] = a
+                    n_cs += 1
+                if ok and a > 0:
+                    rel[2, n_as] = c
+                    rel[3, n_as] = a
+                    n_as += 1
+        if n_cs + n_as > 0:
+            stamp[I] = I
+            sp = 0
+            stack_j[0] = I
+            stack_e[0] = down_ptr[I]
+            stack_x[0] = -1
+            comm = 0.0
+            thr_cpu = ub
+            thr_acc = ub
+            while sp >= 0:
+                J = stack_j[sp]
+                e = stack_e[sp]
+                if e < down_ptr[J + 1]:
+                    stack_e[sp] = e + 1
+                    J2 = down_ideal[e]
+                    if stamp[J2] == I:
+                        continue
+                    stamp[J2] = I
+                    x = down_unit[e]
+                    comm += _toggle(x, True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
+                                    src_ntgt, cnt, in_s)
+                    pairs += 1
+                    acc_t = acc_sum[I] - acc_sum[J2]
+                    cpu_t = cpu_sum[I] - cpu_sum[J2]
+                    fits = unsup_sum[I] == unsup_sum[J2] and size_sum[I] - size_sum[J2] <= memory
+                    cpu_ok = n_cpu > 0 and cpu_t <= thr_cpu
+                    acc_fast = n_acc > 0 and fits and acc_t <= thr_acc
+                    improved = False
+                    if cpu_ok:
+                        for q in range(n_cs):
+                            c = rel[0, q]
+                            a = rel[1, q]
+                            prev = dp[J2, c - 1, a]
+                            cand = prev if prev > cpu_t else cpu_t
+                            if cand < dp[I, c, a]:
+                                dp[I, c, a] = cand
+                                choice[I, c, a] = J2
+                                kind[I, c, a] = 1
+                                improved = True
+                    if acc_fast:
+                        if overlap:
+                            load = acc_t if acc_t > comm else comm
+                        else:
+                            load = acc_t + comm
+                        if load <= thr_acc:
+                            for q in range(n_as):
+                                c = rel[2, q]
+                                a = rel[3, q]
+                                prev = dp[J2, c, a - 1]
+                                cand = prev if prev > load else load
+                                if cand < dp[I, c, a]:
+                                    dp[I, c, a] = cand
+                                    choice[I, c, a] = J2
+                                    kind[I, c, a] = 2
+                                    improved = True
+                    if improved:
+                        # nothing slower than every relevant state's current value can help
+                        thr_cpu = -1.0
+                        thr_acc = -1.0
+                        for q in range(n_cs):
+                            v = dp[I, rel[0, q], rel[1, q]]
+                            if v > thr_cpu:
+                                thr_cpu = v
+                        for q in range(n_as):
+                            v = dp[I, rel[2, q], rel[3, q]]
+                            if v > thr_acc:
+                                thr_acc = v
+                        if thr_cpu > ub:
+                            thr_cpu = ub
+                        if thr_acc > ub:
+                            thr_acc = ub
+                    if cpu_ok or acc_fast:
+                        sp += 1
+                        stack_j[sp] = J2
+                        stack_e[sp] = down_ptr[J2]
+                        stack_x[sp] = x
+                    else:
+                        comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
+                                        src_ntgt, cnt, in_s)
+                else:
+                    x = stack_x[sp]
+                    if x >= 0:
+                        comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
+                                        src_ntgt, cnt, in_s)
+                    sp -= 1
+        for c in range(n_cpu + 1):
+            for a in range(n_acc + 1):
+                if c > 0 and dp[I, c - 1, a] < dp[I, c, a]:
+                    dp[I, c, a] = dp[I, c - 1, a]
+                    choice[I, c, a] = I
+                    kind[I, c, a] = 3
+                if a > 0 and dp[I, c, a - 1] < dp[I, c, a]:
+                    dp[I, c, a] = dp[I, c, a - 1]
+                    choice[I, c, a] = I
+                    kind[I, c, a] = 4
+    return pairs
+
+
+def warm_up() -> None:
+    """Load (or compile) the cached kernel now, so that solve timings exclude it."""
+    z = np.zeros(1, dtype=np.int64)
+    z2 = np.zeros(2, dtype=np.int64)
+    f = np.zeros(1)
+    dp = np.zeros((1, 1, 1))
+    dp_range(1, 1, z2, z, z, f, f, f, z, f, f, 1.0, z2, z, z2, z, z, f, z, 0, 0, 1.0, 1.0, False,
+             dp, np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8),
+             z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64))
