@@ -1,0 +1,116 @@
+"""Independent brute-force oracles written straight from SPEC.md (tests only).
+
+Nothing here imports the product's evaluator, preparation or solvers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from dnnplace.model.workload import Workload
+
+
+def nodes_of(w: Workload) -> list[int]:
+    return list(range(w.n))
+
+
+def edges_of(w: Workload) -> list[tuple[int, int, float]]:
+    return [(int(u), int(v), float(c)) for u, v, c in zip(w.edge_src, w.edge_dst, w.edge_cost)]
+
+
+def device_load(w: Workload, members: set[int], accelerator: bool, overlap: bool = False) -> float:
+    """SPEC: accelerator = sum of fpgaLatency + c_u for every u whose output crosses S once."""
+    if not accelerator:
+        return sum(float(w.cpu_time[v]) for v in members)
+    compute = sum(float(w.acc_time[v]) for v in members)
+    crossing = set()
+    for u, v, _ in edges_of(w):
+        if (u in members) != (v in members):
+            crossing.add(u)
+    cost = {}
+    for u, _, c in edges_of(w):
+        cost[u] = c
+    comm = sum(cost[u] for u in crossing)
+    return max(compute, comm) if overlap else compute + comm
+
+
+def max_load(w: Workload, acc_sets: list[set[int]], cpu_sets: list[set[int]], overlap: bool = False) -> float:
+    loads = [device_load(w, s, True, overlap) for s in acc_sets] + [device_load(w, s, False) for s in cpu_sets]
+    return max(loads, default=0.0)
+
+
+def reachable(w: Workload, forward_only: bool = True) -> dict[int, set[int]]:
+    """All nodes reachable from each node by a path of length >= 1."""
+    succ: dict[int, set[int]] = {v: set() for v in nodes_of(w)}
+    for u, v, _ in edges_of(w):
+        if forward_only and (w.backward[u] or w.backward[v]):
+            continue
+        succ[u].add(v)
+    out = {}
+    for s in nodes_of(w):
+        seen, stack = set(), list(succ[s])
+        while stack:
+            x = stack.pop()
+            if x not in seen:
+                seen.add(x)
+                stack.extend(succ[x])
+        out[s] = seen
+    return out
+
+
+def is_contiguous(w: Workload, members: set[int], forward_only: bool = True) -> bool:
+    """No path leaves the set and comes back (forward part only, or the whole graph)."""
+    part = {v for v in members if not (forward_only and w.backward[v])}
+    reach = reachable(w, forward_only)
+    for u in part:
+        for x in reach[u]:
+            if x not in part and reach[x] & part:
+                return False
+    return True
+
+
+def is_ideal_chain(w: Workload, device_of: dict[int, int]) -> bool:
+    """Forward sets can be ordered so that every prefix is down-closed."""
+    g: dict[int, set[int]] = {}
+    for u, v, _ in edges_of(w):
+        if w.backward[u] or w.backward[v]:
+            continue
+        a, b = device_of[u], device_of[v]
+        if a != b:
+            g.setdefault(a, set()).add(b)
+    state: dict[int, int] = {}
+
+    def cyclic(x: int) -> bool:
+        state[x] = 1
+        for y in g.get(x, ()):
+            if state.get(y) == 1 or (state.get(y) is None and cyclic(y)):
+                return True
+        state[x] = 2
+        return False
+
+    return not any(state.get(x) is None and cyclic(x) for x in list(g))
+
+
+def brute_force_contiguous_optimum(w: Workload, overlap: bool = False) -> float:
+    """Min max-load over all splits whose device sets form a chain of ideals."""
+    classes: dict[int, list[int]] = {}
+    for v in nodes_of(w):
+        classes.setdefault(int(w.color[v]), []).append(v)
+    groups = list(classes.values())
+    k, l = w.max_accelerators, w.max_cpus
+    best = math.inf
+    for labels in itertools.product(range(k + l), repeat=len(groups)):
+        device_of = {v: d for g, d in zip(groups, labels) for v in g}
+        sets = [set() for _ in range(k + l)]
+        for v, d in device_of.items():
+            sets[d].add(v)
+        ok = True
+        for d in range(k):
+            if any(not w.supported[v] for v in sets[d]) or sum(float(w.size[v]) for v in sets[d]) > w.memory:
+                ok = False
+                break
+        if not ok or not is_ideal_chain(w, device_of):
+            continue
+        best = min(best, max_load(w, sets[:k], sets[k:], overlap))
+    return best
