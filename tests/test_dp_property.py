@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 from hypothesis import HealthCheck, given, settings
-
-import dnnplace
 from oracle import brute_force_contiguous_optimum, max_load
 from strategies import small_workloads
+
+import dnnplace
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

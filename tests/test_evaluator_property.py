@@ -6,10 +6,10 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import dnnplace
 from oracle import device_load, edges_of, is_contiguous
 from strategies import small_workloads
+
+import dnnplace
 
 
 @st.composite

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import LATENCY, REFERENCE, THROUGHPUT, expert_path, latency_path, throughput_path
 
 import dnnplace
-from conftest import LATENCY, REFERENCE, THROUGHPUT, expert_path, latency_path, throughput_path
 
 EXPERTS = sorted(REFERENCE["expert_maxload"])
 

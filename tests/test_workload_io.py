@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import LATENCY, THROUGHPUT, latency_path, throughput_path
 
 import dnnplace
-from conftest import LATENCY, THROUGHPUT, latency_path, throughput_path
 from dnnplace.frontends.paper_json import parse_workload, workload_to_dict
 
 
