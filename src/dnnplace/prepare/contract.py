@@ -252,12 +252,16 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
     return pairs[:, 0], pairs[:, 1]
 
 
-def comm_sources(w: Workload, unit_of: np.ndarray) -> CommSources:
-    """Group original producers by (home unit, set of other units they feed)."""
+def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None) -> CommSources:
+    """Group original producers by (home unit, set of other units they feed).
+
+    ``mask`` restricts the producers considered (e.g. forward nodes only).
+    """
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
     c = w.comm_cost
     uo = unit_of.tolist()
-    for u in np.flatnonzero(c > 0).tolist():
+    keep = c > 0 if mask is None else (c > 0) & mask
+    for u in np.flatnonzero(keep).tolist():
         home = uo[u]
         targets = tuple(sorted({uo[x] for x in w.successors[u].tolist()} - {home}))
         if targets:

@@ -70,17 +70,19 @@ class PlannedMethod:
 
 def registry() -> dict[str, Solver | PlannedMethod]:
     """All method names, implemented or planned, in display order."""
+    from dnnplace.solvers.baselines.greedy import GreedyLatency
     from dnnplace.solvers.dp.solver import DPSolver
+    from dnnplace.solvers.ip.throughput import ThroughputIP
 
     methods: list[Solver | PlannedMethod] = [
         DPSolver(),
-        PlannedMethod("ip", "integer program on HiGHS (contiguous)", ("throughput", "latency", "fw+bw")),
-        PlannedMethod("ip-noncontig", "integer program on HiGHS (non-contiguous)", ("throughput", "fw+bw")),
+        ThroughputIP(contiguous=True),
+        ThroughputIP(contiguous=False),
         PlannedMethod("single", "everything on one accelerator"),
         PlannedMethod("local-search", "random restarts + best single move"),
         PlannedMethod("pipedream", "PipeDream's planner (biconnected contraction + linearised DP)"),
         PlannedMethod("scotch", "Scotch graph partitioner (gpart)"),
         PlannedMethod("metis", "METIS graph partitioner"),
-        PlannedMethod("greedy", "the paper's greedy latency packer", ("latency",)),
+        GreedyLatency(),
     ]
     return {m.name: m for m in methods}

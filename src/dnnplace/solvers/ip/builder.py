@@ -1,0 +1,161 @@
+"""A thin MIP builder over HiGHS (highspy): columns and rows in bulk, honest results.
+
+Models are assembled as numpy triplets and handed to HiGHS in one call, which
+is far faster than adding constraints one by one through the modelling layer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.solvers.base import ProgressFn
+
+INF = float("inf")
+
+
+@dataclass
+class MipResult:
+    """What HiGHS proved: status, incumbent values, objective, bound and gap."""
+
+    status: str  # optimal | time_limit | infeasible | no_solution
+    values: np.ndarray | None
+    objective: float
+    bound: float
+    gap: float
+    seconds: float
+
+
+@contextmanager
+def _silenced_stdout():
+    """Send file descriptor 1 to /dev/null (C code bypasses sys.stdout)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+class MipBuilder:
+    """Collects variables and sparse rows, then solves with HiGHS."""
+
+    def __init__(self) -> None:
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+        self.cost: list[float] = []
+        self.integer: list[bool] = []
+        self.row_lo: list[float] = []
+        self.row_hi: list[float] = []
+        self.row_idx: list[np.ndarray] = []
+        self.row_val: list[np.ndarray] = []
+
+    @property
+    def n_cols(self) -> int:
+        return len(self.lb)
+
+    def add_vars(self, count: int, lb: float = 0.0, ub: float = INF, cost: float = 0.0,
+                 integer: bool = False) -> np.ndarray:
+        """Add ``count`` columns; return their indices."""
+        start = len(self.lb)
+        self.lb.extend([lb] * count)
+        self.ub.extend([ub] * count)
+        self.cost.extend([cost] * count)
+        self.integer.extend([integer] * count)
+        return np.arange(start, start + count, dtype=np.int64)
+
+    def fix(self, cols: np.ndarray, value: float) -> None:
+        for c in np.atleast_1d(cols).tolist():
+            self.lb[c] = value
+            self.ub[c] = value
+
+    def row(self, idx, val, lo: float = -INF, hi: float = INF) -> None:
+        """Add ``lo <= sum(val * x[idx]) <= hi``."""
+        self.row_idx.append(np.asarray(idx, dtype=np.int64))
+        self.row_val.append(np.asarray(val, dtype=np.float64))
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+
+    def solve(
+        self,
+        *,
+        time_limit: float | None,
+        gap: float,
+        threads: int | None,
+        start: dict[int, float] | None = None,
+        progress: ProgressFn | None = None,
+        label: str = "IP",
+    ) -> MipResult:
+        """Solve; ``start`` gives values of some integer columns as a MIP start."""
+        try:
+            import highspy
+        except ImportError:  # pragma: no cover - highspy is a dependency
+            raise DnnplaceError("the IP methods need highspy: pip install highspy") from None
+        with _silenced_stdout():  # HiGHS prints its banner on construction
+            h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("mip_rel_gap", float(gap))
+        if time_limit is not None:
+            h.setOptionValue("time_limit", float(time_limit))
+        if threads is not None:
+            h.setOptionValue("threads", int(threads))
+        n = self.n_cols
+        inf = highspy.kHighsInf
+        lb = np.array(self.lb)
+        ub = np.array(self.ub)
+        h.addVars(n, np.where(np.isinf(lb), -inf, lb), np.where(np.isinf(ub), inf, ub))
+        h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(self.cost))
+        ints = np.flatnonzero(np.array(self.integer)).astype(np.int32)
+        if ints.size:
+            h.changeColsIntegrality(ints.size, ints,
+                                    np.full(ints.size, highspy.HighsVarType.kInteger))
+        if self.row_idx:
+            lens = np.array([r.size for r in self.row_idx])
+            starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
+            lo = np.array(self.row_lo)
+            hi = np.array(self.row_hi)
+            h.addRows(len(self.row_idx), np.where(np.isinf(lo), -inf, lo), np.where(np.isinf(hi), inf, hi),
+                      int(lens.sum()), starts, np.concatenate(self.row_idx).astype(np.int32),
+                      np.concatenate(self.row_val))
+        if start:
+            idx = np.array(sorted(start), dtype=np.int32)
+            h.setSolution(idx.size, idx, np.array([start[i] for i in idx.tolist()]))
+        t0 = time.perf_counter()
+        if progress is not None:
+            def on_log(e) -> None:
+                d = e.data_out
+                progress(time.perf_counter() - t0, time_limit or 0.0,
+                         f"{label}: incumbent {d.mip_primal_bound:.6g}, bound {d.mip_dual_bound:.6g},"
+                         f" gap {100 * min(d.mip_gap, 9.99):.1f}%")
+
+            h.cbMipImprovingSolution.subscribe(on_log)
+            h.cbMipLogging.subscribe(on_log)
+        h.run()
+        seconds = time.perf_counter() - t0
+        model_status = h.getModelStatus()
+        info = h.getInfo()
+        ms = highspy.HighsModelStatus
+        has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        if model_status == ms.kInfeasible:
+            return MipResult("infeasible", None, INF, INF, INF, seconds)
+        values = np.array(h.getSolution().col_value) if has_sol else None
+        objective = float(info.objective_function_value) if has_sol else INF
+        bound = float(info.mip_dual_bound)
+        if model_status == ms.kOptimal:
+            status = "optimal"
+        elif has_sol:
+            status = "time_limit"
+        else:
+            status = "no_solution"
+        gap_v = float(info.mip_gap) if has_sol else INF
+        return MipResult(status, values, objective, bound, gap_v, seconds)

@@ -1,0 +1,102 @@
+"""Shared pieces of the integer programs: colour-class groups, contiguity rows, warm starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+from dnnplace.solvers.ip.builder import MipBuilder
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Colour classes: the IPs decide per class, since a class never splits."""
+
+    of_node: np.ndarray  # node index -> class index
+    count: int
+    acc_fw: np.ndarray
+    acc_bw: np.ndarray
+    cpu_fw: np.ndarray
+    cpu_bw: np.ndarray
+    size: np.ndarray
+    unsupported: np.ndarray  # bool
+    fw_edges: np.ndarray  # (e, 2) distinct class pairs of forward edges
+
+    @staticmethod
+    def of(w: Workload) -> Groups:
+        _, cls = np.unique(w.color, return_inverse=True)
+        g = int(cls.max()) + 1
+        fw = ~w.backward
+
+        def total(x: np.ndarray) -> np.ndarray:
+            return np.bincount(cls, weights=x, minlength=g)
+
+        both_fw = fw[w.edge_src] & fw[w.edge_dst]
+        a, b = cls[w.edge_src[both_fw]], cls[w.edge_dst[both_fw]]
+        keep = a != b
+        pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
+        return Groups(cls, g, total(w.acc_time * fw), total(w.acc_time * ~fw), total(w.cpu_time * fw),
+                      total(w.cpu_time * ~fw), total(w.size), total(~w.supported) > 0, pairs)
+
+
+def add_contiguity(m: MipBuilder, x: np.ndarray, groups: Groups) -> None:
+    """SPEC's z-constraints: once a path leaves the set it cannot come back.
+
+    ``x`` holds the assignment columns of one device (one per class).
+    """
+    z = m.add_vars(groups.count, 0.0, 1.0)
+    for g in range(groups.count):
+        m.row([z[g], x[g]], [1.0, -1.0], lo=0.0)  # z >= x
+    for a, b in groups.fw_edges.tolist():
+        m.row([z[b], z[a]], [1.0, -1.0], hi=0.0)  # z[b] <= z[a]
+        m.row([z[b], x[b], x[a]], [1.0, -1.0, 1.0], hi=1.0)  # z[b] <= x[b] - x[a] + 1
+
+
+def break_symmetry(m: MipBuilder, x: np.ndarray, devices: range, groups: Groups) -> None:
+    """Identical devices: class g may only use the first g+1 of them (relabelling is free)."""
+    for j, d in enumerate(devices):
+        for g in range(min(j, groups.count)):
+            m.fix(x[g, d], 0.0)
+
+
+def class_devices(groups: Groups, w: Workload, split: Split, n_acc_cols: int) -> np.ndarray | None:
+    """Device column per class of a split, relabelled to respect :func:`break_symmetry`.
+
+    Accelerators map to columns ``0..n_acc_cols-1``, CPU cores to the columns after them.
+    """
+    index_of = w.index_of
+    dev_of_class = np.full(groups.count, -1, dtype=np.int64)
+    lists = list(split.accelerators) + list(split.cpus)
+    n_acc = len(split.accelerators)
+    for d, ids in enumerate(lists):
+        for nid in ids:
+            dev_of_class[groups.of_node[index_of[int(nid)]]] = d
+    if (dev_of_class < 0).any():
+        return None
+
+    def relabel(lo: int, hi: int, base: int) -> None:
+        firsts = sorted({d: int(np.flatnonzero(dev_of_class == d).min())
+                         for d in range(lo, hi) if (dev_of_class == d).any()}.items(), key=lambda t: t[1])
+        mapping = {d: base + j for j, (d, _) in enumerate(firsts)}
+        for g in range(groups.count):
+            if lo <= dev_of_class[g] < hi:
+                dev_of_class[g] = mapping[int(dev_of_class[g])]
+
+    relabel(0, n_acc, 0)
+    relabel(n_acc, len(lists), n_acc_cols)
+    return dev_of_class
+
+
+def warm_start_dp(w: Workload) -> Split | None:
+    """The DP's optimal contiguous split, when the lattice is small enough to get it quickly."""
+    from dnnplace.errors import DnnplaceError
+    from dnnplace.solvers.base import SolveOptions
+    from dnnplace.solvers.dp.solver import DPSolver
+
+    try:
+        return DPSolver().solve(w, SolveOptions(max_ideals=60_000, time_limit=30.0)).split
+    except DnnplaceError:
+        return None
