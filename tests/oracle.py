@@ -114,3 +114,83 @@ def brute_force_contiguous_optimum(w: Workload, overlap: bool = False) -> float:
             continue
         best = min(best, max_load(w, sets[:k], sets[k:], overlap))
     return best
+
+
+def oracle_latency(w, labels, n_acc):
+    """Least fixpoint of SPEC's latency constraints for splits with contiguous accelerator sets."""
+    edges = edges_of(w)
+    cost = {u: c for u, _, c in edges}
+    groups = {d: {v for v in range(w.n) if labels[v] == d} for d in range(n_acc)}
+    dur = {}
+    for d, s in groups.items():
+        if not s:
+            continue
+        inc = {u for u, v, _ in edges if u not in s and v in s}
+        out = {u for u, v, _ in edges if u in s and v not in s}
+        dur[d] = sum(cost[u] for u in inc) + sum(float(w.acc_time[v]) for v in s) + sum(cost[u] for u in out)
+    finish = {v: 0.0 for v in range(w.n)}
+    for _ in range(4 * w.n + 4):
+        changed = False
+        new = {}
+        for d, s in groups.items():
+            if s:
+                start = max((finish[u] for u, v, _ in edges if u not in s and v in s), default=0.0)
+                for v in s:
+                    new[v] = start + dur[d]
+        for v in range(w.n):
+            if labels[v] >= n_acc:
+                new[v] = max((finish[u] for u, x, _ in edges if x == v), default=0.0) + float(w.cpu_time[v])
+        for v in range(w.n):
+            if not math.isclose(new[v], finish[v]):
+                changed = True
+        finish = new
+        if not changed:
+            return max(finish.values())
+    return math.inf
+
+
+def brute_force_assignments(w: Workload, n_labels: int):
+    """Every assignment of colour classes to ``n_labels`` labelled devices, as node -> label lists."""
+    classes: dict[int, list[int]] = {}
+    for v in nodes_of(w):
+        classes.setdefault(int(w.color[v]), []).append(v)
+    groups = list(classes.values())
+    for labels in itertools.product(range(n_labels), repeat=len(groups)):
+        out = [0] * w.n
+        for g, d in zip(groups, labels):
+            for v in g:
+                out[v] = d
+        yield out
+
+
+def fits(w: Workload, labels: list[int], n_acc: int) -> bool:
+    for d in range(n_acc):
+        members = [v for v in range(w.n) if labels[v] == d]
+        if any(not w.supported[v] for v in members) or sum(float(w.size[v]) for v in members) > w.memory:
+            return False
+    return True
+
+
+def fw_bw_objective(w: Workload, labels: list[int], n_acc: int, n_dev: int) -> float:
+    """max FW + max BW, communication attributed to the producing node's direction."""
+    edges = edges_of(w)
+    cost = {u: c for u, _, c in edges}
+    fw_max = bw_max = 0.0
+    for d in range(n_dev):
+        members = {v for v in range(w.n) if labels[v] == d}
+        fw = bw = 0.0
+        for v in members:
+            t = float(w.acc_time[v] if d < n_acc else w.cpu_time[v])
+            if w.backward[v]:
+                bw += t
+            else:
+                fw += t
+        if d < n_acc:
+            crossing = {u for u, v, _ in edges if (u in members) != (v in members)}
+            for u in crossing:
+                if w.backward[u]:
+                    bw += cost[u]
+                else:
+                    fw += cost[u]
+        fw_max, bw_max = max(fw_max, fw), max(bw_max, bw)
+    return fw_max + bw_max

@@ -6,7 +6,7 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle import device_load, edges_of, is_contiguous
+from oracle import device_load, is_contiguous, oracle_latency
 from strategies import small_workloads
 
 import dnnplace
@@ -51,39 +51,6 @@ def test_loads_match_spec(case, overlap):
     assert any(v.kind == "memory" for v in ev.violations) == over
 
 
-def _oracle_latency(w, labels, n_acc):
-    """Least fixpoint of SPEC's latency constraints for splits with contiguous accelerator sets."""
-    edges = edges_of(w)
-    cost = {u: c for u, _, c in edges}
-    groups = {d: {v for v in range(w.n) if labels[v] == d} for d in range(n_acc)}
-    dur = {}
-    for d, s in groups.items():
-        if not s:
-            continue
-        inc = {u for u, v, _ in edges if u not in s and v in s}
-        out = {u for u, v, _ in edges if u in s and v not in s}
-        dur[d] = sum(cost[u] for u in inc) + sum(float(w.acc_time[v]) for v in s) + sum(cost[u] for u in out)
-    finish = {v: 0.0 for v in range(w.n)}
-    for _ in range(4 * w.n + 4):
-        changed = False
-        new = {}
-        for d, s in groups.items():
-            if s:
-                start = max((finish[u] for u, v, _ in edges if u not in s and v in s), default=0.0)
-                for v in s:
-                    new[v] = start + dur[d]
-        for v in range(w.n):
-            if labels[v] >= n_acc:
-                new[v] = max((finish[u] for u, x, _ in edges if x == v), default=0.0) + float(w.cpu_time[v])
-        for v in range(w.n):
-            if not math.isclose(new[v], finish[v]):
-                changed = True
-        finish = new
-        if not changed:
-            return max(finish.values())
-    return math.inf
-
-
 @settings(max_examples=150, deadline=None)
 @given(workload_and_split())
 def test_latency_matches_fixpoint_of_spec_constraints(case):
@@ -91,7 +58,7 @@ def test_latency_matches_fixpoint_of_spec_constraints(case):
     ev = dnnplace.evaluate(w, split)
     if not all(is_contiguous(w, {v for v in range(w.n) if labels[v] == d}, forward_only=False) for d in range(n_acc)):
         return  # the oracle covers one piece per accelerator
-    expected = _oracle_latency(w, labels, n_acc)
+    expected = oracle_latency(w, labels, n_acc)
     if math.isinf(expected):
         assert math.isinf(ev.latency)
     else:

@@ -73,6 +73,9 @@ def solve(
         raise DnnplaceError(
             f"method '{method}' does not optimise '{objective}'; it supports: {', '.join(solver.objectives)}"
         )
+    if objective == "latency":
+        # the latency model has as many CPU cores as it needs; maxCPUs does not bind
+        workload = workload.with_budget(cpus=max(workload.max_cpus, workload.n))
     check_feasibility(workload)
     opts = SolveOptions(objective=objective, **options)
     out = solver.solve(workload, opts)

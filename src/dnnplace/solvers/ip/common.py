@@ -23,7 +23,8 @@ class Groups:
     cpu_bw: np.ndarray
     size: np.ndarray
     unsupported: np.ndarray  # bool
-    fw_edges: np.ndarray  # (e, 2) distinct class pairs of forward edges
+    fw_edges: np.ndarray  # (e, 2) node pairs of forward edges between different classes
+    fw_nodes: np.ndarray  # indices of forward nodes
 
     @staticmethod
     def of(w: Workload) -> Groups:
@@ -35,24 +36,29 @@ class Groups:
             return np.bincount(cls, weights=x, minlength=g)
 
         both_fw = fw[w.edge_src] & fw[w.edge_dst]
-        a, b = cls[w.edge_src[both_fw]], cls[w.edge_dst[both_fw]]
-        keep = a != b
-        pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
+        pairs = np.stack([w.edge_src[both_fw], w.edge_dst[both_fw]], axis=1)
+        pairs = np.unique(pairs, axis=0) if pairs.size else np.zeros((0, 2), np.int64)
         return Groups(cls, g, total(w.acc_time * fw), total(w.acc_time * ~fw), total(w.cpu_time * fw),
-                      total(w.cpu_time * ~fw), total(w.size), total(~w.supported) > 0, pairs)
+                      total(w.cpu_time * ~fw), total(w.size), total(~w.supported) > 0, pairs,
+                      np.flatnonzero(fw))
 
 
 def add_contiguity(m: MipBuilder, x: np.ndarray, groups: Groups) -> None:
-    """SPEC's z-constraints: once a path leaves the set it cannot come back.
+    """SPEC's z-constraints on the forward *nodes*: once a path leaves the set it cannot come back.
 
-    ``x`` holds the assignment columns of one device (one per class).
+    ``x`` holds the assignment columns of one device (one per class).  ``z``
+    is per node, not per class: contracting classes could invent cycles that
+    the node graph does not have.
     """
-    z = m.add_vars(groups.count, 0.0, 1.0)
-    for g in range(groups.count):
-        m.row([z[g], x[g]], [1.0, -1.0], lo=0.0)  # z >= x
-    for a, b in groups.fw_edges.tolist():
-        m.row([z[b], z[a]], [1.0, -1.0], hi=0.0)  # z[b] <= z[a]
-        m.row([z[b], x[b], x[a]], [1.0, -1.0, 1.0], hi=1.0)  # z[b] <= x[b] - x[a] + 1
+    cls = groups.of_node
+    z = np.full(cls.size, -1, dtype=np.int64)
+    z[groups.fw_nodes] = m.add_vars(groups.fw_nodes.size, 0.0, 1.0)
+    for v in groups.fw_nodes.tolist():
+        m.row([z[v], x[cls[v]]], [1.0, -1.0], lo=0.0)  # z >= x
+    for u, v in groups.fw_edges.tolist():
+        m.row([z[v], z[u]], [1.0, -1.0], hi=0.0)  # z[v] <= z[u]
+        if cls[u] != cls[v]:
+            m.row([z[v], x[cls[v]], x[cls[u]]], [1.0, -1.0, 1.0], hi=1.0)  # z[v] <= x[v] - x[u] + 1
 
 
 def break_symmetry(m: MipBuilder, x: np.ndarray, devices: range, groups: Groups) -> None:
