@@ -6,8 +6,6 @@ import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-
-import dnnplace
 from oracle import (
     brute_force_assignments,
     fits,
@@ -17,6 +15,8 @@ from oracle import (
     oracle_latency,
 )
 from strategies import small_workloads
+
+import dnnplace
 
 pytest.importorskip("highspy")
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -117,25 +117,11 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     """Evaluate a per-node device array (see :func:`evaluate`)."""
     dev = a.device
     n_dev = a.n_devices
-    placed = dev >= 0
-    is_acc_dev = np.arange(n_dev) < a.n_acc
-    node_is_acc = placed & (dev < a.n_acc)
-    safe_dev = np.where(placed, dev, n_dev)  # n_dev collects unplaced nodes
-
-    time = np.where(node_is_acc, w.acc_time, w.cpu_time)
-    fwd = ~w.backward
-    compute_fw = np.bincount(safe_dev, weights=time * fwd, minlength=n_dev + 1)[:n_dev]
-    compute_bw = np.bincount(safe_dev, weights=time * ~fwd, minlength=n_dev + 1)[:n_dev]
-    memory = np.bincount(safe_dev, weights=w.size * node_is_acc, minlength=n_dev + 1)[:n_dev]
-    comm_fw, comm_bw = _communication(w, dev, n_dev)
-    comm_fw[~is_acc_dev] = 0.0
-    comm_bw[~is_acc_dev] = 0.0
+    parts = device_loads(w, dev[None, :], a.n_acc, n_dev, overlap_comm)
+    compute_fw, compute_bw, comm_fw, comm_bw, memory, load = (x[0] for x in parts)
     compute = compute_fw + compute_bw
     comm = comm_fw + comm_bw
-    load = np.maximum(compute, comm) if overlap_comm else compute + comm
-    load = np.where(is_acc_dev, load, compute)
     contiguous = _contiguity(w, dev, n_dev)
-
     node_ids = w.node_ids
     members = [[] for _ in range(n_dev)]
     for i, d in enumerate(dev.tolist()):
@@ -169,22 +155,80 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     )
 
 
-def _communication(w: Workload, dev: np.ndarray, n_dev: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-device transfer time, split by the direction (fw/bw) of the producing node."""
-    ds, dd = dev[w.edge_src], dev[w.edge_dst]
-    cut = (ds != dd) & (ds >= 0) & (dd >= 0)
-    src = w.edge_src[cut]
-    c = w.comm_cost
-    bw = w.backward
-    out_fw = np.zeros(n_dev)
-    out_bw = np.zeros(n_dev)
-    senders = np.unique(src)
-    np.add.at(out_fw, dev[senders], c[senders] * ~bw[senders])
-    np.add.at(out_bw, dev[senders], c[senders] * bw[senders])
-    pairs = np.unique(src * (n_dev + 1) + dd[cut])
-    u, recv = pairs // (n_dev + 1), pairs % (n_dev + 1)
-    np.add.at(out_fw, recv, c[u] * ~bw[u])
-    np.add.at(out_bw, recv, c[u] * bw[u])
+def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False
+                 ) -> tuple[np.ndarray, ...]:
+    """The cost model for a batch of assignments ``dev`` (B x n; -1 = unplaced).
+
+    Returns per assignment and device: forward compute, backward compute,
+    forward communication, backward communication (by the producing node's
+    direction; zero on CPUs), accelerator memory, and the load.
+    """
+    B = dev.shape[0]
+    D = n_dev + 1  # the extra column collects unplaced nodes
+    safe = np.where(dev >= 0, dev, n_dev)
+    on_acc = safe < n_acc
+    time = np.where(on_acc, w.acc_time, w.cpu_time)
+    flat = (safe + D * np.arange(B)[:, None]).ravel()
+
+    def per_device(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(flat, weights=weights.ravel(), minlength=B * D).reshape(B, D)[:, :n_dev]
+
+    fwd = ~w.backward
+    compute_fw = per_device(time * fwd)
+    compute_bw = per_device(time * ~fwd)
+    memory = per_device(w.size * on_acc)
+    comm_fw, comm_bw = _communication(w, safe, n_dev)
+    acc_dev = np.arange(n_dev) < n_acc
+    comm_fw[:, ~acc_dev] = 0.0
+    comm_bw[:, ~acc_dev] = 0.0
+    compute = compute_fw + compute_bw
+    comm = comm_fw + comm_bw
+    load = np.maximum(compute, comm) if overlap else compute + comm
+    load = np.where(acc_dev, load, compute)
+    return compute_fw, compute_bw, comm_fw, comm_bw, memory, load
+
+
+def max_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Max-load and memory-feasibility of each assignment in a batch (for search heuristics)."""
+    *_, memory, load = device_loads(w, dev, n_acc, n_dev, overlap)
+    fits = (memory[:, :n_acc] <= w.memory * (1 + 1e-12)).all(axis=1)
+    return load.max(axis=1, initial=0.0), fits
+
+
+def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-device transfer time for a batch, split by the producing node's direction.
+
+    A producer ``u`` (placed) reaches the set of devices of its placed
+    successors; every reached device other than its own pays ``c_u`` once,
+    and its own device pays ``c_u`` once if any device is reached.
+    """
+    B = safe.shape[0]
+    out_fw = np.zeros((B, n_dev))
+    out_bw = np.zeros((B, n_dev))
+    if w.m == 0:
+        return out_fw, out_bw
+    order = np.argsort(w.edge_src, kind="stable")
+    src, dst = w.edge_src[order], w.edge_dst[order]
+    starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    producers = src[starts]
+    c = w.comm_cost[producers]
+    bw = w.backward[producers]
+    reach = np.zeros((B, dst.size, n_dev + 1), dtype=bool)
+    np.put_along_axis(reach, safe[:, dst][:, :, None], True, axis=2)
+    reach = np.logical_or.reduceat(reach, starts, axis=1)[:, :, :n_dev]  # (B, producers, devices)
+    own = safe[:, producers]
+    placed = own < n_dev
+    rows, cols = np.nonzero(placed)
+    reach[rows, cols, own[rows, cols]] = False
+    reach &= placed[:, :, None]
+    out_fw += np.einsum("bpd,p->bd", reach, c * ~bw)
+    out_bw += np.einsum("bpd,p->bd", reach, c * bw)
+    sends = reach.any(axis=2)
+    flat = (own + (n_dev + 1) * np.arange(B)[:, None]).ravel()
+    size = B * (n_dev + 1)
+    out_fw += np.bincount(flat, weights=(sends * (c * ~bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
+    out_bw += np.bincount(flat, weights=(sends * (c * bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
     return out_fw, out_bw
 
 

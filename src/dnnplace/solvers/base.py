@@ -71,6 +71,10 @@ class PlannedMethod:
 def registry() -> dict[str, Solver | PlannedMethod]:
     """All method names, implemented or planned, in display order."""
     from dnnplace.solvers.baselines.greedy import GreedyLatency
+    from dnnplace.solvers.baselines.local_search import LocalSearch
+    from dnnplace.solvers.baselines.partitioners import Metis, Scotch
+    from dnnplace.solvers.baselines.pipedream import PipeDream
+    from dnnplace.solvers.baselines.single import SingleAccelerator
     from dnnplace.solvers.dp.solver import DPSolver
     from dnnplace.solvers.ip.throughput import ThroughputIP
 
@@ -78,11 +82,11 @@ def registry() -> dict[str, Solver | PlannedMethod]:
         DPSolver(),
         ThroughputIP(contiguous=True),
         ThroughputIP(contiguous=False),
-        PlannedMethod("single", "everything on one accelerator"),
-        PlannedMethod("local-search", "random restarts + best single move"),
-        PlannedMethod("pipedream", "PipeDream's planner (biconnected contraction + linearised DP)"),
-        PlannedMethod("scotch", "Scotch graph partitioner (gpart)"),
-        PlannedMethod("metis", "METIS graph partitioner"),
+        SingleAccelerator(),
+        LocalSearch(),
+        PipeDream(),
+        Scotch(),
+        Metis(),
         GreedyLatency(),
     ]
     return {m.name: m for m in methods}

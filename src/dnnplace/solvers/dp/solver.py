@@ -41,35 +41,41 @@ class DPSolver:
     summary = "optimal contiguous split (dynamic program over ideals)"
 
     def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
-        start = time.perf_counter()
-        deadline = None if options.time_limit is None else start + options.time_limit
-        p = merge_free_units(
-            prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize)
+        return solve_dp(workload, options)
+
+
+def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray | None = None) -> SolverOutput:
+    """Prepare, bound, and run the exact DP; ``extra_groups`` fuses further nodes."""
+    start = time.perf_counter()
+    deadline = None if options.time_limit is None else start + options.time_limit
+    p = merge_free_units(
+        prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize,
+                extra_groups=extra_groups)
+    )
+    ub = np.inf
+    stats: dict[str, float | int] = {"units": p.n_units}
+    if not options.linearize:
+        chain = linearized(p)
+        first = run_dp(chain, enumerate_ideals(chain, options.max_ideals), workload,
+                       overlap=options.overlap_comm, ub=np.inf, deadline=deadline)
+        if np.isfinite(first.value):
+            ub = first.value * (1 + 1e-9) + 1e-12
+        stats["upper_bound"] = float(first.value)
+    lattice = enumerate_ideals(p, options.max_ideals)
+    stats["ideals"] = lattice.n_ideals
+    result = run_dp(p, lattice, workload, overlap=options.overlap_comm, ub=ub,
+                    deadline=deadline, progress=options.progress)
+    stats["pairs_examined"] = result.pairs
+    if not np.isfinite(result.value):
+        raise InfeasibleError(
+            f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
+            f" {workload.memory:.6g} bytes and {workload.max_cpus} CPU cores some contiguous"
+            " piece always exceeds memory or holds an unsupported node"
         )
-        ub = np.inf
-        stats: dict[str, float | int] = {"units": p.n_units}
-        if not options.linearize:
-            chain = linearized(p)
-            first = run_dp(chain, enumerate_ideals(chain, options.max_ideals), workload,
-                           overlap=options.overlap_comm, ub=np.inf, deadline=deadline)
-            if np.isfinite(first.value):
-                ub = first.value * (1 + 1e-9) + 1e-12
-            stats["upper_bound"] = float(first.value)
-        lattice = enumerate_ideals(p, options.max_ideals)
-        stats["ideals"] = lattice.n_ideals
-        result = run_dp(p, lattice, workload, overlap=options.overlap_comm, ub=ub,
-                        deadline=deadline, progress=options.progress)
-        stats["pairs_examined"] = result.pairs
-        if not np.isfinite(result.value):
-            raise InfeasibleError(
-                f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
-                f" {workload.memory:.6g} bytes and {workload.max_cpus} CPU cores some contiguous"
-                " piece always exceeds memory or holds an unsupported node"
-            )
-        device = result.unit_device[p.unit_of]
-        split = Split.from_assignment(workload.node_ids, device, result.n_acc_used, result.n_cpu_used)
-        stats["dp_value"] = float(result.value)
-        return SolverOutput(split=split, status="optimal", bound=float(result.value), stats=stats)
+    device = result.unit_device[p.unit_of]
+    split = Split.from_assignment(workload.node_ids, device, result.n_acc_used, result.n_cpu_used)
+    stats["dp_value"] = float(result.value)
+    return SolverOutput(split=split, status="optimal", bound=float(result.value), stats=stats)
 
 
 def run_dp(

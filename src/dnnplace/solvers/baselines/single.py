@@ -1,0 +1,20 @@
+"""Everything on one accelerator: the paper's baseline for speed-ups.
+
+As in the paper, the memory limit is ignored when placing; the evaluator
+still reports a memory (or support) violation if there is one.
+"""
+
+from __future__ import annotations
+
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+from dnnplace.solvers.base import SolveOptions, SolverOutput
+
+
+class SingleAccelerator:
+    name = "single"
+    objectives = ("throughput", "latency", "fw+bw")
+    summary = "everything on one accelerator (memory ignored, as in the paper)"
+
+    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+        return SolverOutput(split=Split.of([list(map(int, workload.node_ids))]), status="heuristic")
