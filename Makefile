@@ -6,16 +6,27 @@ STAMP := $(VENV)/.installed
 PAPER := src/dnnplace/data/paper
 DEMO_WORKLOAD := $(PAPER)/throughput-inputs/LayerGraphs/gnmt_training.json
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system-deps
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SYSTEM_TOOLS := scotch_gpart dot
+
+# System packages: Scotch's gpart (a baseline) and Graphviz's dot (report layouts).
+system-deps:
+	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages for:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends scotch graphviz >/dev/null; \
+	fi
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) system-deps
 	mkdir -p build
 	$(VENV)/bin/dnnplace info $(DEMO_WORKLOAD)
 	$(VENV)/bin/dnnplace solve $(DEMO_WORKLOAD) -o build/gnmt_training_split.json
@@ -24,7 +35,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks
 
-test: $(STAMP) lint
+test: $(STAMP) system-deps lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

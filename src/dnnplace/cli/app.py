@@ -184,6 +184,84 @@ def solve(
                 out.print(f"split written to {output}")
 
 
+class Format(StrEnum):
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def compare(
+    workloads: list[Path] = typer.Argument(..., help="Workload JSON files."),
+    methods_: str = typer.Option("dp,ip,ip-noncontig,pipedream,local-search,single", "--methods",
+                                 help="Comma-separated methods (see `dnnplace methods`)."),
+    objective: Objective = typer.Option(Objective.throughput, "--objective"),
+    time_limit: float = typer.Option(60.0, "--time-limit", min=0, help="Seconds per run."),
+    fmt: Format = typer.Option(Format.markdown, "--format", help="markdown, csv or json."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here."),
+) -> None:
+    """Run several methods on several workloads: max-load, ratio to best, latency, runtime, feasibility."""
+    with user_errors():
+        from dnnplace.report.compare import compare as run_compare
+        from dnnplace.report.compare import load_named, to_csv, to_json, to_markdown
+        from dnnplace.solvers.base import registry
+
+        names = [m.strip() for m in methods_.split(",") if m.strip()]
+        known = set(registry()) | {"expert", "dp-split"}
+        for m in names:
+            if m not in known:
+                raise DnnplaceError(f"unknown method '{m}'; choose from: {', '.join(sorted(known))}")
+        loaded = [load_named(p) for p in workloads]
+        total = len(loaded) * len(names)
+        with progress_bar(True) as progress:
+            done = [0]
+
+            def step(desc: str) -> None:
+                if progress is not None:
+                    progress(done[0], total, desc)
+                done[0] += 1
+
+            rows = run_compare(loaded, names, objective=objective.value, time_limit=time_limit, on_step=step)
+        text = {"markdown": to_markdown, "csv": to_csv, "json": to_json}[fmt.value](rows)
+        if output is not None:
+            from dnnplace.frontends.paper_json import write_text_atomic
+
+            write_text_atomic(output, text)
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def reproduce(
+    output: Path = typer.Option(Path("docs/results.md"), "--out", "-o", help="Markdown file to write."),
+    time_limit: float = typer.Option(20.0, "--time-limit", min=0,
+                                     help="Seconds per throughput IP / local-search run."),
+    latency_time_limit: float = typer.Option(30.0, "--latency-time-limit", min=0,
+                                             help="Seconds per latency IP run."),
+    only: str = typer.Option("", "--only", help="Only workloads whose name contains this."),
+) -> None:
+    """Reproduce the paper's evaluation on the bundled workloads (tables + a PNG figure)."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import write_text_atomic
+        from dnnplace.report.reproduce import figure, to_markdown
+        from dnnplace.report.reproduce import reproduce as run_reproduce
+
+        t0 = time.perf_counter()
+        with progress_bar(True) as progress:
+            def step(desc: str, i: int, n: int) -> None:
+                if progress is not None:
+                    progress(i, n, desc)
+                else:
+                    err.print(f"[{i + 1}/{n}] {desc}" if i < n else "done", markup=False)
+
+            tp, lat = run_reproduce(time_limit, latency_time_limit, only, on_step=step)
+        png = output.with_name(output.stem + "_throughput.png")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        figure(tp, png)
+        text = to_markdown(tp, lat, time_limit, latency_time_limit, time.perf_counter() - t0, png.name)
+        write_text_atomic(output, text)
+        out.print(f"wrote {output} and {png}")
+
+
 @app.command()
 def methods() -> None:
     """List the placement methods and what they optimise."""

@@ -61,10 +61,15 @@ def save_workload(workload: Workload, path: str | Path) -> None:
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     """Write JSON to a temporary file and rename it, so nothing is half-written."""
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write text to a temporary file and rename it, so nothing is half-written."""
     p = Path(path)
     tmp = p.with_name(f".{p.name}.tmp")
     try:
-        tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(p)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -115,7 +115,7 @@ class Metis:
             xadj = np.cumsum([0] + [len(x) for x in adj])
             adjncy = [j for x in adj for j, _ in sorted(x)]
             eweights = [wt for x in adj for _, wt in sorted(x)]
-            _, parts = pymetis.part_graph(k, xadj=xadj.tolist(), adjncy=adjncy,
+            _, parts = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj.tolist(), adjncy),
                                           vweights=[_weights(vw[g]) for g in verts], eweights=eweights)
         part_of = {g: int(p) for g, p in zip(verts, parts)}
         return SolverOutput(split=_finish(w, cls, part_of, ok), status="heuristic")

@@ -1,8 +1,9 @@
 """PipeDream's planner, as the paper emulates it.
 
 PipeDream partitions a *chain* of layers.  To apply it to a DAG the paper
-(i) contracts each biconnected component of the forward graph, fusing the
-tails of its edges, so that branching blocks (residual blocks, multi-branch
+(i) contracts each biconnected component of the forward graph (without the
+out-edges of input layers that do no work, which PipeDream's profiles lack),
+fusing the tails of its edges, so that branching blocks (residual blocks, multi-branch
 cells) become single stages-to-be; (ii) linearises the result along one
 topological order; (iii) runs the optimal DP on that chain.  The value depends
 on the linearisation order, so it need not equal the paper's figure to the
@@ -20,18 +21,26 @@ from dnnplace.solvers.base import SolveOptions, SolverOutput
 
 
 def biconnected_groups(w: Workload) -> np.ndarray:
-    """A label per node: nodes whose colour classes a biconnected component fuses share one."""
+    """A label per node: nodes whose colour classes a biconnected component fuses share one.
+
+    As in the paper's emulation, the graph is the colour-class contraction
+    with forward and backward parts as separate vertices; each biconnected
+    component fuses the classes of the tails of its edges.
+    """
     _, cls = np.unique(w.color, return_inverse=True)
-    fwd = ~w.backward
-    both = fwd[w.edge_src] & fwd[w.edge_dst]
-    a, b = cls[w.edge_src[both]], cls[w.edge_dst[both]]
-    keep = a != b
-    directed = set(zip(a[keep].tolist(), b[keep].tolist()))
+    # PipeDream's profiles carry no input layers that do no work: their fan-out
+    # does not tie blocks together, so their out-edges are left out here
+    has_pred = np.zeros(w.n, dtype=bool)
+    has_pred[w.edge_dst] = True
+    idle = (w.acc_time == 0) & (w.cpu_time == 0) & ~has_pred
+    vertex = 2 * cls + w.backward
+    keep = ~idle[w.edge_src] & (vertex[w.edge_src] != vertex[w.edge_dst])
+    directed = set(zip(vertex[w.edge_src[keep]].tolist(), vertex[w.edge_dst[keep]].tolist()))
     g = nx.Graph()
     g.add_edges_from(directed)
     uf = UnionFind(int(cls.max()) + 1)
     for comp in nx.biconnected_component_edges(g):
-        tails = [u if (u, v) in directed else v for u, v in comp]
+        tails = [(u if (u, v) in directed else v) // 2 for u, v in comp]
         for t in tails[1:]:
             uf.union(tails[0], t)
     return np.array([uf.find(c) for c in cls.tolist()], dtype=np.int64)
