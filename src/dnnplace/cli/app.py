@@ -148,6 +148,7 @@ def solve(
                                             help="Do not force contiguity on CPUs (contiguous IP)."),
     as_json: bool = typer.Option(False, "--json", help="Print the split JSON instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables; errors only."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the split here."),
 ) -> None:
     """Find a split: by default the optimal contiguous split for throughput (the DP)."""
     with user_errors():
@@ -173,6 +174,10 @@ def solve(
         doc = split_to_dict(sol.split, sol.evaluation)
         if output is not None:
             write_json_atomic(output, doc)
+        if report is not None:
+            from dnnplace.report.html import write_report
+
+            write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm)
         if as_json:
             out.print_json(json.dumps(doc))
         elif not quiet:
@@ -182,6 +187,73 @@ def solve(
                              title=f"{sol.method} on {workload.name}: {sol.status}, {sol.runtime_s:.3f} s")
             if output is not None:
                 out.print(f"split written to {output}")
+            if report is not None:
+                out.print(f"report written to {report}")
+
+
+class Schedule(StrEnum):
+    one_f_one_b = "1f1b"
+    gpipe = "gpipe"
+
+
+@app.command()
+def simulate(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    split: Path = typer.Argument(..., help="Split JSON (paper format)."),
+    schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="1f1b (PipeDream) or gpipe."),
+    microbatches: int = typer.Option(64, "--microbatches", "-n", min=1, help="Microbatches to stream."),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
+    overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.model.split import load_split
+        from dnnplace.simulate import simulate as run_simulation
+
+        w = load_workload(workload, check_feasible=False)
+        sim = run_simulation(w, load_split(split), schedule=schedule.value, microbatches=microbatches,
+                             overlap_comm=overlap_comm)
+        if trace is not None:
+            write_json_atomic(trace, sim.chrome_trace())
+        doc = sim.to_dict()
+        if as_json:
+            out.print_json(json.dumps(doc))
+            return
+        from rich.table import Table
+
+        out.print(f"{schedule.value}, {microbatches} microbatches: time per sample [bold]{doc['time_per_sample']:.6g}"
+                  f"[/bold] (max-load {doc['max_load']:.6g}), throughput {doc['throughput']:.6g},"
+                  f" makespan {doc['makespan']:.6g}, bubble fraction {100 * doc['bubble_fraction']:.1f}%")
+        table = Table()
+        for col in ("device", "busy", "busy share"):
+            table.add_column(col, justify="left" if col == "device" else "right")
+        for d in doc["devices"]:
+            table.add_row(d["device"], f"{d['busy']:.6g}", f"{100 * d['busy_share']:.1f}%")
+        out.print(table)
+        if trace is not None:
+            out.print(f"trace written to {trace} (open in https://ui.perfetto.dev or chrome://tracing)")
+
+
+@app.command()
+def report(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    split: Path = typer.Argument(..., help="Split JSON (paper format)."),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
+    microbatches: int = typer.Option(8, "--microbatches", "-n", min=1, help="Microbatches in the timeline."),
+    schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Timeline schedule."),
+) -> None:
+    """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import load_workload
+        from dnnplace.model.split import load_split
+        from dnnplace.report.html import write_report
+
+        w = load_workload(workload, check_feasible=False)
+        write_report(w, load_split(split), output, title=f"{workload.stem} / {split.stem}",
+                     microbatches=microbatches, schedule=schedule.value)
+        out.print(f"report written to {output}")
 
 
 class Format(StrEnum):

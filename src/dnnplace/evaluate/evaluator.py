@@ -32,6 +32,9 @@ class DeviceReport:
     forward_load: float  # compute + communication of forward nodes
     backward_load: float
     contiguous: bool  # forward set has no path leaving and re-entering it
+    # the load's parts per direction: (received, computed, sent); CPUs send and receive for free
+    forward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    backward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def name(self) -> str:
@@ -117,8 +120,10 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     """Evaluate a per-node device array (see :func:`evaluate`)."""
     dev = a.device
     n_dev = a.n_devices
-    parts = device_loads(w, dev[None, :], a.n_acc, n_dev, overlap_comm)
-    compute_fw, compute_bw, comm_fw, comm_bw, memory, load = (x[0] for x in parts)
+    lp = device_loads(w, dev[None, :], a.n_acc, n_dev, overlap_comm)
+    compute_fw, compute_bw, memory, load = lp.compute_fw[0], lp.compute_bw[0], lp.memory[0], lp.load[0]
+    recv_fw, recv_bw, send_fw, send_bw = lp.recv_fw[0], lp.recv_bw[0], lp.send_fw[0], lp.send_bw[0]
+    comm_fw, comm_bw = recv_fw + send_fw, recv_bw + send_bw
     compute = compute_fw + compute_bw
     comm = comm_fw + comm_bw
     contiguous = _contiguity(w, dev, n_dev)
@@ -139,6 +144,8 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
             forward_load=float(compute_fw[d] + comm_fw[d]),
             backward_load=float(compute_bw[d] + comm_bw[d]),
             contiguous=bool(contiguous[d]),
+            forward_parts=(float(recv_fw[d]), float(compute_fw[d]), float(send_fw[d])),
+            backward_parts=(float(recv_bw[d]), float(compute_bw[d]), float(send_bw[d])),
         )
         for d in range(n_dev)
     )
@@ -155,14 +162,26 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     )
 
 
-def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False
-                 ) -> tuple[np.ndarray, ...]:
-    """The cost model for a batch of assignments ``dev`` (B x n; -1 = unplaced).
+@dataclass(frozen=True)
+class LoadParts:
+    """Per assignment (rows) and device (columns): the parts of the load.
 
-    Returns per assignment and device: forward compute, backward compute,
-    forward communication, backward communication (by the producing node's
-    direction; zero on CPUs), accelerator memory, and the load.
+    Communication is split by the producing node's direction (forward or
+    backward) and into received / sent; it is zero on CPUs.
     """
+
+    compute_fw: np.ndarray
+    compute_bw: np.ndarray
+    recv_fw: np.ndarray
+    recv_bw: np.ndarray
+    send_fw: np.ndarray
+    send_bw: np.ndarray
+    memory: np.ndarray
+    load: np.ndarray
+
+
+def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False) -> LoadParts:
+    """The cost model for a batch of assignments ``dev`` (B x n; -1 = unplaced)."""
     B = dev.shape[0]
     D = n_dev + 1  # the extra column collects unplaced nodes
     safe = np.where(dev >= 0, dev, n_dev)
@@ -177,26 +196,26 @@ def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: 
     compute_fw = per_device(time * fwd)
     compute_bw = per_device(time * ~fwd)
     memory = per_device(w.size * on_acc)
-    comm_fw, comm_bw = _communication(w, safe, n_dev)
+    recv_fw, recv_bw, send_fw, send_bw = _communication(w, safe, n_dev)
     acc_dev = np.arange(n_dev) < n_acc
-    comm_fw[:, ~acc_dev] = 0.0
-    comm_bw[:, ~acc_dev] = 0.0
+    for part in (recv_fw, recv_bw, send_fw, send_bw):
+        part[:, ~acc_dev] = 0.0
     compute = compute_fw + compute_bw
-    comm = comm_fw + comm_bw
+    comm = recv_fw + recv_bw + send_fw + send_bw
     load = np.maximum(compute, comm) if overlap else compute + comm
     load = np.where(acc_dev, load, compute)
-    return compute_fw, compute_bw, comm_fw, comm_bw, memory, load
+    return LoadParts(compute_fw, compute_bw, recv_fw, recv_bw, send_fw, send_bw, memory, load)
 
 
 def max_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False
               ) -> tuple[np.ndarray, np.ndarray]:
     """Max-load and memory-feasibility of each assignment in a batch (for search heuristics)."""
-    *_, memory, load = device_loads(w, dev, n_acc, n_dev, overlap)
-    fits = (memory[:, :n_acc] <= w.memory * (1 + 1e-12)).all(axis=1)
-    return load.max(axis=1, initial=0.0), fits
+    lp = device_loads(w, dev, n_acc, n_dev, overlap)
+    fits = (lp.memory[:, :n_acc] <= w.memory * (1 + 1e-12)).all(axis=1)
+    return lp.load.max(axis=1, initial=0.0), fits
 
 
-def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarray, np.ndarray]:
+def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarray, ...]:
     """Per-device transfer time for a batch, split by the producing node's direction.
 
     A producer ``u`` (placed) reaches the set of devices of its placed
@@ -204,10 +223,10 @@ def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarra
     and its own device pays ``c_u`` once if any device is reached.
     """
     B = safe.shape[0]
-    out_fw = np.zeros((B, n_dev))
-    out_bw = np.zeros((B, n_dev))
+    recv_fw, recv_bw = np.zeros((B, n_dev)), np.zeros((B, n_dev))
+    send_fw, send_bw = np.zeros((B, n_dev)), np.zeros((B, n_dev))
     if w.m == 0:
-        return out_fw, out_bw
+        return recv_fw, recv_bw, send_fw, send_bw
     order = np.argsort(w.edge_src, kind="stable")
     src, dst = w.edge_src[order], w.edge_dst[order]
     starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
@@ -222,14 +241,14 @@ def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarra
     rows, cols = np.nonzero(placed)
     reach[rows, cols, own[rows, cols]] = False
     reach &= placed[:, :, None]
-    out_fw += np.einsum("bpd,p->bd", reach, c * ~bw)
-    out_bw += np.einsum("bpd,p->bd", reach, c * bw)
+    recv_fw += np.einsum("bpd,p->bd", reach, c * ~bw)
+    recv_bw += np.einsum("bpd,p->bd", reach, c * bw)
     sends = reach.any(axis=2)
     flat = (own + (n_dev + 1) * np.arange(B)[:, None]).ravel()
     size = B * (n_dev + 1)
-    out_fw += np.bincount(flat, weights=(sends * (c * ~bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
-    out_bw += np.bincount(flat, weights=(sends * (c * bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
-    return out_fw, out_bw
+    send_fw += np.bincount(flat, weights=(sends * (c * ~bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
+    send_bw += np.bincount(flat, weights=(sends * (c * bw)).ravel(), minlength=size).reshape(B, -1)[:, :n_dev]
+    return recv_fw, recv_bw, send_fw, send_bw
 
 
 def _contiguity(w: Workload, dev: np.ndarray, n_dev: int) -> np.ndarray:
@@ -287,3 +306,14 @@ def _violations(w: Workload, a: Assignment, memory: np.ndarray) -> list[Violatio
         where = sorted({int(d) for d in dev[placed & (w.color == c)]})
         out.append(Violation("colocation", f"colour class {c} is split across devices {where}"))
     return out
+
+
+def crossing_outputs(w: Workload, a: Assignment) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Every node whose output leaves its device: (node index, its device, receiving devices)."""
+    dev = a.device
+    out: dict[int, set[int]] = {}
+    for u, v in zip(w.edge_src.tolist(), w.edge_dst.tolist()):
+        du, dv = int(dev[u]), int(dev[v])
+        if du >= 0 and dv >= 0 and du != dv:
+            out.setdefault(u, set()).add(dv)
+    return [(u, int(dev[u]), tuple(sorted(ds))) for u, ds in sorted(out.items())]

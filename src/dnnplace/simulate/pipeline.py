@@ -1,0 +1,245 @@
+"""Simulate microbatches flowing through a placed pipeline under SPEC's cost model.
+
+Each device runs, per microbatch, a forward task (and for training a backward
+task) whose duration is the device's forward (backward) load from the
+evaluator: received transfers, compute, sent transfers.  A task starts when
+its device is free and every task it depends on for that microbatch is done:
+forward needs the forward of every device that feeds it; backward needs the
+backward of every device it feeds and any forward whose output it stashed.
+Devices are ordered by depth in the DAG of device sets.
+
+Schedules: ``gpipe`` runs all forwards, then all backwards (a flush per
+minibatch): time per sample = makespan / N.  ``1f1b`` (PipeDream) warms up
+with (stages after it) forwards, then alternates one forward and one backward:
+time per sample is the steady-state spacing of completed microbatches
+(between warm-up and cool-down), which equals the max-load once the pipeline
+is full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.evaluate import Evaluation, evaluate
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+
+SCHEDULES = ("1f1b", "gpipe")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One forward or backward step of one microbatch on one device."""
+
+    device: int  # index into Simulation.devices
+    micro: int
+    kind: str  # "F" or "B"
+    start: float
+    parts: tuple[float, float, float]  # received, compute, sent
+    overlap: bool = False
+
+    @property
+    def duration(self) -> float:
+        r, c, s = self.parts
+        return max(c, r + s) if self.overlap else r + c + s
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """The simulated timeline and the numbers people ask of it."""
+
+    schedule: str
+    microbatches: int
+    devices: tuple[str, ...]
+    tasks: tuple[Task, ...]
+    makespan: float
+    time_per_sample: float
+    max_load: float
+    evaluation: Evaluation = field(repr=False)
+
+    @property
+    def throughput(self) -> float:
+        return 1.0 / self.time_per_sample if self.time_per_sample > 0 else float("inf")
+
+    @property
+    def busy(self) -> np.ndarray:
+        out = np.zeros(len(self.devices))
+        for t in self.tasks:
+            out[t.device] += t.duration
+        return out
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Share of device-time spent idle between the first start and the last end."""
+        if self.makespan <= 0 or not self.devices:
+            return 0.0
+        return float(1.0 - self.busy.sum() / (len(self.devices) * self.makespan))
+
+    def to_dict(self) -> dict:
+        busy = self.busy
+        return {
+            "schedule": self.schedule,
+            "microbatches": self.microbatches,
+            "time_per_sample": self.time_per_sample,
+            "throughput": self.throughput,
+            "makespan": self.makespan,
+            "makespan_per_sample": self.makespan / self.microbatches,
+            "max_load": self.max_load,
+            "bubble_fraction": self.bubble_fraction,
+            "devices": [{"device": d, "busy": float(b),
+                         "busy_share": float(b / self.makespan) if self.makespan else 0.0}
+                        for d, b in zip(self.devices, busy)],
+        }
+
+    def chrome_trace(self, time_unit_us: float = 1000.0) -> dict:
+        """Trace-event JSON (Perfetto / chrome://tracing): one track per device.
+
+        Times in workload units (the paper's files use milliseconds) are
+        scaled by ``time_unit_us`` to microseconds.
+        """
+        events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
+                               "args": {"name": f"dnnplace pipeline ({self.schedule})"}}]
+        for i, d in enumerate(self.devices):
+            events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": i, "args": {"name": d}})
+            events.append({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": i, "args": {"sort_index": i}})
+        body = []
+        for t in self.tasks:
+            r, c, s = t.parts
+            phase = "forward" if t.kind == "F" else "backward"
+            if t.overlap:
+                pieces = [(0.0, c, f"{t.kind}{t.micro}", phase)]
+                pieces += [(0.0, r + s, f"comm {t.kind}{t.micro}", "communication")] if r + s > 0 else []
+            else:
+                pieces = []
+                if r > 0:
+                    pieces.append((0.0, r, f"recv {t.kind}{t.micro}", "communication"))
+                pieces.append((r, c, f"{t.kind}{t.micro}", phase))
+                if s > 0:
+                    pieces.append((r + c, s, f"send {t.kind}{t.micro}", "communication"))
+            for off, dur, name, cat in pieces:
+                tid = t.device if not (t.overlap and cat == "communication") else len(self.devices) + t.device
+                body.append({"name": name, "cat": cat, "ph": "X", "pid": 1, "tid": tid,
+                             "ts": round((t.start + off) * time_unit_us, 3), "dur": round(dur * time_unit_us, 3),
+                             "args": {"microbatch": t.micro, "device": self.devices[t.device]}})
+        body.sort(key=lambda e: (e["tid"], e["ts"]))
+        return {"traceEvents": events + body, "displayTimeUnit": "ms"}
+
+
+def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches: int = 32,
+             overlap_comm: bool = False) -> Simulation:
+    """Run the event simulation of ``split`` for ``microbatches`` samples."""
+    if schedule not in SCHEDULES:
+        raise DnnplaceError(f"unknown schedule '{schedule}'; choose one of: {', '.join(SCHEDULES)}")
+    if microbatches < 1:
+        raise DnnplaceError("--microbatches must be at least 1")
+    ev = evaluate(w, split, overlap_comm=overlap_comm)
+    if any(v.kind in ("unplaced", "duplicate") for v in ev.violations):
+        raise DnnplaceError("the split does not place every node exactly once; cannot simulate it")
+    used = [i for i, d in enumerate(ev.devices) if d.nodes]
+    index = {d: i for i, d in enumerate(used)}
+    names = tuple(ev.devices[d].name for d in used)
+    dev = np.array([index.get(int(d), -1) for d in ev.assignment.device])
+    training = w.is_training
+    fw_deps, bw_deps, stash = _dependencies(w, dev)
+    depth = _depths(len(used), fw_deps)
+    stages = int(depth.max()) + 1 if len(used) else 0
+    parts_f = [ev.devices[d].forward_parts for d in used]
+    parts_b = [ev.devices[d].backward_parts for d in used]
+    order = [_device_order(schedule, microbatches, training, stages - 1 - int(depth[i])) for i in range(len(used))]
+    # task graph: device order + data dependencies
+    key = {}
+    for i, seq in enumerate(order):
+        for kind, m in seq:
+            key[(i, kind, m)] = len(key)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(key)))
+    for i, seq in enumerate(order):
+        for a, b in zip(seq, seq[1:]):
+            g.add_edge(key[(i, *a)], key[(i, *b)])
+    for m in range(microbatches):
+        for a, b in fw_deps:
+            g.add_edge(key[(a, "F", m)], key[(b, "F", m)])
+        if training:
+            for a, b in bw_deps:
+                g.add_edge(key[(a, "B", m)], key[(b, "B", m)])
+            for a, b in stash:
+                g.add_edge(key[(a, "F", m)], key[(b, "B", m)])
+    try:
+        topo = list(nx.topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot be pipelined") from None
+    inv = {v: k for k, v in key.items()}
+    start = np.zeros(len(key))
+    finish = np.zeros(len(key))
+    tasks: list[Task] = []
+    for t in topo:
+        i, kind, m = inv[t]
+        s = max((finish[p] for p in g.predecessors(t)), default=0.0)
+        task = Task(i, m, kind, float(s), parts_f[i] if kind == "F" else parts_b[i], overlap_comm)
+        start[t], finish[t] = s, task.end
+        tasks.append(task)
+    makespan = float(finish.max(initial=0.0))
+    if schedule == "gpipe" or microbatches == 1:
+        tps = makespan / microbatches
+    else:
+        done = np.zeros(microbatches)
+        for t in tasks:
+            if t.kind == ("B" if training else "F"):
+                done[t.micro] = max(done[t.micro], t.end)
+        # measure once the pipeline is full and before it drains (warm-up and
+        # cool-down each last at most one microbatch per stage)
+        edge = min(stages, (microbatches - 1) // 2)
+        first, last = edge, microbatches - 1 - edge
+        if last <= first:
+            first, last = 0, microbatches - 1
+        tps = float((done[last] - done[first]) / (last - first))
+    return Simulation(schedule, microbatches, names, tuple(sorted(tasks, key=lambda t: (t.device, t.start))),
+                      makespan, tps, ev.max_load, ev)
+
+
+def _dependencies(w: Workload, dev: np.ndarray) -> tuple[set, set, set]:
+    fw, bw = ~w.backward, w.backward
+    a, b = dev[w.edge_src], dev[w.edge_dst]
+    cross = a != b
+    s, d = w.edge_src, w.edge_dst
+
+    def pairs(mask: np.ndarray) -> set[tuple[int, int]]:
+        return set(zip(a[mask].tolist(), b[mask].tolist()))
+
+    return (pairs(cross & fw[s] & fw[d]), pairs(cross & bw[s] & bw[d]), pairs(cross & fw[s] & bw[d]))
+
+
+def _depths(n: int, deps: set[tuple[int, int]]) -> np.ndarray:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(deps)
+    depth = np.zeros(n, dtype=np.int64)
+    try:
+        for v in nx.topological_sort(g):
+            for s in g.successors(v):
+                depth[s] = max(depth[s], depth[v] + 1)
+    except nx.NetworkXUnfeasible:
+        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot be pipelined") from None
+    return depth
+
+
+def _device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:
+    """The order in which one device runs its tasks; ``after`` = stages downstream of it."""
+    if not training:
+        return [("F", m) for m in range(n)]
+    if schedule == "gpipe":
+        return [("F", m) for m in range(n)] + [("B", m) for m in range(n)]
+    warm = min(after, n)
+    seq = [("F", m) for m in range(warm)]
+    for m in range(n - warm):
+        seq += [("F", warm + m), ("B", m)]
+    seq += [("B", m) for m in range(n - warm, n)]
+    return seq
