@@ -12,14 +12,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-SYSTEM_TOOLS := scotch_gpart dot
+SYSTEM_TOOLS := scotch_gpart dot chromium
 
-# System packages: Scotch's gpart (a baseline) and Graphviz's dot (report layouts).
+# System packages: Scotch's gpart (a baseline), Graphviz's dot (report layouts), Chromium (report test).
 system-deps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends scotch graphviz >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends scotch graphviz chromium >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml | $(PY)

@@ -126,8 +126,10 @@ class Simulation:
                     pieces.append((r + c, s, f"send {t.kind}{t.micro}", "communication"))
             for off, dur, name, cat in pieces:
                 tid = t.device if not (t.overlap and cat == "communication") else len(self.devices) + t.device
+                ts = round((t.start + off) * time_unit_us, 3)
+                end = round((t.start + off + dur) * time_unit_us, 3)  # rounded ends keep tracks monotone
                 body.append({"name": name, "cat": cat, "ph": "X", "pid": 1, "tid": tid,
-                             "ts": round((t.start + off) * time_unit_us, 3), "dur": round(dur * time_unit_us, 3),
+                             "ts": ts, "dur": round(end - ts, 3),
                              "args": {"microbatch": t.micro, "device": self.devices[t.device]}})
         body.sort(key=lambda e: (e["tid"], e["ts"]))
         return {"traceEvents": events + body, "displayTimeUnit": "ms"}
