@@ -256,6 +256,110 @@ def report(
         out.print(f"report written to {output}")
 
 
+class Granularity(StrEnum):
+    op = "op"
+    module = "module"
+
+
+@app.command()
+def profile(
+    model: str = typer.Argument(..., help="MODULE:FACTORY - a .py file or dotted module, and a function"
+                                          " returning (model, example_inputs)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Workload JSON to write."),
+    granularity: Granularity = typer.Option(Granularity.op, "--granularity", help="op or module."),
+    training: bool = typer.Option(False, "--training", help="Also profile the backward pass."),
+    device: str = typer.Option("host", "--device",
+                               help="host (worker processes here), cuda, or a catalogue device (a100, h100, ...)."),
+    devices_file: Optional[Path] = typer.Option(None, "--devices-file", help="JSON/YAML device catalogue entries."),
+    accelerators: int = typer.Option(2, "--accelerators", "-k", min=0, help="maxFPGAs of the workload."),
+    cpus: int = typer.Option(0, "--cpus", "-l", min=0, help="maxCPUs of the workload."),
+    repeats: int = typer.Option(7, "--repeats", min=1, help="Timed repetitions per operator (median)."),
+) -> None:
+    """Trace a PyTorch model and profile it into a workload every solver can read (times in ms)."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import parse_workload, write_json_atomic
+        from dnnplace.frontends.torch_model.capture import capture
+        from dnnplace.frontends.torch_model.loader import load_factory
+        from dnnplace.frontends.torch_model.profile import build_workload_dict
+
+        net, inputs = load_factory(model)
+        cap = capture(net, inputs, granularity=granularity.value)
+        doc = build_workload_dict(cap, inputs, training=training, device=device, accelerators=accelerators,
+                                  cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=model,
+                                  repeats=repeats)
+        parse_workload(doc, source=str(output))  # the result must be a valid workload
+        write_json_atomic(output, doc)
+        n_fwd = sum(1 for nd in doc["nodes"] if not nd["isBackwardNode"])
+        out.print(f"{model}: {n_fwd} {cap.granularity}-level nodes ({cap.method}),"
+                  f" {len(doc['nodes']) - n_fwd} backward nodes, {len(doc['edges'])} edges;"
+                  f" forward {sum(nd['cpuLatency'] for nd in doc['nodes'][:n_fwd]):.3f} ms on this CPU;"
+                  f" written to {output}")
+
+
+class Backend(StrEnum):
+    gloo = "gloo"
+    nccl = "nccl"
+
+
+@app.command()
+def run(
+    model: str = typer.Argument(..., help="MODULE:FACTORY, as for `profile`."),
+    split: Path = typer.Argument(..., help="Split JSON (from `solve` on the profiled workload)."),
+    workload: Optional[Path] = typer.Option(None, "--workload", "-w",
+                                            help="The profiled workload: maps node ids to operators and gives"
+                                                 " the predicted max-load."),
+    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream."),
+    backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPU)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Run the split for real: one process per device, outputs checked against the unsplit model."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import load_workload
+        from dnnplace.model.split import load_split
+        from dnnplace.runtime.launch import run_pipeline
+
+        w = load_workload(workload, check_feasible=False) if workload is not None else None
+        res = run_pipeline(model, load_split(split), microbatches=microbatches, backend=backend.value, workload=w)
+        if as_json:
+            out.print_json(json.dumps(res))
+            return
+        pred = res["predicted_max_load"]
+        out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), "
+                  f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
+                  f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}")
+        out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
+                  + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
+        if not res["outputs_match"]:
+            raise typer.Exit(1)
+
+
+class ExportFormat(StrEnum):
+    torch_pipelining = "torch-pipelining"
+    stages = "stages"
+
+
+@app.command("export")
+def export_split(
+    split: Path = typer.Argument(..., help="Split JSON."),
+    workload: Path = typer.Option(..., "--workload", "-w", help="The profiled workload (from `profile`)."),
+    to: ExportFormat = typer.Option(ExportFormat.stages, "--to", help="torch-pipelining or stages."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+) -> None:
+    """Export a split for other runtimes: split points for torch.distributed.pipelining, or stage lists."""
+    with user_errors():
+        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.model.split import load_split
+        from dnnplace.runtime.export import export_pipelining, export_stages
+
+        w = load_workload(workload, check_feasible=False)
+        s = load_split(split)
+        doc = export_pipelining(w, s) if to == ExportFormat.torch_pipelining else export_stages(w, s)
+        if output is not None:
+            write_json_atomic(output, doc)
+        else:
+            out.print_json(json.dumps(doc))
+
+
 class Format(StrEnum):
     markdown = "markdown"
     csv = "csv"

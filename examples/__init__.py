@@ -1,0 +1,1 @@
+"""Example models for dnnplace's PyTorch front end (no downloads)."""

@@ -1,0 +1,94 @@
+"""Trace a model into an operator DAG (torch.export) and group fx nodes into workload nodes.
+
+torch.export gives a clean ATen operator graph for residual CNNs, Transformer
+encoders and MLPs (control flow such as TransformerEncoderLayer's fast path is
+specialised away), with each operator's owning module in
+``meta["nn_module_stack"]``; op-level ``torch.fx.symbolic_trace`` fails on
+BatchNorm and TransformerEncoderLayer.  Where export fails, the module-level
+symbolic trace is the fallback.
+
+A *group* is one workload node: one operator (``op`` granularity) or a
+contiguous run, in graph order, of operators of the same leaf module
+(``module`` granularity; runs of a topological order never create cycles).
+``getitem`` nodes stay with the operator that produced the tuple.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from dataclasses import dataclass
+
+from dnnplace.errors import DnnplaceError
+
+
+@dataclass
+class Captured:
+    """The traced graph and its grouping into workload nodes."""
+
+    gm: object  # torch.fx.GraphModule
+    groups: list[list]  # fx nodes per workload node, in graph order
+    group_of: dict[str, int]  # fx node name -> workload node index
+    module_of: list[str]  # owning module path per group ("" = the root)
+    granularity: str
+    method: str  # "export" or "symbolic_trace"
+
+
+def _module_path(node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        return list(stack.values())[-1][0]
+    if node.op == "call_module":
+        return str(node.target)
+    return ""
+
+
+def _is_compute(node) -> bool:
+    if node.op == "call_module" and str(node.target).startswith("_guards"):
+        return False
+    return node.op in ("call_function", "call_module", "call_method") and node.target is not operator.getitem
+
+
+def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False) -> Captured:
+    """Trace ``model`` on ``inputs``; fall back to a module-level trace if export fails."""
+    import torch
+
+    if granularity not in ("op", "module"):
+        raise DnnplaceError(f"unknown granularity '{granularity}'; choose op or module")
+    try:
+        gm = torch.export.export(model, inputs).module()
+        method = "export"
+    except Exception as exc:
+        reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        try:
+            gm = torch.fx.symbolic_trace(model)
+        except Exception as exc2:
+            raise DnnplaceError(f"cannot trace the model: torch.export failed ({reason}) and"
+                                f" torch.fx.symbolic_trace failed ({exc2.__class__.__name__})") from None
+        if not quiet:
+            print(f"note: operator-level tracing failed ({reason}); using module granularity", file=sys.stderr)
+        method = "symbolic_trace"
+        granularity = "module"
+    groups: list[list] = []
+    group_of: dict[str, int] = {}
+    module_of: list[str] = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem:
+            src = node.args[0]
+            if src.name in group_of:
+                g = group_of[src.name]
+                groups[g].append(node)
+                group_of[node.name] = g
+            continue
+        if not _is_compute(node):
+            continue
+        path = _module_path(node)
+        if granularity == "module" and groups and module_of[-1] == path and path:
+            groups[-1].append(node)
+        else:
+            groups.append([node])
+            module_of.append(path)
+        group_of[node.name] = len(groups) - 1
+    if not groups:
+        raise DnnplaceError("the traced model has no operators")
+    return Captured(gm, groups, group_of, module_of, granularity, method)

@@ -1,0 +1,317 @@
+"""Profile a captured model into a paper-format workload (times in ms, sizes in bytes).
+
+Per workload node: forward time on this machine's CPU (one intra-op thread,
+warm-up, median of repeats), for ``--training`` the backward time of the same
+operators (measured in isolation with ``torch.autograd.grad``), FLOPs
+(``torch.utils.flop_counter``), output activation bytes and parameter bytes.
+
+Accelerator times (``fpgaLatency``):
+* ``host`` -- each worker process on this machine is an accelerator: the
+  measured CPU time; links are measured by a gloo ping-pong between two
+  processes, and every transfer pays the per-message latency plus bytes /
+  bandwidth;
+* ``cuda`` -- measured on the local GPU;
+* a catalogue name (``a100``, ``h100``, ...) -- a roofline estimate from FLOPs
+  and bytes moved.
+
+Memory of a node (``size``): parameter and buffer bytes for inference; for
+training, parameters x 4 (weights, gradients, two Adam moments) plus the
+output activation stashed for the backward pass.  Training graphs get one
+backward node per forward node, in its colour class, with the gradient edges
+mirrored -- the shape of the paper's training graphs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.frontends.torch_model.capture import Captured
+from dnnplace.frontends.torch_model.devices import load_catalogue, roofline_ms
+
+
+def _nbytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _run_node(gm, node, env: dict) -> Any:
+    from torch.fx.node import map_arg
+
+    args = map_arg(node.args, lambda n: env[n.name])
+    kwargs = map_arg(node.kwargs, lambda n: env[n.name])
+    if node.op == "get_attr":
+        obj = gm
+        for part in str(node.target).split("."):
+            obj = getattr(obj, part)
+        return obj
+    if node.op == "call_function":
+        return node.target(*args, **kwargs)
+    if node.op == "call_module":
+        return gm.get_submodule(node.target)(*args, **kwargs)
+    if node.op == "call_method":
+        return getattr(args[0], node.target)(*args[1:], **kwargs)
+    raise DnnplaceError(f"cannot execute fx node {node.name} ({node.op})")
+
+
+def forward_values(gm, inputs: tuple) -> dict:
+    """Run the graph once and keep every value by fx node name."""
+    env: dict = {}
+    it = iter(inputs)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node.name] = next(it)
+        elif node.op == "output":
+            continue
+        else:
+            env[node.name] = _run_node(gm, node, env)
+    return env
+
+
+def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, warmup: int = 2,
+            device: str = "cpu") -> dict[str, list[float]]:
+    """Median forward (and backward) milliseconds per group, FLOPs and bytes."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    gm = cap.gm
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        gm = gm.to("cuda")
+        inputs = tuple(t.to("cuda") for t in inputs)
+    with torch.no_grad():
+        env = forward_values(gm, inputs)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    n_groups = len(cap.groups)
+    fwd = [[] for _ in range(n_groups)]
+    with torch.no_grad():
+        for rep in range(warmup + repeats):
+            for g, members in enumerate(cap.groups):
+                local = dict(env)
+                sync()
+                t0 = time.perf_counter()
+                for node in members:
+                    local[node.name] = _run_node(gm, node, local)
+                sync()
+                if rep >= warmup:
+                    fwd[g].append(1e3 * (time.perf_counter() - t0))
+    flops = []
+    with torch.no_grad():
+        for members in cap.groups:
+            local = dict(env)
+            with FlopCounterMode(display=False) as fc:
+                for node in members:
+                    local[node.name] = _run_node(gm, node, local)
+            flops.append(float(fc.get_total_flops()))
+    bwd = [0.0] * n_groups
+    if training:
+        for g, members in enumerate(cap.groups):
+            bwd[g] = _backward_ms(gm, members, env, nodes, repeats, warmup, sync)
+    return {"fwd_ms": [statistics.median(t) for t in fwd], "bwd_ms": bwd, "flops": flops, "env": env}
+
+
+def _backward_ms(gm, members, env, nodes, repeats, warmup, sync) -> float:
+    """Time the gradient of one group's operators, its inputs made leaves."""
+    import torch
+
+    names = {n.name for n in members}
+    local = dict(env)
+    leaves = []
+    for node in members:
+        for inp in node.all_input_nodes:
+            if inp.name in names or inp.op == "get_attr":
+                continue
+            v = env[inp.name]
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                leaf = v.detach().requires_grad_(True)
+                local[inp.name] = leaf
+                leaves.append(leaf)
+    with torch.enable_grad():
+        for node in members:
+            local[node.name] = _run_node(gm, node, local)
+        params = [p for p in gm.parameters() if p.requires_grad]
+        outs = [local[n.name] for n in members if isinstance(local[n.name], torch.Tensor)
+                and local[n.name].requires_grad and local[n.name].is_floating_point()]
+        if not outs:
+            return 0.0
+        wrt = leaves + params
+        times = []
+        for rep in range(warmup + repeats):
+            sync()
+            t0 = time.perf_counter()
+            torch.autograd.grad(outs, wrt, grad_outputs=[torch.ones_like(o) for o in outs], retain_graph=True,
+                                allow_unused=True)
+            sync()
+            if rep >= warmup:
+                times.append(1e3 * (time.perf_counter() - t0))
+    return statistics.median(times)
+
+
+def ping_pong(size_bytes: int = 8 << 20, rounds: int = 20) -> tuple[float, float]:
+    """(one-way latency in ms, bandwidth in bytes/s) of gloo between two processes here."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=_pp_worker, args=(r, port, size_bytes, rounds, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    if q.empty():
+        raise DnnplaceError("the torch.distributed ping-pong between two processes failed")
+    return q.get()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pp_worker(rank: int, port: int, size: int, rounds: int, q) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        def trip(t: torch.Tensor, n: int) -> float:
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                if rank == 0:
+                    dist.send(t, 1)
+                    dist.recv(t, 1)
+                else:
+                    dist.recv(t, 0)
+                    dist.send(t, 0)
+            return (time.perf_counter() - t0) / (2 * n)
+
+        small = torch.zeros(1)
+        big = torch.zeros(size // 4)
+        trip(small, 5)
+        lat = trip(small, rounds * 5)
+        trip(big, 2)
+        one_way = trip(big, rounds)
+        if rank == 0:
+            q.put((1e3 * lat, size / max(one_way - lat, 1e-9)))
+    finally:
+        dist.destroy_process_group()
+
+
+def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device: str, accelerators: int,
+                        cpus: int, devices_file: str | None = None, spec: str = "", repeats: int = 7,
+                        link: tuple[float, float] | None = None) -> dict:
+    """Profile and assemble the paper-format JSON object (plus a ``dnnplace`` metadata block)."""
+    import torch
+
+    torch.set_num_threads(1)
+    catalogue = load_catalogue(devices_file)
+    if device not in ("host", "cuda") and device not in catalogue:
+        raise DnnplaceError(f"unknown device '{device}'; choose host, cuda or one of: {', '.join(sorted(catalogue))}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DnnplaceError("--device cuda: no GPU is available here; use host or a catalogue device")
+    host = measure(cap, inputs, training=training, repeats=repeats)
+    acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
+    env = host["env"]
+    gm = cap.gm
+    n = len(cap.groups)
+    out_bytes = [0] * n
+    edges: set[tuple[int, int]] = set()
+    charged: set[str] = set()
+    param_bytes = [0] * n
+    for g, members in enumerate(cap.groups):
+        for node in members:
+            leaves = False
+            for user in node.users:
+                h = cap.group_of.get(user.name)
+                if h is not None and h != g:
+                    edges.add((g, h))
+                    leaves = True
+            if leaves:
+                out_bytes[g] += _nbytes(env[node.name])
+            for inp in node.all_input_nodes:
+                if inp.op == "get_attr" and inp.name not in charged:
+                    charged.add(inp.name)
+                    param_bytes[g] += _nbytes(env[inp.name])
+        if cap.method == "symbolic_trace":
+            for node in members:
+                if node.op == "call_module":
+                    param_bytes[g] += sum(_nbytes(p) for p in gm.get_submodule(node.target).state_dict().values())
+    if device == "host":
+        lat_ms, bw = link if link is not None else ping_pong()
+        memory = float(_host_memory())
+    elif device == "cuda":
+        lat_ms, bw = 0.01, 25e9
+        memory = float(torch.cuda.get_device_properties(0).total_memory)
+    else:
+        d = catalogue[device]
+        lat_ms, bw, memory = d["link_latency_ms"], d["link_bw"], d["memory"]
+
+    def acc_ms(g: int, backward: bool) -> float:
+        if device in ("host", "cuda"):
+            return (acc["bwd_ms"] if backward else acc["fwd_ms"])[g]
+        d = catalogue[device]
+        inp = sum(_nbytes(env[i.name]) for node in cap.groups[g] for i in node.all_input_nodes)
+        moved = inp + out_bytes[g] + param_bytes[g]
+        factor = 2.0 if backward else 1.0  # backward does about twice the forward's work
+        return roofline_ms(factor * host["flops"][g], factor * moved, d)
+
+    def cost(nbytes: int) -> float:
+        return lat_ms + 1e3 * nbytes / bw if nbytes else 0.0
+
+    modules = sorted(set(cap.module_of))
+    layer = {m: i for i, m in enumerate(modules)}
+    nodes = []
+    for g, members in enumerate(cap.groups):
+        size = param_bytes[g] * (4 if training else 1) + (out_bytes[g] if training else 0)
+        nodes.append({
+            "id": g, "name": members[0].name, "fpgaLatency": acc_ms(g, False), "cpuLatency": host["fwd_ms"][g],
+            "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": g, "size": float(size),
+            "layerId": layer[cap.module_of[g]], "fxNodes": [m.name for m in members],
+            "module": cap.module_of[g], "flops": host["flops"][g], "outputBytes": out_bytes[g],
+            "paramBytes": param_bytes[g],
+        })
+    edge_list = [{"sourceId": a, "destId": b, "cost": cost(out_bytes[a])} for a, b in sorted(edges)]
+    if training:
+        for g in range(n):
+            nodes.append({"id": n + g, "name": f"{cap.groups[g][0].name}_grad", "fpgaLatency": acc_ms(g, True),
+                          "cpuLatency": host["bwd_ms"][g], "supportedOnFpga": 1, "isBackwardNode": 1,
+                          "colorClass": g, "size": 0.0, "layerId": layer[cap.module_of[g]]})
+        for a, b in sorted(edges):
+            # the gradient of a's output flows from b's backward to a's backward
+            edge_list.append({"sourceId": n + b, "destId": n + a, "cost": cost(out_bytes[a])})
+        for g in range(n):
+            edge_list.append({"sourceId": g, "destId": n + g, "cost": cost(out_bytes[g])})
+    # one cost per source: a producer pays for all its outputs, whichever consumer they go to
+    per_source: dict[int, float] = {}
+    for e in edge_list:
+        per_source[e["sourceId"]] = max(per_source.get(e["sourceId"], 0.0), e["cost"])
+    for e in edge_list:
+        e["cost"] = per_source[e["sourceId"]]
+    return {
+        "maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": cpus, "nodes": nodes, "edges": edge_list,
+        "dnnplace": {"model": spec, "granularity": cap.granularity, "trace": cap.method, "device": device,
+                     "training": training, "timeUnit": "ms", "linkLatencyMs": lat_ms, "linkBandwidth": bw,
+                     "threads": 1},
+    }
+
+
+def _host_memory() -> int:
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover
+        return 16 << 30

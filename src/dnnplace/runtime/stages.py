@@ -1,0 +1,162 @@
+"""Cut a traced model into one fx GraphModule per device of a split.
+
+Each stage graph takes, as placeholders, the values it consumes from other
+stages (or the model's inputs) and returns the values that other stages or
+the model's output need; it holds only the parameters its operators use.
+Values that skip stages travel straight from producer to every consumer, so
+the stage graph may be any DAG, not only a chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.frontends.torch_model.capture import Captured
+from dnnplace.model.split import Split
+
+
+@dataclass
+class StagePlan:
+    """Stages in a topological order, with what flows between them."""
+
+    modules: list  # torch.fx.GraphModule per stage
+    devices: list[str]  # device name per stage (acc0, cpu0, ...)
+    inputs: list[list[str]]  # value names each stage consumes, in its placeholder order
+    outputs: list[list[str]]  # value names each stage returns, in order
+    producer: dict[str, int]  # value name -> producing stage (-1: a model input)
+    consumers: dict[str, list[int]]  # value name -> consuming stages
+    model_inputs: list[str]  # placeholder names of the original graph
+    model_outputs: list[str]  # value names of the model's (flattened) output
+
+
+def assign_groups(cap: Captured, split: Split, workload_ids: list[list[str]] | None = None) -> list[tuple[str, set]]:
+    """Per device of the split: (device name, set of fx node names).
+
+    Node ids are workload node ids: with the profiled workload at hand,
+    ``workload_ids[id]`` lists the fx nodes of that id; otherwise ids are the
+    captured groups in order (operator granularity).
+    """
+    n = len(cap.groups)
+    if workload_ids is None:
+        workload_ids = [[m.name for m in members] for members in cap.groups]
+    known = {name for members in cap.groups for name in (m.name for m in members)}
+    devices = [(f"acc{i}", ids) for i, ids in enumerate(split.accelerators)]
+    devices += [(f"cpu{i}", ids) for i, ids in enumerate(split.cpus)]
+    out = []
+    placed: dict[str, str] = {}
+    for name, ids in devices:
+        members: set[str] = set()
+        for nid in ids:
+            if nid < 0 or nid >= len(workload_ids):
+                raise DnnplaceError(f"the split does not match the model: node id {nid} is not one of its"
+                                    f" {len(workload_ids)} workload nodes")
+            for fx_name in workload_ids[nid]:
+                if fx_name not in known:
+                    raise DnnplaceError(f"the split does not match the model: fx node '{fx_name}' (id {nid})"
+                                        " is not in the traced graph")
+                if fx_name in placed and placed[fx_name] != name:
+                    raise DnnplaceError(f"the split places fx node '{fx_name}' on {placed[fx_name]} and {name}")
+                placed[fx_name] = name
+                members.add(fx_name)
+        if members:
+            out.append((name, members))
+    missing = [m.name for members in cap.groups for m in members if m.name not in placed]
+    if missing:
+        raise DnnplaceError(f"the split does not match the model: {len(missing)} operator(s) are not placed,"
+                            f" e.g. '{missing[0]}' ({n} groups in the model)")
+    return out
+
+
+def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | None = None) -> StagePlan:
+    """Cut ``cap``'s graph into stage GraphModules ordered by their data dependencies."""
+    import torch
+    from torch.fx.node import map_arg
+
+    gm = cap.gm
+    assigned = assign_groups(cap, split, workload_ids)
+    stage_of: dict[str, int] = {}
+    for s, (_, members) in enumerate(assigned):
+        for name in members:
+            stage_of[name] = s
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    model_outputs: list[str] = []
+    map_arg(output_node.args, lambda n: model_outputs.append(n.name))
+    nodes = list(gm.graph.nodes)
+    # which stages consume each value
+    consumers: dict[str, set[int]] = {}
+    for node in nodes:
+        s = stage_of.get(node.name)
+        if s is None:
+            continue
+        for inp in node.all_input_nodes:
+            if inp.op == "get_attr":
+                continue
+            if stage_of.get(inp.name) != s:
+                consumers.setdefault(inp.name, set()).add(s)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(assigned)))
+    for v, cs in consumers.items():
+        p = stage_of.get(v)
+        if p is not None:
+            g.add_edges_from((p, c) for c in cs if c != p)
+    try:
+        order = list(nx.topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot run as a pipeline") \
+            from None
+    rank = {s: r for r, s in enumerate(order)}
+    modules, inputs, outputs = [], [], []
+    for s in order:
+        graph = torch.fx.Graph()
+        env: dict[str, object] = {}
+        root: dict[str, object] = {}
+        ins = sorted({inp.name for node in nodes if stage_of.get(node.name) == s for inp in node.all_input_nodes
+                      if inp.op != "get_attr" and stage_of.get(inp.name) != s},
+                     key=lambda name: [n.name for n in nodes].index(name))
+        for name in ins:
+            env[name] = graph.placeholder(name)
+        for node in nodes:
+            if stage_of.get(node.name) != s:
+                continue
+            for inp in node.all_input_nodes:
+                if inp.op == "get_attr" and inp.name not in env:
+                    root[str(inp.target)] = _attr(gm, str(inp.target))
+                    env[inp.name] = graph.get_attr(str(inp.target))
+            if node.op == "call_module":
+                root[str(node.target)] = gm.get_submodule(node.target)
+            env[node.name] = graph.node_copy(node, env_lookup(env))
+        outs = [name for name in (n.name for n in nodes if stage_of.get(n.name) == s)
+                if consumers.get(name, set()) - {s} or name in model_outputs]
+        graph.output(tuple(env[name] for name in outs))
+        modules.append(torch.fx.GraphModule(root, graph))
+        inputs.append(ins)
+        outputs.append(outs)
+    producer = {name: rank[stage_of[name]] for name in stage_of}
+    for name in placeholders:
+        producer[name] = -1
+    return StagePlan(
+        modules=modules,
+        devices=[assigned[s][0] for s in order],
+        inputs=inputs,
+        outputs=outputs,
+        producer=producer,
+        consumers={v: sorted(rank[c] for c in cs) for v, cs in consumers.items()},
+        model_inputs=placeholders,
+        model_outputs=model_outputs,
+    )
+
+
+def env_lookup(env: dict):
+    """Map an old fx node to its copy in the stage graph."""
+    return lambda n: env[n.name]
+
+
+def _attr(gm, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
