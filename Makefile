@@ -23,7 +23,7 @@ system-deps:
 	fi
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
 	touch $(STAMP)
 
 demo: $(STAMP) system-deps

@@ -7,7 +7,7 @@ from torch import nn
 
 
 class SkipMLP(nn.Module):
-    def __init__(self, d_in: int = 256, hidden: int = 512, d_out: int = 10) -> None:
+    def __init__(self, d_in: int = 512, hidden: int = 1024, d_out: int = 10) -> None:
         super().__init__()
         self.inp = nn.Linear(d_in, hidden)
         self.fc1 = nn.Linear(hidden, hidden)
@@ -24,5 +24,5 @@ class SkipMLP(nn.Module):
 
 
 def build():
-    """(model, example inputs): a batch of 64 vectors."""
-    return SkipMLP().eval(), (torch.randn(64, 256),)
+    """(model, example inputs): a batch of 256 vectors."""
+    return SkipMLP().eval(), (torch.randn(256, 512),)

@@ -274,6 +274,10 @@ def profile(
     accelerators: int = typer.Option(2, "--accelerators", "-k", min=0, help="maxFPGAs of the workload."),
     cpus: int = typer.Option(0, "--cpus", "-l", min=0, help="maxCPUs of the workload."),
     repeats: int = typer.Option(7, "--repeats", min=1, help="Timed repetitions per operator (median)."),
+    link_latency_ms: Optional[float] = typer.Option(None, "--link-latency-ms", min=0,
+                                                    help="host: use this per-message latency instead of measuring."),
+    link_bandwidth: Optional[float] = typer.Option(None, "--link-bandwidth", min=1,
+                                                   help="host: use this bandwidth (bytes/s) instead of measuring."),
 ) -> None:
     """Trace a PyTorch model and profile it into a workload every solver can read (times in ms)."""
     with user_errors():
@@ -286,7 +290,9 @@ def profile(
         cap = capture(net, inputs, granularity=granularity.value)
         doc = build_workload_dict(cap, inputs, training=training, device=device, accelerators=accelerators,
                                   cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=model,
-                                  repeats=repeats)
+                                  repeats=repeats,
+                                  link=(link_latency_ms, link_bandwidth)
+                                  if link_latency_ms is not None and link_bandwidth is not None else None)
         parse_workload(doc, source=str(output))  # the result must be a valid workload
         write_json_atomic(output, doc)
         n_fwd = sum(1 for nd in doc["nodes"] if not nd["isBackwardNode"])

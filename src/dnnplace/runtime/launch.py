@@ -72,15 +72,25 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
     for p in procs:
         p.start()
     deadline = time.monotonic() + timeout_s
+    result = None
+    # read the result while the workers run: a large message blocks its sender until it is read
+    while time.monotonic() < deadline:
+        if not queue.empty():
+            result = queue.get()
+            break
+        if not any(p.is_alive() for p in procs):
+            break
+        time.sleep(0.02)
     for p in procs:
         p.join(max(1.0, deadline - time.monotonic()))
     alive = [p for p in procs if p.is_alive()]
     for p in alive:
         p.terminate()
-    if alive or queue.empty():
+    if result is None and not queue.empty():
+        result = queue.get()
+    if result is None:
         codes = [p.exitcode for p in procs]
-        raise DnnplaceError(f"the pipeline processes did not finish (exit codes {codes}); see their messages above")
-    result = queue.get()
+        raise DnnplaceError(f"the pipeline processes did not finish in {timeout_s:g} s (exit codes {codes})")
     if "error" in result:
         raise DnnplaceError(f"pipeline stage failed: {result['error']}")
     outputs = [[torch.from_numpy(a) for a in o] for o in result["outputs"]]
@@ -123,6 +133,7 @@ def _worker(rank, n, port, backend, plan, shapes, inputs, microbatches, warmup, 
             _sink(plan, shapes, microbatches, warmup, queue, tags)
         else:
             _stage(rank, plan, shapes, inputs, microbatches + warmup, warmup, tags)
+        dist.barrier()  # a finished send is not yet a received one: nobody leaves before the sink
     except Exception as exc:  # report the first failure to the parent in one line
         if rank == n or queue.empty():
             queue.put({"error": f"rank {rank}: {exc.__class__.__name__}: {exc}"})

@@ -26,7 +26,8 @@ def best_known_latency_split(w: Workload) -> tuple[Split, float]:
     from dnnplace.solvers.baselines.greedy import greedy_split
 
     candidates = [greedy_split(w)]
-    dp = warm_start_dp(w)
+    # the latency model lets CPUs run free; for the DP a few cores are plenty (and keep it fast)
+    dp = warm_start_dp(w.with_budget(cpus=min(w.max_cpus, 8)))
     if dp is not None:
         candidates.append(dp)
     candidates.append(Split.of([], [list(map(int, w.node_ids))]))  # CPUs are unlimited here
