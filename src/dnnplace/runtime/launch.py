@@ -56,6 +56,10 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         if not all(ids):
             raise DnnplaceError("the workload was not made by `dnnplace profile` (its nodes lack fxNodes)")
         fwd_ids = {int(workload.node_ids[i]) for i in range(workload.n) if not workload.backward[i]}
+        for ids_of_device in list(split.accelerators) + list(split.cpus):
+            for nid in ids_of_device:
+                if nid not in workload.index_of:
+                    raise DnnplaceError(f"the split does not match the model: node id {nid} is not in the workload")
         split = _forward_only(split, fwd_ids)
     plan = build_stages(cap, split, ids)
     with torch.no_grad():

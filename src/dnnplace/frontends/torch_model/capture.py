@@ -15,8 +15,11 @@ contiguous run, in graph order, of operators of the same leaf module
 
 from __future__ import annotations
 
+import io
+import logging
 import operator
 import sys
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
 from dnnplace.errors import DnnplaceError
@@ -32,6 +35,21 @@ class Captured:
     module_of: list[str]  # owning module path per group ("" = the root)
     granularity: str
     method: str  # "export" or "symbolic_trace"
+
+
+@contextmanager
+def _quiet_torch_logs():
+    """torch.export logs and prints its guard failures; the caller reports the failure in one line."""
+    names = [n for n in logging.root.manager.loggerDict if n == "torch" or n.startswith("torch.")]
+    saved = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+    try:
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for n, level in saved.items():
+            logging.getLogger(n).setLevel(level)
 
 
 def _module_path(node) -> str:
@@ -56,7 +74,8 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False) 
     if granularity not in ("op", "module"):
         raise DnnplaceError(f"unknown granularity '{granularity}'; choose op or module")
     try:
-        gm = torch.export.export(model, inputs).module()
+        with _quiet_torch_logs():
+            gm = torch.export.export(model, inputs).module()
         method = "export"
     except Exception as exc:
         reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
