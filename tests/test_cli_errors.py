@@ -132,10 +132,11 @@ def test_bad_split_files(tmp_path):
     _check_one_line(cli("evaluate", str(w), str(s)), "top level")
 
 
-def test_planned_method_says_so(tmp_path):
+def test_method_that_cannot_optimise_the_objective(tmp_path):
     w = tmp_path / "w.json"
     w.write_text(json.dumps(GOOD))
-    _check_one_line(cli("solve", str(w), "--method", "ip"), "not implemented yet")
+    _check_one_line(cli("solve", str(w), "--method", "greedy"), "does not optimise 'throughput'")
+    _check_one_line(cli("solve", str(w), "--method", "dp", "--objective", "latency"), "does not optimise 'latency'")
 
 
 def test_too_many_ideals_suggests_contraction():
@@ -181,3 +182,46 @@ def test_good_run_and_json_output(tmp_path):
 def test_help_is_useful(cmd):
     proc = cli(*cmd, "--help")
     assert proc.returncode == 0 and "Usage" in proc.stdout
+
+
+def test_dp_time_limit_is_honoured():
+    proc = cli("solve", str(throughput_path("LayerGraphs/inceptionv3_training")), "--time-limit", "0.2")
+    _check_one_line(proc, "time limit")
+
+
+def test_ip_names_the_binding_constraint_family(tmp_path):
+    # sizes 1, 2, 1 with 2 bytes per accelerator: only {1,3},{2} fits, and {1,3} is not contiguous
+    doc = mutate(lambda d: (_set(["maxCPUs"], 0)(d), _set(["maxSizePerFPGA"], 2.0)(d),
+                            _set(["nodes", 1, "size"], 2.0)(d)))
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    _check_one_line(cli("solve", str(path), "--method", "ip", "--time-limit", "20"),
+                    "memory (maxSizePerFPGA) constraints are binding")
+    proc = cli("solve", str(path), "--method", "ip-noncontig", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["feasible"]
+
+
+def test_compare_formats(tmp_path):
+    w = throughput_path("LayerGraphs/bert24_inference")
+    proc = cli("compare", str(w), str(throughput_path("LayerGraphs/resnet50_inference")), "--methods",
+               "dp,single,expert", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("workload,method") and len(lines) == 1 + 2 * 3
+    proc = cli("compare", str(w), "--methods", "dp,pipedream", "--format", "json")
+    rows = json.loads(proc.stdout)
+    assert {r["method"] for r in rows} == {"dp", "pipedream"} and all(r["ratio"] >= 1 for r in rows)
+    proc = cli("compare", str(w), "--methods", "dp,nonsense")
+    _check_one_line(proc, "unknown method 'nonsense'")
+
+
+def test_contract_layers_and_linearize_are_upper_bounds():
+    w = throughput_path("OperatorGraphs/bert_l-3_inference")
+    exact = json.loads(cli("solve", str(w), "--json").stdout)["maxLoad"]
+    for flag in ("--linearize",):
+        value = json.loads(cli("solve", str(w), flag, "--json").stdout)["maxLoad"]
+        assert value >= exact - 1e-9
+    w12 = throughput_path("OperatorGraphs/bert_l-12_inference")  # has layerId
+    exact12 = json.loads(cli("solve", str(w12), "--json").stdout)["maxLoad"]
+    fused = json.loads(cli("solve", str(w12), "--contract-layers", "--json").stdout)["maxLoad"]
+    assert fused >= exact12 - 1e-9

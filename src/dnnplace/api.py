@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.errors import DnnplaceError, NotImplementedMethodError
+from dnnplace.errors import DnnplaceError
 from dnnplace.evaluate import Evaluation, evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import OBJECTIVES, PlannedMethod, SolveOptions, registry
+from dnnplace.solvers.base import OBJECTIVES, SolveOptions, registry
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,6 @@ def solve(
     if objective not in OBJECTIVES:
         raise DnnplaceError(f"unknown objective '{objective}'; choose one of: {', '.join(OBJECTIVES)}")
     solver = methods[method]
-    if isinstance(solver, PlannedMethod):
-        raise NotImplementedMethodError(f"method '{method}' ({solver.summary}) is not implemented yet")
     if objective not in solver.objectives:
         raise DnnplaceError(
             f"method '{method}' does not optimise '{objective}'; it supports: {', '.join(solver.objectives)}"

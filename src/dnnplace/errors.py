@@ -27,9 +27,5 @@ class TooManyIdealsError(DnnplaceError):
     """The ideal lattice is larger than the configured budget."""
 
 
-class NotImplementedMethodError(DnnplaceError):
-    """A solver method that this version does not provide yet."""
-
-
 class SolverTimeout(DnnplaceError):
     """A solver ran past its time limit without an answer."""

@@ -449,14 +449,13 @@ def methods() -> None:
     """List the placement methods and what they optimise."""
     from rich.table import Table
 
-    from dnnplace.solvers.base import PlannedMethod, registry
+    from dnnplace.solvers.base import registry
 
     table = Table()
-    for col in ("method", "objectives", "status", "what it does"):
+    for col in ("method", "objectives", "what it does"):
         table.add_column(col)
     for name, m in registry().items():
-        status = "planned" if isinstance(m, PlannedMethod) else "available"
-        table.add_row(name, ", ".join(m.objectives), status, m.summary)
+        table.add_row(name, ", ".join(m.objectives), m.summary)
     out.print(table)
 
 

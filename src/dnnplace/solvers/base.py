@@ -59,17 +59,8 @@ class Solver(Protocol):
     def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput: ...
 
 
-@dataclass(frozen=True)
-class PlannedMethod:
-    """A method named in the CLI that a later version provides."""
-
-    name: str
-    summary: str
-    objectives: tuple[str, ...] = ("throughput",)
-
-
-def registry() -> dict[str, Solver | PlannedMethod]:
-    """All method names, implemented or planned, in display order."""
+def registry() -> dict[str, Solver]:
+    """All methods, in display order."""
     from dnnplace.solvers.baselines.greedy import GreedyLatency
     from dnnplace.solvers.baselines.local_search import LocalSearch
     from dnnplace.solvers.baselines.partitioners import Metis, Scotch
@@ -78,7 +69,7 @@ def registry() -> dict[str, Solver | PlannedMethod]:
     from dnnplace.solvers.dp.solver import DPSolver
     from dnnplace.solvers.ip.throughput import ThroughputIP
 
-    methods: list[Solver | PlannedMethod] = [
+    methods: list[Solver] = [
         DPSolver(),
         ThroughputIP(contiguous=True),
         ThroughputIP(contiguous=False),
