@@ -43,6 +43,18 @@ def class_graph(w: Workload) -> tuple[np.ndarray, int, np.ndarray, dict[tuple[in
     return cls, G, vw, ew, ok
 
 
+def partition_input(w: Workload) -> tuple[np.ndarray, np.ndarray, list[int], list[list[tuple[int, int]]], np.ndarray]:
+    """Class of each node, vertex weights, the classes to partition, their integer-weighted adjacency, mask."""
+    cls, _, vw, ew, ok = class_graph(w)
+    verts = np.flatnonzero(ok).tolist()
+    index = {g: i for i, g in enumerate(verts)}
+    adj: list[list[tuple[int, int]]] = [[] for _ in verts]
+    for (a, b), c in ew.items():
+        if a in index and b in index:
+            adj[index[a]].append((index[b], _weights(c)))
+    return cls, vw, verts, adj, ok
+
+
 def _finish(w: Workload, cls: np.ndarray, part_of: dict[int, int], ok: np.ndarray) -> Split:
     k = w.max_accelerators
     if not ok.all() and w.max_cpus == 0:
@@ -65,13 +77,7 @@ class Scotch:
         exe = shutil.which("gpart") or shutil.which("scotch_gpart")
         if exe is None:
             raise DnnplaceError("Scotch's gpart is not installed (Debian: apt-get install scotch; `make` does it)")
-        cls, G, vw, ew, ok = class_graph(w)
-        verts = np.flatnonzero(ok).tolist()
-        index = {g: i for i, g in enumerate(verts)}
-        adj: list[list[tuple[int, int]]] = [[] for _ in verts]
-        for (a, b), c in ew.items():
-            if a in index and b in index:
-                adj[index[a]].append((index[b], _weights(c)))
+        cls, vw, verts, adj, ok = partition_input(w)
         lines = ["0", f"{len(verts)} {sum(len(x) for x in adj)}", "0 011"]
         for i, g in enumerate(verts):
             nbrs = " ".join(f"{wt} {j}" for j, wt in sorted(adj[i]))
@@ -101,13 +107,7 @@ class Metis:
         except ImportError:
             raise DnnplaceError("METIS needs pymetis: pip install pymetis") from None
         w = workload
-        cls, G, vw, ew, ok = class_graph(w)
-        verts = np.flatnonzero(ok).tolist()
-        index = {g: i for i, g in enumerate(verts)}
-        adj: list[list[tuple[int, int]]] = [[] for _ in verts]
-        for (a, b), c in ew.items():
-            if a in index and b in index:
-                adj[index[a]].append((index[b], _weights(c)))
+        cls, vw, verts, adj, ok = partition_input(w)
         k = max(1, w.max_accelerators)
         if k == 1 or len(verts) <= 1:
             parts = [0] * len(verts)
