@@ -33,7 +33,7 @@ demo: $(STAMP) system-deps
 	$(VENV)/bin/dnnplace evaluate $(DEMO_WORKLOAD) build/gnmt_training_split.json
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples
 
 test: $(STAMP) system-deps lint
 	$(PY) -m pytest -q
