@@ -137,6 +137,8 @@ def _worker(rank, n, port, backend, plan, shapes, inputs, microbatches, warmup, 
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if rank < n and n <= len(cores):
         os.sched_setaffinity(0, {cores[rank]})  # one core per stage, as the cost model assumes
@@ -156,13 +158,23 @@ def _worker(rank, n, port, backend, plan, shapes, inputs, microbatches, warmup, 
         dist.destroy_process_group()
 
 
+def _device():
+    """Where this rank's tensors live: its GPU under nccl, else the CPU."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
 def _recv(name, src, shapes, tag):
     import torch
     import torch.distributed as dist
 
     shape, dtype = shapes[name]
     wire = torch.uint8 if dtype == torch.bool else dtype
-    buf = torch.empty(shape, dtype=wire)
+    buf = torch.empty(shape, dtype=wire, device=_device())
     dist.recv(buf, src=src, tag=tag)
     return buf.to(torch.bool) if dtype == torch.bool else buf
 
@@ -180,7 +192,9 @@ def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
     import torch
     import torch.distributed as dist
 
-    mod = plan.modules[rank]
+    device = _device()
+    mod = plan.modules[rank].to(device)
+    inputs = tuple(t.to(device) for t in inputs)
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
     sink = len(plan.modules)
     with torch.no_grad():
@@ -220,6 +234,6 @@ def _sink(plan, shapes, microbatches, warmup, queue, tags) -> None:
         got = [_recv(name, plan.producer[name], shapes, OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)]
         if m >= warmup:
             arrivals.append(time.perf_counter())
-            outputs.append([t.numpy() for t in got])  # plain arrays: tensors would need shared memory
+            outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
     seconds = time.perf_counter() - t0 if microbatches else 0.0
     queue.put({"outputs": outputs, "seconds": seconds, "arrivals": [a - t0 for a in arrivals]})
