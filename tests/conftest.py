@@ -33,3 +33,11 @@ def expert_path(model: str, mode: str) -> Path:
 @pytest.fixture(scope="session")
 def reference() -> dict:
     return REFERENCE
+
+
+# CI runs a fixed sequence of examples (reproducible landings); local runs explore new ones.
+from hypothesis import settings as _hyp_settings  # noqa: E402
+
+_hyp_settings.register_profile("ci", derandomize=True)
+if __import__("os").environ.get("CI"):
+    _hyp_settings.load_profile("ci")

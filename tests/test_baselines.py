@@ -84,5 +84,15 @@ def test_baselines_return_feasible_splits(w):
         if method == "pipedream":
             assert sol.value >= dp.value - 1e-9
     greedy = dnnplace.solve(w, "greedy", objective="latency")
-    assert greedy.evaluation.contiguous
+    # each accelerator gets a run of a topological order (CPU nodes run independently in the latency model)
+    assert all(d.contiguous for d in greedy.evaluation.devices if d.kind == "accelerator")
     assert not {v.kind for v in greedy.evaluation.violations} - {"devices"}
+
+
+def test_partitioners_with_nothing_to_partition():
+    # every class unsupported: all on the CPU, and gpart is not called on an empty graph
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 0.5, "supportedOnFpga": False} for i in range(3)]
+    w = dnnplace.workload_from_records(nodes, [], accelerators=2, cpus=1)
+    for method in ("scotch", "metis"):
+        sol = dnnplace.solve(w, method)
+        assert sol.evaluation.feasible and not sol.split.accelerators

@@ -78,6 +78,8 @@ class Scotch:
         if exe is None:
             raise DnnplaceError("Scotch's gpart is not installed (Debian: apt-get install scotch; `make` does it)")
         cls, vw, verts, adj, ok = partition_input(w)
+        if w.max_accelerators <= 1 or len(verts) <= 1:  # nothing to partition (gpart needs a graph)
+            return SolverOutput(split=_finish(w, cls, dict.fromkeys(verts, 0), ok), status="heuristic")
         lines = ["0", f"{len(verts)} {sum(len(x) for x in adj)}", "0 011"]
         for i, g in enumerate(verts):
             nbrs = " ".join(f"{wt} {j}" for j, wt in sorted(adj[i]))
