@@ -29,12 +29,20 @@ class DeviceReport:
     communication: float
     load: float
     memory: float
-    forward_load: float  # compute + communication of forward nodes
-    backward_load: float
     contiguous: bool  # forward set has no path leaving and re-entering it
     # the load's parts per direction: (received, computed, sent); CPUs send and receive for free
     forward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
     backward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def forward_load(self) -> float:
+        """Compute + communication of forward nodes."""
+        return float(sum(self.forward_parts))
+
+    @property
+    def backward_load(self) -> float:
+        """Compute + communication of backward nodes."""
+        return float(sum(self.backward_parts))
 
     @property
     def name(self) -> str:
@@ -123,9 +131,8 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     lp = device_loads(w, dev[None, :], a.n_acc, n_dev, overlap_comm)
     compute_fw, compute_bw, memory, load = lp.compute_fw[0], lp.compute_bw[0], lp.memory[0], lp.load[0]
     recv_fw, recv_bw, send_fw, send_bw = lp.recv_fw[0], lp.recv_bw[0], lp.send_fw[0], lp.send_bw[0]
-    comm_fw, comm_bw = recv_fw + send_fw, recv_bw + send_bw
     compute = compute_fw + compute_bw
-    comm = comm_fw + comm_bw
+    comm = recv_fw + send_fw + recv_bw + send_bw
     contiguous = _contiguity(w, dev, n_dev)
     node_ids = w.node_ids
     members = [[] for _ in range(n_dev)]
@@ -141,8 +148,6 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
             communication=float(comm[d]),
             load=float(load[d]),
             memory=float(memory[d]),
-            forward_load=float(compute_fw[d] + comm_fw[d]),
-            backward_load=float(compute_bw[d] + comm_bw[d]),
             contiguous=bool(contiguous[d]),
             forward_parts=(float(recv_fw[d]), float(compute_fw[d]), float(send_fw[d])),
             backward_parts=(float(recv_bw[d]), float(compute_bw[d]), float(send_bw[d])),
@@ -202,9 +207,13 @@ def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: 
         part[:, ~acc_dev] = 0.0
     compute = compute_fw + compute_bw
     comm = recv_fw + recv_bw + send_fw + send_bw
-    load = np.maximum(compute, comm) if overlap else compute + comm
-    load = np.where(acc_dev, load, compute)
+    load = np.where(acc_dev, combine(compute, comm, overlap), compute)
     return LoadParts(compute_fw, compute_bw, recv_fw, recv_bw, send_fw, send_bw, memory, load)
+
+
+def combine(compute, comm, overlap: bool):
+    """An accelerator's time for its compute and its transfers: their sum, or their max when they overlap."""
+    return np.maximum(compute, comm) if overlap else compute + comm
 
 
 def max_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False

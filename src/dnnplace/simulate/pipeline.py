@@ -25,6 +25,7 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluate import Evaluation, evaluate
+from dnnplace.evaluate.evaluator import combine
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
@@ -45,7 +46,7 @@ class Task:
     @property
     def duration(self) -> float:
         r, c, s = self.parts
-        return max(c, r + s) if self.overlap else r + c + s
+        return float(combine(c, r + s, self.overlap))
 
     @property
     def end(self) -> float:

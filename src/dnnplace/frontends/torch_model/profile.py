@@ -222,7 +222,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         raise DnnplaceError(f"unknown device '{device}'; choose host, cuda or one of: {', '.join(sorted(catalogue))}")
     if device == "cuda" and not torch.cuda.is_available():
         raise DnnplaceError("--device cuda: no GPU is available here; use host or a catalogue device")
-    with _neighbours(cap, inputs, accelerators if device == "host" else 0):
+    with _neighbours(inputs, accelerators if device == "host" else 0):
         host = measure(cap, inputs, training=training, repeats=repeats)
     acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
     env = host["env"]
@@ -318,12 +318,12 @@ class _neighbours:
     one per spare core) run the model's forward pass in a loop meanwhile.
     """
 
-    def __init__(self, cap: Captured, inputs: tuple, stages: int) -> None:
+    def __init__(self, inputs: tuple, stages: int) -> None:
         import os
 
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.count = max(0, min(stages - 1, cores - 1))
-        self.cap, self.inputs = cap, inputs
+        self.inputs = inputs
         self.procs: list = []
 
     def __enter__(self):
@@ -333,9 +333,8 @@ class _neighbours:
             ctx = mp.get_context("spawn")
             self.stop = ctx.Event()
             ready = ctx.Barrier(self.count + 1)
-            script = self.cap.gm.code
             for _ in range(self.count):
-                p = ctx.Process(target=_busy_loop, args=(self.inputs, self.stop, ready, script), daemon=True)
+                p = ctx.Process(target=_busy_loop, args=(self.inputs, self.stop, ready), daemon=True)
                 p.start()
                 self.procs.append(p)
             ready.wait(120)
@@ -350,7 +349,7 @@ class _neighbours:
                     p.terminate()
 
 
-def _busy_loop(inputs, stop, ready, _code) -> None:
+def _busy_loop(inputs, stop, ready) -> None:
     """Stand-in for a neighbouring stage: dense single-thread work on tensors of the model's size."""
     import torch
 
