@@ -1,0 +1,373 @@
+"""The compiled core of the Piper planner (numba, cached on disk).
+
+Ideals here are *tails* of the pipeline (closed under successors), found by the
+shared :func:`~dnnplace.solvers.dp.ideals.enumerate_ideals` on the reversed
+graph, so every cover ``J = I - {x}`` removes a node ``x`` whose predecessors
+are all outside ``J``: ``x`` joins the front stage ``S = I - J``.
+
+For each ideal ``I`` (in id order: sub-ideals first) a depth-first walk down the
+cover relation visits every sub-ideal ``J`` once, growing ``S`` one node at a
+time.  Per-node boundary bytes ``e[v, t, option]`` are kept up to date as nodes
+enter and leave ``S`` (only ``x`` and its predecessors in ``S`` change), so no
+pair is ever stored.  The walk stops descending once ``S`` cannot fit in memory
+for any ``t`` (even with every node at its smallest footprint and one
+micro-batch in flight) or is slower than the bound ``tau`` for every ``t`` even
+at the largest data-parallel degree: both only get worse as ``S`` grows.
+
+Per pair and ``(t, d)`` the stage table ``R[y]`` (best stage time with ``y``
+micro-batches in flight) is exact (:func:`~.knapsack.min_cover`), hence
+non-decreasing in ``y``; values above ``tau`` are cut to INF, which keeps it
+non-decreasing.  The DP state ``F[I, k, s]`` is the best bottleneck time of the
+tail ``I`` on at most ``k`` devices with at most ``s`` as the sum of its
+data-parallel degrees (PIPER-SPEC 4.5).  With a non-decreasing table the update
+only needs the points where ``F[J, k - t d, .]`` drops, scanned until the stage
+table dominates; this is exact (PIPER-SPEC 4.5, "Why this is exact").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from dnnplace.solvers.piper.knapsack import INF, min_cover
+
+
+@njit(cache=True)
+def ideal_sums(down_ptr, down_ideal, down_unit, nodeval):
+    """``out[I] = sum of nodeval[v] over v in I`` (per column), via one cover per ideal."""
+    n_i = down_ptr.shape[0] - 1
+    out = np.zeros((n_i, nodeval.shape[1]), dtype=nodeval.dtype)
+    for i in range(1, n_i):
+        e = down_ptr[i]
+        j = down_ideal[e]
+        x = down_unit[e]
+        for c in range(nodeval.shape[1]):
+            out[i, c] = out[j, c] + nodeval[x, c]
+    return out
+
+
+@njit(cache=True)
+def _recompute_e(v, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t):
+    for ti in range(n_t):
+        for lo in range(2):
+            tot = 0.0
+            for q in range(in_ptr[v], in_ptr[v + 1]):
+                e = in_edge[q]
+                if in_s[esrc[e]] == 0:
+                    tot += 2.0 * (ecost[e] + fwe[e, ti, lo])
+            for q in range(out_ptr[v], out_ptr[v + 1]):
+                e = out_edge[q]
+                if in_s[edst[e]] == 0:
+                    tot += 2.0 * (ecost[e] + bwe[e, ti, lo])
+            e_s[v, ti, lo] = tot
+
+
+@njit(cache=True)
+def _toggle(x, adding, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t):
+    in_s[x] = 1 if adding else 0
+    if adding:
+        _recompute_e(x, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+    for q in range(in_ptr[x], in_ptr[x + 1]):
+        u = esrc[in_edge[q]]
+        if in_s[u] == 1:
+            _recompute_e(u, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+
+
+@njit(cache=True)
+def stage_table(xs, n_s, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r_out,
+                it_c, it_da, it_db, kc, ks, w1, w2, w3, w4):
+    """Fill ``r_out[1..y_top]`` with the exact best stage time; return the last finite ``y`` (0: none).
+
+    The stage is ``xs[:n_s]`` on ``d`` replicas of width ``t`` (index ``ti``).  Values above
+    ``tau`` count as INF; the table is non-decreasing, so it is INF past the returned ``y``.
+    """
+    base_c = 0.0
+    base_a = 0.0
+    base_b = 0.0
+    m = 0
+    for q in range(n_s):
+        v = xs[q]
+        best_l = -1
+        best_c = 0.0
+        for lo in range(nopt[v, ti]):
+            w = ww[v, ti, lo]
+            c = (e_s[v, ti, lo] / d + 4.0 * (d - 1) * w / (d * big_n)) / bw + pp[v, ti, lo] / d
+            if d == 1:
+                c = e_s[v, ti, lo] / bw + pp[v, ti, lo]
+            if best_l < 0 or c < best_c or (c == best_c and (aa[v, ti, lo] < aa[v, ti, best_l] or (
+                    aa[v, ti, lo] == aa[v, ti, best_l] and bb[v, ti, lo] < bb[v, ti, best_l]))):
+                best_l = lo
+                best_c = c
+        base_c += best_c
+        base_a += aa[v, ti, best_l]
+        base_b += bb[v, ti, best_l]
+        if nopt[v, ti] == 2:
+            o = 1 - best_l
+            da = aa[v, ti, best_l] - aa[v, ti, o]
+            db = bb[v, ti, best_l] - bb[v, ti, o]
+            if da > 0.0 or db > 0.0:
+                w = ww[v, ti, o]
+                c = (e_s[v, ti, o] / d + 4.0 * (d - 1) * w / (d * big_n)) / bw + pp[v, ti, o] / d
+                if d == 1:
+                    c = e_s[v, ti, o] / bw + pp[v, ti, o]
+                it_c[m] = c - best_c
+                it_da[m] = da
+                it_db[m] = db
+                m += 1
+    if base_c > tau:
+        return 0
+    last = 0.0
+    for y in range(1, y_top + 1):
+        mem = base_a * y + base_b
+        if mem <= memory:
+            r_out[y] = base_c
+            last = base_c
+            continue
+        need = mem - memory
+        k = 0
+        tot = 0.0
+        for i in range(m):
+            s = it_da[i] * y + it_db[i]
+            if s > 0.0:
+                kc[k] = it_c[i]
+                ks[k] = s
+                tot += s
+                k += 1
+        if tot < need:
+            return y - 1
+        extra = min_cover(kc, ks, k, need, tau - base_c, w1, w2, w3, w4)
+        if extra >= INF:
+            return y - 1
+        val = base_c + extra
+        if val > tau:
+            return y - 1
+        if val < last:
+            val = last  # exact values never decrease in y; guard against rounding
+        r_out[y] = val
+        last = val
+    return y_top
+
+
+@njit(cache=True)
+def _new_scratch(n):
+    return (np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1),
+            np.empty(4096), np.empty(4096), np.empty(4096), np.empty(4096))
+
+
+@njit(cache=True)
+def _close(F, dropc, dropp, kmin, I, K, S):
+    for k in range(K + 1):
+        for s in range(S + 1):
+            v = F[I, k, s]
+            if k > 0 and F[I, k - 1, s] < v:
+                v = F[I, k - 1, s]
+            if s > 0 and F[I, k, s - 1] < v:
+                v = F[I, k, s - 1]
+            F[I, k, s] = v
+    kmin[I] = K + 1
+    for k in range(K + 1):
+        dropp[I, k, 0] = 0
+        c = 1
+        for s in range(1, S + 1):
+            if F[I, k, s] < F[I, k, s - 1]:
+                dropp[I, k, c] = s
+                c += 1
+        dropc[I, k] = c
+        if kmin[I] > K and F[I, k, S] < INF:
+            kmin[I] = k
+
+
+@njit(cache=True)
+def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
+    """Can the stage ``I - J`` meet memory and ``tau`` for some ``t`` (monotone in the stage)?"""
+    for ti in range(n_t):
+        if dmax_t[ti] == 0 or miss_sum[I, ti] != miss_sum[J, ti]:
+            continue
+        mm = mmin_sum[I, ti] - mmin_sum[J, ti]
+        if mm > memory * (1.0 + 1e-9):
+            continue
+        pm = pmin_sum[I, ti] - pmin_sum[J, ti]
+        if pm / dmax_t[ti] > tau * (1.0 + 1e-9) + 1e-300:
+            continue
+        return True
+    return False
+
+
+@njit(cache=True)
+def run_dp(down_ptr, down_ideal, down_unit,
+           in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
+           nopt, pp, ww, aa, bb, tvals, divs, dmax_t,
+           miss_sum, pmin_sum, mmin_sum,
+           K, big_n, bw, memory, tau, S, F, dropc, dropp, kmin):
+    """Fill ``F`` for every ideal; return (pairs visited, stage tables built)."""
+    n = in_ptr.shape[0] - 1
+    n_i = down_ptr.shape[0] - 1
+    n_t = tvals.shape[0]
+    n_d = divs.shape[0]
+    for k in range(K + 1):
+        for s in range(S + 1):
+            F[0, k, s] = 0.0
+        dropc[0, k] = 1
+        dropp[0, k, 0] = 0
+    kmin[0] = 0
+    in_s = np.zeros(n, dtype=np.int8)
+    e_s = np.zeros((n, n_t, 2))
+    stamp = np.full(n_i, -1, dtype=np.int64)
+    stack_j = np.empty(n + 2, dtype=np.int64)
+    stack_e = np.empty(n + 2, dtype=np.int64)
+    xs = np.empty(n + 2, dtype=np.int64)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4 = _new_scratch(n)
+    r = np.empty(S + 2)
+    pairs = 0
+    tables = 0
+    for I in range(1, n_i):
+        for k in range(K + 1):
+            for s in range(S + 1):
+                F[I, k, s] = INF
+        stamp[I] = I
+        sp = 0
+        stack_j[0] = I
+        stack_e[0] = down_ptr[I]
+        while sp >= 0:
+            J = stack_j[sp]
+            e = stack_e[sp]
+            if e < down_ptr[J + 1]:
+                stack_e[sp] = e + 1
+                J2 = down_ideal[e]
+                if stamp[J2] == I:
+                    continue
+                stamp[J2] = I
+                if not _s_feasible_any(I, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
+                    continue
+                x = down_unit[e]
+                _toggle(x, True, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+                xs[sp] = x
+                sp += 1
+                stack_j[sp] = J2
+                stack_e[sp] = down_ptr[J2]
+                pairs += 1
+                if kmin[J2] > K:
+                    continue  # the rest cannot be planned at all
+                for ti in range(n_t):
+                    if miss_sum[I, ti] != miss_sum[J2, ti]:
+                        continue
+                    t = tvals[ti]
+                    for di in range(n_d):
+                        d = divs[di]
+                        if d > dmax_t[ti]:
+                            break
+                        td = t * d
+                        if td + kmin[J2] > K:
+                            break
+                        y_top = (S + d - 1) // d
+                        tables += 1
+                        ycap = stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory,
+                                           tau, r, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+                        if ycap == 0:
+                            continue
+                        for k in range(td + kmin[J2], K + 1):
+                            kk = k - td
+                            for j in range(dropc[J2, kk]):
+                                s0 = dropp[J2, kk, j]
+                                s1 = s0 + d
+                                if s1 > S:
+                                    break
+                                g = F[J2, kk, s0]
+                                if g >= INF:
+                                    continue
+                                y = (s1 + d - 1) // d
+                                if y > ycap:
+                                    break
+                                rv = r[y]
+                                val = g if g > rv else rv
+                                if val < F[I, k, s1]:
+                                    F[I, k, s1] = val
+                                if rv >= g:
+                                    break
+            else:
+                sp -= 1
+                if sp >= 0:
+                    _toggle(xs[sp], False, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
+                            e_s, n_t)
+        _close(F, dropc, dropp, kmin, I, K, S)
+    return pairs, tables
+
+
+@njit(cache=True)
+def find_step(cur, ck, cs, target,
+              down_ptr, down_ideal, down_unit,
+              in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
+              nopt, pp, ww, aa, bb, tvals, divs, dmax_t,
+              miss_sum, pmin_sum, mmin_sum,
+              K, big_n, bw, memory, tau, S, F, out_nodes):
+    """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
+
+    Returns (J, t index, d, s used by the stage and the rest, number of stage nodes in
+    ``out_nodes``), or J = -1 if none (which the DP rules out).
+    """
+    n = in_ptr.shape[0] - 1
+    n_i = down_ptr.shape[0] - 1
+    n_t = tvals.shape[0]
+    n_d = divs.shape[0]
+    in_s = np.zeros(n, dtype=np.int8)
+    e_s = np.zeros((n, n_t, 2))
+    stamp = np.full(n_i, -1, dtype=np.int64)
+    stack_j = np.empty(n + 2, dtype=np.int64)
+    stack_e = np.empty(n + 2, dtype=np.int64)
+    xs = np.empty(n + 2, dtype=np.int64)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4 = _new_scratch(n)
+    r = np.empty(S + 2)
+    lim = target * (1.0 + 1e-12)
+    stamp[cur] = cur
+    sp = 0
+    stack_j[0] = cur
+    stack_e[0] = down_ptr[cur]
+    while sp >= 0:
+        J = stack_j[sp]
+        e = stack_e[sp]
+        if e < down_ptr[J + 1]:
+            stack_e[sp] = e + 1
+            J2 = down_ideal[e]
+            if stamp[J2] == cur:
+                continue
+            stamp[J2] = cur
+            if not _s_feasible_any(cur, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
+                continue
+            x = down_unit[e]
+            _toggle(x, True, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+            xs[sp] = x
+            sp += 1
+            stack_j[sp] = J2
+            stack_e[sp] = down_ptr[J2]
+            for ti in range(n_t):
+                if miss_sum[cur, ti] != miss_sum[J2, ti]:
+                    continue
+                t = tvals[ti]
+                for di in range(n_d):
+                    d = divs[di]
+                    if d > dmax_t[ti] or t * d > ck or d > cs:
+                        break
+                    y_top = (S + d - 1) // d
+                    ycap = stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory,
+                                       tau, r, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+                    ystar = 0
+                    for y in range(1, ycap + 1):
+                        if r[y] <= lim:
+                            ystar = y
+                        else:
+                            break
+                    if ystar == 0:
+                        continue
+                    s1 = d * ystar
+                    if s1 > cs:
+                        s1 = cs
+                    if F[J2, ck - t * d, s1 - d] <= lim:
+                        for q in range(sp):
+                            out_nodes[q] = xs[q]
+                        return J2, ti, d, s1, sp
+        else:
+            sp -= 1
+            if sp >= 0:
+                _toggle(xs[sp], False, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
+                        e_s, n_t)
+    return -1, -1, -1, -1, 0

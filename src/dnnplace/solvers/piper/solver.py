@@ -1,0 +1,405 @@
+"""Exact planner for Piper's model (PIPER-SPEC sections 2-3): stages x data x tensor parallelism x TMPCs.
+
+Steps:
+
+1. Lower bound ``LB`` = device-seconds of the work over ``K`` devices.
+2. Upper bound: the same exact DP restricted to the *chain* of one topological
+   order (n + 1 tails), run with a bound ``tau`` that starts just above ``LB``
+   and grows until a plan is found (a run with bound ``tau`` is exact for every
+   instance whose optimum is ``<= tau``).
+3. The exact DP over all tails of the DAG with ``tau`` = that upper bound, which
+   lets the walk skip stages that are too slow or too big.
+4. Reconstruction, then the exact TMPC choice per stage at its true number of
+   micro-batches in flight, then the evaluator (:mod:`dnnplace.evaluate.piper`)
+   judges the plan: its value is the one reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from dnnplace.errors import DnnplaceError, InfeasibleError
+from dnnplace.evaluate.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
+from dnnplace.frontends.piper_json import PiperInstance
+from dnnplace.solvers.dp.ideals import enumerate_ideals
+from dnnplace.solvers.piper import kernel
+from dnnplace.solvers.piper.knapsack import INF, min_cover_choice
+
+TABLE_BYTES_LIMIT = 6 * 2**30
+
+
+@dataclass
+class Arrays:
+    K: int
+    N: int
+    M: float
+    BW: float
+    S: int
+    tvals: np.ndarray
+    divs: np.ndarray
+    dmax_t: np.ndarray
+    nopt: np.ndarray
+    pp: np.ndarray
+    ww: np.ndarray
+    aa: np.ndarray
+    bb: np.ndarray
+    esrc: np.ndarray
+    edst: np.ndarray
+    ecost: np.ndarray
+    fwe: np.ndarray
+    bwe: np.ndarray
+    in_ptr: np.ndarray
+    in_edge: np.ndarray
+    out_ptr: np.ndarray
+    out_edge: np.ndarray
+    node_miss: np.ndarray
+    node_pmin: np.ndarray
+    node_mmin: np.ndarray
+
+
+@dataclass
+class Lattice:
+    down_ptr: np.ndarray
+    down_ideal: np.ndarray
+    down_unit: np.ndarray
+    miss_sum: np.ndarray
+    pmin_sum: np.ndarray
+    mmin_sum: np.ndarray
+
+    @property
+    def n_ideals(self) -> int:
+        return self.down_ptr.shape[0] - 1
+
+
+@dataclass
+class PiperResult:
+    plan: PiperPlan
+    evaluation: PiperEvaluation
+    tps: float
+    status: str
+    bound: float
+    runtime_s: float
+    stats: dict = field(default_factory=dict)
+
+
+def build_arrays(inst: PiperInstance) -> Arrays:
+    K, N = inst.max_devices, inst.batch
+    n = inst.n
+    tvals = sorted({t for per in inst.tmpcs for t, opts in per.items() if opts and t <= K})
+    nt = max(1, len(tvals))
+    tix = {t: i for i, t in enumerate(tvals)}
+    nopt = np.zeros((n, nt), dtype=np.int64)
+    pp = np.zeros((n, nt, 2))
+    ww = np.zeros((n, nt, 2))
+    aa = np.zeros((n, nt, 2))
+    bb = np.zeros((n, nt, 2))
+    for v in range(n):
+        for t, opts in inst.tmpcs[v].items():
+            if t not in tix:
+                continue
+            ti = tix[t]
+            nopt[v, ti] = len(opts)
+            for lo, o in enumerate(opts):
+                pp[v, ti, lo], ww[v, ti, lo], aa[v, ti, lo], bb[v, ti, lo] = o.p, o.w, o.a, o.b
+    E = len(inst.edges)
+    esrc = np.array([u for u, _, _ in inst.edges], dtype=np.int64)
+    edst = np.array([v for _, v, _ in inst.edges], dtype=np.int64)
+    ecost = np.array([c for _, _, c in inst.edges], dtype=np.float64)
+    fwe = np.zeros((E, nt, 2))
+    bwe = np.zeros((E, nt, 2))
+    for e, (u, v, _) in enumerate(inst.edges):
+        for t, ti in tix.items():
+            for lo, o in enumerate(inst.tmpcs[v].get(t, [])):
+                fwe[e, ti, lo] = o.fw.get(u, 0.0)
+            for lo, o in enumerate(inst.tmpcs[u].get(t, [])):
+                bwe[e, ti, lo] = o.bw.get(v, 0.0)
+
+    def csr(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(keys, kind="stable")
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+        return ptr, order.astype(np.int64)
+
+    in_ptr, in_edge = csr(edst)
+    out_ptr, out_edge = csr(esrc)
+    S = min(N, K)
+    divs = np.array([d for d in range(1, S + 1) if N % d == 0], dtype=np.int64)
+    dmax_t = np.zeros(nt, dtype=np.int64)
+    for ti, t in enumerate(tvals):
+        ok = [d for d in divs if d * t <= K]
+        dmax_t[ti] = max(ok) if ok else 0
+    node_miss = (nopt == 0).astype(np.int64)
+    node_pmin = np.where(nopt > 0, np.minimum(pp[:, :, 0], np.where(nopt == 2, pp[:, :, 1], np.inf)), 0.0)
+    msum = aa + bb
+    node_mmin = np.where(nopt > 0, np.minimum(msum[:, :, 0], np.where(nopt == 2, msum[:, :, 1], np.inf)), 0.0)
+    return Arrays(K, N, inst.memory, inst.bandwidth, S, np.array(tvals, dtype=np.int64), divs, dmax_t, nopt,
+                  pp, ww, aa, bb, esrc, edst, ecost, fwe, bwe, in_ptr, in_edge, out_ptr, out_edge,
+                  node_miss, node_pmin, node_mmin)
+
+
+def _with_sums(ar: Arrays, down_ptr, down_ideal, down_unit) -> Lattice:
+    return Lattice(
+        down_ptr, down_ideal, down_unit,
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_miss),
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_pmin),
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_mmin),
+    )
+
+
+def tail_lattice(inst: PiperInstance, ar: Arrays, max_ideals: int) -> Lattice:
+    """All tails (closed under successors), via the shared ideal enumeration on the reversed graph."""
+    n = inst.n
+    rev = SimpleNamespace(
+        n_units=n, edge_src=ar.edst, edge_dst=ar.esrc,
+        acc_time=np.zeros(n), cpu_time=np.zeros(n), size=np.zeros(n), supported=np.ones(n, dtype=bool),
+    )
+    lat = enumerate_ideals(rev, budget=max_ideals)  # type: ignore[arg-type]
+    return _with_sums(ar, lat.down_ptr, lat.down_ideal, lat.down_unit)
+
+
+def topo_order(inst: PiperInstance) -> list[int]:
+    n = inst.n
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v, _ in inst.edges:
+        indeg[v] += 1
+        succ[u].append(v)
+    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
+    out = []
+    while stack:
+        u = stack.pop()
+        out.append(u)
+        for v in reversed(succ[u]):
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    return out
+
+
+def chain_lattice(inst: PiperInstance, ar: Arrays) -> Lattice:
+    """The tails that are suffixes of one topological order: ideal i = the last i nodes."""
+    order = topo_order(inst)
+    n = inst.n
+    down_ptr = np.concatenate([[0, 0], np.arange(1, n + 1)]).astype(np.int64)
+    down_ideal = np.arange(0, n, dtype=np.int64)
+    down_unit = np.array([order[n - i] for i in range(1, n + 1)], dtype=np.int64)
+    return _with_sums(ar, down_ptr, down_ideal, down_unit)
+
+
+class _DP:
+    """F tables for one lattice and one bound."""
+
+    def __init__(self, ar: Arrays, lat: Lattice, tau: float) -> None:
+        self.ar, self.lat, self.tau = ar, lat, tau
+        nI = lat.n_ideals
+        cells = nI * (ar.K + 1) * (ar.S + 1)
+        if cells * 12 > TABLE_BYTES_LIMIT:
+            raise DnnplaceError(
+                f"the DP tables would need {cells * 12 / 2**30:.1f} GiB ({nI:,} tails x {ar.K + 1} device counts x "
+                f"{ar.S + 1} data-parallel sums); reduce --accelerators or the graph")
+        self.F = np.empty((nI, ar.K + 1, ar.S + 1))
+        self.dropc = np.empty((nI, ar.K + 1), dtype=np.int64)
+        self.dropp = np.empty((nI, ar.K + 1, ar.S + 1), dtype=np.int32)
+        self.kmin = np.empty(nI, dtype=np.int64)
+        self.pairs, self.tables = kernel.run_dp(*self._common(), self.F, self.dropc, self.dropp, self.kmin)
+
+    def _common(self) -> tuple:
+        ar, lat = self.ar, self.lat
+        return (lat.down_ptr, lat.down_ideal, lat.down_unit,
+                ar.in_ptr, ar.in_edge, ar.out_ptr, ar.out_edge, ar.esrc, ar.edst, ar.ecost, ar.fwe, ar.bwe,
+                ar.nopt, ar.pp, ar.ww, ar.aa, ar.bb, ar.tvals, ar.divs, ar.dmax_t,
+                lat.miss_sum, lat.pmin_sum, lat.mmin_sum,
+                ar.K, ar.N, ar.BW, ar.M, self.tau, ar.S)
+
+    @property
+    def full(self) -> int:
+        return self.lat.n_ideals - 1
+
+    @property
+    def value(self) -> float:
+        return float(self.F[self.full, self.ar.K, self.ar.S])
+
+    def reconstruct(self) -> list[tuple[list[int], int, int]]:
+        """Stages front first as (nodes, t, d); the rest of the plan is fixed afterwards."""
+        ar = self.ar
+        best = self.value
+        Ff = self.F[self.full]
+        ck = int(np.argmax(Ff[:, ar.S] <= best))
+        cs = int(np.argmax(Ff[ck, :] <= best))
+        cur = self.full
+        out_nodes = np.empty(len(ar.in_ptr), dtype=np.int64)
+        stages = []
+        while cur != 0:
+            J, ti, d, s1, cnt = kernel.find_step(cur, ck, cs, best, *self._common(), self.F, out_nodes)
+            if J < 0:
+                raise RuntimeError("internal error: Piper DP reconstruction found no stage")
+            t = int(ar.tvals[ti])
+            stages.append((sorted(int(v) for v in out_nodes[:cnt]), t, int(d)))
+            ck -= t * int(d)
+            cs = int(s1) - int(d)
+            cur = int(J)
+        return stages
+
+
+def stage_options(inst: PiperInstance, nodes: list[int], t: int, d: int) -> list[list[float]]:
+    """Per node, the time per sample of each TMPC in this stage (PIPER-SPEC 4.3's P)."""
+    members = set(nodes)
+    N, BW = inst.batch, inst.bandwidth
+    out = []
+    for v in nodes:
+        costs = []
+        for o in inst.tmpcs[v][t]:
+            e = 0.0
+            for u, x, c in inst.edges:
+                if x == v and u not in members:
+                    e += 2.0 * (c + o.fw[u])
+                if u == v and x not in members:
+                    e += 2.0 * (c + o.bw[x])
+            if d == 1:
+                costs.append(e / BW + o.p)
+            else:
+                costs.append((e / d + 4.0 * (d - 1) * o.w / (d * N)) / BW + o.p / d)
+        out.append(costs)
+    return out
+
+
+def choose_tmpcs(inst: PiperInstance, nodes: list[int], t: int, d: int, y: int) -> dict[int, str] | None:
+    """The exact best TMPC per node of a stage with ``y`` micro-batches in flight (None: does not fit)."""
+    costs = stage_options(inst, nodes, t, d)
+    choice: dict[int, int] = {}
+    items: list[tuple[int, int, float, float]] = []
+    mem = 0.0
+    for v, cs in zip(nodes, costs):
+        opts = inst.tmpcs[v][t]
+        f = min(range(len(opts)), key=lambda lo: (cs[lo], opts[lo].a, opts[lo].b))
+        choice[v] = f
+        mem += opts[f].a * y + opts[f].b
+        for lo in range(len(opts)):
+            if lo == f:
+                continue
+            sav = (opts[f].a * y + opts[f].b) - (opts[lo].a * y + opts[lo].b)
+            if sav > 0:
+                items.append((v, lo, cs[lo] - cs[f], sav))
+    need = mem - inst.memory
+    if need > 0:
+        res = min_cover_choice([c for _, _, c, _ in items], [s for _, _, _, s in items], need)
+        if res is None:
+            return None
+        for i in res[1]:
+            choice[items[i][0]] = items[i][1]
+    return {v: inst.tmpcs[v][t][lo].id for v, lo in choice.items()}
+
+
+def _lower_bound(inst: PiperInstance, ar: Arrays) -> float:
+    work = 0.0
+    for v in range(inst.n):
+        best = INF
+        for t, opts in inst.tmpcs[v].items():
+            if opts and t <= ar.K:
+                best = min(best, t * min(o.p for o in opts))
+        work += best
+    return work / ar.K
+
+
+def _max_stage_time(inst: PiperInstance, ar: Arrays) -> float:
+    """No stage of any plan is slower than this (every cost term at its maximum, d = 1)."""
+    tot = 0.0
+    for v in range(inst.n):
+        best = 0.0
+        for opts in inst.tmpcs[v].values():
+            for o in opts:
+                e = sum(2.0 * (c + o.fw.get(u, 0.0)) for u, x, c in inst.edges if x == v)
+                e += sum(2.0 * (c + o.bw.get(x, 0.0)) for u, x, c in inst.edges if u == v)
+                best = max(best, e / ar.BW + o.p + 4.0 * o.w / ar.BW)
+        tot += best
+    return tot * (1.0 + 1e-6) + 1e-300
+
+
+def _explain_infeasible(inst: PiperInstance, ar: Arrays) -> str:
+    K, M = ar.K, ar.M
+    for v in range(inst.n):
+        ts = [t for t, opts in inst.tmpcs[v].items() if opts and t <= K]
+        if not ts:
+            return (f"infeasible: node {inst.old_ids[v]} ({inst.names[v]}) has no TMPCs for any tensor-parallel "
+                    f"degree <= {K} devices")
+    for v in range(inst.n):
+        need = min(o.a + o.b for t, opts in inst.tmpcs[v].items() if t <= K for o in opts)
+        if need > M:
+            return (f"infeasible: memory: node {inst.old_ids[v]} ({inst.names[v]}) alone needs {need:.6g} bytes "
+                    f"(fixed + one micro-batch in flight) > maxMemoryPerDevice {M:.6g}")
+    relaxed = Arrays(**{**ar.__dict__, "M": 1e300})
+    if _DP(relaxed, chain_lattice(inst, relaxed), INF).value < INF:
+        return (f"infeasible: memory: no split into stages keeps every device within maxMemoryPerDevice {M:.6g} "
+                f"bytes (fixed bytes + activations of ceil(D_i/d_i) micro-batches in flight) on {K} devices with "
+                f"mbsInBatch {ar.N}")
+    return (f"infeasible: devices: no plan fits {K} devices (every stage needs d*t devices and one tensor-parallel "
+            f"degree that all its nodes support)")
+
+
+def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperResult:
+    """The optimal plan for Piper's model; raises :class:`InfeasibleError` (one line) if there is none."""
+    start = time.perf_counter()
+    ar = build_arrays(inst)
+    stats: dict = {"nodes": inst.n, "edges": len(inst.edges)}
+    lb = _lower_bound(inst, ar)
+    if lb >= INF:
+        raise InfeasibleError(_explain_infeasible(inst, ar))
+    top = _max_stage_time(inst, ar)
+    chain = chain_lattice(inst, ar)
+    tau = lb * 1.25 if lb > 0 else INF
+    ub = INF
+    rounds = 0
+    while True:
+        rounds += 1
+        if tau >= top:
+            tau = INF
+        dp = _DP(ar, chain, tau)
+        if dp.value < INF:
+            ub = dp.value
+            break
+        if tau >= INF:
+            break
+        tau *= 4.0
+    stats["chain_rounds"] = rounds
+    stats["chain_ub"] = ub
+    lat = tail_lattice(inst, ar, max_ideals)
+    stats["ideals"] = lat.n_ideals
+    tau = INF if ub >= INF else ub * (1.0 + 1e-9)
+    dp = _DP(ar, lat, tau)
+    stats["pairs"] = int(dp.pairs)
+    stats["stage_tables"] = int(dp.tables)
+    if dp.value >= INF:
+        raise InfeasibleError(_explain_infeasible(inst, ar))
+    best = dp.value
+    raw = dp.reconstruct()
+    stages: list[PiperStage] = []
+    D = sum(d for _, _, d in raw)
+    for nodes, t, d in raw:
+        y = -(-D // d)
+        D -= d
+        tm = choose_tmpcs(inst, nodes, t, d, y)
+        if tm is None:
+            raise RuntimeError("internal error: a reconstructed Piper stage does not fit in memory")
+        stages.append(PiperStage(nodes, d, t, tm))
+    plan = PiperPlan(stages)
+    ev = evaluate_piper(inst, plan)
+    if not ev.feasible or ev.tps > best * (1.0 + 1e-6) + 1e-12:
+        raise RuntimeError(f"internal error: the evaluator gives {ev.tps} for a plan the DP valued {best}")
+    runtime = time.perf_counter() - start
+    stats["dp_value"] = best
+    plan.meta = {"status": "optimal", "bound": ev.tps, "gap": 0.0, "runtime_s": runtime}
+    return PiperResult(plan, ev, ev.tps, "optimal", ev.tps, runtime, stats)
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) the kernels on a tiny instance, so timings exclude it."""
+    from dnnplace.frontends.piper_json import TMPC
+
+    opts = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {}, {1: 0.0}), TMPC("activation recomp", 2.0, 0.0, 0.0, 1.0, {}, {1: 0.0})]
+    opts2 = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {0: 0.0}, {}), TMPC("activation recomp", 2.0, 0.0, 0.0, 1.0, {0: 0.0}, {})]
+    inst = PiperInstance(2, 3.0, 1.0, 2, ["a", "b"], [0, 1], [(0, 1, 1.0)], [{1: opts}, {1: opts2}])
+    solve_piper(inst)
