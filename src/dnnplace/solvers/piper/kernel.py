@@ -149,9 +149,99 @@ def stage_table(xs, n_s, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, mem
 
 
 @njit(cache=True)
+def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_dp, it_dw, it_da, it_db):
+    """Sums of the stage at each node's fixed fastest option, and the memory-saving switches.
+
+    Only for stages whose nodes all have a fastest option independent of the stage
+    and of ``d`` (``fast >= 0``).  ``agg`` = (edge bytes, compute, weights, a, b).
+    Returns the number of switches.
+    """
+    e_f = 0.0
+    p_f = 0.0
+    w_f = 0.0
+    a_f = 0.0
+    b_f = 0.0
+    m = 0
+    for q in range(n_s):
+        v = xs[q]
+        f = fast[v, ti]
+        e_f += e_s[v, ti, f]
+        p_f += pp[v, ti, f]
+        w_f += ww[v, ti, f]
+        a_f += aa[v, ti, f]
+        b_f += bb[v, ti, f]
+        if nopt[v, ti] == 2:
+            o = 1 - f
+            da = aa[v, ti, f] - aa[v, ti, o]
+            db = bb[v, ti, f] - bb[v, ti, o]
+            if da > 0.0 or db > 0.0:
+                it_de[m] = e_s[v, ti, o] - e_s[v, ti, f]
+                it_dp[m] = pp[v, ti, o] - pp[v, ti, f]
+                it_dw[m] = ww[v, ti, o] - ww[v, ti, f]
+                it_da[m] = da
+                it_db[m] = db
+                m += 1
+    agg[0] = e_f
+    agg[1] = p_f
+    agg[2] = w_f
+    agg[3] = a_f
+    agg[4] = b_f
+    return m
+
+
+@njit(cache=True)
+def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, it_dw, it_da, it_db,
+                 kc, ks, w1, w2, w3, w4):
+    """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack."""
+    if d == 1:
+        base_c = agg[0] / bw + agg[1]
+    else:
+        base_c = (agg[0] / d + 4.0 * (d - 1) * agg[2] / (d * big_n)) / bw + agg[1] / d
+    if base_c > tau:
+        return 0
+    base_a = agg[3]
+    base_b = agg[4]
+    last = 0.0
+    for y in range(1, y_top + 1):
+        mem = base_a * y + base_b
+        if mem <= memory:
+            r_out[y] = base_c
+            last = base_c
+            continue
+        need = mem - memory
+        k = 0
+        tot = 0.0
+        for i in range(m):
+            s = it_da[i] * y + it_db[i]
+            if s > 0.0:
+                if d == 1:
+                    c = it_de[i] / bw + it_dp[i]
+                else:
+                    c = (it_de[i] / d + 4.0 * (d - 1) * it_dw[i] / (d * big_n)) / bw + it_dp[i] / d
+                kc[k] = c if c > 0.0 else 0.0
+                ks[k] = s
+                tot += s
+                k += 1
+        if tot < need:
+            return y - 1
+        extra = min_cover(kc, ks, k, need, tau - base_c, w1, w2, w3, w4)
+        if extra >= INF:
+            return y - 1
+        val = base_c + extra
+        if val > tau:
+            return y - 1
+        if val < last:
+            val = last
+        r_out[y] = val
+        last = val
+    return y_top
+
+
+@njit(cache=True)
 def _new_scratch(n):
     return (np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1),
-            np.empty(4096), np.empty(4096), np.empty(4096), np.empty(4096))
+            np.empty(4096), np.empty(4096), np.empty(4096), np.empty(4096), np.empty(n + 1), np.empty(n + 1),
+            np.empty(8))
 
 
 @njit(cache=True)
@@ -178,6 +268,15 @@ def _close(F, dropc, dropp, kmin, I, K, S):
 
 
 @njit(cache=True)
+def dev_lb(x, tau):
+    """A lower bound on the devices (or data-parallel sum) that ``x`` device-seconds need within ``tau``."""
+    if tau >= INF or x <= 0.0:
+        return 0
+    q = x / tau
+    return int(np.ceil(q * (1.0 - 1e-9) - 1e-9))
+
+
+@njit(cache=True)
 def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
     """Can the stage ``I - J`` meet memory and ``tau`` for some ``t`` (monotone in the stage)?"""
     for ti in range(n_t):
@@ -194,16 +293,32 @@ def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau
 
 
 @njit(cache=True)
+def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r, static, m_it,
+                  agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4):
+    if static:
+        return table_static(agg, m_it, d, y_top, big_n, bw, memory, tau, r, it_c, it_dp, it_dw, it_da, it_db,
+                            kc, ks, w1, w2, w3, w4)
+    return stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r,
+                       it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+
+
+@njit(cache=True)
 def run_dp(down_ptr, down_ideal, down_unit,
            in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
-           nopt, pp, ww, aa, bb, tvals, divs, dmax_t,
-           miss_sum, pmin_sum, mmin_sum,
+           nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
+           miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
            K, big_n, bw, memory, tau, S, F, dropc, dropp, kmin):
-    """Fill ``F`` for every ideal; return (pairs visited, stage tables built)."""
+    """Fill ``F`` for every ideal; return (pairs visited, stage tables built).
+
+    ``wp_sum[I]`` = (device-seconds, least compute) of the tail ``I``: the front
+    ``V - I`` needs at least ``dev_lb`` of them devices (and data-parallel sum) to
+    stay within ``tau``, which bounds the ``(k, s)`` window worth updating.
+    """
     n = in_ptr.shape[0] - 1
     n_i = down_ptr.shape[0] - 1
     n_t = tvals.shape[0]
     n_d = divs.shape[0]
+    full = n_i - 1
     for k in range(K + 1):
         for s in range(S + 1):
             F[0, k, s] = 0.0
@@ -216,7 +331,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
     stack_j = np.empty(n + 2, dtype=np.int64)
     stack_e = np.empty(n + 2, dtype=np.int64)
     xs = np.empty(n + 2, dtype=np.int64)
-    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4 = _new_scratch(n)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg = _new_scratch(n)
     r = np.empty(S + 2)
     pairs = 0
     tables = 0
@@ -224,6 +339,13 @@ def run_dp(down_ptr, down_ideal, down_unit,
         for k in range(K + 1):
             for s in range(S + 1):
                 F[I, k, s] = INF
+        k_front = dev_lb(wp_sum[full, 0] - wp_sum[I, 0], tau)
+        s_front = dev_lb(wp_sum[full, 1] - wp_sum[I, 1], tau)
+        k_hi = K - k_front
+        s_hi = S - s_front
+        if k_hi < 1 or s_hi < 1:
+            _close(F, dropc, dropp, kmin, I, K, S)
+            continue
         stamp[I] = I
         sp = 0
         stack_j[0] = I
@@ -239,38 +361,71 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 stamp[J2] = I
                 if not _s_feasible_any(I, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
                     continue
+                if dev_lb(wp_sum[I, 0] - wp_sum[J2, 0], tau) > k_hi:
+                    continue
+                if dev_lb(wp_sum[I, 1] - wp_sum[J2, 1], tau) > s_hi:
+                    continue
                 x = down_unit[e]
-                _toggle(x, True, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+                in_s[x] = 1
                 xs[sp] = x
                 sp += 1
                 stack_j[sp] = J2
                 stack_e[sp] = down_ptr[J2]
                 pairs += 1
-                if kmin[J2] > K:
-                    continue  # the rest cannot be planned at all
+                if kmin[J2] > k_hi:
+                    continue  # the rest cannot be planned within the window
+                fresh = False
                 for ti in range(n_t):
                     if miss_sum[I, ti] != miss_sum[J2, ti]:
                         continue
                     t = tvals[ti]
+                    if t + kmin[J2] > k_hi:
+                        break
+                    d_lo = (pmin_sum[I, ti] - pmin_sum[J2, ti]) / tau if tau < INF else 0.0
+                    if d_lo > dmax_t[ti] * (1.0 + 1e-9):
+                        continue
+                    viable = False
+                    for di in range(n_d):
+                        d = divs[di]
+                        if d > dmax_t[ti] or t * d + kmin[J2] > k_hi:
+                            break
+                        if d >= d_lo * (1.0 - 1e-9):
+                            viable = True
+                            break
+                    if not viable:
+                        continue
+                    if not fresh:
+                        for q in range(sp):
+                            _recompute_e(xs[q], in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe,
+                                         bwe, e_s, n_t)
+                        fresh = True
+                    static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
+                    m_it = 0
+                    if static:
+                        m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
+                                             it_c, it_dp, it_dw, it_da, it_db)
                     for di in range(n_d):
                         d = divs[di]
                         if d > dmax_t[ti]:
                             break
+                        if d < d_lo * (1.0 - 1e-9):
+                            continue
                         td = t * d
-                        if td + kmin[J2] > K:
+                        if td + kmin[J2] > k_hi:
                             break
-                        y_top = (S + d - 1) // d
+                        y_top = (s_hi + d - 1) // d
                         tables += 1
-                        ycap = stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory,
-                                           tau, r, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+                        ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
+                                             memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
+                                             kc, ks, w1, w2, w3, w4)
                         if ycap == 0:
                             continue
-                        for k in range(td + kmin[J2], K + 1):
+                        for k in range(td + kmin[J2], k_hi + 1):
                             kk = k - td
                             for j in range(dropc[J2, kk]):
                                 s0 = dropp[J2, kk, j]
                                 s1 = s0 + d
-                                if s1 > S:
+                                if s1 > s_hi:
                                     break
                                 g = F[J2, kk, s0]
                                 if g >= INF:
@@ -287,8 +442,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
             else:
                 sp -= 1
                 if sp >= 0:
-                    _toggle(xs[sp], False, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
-                            e_s, n_t)
+                    in_s[xs[sp]] = 0
         _close(F, dropc, dropp, kmin, I, K, S)
     return pairs, tables
 
@@ -297,8 +451,8 @@ def run_dp(down_ptr, down_ideal, down_unit,
 def find_step(cur, ck, cs, target,
               down_ptr, down_ideal, down_unit,
               in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
-              nopt, pp, ww, aa, bb, tvals, divs, dmax_t,
-              miss_sum, pmin_sum, mmin_sum,
+              nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
+              miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
               K, big_n, bw, memory, tau, S, F, out_nodes):
     """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
 
@@ -315,7 +469,7 @@ def find_step(cur, ck, cs, target,
     stack_j = np.empty(n + 2, dtype=np.int64)
     stack_e = np.empty(n + 2, dtype=np.int64)
     xs = np.empty(n + 2, dtype=np.int64)
-    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4 = _new_scratch(n)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg = _new_scratch(n)
     r = np.empty(S + 2)
     lim = target * (1.0 + 1e-12)
     stamp[cur] = cur
@@ -334,22 +488,30 @@ def find_step(cur, ck, cs, target,
             if not _s_feasible_any(cur, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
                 continue
             x = down_unit[e]
-            _toggle(x, True, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
+            in_s[x] = 1
             xs[sp] = x
             sp += 1
             stack_j[sp] = J2
             stack_e[sp] = down_ptr[J2]
+            for q in range(sp):
+                _recompute_e(xs[q], in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
             for ti in range(n_t):
                 if miss_sum[cur, ti] != miss_sum[J2, ti]:
                     continue
                 t = tvals[ti]
+                static = nonstatic_sum[cur, ti] == nonstatic_sum[J2, ti]
+                m_it = 0
+                if static:
+                    m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
+                                         it_c, it_dp, it_dw, it_da, it_db)
                 for di in range(n_d):
                     d = divs[di]
                     if d > dmax_t[ti] or t * d > ck or d > cs:
                         break
-                    y_top = (S + d - 1) // d
-                    ycap = stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory,
-                                       tau, r, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+                    y_top = (cs + d - 1) // d
+                    ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
+                                         memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
+                                         kc, ks, w1, w2, w3, w4)
                     ystar = 0
                     for y in range(1, ycap + 1):
                         if r[y] <= lim:
@@ -368,6 +530,5 @@ def find_step(cur, ck, cs, target,
         else:
             sp -= 1
             if sp >= 0:
-                _toggle(xs[sp], False, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
-                        e_s, n_t)
+                in_s[xs[sp]] = 0
     return -1, -1, -1, -1, 0

@@ -59,6 +59,9 @@ class Arrays:
     node_miss: np.ndarray
     node_pmin: np.ndarray
     node_mmin: np.ndarray
+    fast: np.ndarray  # per (node, t): the option that is fastest in every stage and for every d (0 if none)
+    node_nonstatic: np.ndarray  # 1 where neither option is always the fastest
+    node_wp: np.ndarray  # per node: (least device-seconds over t, least compute over t)
 
 
 @dataclass
@@ -67,8 +70,10 @@ class Lattice:
     down_ideal: np.ndarray
     down_unit: np.ndarray
     miss_sum: np.ndarray
+    nonstatic_sum: np.ndarray
     pmin_sum: np.ndarray
     mmin_sum: np.ndarray
+    wp_sum: np.ndarray
 
     @property
     def n_ideals(self) -> int:
@@ -136,17 +141,43 @@ def build_arrays(inst: PiperInstance) -> Arrays:
     node_pmin = np.where(nopt > 0, np.minimum(pp[:, :, 0], np.where(nopt == 2, pp[:, :, 1], np.inf)), 0.0)
     msum = aa + bb
     node_mmin = np.where(nopt > 0, np.minimum(msum[:, :, 0], np.where(nopt == 2, msum[:, :, 1], np.inf)), 0.0)
+    fast = np.zeros((n, nt), dtype=np.int64)
+    nonstatic = np.zeros((n, nt), dtype=np.int64)
+    for v in range(n):
+        for ti in range(nt):
+            if nopt[v, ti] != 2:
+                continue
+            o0, o1 = inst.tmpcs[v][tvals[ti]]
+
+            def dominates(f, o):
+                return (f.p <= o.p and f.w <= o.w and all(f.fw[u] <= o.fw[u] for u in f.fw)
+                        and all(f.bw[x] <= o.bw[x] for x in f.bw))
+
+            if dominates(o0, o1):
+                fast[v, ti] = 0
+            elif dominates(o1, o0):
+                fast[v, ti] = 1
+            else:
+                nonstatic[v, ti] = 1
+    node_wp = np.zeros((n, 2))
+    for v in range(n):
+        ok = [ti for ti in range(nt) if nopt[v, ti] > 0]
+        if ok:
+            node_wp[v, 0] = min(tvals[ti] * node_pmin[v, ti] for ti in ok)
+            node_wp[v, 1] = min(node_pmin[v, ti] for ti in ok)
     return Arrays(K, N, inst.memory, inst.bandwidth, S, np.array(tvals, dtype=np.int64), divs, dmax_t, nopt,
                   pp, ww, aa, bb, esrc, edst, ecost, fwe, bwe, in_ptr, in_edge, out_ptr, out_edge,
-                  node_miss, node_pmin, node_mmin)
+                  node_miss, node_pmin, node_mmin, fast, nonstatic, node_wp)
 
 
 def _with_sums(ar: Arrays, down_ptr, down_ideal, down_unit) -> Lattice:
     return Lattice(
         down_ptr, down_ideal, down_unit,
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_miss),
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_nonstatic),
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_pmin),
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_mmin),
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_wp),
     )
 
 
@@ -211,8 +242,8 @@ class _DP:
         ar, lat = self.ar, self.lat
         return (lat.down_ptr, lat.down_ideal, lat.down_unit,
                 ar.in_ptr, ar.in_edge, ar.out_ptr, ar.out_edge, ar.esrc, ar.edst, ar.ecost, ar.fwe, ar.bwe,
-                ar.nopt, ar.pp, ar.ww, ar.aa, ar.bb, ar.tvals, ar.divs, ar.dmax_t,
-                lat.miss_sum, lat.pmin_sum, lat.mmin_sum,
+                ar.nopt, ar.pp, ar.ww, ar.aa, ar.bb, ar.fast, ar.tvals, ar.divs, ar.dmax_t,
+                lat.miss_sum, lat.nonstatic_sum, lat.pmin_sum, lat.mmin_sum, lat.wp_sum,
                 ar.K, ar.N, ar.BW, ar.M, self.tau, ar.S)
 
     @property
@@ -353,6 +384,7 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     tau = lb * 1.25 if lb > 0 else INF
     ub = INF
     rounds = 0
+    growth = 1.15
     while True:
         rounds += 1
         if tau >= top:
@@ -363,7 +395,8 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
             break
         if tau >= INF:
             break
-        tau *= 4.0
+        tau *= growth
+        growth = 1.0 + (growth - 1.0) * 1.5  # small steps first: a run's cost grows quickly with tau
     stats["chain_rounds"] = rounds
     stats["chain_ub"] = ub
     lat = tail_lattice(inst, ar, max_ideals)
