@@ -149,9 +149,21 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="Print the split JSON instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables; errors only."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the split here."),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper JSON: override bandwidth (B/s)."),
+    batch: Optional[int] = typer.Option(None, "--batch", help="Piper JSON: override mbsInBatch."),
+    bert_layers: Optional[int] = typer.Option(None, "--bert-layers", help="Piper JSON: BERT-L from bert32a100.json."),
 ) -> None:
-    """Find a split: by default the optimal contiguous split for throughput (the DP)."""
+    """Find a split: by default the optimal contiguous split for throughput (the DP).
+
+    A Piper workload (nodes with TMPCs) gets the exact Piper plan (stages x data x tensor parallelism)."""
     with user_errors():
+        from dnnplace.cli import piper_cmd
+
+        if piper_cmd.is_piper_input(workload):
+            piper_cmd.solve_cmd(out, workload, output=output, accelerators=accelerators, memory=memory,
+                                bandwidth=bandwidth, batch=batch, bert_layers=bert_layers, as_json=as_json,
+                                quiet=quiet)
+            return
         from dnnplace.api import solve as solve_workload
         from dnnplace.frontends.paper_json import load_workload, write_json_atomic
         from dnnplace.model.split import split_to_dict
@@ -208,6 +220,11 @@ def simulate(
 ) -> None:
     """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
     with user_errors():
+        from dnnplace.cli import piper_cmd
+
+        if piper_cmd.is_piper_input(workload):
+            piper_cmd.simulate_cmd(out, workload, split, microbatches=microbatches, as_json=as_json)
+            return
         from dnnplace.frontends.paper_json import load_workload, write_json_atomic
         from dnnplace.model.split import load_split
         from dnnplace.simulate import simulate as run_simulation
@@ -246,6 +263,11 @@ def report(
 ) -> None:
     """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline."""
     with user_errors():
+        from dnnplace.cli import piper_cmd
+
+        if piper_cmd.is_piper_input(workload):
+            piper_cmd.report_cmd(out, workload, split, output)
+            return
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
         from dnnplace.report.html import write_report

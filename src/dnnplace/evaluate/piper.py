@@ -194,6 +194,9 @@ def plan_to_dict(inst: PiperInstance, plan: PiperPlan, ev: PiperEvaluation | Non
             for st in plan.stages
         ],
         "timePerSample": ev.tps if ev.feasible else None,
+        "instance": {"maxDevices": inst.max_devices, "maxMemoryPerDevice": inst.memory,
+                     "bandwidth": inst.bandwidth, "mbsInBatch": inst.batch, "nodes": inst.n,
+                     **({"bertLayers": inst.bert_layers} if inst.bert_layers else {})},
         "devicesUsed": ev.devices,
         "dataParallelSum": ev.data_parallel_sum,
     }

@@ -49,6 +49,7 @@ class PiperInstance:
     edges: list[tuple[int, int, float]]  # (u, v, communicationCost) in input order, new ids
     tmpcs: list[dict[int, list[TMPC]]]  # node -> t -> options (list order kept)
     source: str = "<piper>"
+    bert_layers: int | None = None  # set when built by :func:`bert_l`
 
     @property
     def n(self) -> int:
@@ -354,6 +355,7 @@ def bert_l(inst: PiperInstance, layers: int) -> PiperInstance:
         raise InputError(f"--bert-layers must be <= 96 (the insertion order is pinned up to BERT-96), got {layers}")
     out = copy.deepcopy(inst)
     out.source = f"{inst.source} (BERT-{layers})"
+    out.bert_layers = layers
     prev_clone = -1
     for L in range(33, layers + 1):
         if L == 33:
