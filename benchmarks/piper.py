@@ -1,0 +1,115 @@
+"""Our exact Piper planner against Piper's own figures (``data/piper/reference.json``).
+
+Prints one row per reference configuration, the BERT-64 rows and the toys: Piper's
+time per sample and CPU seconds, ours, the ratios, and whether ours is proven
+optimal.  Run: ``python benchmarks/piper.py [--markdown] [--only SUBSTRING]``.
+Runtimes exclude loading the compiled kernels (``warm_up``), like ``solve``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from dnnplace.errors import InfeasibleError
+from dnnplace.frontends.piper_json import bert_l, load_piper
+from dnnplace.solvers.piper.solver import solve_piper, warm_up
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "dnnplace" / "data" / "piper"
+
+
+def run(label: str, inst, piper_tps, piper_s, exact=None) -> dict:
+    t0 = time.perf_counter()
+    try:
+        res = solve_piper(inst)
+        tps, status = res.tps, res.status
+        stages = len(res.plan.stages)
+    except InfeasibleError:
+        tps, status, stages = None, "infeasible (proven)", 0
+    secs = time.perf_counter() - t0
+    row = {"instance": label, "piper_tps": piper_tps, "piper_s": piper_s, "tps": tps, "seconds": secs,
+           "status": status, "stages": stages, "exact_optimum": exact}
+    if piper_tps is None:
+        row["ok"] = tps is None
+    else:
+        row["ok"] = tps is not None and tps <= piper_tps * (1 + 1e-9)
+    if exact is not None:
+        row["ok"] = tps is not None and abs(tps - exact) <= 1e-9 * exact
+    row["tps_ratio"] = None if (tps is None or piper_tps is None) else tps / piper_tps
+    row["speedup"] = None if piper_s is None else piper_s / secs
+    return row
+
+
+def rows(only: str | None) -> list[dict]:
+    ref = json.loads((DATA / "reference.json").read_text())
+    out = []
+    gib = 2**30
+    bw = 25 * gib
+    cache = {}
+
+    def base(name):
+        if name not in cache:
+            cache[name] = load_piper(DATA / name)
+        return cache[name]
+
+    jobs = []
+    for c in ref["configs"]:
+        name = Path(c["input"]).stem
+        label = f"{name} k={c['devices']} mem={c['memory_gib']}GiB"
+        jobs.append((label, lambda c=c: base(c["input"]).with_overrides(
+            devices=c["devices"], memory=c["memory_gib"] * gib, bandwidth=c["bandwidth"], batch=c["batch"]),
+            c["piper_tps"], c["piper_seconds"], None))
+    for c in ref["bert64"]:
+        label = f"bert64 k={c['devices']} mem={c['memory_gib']}GiB"
+        jobs.append((label, lambda c=c: bert_l(base("inputs/bert32a100.json"), 64).with_overrides(
+            devices=c["devices"], memory=c["memory_gib"] * gib, bandwidth=bw), c["piper_tps"], c["piper_seconds"],
+            None))
+    for c in ref["toys"]:
+        label = Path(c["input"]).stem
+        jobs.append((label, lambda c=c: base(c["input"]), c["piper_tps"], None, c["exact_optimum"]))
+    for label, make, ptps, psec, exact in jobs:
+        if only and only not in label:
+            continue
+        out.append(run(label, make(), ptps, psec, exact))
+    return out
+
+
+def fmt(x, spec=".10g"):
+    return "infeasible" if x is None else format(x, spec)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    ap.add_argument("--only", default=None, help="only rows whose label contains this")
+    args = ap.parse_args()
+    warm_up()
+    res = rows(args.only)
+    hdr = ["instance", "Piper tps", "Piper s", "ours tps", "ours s", "tps ours/Piper", "speedup", "proven optimal",
+           "ok"]
+    lines = []
+    for r in res:
+        lines.append([
+            r["instance"], fmt(r["piper_tps"]), "-" if r["piper_s"] is None else f"{r['piper_s']:g}",
+            fmt(r["tps"]) + (f" (exact {r['exact_optimum']:g})" if r["exact_optimum"] is not None else ""),
+            f"{r['seconds']:.3f}", "-" if r["tps_ratio"] is None else f"{r['tps_ratio']:.12f}",
+            "-" if r["speedup"] is None else f"{r['speedup']:.1f}x",
+            "yes" if r["status"].startswith(("optimal", "infeasible")) else "no", "yes" if r["ok"] else "NO"])
+    if args.markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "---|" * len(hdr))
+        for ln in lines:
+            print("| " + " | ".join(ln) + " |")
+    else:
+        widths = [max(len(h), *(len(ln[i]) for ln in lines)) for i, h in enumerate(hdr)]
+        print("  ".join(h.ljust(w) for h, w in zip(hdr, widths)))
+        for ln in lines:
+            print("  ".join(c.ljust(w) for c, w in zip(ln, widths)))
+    return 0 if all(r["ok"] for r in res) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
