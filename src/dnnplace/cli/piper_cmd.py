@@ -172,7 +172,8 @@ def report_cmd(out: Console, workload: Path, plan: Path, output: Path, bert_laye
         fl = 100 * r["memory_in_flight"] / limit
         bar = (f"<div class='bar'><span style='width:{min(fixed, 100):.1f}%;background:#4a7'></span>"
                f"<span style='width:{min(fl, 100 - min(fixed, 100)):.1f}%;background:#e94'></span></div>")
-        tbar = f"<div class='bar'><span style='width:{100 * r['time_per_sample'] / tmax:.1f}%;background:#47c'></span></div>"
+        tw = 100 * r["time_per_sample"] / tmax
+        tbar = f"<div class='bar'><span style='width:{tw:.1f}%;background:#47c'></span></div>"
         body.append(
             f"<tr><td>{r['stage']}</td><td>{_ranges(r['nodes'])}</td><td>{r['replicas']}</td><td>{r['width']}</td>"
             f"<td>{r['in_flight']}</td><td>{r['time_per_sample']:.6g}{tbar}</td><td>{_ranges(r['recomputed'])}</td>"

@@ -107,6 +107,8 @@ def evaluate_piper(inst: PiperInstance, plan: PiperPlan) -> PiperEvaluation:
         dev += st.d * st.t
         dsum += st.d
     for u, v, _ in inst.edges:
+        if stage_of[u] > stage_of[v] and stage_of[v] == -1:
+            raise InputError(f"plan: node {inst.old_ids[v]} is in no stage (it follows node {inst.old_ids[u]})")
         if stage_of[u] > stage_of[v]:
             raise InputError(
                 f"plan: edge {inst.old_ids[u]}->{inst.old_ids[v]} goes from stage {stage_of[u]} back to "

@@ -432,7 +432,8 @@ def warm_up() -> None:
     """Compile (or load from the cache) the kernels on a tiny instance, so timings exclude it."""
     from dnnplace.frontends.piper_json import TMPC
 
-    opts = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {}, {1: 0.0}), TMPC("activation recomp", 2.0, 0.0, 0.0, 1.0, {}, {1: 0.0})]
-    opts2 = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {0: 0.0}, {}), TMPC("activation recomp", 2.0, 0.0, 0.0, 1.0, {0: 0.0}, {})]
+    ar = "activation recomp"
+    opts = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {}, {1: 0.0}), TMPC(ar, 2.0, 0.0, 0.0, 1.0, {}, {1: 0.0})]
+    opts2 = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {0: 0.0}, {}), TMPC(ar, 2.0, 0.0, 0.0, 1.0, {0: 0.0}, {})]
     inst = PiperInstance(2, 3.0, 1.0, 2, ["a", "b"], [0, 1], [(0, 1, 1.0)], [{1: opts}, {1: opts2}])
     solve_piper(inst)
