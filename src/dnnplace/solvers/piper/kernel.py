@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dnnplace.solvers.piper.knapsack import INF, min_cover
+from dnnplace.solvers.piper.knapsack import INF, min_cover, min_cover_sorted
 
 
 @njit(cache=True)
@@ -191,8 +191,12 @@ def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_d
 
 @njit(cache=True)
 def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, it_dw, it_da, it_db,
-                 kc, ks, w1, w2, w3, w4):
-    """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack."""
+                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c):
+    """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack.
+
+    Where memory binds, the switches are kept in ratio order across ``y`` (insertion sort of
+    an almost sorted list) and handed to the exact cover already sorted.
+    """
     if d == 1:
         base_c = agg[0] / bw + agg[1]
     else:
@@ -202,6 +206,7 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
     base_a = agg[3]
     base_b = agg[4]
     last = 0.0
+    prepared = False
     for y in range(1, y_top + 1):
         mem = base_a * y + base_b
         if mem <= memory:
@@ -209,22 +214,40 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
             last = base_c
             continue
         need = mem - memory
-        k = 0
-        tot = 0.0
-        for i in range(m):
-            s = it_da[i] * y + it_db[i]
-            if s > 0.0:
+        if not prepared:
+            for i in range(m):
                 if d == 1:
                     c = it_de[i] / bw + it_dp[i]
                 else:
                     c = (it_de[i] / d + 4.0 * (d - 1) * it_dw[i] / (d * big_n)) / bw + it_dp[i] / d
-                kc[k] = c if c > 0.0 else 0.0
-                ks[k] = s
-                tot += s
-                k += 1
+                it_cd[i] = c if c > 0.0 else 0.0
+                order[i] = i
+            prepared = True
+        for i in range(m):
+            sv = it_da[i] * y + it_db[i]
+            ratio[i] = it_cd[i] / sv if sv > 0.0 else np.inf
+        for i in range(1, m):
+            oi = order[i]
+            ri = ratio[oi]
+            j = i - 1
+            while j >= 0 and ratio[order[j]] > ri:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = oi
+        k = 0
+        tot = 0.0
+        for q in range(m):
+            i = order[q]
+            sv = it_da[i] * y + it_db[i]
+            if sv <= 0.0:
+                break
+            kc[k] = it_cd[i]
+            ks[k] = sv
+            tot += sv
+            k += 1
         if tot < need:
             return y - 1
-        extra = min_cover(kc, ks, k, need, tau - base_c, w1, w2, w3, w4)
+        extra = min_cover_sorted(kc, ks, k, need, tau - base_c, cum_s, cum_c, w1, w2, w3, w4)
         if extra >= INF:
             return y - 1
         val = base_c + extra
@@ -241,29 +264,46 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
 def _new_scratch(n):
     return (np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1),
             np.empty(4096), np.empty(4096), np.empty(4096), np.empty(4096), np.empty(n + 1), np.empty(n + 1),
-            np.empty(8))
+            np.empty(8), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1, dtype=np.int64), np.empty(n + 2),
+            np.empty(n + 2))
 
 
 @njit(cache=True)
-def _close(F, dropc, dropp, kmin, I, K, S):
-    for k in range(K + 1):
-        for s in range(S + 1):
-            v = F[I, k, s]
-            if k > 0 and F[I, k - 1, s] < v:
-                v = F[I, k - 1, s]
-            if s > 0 and F[I, k, s - 1] < v:
-                v = F[I, k, s - 1]
-            F[I, k, s] = v
+def _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi):
+    """Monotone closure of ``F[I]`` inside its window, then its Pareto points and ``kmin``.
+
+    Outside ``[k_lo, k_hi] x [s_lo, s_hi]`` no plan of ``I`` within the bound exists (below)
+    or none is ever read (above), so those cells stay INF and have no points.
+    """
     kmin[I] = K + 1
     for k in range(K + 1):
-        dropp[I, k, 0] = 0
-        c = 1
-        for s in range(1, S + 1):
-            if F[I, k, s] < F[I, k, s - 1]:
-                dropp[I, k, c] = s
-                c += 1
+        dropc[I, k] = 0
+    if k_lo > k_hi or s_lo > s_hi:
+        return
+    for k in range(k_lo, k_hi + 1):
+        for s in range(s_lo, s_hi + 1):
+            v = F[I, k, s]
+            if k > k_lo and F[I, k - 1, s] < v:
+                v = F[I, k - 1, s]
+            if s > s_lo and F[I, k, s - 1] < v:
+                v = F[I, k, s - 1]
+            F[I, k, s] = v
+    # the Pareto points: strictly better than with one device fewer and than with one less of s;
+    # every other state is matched by one of these, and the closure carries it over
+    for k in range(k_lo, k_hi + 1):
+        c = 0
+        for s in range(s_lo, s_hi + 1):
+            v = F[I, k, s]
+            if v >= INF:
+                continue
+            if s > s_lo and not v < F[I, k, s - 1]:
+                continue
+            if k > k_lo and not v < F[I, k - 1, s]:
+                continue
+            dropp[I, k, c] = s
+            c += 1
         dropc[I, k] = c
-        if kmin[I] > K and F[I, k, S] < INF:
+        if kmin[I] > K and F[I, k, s_hi] < INF:
             kmin[I] = k
 
 
@@ -294,10 +334,10 @@ def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau
 
 @njit(cache=True)
 def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r, static, m_it,
-                  agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4):
+                  agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c):
     if static:
         return table_static(agg, m_it, d, y_top, big_n, bw, memory, tau, r, it_c, it_dp, it_dw, it_da, it_db,
-                            kc, ks, w1, w2, w3, w4)
+                            kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
     return stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r,
                        it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
 
@@ -322,8 +362,9 @@ def run_dp(down_ptr, down_ideal, down_unit,
     for k in range(K + 1):
         for s in range(S + 1):
             F[0, k, s] = 0.0
-        dropc[0, k] = 1
-        dropp[0, k, 0] = 0
+        dropc[0, k] = 0
+    dropc[0, 0] = 1
+    dropp[0, 0, 0] = 0
     kmin[0] = 0
     in_s = np.zeros(n, dtype=np.int8)
     e_s = np.zeros((n, n_t, 2))
@@ -331,20 +372,19 @@ def run_dp(down_ptr, down_ideal, down_unit,
     stack_j = np.empty(n + 2, dtype=np.int64)
     stack_e = np.empty(n + 2, dtype=np.int64)
     xs = np.empty(n + 2, dtype=np.int64)
-    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg = _new_scratch(n)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
     pairs = 0
     tables = 0
     for I in range(1, n_i):
-        for k in range(K + 1):
-            for s in range(S + 1):
-                F[I, k, s] = INF
         k_front = dev_lb(wp_sum[full, 0] - wp_sum[I, 0], tau)
         s_front = dev_lb(wp_sum[full, 1] - wp_sum[I, 1], tau)
         k_hi = K - k_front
         s_hi = S - s_front
-        if k_hi < 1 or s_hi < 1:
-            _close(F, dropc, dropp, kmin, I, K, S)
+        k_lo = max(1, dev_lb(wp_sum[I, 0], tau))
+        s_lo = max(1, dev_lb(wp_sum[I, 1], tau))
+        if k_hi < k_lo or s_hi < s_lo:
+            _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi)
             continue
         stamp[I] = I
         sp = 0
@@ -417,7 +457,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
                         tables += 1
                         ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                              memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
-                                             kc, ks, w1, w2, w3, w4)
+                                             kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
                         if ycap == 0:
                             continue
                         for k in range(td + kmin[J2], k_hi + 1):
@@ -443,7 +483,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 sp -= 1
                 if sp >= 0:
                     in_s[xs[sp]] = 0
-        _close(F, dropc, dropp, kmin, I, K, S)
+        _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi)
     return pairs, tables
 
 
@@ -469,7 +509,7 @@ def find_step(cur, ck, cs, target,
     stack_j = np.empty(n + 2, dtype=np.int64)
     stack_e = np.empty(n + 2, dtype=np.int64)
     xs = np.empty(n + 2, dtype=np.int64)
-    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg = _new_scratch(n)
+    it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
     lim = target * (1.0 + 1e-12)
     stamp[cur] = cur
@@ -511,7 +551,7 @@ def find_step(cur, ck, cs, target,
                     y_top = (cs + d - 1) // d
                     ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                          memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
-                                         kc, ks, w1, w2, w3, w4)
+                                         kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
                     ystar = 0
                     for y in range(1, ycap + 1):
                         if r[y] <= lim:

@@ -69,6 +69,14 @@ def min_cover(cost, sav, m, need, cap, work_c, work_s, work_c2, work_s2):
         sav[j + 1] = si
     cum_s = np.empty(m + 1)
     cum_c = np.empty(m + 1)
+    return min_cover_sorted(cost, sav, m, need, cap, cum_s, cum_c, work_c, work_s, work_c2, work_s2)
+
+
+@njit(cache=True)
+def min_cover_sorted(cost, sav, m, need, cap, cum_s, cum_c, work_c, work_s, work_c2, work_s2):
+    """:func:`min_cover` for items already in ratio order; ``cum_*`` are scratch of size ``m + 1``."""
+    if need <= 0.0:
+        return 0.0
     cum_s[0] = 0.0
     cum_c[0] = 0.0
     for i in range(m):
@@ -88,8 +96,39 @@ def min_cover(cost, sav, m, need, cap, work_c, work_s, work_c2, work_s2):
     if g <= cap:
         best = g
     limit = best if best < INF else cap  # covers must cost <= limit
-    if _lp_bound(0, need, cum_s, cum_c, cost, sav, m) > limit:
+    lp0 = _lp_bound(0, need, cum_s, cum_c, cost, sav, m)
+    if lp0 > limit or (best < INF and lp0 >= best):
         return best if best <= cap else INF
+    # Reduction (Dantzig bound around the break item b, ratio r*): dropping a taken item i < b
+    # costs at least r* * sav_i - cost_i more, adding an item j > b at least cost_j - r* * sav_j;
+    # items for which that already reaches the best cover are fixed in or out.
+    b = 0
+    while cum_s[b + 1] < need:
+        b += 1
+    rstar = cost[b] / sav[b]
+    fixed_c = 0.0
+    fixed_s = 0.0
+    mf = 0
+    for i in range(m):
+        if i != b:
+            bound = lp0 - cost[i] + rstar * sav[i] if i < b else lp0 + cost[i] - rstar * sav[i]
+            if bound > limit or (best < INF and bound >= best):
+                if i < b:
+                    fixed_c += cost[i]
+                    fixed_s += sav[i]
+                continue
+        cost[mf] = cost[i]
+        sav[mf] = sav[i]
+        mf += 1
+    m = mf
+    need -= fixed_s
+    cap -= fixed_c
+    limit -= fixed_c
+    if best < INF:
+        best -= fixed_c
+    for i in range(m):
+        cum_s[i + 1] = cum_s[i] + sav[i]
+        cum_c[i + 1] = cum_c[i] + cost[i]
     # Pareto DP: frontier of (cost, saved) with cost ascending and saved strictly ascending
     fc = work_c
     fs = work_s
@@ -152,7 +191,7 @@ def min_cover(cost, sav, m, need, cap, work_c, work_s, work_c2, work_s2):
         if nf == 0:
             break
     if best <= cap:
-        return best
+        return best + fixed_c
     return INF
 
 

@@ -232,7 +232,7 @@ class _DP:
             raise DnnplaceError(
                 f"the DP tables would need {cells * 12 / 2**30:.1f} GiB ({nI:,} tails x {ar.K + 1} device counts x "
                 f"{ar.S + 1} data-parallel sums); reduce --accelerators or the graph")
-        self.F = np.empty((nI, ar.K + 1, ar.S + 1))
+        self.F = np.full((nI, ar.K + 1, ar.S + 1), INF)
         self.dropc = np.empty((nI, ar.K + 1), dtype=np.int64)
         self.dropp = np.empty((nI, ar.K + 1, ar.S + 1), dtype=np.int32)
         self.kmin = np.empty(nI, dtype=np.int64)
