@@ -186,12 +186,55 @@ def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_d
     agg[2] = w_f
     agg[3] = a_f
     agg[4] = b_f
+    # proportional: every switch costs extra compute only, so its cost scales as 1/d and one
+    # exact cover per y serves every d
+    prop = 1.0
+    for i in range(m):
+        if it_de[i] != 0.0 or it_dw[i] != 0.0:
+            prop = 0.0
+            break
+    agg[5] = prop
     return m
 
 
 @njit(cache=True)
+def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4):
+    """Exact extra compute (at d = 1) of the cheapest memory-saving switches at ``y``; INF above ``cap``.
+
+    ``order`` persists between calls for one stage, so the ratio sort is nearly sorted already.
+    """
+    tot = 0.0
+    for i in range(m):
+        sv = it_da[i] * y + it_db[i]
+        ratio[i] = it_dp[i] / sv if sv > 0.0 else np.inf
+        if sv > 0.0:
+            tot += sv
+    if tot < need:
+        return INF
+    for i in range(1, m):
+        oi = order[i]
+        ri = ratio[oi]
+        j = i - 1
+        while j >= 0 and ratio[order[j]] > ri:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = oi
+    k = 0
+    for q in range(m):
+        i = order[q]
+        sv = it_da[i] * y + it_db[i]
+        if sv <= 0.0:
+            break
+        c = it_dp[i]
+        kc[k] = c if c > 0.0 else 0.0
+        ks[k] = sv
+        k += 1
+    return min_cover_sorted(kc, ks, k, need, cap, cum_s, cum_c, w1, w2, w3, w4)
+
+
+@njit(cache=True)
 def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, it_dw, it_da, it_db,
-                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c):
+                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all):
     """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack.
 
     Where memory binds, the switches are kept in ratio order across ``y`` (insertion sort of
@@ -214,6 +257,20 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
             last = base_c
             continue
         need = mem - memory
+        if agg[5] > 0.0:
+            if ext[y] < 0.0:
+                ext[y] = _ext_cover(y, m, need, cap_all, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c,
+                                    w1, w2, w3, w4)
+            if ext[y] >= INF:
+                return y - 1
+            val = base_c + ext[y] / d
+            if val > tau:
+                return y - 1
+            if val < last:
+                val = last
+            r_out[y] = val
+            last = val
+            continue
         if not prepared:
             for i in range(m):
                 if d == 1:
@@ -266,6 +323,8 @@ def _new_scratch(n):
             np.empty(4096), np.empty(4096), np.empty(4096), np.empty(4096), np.empty(n + 1), np.empty(n + 1),
             np.empty(8), np.empty(n + 1), np.empty(n + 1), np.empty(n + 1, dtype=np.int64), np.empty(n + 2),
             np.empty(n + 2))
+
+
 
 
 @njit(cache=True)
@@ -333,11 +392,38 @@ def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau
 
 
 @njit(cache=True)
+def _prop_setup(agg, m, ti, t, divs, dmax_t, d_lo, kmin_j, k_hi, s_hi, big_n, bw, tau, ext, order):
+    """Reset the per-y cover cache of a stage; return the largest extra compute any viable d can afford."""
+    for y in range(s_hi + 2):
+        ext[y] = -1.0
+    for i in range(m):
+        order[i] = i
+    if tau >= INF:
+        return INF
+    cap = 0.0
+    for di in range(divs.shape[0]):
+        d = divs[di]
+        if d > dmax_t[ti] or t * d + kmin_j > k_hi:
+            break
+        if d < d_lo * (1.0 - 1e-9):
+            continue
+        if d == 1:
+            base_c = agg[0] / bw + agg[1]
+        else:
+            base_c = (agg[0] / d + 4.0 * (d - 1) * agg[2] / (d * big_n)) / bw + agg[1] / d
+        c = d * (tau - base_c)
+        if c > cap:
+            cap = c
+    return cap * (1.0 + 1e-12)
+
+
+@njit(cache=True)
 def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r, static, m_it,
-                  agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c):
+                  agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
+                  ext, cap_all):
     if static:
         return table_static(agg, m_it, d, y_top, big_n, bw, memory, tau, r, it_c, it_dp, it_dw, it_da, it_db,
-                            kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
+                            kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all)
     return stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r,
                        it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
 
@@ -374,6 +460,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
+    ext = np.empty(S + 2)
     pairs = 0
     tables = 0
     for I in range(1, n_i):
@@ -441,9 +528,13 @@ def run_dp(down_ptr, down_ideal, down_unit,
                         fresh = True
                     static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
                     m_it = 0
+                    cap_all = 0.0
                     if static:
                         m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
                                              it_c, it_dp, it_dw, it_da, it_db)
+                        if agg[5] > 0.0:
+                            cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, d_lo, kmin[J2], k_hi, s_hi, big_n,
+                                                  bw, tau, ext, order)
                     for di in range(n_d):
                         d = divs[di]
                         if d > dmax_t[ti]:
@@ -457,7 +548,8 @@ def run_dp(down_ptr, down_ideal, down_unit,
                         tables += 1
                         ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                              memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
-                                             kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
+                                             kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
+                                             ext, cap_all)
                         if ycap == 0:
                             continue
                         for k in range(td + kmin[J2], k_hi + 1):
@@ -511,6 +603,7 @@ def find_step(cur, ck, cs, target,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
+    ext = np.empty(S + 2)
     lim = target * (1.0 + 1e-12)
     stamp[cur] = cur
     sp = 0
@@ -541,9 +634,13 @@ def find_step(cur, ck, cs, target,
                 t = tvals[ti]
                 static = nonstatic_sum[cur, ti] == nonstatic_sum[J2, ti]
                 m_it = 0
+                cap_all = 0.0
                 if static:
                     m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
                                          it_c, it_dp, it_dw, it_da, it_db)
+                    if agg[5] > 0.0:
+                        cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, 0.0, 0, ck, cs, big_n, bw, tau, ext,
+                                              order)
                 for di in range(n_d):
                     d = divs[di]
                     if d > dmax_t[ti] or t * d > ck or d > cs:
@@ -551,7 +648,8 @@ def find_step(cur, ck, cs, target,
                     y_top = (cs + d - 1) // d
                     ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                          memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
-                                         kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c)
+                                         kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
+                                         ext, cap_all)
                     ystar = 0
                     for y in range(1, ycap + 1):
                         if r[y] <= lim:
