@@ -328,42 +328,65 @@ def _new_scratch(n):
 
 
 @njit(cache=True)
-def _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi):
-    """Monotone closure of ``F[I]`` inside its window, then its Pareto points and ``kmin``.
+def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin):
+    """Monotone closure of the box ``Fb`` (tail ``I``), then store its Pareto points.
 
-    Outside ``[k_lo, k_hi] x [s_lo, s_hi]`` no plan of ``I`` within the bound exists (below)
-    or none is ever read (above), so those cells stay INF and have no points.
+    A point is a state strictly better than with one device fewer and than with one less
+    of s; every other state is matched by one of them (the closure carries it over), so
+    only the points are kept: the DP tables never exist in full.  Returns the point
+    arrays (grown when needed) and their new count.
     """
+    for k in range(k_hi + 1):
+        for s in range(s_hi + 1):
+            v = Fb[k, s]
+            if k > 0 and Fb[k - 1, s] < v:
+                v = Fb[k - 1, s]
+            if s > 0 and Fb[k, s - 1] < v:
+                v = Fb[k, s - 1]
+            Fb[k, s] = v
+    need = npts + (k_hi + 1) * (s_hi + 1)
+    if need > pts_s.shape[0]:
+        cap = max(2 * pts_s.shape[0], need)
+        ns = np.empty(cap, dtype=np.int32)
+        nv = np.empty(cap)
+        ns[:npts] = pts_s[:npts]
+        nv[:npts] = pts_v[:npts]
+        pts_s = ns
+        pts_v = nv
     kmin[I] = K + 1
     for k in range(K + 1):
-        dropc[I, k] = 0
-    if k_lo > k_hi or s_lo > s_hi:
-        return
-    for k in range(k_lo, k_hi + 1):
-        for s in range(s_lo, s_hi + 1):
-            v = F[I, k, s]
-            if k > k_lo and F[I, k - 1, s] < v:
-                v = F[I, k - 1, s]
-            if s > s_lo and F[I, k, s - 1] < v:
-                v = F[I, k, s - 1]
-            F[I, k, s] = v
-    # the Pareto points: strictly better than with one device fewer and than with one less of s;
-    # every other state is matched by one of these, and the closure carries it over
-    for k in range(k_lo, k_hi + 1):
-        c = 0
-        for s in range(s_lo, s_hi + 1):
-            v = F[I, k, s]
+        row_ptr[I, k] = npts
+        if k > k_hi:
+            continue
+        for s in range(s_hi + 1):
+            v = Fb[k, s]
             if v >= INF:
                 continue
-            if s > s_lo and not v < F[I, k, s - 1]:
+            if s > 0 and not v < Fb[k, s - 1]:
                 continue
-            if k > k_lo and not v < F[I, k - 1, s]:
+            if k > 0 and not v < Fb[k - 1, s]:
                 continue
-            dropp[I, k, c] = s
-            c += 1
-        dropc[I, k] = c
-        if kmin[I] > K and F[I, k, s_hi] < INF:
+            pts_s[npts] = s
+            pts_v[npts] = v
+            npts += 1
+        if kmin[I] > K and npts > row_ptr[I, k]:
             kmin[I] = k
+    row_ptr[I, K + 1] = npts
+    return pts_s, pts_v, npts
+
+
+@njit(cache=True)
+def query(J, k, s, K, row_ptr, pts_s, pts_v):
+    """``F[J, k, s]``: the best value over the points of ``J`` with at most ``k`` devices and ``s``."""
+    best = INF
+    kk = k if k < K else K
+    for r in range(kk + 1):
+        for p in range(row_ptr[J, r], row_ptr[J, r + 1]):
+            if pts_s[p] > s:
+                break
+            if pts_v[p] < best:
+                best = pts_v[p]
+    return best
 
 
 @njit(cache=True)
@@ -433,8 +456,10 @@ def run_dp(down_ptr, down_ideal, down_unit,
            in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
            nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
            miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-           K, big_n, bw, memory, tau, S, F, dropc, dropp, kmin):
-    """Fill ``F`` for every ideal; return (pairs visited, stage tables built).
+           K, big_n, bw, memory, tau, S, row_ptr, kmin):
+    """Run the DP; return (pairs visited, stage tables built, point s, point values, point count).
+
+    The points of ideal ``I`` and ``k`` devices are ``[row_ptr[I, k], row_ptr[I, k + 1])``.
 
     ``wp_sum[I]`` = (device-seconds, least compute) of the tail ``I``: the front
     ``V - I`` needs at least ``dev_lb`` of them devices (and data-parallel sum) to
@@ -445,13 +470,16 @@ def run_dp(down_ptr, down_ideal, down_unit,
     n_t = tvals.shape[0]
     n_d = divs.shape[0]
     full = n_i - 1
-    for k in range(K + 1):
-        for s in range(S + 1):
-            F[0, k, s] = 0.0
-        dropc[0, k] = 0
-    dropc[0, 0] = 1
-    dropp[0, 0, 0] = 0
+    pts_s = np.empty(max(1024, 16 * n_i), dtype=np.int32)
+    pts_v = np.empty(max(1024, 16 * n_i))
+    pts_s[0] = 0  # the empty tail: value 0 with no devices
+    pts_v[0] = 0.0
+    npts = 1
+    row_ptr[0, 0] = 0
+    for k in range(1, K + 2):
+        row_ptr[0, k] = 1
     kmin[0] = 0
+    Fb = np.empty((K + 1, S + 1))
     in_s = np.zeros(n, dtype=np.int8)
     e_s = np.zeros((n, n_t, 2))
     stamp = np.full(n_i, -1, dtype=np.int64)
@@ -471,8 +499,13 @@ def run_dp(down_ptr, down_ideal, down_unit,
         k_lo = max(1, dev_lb(wp_sum[I, 0], tau))
         s_lo = max(1, dev_lb(wp_sum[I, 1], tau))
         if k_hi < k_lo or s_hi < s_lo:
-            _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi)
+            kmin[I] = K + 1
+            for k in range(K + 2):
+                row_ptr[I, k] = npts
             continue
+        for k in range(k_hi + 1):
+            for s in range(s_hi + 1):
+                Fb[k, s] = INF
         stamp[I] = I
         sp = 0
         stack_j[0] = I
@@ -554,29 +587,27 @@ def run_dp(down_ptr, down_ideal, down_unit,
                             continue
                         for k in range(td + kmin[J2], k_hi + 1):
                             kk = k - td
-                            for j in range(dropc[J2, kk]):
-                                s0 = dropp[J2, kk, j]
+                            for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
+                                s0 = pts_s[q]
                                 s1 = s0 + d
                                 if s1 > s_hi:
                                     break
-                                g = F[J2, kk, s0]
-                                if g >= INF:
-                                    continue
+                                g = pts_v[q]
                                 y = (s1 + d - 1) // d
                                 if y > ycap:
                                     break
                                 rv = r[y]
                                 val = g if g > rv else rv
-                                if val < F[I, k, s1]:
-                                    F[I, k, s1] = val
+                                if val < Fb[k, s1]:
+                                    Fb[k, s1] = val
                                 if rv >= g:
                                     break
             else:
                 sp -= 1
                 if sp >= 0:
                     in_s[xs[sp]] = 0
-        _close(F, dropc, dropp, kmin, I, K, S, k_lo, k_hi, s_lo, s_hi)
-    return pairs, tables
+        pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin)
+    return pairs, tables, pts_s, pts_v, npts
 
 
 @njit(cache=True)
@@ -585,7 +616,7 @@ def find_step(cur, ck, cs, target,
               in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
               nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
               miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-              K, big_n, bw, memory, tau, S, F, out_nodes):
+              K, big_n, bw, memory, tau, S, row_ptr, pts_s, pts_v, out_nodes):
     """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
 
     Returns (J, t index, d, s used by the stage and the rest, number of stage nodes in
@@ -661,7 +692,7 @@ def find_step(cur, ck, cs, target,
                     s1 = d * ystar
                     if s1 > cs:
                         s1 = cs
-                    if F[J2, ck - t * d, s1 - d] <= lim:
+                    if query(J2, ck - t * d, s1 - d, K, row_ptr, pts_s, pts_v) <= lim:
                         for q in range(sp):
                             out_nodes[q] = xs[q]
                         return J2, ti, d, s1, sp

@@ -22,14 +22,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dnnplace.errors import DnnplaceError, InfeasibleError
+from dnnplace.errors import InfeasibleError
 from dnnplace.evaluate.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
 from dnnplace.frontends.piper_json import PiperInstance
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel
 from dnnplace.solvers.piper.knapsack import INF, min_cover_choice
-
-TABLE_BYTES_LIMIT = 6 * 2**30
 
 
 @dataclass
@@ -227,16 +225,10 @@ class _DP:
     def __init__(self, ar: Arrays, lat: Lattice, tau: float) -> None:
         self.ar, self.lat, self.tau = ar, lat, tau
         nI = lat.n_ideals
-        cells = nI * (ar.K + 1) * (ar.S + 1)
-        if cells * 12 > TABLE_BYTES_LIMIT:
-            raise DnnplaceError(
-                f"the DP tables would need {cells * 12 / 2**30:.1f} GiB ({nI:,} tails x {ar.K + 1} device counts x "
-                f"{ar.S + 1} data-parallel sums); reduce --accelerators or the graph")
-        self.F = np.full((nI, ar.K + 1, ar.S + 1), INF)
-        self.dropc = np.empty((nI, ar.K + 1), dtype=np.int64)
-        self.dropp = np.empty((nI, ar.K + 1, ar.S + 1), dtype=np.int32)
+        self.row_ptr = np.empty((nI, ar.K + 2), dtype=np.int64)
         self.kmin = np.empty(nI, dtype=np.int64)
-        self.pairs, self.tables = kernel.run_dp(*self._common(), self.F, self.dropc, self.dropp, self.kmin)
+        self.pairs, self.tables, self.pts_s, self.pts_v, self.npts = kernel.run_dp(
+            *self._common(), self.row_ptr, self.kmin)
 
     def _common(self) -> tuple:
         ar, lat = self.ar, self.lat
@@ -250,22 +242,34 @@ class _DP:
     def full(self) -> int:
         return self.lat.n_ideals - 1
 
+    def _full_points(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        f = self.full
+        ks, ss, vs = [], [], []
+        for k in range(self.ar.K + 1):
+            lo, hi = self.row_ptr[f, k], self.row_ptr[f, k + 1]
+            ks.extend([k] * (hi - lo))
+            ss.extend(self.pts_s[lo:hi].tolist())
+            vs.extend(self.pts_v[lo:hi].tolist())
+        return np.array(ks, dtype=np.int64), np.array(ss, dtype=np.int64), np.array(vs)
+
     @property
     def value(self) -> float:
-        return float(self.F[self.full, self.ar.K, self.ar.S])
+        _, _, vs = self._full_points()
+        return float(vs.min()) if len(vs) else INF
 
     def reconstruct(self) -> list[tuple[list[int], int, int]]:
         """Stages front first as (nodes, t, d); the rest of the plan is fixed afterwards."""
         ar = self.ar
-        best = self.value
-        Ff = self.F[self.full]
-        ck = int(np.argmax(Ff[:, ar.S] <= best))
-        cs = int(np.argmax(Ff[ck, :] <= best))
+        ks, ss, vs = self._full_points()
+        best = float(vs.min())
+        at = [(int(k), int(s)) for k, s, v in zip(ks, ss, vs) if v <= best]
+        ck, cs = min(at)  # fewest devices, then the smallest sum of data-parallel degrees
         cur = self.full
         out_nodes = np.empty(len(ar.in_ptr), dtype=np.int64)
         stages = []
         while cur != 0:
-            J, ti, d, s1, cnt = kernel.find_step(cur, ck, cs, best, *self._common(), self.F, out_nodes)
+            J, ti, d, s1, cnt = kernel.find_step(cur, ck, cs, best, *self._common(), self.row_ptr, self.pts_s,
+                                                 self.pts_v, out_nodes)
             if J < 0:
                 raise RuntimeError("internal error: Piper DP reconstruction found no stage")
             t = int(ar.tvals[ti])
