@@ -452,11 +452,93 @@ def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, 
 
 
 @njit(cache=True)
+def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
+               nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum, nonstatic_sum, pmin_sum,
+               big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
+               it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c):
+    """All (t, d) stage tables of the stage ``xs[:sp] = I - J2`` and their DP updates into ``Fb``."""
+    n_t = tvals.shape[0]
+    n_d = divs.shape[0]
+    if kmin[J2] > k_hi:
+        return 0  # the rest cannot be planned within the window
+    tables = 0
+    fresh = False
+    for ti in range(n_t):
+        if miss_sum[I, ti] != miss_sum[J2, ti]:
+            continue
+        t = tvals[ti]
+        if t + kmin[J2] > k_hi:
+            break
+        d_lo = (pmin_sum[I, ti] - pmin_sum[J2, ti]) / tau if tau < INF else 0.0
+        if d_lo > dmax_t[ti] * (1.0 + 1e-9):
+            continue
+        viable = False
+        for di in range(n_d):
+            d = divs[di]
+            if d > dmax_t[ti] or t * d + kmin[J2] > k_hi:
+                break
+            if d >= d_lo * (1.0 - 1e-9):
+                viable = True
+                break
+        if not viable:
+            continue
+        if not fresh:
+            for q in range(sp):
+                _recompute_e(xs[q], in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe,
+                             bwe, e_s, n_t)
+            fresh = True
+        static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
+        m_it = 0
+        cap_all = 0.0
+        if static:
+            m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
+                                 it_c, it_dp, it_dw, it_da, it_db)
+            if agg[5] > 0.0:
+                cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, d_lo, kmin[J2], k_hi, s_hi, big_n,
+                                      bw, tau, ext, order)
+        for di in range(n_d):
+            d = divs[di]
+            if d > dmax_t[ti]:
+                break
+            if d < d_lo * (1.0 - 1e-9):
+                continue
+            td = t * d
+            if td + kmin[J2] > k_hi:
+                break
+            y_top = (s_hi + d - 1) // d
+            tables += 1
+            ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
+                                 memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
+                                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
+                                 ext, cap_all)
+            if ycap == 0:
+                continue
+            for k in range(td + kmin[J2], k_hi + 1):
+                kk = k - td
+                for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
+                    s0 = pts_s[q]
+                    s1 = s0 + d
+                    if s1 > s_hi:
+                        break
+                    g = pts_v[q]
+                    y = (s1 + d - 1) // d
+                    if y > ycap:
+                        break
+                    rv = r[y]
+                    val = g if g > rv else rv
+                    if val < Fb[k, s1]:
+                        Fb[k, s1] = val
+                    if rv >= g:
+                        break
+    return tables
+
+
+@njit(cache=True)
 def run_dp(down_ptr, down_ideal, down_unit,
            in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
            nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
            miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-           K, big_n, bw, memory, tau, S, row_ptr, kmin):
+           K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, kmin):
     """Run the DP; return (pairs visited, stage tables built, point s, point values, point count).
 
     The points of ideal ``I`` and ``k`` devices are ``[row_ptr[I, k], row_ptr[I, k + 1])``.
@@ -468,7 +550,6 @@ def run_dp(down_ptr, down_ideal, down_unit,
     n = in_ptr.shape[0] - 1
     n_i = down_ptr.shape[0] - 1
     n_t = tvals.shape[0]
-    n_d = divs.shape[0]
     full = n_i - 1
     pts_s = np.empty(max(1024, 16 * n_i), dtype=np.int32)
     pts_v = np.empty(max(1024, 16 * n_i))
@@ -519,7 +600,12 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 if stamp[J2] == I:
                     continue
                 stamp[J2] = I
-                if not _s_feasible_any(I, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
+                # with later stages (J2 not empty) at least 2 micro-batches are in flight: if even that
+                # does not fit, only the single stage I (J = empty, y = 1) is left, handled after the walk
+                if J2 != 0:
+                    if not _s_feasible_any(I, J2, n_t, miss_sum, pmin_sum, mmin2_sum, dmax_t, memory, tau):
+                        continue
+                elif not _s_feasible_any(I, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
                     continue
                 if dev_lb(wp_sum[I, 0] - wp_sum[J2, 0], tau) > k_hi:
                     continue
@@ -534,7 +620,8 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 pairs += 1
                 if kmin[J2] > k_hi:
                     continue  # the rest cannot be planned within the window
-                fresh = False
+                # is some (t, d) worth a table?  (checked here, not in the call: calls cost)
+                viable = False
                 for ti in range(n_t):
                     if miss_sum[I, ti] != miss_sum[J2, ti]:
                         continue
@@ -542,70 +629,44 @@ def run_dp(down_ptr, down_ideal, down_unit,
                     if t + kmin[J2] > k_hi:
                         break
                     d_lo = (pmin_sum[I, ti] - pmin_sum[J2, ti]) / tau if tau < INF else 0.0
-                    if d_lo > dmax_t[ti] * (1.0 + 1e-9):
-                        continue
-                    viable = False
-                    for di in range(n_d):
+                    for di in range(divs.shape[0]):
                         d = divs[di]
                         if d > dmax_t[ti] or t * d + kmin[J2] > k_hi:
                             break
                         if d >= d_lo * (1.0 - 1e-9):
                             viable = True
                             break
-                    if not viable:
-                        continue
-                    if not fresh:
-                        for q in range(sp):
-                            _recompute_e(xs[q], in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe,
-                                         bwe, e_s, n_t)
-                        fresh = True
-                    static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
-                    m_it = 0
-                    cap_all = 0.0
-                    if static:
-                        m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
-                                             it_c, it_dp, it_dw, it_da, it_db)
-                        if agg[5] > 0.0:
-                            cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, d_lo, kmin[J2], k_hi, s_hi, big_n,
-                                                  bw, tau, ext, order)
-                    for di in range(n_d):
-                        d = divs[di]
-                        if d > dmax_t[ti]:
-                            break
-                        if d < d_lo * (1.0 - 1e-9):
-                            continue
-                        td = t * d
-                        if td + kmin[J2] > k_hi:
-                            break
-                        y_top = (s_hi + d - 1) // d
-                        tables += 1
-                        ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
-                                             memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
-                                             kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
-                                             ext, cap_all)
-                        if ycap == 0:
-                            continue
-                        for k in range(td + kmin[J2], k_hi + 1):
-                            kk = k - td
-                            for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
-                                s0 = pts_s[q]
-                                s1 = s0 + d
-                                if s1 > s_hi:
-                                    break
-                                g = pts_v[q]
-                                y = (s1 + d - 1) // d
-                                if y > ycap:
-                                    break
-                                rv = r[y]
-                                val = g if g > rv else rv
-                                if val < Fb[k, s1]:
-                                    Fb[k, s1] = val
-                                if rv >= g:
-                                    break
+                    if viable:
+                        break
+                if not viable:
+                    continue
+                tables += _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
+                                     fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
+                                     nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
+                                     pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
+                                     it_dw, agg, it_cd, ratio, order, cum_s, cum_c)
             else:
                 sp -= 1
                 if sp >= 0:
                     in_s[xs[sp]] = 0
+        if stamp[0] != I and _s_feasible_any(I, 0, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
+            # the one-stage plan of I: its nodes along one chain of covers down to the empty tail
+            sp = 0
+            J = I
+            while J != 0:
+                x = down_unit[down_ptr[J]]
+                xs[sp] = x
+                in_s[x] = 1
+                sp += 1
+                J = down_ideal[down_ptr[J]]
+            pairs += 1
+            tables += _eval_pair(I, 0, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
+                                 fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
+                                 nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
+                                 pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
+                                 it_dw, agg, it_cd, ratio, order, cum_s, cum_c)
+            for q in range(sp):
+                in_s[xs[q]] = 0
         pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin)
     return pairs, tables, pts_s, pts_v, npts
 
@@ -616,7 +677,7 @@ def find_step(cur, ck, cs, target,
               in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
               nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
               miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-              K, big_n, bw, memory, tau, S, row_ptr, pts_s, pts_v, out_nodes):
+              K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, pts_s, pts_v, out_nodes):
     """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
 
     Returns (J, t index, d, s used by the stage and the rest, number of stage nodes in

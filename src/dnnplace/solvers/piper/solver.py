@@ -60,6 +60,7 @@ class Arrays:
     fast: np.ndarray  # per (node, t): the option that is fastest in every stage and for every d (0 if none)
     node_nonstatic: np.ndarray  # 1 where neither option is always the fastest
     node_wp: np.ndarray  # per node: (least device-seconds over t, least compute over t)
+    node_mmin2: np.ndarray  # per (node, t): least memory with 2 micro-batches in flight
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Lattice:
     pmin_sum: np.ndarray
     mmin_sum: np.ndarray
     wp_sum: np.ndarray
+    mmin2_sum: np.ndarray
 
     @property
     def n_ideals(self) -> int:
@@ -139,6 +141,8 @@ def build_arrays(inst: PiperInstance) -> Arrays:
     node_pmin = np.where(nopt > 0, np.minimum(pp[:, :, 0], np.where(nopt == 2, pp[:, :, 1], np.inf)), 0.0)
     msum = aa + bb
     node_mmin = np.where(nopt > 0, np.minimum(msum[:, :, 0], np.where(nopt == 2, msum[:, :, 1], np.inf)), 0.0)
+    msum2 = 2 * aa + bb
+    node_mmin2 = np.where(nopt > 0, np.minimum(msum2[:, :, 0], np.where(nopt == 2, msum2[:, :, 1], np.inf)), 0.0)
     fast = np.zeros((n, nt), dtype=np.int64)
     nonstatic = np.zeros((n, nt), dtype=np.int64)
     for v in range(n):
@@ -165,7 +169,7 @@ def build_arrays(inst: PiperInstance) -> Arrays:
             node_wp[v, 1] = min(node_pmin[v, ti] for ti in ok)
     return Arrays(K, N, inst.memory, inst.bandwidth, S, np.array(tvals, dtype=np.int64), divs, dmax_t, nopt,
                   pp, ww, aa, bb, esrc, edst, ecost, fwe, bwe, in_ptr, in_edge, out_ptr, out_edge,
-                  node_miss, node_pmin, node_mmin, fast, nonstatic, node_wp)
+                  node_miss, node_pmin, node_mmin, fast, nonstatic, node_wp, node_mmin2)
 
 
 def _with_sums(ar: Arrays, down_ptr, down_ideal, down_unit) -> Lattice:
@@ -176,6 +180,7 @@ def _with_sums(ar: Arrays, down_ptr, down_ideal, down_unit) -> Lattice:
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_pmin),
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_mmin),
         kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_wp),
+        kernel.ideal_sums(down_ptr, down_ideal, down_unit, ar.node_mmin2),
     )
 
 
@@ -236,7 +241,7 @@ class _DP:
                 ar.in_ptr, ar.in_edge, ar.out_ptr, ar.out_edge, ar.esrc, ar.edst, ar.ecost, ar.fwe, ar.bwe,
                 ar.nopt, ar.pp, ar.ww, ar.aa, ar.bb, ar.fast, ar.tvals, ar.divs, ar.dmax_t,
                 lat.miss_sum, lat.nonstatic_sum, lat.pmin_sum, lat.mmin_sum, lat.wp_sum,
-                ar.K, ar.N, ar.BW, ar.M, self.tau, ar.S)
+                ar.K, ar.N, ar.BW, ar.M, self.tau, ar.S, lat.mmin2_sum)
 
     @property
     def full(self) -> int:
