@@ -198,7 +198,7 @@ def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_d
 
 
 @njit(cache=True)
-def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4):
+def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4, lower):
     """Exact extra compute (at d = 1) of the cheapest memory-saving switches at ``y``; INF above ``cap``.
 
     ``order`` persists between calls for one stage, so the ratio sort is nearly sorted already.
@@ -229,7 +229,7 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
         kc[k] = c if c > 0.0 else 0.0
         ks[k] = sv
         k += 1
-    return min_cover_sorted(kc, ks, k, need, cap, cum_s, cum_c, w1, w2, w3, w4)
+    return min_cover_sorted(kc, ks, k, need, cap, cum_s, cum_c, w1, w2, w3, w4, lower)
 
 
 @njit(cache=True)
@@ -259,8 +259,9 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
         need = mem - memory
         if agg[5] > 0.0:
             if ext[y] < 0.0:
+                lower = ext[y - 1] if y > 1 and ext[y - 1] >= 0.0 else 0.0  # exact covers grow with y
                 ext[y] = _ext_cover(y, m, need, cap_all, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c,
-                                    w1, w2, w3, w4)
+                                    w1, w2, w3, w4, lower)
             if ext[y] >= INF:
                 return y - 1
             val = base_c + ext[y] / d

@@ -73,8 +73,12 @@ def min_cover(cost, sav, m, need, cap, work_c, work_s, work_c2, work_s2):
 
 
 @njit(cache=True)
-def min_cover_sorted(cost, sav, m, need, cap, cum_s, cum_c, work_c, work_s, work_c2, work_s2):
-    """:func:`min_cover` for items already in ratio order; ``cum_*`` are scratch of size ``m + 1``."""
+def min_cover_sorted(cost, sav, m, need, cap, cum_s, cum_c, work_c, work_s, work_c2, work_s2, lower=0.0):
+    """:func:`min_cover` for items already in ratio order; ``cum_*`` are scratch of size ``m + 1``.
+
+    ``lower`` is a known lower bound on the optimum (e.g. the optimum at one micro-batch fewer
+    in flight): a greedy cover that reaches it is optimal.
+    """
     if need <= 0.0:
         return 0.0
     cum_s[0] = 0.0
@@ -95,6 +99,8 @@ def min_cover_sorted(cost, sav, m, need, cap, cum_s, cum_c, work_c, work_s, work
     best = INF
     if g <= cap:
         best = g
+    if best < INF and best <= lower * (1.0 + 1e-12):
+        return best
     limit = best if best < INF else cap  # covers must cost <= limit
     lp0 = _lp_bound(0, need, cum_s, cum_c, cost, sav, m)
     if lp0 > limit or (best < INF and lp0 >= best):
