@@ -359,6 +359,22 @@ def _max_stage_time(inst: PiperInstance, ar: Arrays) -> float:
     return tot * (1.0 + 1e-6) + 1e-300
 
 
+def _obviously_infeasible(inst: PiperInstance, ar: Arrays) -> str | None:
+    """A node no stage can hold (no TMPCs within K devices, or over the memory alone)."""
+    K, M = ar.K, ar.M
+    for v in range(inst.n):
+        ts = [t for t, opts in inst.tmpcs[v].items() if opts and t <= K]
+        if not ts:
+            return (f"infeasible: node {inst.old_ids[v]} ({inst.names[v]}) has no TMPCs for any tensor-parallel "
+                    f"degree <= {K} devices")
+    for v in range(inst.n):
+        need = min(o.a + o.b for t, opts in inst.tmpcs[v].items() if t <= K for o in opts)
+        if need > M:
+            return (f"infeasible: memory: node {inst.old_ids[v]} ({inst.names[v]}) alone needs {need:.6g} bytes "
+                    f"(fixed + one micro-batch in flight) > maxMemoryPerDevice {M:.6g}")
+    return None
+
+
 def _explain_infeasible(inst: PiperInstance, ar: Arrays) -> str:
     K, M = ar.K, ar.M
     for v in range(inst.n):
@@ -385,9 +401,10 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     start = time.perf_counter()
     ar = build_arrays(inst)
     stats: dict = {"nodes": inst.n, "edges": len(inst.edges)}
+    why = _obviously_infeasible(inst, ar)
+    if why is not None:
+        raise InfeasibleError(why)
     lb = _lower_bound(inst, ar)
-    if lb >= INF:
-        raise InfeasibleError(_explain_infeasible(inst, ar))
     top = _max_stage_time(inst, ar)
     chain = chain_lattice(inst, ar)
     tau = lb * 1.25 if lb > 0 else INF
