@@ -300,9 +300,13 @@ def profile(
                                                     help="host: use this per-message latency instead of measuring."),
     link_bandwidth: Optional[float] = typer.Option(None, "--link-bandwidth", min=1,
                                                    help="host: use this bandwidth (bytes/s) instead of measuring."),
+    fmt: str = typer.Option("paper", "--format", help="paper (default) or piper (training, Piper's TMPC JSON)."),
 ) -> None:
     """Trace a PyTorch model and profile it into a workload every solver can read (times in ms)."""
     with user_errors():
+        if fmt not in ("paper", "piper"):
+            raise DnnplaceError(f"--format must be paper or piper, got '{fmt}'")
+        training = training or fmt == "piper"
         from dnnplace.frontends.paper_json import parse_workload, write_json_atomic
         from dnnplace.frontends.torch_model.capture import capture
         from dnnplace.frontends.torch_model.loader import load_factory
@@ -316,6 +320,11 @@ def profile(
                                   link=(link_latency_ms, link_bandwidth)
                                   if link_latency_ms is not None and link_bandwidth is not None else None)
         parse_workload(doc, source=str(output))  # the result must be a valid workload
+        if fmt == "piper":
+            from dnnplace.cli.piper_cmd import profile_to_piper
+
+            profile_to_piper(out, doc, output, model)
+            return
         write_json_atomic(output, doc)
         n_fwd = sum(1 for nd in doc["nodes"] if not nd["isBackwardNode"])
         out.print(f"{model}: {n_fwd} {cap.granularity}-level nodes ({cap.method}),"

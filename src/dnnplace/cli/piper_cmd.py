@@ -190,3 +190,17 @@ def report_cmd(out: Console, workload: Path, plan: Path, output: Path, bert_laye
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc})") from None
     out.print(f"report written to {output}")
+
+
+def profile_to_piper(out: Console, doc: dict, output: Path, model: str) -> None:
+    """Write a training profile in Piper's format (one layer per node, t = 1, vanilla and recompute)."""
+    from dnnplace.frontends.paper_json import write_json_atomic
+    from dnnplace.frontends.piper_json import parse_piper
+    from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
+
+    pdoc = paper_training_to_piper(doc)
+    parse_piper(pdoc, source=str(output))  # the result must be a valid Piper workload
+    write_json_atomic(output, pdoc)
+    tot = sum(nd["TMPCs"]["1"][0]["timePerSample"] for nd in pdoc["nodes"])
+    out.print(f"{model}: {len(pdoc['nodes'])} layers, {len(pdoc['edges'])} edges, forward+backward {tot:.6g} s "
+              f"per sample (t = 1; vanilla and activation recomp); Piper format written to {output}")
