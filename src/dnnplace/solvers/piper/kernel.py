@@ -31,6 +31,8 @@ from numba import njit
 
 from dnnplace.solvers.piper.knapsack import INF, min_cover, min_cover_sorted
 
+S_BIG = 1 << 40
+
 
 @njit(cache=True)
 def ideal_sums(down_ptr, down_ideal, down_unit, nodeval):
@@ -75,7 +77,7 @@ def _toggle(x, adding, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, eco
 
 @njit(cache=True)
 def stage_table(xs, n_s, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r_out,
-                it_c, it_da, it_db, kc, ks, w1, w2, w3, w4):
+                it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, y_from=1):
     """Fill ``r_out[1..y_top]`` with the exact best stage time; return the last finite ``y`` (0: none).
 
     The stage is ``xs[:n_s]`` on ``d`` replicas of width ``t`` (index ``ti``).  Values above
@@ -117,7 +119,7 @@ def stage_table(xs, n_s, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, mem
     if base_c > tau:
         return 0
     last = 0.0
-    for y in range(1, y_top + 1):
+    for y in range(y_from, y_top + 1):
         mem = base_a * y + base_b
         if mem <= memory:
             r_out[y] = base_c
@@ -234,7 +236,7 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
 
 @njit(cache=True)
 def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, it_dw, it_da, it_db,
-                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all):
+                 kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all, y_from=1):
     """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack.
 
     Where memory binds, the switches are kept in ratio order across ``y`` (insertion sort of
@@ -250,7 +252,7 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
     base_b = agg[4]
     last = 0.0
     prepared = False
-    for y in range(1, y_top + 1):
+    for y in range(y_from, y_top + 1):
         mem = base_a * y + base_b
         if mem <= memory:
             r_out[y] = base_c
@@ -329,7 +331,7 @@ def _new_scratch(n):
 
 
 @njit(cache=True)
-def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin):
+def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
     """Monotone closure of the box ``Fb`` (tail ``I``), then store its Pareto points.
 
     A point is a state strictly better than with one device fewer and than with one less
@@ -355,6 +357,8 @@ def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin):
         pts_s = ns
         pts_v = nv
     kmin[I] = K + 1
+    s_span[I, 0] = S_BIG
+    s_span[I, 1] = 0
     for k in range(K + 1):
         row_ptr[I, k] = npts
         if k > k_hi:
@@ -370,6 +374,10 @@ def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin):
             pts_s[npts] = s
             pts_v[npts] = v
             npts += 1
+            if s < s_span[I, 0]:
+                s_span[I, 0] = s
+            if s > s_span[I, 1]:
+                s_span[I, 1] = s
         if kmin[I] > K and npts > row_ptr[I, k]:
             kmin[I] = k
     row_ptr[I, K + 1] = npts
@@ -444,19 +452,20 @@ def _prop_setup(agg, m, ti, t, divs, dmax_t, d_lo, kmin_j, k_hi, s_hi, big_n, bw
 @njit(cache=True)
 def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r, static, m_it,
                   agg, it_c, it_dp, it_dw, it_da, it_db, kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
-                  ext, cap_all):
+                  ext, cap_all, y_from):
     if static:
         return table_static(agg, m_it, d, y_top, big_n, bw, memory, tau, r, it_c, it_dp, it_dw, it_da, it_db,
-                            kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all)
+                            kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all, y_from)
     return stage_table(xs, sp, ti, d, y_top, e_s, nopt, pp, ww, aa, bb, big_n, bw, memory, tau, r,
-                       it_c, it_da, it_db, kc, ks, w1, w2, w3, w4)
+                       it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, y_from)
 
 
 @njit(cache=True)
 def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
                nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum, nonstatic_sum, pmin_sum,
                big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
-               it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c):
+               it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c,
+               s_span):
     """All (t, d) stage tables of the stage ``xs[:sp] = I - J2`` and their DP updates into ``Fb``."""
     n_t = tvals.shape[0]
     n_d = divs.shape[0]
@@ -506,12 +515,19 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
             td = t * d
             if td + kmin[J2] > k_hi:
                 break
+            # only the y that the points of J2 can ask for: 1 + ceil(s0 / d) over their s0
             y_top = (s_hi + d - 1) // d
+            y_hi = 1 + (s_span[J2, 1] + d - 1) // d
+            if y_hi < y_top:
+                y_top = y_hi
+            y_from = 1 + (s_span[J2, 0] + d - 1) // d
+            if y_from > y_top:
+                continue
             tables += 1
             ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                  memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
                                  kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
-                                 ext, cap_all)
+                                 ext, cap_all, y_from)
             if ycap == 0:
                 continue
             for k in range(td + kmin[J2], k_hi + 1):
@@ -562,6 +578,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
         row_ptr[0, k] = 1
     kmin[0] = 0
     Fb = np.empty((K + 1, S + 1))
+    s_span = np.zeros((n_i, 2), dtype=np.int64)  # least and largest s over each tail's points
     in_s = np.zeros(n, dtype=np.int8)
     e_s = np.zeros((n, n_t, 2))
     stamp = np.full(n_i, -1, dtype=np.int64)
@@ -584,6 +601,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
             kmin[I] = K + 1
             for k in range(K + 2):
                 row_ptr[I, k] = npts
+            s_span[I, 0] = S_BIG
             continue
         for k in range(k_hi + 1):
             for s in range(s_hi + 1):
@@ -645,7 +663,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
                                      fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
                                      nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
                                      pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
-                                     it_dw, agg, it_cd, ratio, order, cum_s, cum_c)
+                                     it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             else:
                 sp -= 1
                 if sp >= 0:
@@ -665,10 +683,10 @@ def run_dp(down_ptr, down_ideal, down_unit,
                                  fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
                                  nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
                                  pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
-                                 it_dw, agg, it_cd, ratio, order, cum_s, cum_c)
+                                 it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             for q in range(sp):
                 in_s[xs[q]] = 0
-        pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin)
+        pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span)
     return pairs, tables, pts_s, pts_v, npts
 
 
@@ -742,7 +760,7 @@ def find_step(cur, ck, cs, target,
                     ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                          memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
                                          kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
-                                         ext, cap_all)
+                                         ext, cap_all, 1)
                     ystar = 0
                     for y in range(1, ycap + 1):
                         if r[y] <= lim:
