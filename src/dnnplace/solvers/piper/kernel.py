@@ -696,7 +696,7 @@ def find_step(cur, ck, cs, target,
               in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
               nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
               miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-              K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, pts_s, pts_v, out_nodes):
+              K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, pts_s, pts_v, kmin, out_nodes):
     """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
 
     Returns (J, t index, d, s used by the stage and the rest, number of stage nodes in
@@ -737,6 +737,8 @@ def find_step(cur, ck, cs, target,
             sp += 1
             stack_j[sp] = J2
             stack_e[sp] = down_ptr[J2]
+            if kmin[J2] + tvals[0] > ck:
+                continue  # no devices left for the rest
             for q in range(sp):
                 _recompute_e(xs[q], in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t)
             for ti in range(n_t):

@@ -274,7 +274,7 @@ class _DP:
         stages = []
         while cur != 0:
             J, ti, d, s1, cnt = kernel.find_step(cur, ck, cs, best, *self._common(), self.row_ptr, self.pts_s,
-                                                 self.pts_v, out_nodes)
+                                                 self.pts_v, self.kmin, out_nodes)
             if J < 0:
                 raise RuntimeError("internal error: Piper DP reconstruction found no stage")
             t = int(ar.tvals[ti])
