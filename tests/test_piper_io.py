@@ -127,6 +127,14 @@ def test_cli_solve_simulate_report(tmp_path):
     assert r.returncode == 0, r.stderr
     sim = json.loads(r.stdout)
     assert sim["time_per_sample"] == 5.0 and sim["stages"][0]["recomputed"] == [1]
+    r = cli("evaluate", str(TOY_A), str(plan), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["time_per_sample"] == 5.0
+    bad = json.loads(plan.read_text())
+    bad["stages"][0]["dataParallelDegree"] = 3
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    r = cli("evaluate", str(TOY_A), str(tmp_path / "bad.json"))
+    assert r.returncode == 2 and "data-parallel degree 3" in r.stderr
     r = cli("report", str(TOY_A), str(plan), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 0, r.stderr
     assert "in flight" in (tmp_path / "r.html").read_text()

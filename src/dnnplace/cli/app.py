@@ -105,6 +105,11 @@ def evaluate(
 ) -> None:
     """Evaluate a split: max-load, per-device loads and memory, violations, latency."""
     with user_errors():
+        from dnnplace.cli import piper_cmd
+
+        if piper_cmd.is_piper_input(workload):
+            piper_cmd.evaluate_cmd(out, workload, split, as_json=as_json)
+            return
         from dnnplace.api import evaluate as evaluate_split
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split

@@ -204,3 +204,15 @@ def profile_to_piper(out: Console, doc: dict, output: Path, model: str) -> None:
     tot = sum(nd["TMPCs"]["1"][0]["timePerSample"] for nd in pdoc["nodes"])
     out.print(f"{model}: {len(pdoc['nodes'])} layers, {len(pdoc['edges'])} edges, forward+backward {tot:.6g} s "
               f"per sample (t = 1; vanilla and activation recomp); Piper format written to {output}")
+
+
+def evaluate_cmd(out: Console, workload: Path, plan: Path, *, as_json: bool) -> None:
+    """Piper's checker on a plan file: time per sample and the per-stage breakdown."""
+    inst, p = _load_both(workload, plan, None)
+    ev = evaluate_piper(inst, p)
+    if as_json:
+        out.print_json(json.dumps({"time_per_sample": ev.tps if ev.feasible else None, "feasible": ev.feasible,
+                                   "devices_used": ev.devices, "data_parallel_sum": ev.data_parallel_sum,
+                                   "stages": stage_rows(inst, ev)}))
+        return
+    print_stages(out, inst, ev, f"{plan.name} on {workload.name}")
