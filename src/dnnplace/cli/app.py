@@ -460,25 +460,27 @@ def methods() -> None:
 
 
 @app.command()
-def info(workload: Path = typer.Argument(..., help="Workload JSON (paper format).")) -> None:
-    """Describe a workload: size, budget, and the size of its ideal lattice."""
+def info(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="The exact DP's lattice budget."),
+) -> None:
+    """Describe a workload: size, budget, its ideal lattice at each reduction, and what `solve` will do."""
     with user_errors():
         import numpy as np
 
         from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.prepare.contract import merge_free_units, prepare
-        from dnnplace.solvers.dp.ideals import enumerate_ideals
+        from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
 
         w = load_workload(workload, check_feasible=False)
-        p = merge_free_units(prepare(w))
-        try:
-            ideals = f"{enumerate_ideals(p, 200_000).n_ideals:,}"
-        except DnnplaceError:
-            ideals = "more than 200,000"
+        cap = max(1_000_000, max_ideals)
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{len(np.unique(w.color))} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
-        out.print(f"after preparation: {p.n_units} units, {ideals} ideals")
+        steps = lattice_steps(w, cap)
+        for st in steps:
+            ideals = f"{st.ideals:,}" if st.ideals is not None else f"more than {cap:,}"
+            out.print(f"{st.step}: {st.units} units, {ideals} ideals")
+        out.print(f"solve (dp): {default_path(steps, max_ideals)}")
         out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
 
 

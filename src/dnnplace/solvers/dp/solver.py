@@ -14,12 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.errors import InfeasibleError, SolverTimeout
+from dnnplace.errors import InfeasibleError, SolverTimeout, TooManyIdealsError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import Prepared, linearized, merge_free_units, prepare
 from dnnplace.solvers.base import SolveOptions, SolverOutput
 from dnnplace.solvers.dp.ideals import IdealLattice, enumerate_ideals
+from dnnplace.solvers.dp.relax import Relaxed, incomparable_counts, inert_units, reinsert, relax
+
+REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class DPResult:
     n_acc_used: int
     n_cpu_used: int
     pairs: int
+    chain: tuple[int, ...] = ()  # device of every piece in pipeline order (first ideal first)
 
 
 class DPSolver:
@@ -45,37 +49,205 @@ class DPSolver:
 
 
 def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray | None = None) -> SolverOutput:
-    """Prepare, bound, and run the exact DP; ``extra_groups`` fuses further nodes."""
+    """The optimum, or a split with a certified bound when the lattice is too large.
+
+    1. Prepare units and apply the exact reductions.
+    2. Upper bound: the DP on one topological order of the units (a chain,
+       tiny lattice) -- a real split.
+    3. If the lattice (inert units left out) fits ``max_ideals``: the exact DP.
+    4. Otherwise relax (:mod:`dnnplace.solvers.dp.relax`): leave out the units
+       parallel to most others, from many to few, while the lattice fits;
+       each relaxed optimum is a lower bound and, with the units put back, a
+       split.  Stop once the gap is within ``options.gap``.
+
+    Every split is valued by the evaluator; ``extra_groups`` fuses further
+    nodes (the PipeDream emulation's biconnected components).
+    """
     start = time.perf_counter()
     deadline = None if options.time_limit is None else start + options.time_limit
     p = merge_free_units(
         prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize,
                 extra_groups=extra_groups)
     )
-    ub = np.inf
     stats: dict[str, float | int] = {"units": p.n_units}
-    if not options.linearize:
+    best = _Best(workload, options)
+    best.bound = _trivial_bound(p)
+    if not options.linearize and p.n_units > 1:
         chain = linearized(p)
-        first = run_dp(chain, enumerate_ideals(chain, options.max_ideals), workload,
+        first = run_dp(chain, enumerate_ideals(chain, max(options.max_ideals, p.n_units + 2)), workload,
                        overlap=options.overlap_comm, ub=np.inf, deadline=deadline)
         if np.isfinite(first.value):
-            ub = first.value * (1 + 1e-9) + 1e-12
+            best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
-    lattice = enumerate_ideals(p, options.max_ideals)
-    stats["ideals"] = lattice.n_ideals
-    result = run_dp(p, lattice, workload, overlap=options.overlap_comm, ub=ub,
-                    deadline=deadline, progress=options.progress)
-    stats["pairs_examined"] = result.pairs
-    if not np.isfinite(result.value):
-        raise InfeasibleError(
-            f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
+    inert = inert_units(p)
+    base = relax(p, inert) if inert.any() else None
+    q = base.prepared if base is not None else p
+    stats["inert_units"] = int(inert.sum())
+    try:
+        lattice = enumerate_ideals(q, options.max_ideals)
+    except TooManyIdealsError:
+        lattice = None
+    try:
+        if lattice is not None:
+            stats["ideals"] = lattice.n_ideals
+            result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                            deadline=deadline, progress=options.progress)
+            stats["pairs_examined"] = result.pairs
+            if np.isfinite(result.value):
+                best.offer(_split_of(p, result, base))
+                best.bound = max(best.bound, result.value)
+                stats["dp_value"] = float(result.value)
+            elif best.split is None:
+                raise InfeasibleError(_infeasible_message(workload))
+            else:
+                best.bound = max(best.bound, best.value)  # nothing below the incumbent exists
+        else:
+            _relaxations(p, inert, best, options, deadline, stats)
+    except SolverTimeout:
+        if best.split is None:
+            raise
+        best.timed_out = True
+    if best.split is None:
+        raise InfeasibleError(_infeasible_message(workload))
+    return best.output(stats)
+
+
+def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOptions, deadline: float | None,
+                 stats: dict) -> None:
+    """Lower bounds (and splits) from relaxations that fit the ideal budget.
+
+    Units are left out in order of how many units they run beside per unit
+    of cost they carry (so views and other free units parallel to much of the
+    graph go first); the count doubles until the lattice fits, then each
+    fitting relaxation is solved exactly, and the search narrows between the
+    largest count that did not fit and the smallest that did while the gap
+    is above ``options.gap`` and time remains.
+    """
+    inc = incomparable_counts(p)
+    mass = p.acc_time + np.bincount(p.comm.home, weights=p.comm.cost, minlength=p.n_units)
+    scale = max(float(mass.max(initial=0.0)), 1e-300)
+    score = inc / (mass / scale + 1e-3)
+    candidates = np.flatnonzero(~inert & (inc > 0) & p.supported)
+    candidates = candidates[np.argsort(-score[candidates], kind="stable")]
+    too_few, enough = 0, None
+    k = min(8, candidates.size)
+    tried = 0
+    refine_until = time.perf_counter() + REFINE_SECONDS
+    while candidates.size:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise SolverTimeout("dp: time limit reached while relaxing")
+        if enough is not None and time.perf_counter() > refine_until:
+            break
+        drop = inert.copy()
+        drop[candidates[:k]] = True
+        rel = relax(p, drop)
+        lattice = None
+        if rel.prepared.n_units:
+            try:
+                lattice = enumerate_ideals(rel.prepared, options.max_ideals)
+            except TooManyIdealsError:
+                lattice = None
+        if lattice is None and rel.prepared.n_units:
+            too_few = k
+        else:
+            enough = k
+            tried += 1
+            if lattice is not None:
+                result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                                deadline=deadline, progress=options.progress)
+                stats.update(relaxed_units_left_out=int(k), ideals=lattice.n_ideals, pairs_examined=result.pairs)
+                if np.isfinite(result.value):
+                    best.bound = max(best.bound, result.value)
+                    best.offer(_split_of(p, result, rel))
+            if best.gap() <= options.gap:
+                break
+        if enough is None:
+            if k == candidates.size:
+                break
+            k = min(2 * k, candidates.size)
+        else:
+            nxt = (too_few + enough) // 2
+            if nxt <= too_few or nxt >= enough:
+                break
+            k = nxt
+    stats["relaxations"] = tried
+
+
+class _Best:
+    """The incumbent split (valued by the evaluator) and the best proven lower bound."""
+
+    def __init__(self, workload: Workload, options: SolveOptions) -> None:
+        self.workload = workload
+        self.overlap = options.overlap_comm
+        self.split: Split | None = None
+        self.value = np.inf
+        self.bound = 0.0
+        self.timed_out = False
+
+    def offer(self, split: Split) -> None:
+        from dnnplace.evaluate import evaluate
+
+        ev = evaluate(self.workload, split, overlap_comm=self.overlap, complete=False)
+        if ev.feasible and ev.max_load < self.value:
+            self.split, self.value = split, float(ev.max_load)
+
+    def cutoff(self) -> float:
+        """A pruning bound for the DP: nothing worse than the incumbent matters."""
+        return self.value * (1 + 1e-9) + 1e-12 if np.isfinite(self.value) else np.inf
+
+    def gap(self) -> float:
+        if not np.isfinite(self.value) or self.value <= 0:
+            return 0.0 if self.value == 0 else np.inf
+        return max(0.0, (self.value - self.bound) / self.value)
+
+    def output(self, stats: dict) -> SolverOutput:
+        assert self.split is not None
+        bound = min(self.bound, self.value)
+        if self.timed_out:
+            status = "time_limit"
+        elif bound >= self.value * (1 - 1e-9):
+            status, bound = "optimal", self.value
+        else:
+            status = "bounded"
+        stats["dp_value"] = self.value
+        return SolverOutput(split=self.split, status=status, bound=float(bound), stats=stats)
+
+
+def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None) -> Split:
+    """The DP's chain as a split of the workload; left-out units are put back (:func:`reinsert`)."""
+    w = p.workload
+    if rel is not None and not result.chain:  # everything left out was inert: one device holds it all
+        on_acc = w.max_accelerators > 0
+        return Split.from_assignment(w.node_ids, np.zeros(w.n, dtype=np.int64), int(on_acc), int(not on_acc))
+    if rel is None:
+        device = result.unit_device[p.unit_of]
+    else:
+        position = np.empty(len(result.chain), dtype=np.int64)
+        kept_pos = np.zeros(rel.kept.size, dtype=np.int64)
+        chain_pos = {d: i for i, d in enumerate(result.chain)}
+        for u in range(rel.kept.size):
+            kept_pos[u] = chain_pos[int(result.unit_device[u])]
+        position[:] = result.chain
+        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)))
+        device = position[unit_pos][p.unit_of]
+    return Split.from_assignment(w.node_ids, device, result.n_acc_used, result.n_cpu_used)
+
+
+def _trivial_bound(p: Prepared) -> float:
+    """Every unit runs somewhere, at its cheaper kind's speed: a lower bound without any search."""
+    w = p.workload
+    acc = np.where(p.supported & (p.size <= w.memory) & (w.max_accelerators > 0), p.acc_time, np.inf)
+    cheapest = np.minimum(acc, p.cpu_time if w.max_cpus > 0 else np.inf)
+    if not np.isfinite(cheapest).all():
+        return 0.0
+    devices = w.max_accelerators + w.max_cpus
+    return float(max(cheapest.max(initial=0.0), cheapest.sum() / max(devices, 1)))
+
+
+def _infeasible_message(workload: Workload) -> str:
+    return (f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
             f" {workload.memory:.6g} bytes and {workload.max_cpus} CPU cores some contiguous"
-            " piece always exceeds memory or holds an unsupported node"
-        )
-    device = result.unit_device[p.unit_of]
-    split = Split.from_assignment(workload.node_ids, device, result.n_acc_used, result.n_cpu_used)
-    stats["dp_value"] = float(result.value)
-    return SolverOutput(split=split, status="optimal", bound=float(result.value), stats=stats)
+            " piece always exceeds memory or holds an unsupported node")
 
 
 def run_dp(
@@ -143,14 +315,17 @@ def run_dp(
         return DPResult(value, unit_device, 0, 0, pairs)
     acc_sets: list[int] = []
     cpu_sets: list[int] = []
+    backwards: list[tuple[bool, int]] = []  # (is CPU, index in its list), last piece first
     c, a, cur = n_cpu, n_acc, full
     masks = lattice.masks
     while cur != 0:
         k, j = int(kind[cur, c, a]), int(choice[cur, c, a])
         if k == 1:
+            backwards.append((True, len(cpu_sets)))
             cpu_sets.append(masks[cur] & ~masks[j])
             c, cur = c - 1, j
         elif k == 2:
+            backwards.append((False, len(acc_sets)))
             acc_sets.append(masks[cur] & ~masks[j])
             a, cur = a - 1, j
         elif k == 3:
@@ -163,7 +338,9 @@ def run_dp(
     for d, mask in enumerate(pieces):
         for u in _bits(mask):
             unit_device[u] = d
-    return DPResult(value, unit_device, len(acc_sets), len(cpu_sets), pairs)
+    na, nc = len(acc_sets), len(cpu_sets)
+    chain = tuple(na + nc - 1 - i if is_cpu else na - 1 - i for is_cpu, i in reversed(backwards))
+    return DPResult(value, unit_device, na, nc, pairs, chain)
 
 
 def _work_bounds(p: Prepared, lattice: IdealLattice, memory: float) -> tuple[np.ndarray, np.ndarray, float]:
