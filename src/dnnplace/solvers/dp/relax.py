@@ -178,3 +178,26 @@ def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: 
         if rel.dropped[u]:
             pos[u] = max(int(pos[v]) for v in pred[u]) if pred[u] else max(0, int(first_after[u]))
     return pos
+
+
+def restriction_groups(p: Prepared, drop: np.ndarray) -> np.ndarray:
+    """Per node, a label that fuses every left-out unit with one remaining neighbour.
+
+    Fusing is a *restriction* (fewer splits, each one real), so the optimum of
+    the fused graph is an upper bound.  A unit with predecessors joins the
+    latest of them in topological order, a unit without joins its earliest
+    successor; neither can close a cycle, and the fused lattice is never
+    larger than the relaxed one.
+    """
+    succ, pred = unit_adjacency(p)
+    order = unit_topological_order(p)
+    rank = np.empty(p.n_units, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    label = np.arange(p.n_units, dtype=np.int64)
+    for u in order:  # units with predecessors, front to back: their predecessors are settled
+        if drop[u] and pred[u]:
+            label[u] = label[max(pred[u], key=lambda v: rank[v])]
+    for u in reversed(order):  # sources, back to front: their successors are settled
+        if drop[u] and not pred[u] and succ[u]:
+            label[u] = label[min(succ[u], key=lambda v: rank[v])]
+    return label[p.unit_of]

@@ -20,9 +20,18 @@ from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import Prepared, linearized, merge_free_units, prepare
 from dnnplace.solvers.base import SolveOptions, SolverOutput
 from dnnplace.solvers.dp.ideals import IdealLattice, enumerate_ideals
-from dnnplace.solvers.dp.relax import Relaxed, incomparable_counts, inert_units, reinsert, relax
+from dnnplace.solvers.dp.relax import (
+    Relaxed,
+    incomparable_counts,
+    inert_units,
+    reinsert,
+    relax,
+    restriction_groups,
+    unit_topological_order,
+)
 
 REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
+LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,9 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
     stats: dict[str, float | int] = {"units": p.n_units}
     best = _Best(workload, options)
     best.bound = _trivial_bound(p)
+    if p.n_units > LARGE_UNITS:
+        _coarse_chain(p, best, options, deadline, stats)
+        return best.output(stats)
     if not options.linearize and p.n_units > 1:
         chain = linearized(p)
         first = run_dp(chain, enumerate_ideals(chain, max(options.max_ideals, p.n_units + 2)), workload,
@@ -110,6 +122,27 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
     if best.split is None:
         raise InfeasibleError(_infeasible_message(workload))
     return best.output(stats)
+
+
+def _coarse_chain(p: Prepared, best: _Best, options: SolveOptions, deadline: float | None, stats: dict) -> None:
+    """Huge graphs: consecutive runs of one topological order fused into blocks, the block chain solved.
+
+    Fusing is a restriction, so the split is real; the bound is the trivial
+    one.  This keeps a graph of 100,000 units to seconds instead of an
+    enumeration that cannot finish.
+    """
+    order = unit_topological_order(p)
+    block = np.empty(p.n_units, dtype=np.int64)
+    block[order] = np.arange(len(order)) * LARGE_UNITS // (2 * len(order))
+    fused = merge_free_units(prepare(p.workload, linearize=True, extra_groups=block[p.unit_of]))
+    result = run_dp(fused, enumerate_ideals(fused, fused.n_units + 2), p.workload, overlap=options.overlap_comm,
+                    deadline=deadline, progress=options.progress)
+    stats.update(coarse_blocks=fused.n_units, pairs_examined=result.pairs)
+    if np.isfinite(result.value):
+        best.offer(_split_of(fused, result, None))
+    if best.split is None:
+        raise InfeasibleError(_infeasible_message(p.workload) + f" (or the {p.n_units:,}-unit graph needs a finer"
+                              " search than its block chain)")
 
 
 def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOptions, deadline: float | None,
@@ -159,6 +192,15 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
                 if np.isfinite(result.value):
                     best.bound = max(best.bound, result.value)
                     best.offer(_split_of(p, result, rel))
+                soft = refine_until if deadline is None else min(deadline, refine_until)
+                try:  # optional improvements: bounded by the refinement time
+                    if best.gap() > options.gap:
+                        _restricted_split(p, drop, best, options, soft)
+                    if best.gap() > options.gap:
+                        _fluid_bound(rel, lattice, best, options, soft)
+                except SolverTimeout:
+                    if deadline is not None and time.perf_counter() > deadline:
+                        raise
             if best.gap() <= options.gap:
                 break
         if enough is None:
@@ -171,6 +213,66 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
                 break
             k = nxt
     stats["relaxations"] = tried
+
+
+def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: SolveOptions,
+                      deadline: float | None) -> None:
+    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split)."""
+    fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
+                                     linearize=options.linearize, extra_groups=restriction_groups(p, drop)))
+    try:
+        lattice = enumerate_ideals(fused, options.max_ideals)
+    except TooManyIdealsError:
+        return
+    result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(), deadline=deadline)
+    if np.isfinite(result.value):
+        best.offer(_split_of(fused, result, None))
+
+
+def fluid_certifies(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bool,
+                    deadline: float | None) -> bool:
+    """Is ``cap`` a proven lower bound: does *no* split of the whole graph keep every load within it?
+
+    The relaxation forgets the left-out units' compute ``W``; yet in any split
+    of the whole graph with every load at most ``cap``, each device's relaxed
+    load plus the left-out compute it runs is at most ``cap``, so the
+    accelerators' relaxed loads sum to at most ``k * cap - W`` (an unused
+    accelerator counts with load 0).  The kernel's sum mode finds the least
+    such sum over relaxed splits whose pieces are each within ``cap``; if even
+    that exceeds ``k * cap - W``, no such split exists.  Only for budgets
+    without CPU cores and without overlapped communication (a CPU would absorb
+    left-out work at another speed; overlapped loads do not add up).
+    """
+    p = rel.prepared
+    w = p.workload
+    if w.max_cpus > 0 or overlap:
+        return False
+    work = float(w.acc_time[p.unit_of < 0].sum())  # the left-out nodes' compute
+    result = run_dp(p, lattice, w, ub=np.inf, deadline=deadline, piece_cap=cap)
+    return bool(result.value > w.max_accelerators * cap - work + 1e-9 * max(cap, 1e-300))
+
+
+def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: SolveOptions,
+                 deadline: float | None) -> None:
+    """Raise ``best.bound`` by :func:`fluid_certifies`: first at the target gap, then by bisection."""
+    if not np.isfinite(best.value):
+        return
+    target = best.value * (1 - options.gap)
+    if target <= best.bound:
+        return
+    if fluid_certifies(rel, lattice, target, options.overlap_comm, deadline):
+        best.bound = target
+        return
+    lo, hi = best.bound, target  # hi is not certified
+    for _ in range(6):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo * (1 + 1e-6):
+            break
+        if fluid_certifies(rel, lattice, mid, options.overlap_comm, deadline):
+            lo = mid
+        else:
+            hi = mid
+    best.bound = max(best.bound, lo)
 
 
 class _Best:
@@ -259,8 +361,13 @@ def run_dp(
     ub: float = np.inf,
     deadline: float | None = None,
     progress=None,
+    piece_cap: float = np.inf,
 ) -> DPResult:
-    """Run the kernel over the whole lattice and backtrack the optimal chain."""
+    """Run the kernel over the whole lattice and backtrack the optimal chain.
+
+    A finite ``piece_cap`` asks for the least *total* load of pieces each at
+    most ``piece_cap`` instead (see :func:`fluid_certifies`).
+    """
     from dnnplace.solvers.dp.kernel import dp_range
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
@@ -289,7 +396,7 @@ def run_dp(
         np.zeros(p.n_units, dtype=np.int8),
         np.zeros(p.n_units + 2, dtype=np.int64), np.zeros(p.n_units + 2, dtype=np.int64),
         np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64),
+        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap),
     )
     pairs = 0
     lo, step = 1, 16
