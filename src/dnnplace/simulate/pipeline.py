@@ -30,6 +30,9 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
 SCHEDULES = ("1f1b", "gpipe")
+#: The simulator keeps every task in a graph (about 1.5 KB each): more than this many would need
+#: gigabytes, so they are refused up front (devices x microbatches, twice that for training).
+MAX_TASKS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,13 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
     names = tuple(ev.devices[d].name for d in used)
     dev = np.array([index.get(int(d), -1) for d in ev.assignment.device])
     training = w.is_training
+    per_micro = len(used) * (2 if training else 1)
+    if per_micro * microbatches > MAX_TASKS:
+        raise DnnplaceError(
+            f"{microbatches:,} microbatches on {len(used)} devices make {per_micro * microbatches:,} tasks,"
+            f" more than the simulator's limit of {MAX_TASKS:,} (about 1.5 GB of memory);"
+            f" use --microbatches {max(1, MAX_TASKS // max(per_micro, 1)):,} or fewer"
+        )
     fw_deps, bw_deps, stash = _dependencies(w, dev)
     depth = _depths(len(used), fw_deps)
     stages = int(depth.max()) + 1 if len(used) else 0
