@@ -114,14 +114,13 @@ class _Fields:
         v = obj[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(where, f"'{key}' must be a number, got {show_value(v)}")
-        try:
-            v = float(v)
-        except OverflowError:
-            v = math.copysign(math.inf, v)
-        if math.isnan(v):
+        if isinstance(v, float) and math.isnan(v):
             raise self.fail(where, f"'{key}' is NaN")
         if v < 0:
-            raise self.fail(where, f"'{key}' is negative ({v:g})")
+            raise self.fail(where, f"'{key}' is negative ({show_value(v)})")
+        if isinstance(v, int) and v > MAX_VALUE:  # an integer may be too large for a float
+            raise self.fail(where, f"'{key}' is {show_value(v)}, larger than the limit {MAX_VALUE:g}")
+        v = float(v)
         if math.isinf(v):
             raise self.fail(where, f"'{key}' is infinite")
         if v > MAX_VALUE:
