@@ -563,3 +563,26 @@ def test_10_device_budget_far_above_the_node_count(files, tmp_path):
     doc["maxCPUs"] = 1_000_000
     code, out, err = invoke("solve", write(tmp_path / "k.json", doc), "--json")
     assert code == 0 and json.loads(out)["maxLoad"] == 3.5, err
+
+
+def test_10_trace_and_timeline_sizes_are_bounded(files, tmp_path, monkeypatch):
+    import dnnplace.simulate.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "MAX_TRACE_TASKS", 100)  # as if 200,000 were exceeded
+    w, s = files
+    clean_error(*invoke("simulate", w, s, "-n", "51", "--trace", tmp_path / "t.json"),
+                "a trace of 102 tasks is more than the limit of 100; use --microbatches 50 or fewer with --trace")
+    clean_error(*invoke("report", w, s, "-n", "5000", "-o", tmp_path / "r.html"), "at most 1,000 microbatches")
+    assert sorted(os.listdir(tmp_path)) == ["s.json", "w.json"]
+
+
+def test_replacing_a_file_keeps_its_permissions(tmp_path):
+    target = write(tmp_path / "o.txt", "old")
+    os.chmod(target, 0o640)
+    write_text_atomic(target, "new")
+    assert target.read_text() == "new" and stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    fresh = tmp_path / "fresh.txt"
+    write_text_atomic(fresh, "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o666 & ~mask

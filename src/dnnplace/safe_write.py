@@ -123,13 +123,17 @@ def write_bytes_atomic(path: PathLike, data: bytes, *, inputs: Iterable[PathLike
     """Write ``data`` to ``path`` atomically (see the module docstring for the guarantees)."""
     target = Path(path)
     check_output(target, list(inputs))
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)  # replacing a file keeps its permissions
+    except (OSError, ValueError):
+        mode = _file_mode()
     folder = target.parent
     fd = -1
     tmp: str | None = None
     try:
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
-            os.fchmod(fd, _file_mode())
+            os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

@@ -27,6 +27,7 @@ from dnnplace.simulate import Simulation
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
 MAX_GRAPH_VERTICES = 1500
+MAX_TIMELINE_MICROBATCHES = 1000  # the timeline draws every task as SVG
 DOT_TIMEOUT_S = 60
 
 
@@ -296,6 +297,9 @@ def write_report(w: Workload, split: Split, path: str | Path, *, title: str | No
     p = Path(path)
     inputs = list(inputs)
     check_output(p, inputs)
+    if microbatches > MAX_TIMELINE_MICROBATCHES:
+        raise DnnplaceError(f"the report's timeline draws every task: at most {MAX_TIMELINE_MICROBATCHES:,}"
+                            f" microbatches, not {microbatches:,}")
     ev = evaluate(w, split, overlap_comm=overlap_comm)
     try:
         sim = simulate(w, split, schedule=schedule, microbatches=microbatches, overlap_comm=overlap_comm)
