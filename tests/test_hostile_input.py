@@ -441,18 +441,24 @@ def _interrupt(args: list, after: float, tmp_path: Path) -> None:
     out = write(tmp_path / "out.json", {"old": True})
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "solve", *map(str, args), "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), ln) for ln in proc.stderr))
+    reader.start()
     time.sleep(after)
     if proc.poll() is not None:
-        proc.communicate()
+        reader.join()
         pytest.skip("the solve finished before the signal")
     sent = time.perf_counter()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    took = time.perf_counter() - sent
-    assert proc.returncode == 130, err
-    assert err.strip() == "interrupted"
-    assert took < 2.5, took  # "within a second", with slack for a loaded CI machine
+    proc.wait(timeout=60)
+    exited = time.perf_counter() - sent
+    reader.join()
+    assert proc.returncode == 130, lines
+    assert [ln.strip() for _, ln in lines] == ["interrupted"]
+    answered = lines[0][0] - sent
+    assert answered < 2.0, answered  # "within a second", with slack for a loaded CI machine
+    assert exited < 10.0, exited  # the interpreter's own exit is not the solver's
     assert json.loads(out.read_text()) == {"old": True}
     assert sorted(os.listdir(tmp_path)) == ["out.json"]
 
