@@ -105,12 +105,12 @@ def progress_bar(enabled: bool) -> Iterator[object]:
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                  TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("solving", total=1.0)
 
         def update(done: float, total: float, desc: str) -> None:
-            bar.update(task, completed=done, total=total, description=desc)
+            bar.update(task, completed=done, total=total, description=printable(desc))
 
         yield update
 
