@@ -74,6 +74,9 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
     """
     start = time.perf_counter()
     deadline = None if options.time_limit is None else start + options.time_limit
+    if max(workload.max_accelerators, workload.max_cpus) > workload.n:
+        # no split uses more devices than there are nodes; the DP's tables grow with the budget
+        workload = workload.with_budget(min(workload.max_accelerators, workload.n), min(workload.max_cpus, workload.n))
     p = merge_free_units(
         prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize,
                 extra_groups=extra_groups)
@@ -405,10 +408,12 @@ def run_dp(
         t = time.perf_counter()
         pairs += dp_range(lo, hi, *args)
         elapsed = time.perf_counter() - t
-        if elapsed < 0.05:
+        # short chunks: Ctrl-C and --time-limit are honoured between them, and the cost per
+        # ideal varies along the lattice, so grow gently and shrink fast
+        if elapsed < 0.01 and step < 4096:
             step *= 2
-        elif elapsed > 0.2 and step > 1:
-            step //= 2
+        elif elapsed > 0.05:
+            step = max(1, int(step * 0.02 / elapsed))
         lo = hi
         if progress is not None:
             progress(lo, N, "DP over ideals")
