@@ -469,9 +469,6 @@ def test_12_ctrl_c_stops_an_ip_solve(tmp_path):
                6.0, tmp_path)
 
 
-@pytest.mark.xfail(reason="solvers/dp/solver.py run_dp doubles its chunk while a chunk takes < 0.05 s, and the"
-                          " next one can take 1-2.5 s (inceptionv3_training: 8192 ideals in 1.3 s); Ctrl-C waits"
-                          " for the chunk", strict=False)
 def test_12_ctrl_c_stops_a_dp_solve(tmp_path):
     _interrupt([throughput_path("LayerGraphs/inceptionv3_training"), "--max-ideals", "5000000"], 4.0, tmp_path)
 
