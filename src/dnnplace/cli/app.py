@@ -158,7 +158,8 @@ def solve(
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
     max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="Budget of ideals for the DP."),
-    gap: float = typer.Option(0.01, "--gap", min=0, help="Relative MIP gap (IP methods)."),
+    gap: float = typer.Option(0.01, "--gap", min=0,
+                              help="Relative gap to prove: the IPs' MIP gap; the DP's target when it must relax."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Solver threads (IP methods)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (local search)."),
     restarts: int = typer.Option(10, "--restarts", min=1, help="Restarts (local search)."),
@@ -211,8 +212,10 @@ def solve(
         elif not quiet:
             from dnnplace.cli.render import print_evaluation
 
+            proven = "" if sol.bound is None or sol.gap is None else \
+                f", bound {sol.bound:.6g}, gap {100 * sol.gap:.2f} %"
             print_evaluation(out, w, sol.evaluation,
-                             title=f"{sol.method} on {workload.name}: {sol.status}, {sol.runtime_s:.3f} s")
+                             title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
             if output is not None:
                 out.print(f"split written to {output}")
             if report is not None:
