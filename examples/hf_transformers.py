@@ -27,7 +27,7 @@ def gpt2(blocks: int = 6, width: int = 256):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(n_layer=blocks, n_embd=width, n_head=4, n_positions=SEQ, vocab_size=VOCAB, use_cache=False,
-                     attn_implementation="sdpa")
+                     bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
     return GPT2LMHeadModel(cfg).eval(), (_ids(),)
 
 
@@ -112,5 +112,22 @@ def gpt2_cached():
     """GPT-2 with its default ``use_cache=True``: its output holds a cache object (``profile`` says what to do)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_layer=1, n_embd=64, n_head=2, n_positions=SEQ, vocab_size=VOCAB)
+    cfg = GPT2Config(n_layer=1, n_embd=64, n_head=2, n_positions=SEQ, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg).eval(), (_ids(),)
+
+
+# tiny configs for the test suite (seconds to trace and profile)
+def gpt2_tiny():
+    return gpt2(1, width=64)
+
+
+def bert_tiny():
+    return bert(1, width=64)
+
+
+def llama_tiny():
+    return llama(1, width=64)
+
+
+def t5_tiny():
+    return t5(1, width=64)

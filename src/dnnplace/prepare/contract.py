@@ -333,19 +333,30 @@ def merge_free_units(p: Prepared) -> Prepared:
 
         table = (feeding, homed, home, targets, cost)
         free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0)
-        into = -1
-        x = -1
+        # one pass applies every merge whose inputs no earlier merge of the pass has touched
+        into = np.arange(n)
+        dirty: set[int] = set()
         for x in np.flatnonzero(free).tolist():
+            if x in dirty:
+                continue
+            nb = -1
             if len(preds[x]) == 1 and _balance(x, next(iter(preds[x])), False, table):
-                into = next(iter(preds[x]))
-                break
-            if len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table):
-                into = next(iter(succs[x]))
-                break
-        if into < 0:
+                nb = next(iter(preds[x]))
+            elif len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table):
+                nb = next(iter(succs[x]))
+            if nb < 0 or nb in dirty:
+                continue
+            into[x] = nb
+            for u in (x, nb):
+                dirty.add(u)
+                dirty.update(preds[u])
+                dirty.update(succs[u])
+                for src_id in homed[u] + feeding[u]:
+                    dirty.add(home[src_id])
+                    dirty.update(targets[src_id])
+        if not dirty:
             break
-        unit_of = np.where(unit_of == x, into, unit_of)
-        _, unit_of = np.unique(unit_of, return_inverse=True)
+        _, unit_of = np.unique(into[unit_of], return_inverse=True)
     if int(unit_of.max()) + 1 == p.n_units:
         return p
     n = int(unit_of.max()) + 1
