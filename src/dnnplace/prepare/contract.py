@@ -252,10 +252,13 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
     return pairs[:, 0], pairs[:, 1]
 
 
-def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None) -> CommSources:
+def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None,
+                 forward: np.ndarray | None = None) -> CommSources:
     """Group original producers by (home unit, set of other units they feed).
 
     ``mask`` restricts the producers considered (e.g. forward nodes only).
+    Nodes marked in ``forward`` (left out, unit -1) pass what they receive
+    straight on: a producer feeding one counts as feeding its successors.
     """
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
     c = w.comm_cost
@@ -263,9 +266,18 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
     keep = (c > 0) & (unit_of >= 0)  # unit -1: a node left out of the problem (a relaxation)
     if mask is not None:
         keep &= mask
+    reach: dict[int, set[int]] = {}
+
+    def fed(v: int) -> set[int]:
+        if forward is None or not forward[v]:
+            return {uo[v]}
+        if v not in reach:
+            reach[v] = set().union(*(fed(x) for x in w.successors[v].tolist())) if w.successors[v].size else set()
+        return reach[v]
+
     for u in np.flatnonzero(keep).tolist():
         home = uo[u]
-        targets = tuple(sorted({uo[x] for x in w.successors[u].tolist()} - {home, -1}))
+        targets = tuple(sorted(set().union(*(fed(x) for x in w.successors[u].tolist())) - {home, -1}))
         if targets:
             key = (home, targets)
             merged[key] = merged.get(key, 0.0) + float(c[u])

@@ -105,8 +105,42 @@ def inert_units(p: Prepared) -> np.ndarray:
     return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported & ~touched
 
 
-def relax(p: Prepared, drop: np.ndarray) -> Relaxed:
-    """Leave the units marked in ``drop`` out of ``p`` (see the module docstring)."""
+def view_units(p: Prepared) -> np.ndarray:
+    """Units that are one free operator re-describing its only input (a view), forward only.
+
+    Such a unit ``x`` with predecessor ``q`` can be left out while ``q``'s
+    output is counted as feeding ``x``'s successors directly (``forward`` of
+    :func:`relax`): in any split, a device holding a successor of ``x`` but not
+    ``x`` receives ``x``'s output, which costs at least ``q``'s (the condition
+    checked here), and a device holding ``x`` but not ``q`` receives ``q``'s
+    output -- so no device's load rises in the relaxation, which is exactly
+    the model in which views are recomputed wherever they are needed.
+    Backward units are excluded: there several gradients would stand in for
+    one.
+    """
+    w = p.workload
+    members = p.members()
+    cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
+    free = (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported
+    out = np.zeros(p.n_units, dtype=bool)
+    c = w.comm_cost
+    for u in np.flatnonzero(free).tolist():
+        if members[u].size != 1:
+            continue
+        x = int(members[u][0])
+        preds = w.predecessors[x]
+        if w.backward[x] or preds.size != 1 or w.backward[preds[0]]:
+            continue
+        out[u] = c[x] >= c[int(preds[0])] * (1 - 1e-12)
+    return out
+
+
+def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None) -> Relaxed:
+    """Leave the units marked in ``drop`` out of ``p`` (see the module docstring).
+
+    Units also marked in ``forward`` (views, :func:`view_units`) keep passing
+    their input on to their successors in the relaxed transfer costs.
+    """
     drop = np.asarray(drop, dtype=bool)
     kept = np.flatnonzero(~drop)
     new_index = np.full(p.n_units, -1, dtype=np.int64)
@@ -151,18 +185,21 @@ def relax(p: Prepared, drop: np.ndarray) -> Relaxed:
         supported=p.supported[kept],
         edge_src=pairs[:, 0].copy(),
         edge_dst=pairs[:, 1].copy(),
-        comm=comm_sources(p.workload, unit_of),
+        comm=comm_sources(p.workload, unit_of,
+                          forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
     )
     return Relaxed(relaxed, kept, drop)
 
 
-def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: int) -> np.ndarray:
+def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: int,
+             lazy: np.ndarray | None = None) -> np.ndarray:
     """Chain position (stage index in pipeline order) of every full unit.
 
     Remaining units keep the position the relaxed split gave them; a left-out
-    unit joins its last predecessor's stage, or, without predecessors, its
-    first successor's (the first stage if it has neither).  Precedence holds
-    because the relaxed order kept every path through left-out units.
+    unit joins its last predecessor's stage, or, without predecessors or when
+    marked ``lazy``, its first successor's (the first stage if it has
+    neither).  Precedence holds because the relaxed order kept every path
+    through left-out units.
     """
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
@@ -176,7 +213,11 @@ def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: 
             first_after[u] = min(int(first_after[v]) for v in succ[u])
     for u in order:
         if rel.dropped[u]:
-            pos[u] = max(int(pos[v]) for v in pred[u]) if pred[u] else max(0, int(first_after[u]))
+            after = max(int(pos[v]) for v in pred[u]) if pred[u] else 0
+            if not pred[u] or (lazy is not None and lazy[u]):
+                pos[u] = max(after, int(first_after[u]))
+            else:
+                pos[u] = after
     return pos
 
 

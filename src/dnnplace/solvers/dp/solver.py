@@ -28,6 +28,7 @@ from dnnplace.solvers.dp.relax import (
     relax,
     restriction_groups,
     unit_topological_order,
+    view_units,
 )
 
 REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
@@ -159,24 +160,27 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
     largest count that did not fit and the smallest that did while the gap
     is above ``options.gap`` and time remains.
     """
+    views = view_units(p) & ~inert
+    base = inert | views
     inc = incomparable_counts(p)
     mass = p.acc_time + np.bincount(p.comm.home, weights=p.comm.cost, minlength=p.n_units)
     scale = max(float(mass.max(initial=0.0)), 1e-300)
     score = inc / (mass / scale + 1e-3)
-    candidates = np.flatnonzero(~inert & (inc > 0) & p.supported)
+    candidates = np.flatnonzero(~base & (inc > 0) & p.supported)
     candidates = candidates[np.argsort(-score[candidates], kind="stable")]
-    too_few, enough = 0, None
-    k = min(8, candidates.size)
+    too_few, enough = -1, None
+    k = 0  # first: views and inert units alone (a nearly exact relaxation)
     tried = 0
     refine_until = time.perf_counter() + REFINE_SECONDS
-    while candidates.size:
+    stats["view_units"] = int(views.sum())
+    while True:
         if deadline is not None and time.perf_counter() > deadline:
             raise SolverTimeout("dp: time limit reached while relaxing")
         if enough is not None and time.perf_counter() > refine_until:
             break
-        drop = inert.copy()
+        drop = base.copy()
         drop[candidates[:k]] = True
-        rel = relax(p, drop)
+        rel = relax(p, drop, forward=views)
         lattice = None
         if rel.prepared.n_units:
             try:
@@ -191,10 +195,12 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
             if lattice is not None:
                 result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
                                 deadline=deadline, progress=options.progress)
-                stats.update(relaxed_units_left_out=int(k), ideals=lattice.n_ideals, pairs_examined=result.pairs)
+                stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals, pairs_examined=result.pairs)
                 if np.isfinite(result.value):
                     best.bound = max(best.bound, result.value)
                     best.offer(_split_of(p, result, rel))
+                    if views.any():
+                        best.offer(_split_of(p, result, rel, lazy=views))
                 soft = refine_until if deadline is None else min(deadline, refine_until)
                 try:  # optional improvements: bounded by the refinement time
                     if best.gap() > options.gap:
@@ -209,7 +215,7 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
         if enough is None:
             if k == candidates.size:
                 break
-            k = min(2 * k, candidates.size)
+            k = min(max(8, 2 * k), candidates.size)
         else:
             nxt = (too_few + enough) // 2
             if nxt <= too_few or nxt >= enough:
@@ -318,7 +324,7 @@ class _Best:
         return SolverOutput(split=self.split, status=status, bound=float(bound), stats=stats)
 
 
-def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None) -> Split:
+def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarray | None = None) -> Split:
     """The DP's chain as a split of the workload; left-out units are put back (:func:`reinsert`)."""
     w = p.workload
     if rel is not None and not result.chain:  # everything left out was inert: one device holds it all
@@ -333,7 +339,7 @@ def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None) -> Split:
         for u in range(rel.kept.size):
             kept_pos[u] = chain_pos[int(result.unit_device[u])]
         position[:] = result.chain
-        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)))
+        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)), lazy)
         device = position[unit_pos][p.unit_of]
     return Split.from_assignment(w.node_ids, device, result.n_acc_used, result.n_cpu_used)
 
