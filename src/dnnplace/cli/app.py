@@ -307,36 +307,102 @@ class Backend(StrEnum):
     nccl = "nccl"
 
 
+class RunSchedule(StrEnum):
+    one_f_one_b = "1f1b"
+    gpipe = "gpipe"
+
+
+class Optimizer(StrEnum):
+    sgd = "sgd"
+    adam = "adam"
+
+
 @app.command()
 def run(
     model: str = typer.Argument(..., help="MODULE:FACTORY, as for `profile`."),
     split: Path = typer.Argument(..., help="Split JSON (from `solve` on the profiled workload)."),
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="The profiled workload: maps node ids to operators and gives"
-                                                 " the predicted max-load."),
-    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream."),
+                                                 " the predicted max-load (without it: the split's maxLoad)."),
+    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream (per step)."),
     backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPU)."),
+    training: bool = typer.Option(False, "--training", help="Train: forward and backward per stage, exact"
+                                                             " gradients, checked against unsplit training."),
+    schedule: RunSchedule = typer.Option(RunSchedule.one_f_one_b, "--schedule", help="Training: 1f1b or gpipe."),
+    steps: int = typer.Option(3, "--steps", min=1, help="Training: optimizer steps (one per N microbatches)."),
+    optimizer: Optimizer = typer.Option(Optimizer.sgd, "--optimizer", help="Training: sgd or adam."),
+    lr: float = typer.Option(0.01, "--lr", min=0.0, help="Training: learning rate."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Run the split for real: one process per device, outputs checked against the unsplit model."""
+    """Run the split for real: one process per device, outputs (or trained parameters) checked against the
+    unsplit model. Starts its own processes, or runs as one rank under torchrun."""
     with user_errors():
+        import math
+
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
-        from dnnplace.runtime.launch import run_pipeline
+        from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
 
+        if not math.isfinite(lr):
+            raise DnnplaceError("--lr must be a finite number")
         w = load_workload(workload, check_feasible=False) if workload is not None else None
-        res = run_pipeline(model, load_split(split), microbatches=microbatches, backend=backend.value, workload=w)
+        s = load_split(split)
+        fallback = split_max_load(split) if w is None else None
+        if training:
+            res = run_training(model, s, workload=w, schedule=schedule.value, microbatches=microbatches,
+                               steps=steps, optimizer=optimizer.value, lr=lr, backend=backend.value,
+                               predicted_max_load=fallback)
+        else:
+            res = run_pipeline(model, s, microbatches=microbatches, backend=backend.value, workload=w,
+                               predicted_max_load=fallback)
+        if res is None:  # a rank other than 0 under torchrun: rank 0 reports
+            return
+        ok = (res["params_match"] and res["loss_match"]) if training else res["outputs_match"]
         if as_json:
             out.print_json(json.dumps(res))
-            return
-        pred = res["predicted_max_load"]
-        out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), "
-                  f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
-                  f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}")
-        out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
-                  + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
-        if not res["outputs_match"]:
+        elif training:
+            _print_training(res, backend.value)
+        else:
+            pred = res["predicted_max_load"]
+            out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), "
+                      f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
+                      f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}")
+            out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
+                      + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
+        if not ok:
             raise typer.Exit(1)
+
+
+def _print_training(res: dict, backend: str) -> None:
+    from rich.table import Table
+
+    yes = "[green]yes[/green]"
+    no = "[red]NO[/red]"
+    out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), {res['schedule']},"
+              f" {res['steps']} steps x {res['microbatches']} microbatches, {res['optimizer']} lr {res['lr']:g}"
+              f" on {backend}")
+    out.print(f"losses {', '.join(f'{x:.6g}' for x in res['losses'])}: match unsplit training"
+              f" {yes if res['loss_match'] else no}; parameters match {yes if res['params_match'] else no}"
+              f" (max relative difference {res['max_param_rel_diff']:.2e})")
+    line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
+    if res["predicted_max_load"] is not None:
+        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * res['error_vs_max_load']:+.1f}%)"
+    if res["predicted_simulated_time_per_sample"] is not None:
+        line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
+                 f" ({100 * res['error_vs_simulated']:+.1f}%)")
+    out.print(line)
+    table = Table()
+    for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "pred fwd", "pred bwd", "peak act. MB", "pred MB"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+
+    def f(x, scale=1.0):
+        return "-" if x is None else f"{x / scale:.3f}"
+
+    for st in res["stages"]:
+        table.add_row(st["device"], f(st["measured_forward_ms"]), f(st["measured_backward_ms"]),
+                      f(st["measured_blocked_ms"]), f(st["predicted_forward_ms"]), f(st["predicted_backward_ms"]),
+                      f(st["measured_peak_activation_bytes"], 1e6), f(st["predicted_peak_activation_bytes"], 1e6))
+    out.print(table)
 
 
 class ExportFormat(StrEnum):
