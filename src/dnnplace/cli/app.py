@@ -416,15 +416,27 @@ def export_split(
     workload: Path = typer.Option(..., "--workload", "-w", help="The profiled workload (from `profile`)."),
     to: ExportFormat = typer.Option(ExportFormat.stages, "--to", help="torch-pipelining or stages."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
+                                                       " a runnable training script."),
+    model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
+                                                              " (default: the one the workload was profiled from)."),
 ) -> None:
-    """Export a split for other runtimes: split points for torch.distributed.pipelining, or stage lists."""
+    """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
+    (chain-shaped splits; --json: just the split points), or stage lists."""
     with user_errors():
-        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.frontends.paper_json import load_workload, write_json_atomic, write_text_atomic
         from dnnplace.model.split import load_split
-        from dnnplace.runtime.export import export_pipelining, export_stages
+        from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
 
         w = load_workload(workload, check_feasible=False)
         s = load_split(split)
+        if to == ExportFormat.torch_pipelining and not as_json:
+            text = pipelining_script(w, s, model)
+            if output is not None:
+                write_text_atomic(output, text)
+            else:
+                sys.stdout.write(text)
+            return
         doc = export_pipelining(w, s) if to == ExportFormat.torch_pipelining else export_stages(w, s)
         if output is not None:
             write_json_atomic(output, doc)
