@@ -25,7 +25,9 @@ def _env() -> dict:
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:
-    res = subprocess.run(list(cmd), capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=400)
+    from test_training import run_group
+
+    res = run_group(list(cmd), 400, cwd=ROOT, env=_env())
     assert res.returncode == 0, res.stderr[-3000:]
     return res
 

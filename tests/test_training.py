@@ -94,8 +94,23 @@ def test_training_under_torchrun(tmp_path):
     cmd = [str(torchrun) if torchrun.exists() else "torchrun", "--standalone", "--nproc-per-node", "3",
            "-m", "dnnplace", "run", "examples/mlp_skip.py:build", str(split),
            "--training", "-n", "4", "--steps", "2", "--json"]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    res = run_group(cmd, 300, cwd=ROOT, env=_env())
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
     assert doc["params_match"] and doc["loss_match"]
     assert len(doc["stages"]) == 3
+
+
+def run_group(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    """Run in a new session; on timeout kill the whole process group (torchrun's ranks too)."""
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"timed out after {timeout} s: {err[-2000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

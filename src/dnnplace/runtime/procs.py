@@ -124,6 +124,7 @@ def launch_torchrun(target: Callable, world: int, payload: Any, *, backend: str 
     """Run this process's rank of ``target`` under torchrun; rank 0 gets every rank's result, the others None."""
     import torch.distributed as dist
 
+    die_with_parent(os.getppid())  # the torchrun agent: if it is killed, so is this rank
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if size != world:
         raise DnnplaceError(f"this run needs {world} processes (one per stage"
