@@ -391,8 +391,12 @@ def _print_training(res: dict, backend: str) -> None:
         line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
                  f" ({100 * res['error_vs_simulated']:+.1f}%)")
     out.print(line)
+    if res["predicted_max_load"] is not None:
+        out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
+                  f" ({100 * res['error_cpu_vs_max_load']:+.1f}% vs max-load); load average {res['load_average']}")
     table = Table()
-    for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "pred fwd", "pred bwd", "peak act. MB", "pred MB"):
+    for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "cpu ms", "pred fwd", "pred bwd", "peak act. MB",
+                "pred MB"):
         table.add_column(col, justify="left" if col == "stage" else "right")
 
     def f(x, scale=1.0):
@@ -400,7 +404,8 @@ def _print_training(res: dict, backend: str) -> None:
 
     for st in res["stages"]:
         table.add_row(st["device"], f(st["measured_forward_ms"]), f(st["measured_backward_ms"]),
-                      f(st["measured_blocked_ms"]), f(st["predicted_forward_ms"]), f(st["predicted_backward_ms"]),
+                      f(st["measured_blocked_ms"]), f(st["measured_cpu_ms"]), f(st["predicted_forward_ms"]),
+                      f(st["predicted_backward_ms"]),
                       f(st["measured_peak_activation_bytes"], 1e6), f(st["predicted_peak_activation_bytes"], 1e6))
     out.print(table)
 

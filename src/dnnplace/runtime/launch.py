@@ -277,6 +277,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         busy_per_stage,
         compare_params,
         reference_training,
+        saved_bytes_per_microbatch,
         stage_orders,
         steady_time_per_sample,
         train_worker,
@@ -306,6 +307,9 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
               if name in env and isinstance(env[name], torch.Tensor)}
     orders, after = stage_orders(plan, schedule, microbatches)
     n = len(plan.modules)
+    loss_fn = loaded.loss_fn or default_loss
+    per_mb = saved_bytes_per_microbatch(plan, env, grad_values, loss_fn, out_spec)
+    in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
     payload = {
         "plan": plan, "shapes": shapes, "args": inputs, "grad_values": grad_values,
         "tags": {name: i for i, name in enumerate(sorted(plan.producer))},
@@ -316,7 +320,6 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
-    loss_fn = loaded.loss_fn or default_loss
     ref_losses, ref_params = reference_training(model, inputs, loss_fn, microbatches=microbatches, steps=steps,
                                                 optimizer=optimizer, lr=lr)
     losses = results[-1]["losses"]
@@ -327,6 +330,9 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     busy = busy_per_stage(results)
     pred = _training_predictions(workload, split, plan, schedule, microbatches, after, predicted_max_load)
     measured = 1e3 * timing["time_per_sample"]
+    # the bottleneck stage's CPU time per sample: what the pipeline's time per sample would be with a core per
+    # stage and nothing else running (the quantity the max-load predicts); robust to other tenants
+    busy_max = max(1e3 * b["cpu"] / microbatches for b in busy)
     doc = {
         "training": True, "schedule": schedule, "microbatches": microbatches, "steps": steps,
         "optimizer": optimizer, "lr": lr,
@@ -340,22 +346,37 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "predicted_simulated_time_per_sample": pred["simulated"],
         "prediction_source": pred["source"],
         "error_vs_max_load": measured / pred["max_load"] - 1 if pred["max_load"] else None,
+        "measured_bottleneck_cpu_per_sample": busy_max,
+        "error_cpu_vs_max_load": busy_max / pred["max_load"] - 1 if pred["max_load"] else None,
+        "load_average": _loadavg(),
         "error_vs_simulated": measured / pred["simulated"] - 1 if pred["simulated"] else None,
         "stages": [
             {"device": d, "operators": len(m.graph.nodes) - len(i) - 1, "later_stages": a,
              "measured_forward_ms": 1e3 * b["forward"] / microbatches,
              "measured_backward_ms": 1e3 * b["backward"] / microbatches,
              "measured_blocked_ms": 1e3 * b["blocked"] / microbatches,
+             "measured_cpu_ms": 1e3 * b["cpu"] / microbatches,
              "predicted_forward_ms": pf, "predicted_backward_ms": pb,
              "measured_peak_activation_bytes": r["peak_saved_bytes"],
              "measured_activation_bytes_per_microbatch": r["saved_bytes_per_microbatch"],
-             "predicted_peak_activation_bytes": pm}
-            for d, m, i, a, b, r, pf, pb, pm in zip(plan.devices, plan.modules, plan.inputs, after, busy, results,
-                                                    pred["forward"], pred["backward"], pred["memory"])],
+             "predicted_peak_activation_bytes": unit * k, "predicted_activation_bytes_per_microbatch": unit,
+             "microbatches_in_flight": k, "workload_peak_activation_bytes": pm}
+            for d, m, i, a, b, r, pf, pb, pm, unit, k in zip(plan.devices, plan.modules, plan.inputs, after, busy,
+                                                             results, pred["forward"], pred["backward"],
+                                                             pred["memory"], per_mb, in_flight)],
         "backend": backend,
         "unit": "ms",
     }
     return doc
+
+
+def _loadavg() -> float | None:
+    import os
+
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        return None
 
 
 def _training_predictions(workload, split, plan, schedule: str, microbatches: int, after: list[int],

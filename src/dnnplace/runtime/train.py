@@ -166,6 +166,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         step_loss = 0.0
         for kind, m in order:
             t0 = time.perf_counter()
+            c0, th0 = time.process_time(), time.thread_time()
             recv_s = 0.0
             if kind == "F":
                 mb = microbatch(inputs, step * N + m)
@@ -239,7 +240,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                     pending.append(_isend(g, plan.producer[v], bwd_tag(v)))
                 live -= saved_bytes.pop(m)
                 del outs, leaves, loss, roots, grads
-            tasks.append([step, kind, m, t0, time.perf_counter(), recv_s])
+            tasks.append([step, kind, m, t0, time.perf_counter(), recv_s, time.process_time() - c0,
+                          time.thread_time() - th0])
         for work, _ in pending:
             work.wait()
         pending.clear()
@@ -247,7 +249,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
-        tasks.append([step, "O", -1, t_opt, time.perf_counter(), 0.0])
+        tasks.append([step, "O", -1, t_opt, time.perf_counter(), 0.0, 0.0, 0.0])
         if rank == last:
             losses.append(step_loss)
         del step_start
@@ -255,6 +257,49 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     state = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_parameters()}
     return {"tasks": tasks, "losses": losses, "params": state, "peak_saved_bytes": peak,
             "saved_bytes_per_microbatch": per_mb, "device": plan.devices[rank]}
+
+
+def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_spec) -> list[int]:
+    """Per stage: the tensor bytes its forward keeps for backward for one microbatch (parameters excluded, each
+    storage once), from one forward of each stage module on the example inputs -- the per-microbatch unit of
+    the activation-memory prediction (times the microbatches a schedule keeps in flight)."""
+    import torch
+    from torch.utils._pytree import tree_unflatten
+
+    out = []
+    n = len(plan.modules)
+    values = {}
+    for r, mod in enumerate(plan.modules):
+        frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
+        seen: set[int] = set()
+        count = [0]
+
+        def pack(t, seen=seen, count=count, frozen=frozen):
+            key = t.untyped_storage().data_ptr()
+            if key not in frozen and key not in seen:
+                seen.add(key)
+                count[0] += t.untyped_storage().nbytes()
+            return t
+
+        args = []
+        for v in plan.inputs[r]:
+            val = env[v]
+            if v in grad_values and plan.producer.get(v, -1) >= 0:
+                val = val.detach().clone().requires_grad_(True)
+            args.append(val)
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            outs = mod(*args)
+            values.update(zip(plan.outputs[r], outs))
+            if r == n - 1:
+                leaves = []
+                for v in plan.model_outputs:
+                    val = values.get(v, env.get(v))
+                    if val is not values.get(v) and v in grad_values:  # received from another stage
+                        val = val.detach().clone().requires_grad_(True)
+                    leaves.append(val)
+                loss_fn(tree_unflatten(leaves, out_spec))
+        out.append(count[0])
+    return out
 
 
 def reference_training(model, args: tuple, loss_fn, *, microbatches: int, steps: int, optimizer: str,
@@ -285,7 +330,7 @@ def steady_time_per_sample(results: list[dict], schedule: str, microbatches: int
         done = np.zeros(microbatches)
         first_start, last_end = np.inf, -np.inf
         for r in results:
-            for s, kind, m, t0, t1, _ in r["tasks"]:
+            for s, kind, m, t0, t1, *_ in r["tasks"]:
                 if s != step or kind == "O":
                     continue
                 first_start, last_end = min(first_start, t0), max(last_end, t1)
@@ -309,7 +354,8 @@ def steady_time_per_sample(results: list[dict], schedule: str, microbatches: int
 
 
 def busy_per_stage(results: list[dict]) -> list[dict]:
-    """Per stage, per step after the first: seconds of forward and backward tasks, and of that, blocked receiving."""
+    """Per stage, per step after the first: seconds of forward and backward tasks, of that blocked receiving, and
+    the CPU seconds the stage process used meanwhile (all its threads: compute and gloo's transfers)."""
     steps = max(t[0] for r in results for t in r["tasks"]) + 1
     out = []
     for r in results:
@@ -317,7 +363,8 @@ def busy_per_stage(results: list[dict]) -> list[dict]:
         k = max(1, steps - 1)
         out.append({"forward": sum(t[4] - t[3] for t in use if t[1] == "F") / k,
                     "backward": sum(t[4] - t[3] for t in use if t[1] == "B") / k,
-                    "blocked": sum(t[5] for t in use) / k})
+                    "blocked": sum(t[5] for t in use) / k,
+                    "cpu": sum(t[6] for t in use) / k, "thread_cpu": sum(t[7] for t in use) / k})
     return out
 
 
