@@ -1,17 +1,18 @@
 """Execute a split: one process per stage, torch.distributed send/recv between them.
 
 Forward runs (:func:`run_pipeline`): rank ``r`` runs stage ``r`` (stages in
-a topological order); one more rank, the sink, receives the model's outputs.
+a topological order); the last stage also collects the model's outputs.
 Each stage loops over microbatches: receive what it consumes (model inputs
 are made locally), run its GraphModule, post a non-blocking send of every
 produced value to every stage that consumes it -- fan-out and skip
-connections included.  ``torch.distributed.pipelining`` handles the forward
+connections included -- and go on (a send is waited on two microbatches
+later).  ``torch.distributed.pipelining`` handles the forward
 of such stage DAGs, but not a value feeding more than one stage in its
 backward, and it needs module-boundary split points; a thin send/recv layer
 covers any split the solvers return.  Training runs (:func:`run_training`)
 are in :mod:`dnnplace.runtime.train`.
 
-The sink's outputs are compared with the unsplit model (allclose); the
+The collected outputs are compared with the unsplit model (allclose); the
 steady-state time per sample is the median gap between consecutive outputs
 after warm-up (the mean over the whole timed run is reported too).  Stage
 processes are pinned to one core each when there are enough cores.
@@ -104,12 +105,11 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
     shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
               if name in env and isinstance(env[name], torch.Tensor)}
     n = len(plan.modules)
-    payload = {"plan": plan, "shapes": shapes, "inputs": inputs, "microbatches": microbatches, "warmup": warmup,
-               "sink": True}
-    results = launch(_forward_worker, n + 1, payload, backend=backend, timeout_s=timeout_s)
+    payload = {"plan": plan, "shapes": shapes, "inputs": inputs, "microbatches": microbatches, "warmup": warmup}
+    results = launch(_forward_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
-    result = results[n]
+    result = results[n - 1]
     with torch.no_grad():
         reference = [tree_flatten(model(*microbatch(inputs, warmup + m)))[0] for m in range(microbatches)]
     outputs = [[torch.from_numpy(a) for a in o] for o in result["outputs"]]
@@ -159,17 +159,12 @@ def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
 
     torch.set_num_threads(1)
     plan = p["plan"]
-    n = world - 1
     if dist.get_backend() == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    _pin(rank, n)
+    _pin(rank, world)
     tags = {name: i for i, name in enumerate(sorted(plan.producer))}
-    if rank == n:
-        out = _sink(plan, p["shapes"], p["microbatches"], p["warmup"], tags)
-    else:
-        _stage(rank, plan, p["shapes"], p["inputs"], p["microbatches"] + p["warmup"], p["warmup"], tags)
-        out = None
-    dist.barrier()  # a finished send is not yet a received one: nobody leaves before the sink
+    out = _stage(rank, plan, p["shapes"], p["inputs"], p["microbatches"], p["warmup"], tags)
+    dist.barrier()  # a finished send is not yet a received one: nobody leaves before the last stage
     return out
 
 
@@ -203,7 +198,9 @@ def _send(value, dst, tag):
     return dist.isend(value.contiguous(), dst=dst, tag=tag)
 
 
-def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
+def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | None:
+    """One stage's forward loop.  The last stage also collects the model's outputs (receiving those made on
+    other stages) and times their arrival; sends are waited on two microbatches later, not before the next."""
     import torch
     import torch.distributed as dist
 
@@ -211,11 +208,15 @@ def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
     mod = plan.modules[rank].to(device)
     inputs = tuple(t.to(device) for t in inputs)
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
-    sink = len(plan.modules)
+    last = len(plan.modules) - 1
+    outputs, arrivals = [], []
+    in_flight: list[list] = []
+    t0 = time.perf_counter()
     with torch.no_grad():
-        for m in range(total):
+        for m in range(warmup + microbatches):
             if m == warmup:
                 dist.barrier()
+                t0 = time.perf_counter()
             mb = microbatch(inputs, m)
             args = []
             for name in my_in:
@@ -225,34 +226,39 @@ def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
                 else:
                     args.append(_recv(name, p, shapes, tags[name]))
             outs = mod(*args)
+            mine = dict(zip(my_out, outs))
             handles = []
-            for name, value in zip(my_out, outs):
+            for name, value in mine.items():
                 for c in plan.consumers.get(name, []):
                     if c != rank:
                         handles.append(_send(value, c, tags[name]))
-                for i, out_name in enumerate(plan.model_outputs):
-                    if out_name == name:
-                        handles.append(_send(value, sink, OUTPUT_TAG + i))
-            for h in handles:
-                h.wait()
-
-
-def _sink(plan, shapes, microbatches, warmup, tags) -> dict:
-    import torch.distributed as dist
-
-    outputs = []
-    arrivals = []
-    t0 = time.perf_counter()
-    for m in range(warmup + microbatches):
-        if m == warmup:
-            dist.barrier()
-            t0 = time.perf_counter()
-        got = [_recv(name, plan.producer[name], shapes, OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)]
-        if m >= warmup:
-            arrivals.append(time.perf_counter())
-            outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
-    seconds = time.perf_counter() - t0 if microbatches else 0.0
-    return {"outputs": outputs, "seconds": seconds, "arrivals": [a - t0 for a in arrivals]}
+                if rank != last:
+                    for i, out_name in enumerate(plan.model_outputs):
+                        if out_name == name:
+                            handles.append(_send(value, last, OUTPUT_TAG + i))
+            in_flight.append(handles)
+            if len(in_flight) > 2:  # bounded: at most two microbatches of sends outstanding
+                for h in in_flight.pop(0):
+                    h.wait()
+            if rank == last:
+                got = []
+                for i, name in enumerate(plan.model_outputs):
+                    src = plan.producer[name]
+                    if name in mine:
+                        got.append(mine[name])
+                    elif src < 0:
+                        got.append(mb[plan.model_inputs.index(name)])
+                    else:
+                        got.append(_recv(name, src, shapes, OUTPUT_TAG + i))
+                if m >= warmup:
+                    arrivals.append(time.perf_counter() - t0)
+                    outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
+    for handles in in_flight:
+        for h in handles:
+            h.wait()
+    if rank != last:
+        return None
+    return {"outputs": outputs, "seconds": time.perf_counter() - t0 if microbatches else 0.0, "arrivals": arrivals}
 
 
 def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", microbatches: int = 8,

@@ -127,8 +127,7 @@ def launch_torchrun(target: Callable, world: int, payload: Any, *, backend: str 
     die_with_parent(os.getppid())  # the torchrun agent: if it is killed, so is this rank
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if size != world:
-        raise DnnplaceError(f"this run needs {world} processes (one per stage"
-                            f"{' plus the sink' if payload.get('sink') else ''}); torchrun started {size}")
+        raise DnnplaceError(f"this run needs {world} processes (one per stage); torchrun started {size}")
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size)
     try:
         try:
