@@ -322,6 +322,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "out_spec": treespec_dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
         "microbatches": microbatches, "steps": steps, "optimizer": optimizer, "lr": lr, "orders": orders,
         "module_training": [bool(model.training)] * n, "pin": pin,
+        "node_index": {node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
     }
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:

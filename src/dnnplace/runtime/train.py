@@ -128,6 +128,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     # the loss stage also receives the model outputs made elsewhere
     extra_in = [v for v in dict.fromkeys(plan.model_outputs)
                 if rank == last and v not in my_in and 0 <= plan.producer.get(v, -1) != last]
+    # receive in graph order: the order the producers send in (nccl matches messages by order, not tag)
+    recv_order = sorted(my_in + extra_in, key=lambda v: p["node_index"].get(v, -1))
     consumers = {v: [c for c in cs if c != rank] for v, cs in plan.consumers.items()}
     for v in plan.model_outputs:
         if rank != last and plan.producer.get(v) == rank and last not in consumers.get(v, []):
@@ -170,9 +172,9 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
             recv_s = 0.0
             if kind == "F":
                 mb = microbatch(inputs, step * N + m)
-                args, leaves = [], []
+                leaves = []
                 got: dict[str, Any] = {}
-                for v in my_in + extra_in:
+                for v in recv_order:
                     src = plan.producer[v]
                     if src < 0:
                         val = mb[plan.model_inputs.index(v)]
@@ -184,8 +186,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                             val.requires_grad_(True)
                             leaves.append((v, val))
                     got[v] = val
-                    if v in my_in:
-                        args.append(val)
+                args = [got[v] for v in my_in]
                 seen: set[int] = set()
                 count = [0]
 
