@@ -325,9 +325,9 @@ def profile(
         from dnnplace.frontends.torch_model.loader import load_factory
         from dnnplace.frontends.torch_model.profile import build_workload_dict
 
-        net, inputs = load_factory(model)
-        cap = capture(net, inputs, granularity=granularity.value)
-        doc = build_workload_dict(cap, inputs, training=training, device=device, accelerators=accelerators,
+        loaded = load_factory(model)
+        cap = capture(loaded.model, loaded.args, granularity=granularity.value, kwargs=loaded.kwargs)
+        doc = build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
                                   cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=model,
                                   repeats=repeats,
                                   link=(link_latency_ms, link_bandwidth)
@@ -346,39 +346,110 @@ class Backend(StrEnum):
     nccl = "nccl"
 
 
+class RunSchedule(StrEnum):
+    one_f_one_b = "1f1b"
+    gpipe = "gpipe"
+
+
+class Optimizer(StrEnum):
+    sgd = "sgd"
+    adam = "adam"
+
+
 @app.command()
 def run(
     model: str = typer.Argument(..., help="MODULE:FACTORY, as for `profile`."),
     split: Path = typer.Argument(..., help="Split JSON (from `solve` on the profiled workload)."),
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="The profiled workload: maps node ids to operators and gives"
-                                                 " the predicted max-load."),
-    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream."),
+                                                 " the predicted max-load (without it: the split's maxLoad)."),
+    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream (per step)."),
     backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPU)."),
+    training: bool = typer.Option(False, "--training", help="Train: forward and backward per stage, exact"
+                                                             " gradients, checked against unsplit training."),
+    schedule: RunSchedule = typer.Option(RunSchedule.one_f_one_b, "--schedule", help="Training: 1f1b or gpipe."),
+    steps: int = typer.Option(3, "--steps", min=1, help="Training: optimizer steps (one per N microbatches)."),
+    optimizer: Optimizer = typer.Option(Optimizer.sgd, "--optimizer", help="Training: sgd or adam."),
+    lr: float = typer.Option(0.01, "--lr", min=0.0, help="Training: learning rate."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Run the split for real: one process per device, outputs checked against the unsplit model."""
+    """Run the split for real: one process per device, outputs (or trained parameters) checked against the
+    unsplit model. Starts its own processes, or runs as one rank under torchrun."""
     with user_errors():
+        import math
+
         from rich.markup import escape
 
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
-        from dnnplace.runtime.launch import run_pipeline
+        from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
 
+        if not math.isfinite(lr):
+            raise DnnplaceError("--lr must be a finite number")
         w = load_workload(workload, check_feasible=False) if workload is not None else None
-        res = run_pipeline(model, load_split(split), microbatches=microbatches, backend=backend.value, workload=w)
+        s = load_split(split)
+        fallback = split_max_load(split) if w is None else None
+        if training:
+            res = run_training(model, s, workload=w, schedule=schedule.value, microbatches=microbatches,
+                               steps=steps, optimizer=optimizer.value, lr=lr, backend=backend.value,
+                               predicted_max_load=fallback)
+        else:
+            res = run_pipeline(model, s, microbatches=microbatches, backend=backend.value, workload=w,
+                               predicted_max_load=fallback)
+        if res is None:  # a rank other than 0 under torchrun: rank 0 reports
+            return
+        ok = (res["params_match"] and res["loss_match"]) if training else res["outputs_match"]
         if as_json:
             out.print_json(json.dumps(res))
-            return
-        pred = res["predicted_max_load"]
-        out.print(f"{len(res['stages'])} stages ({escape(', '.join(s['device'] for s in res['stages']))}), "
-                  f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
-                  f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}",
-                  markup=True)
-        out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
-                  + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
-        if not res["outputs_match"]:
+        elif training:
+            _print_training(res, backend.value)
+        else:
+            pred = res["predicted_max_load"]
+            out.print(f"{len(res['stages'])} stages ({escape(', '.join(s['device'] for s in res['stages']))}), "
+                      f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
+                      f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}", markup=True)
+            out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
+                      + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
+        if not ok:
             raise typer.Exit(1)
+
+
+def _print_training(res: dict, backend: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    yes = "[green]yes[/green]"
+    no = "[red]NO[/red]"
+    out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), {res['schedule']},"
+              f" {res['steps']} steps x {res['microbatches']} microbatches, {res['optimizer']} lr {res['lr']:g}"
+              f" on {backend}")
+    out.print(f"losses {escape(', '.join(f'{x:.6g}' for x in res['losses']))}: match unsplit training"
+              f" {yes if res['loss_match'] else no}; parameters match {yes if res['params_match'] else no}"
+              f" (max relative difference {res['max_param_rel_diff']:.2e})", markup=True)
+    line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
+    if res["predicted_max_load"] is not None:
+        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * res['error_vs_max_load']:+.1f}%)"
+    if res["predicted_simulated_time_per_sample"] is not None:
+        line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
+                 f" ({100 * res['error_vs_simulated']:+.1f}%)")
+    out.print(line)
+    if res["predicted_max_load"] is not None:
+        out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
+                  f" ({100 * res['error_cpu_vs_max_load']:+.1f}% vs max-load); load average {res['load_average']}")
+    table = Table()
+    for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "cpu ms", "pred fwd", "pred bwd", "peak act. MB",
+                "pred MB"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+
+    def f(x, scale=1.0):
+        return "-" if x is None else f"{x / scale:.3f}"
+
+    for st in res["stages"]:
+        table.add_row(st["device"], f(st["measured_forward_ms"]), f(st["measured_backward_ms"]),
+                      f(st["measured_blocked_ms"]), f(st["measured_cpu_ms"]), f(st["predicted_forward_ms"]),
+                      f(st["predicted_backward_ms"]),
+                      f(st["measured_peak_activation_bytes"], 1e6), f(st["predicted_peak_activation_bytes"], 1e6))
+    out.print(table)
 
 
 class ExportFormat(StrEnum):
@@ -392,18 +463,30 @@ def export_split(
     workload: Path = typer.Option(..., "--workload", "-w", help="The profiled workload (from `profile`)."),
     to: ExportFormat = typer.Option(ExportFormat.stages, "--to", help="torch-pipelining or stages."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
+                                                       " a runnable training script."),
+    model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
+                                                              " (default: the one the workload was profiled from)."),
 ) -> None:
-    """Export a split for other runtimes: split points for torch.distributed.pipelining, or stage lists."""
+    """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
+    (chain-shaped splits; --json: just the split points), or stage lists."""
     with user_errors():
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
-        from dnnplace.runtime.export import export_pipelining, export_stages
-        from dnnplace.safe_write import check_outputs, write_json_atomic
+        from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
+        from dnnplace.safe_write import check_outputs, write_json_atomic, write_text_atomic
 
         check_outputs([output], [split, workload])
 
         w = load_workload(workload, check_feasible=False)
         s = load_split(split)
+        if to == ExportFormat.torch_pipelining and not as_json:
+            text = pipelining_script(w, s, model)
+            if output is not None:
+                write_text_atomic(output, text, inputs=[split, workload])
+            else:
+                sys.stdout.write(text)
+            return
         doc = export_pipelining(w, s) if to == ExportFormat.torch_pipelining else export_stages(w, s)
         if output is not None:
             write_json_atomic(output, doc, inputs=[split, workload])

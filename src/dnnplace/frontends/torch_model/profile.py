@@ -125,6 +125,9 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
 
     gm = cap.gm
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    # CPU: this thread's CPU time (one intra-op thread), so other tenants of the machine do not inflate the
+    # profile; neighbours' cache and memory-bandwidth pressure still shows.  GPU: wall time after a sync.
+    clock = time.perf_counter if device == "cuda" else time.thread_time
     if device == "cuda":
         gm = gm.to("cuda")
         inputs = tuple(t.to("cuda") for t in inputs)
@@ -138,12 +141,12 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
             for g, members in enumerate(cap.groups):
                 local = dict(env)
                 sync()
-                t0 = time.perf_counter()
+                t0 = clock()
                 for node in members:
                     local[node.name] = _run_node(gm, node, local)
                 sync()
                 if rep >= warmup:
-                    fwd[g].append(1e3 * (time.perf_counter() - t0))
+                    fwd[g].append(1e3 * (clock() - t0))
     flops = []
     with torch.no_grad():
         for members in cap.groups:
@@ -155,11 +158,11 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
     bwd = [0.0] * n_groups
     if training:
         for g, members in enumerate(cap.groups):
-            bwd[g] = _backward_ms(gm, members, env, nodes, repeats, warmup, sync)
+            bwd[g] = _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock)
     return {"fwd_ms": [statistics.median(t) for t in fwd], "bwd_ms": bwd, "flops": flops, "env": env}
 
 
-def _backward_ms(gm, members, env, nodes, repeats, warmup, sync) -> float:
+def _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock=time.perf_counter) -> float:
     """Time the gradient of one group's operators, its inputs made leaves."""
     import torch
 
@@ -187,17 +190,22 @@ def _backward_ms(gm, members, env, nodes, repeats, warmup, sync) -> float:
         times = []
         for rep in range(warmup + repeats):
             sync()
-            t0 = time.perf_counter()
+            t0 = clock()
             torch.autograd.grad(outs, wrt, grad_outputs=[torch.ones_like(o) for o in outs], retain_graph=True,
                                 allow_unused=True)
             sync()
             if rep >= warmup:
-                times.append(1e3 * (time.perf_counter() - t0))
+                times.append(1e3 * (clock() - t0))
     return statistics.median(times)
 
 
 def ping_pong(size_bytes: int = 8 << 20, rounds: int = 20) -> tuple[float, float]:
-    """(one-way latency in ms, bandwidth in bytes/s) of gloo between two processes here."""
+    """(per-message cost in ms, bandwidth in bytes/s) of gloo between two processes here.
+
+    Measured in CPU time of the two processes (all threads), per message and side: a pipeline stage posts its
+    sends asynchronously, so what a transfer takes from a stage's time is the work of sending or receiving it,
+    not the wake-up latency of a blocking round trip -- which on a busy machine is mostly other tenants' time.
+    """
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -230,7 +238,7 @@ def _pp_worker(rank: int, port: int, size: int, rounds: int, q) -> None:
     try:
         def trip(t: torch.Tensor, n: int) -> float:
             dist.barrier()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for _ in range(n):
                 if rank == 0:
                     dist.send(t, 1)
@@ -238,7 +246,7 @@ def _pp_worker(rank: int, port: int, size: int, rounds: int, q) -> None:
                 else:
                     dist.recv(t, 0)
                     dist.send(t, 0)
-            return (time.perf_counter() - t0) / (2 * n)
+            return (time.process_time() - t0) / (2 * n)  # this side's CPU per message it sent or received
 
         small = torch.zeros(1)
         big = torch.zeros(size // 4)

@@ -195,7 +195,8 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
             if lattice is not None:
                 result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
                                 deadline=deadline, progress=options.progress)
-                stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals, pairs_examined=result.pairs)
+                stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals,
+                             pairs_examined=result.pairs)
                 if np.isfinite(result.value):
                     best.bound = max(best.bound, result.value)
                     best.offer(_split_of(p, result, rel))
