@@ -90,8 +90,9 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
         return best.output(stats)
     if not options.linearize and p.n_units > 1:
         chain = linearized(p)
+        # no deadline: this chain (at most LARGE_UNITS + 1 ideals) is the answer a time limit falls back on
         first = run_dp(chain, enumerate_ideals(chain, max(options.max_ideals, p.n_units + 2)), workload,
-                       overlap=options.overlap_comm, ub=np.inf, deadline=deadline)
+                       overlap=options.overlap_comm, ub=np.inf)
         if np.isfinite(first.value):
             best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
