@@ -83,8 +83,8 @@ def main() -> None:
                  "-k", "4", "--repeats", "1", "-o", str(wl)] + (["--training"] if mode == "training" else []))
             prof_s = time.perf_counter() - t0
             info, _ = run([py, "-m", "dnnplace", "info", str(wl)])
-            raw = re.search(r"raw graph: \d+ units, ([^ ]+(?: [^ ]+)?) ideals", info)
-            red = re.search(r"exact reductions: (\d+) units, ([^ ]+(?: [^ ]+)?) ideals", info)
+            raw = re.search(r"raw graph: \d+ units, (.+?) ideals", info)
+            red = re.search(r"exact reductions: (\d+) units, (.+?) ideals", info)
             out, peak = run([py, "-m", "dnnplace", "solve", str(wl), "--json"])
             sol = json.loads(out)
             block = block_optimum(wl)
