@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import brute_force_contiguous_optimum, max_load
@@ -98,25 +99,15 @@ def _check_relaxed(w) -> None:
         assert math.isclose(sol.value, expected, rel_tol=1e-9, abs_tol=1e-9)
 
 
+@pytest.mark.parametrize("training", [False, True])
 @SETTINGS
-@given(graphs_with_views_and_side_chains(training=False))
-def test_exact_reductions_keep_the_optimum_inference(w):
-    _check_exact(w)
+@given(data=st.data())
+def test_exact_reductions_keep_the_optimum(training, data):
+    _check_exact(data.draw(graphs_with_views_and_side_chains(training=training)))
 
 
+@pytest.mark.parametrize("training", [False, True])
 @SETTINGS
-@given(graphs_with_views_and_side_chains(training=True))
-def test_exact_reductions_keep_the_optimum_training(w):
-    _check_exact(w)
-
-
-@SETTINGS
-@given(graphs_with_views_and_side_chains(training=False))
-def test_relaxation_bound_brackets_the_optimum_inference(w):
-    _check_relaxed(w)
-
-
-@SETTINGS
-@given(graphs_with_views_and_side_chains(training=True))
-def test_relaxation_bound_brackets_the_optimum_training(w):
-    _check_relaxed(w)
+@given(data=st.data())
+def test_relaxation_bound_brackets_the_optimum(training, data):
+    _check_relaxed(data.draw(graphs_with_views_and_side_chains(training=training)))
