@@ -114,7 +114,7 @@ def test_export_formats(profiled, tmp_path):
     stages = json.loads(cli("export", str(split), "-w", str(profiled["residual_cnn"]), "--to", "stages").stdout)
     assert len(stages["stages"]) >= 1 and all(s["fxNodes"] for s in stages["stages"])
     pp = json.loads(cli("export", str(split), "-w", str(profiled["residual_cnn"]), "--to",
-                        "torch-pipelining").stdout)
+                        "torch-pipelining", "--json").stdout)
     assert pp["num_stages"] == len(stages["stages"])
     assert all(v == "BEGINNING" for v in pp["split_spec"].values())
 

@@ -1,24 +1,32 @@
 """Execute a split: one process per stage, torch.distributed send/recv between them.
 
-Rank ``r`` runs stage ``r`` (stages in a topological order); one more rank,
-the sink, receives the model's outputs.  Each stage loops over microbatches:
-receive what it consumes (model inputs are made locally), run its GraphModule,
-post a non-blocking send of every produced value to every stage that consumes
-it -- fan-out and skip connections included -- and wait for those sends
-before the next microbatch.  ``torch.distributed.pipelining`` handles the
-forward of such stage DAGs, but not a value feeding more than one stage in
-its backward, and it needs module-boundary split points; a thin send/recv
-layer covers any split the solvers return.
+Forward runs (:func:`run_pipeline`): rank ``r`` runs stage ``r`` (stages in
+a topological order); the last stage also collects the model's outputs.
+Each stage loops over microbatches: receive what it consumes (model inputs
+are made locally), run its GraphModule, post a non-blocking send of every
+produced value to every stage that consumes it -- fan-out and skip
+connections included -- and go on (a send is waited on two microbatches
+later).  ``torch.distributed.pipelining`` handles the forward
+of such stage DAGs, but not a value feeding more than one stage in its
+backward, and it needs module-boundary split points; a thin send/recv layer
+covers any split the solvers return.  Training runs (:func:`run_training`)
+are in :mod:`dnnplace.runtime.train`.
 
-The sink's outputs are compared with the unsplit model (allclose); the
+The collected outputs are compared with the unsplit model (allclose); the
 steady-state time per sample is the median gap between consecutive outputs
 after warm-up (the mean over the whole timed run is reported too).  Stage
 processes are pinned to one core each when there are enough cores.
+
+Processes start locally (see :mod:`dnnplace.runtime.procs`: they die with
+their parent and stay on loopback) or, when ``RANK``/``WORLD_SIZE``/
+``MASTER_ADDR`` are set, as ranks of a ``torchrun`` job.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
@@ -31,25 +39,35 @@ def microbatch(inputs: tuple, m: int) -> tuple:
     return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
 
 
-def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "gloo",
-                 workload=None, warmup: int = 2, timeout_s: float = 600.0) -> dict[str, Any]:
-    """Run ``split`` of the model from ``spec``; return the measured and predicted numbers (ms)."""
-    import torch
-    import torch.multiprocessing as mp
-    from torch.utils._pytree import tree_flatten
+def split_max_load(path: Path) -> float | None:
+    """The ``maxLoad`` a solver wrote into a split file, if any."""
+    try:
+        value = json.loads(Path(path).read_text()).get("maxLoad")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    from dnnplace.frontends.torch_model.capture import capture
-    from dnnplace.frontends.torch_model.loader import load_factory
-    from dnnplace.frontends.torch_model.profile import _free_port, forward_values
-    from dnnplace.runtime.stages import build_stages
+
+def _check_backend(backend: str) -> None:
+    import torch
 
     if backend not in ("gloo", "nccl"):
         raise DnnplaceError(f"unknown backend '{backend}'; choose gloo or nccl")
     if backend == "nccl" and not torch.cuda.is_available():
         raise DnnplaceError("--backend nccl needs GPUs; use gloo on CPUs")
-    model, inputs = load_factory(spec)
+
+
+def prepare(spec: str, split, workload=None):
+    """Load the model, trace it and cut it by ``split``: (loaded factory, captured graph, stage plan)."""
+    from dnnplace.frontends.torch_model.capture import capture
+    from dnnplace.frontends.torch_model.loader import load_factory
+    from dnnplace.runtime.stages import build_stages
+
+    loaded = load_factory(spec)
+    if loaded.kwargs:
+        raise DnnplaceError("`run` feeds positional inputs only; this factory returns keyword inputs")
     meta = (workload.extras.get("top_extra", {}).get("dnnplace", {}) if workload is not None else {})
-    cap = capture(model, inputs, granularity=meta.get("granularity", "op"), quiet=True)
+    cap = capture(loaded.model, loaded.args, granularity=meta.get("granularity", "op"), quiet=True)
     ids = None
     if workload is not None:
         extra = workload.extras.get("node_extra", ())
@@ -63,46 +81,42 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
                     raise DnnplaceError(f"the split does not match the model: node id {nid} is not in the workload")
         split = _forward_only(split, fwd_ids)
     plan = build_stages(cap, split, ids)
+    return loaded, cap, plan
+
+
+def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "gloo",
+                 workload=None, warmup: int = 2, timeout_s: float = 600.0,
+                 predicted_max_load: float | None = None) -> dict[str, Any] | None:
+    """Run ``split`` of the model from ``spec``; return the measured and predicted numbers (ms).
+
+    Under torchrun only rank 0 returns the numbers; the other ranks return None.
+    """
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    from dnnplace.frontends.torch_model.profile import forward_values
+    from dnnplace.runtime.procs import launch
+
+    _check_backend(backend)
+    loaded, cap, plan = prepare(spec, split, workload)
+    model, inputs = loaded.model, loaded.args
     with torch.no_grad():
         env = forward_values(cap.gm, inputs)
-        reference = [tree_flatten(model(*microbatch(inputs, warmup + m)))[0] for m in range(microbatches)]
     shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
               if name in env and isinstance(env[name], torch.Tensor)}
     n = len(plan.modules)
-    port = _free_port()
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()  # carries numpy arrays only
-    args = (n, port, backend, plan, shapes, inputs, microbatches, warmup, queue)
-    procs = [ctx.Process(target=_worker, args=(r, *args), daemon=True) for r in range(n + 1)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + timeout_s
-    result = None
-    # read the result while the workers run: a large message blocks its sender until it is read
-    while time.monotonic() < deadline:
-        if not queue.empty():
-            result = queue.get()
-            break
-        if not any(p.is_alive() for p in procs):
-            break
-        time.sleep(0.02)
-    for p in procs:
-        p.join(max(1.0, deadline - time.monotonic()))
-    alive = [p for p in procs if p.is_alive()]
-    for p in alive:
-        p.terminate()
-    if result is None and not queue.empty():
-        result = queue.get()
-    if result is None:
-        codes = [p.exitcode for p in procs]
-        raise DnnplaceError(f"the pipeline processes did not finish in {timeout_s:g} s (exit codes {codes})")
-    if "error" in result:
-        raise DnnplaceError(f"pipeline stage failed: {result['error']}")
+    payload = {"plan": plan, "shapes": shapes, "inputs": inputs, "microbatches": microbatches, "warmup": warmup}
+    results = launch(_forward_worker, n, payload, backend=backend, timeout_s=timeout_s)
+    if results is None:
+        return None
+    result = results[n - 1]
+    with torch.no_grad():
+        reference = [tree_flatten(model(*microbatch(inputs, warmup + m)))[0] for m in range(microbatches)]
     outputs = [[torch.from_numpy(a) for a in o] for o in result["outputs"]]
     match = len(outputs) == microbatches and all(
         len(o) == len(r) and all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(o, r))
         for o, r in zip(outputs, reference))
-    predicted = None
+    predicted = predicted_max_load
     if workload is not None:
         from dnnplace.evaluate import evaluate
 
@@ -115,6 +129,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         "measured_time_per_sample": steady,
         "measured_mean_time_per_sample": result["seconds"] * 1e3 / microbatches,
         "predicted_max_load": predicted,
+        "prediction_source": "workload" if workload is not None else ("split" if predicted is not None else None),
         "microbatches": microbatches,
         "stages": [{"device": d, "operators": len(m.graph.nodes) - len(i) - 1}
                    for d, m, i in zip(plan.devices, plan.modules, plan.inputs)],
@@ -130,32 +145,27 @@ def _forward_only(split, fwd_ids: set[int]):
                  tuple(tuple(v for v in d if v in fwd_ids) for d in split.cpus), split.meta)
 
 
-def _worker(rank, n, port, backend, plan, shapes, inputs, microbatches, warmup, queue) -> None:
+def _pin(rank: int, n: int) -> None:
     import os
 
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if rank < n and n <= len(cores):
+        os.sched_setaffinity(0, {cores[rank]})  # one core per stage, as the cost model assumes
+
+
+def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    if backend == "nccl":
+    plan = p["plan"]
+    if dist.get_backend() == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if rank < n and n <= len(cores):
-        os.sched_setaffinity(0, {cores[rank]})  # one core per stage, as the cost model assumes
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n + 1)
-    try:
-        tags = {name: i for i, name in enumerate(sorted(plan.producer))}
-        if rank == n:
-            _sink(plan, shapes, microbatches, warmup, queue, tags)
-        else:
-            _stage(rank, plan, shapes, inputs, microbatches + warmup, warmup, tags)
-        dist.barrier()  # a finished send is not yet a received one: nobody leaves before the sink
-    except Exception as exc:  # report the first failure to the parent in one line
-        if rank == n or queue.empty():
-            queue.put({"error": f"rank {rank}: {exc.__class__.__name__}: {exc}"})
-        raise
-    finally:
-        dist.destroy_process_group()
+    _pin(rank, world)
+    tags = {name: i for i, name in enumerate(sorted(plan.producer))}
+    out = _stage(rank, plan, p["shapes"], p["inputs"], p["microbatches"], p["warmup"], tags)
+    dist.barrier()  # a finished send is not yet a received one: nobody leaves before the last stage
+    return out
 
 
 def _device():
@@ -188,7 +198,9 @@ def _send(value, dst, tag):
     return dist.isend(value.contiguous(), dst=dst, tag=tag)
 
 
-def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
+def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | None:
+    """One stage's forward loop.  The last stage also collects the model's outputs (receiving those made on
+    other stages) and times their arrival; sends are waited on two microbatches later, not before the next."""
     import torch
     import torch.distributed as dist
 
@@ -196,11 +208,15 @@ def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
     mod = plan.modules[rank].to(device)
     inputs = tuple(t.to(device) for t in inputs)
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
-    sink = len(plan.modules)
+    last = len(plan.modules) - 1
+    outputs, arrivals = [], []
+    in_flight: list[list] = []
+    t0 = time.perf_counter()
     with torch.no_grad():
-        for m in range(total):
+        for m in range(warmup + microbatches):
             if m == warmup:
                 dist.barrier()
+                t0 = time.perf_counter()
             mb = microbatch(inputs, m)
             args = []
             for name in my_in:
@@ -210,30 +226,198 @@ def _stage(rank, plan, shapes, inputs, total, warmup, tags) -> None:
                 else:
                     args.append(_recv(name, p, shapes, tags[name]))
             outs = mod(*args)
+            mine = dict(zip(my_out, outs))
             handles = []
-            for name, value in zip(my_out, outs):
+            for name, value in mine.items():
                 for c in plan.consumers.get(name, []):
                     if c != rank:
                         handles.append(_send(value, c, tags[name]))
-                for i, out_name in enumerate(plan.model_outputs):
-                    if out_name == name:
-                        handles.append(_send(value, sink, OUTPUT_TAG + i))
-            for h in handles:
-                h.wait()
+                if rank != last:
+                    for i, out_name in enumerate(plan.model_outputs):
+                        if out_name == name:
+                            handles.append(_send(value, last, OUTPUT_TAG + i))
+            in_flight.append(handles)
+            if len(in_flight) > 2:  # bounded: at most two microbatches of sends outstanding
+                for h in in_flight.pop(0):
+                    h.wait()
+            if rank == last:
+                got = []
+                for i, name in enumerate(plan.model_outputs):
+                    src = plan.producer[name]
+                    if name in mine:
+                        got.append(mine[name])
+                    elif src < 0:
+                        got.append(mb[plan.model_inputs.index(name)])
+                    else:
+                        got.append(_recv(name, src, shapes, OUTPUT_TAG + i))
+                if m >= warmup:
+                    arrivals.append(time.perf_counter() - t0)
+                    outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
+    for handles in in_flight:
+        for h in handles:
+            h.wait()
+    if rank != last:
+        return None
+    return {"outputs": outputs, "seconds": time.perf_counter() - t0 if microbatches else 0.0, "arrivals": arrivals}
 
 
-def _sink(plan, shapes, microbatches, warmup, queue, tags) -> None:
-    import torch.distributed as dist
+def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", microbatches: int = 8,
+                 steps: int = 3, optimizer: str = "sgd", lr: float = 0.01, backend: str = "gloo",
+                 timeout_s: float = 600.0, predicted_max_load: float | None = None,
+                 pin: bool = True) -> dict[str, Any] | None:
+    """Train ``split`` of the model for ``steps`` optimizer steps of ``microbatches`` microbatches each.
 
-    outputs = []
-    arrivals = []
-    for m in range(warmup + microbatches):
-        if m == warmup:
-            dist.barrier()
-            t0 = time.perf_counter()
-        got = [_recv(name, plan.producer[name], shapes, OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)]
-        if m >= warmup:
-            arrivals.append(time.perf_counter())
-            outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
-    seconds = time.perf_counter() - t0 if microbatches else 0.0
-    queue.put({"outputs": outputs, "seconds": seconds, "arrivals": [a - t0 for a in arrivals]})
+    Returns the losses, the comparison with single-process training of the
+    unsplit model, measured vs predicted time per sample (ms) and activation
+    memory per stage (bytes).  Under torchrun only rank 0 returns; the other
+    ranks return None.
+    """
+    import torch
+    from torch.utils._pytree import tree_flatten, treespec_dumps
+
+    from dnnplace.frontends.torch_model.loader import default_loss
+    from dnnplace.frontends.torch_model.profile import forward_values
+    from dnnplace.runtime.procs import launch
+    from dnnplace.runtime.train import (
+        OPTIMIZERS,
+        busy_per_stage,
+        compare_params,
+        reference_training,
+        saved_bytes_per_microbatch,
+        stage_orders,
+        steady_time_per_sample,
+        train_worker,
+    )
+    from dnnplace.simulate.pipeline import SCHEDULES
+
+    _check_backend(backend)
+    if schedule not in SCHEDULES:
+        raise DnnplaceError(f"unknown schedule '{schedule}'; choose one of: {', '.join(SCHEDULES)}")
+    if optimizer not in OPTIMIZERS:
+        raise DnnplaceError(f"unknown optimizer '{optimizer}'; choose one of: {', '.join(OPTIMIZERS)}")
+    if steps < 1 or microbatches < 1:
+        raise DnnplaceError("--steps and --microbatches must be at least 1")
+    loaded, cap, plan = prepare(spec, split, workload)
+    model, inputs = loaded.model, loaded.args
+    with torch.no_grad():
+        env = forward_values(cap.gm, inputs)
+        out_spec = tree_flatten(model(*inputs))[1]
+    with torch.enable_grad():  # which values carry a gradient
+        genv = forward_values(cap.gm, inputs)
+    grad_values = {k for k, v in genv.items() if isinstance(v, torch.Tensor) and v.requires_grad
+                   and v.is_floating_point()}
+    del genv
+    if not any(p.requires_grad for p in cap.gm.parameters()):
+        raise DnnplaceError("the model has no trainable parameters")
+    shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
+              if name in env and isinstance(env[name], torch.Tensor)}
+    orders, after = stage_orders(plan, schedule, microbatches)
+    n = len(plan.modules)
+    loss_fn = loaded.loss_fn or default_loss
+    per_mb = saved_bytes_per_microbatch(plan, env, grad_values, loss_fn, out_spec)
+    in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
+    payload = {
+        "plan": plan, "shapes": shapes, "args": inputs, "grad_values": grad_values,
+        "tags": {name: i for i, name in enumerate(sorted(plan.producer))},
+        "out_spec": treespec_dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
+        "microbatches": microbatches, "steps": steps, "optimizer": optimizer, "lr": lr, "orders": orders,
+        "module_training": [bool(model.training)] * n, "pin": pin,
+        "node_index": {node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
+    }
+    results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
+    if results is None:
+        return None
+    ref_losses, ref_params = reference_training(model, inputs, loss_fn, microbatches=microbatches, steps=steps,
+                                                optimizer=optimizer, lr=lr)
+    losses = results[-1]["losses"]
+    loss_match = len(losses) == len(ref_losses) and all(
+        abs(a - b) <= 1e-5 * max(abs(b), 1e-12) + 1e-7 for a, b in zip(losses, ref_losses))
+    params_match, worst, missing = compare_params([r["params"] for r in results], ref_params)
+    timing = steady_time_per_sample(results, schedule, microbatches, max(after) + 1 if after else 1)
+    busy = busy_per_stage(results)
+    pred = _training_predictions(workload, split, plan, schedule, microbatches, after, predicted_max_load)
+    measured = 1e3 * timing["time_per_sample"]
+    # the bottleneck stage's CPU time per sample: what the pipeline's time per sample would be with a core per
+    # stage and nothing else running (the quantity the max-load predicts); robust to other tenants
+    busy_max = max(1e3 * b["cpu"] / microbatches for b in busy)
+    doc = {
+        "training": True, "schedule": schedule, "microbatches": microbatches, "steps": steps,
+        "optimizer": optimizer, "lr": lr,
+        "losses": losses, "reference_losses": ref_losses, "loss_match": bool(loss_match),
+        "params_match": bool(params_match), "max_param_rel_diff": worst,
+        "params_missing": missing[:10],
+        "measured_time_per_sample": measured,
+        "measured_step_time_per_sample": 1e3 * timing["step_time_per_sample"],
+        "measured_time_per_sample_per_step": [1e3 * t for t in timing["per_step"]],
+        "predicted_max_load": pred["max_load"],
+        "predicted_simulated_time_per_sample": pred["simulated"],
+        "prediction_source": pred["source"],
+        "error_vs_max_load": measured / pred["max_load"] - 1 if pred["max_load"] else None,
+        "measured_bottleneck_cpu_per_sample": busy_max,
+        "error_cpu_vs_max_load": busy_max / pred["max_load"] - 1 if pred["max_load"] else None,
+        "load_average": _loadavg(),
+        "error_vs_simulated": measured / pred["simulated"] - 1 if pred["simulated"] else None,
+        "stages": [
+            {"device": d, "operators": len(m.graph.nodes) - len(i) - 1, "later_stages": a,
+             "measured_forward_ms": 1e3 * b["forward"] / microbatches,
+             "measured_backward_ms": 1e3 * b["backward"] / microbatches,
+             "measured_blocked_ms": 1e3 * b["blocked"] / microbatches,
+             "measured_cpu_ms": 1e3 * b["cpu"] / microbatches,
+             "predicted_forward_ms": pf, "predicted_backward_ms": pb,
+             "measured_peak_activation_bytes": r["peak_saved_bytes"],
+             "measured_activation_bytes_per_microbatch": r["saved_bytes_per_microbatch"],
+             "predicted_peak_activation_bytes": unit * k, "predicted_activation_bytes_per_microbatch": unit,
+             "microbatches_in_flight": k, "workload_peak_activation_bytes": pm}
+            for d, m, i, a, b, r, pf, pb, pm, unit, k in zip(plan.devices, plan.modules, plan.inputs, after, busy,
+                                                             results, pred["forward"], pred["backward"],
+                                                             pred["memory"], per_mb, in_flight)],
+        "backend": backend,
+        "unit": "ms",
+    }
+    return doc
+
+
+def _loadavg() -> float | None:
+    import os
+
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        return None
+
+
+def _training_predictions(workload, split, plan, schedule: str, microbatches: int, after: list[int],
+                          fallback: float | None) -> dict:
+    """Predicted max-load and simulated time per sample (ms), per-stage loads and activation memory."""
+    n = len(plan.modules)
+    none = {"max_load": fallback, "simulated": None, "source": "split" if fallback is not None else None,
+            "forward": [None] * n, "backward": [None] * n, "memory": [None] * n}
+    if workload is None:
+        return none
+    from dnnplace.evaluate import evaluate
+    from dnnplace.simulate import simulate
+
+    if not workload.is_training:
+        none["source"] = None
+        none["max_load"] = None
+        return none
+    ev = evaluate(workload, split)
+    sim = simulate(workload, split, schedule=schedule, microbatches=microbatches)
+    by_name = {d.name: d for d in ev.devices}
+    extra = workload.extras.get("node_extra", ())
+    forward, backward, memory = [], [], []
+    for name, a in zip(plan.devices, after):
+        d = by_name.get(name)
+        if d is None:
+            forward.append(None)
+            backward.append(None)
+            memory.append(None)
+            continue
+        forward.append(float(d.forward_load))
+        backward.append(float(d.backward_load))
+        idx = [workload.index_of[nid] for nid in d.nodes]
+        stash = sum(int(extra[i].get("outputBytes", 0)) for i in idx if not workload.backward[i])
+        in_flight = microbatches if schedule == "gpipe" else min(a + 1, microbatches)
+        memory.append(stash * in_flight)
+    return {"max_load": float(ev.max_load), "simulated": float(sim.time_per_sample), "source": "workload",
+            "forward": forward, "backward": backward, "memory": memory}

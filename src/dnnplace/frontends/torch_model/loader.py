@@ -1,10 +1,25 @@
-"""Load ``MODULE:FACTORY`` -- a Python file or dotted module, and a function returning (model, inputs)."""
+"""Load ``MODULE:FACTORY`` -- a Python file or dotted module, and a function returning the model and its inputs.
+
+The factory returns one of
+
+* ``(model, args)``
+* ``(model, args, kwargs)``
+* ``(model, args, kwargs, loss_fn)``
+
+where ``args`` is a tensor or a tuple of tensors, ``kwargs`` a dict of name ->
+tensor (or None) and ``loss_fn(output) -> scalar tensor`` maps what
+``model(*args, **kwargs)`` returns to the training loss.  Instead of the fourth
+element the factory function may carry the loss as an attribute,
+``FACTORY.loss_fn = ...``.  Without either, training uses :func:`default_loss`.
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +35,59 @@ def require_torch():
     return torch
 
 
-def load_factory(spec: str) -> tuple[Any, tuple]:
-    """Call the factory named by ``spec`` and check that it returned (model, tuple of tensors)."""
+@dataclass
+class LoadedModel:
+    """What a factory returned, normalised."""
+
+    model: Any  # torch.nn.Module
+    args: tuple  # positional example inputs (tensors)
+    kwargs: dict = field(default_factory=dict)  # keyword example inputs (tensors)
+    loss_fn: Callable | None = None  # loss_fn(output) -> scalar tensor; None: default_loss
+
+    def __iter__(self):  # ``model, args = load_factory(spec)`` keeps working
+        return iter((self.model, self.args))
+
+
+def default_loss(output):
+    """The loss used for training when the factory gives none: the sum over the floating-point tensors
+    of the model's (flattened) output of their mean square."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    leaves = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not leaves:
+        raise DnnplaceError("the model's output has no floating-point tensor to train on")
+    return sum(t.float().pow(2).mean() for t in leaves)
+
+
+def _import(spec: str, module_name: str):
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name)
+        if not path.exists():
+            raise DnnplaceError(f"'{spec}': no such file {path}")
+        name = f"dnnplace_user_{path.stem}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise DnnplaceError(f"'{spec}': cannot import {module_name}")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = module
+        mod_spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(module_name)
+
+
+def load_factory(spec: str) -> LoadedModel:
+    """Call the factory named by ``spec`` and check what it returned."""
     torch = require_torch()
     if ":" not in spec:
         raise DnnplaceError(f"'{spec}': expected MODULE:FACTORY (a .py file or dotted module, a colon, a function)")
     module_name, _, func_name = spec.rpartition(":")
     try:
-        if module_name.endswith(".py") or "/" in module_name:
-            path = Path(module_name)
-            if not path.exists():
-                raise DnnplaceError(f"'{spec}': no such file {path}")
-            name = f"dnnplace_user_{path.stem}"
-            mod_spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(mod_spec)
-            sys.modules[name] = module
-            mod_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
+        module = _import(spec, module_name)
     except DnnplaceError:
         raise
+    except SystemExit as exc:  # sys.exit at import time: an error, never a silent exit
+        raise DnnplaceError(f"'{spec}': importing {module_name} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # the user's module failed to import
         raise DnnplaceError(f"'{spec}': cannot import {module_name}: {exc.__class__.__name__}: {exc}") from None
     factory = getattr(module, func_name, None)
@@ -48,13 +96,27 @@ def load_factory(spec: str) -> tuple[Any, tuple]:
     torch.manual_seed(0)
     try:
         result = factory()
+    except SystemExit as exc:
+        raise DnnplaceError(f"'{spec}': the factory called sys.exit({exc.code!r})") from None
     except Exception as exc:
         raise DnnplaceError(f"'{spec}': the factory failed: {exc.__class__.__name__}: {exc}") from None
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
-        raise DnnplaceError(f"'{spec}': the factory must return (model, example_inputs)")
-    model, inputs = result
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if not isinstance(inputs, tuple) or not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise DnnplaceError(f"'{spec}': example_inputs must be a tuple of tensors")
-    return model, inputs
+    usage = "the factory must return (model, args), (model, args, kwargs) or (model, args, kwargs, loss_fn)"
+    if not (isinstance(result, tuple) and 2 <= len(result) <= 4 and isinstance(result[0], torch.nn.Module)):
+        raise DnnplaceError(f"'{spec}': {usage}")
+    model, args = result[0], result[1]
+    kwargs = result[2] if len(result) >= 3 else None
+    loss_fn = result[3] if len(result) == 4 else getattr(factory, "loss_fn", None)
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple) or not all(isinstance(t, torch.Tensor) for t in args):
+        raise DnnplaceError(f"'{spec}': example args must be a tensor or a tuple of tensors")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, torch.Tensor))
+                                               for k, v in kwargs.items()):
+        raise DnnplaceError(f"'{spec}': example kwargs must be a dict of name -> tensor")
+    if loss_fn is not None and not callable(loss_fn):
+        raise DnnplaceError(f"'{spec}': loss_fn must be callable (output -> scalar tensor)")
+    return LoadedModel(model=model, args=args, kwargs=dict(kwargs), loss_fn=loss_fn)

@@ -1,0 +1,388 @@
+"""Train with a split: forward and backward of every stage, on any stage DAG, with exact gradients.
+
+Every stage process runs its own GraphModule with autograd on its own
+parameters.  Per microbatch, the forward receives what the stage consumes
+(received floating-point values become leaves that require grad), runs the
+module and posts a non-blocking send of every produced value to every stage
+that consumes it.  The backward receives, for each produced value that
+carries a gradient, one gradient from each consuming stage and sums them,
+runs ``torch.autograd.backward`` from those outputs (and from the loss on the
+last stage) and sends each received input's gradient back to its producer.
+A value that feeds several stages -- a skip connection across stages -- thus
+gets the sum of its gradient contributions, which ``torch.distributed.
+pipelining`` cannot do.
+
+The last stage (in topological order) receives every model output produced
+elsewhere and computes the loss; each microbatch's loss is divided by the
+number of microbatches N, so one optimizer step per N microbatches equals one
+step on the mean loss.  The order of forward and backward tasks per stage is
+the one :mod:`dnnplace.simulate` uses for the schedule (1F1B: ``after``
+warm-up forwards, then one forward one backward; GPipe: all forwards, then
+all backwards).  Sends are never waited on before the next task; the
+receiver's blocking receive is the only synchronisation, so a stage runs its
+tasks as the simulated task graph allows.
+
+Measured per task: start and end (time.perf_counter, comparable across
+processes of one machine), time blocked in receives; per stage: the peak of
+the tensor bytes kept for backward (``saved_tensors_hooks``, parameters
+excluded, each storage counted once per microbatch).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from dnnplace.errors import DnnplaceError
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def microbatch(inputs: tuple, m: int) -> tuple:
+    """Deterministic, distinct inputs for microbatch ``m`` (the same as the forward runtime's)."""
+    return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
+
+
+def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tuple[str, int]]], list[int]]:
+    """Per stage, its (kind, microbatch) sequence as the simulator orders it, and its count of later stages."""
+    from dnnplace.simulate.pipeline import _depths, _device_order
+
+    n = len(plan.modules)
+    deps = {(plan.producer[v], c) for v, cs in plan.consumers.items() for c in cs
+            if plan.producer.get(v, -1) >= 0 and plan.producer[v] != c}
+    deps |= {(plan.producer[v], n - 1) for v in plan.model_outputs if 0 <= plan.producer.get(v, -1) != n - 1}
+    depth = _depths(n, deps)
+    stages = int(depth.max()) + 1 if n else 0
+    after = [stages - 1 - int(depth[r]) for r in range(n)]
+    return [_device_order(schedule, microbatches, True, a) for a in after], after
+
+
+def make_optimizer(name: str, params, lr: float):
+    import torch
+
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    raise DnnplaceError(f"unknown optimizer '{name}'; choose one of: {', '.join(OPTIMIZERS)}")
+
+
+def _device():
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _recv(shape, dtype, src, tag, device):
+    import torch
+    import torch.distributed as dist
+
+    wire = torch.uint8 if dtype == torch.bool else dtype
+    buf = torch.empty(shape, dtype=wire, device=device)
+    dist.recv(buf, src=src, tag=tag)
+    return buf.to(torch.bool) if dtype == torch.bool else buf
+
+
+def _isend(value, dst, tag):
+    import torch
+    import torch.distributed as dist
+
+    if value.dtype == torch.bool:
+        value = value.to(torch.uint8)
+    value = value.detach().contiguous()
+    return dist.isend(value, dst=dst, tag=tag), value
+
+
+def train_worker(rank: int, world: int, p: dict) -> dict:
+    """One stage of a training run (runs in its own process)."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils._pytree import tree_unflatten, treespec_loads
+
+    torch.set_num_threads(p.get("threads", 1))
+    if p.get("pin"):
+        from dnnplace.runtime.launch import _pin
+
+        _pin(rank, world)
+    torch.manual_seed(0)
+    plan = p["plan"]
+    device = _device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    n = len(plan.modules)
+    last = n - 1
+    # tensors reach a spawned process in shared memory: train a private copy, not the parent's parameters
+    mod = copy.deepcopy(plan.modules[rank]).to(device)
+    mod.train(p["module_training"][rank])
+    inputs = tuple(t.to(device) for t in p["args"])
+    shapes, grad_values, tags = p["shapes"], p["grad_values"], p["tags"]
+    N, steps = p["microbatches"], p["steps"]
+    my_in, my_out = plan.inputs[rank], plan.outputs[rank]
+    # the loss stage also receives the model outputs made elsewhere
+    extra_in = [v for v in dict.fromkeys(plan.model_outputs)
+                if rank == last and v not in my_in and 0 <= plan.producer.get(v, -1) != last]
+    # receive in graph order: the order the producers send in (nccl matches messages by order, not tag)
+    recv_order = sorted(my_in + extra_in, key=lambda v: p["node_index"].get(v, -1))
+    consumers = {v: [c for c in cs if c != rank] for v, cs in plan.consumers.items()}
+    for v in plan.model_outputs:
+        if rank != last and plan.producer.get(v) == rank and last not in consumers.get(v, []):
+            consumers.setdefault(v, []).append(last)
+    loss_fn = None
+    if rank == last:
+        if p["loss_spec"] is not None:
+            from dnnplace.frontends.torch_model.loader import load_factory
+
+            loss_fn = load_factory(p["loss_spec"]).loss_fn
+        else:
+            from dnnplace.frontends.torch_model.loader import default_loss
+
+            loss_fn = default_loss
+        out_spec = treespec_loads(p["out_spec"])
+    params = [q for q in mod.parameters() if q.requires_grad]
+    opt = make_optimizer(p["optimizer"], params, p["lr"]) if params else None
+    frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
+    order = p["orders"][rank]
+
+    def fwd_tag(v):
+        return 2 * tags[v]
+
+    def bwd_tag(v):
+        return 2 * tags[v] + 1
+
+    pending: list = []  # (work, tensor): sends in flight, waited on at the end of a step
+    stash: dict[int, tuple] = {}
+    saved_bytes: dict[int, int] = {}
+    live = peak = per_mb = 0
+    tasks: list[list] = []
+    losses: list[float] = []
+    for step in range(steps):
+        dist.barrier()
+        step_start = time.perf_counter()
+        step_loss = 0.0
+        for kind, m in order:
+            t0 = time.perf_counter()
+            c0, th0 = time.process_time(), time.thread_time()
+            recv_s = 0.0
+            if kind == "F":
+                mb = microbatch(inputs, step * N + m)
+                leaves = []
+                got: dict[str, Any] = {}
+                for v in recv_order:
+                    src = plan.producer[v]
+                    if src < 0:
+                        val = mb[plan.model_inputs.index(v)]
+                    else:
+                        r0 = time.perf_counter()
+                        val = _recv(*shapes[v], src, fwd_tag(v), device)
+                        recv_s += time.perf_counter() - r0
+                        if v in grad_values:
+                            val.requires_grad_(True)
+                            leaves.append((v, val))
+                    got[v] = val
+                args = [got[v] for v in my_in]
+                seen: set[int] = set()
+                count = [0]
+
+                def pack(t, seen=seen, count=count):
+                    key = t.untyped_storage().data_ptr()
+                    if key not in frozen and key not in seen:
+                        seen.add(key)
+                        count[0] += t.untyped_storage().nbytes()
+                    return t
+
+                with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                    outs = mod(*args)
+                    if rank == last:
+                        values = dict(got)
+                        values.update(zip(my_out, outs))
+                        leaves_out = [values[v] if plan.producer.get(v, -1) >= 0 else
+                                      mb[plan.model_inputs.index(v)] for v in plan.model_outputs]
+                        loss = loss_fn(tree_unflatten(leaves_out, out_spec)) / N
+                    else:
+                        loss = None
+                saved_bytes[m] = count[0]
+                per_mb = max(per_mb, count[0])
+                live += count[0]
+                peak = max(peak, live)
+                for v, val in zip(my_out, outs):
+                    for c in consumers.get(v, []):
+                        pending.append(_isend(val, c, fwd_tag(v)))
+                stash[m] = (outs, leaves, loss)
+            else:
+                outs, leaves, loss = stash.pop(m)
+                roots, grads = [], []
+                for v, val in zip(my_out, outs):
+                    if v not in grad_values or not isinstance(val, torch.Tensor) or not val.requires_grad:
+                        continue
+                    total = None
+                    for c in consumers.get(v, []):
+                        r0 = time.perf_counter()
+                        g = _recv(*shapes[v], c, bwd_tag(v), device)
+                        recv_s += time.perf_counter() - r0
+                        total = g if total is None else total + g
+                    if total is not None:
+                        roots.append(val)
+                        grads.append(total)
+                if loss is not None:
+                    roots.append(loss)
+                    grads.append(None)
+                    step_loss += float(loss.detach())
+                if roots:
+                    torch.autograd.backward(roots, grads)
+                for v, leaf in leaves:
+                    g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+                    pending.append(_isend(g, plan.producer[v], bwd_tag(v)))
+                live -= saved_bytes.pop(m)
+                del outs, leaves, loss, roots, grads
+            tasks.append([step, kind, m, t0, time.perf_counter(), recv_s, time.process_time() - c0,
+                          time.thread_time() - th0])
+        for work, _ in pending:
+            work.wait()
+        pending.clear()
+        t_opt = time.perf_counter()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        tasks.append([step, "O", -1, t_opt, time.perf_counter(), 0.0, 0.0, 0.0])
+        if rank == last:
+            losses.append(step_loss)
+        del step_start
+    dist.barrier()
+    state = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_parameters()}
+    return {"tasks": tasks, "losses": losses, "params": state, "peak_saved_bytes": peak,
+            "saved_bytes_per_microbatch": per_mb, "device": plan.devices[rank]}
+
+
+def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_spec) -> list[int]:
+    """Per stage: the tensor bytes its forward keeps for backward for one microbatch (parameters excluded, each
+    storage once), from one forward of each stage module on the example inputs -- the per-microbatch unit of
+    the activation-memory prediction (times the microbatches a schedule keeps in flight)."""
+    import torch
+    from torch.utils._pytree import tree_unflatten
+
+    out = []
+    n = len(plan.modules)
+    values = {}
+    for r, mod in enumerate(plan.modules):
+        frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
+        seen: set[int] = set()
+        count = [0]
+
+        def pack(t, seen=seen, count=count, frozen=frozen):
+            key = t.untyped_storage().data_ptr()
+            if key not in frozen and key not in seen:
+                seen.add(key)
+                count[0] += t.untyped_storage().nbytes()
+            return t
+
+        args = []
+        for v in plan.inputs[r]:
+            val = env[v]
+            if v in grad_values and plan.producer.get(v, -1) >= 0:
+                val = val.detach().clone().requires_grad_(True)
+            args.append(val)
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            outs = mod(*args)
+            values.update(zip(plan.outputs[r], outs))
+            if r == n - 1:
+                leaves = []
+                for v in plan.model_outputs:
+                    val = values.get(v, env.get(v))
+                    if val is not values.get(v) and v in grad_values:  # received from another stage
+                        val = val.detach().clone().requires_grad_(True)
+                    leaves.append(val)
+                loss_fn(tree_unflatten(leaves, out_spec))
+        out.append(count[0])
+    return out
+
+
+def reference_training(model, args: tuple, loss_fn, *, microbatches: int, steps: int, optimizer: str,
+                       lr: float) -> tuple[list[float], dict]:
+    """Single-process training of the unsplit model on the same microbatches: (per-step losses, parameters)."""
+
+    model = copy.deepcopy(model)
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = make_optimizer(optimizer, params, lr)
+    losses = []
+    for step in range(steps):
+        total = 0.0
+        for m in range(microbatches):
+            loss = loss_fn(model(*microbatch(args, step * microbatches + m))) / microbatches
+            loss.backward()
+            total += float(loss.detach())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(total)
+    return losses, {k: v.detach().numpy().copy() for k, v in model.named_parameters()}
+
+
+def steady_time_per_sample(results: list[dict], schedule: str, microbatches: int, stages: int) -> dict:
+    """Measured seconds per sample, the way the simulator measures its timeline, median over steps after the first."""
+    steps = max(t[0] for r in results for t in r["tasks"]) + 1
+    per_step_sim, per_step_wall = [], []
+    for step in range(steps):
+        done = np.zeros(microbatches)
+        first_start, last_end = np.inf, -np.inf
+        for r in results:
+            for s, kind, m, t0, t1, *_ in r["tasks"]:
+                if s != step or kind == "O":
+                    continue
+                first_start, last_end = min(first_start, t0), max(last_end, t1)
+                if kind == "B":
+                    done[m] = max(done[m], t1)
+        if schedule == "gpipe" or microbatches == 1:
+            tps = (last_end - first_start) / microbatches
+        else:
+            edge = min(stages, (microbatches - 1) // 2)
+            first, last = edge, microbatches - 1 - edge
+            if last <= first:
+                first, last = 0, microbatches - 1
+            tps = (done[last] - done[first]) / (last - first)
+        per_step_sim.append(tps)
+        opt_end = max(t[4] for r in results for t in r["tasks"] if t[0] == step)
+        per_step_wall.append((opt_end - first_start) / microbatches)
+    use = slice(1, None) if steps > 1 else slice(None)
+    return {"time_per_sample": statistics.median(per_step_sim[use]),
+            "step_time_per_sample": statistics.median(per_step_wall[use]),
+            "per_step": per_step_sim}
+
+
+def busy_per_stage(results: list[dict]) -> list[dict]:
+    """Per stage, per step after the first: seconds of forward and backward tasks, of that blocked receiving, and
+    the CPU seconds the stage process used meanwhile (all its threads: compute and gloo's transfers)."""
+    steps = max(t[0] for r in results for t in r["tasks"]) + 1
+    out = []
+    for r in results:
+        use = [t for t in r["tasks"] if (t[0] >= 1 or steps == 1) and t[1] != "O"]
+        k = max(1, steps - 1)
+        out.append({"forward": sum(t[4] - t[3] for t in use if t[1] == "F") / k,
+                    "backward": sum(t[4] - t[3] for t in use if t[1] == "B") / k,
+                    "blocked": sum(t[5] for t in use) / k,
+                    "cpu": sum(t[6] for t in use) / k, "thread_cpu": sum(t[7] for t in use) / k})
+    return out
+
+
+def compare_params(stage_params: list[dict], reference: dict) -> tuple[bool, float, list[str]]:
+    """(all match within 1e-5 relative, the largest relative difference, names not found)."""
+    worst = 0.0
+    missing = []
+    seen = set()
+    for params in stage_params:
+        for name, value in params.items():
+            ref = reference.get(name)
+            if ref is None:
+                missing.append(name)
+                continue
+            seen.add(name)
+            diff = float(np.linalg.norm((value.astype(np.float64) - ref.astype(np.float64)).ravel()))
+            scale = float(np.linalg.norm(ref.astype(np.float64).ravel()))
+            worst = max(worst, diff / scale if scale > 0 else diff)
+    missing += [name for name in reference if name not in seen]
+    return worst <= 1e-5 and not missing, worst, missing
