@@ -274,6 +274,20 @@ def test_6_values_at_the_limit_are_solved_correctly(tmp_path):
     assert doc["maxLoad"] == 5.0 and doc["fpgas"] == [] and doc["feasible"]
 
 
+# ------------------------------------------------------------------ item 7: huge graphs answer in seconds
+def test_7_a_hundred_thousand_isolated_nodes_are_solved_not_enumerated(tmp_path):
+    # items 5 and 11 (run/profile workers and SystemExit in a factory) are in tests/test_runtime_hygiene.py
+    n = 100_000
+    doc = {"maxSizePerFPGA": 1e9, "maxFPGAs": 4, "maxCPUs": 1, "edges": [],
+           "nodes": [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 2.0, "supportedOnFpga": 1, "isBackwardNode": 0,
+                      "size": 1.0} for i in range(n)]}
+    out = tmp_path / "split.json"
+    code, stdout, err = invoke("solve", write(tmp_path / "iso.json", doc), "-o", out, "-q")
+    assert code == 0, err
+    split = json.loads(out.read_text())
+    assert split["status"] == "bounded" and split["bound"] <= split["maxLoad"] <= 1.01 * n / 4.5
+
+
 # ------------------------------------------------------------------ item 8: no terminal escapes from names
 NASTY = "\x1b]0;pwned\x07\x1b[31mred\x9b2J\u202eevil\r\n"
 
