@@ -74,8 +74,8 @@ def training(args) -> None:
 
     table = Table(title=f"Training, 2-accelerator DP split, N={args.microbatches}, {args.steps} steps:"
                         " predicted vs measured (ms per sample, MB)")
-    cols = ("example", "sched", "stages", "max-load", "simulated", "wall", "err wall/sim", "bottleneck CPU",
-            "err CPU/max-load", "peak act. meas/pred", "err mem", "params match", "load avg")
+    cols = ("example", "sched", "stages", "max-load", "simulated", "wall", "err wall/sim", "wall-rq", "err",
+            "bottleneck CPU", "err CPU/max-load", "peak act. meas/pred", "err mem", "params match", "load avg")
     for col in cols:
         table.add_column(col, justify="left" if col == "example" else "right")
     rows = []
@@ -96,6 +96,8 @@ def training(args) -> None:
                 table.add_row(ex, sched, str(len(res["stages"])), f"{res['predicted_max_load']:.2f}",
                               f"{res['predicted_simulated_time_per_sample']:.2f}",
                               f"{res['measured_time_per_sample']:.2f}", pct(res["error_vs_simulated"]),
+                              f"{res['measured_time_per_sample_less_runqueue_wait']:.2f}",
+                              pct(res["error_less_runqueue_vs_simulated"]),
                               f"{res['measured_bottleneck_cpu_per_sample']:.2f}", pct(res["error_cpu_vs_max_load"]),
                               f"{mem['measured_peak_activation_bytes'] / 1e6:.2f}/"
                               f"{mem['predicted_peak_activation_bytes'] / 1e6:.2f}", pct(mem_err),
@@ -104,7 +106,9 @@ def training(args) -> None:
                 rows.append({"example": ex, "schedule": sched, **{k: res[k] for k in (
                     "predicted_max_load", "predicted_simulated_time_per_sample", "measured_time_per_sample",
                     "error_vs_max_load", "error_vs_simulated", "measured_bottleneck_cpu_per_sample",
-                    "error_cpu_vs_max_load", "params_match", "loss_match", "max_param_rel_diff", "load_average")},
+                    "error_cpu_vs_max_load", "measured_time_per_sample_less_runqueue_wait",
+                    "error_less_runqueue_vs_simulated", "params_match", "loss_match", "max_param_rel_diff",
+                    "load_average")},
                     "memory_error": mem_err, "stages": res["stages"]})
                 print(f"done {ex} {sched}; link {doc['dnnplace']['linkLatencyMs']:.3f} ms +"
                       f" {doc['dnnplace']['linkBandwidth']:.3g} B/s", file=sys.stderr)

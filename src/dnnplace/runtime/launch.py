@@ -340,6 +340,10 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     # the bottleneck stage's CPU time per sample: what the pipeline's time per sample would be with a core per
     # stage and nothing else running (the quantity the max-load predicts); robust to other tenants
     busy_max = max(1e3 * b["cpu"] / microbatches for b in busy)
+    # the wall clock less the time the busiest stage (by wall time) sat runnable without a CPU: an estimate of
+    # the time per sample without other tenants
+    busiest = max(busy, key=lambda b: b["forward"] + b["backward"])
+    uncontended = measured - 1e3 * busiest["runqueue"] / microbatches
     doc = {
         "training": True, "schedule": schedule, "microbatches": microbatches, "steps": steps,
         "optimizer": optimizer, "lr": lr,
@@ -354,6 +358,8 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "prediction_source": pred["source"],
         "error_vs_max_load": measured / pred["max_load"] - 1 if pred["max_load"] else None,
         "measured_bottleneck_cpu_per_sample": busy_max,
+        "measured_time_per_sample_less_runqueue_wait": uncontended,
+        "error_less_runqueue_vs_simulated": uncontended / pred["simulated"] - 1 if pred["simulated"] else None,
         "error_cpu_vs_max_load": busy_max / pred["max_load"] - 1 if pred["max_load"] else None,
         "load_average": _loadavg(),
         "error_vs_simulated": measured / pred["simulated"] - 1 if pred["simulated"] else None,
@@ -363,6 +369,8 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
              "measured_backward_ms": 1e3 * b["backward"] / microbatches,
              "measured_blocked_ms": 1e3 * b["blocked"] / microbatches,
              "measured_cpu_ms": 1e3 * b["cpu"] / microbatches,
+             # runnable but waiting for a CPU (main thread): time other processes took from this stage
+             "measured_runqueue_wait_ms": 1e3 * b["runqueue"] / microbatches,
              "predicted_forward_ms": pf, "predicted_backward_ms": pb,
              "measured_peak_activation_bytes": r["peak_saved_bytes"],
              "measured_activation_bytes_per_microbatch": r["saved_bytes_per_microbatch"],
