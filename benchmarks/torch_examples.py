@@ -9,7 +9,9 @@ ping-pong), solved with the DP for 2 accelerators, and run.
 Training rows: the predicted max-load (forward + backward of the busiest
 stage) and the simulated time per sample for the same schedule and N; the
 measured steady-state time per sample (wall clock, measured as the simulator
-measures its timeline) and the bottleneck stage's CPU time per sample (all
+measures its timeline), the same less the busiest stage's run-queue wait
+(time it was runnable while another process had the CPU), and the
+bottleneck stage's CPU time per sample (all
 threads of its process: what the time per sample is with a core per stage
 and no other tenant -- the quantity the max-load predicts); peak activation
 memory per stage (tensor bytes kept for backward) measured vs predicted (per
