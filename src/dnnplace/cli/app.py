@@ -6,6 +6,7 @@ Every failure the user can cause ends in one line on stderr and exit code 2.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -16,9 +17,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.safe_text import SafeConsole, printable
 
 app = typer.Typer(
     name="dnnplace",
@@ -34,8 +35,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Everything shown goes through these: no markup or emoji codes in user text, control characters escaped.
+out = SafeConsole()
+err = SafeConsole(stderr=True)
 
 
 class Method(StrEnum):
@@ -62,7 +64,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except DnnplaceError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        err.print(f"error: {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -72,9 +74,27 @@ def user_errors() -> Iterator[None]:
     except Exception as exc:  # a bug: still one line unless asked for the traceback
         if os.environ.get("DNNPLACE_DEBUG"):
             raise
-        err.print(f"internal error: {exc.__class__.__name__}: {exc} (set DNNPLACE_DEBUG=1 for a traceback)",
-                  markup=False, soft_wrap=True)
+        err.print(f"internal error: {exc.__class__.__name__}: {' '.join(printable(exc)[:500].split())}"
+                  " (set DNNPLACE_DEBUG=1 for a traceback)", soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) -> float | None:
+    """Reject NaN (and infinity unless it means "no limit") in a float option."""
+    if value is None or math.isfinite(value):
+        return value
+    if inf_is_none and value > 0:
+        return None
+    raise DnnplaceError(f"{name} must be a finite number, got {value}")
+
+
+def model_file(spec: str) -> Path | None:
+    """The .py file of a MODULE:FACTORY spec, when it names one (an input the outputs must not replace)."""
+    module = spec.rpartition(":")[0] or spec
+    try:
+        return Path(module) if Path(module).is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 @contextmanager
@@ -85,12 +105,12 @@ def progress_bar(enabled: bool) -> Iterator[object]:
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                  TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("solving", total=1.0)
 
         def update(done: float, total: float, desc: str) -> None:
-            bar.update(task, completed=done, total=total, description=desc)
+            bar.update(task, completed=done, total=total, description=printable(desc))
 
         yield update
 
@@ -138,7 +158,8 @@ def solve(
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
     max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="Budget of ideals for the DP."),
-    gap: float = typer.Option(0.01, "--gap", min=0, help="Relative MIP gap (IP methods)."),
+    gap: float = typer.Option(0.01, "--gap", min=0,
+                              help="Relative gap to prove: the IPs' MIP gap; the DP's target when it must relax."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Solver threads (IP methods)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (local search)."),
     restarts: int = typer.Option(10, "--restarts", min=1, help="Restarts (local search)."),
@@ -153,8 +174,15 @@ def solve(
     """Find a split: by default the optimal contiguous split for throughput (the DP)."""
     with user_errors():
         from dnnplace.api import solve as solve_workload
-        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import split_to_dict
+        from dnnplace.model.validate import check_budget
+        from dnnplace.safe_write import check_outputs, write_json_atomic
+
+        check_outputs([output, report], [workload])  # refuse before the solve, not after it
+        check_budget(accelerators, cpus, finite_option("--memory", memory))
+        time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
+        finite_option("--gap", gap)
 
         if method in (Method.dp, Method.pipedream):
             from dnnplace.solvers.dp.kernel import warm_up
@@ -173,18 +201,21 @@ def solve(
             )
         doc = split_to_dict(sol.split, sol.evaluation)
         if output is not None:
-            write_json_atomic(output, doc)
+            write_json_atomic(output, doc, inputs=[workload])
         if report is not None:
             from dnnplace.report.html import write_report
 
-            write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm)
+            write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm,
+                         inputs=[workload, output])
         if as_json:
             out.print_json(json.dumps(doc))
         elif not quiet:
             from dnnplace.cli.render import print_evaluation
 
+            proven = "" if sol.bound is None or sol.gap is None else \
+                f", bound {sol.bound:.6g}, gap {100 * sol.gap:.2f} %"
             print_evaluation(out, w, sol.evaluation,
-                             title=f"{sol.method} on {workload.name}: {sol.status}, {sol.runtime_s:.3f} s")
+                             title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
             if output is not None:
                 out.print(f"split written to {output}")
             if report is not None:
@@ -208,15 +239,17 @@ def simulate(
 ) -> None:
     """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
     with user_errors():
-        from dnnplace.frontends.paper_json import load_workload, write_json_atomic
+        from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
+        from dnnplace.safe_write import check_outputs, write_json_atomic
         from dnnplace.simulate import simulate as run_simulation
 
+        check_outputs([trace], [workload, split])
         w = load_workload(workload, check_feasible=False)
         sim = run_simulation(w, load_split(split), schedule=schedule.value, microbatches=microbatches,
                              overlap_comm=overlap_comm)
         if trace is not None:
-            write_json_atomic(trace, sim.chrome_trace())
+            write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         doc = sim.to_dict()
         if as_json:
             out.print_json(json.dumps(doc))
@@ -225,7 +258,8 @@ def simulate(
 
         out.print(f"{schedule.value}, {microbatches} microbatches: time per sample [bold]{doc['time_per_sample']:.6g}"
                   f"[/bold] (max-load {doc['max_load']:.6g}), throughput {doc['throughput']:.6g},"
-                  f" makespan {doc['makespan']:.6g}, bubble fraction {100 * doc['bubble_fraction']:.1f}%")
+                  f" makespan {doc['makespan']:.6g}, bubble fraction {100 * doc['bubble_fraction']:.1f}%",
+                  markup=True)  # numbers only
         table = Table()
         for col in ("device", "busy", "busy share"):
             table.add_column(col, justify="left" if col == "device" else "right")
@@ -249,10 +283,12 @@ def report(
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
         from dnnplace.report.html import write_report
+        from dnnplace.safe_write import check_outputs
 
+        check_outputs([output], [workload, split])
         w = load_workload(workload, check_feasible=False)
         write_report(w, load_split(split), output, title=f"{workload.stem} / {split.stem}",
-                     microbatches=microbatches, schedule=schedule.value)
+                     microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
 
 
@@ -281,20 +317,23 @@ def profile(
 ) -> None:
     """Trace a PyTorch model and profile it into a workload every solver can read (times in ms)."""
     with user_errors():
-        from dnnplace.frontends.paper_json import parse_workload, write_json_atomic
+        from dnnplace.safe_write import check_outputs, write_json_atomic
+
+        check_outputs([output], [model_file(model), devices_file])
+        from dnnplace.frontends.paper_json import parse_workload
         from dnnplace.frontends.torch_model.capture import capture
         from dnnplace.frontends.torch_model.loader import load_factory
         from dnnplace.frontends.torch_model.profile import build_workload_dict
 
-        net, inputs = load_factory(model)
-        cap = capture(net, inputs, granularity=granularity.value)
-        doc = build_workload_dict(cap, inputs, training=training, device=device, accelerators=accelerators,
+        loaded = load_factory(model)
+        cap = capture(loaded.model, loaded.args, granularity=granularity.value, kwargs=loaded.kwargs)
+        doc = build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
                                   cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=model,
                                   repeats=repeats,
                                   link=(link_latency_ms, link_bandwidth)
                                   if link_latency_ms is not None and link_bandwidth is not None else None)
         parse_workload(doc, source=str(output))  # the result must be a valid workload
-        write_json_atomic(output, doc)
+        write_json_atomic(output, doc, inputs=[model_file(model), devices_file])
         n_fwd = sum(1 for nd in doc["nodes"] if not nd["isBackwardNode"])
         out.print(f"{model}: {n_fwd} {cap.granularity}-level nodes ({cap.method}),"
                   f" {len(doc['nodes']) - n_fwd} backward nodes, {len(doc['edges'])} edges;"
@@ -339,6 +378,8 @@ def run(
     with user_errors():
         import math
 
+        from rich.markup import escape
+
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
         from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
@@ -364,9 +405,9 @@ def run(
             _print_training(res, backend.value)
         else:
             pred = res["predicted_max_load"]
-            out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), "
+            out.print(f"{len(res['stages'])} stages ({escape(', '.join(s['device'] for s in res['stages']))}), "
                       f"{microbatches} microbatches on {backend.value}: outputs match the unsplit model: "
-                      f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}")
+                      f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}", markup=True)
             out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
                       + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
         if not ok:
@@ -374,6 +415,7 @@ def run(
 
 
 def _print_training(res: dict, backend: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     yes = "[green]yes[/green]"
@@ -381,9 +423,9 @@ def _print_training(res: dict, backend: str) -> None:
     out.print(f"{len(res['stages'])} stages ({', '.join(s['device'] for s in res['stages'])}), {res['schedule']},"
               f" {res['steps']} steps x {res['microbatches']} microbatches, {res['optimizer']} lr {res['lr']:g}"
               f" on {backend}")
-    out.print(f"losses {', '.join(f'{x:.6g}' for x in res['losses'])}: match unsplit training"
+    out.print(f"losses {escape(', '.join(f'{x:.6g}' for x in res['losses']))}: match unsplit training"
               f" {yes if res['loss_match'] else no}; parameters match {yes if res['params_match'] else no}"
-              f" (max relative difference {res['max_param_rel_diff']:.2e})")
+              f" (max relative difference {res['max_param_rel_diff']:.2e})", markup=True)
     line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
     if res["predicted_max_load"] is not None:
         line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * res['error_vs_max_load']:+.1f}%)"
@@ -429,22 +471,25 @@ def export_split(
     """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
     (chain-shaped splits; --json: just the split points), or stage lists."""
     with user_errors():
-        from dnnplace.frontends.paper_json import load_workload, write_json_atomic, write_text_atomic
+        from dnnplace.frontends.paper_json import load_workload
         from dnnplace.model.split import load_split
         from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
+        from dnnplace.safe_write import check_outputs, write_json_atomic, write_text_atomic
+
+        check_outputs([output], [split, workload])
 
         w = load_workload(workload, check_feasible=False)
         s = load_split(split)
         if to == ExportFormat.torch_pipelining and not as_json:
             text = pipelining_script(w, s, model)
             if output is not None:
-                write_text_atomic(output, text)
+                write_text_atomic(output, text, inputs=[split, workload])
             else:
                 sys.stdout.write(text)
             return
         doc = export_pipelining(w, s) if to == ExportFormat.torch_pipelining else export_stages(w, s)
         if output is not None:
-            write_json_atomic(output, doc)
+            write_json_atomic(output, doc, inputs=[split, workload])
         else:
             out.print_json(json.dumps(doc))
 
@@ -469,8 +514,10 @@ def compare(
     with user_errors():
         from dnnplace.report.compare import compare as run_compare
         from dnnplace.report.compare import load_named, to_csv, to_json, to_markdown
+        from dnnplace.safe_write import check_outputs
         from dnnplace.solvers.base import registry
 
+        check_outputs([output], workloads)
         names = [m.strip() for m in methods_.split(",") if m.strip()]
         known = set(registry()) | {"expert", "dp-split"}
         for m in names:
@@ -489,10 +536,10 @@ def compare(
             rows = run_compare(loaded, names, objective=objective.value, time_limit=time_limit, on_step=step)
         text = {"markdown": to_markdown, "csv": to_csv, "json": to_json}[fmt.value](rows)
         if output is not None:
-            from dnnplace.frontends.paper_json import write_text_atomic
+            from dnnplace.safe_write import write_text_atomic
 
-            write_text_atomic(output, text)
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
+            write_text_atomic(output, text, inputs=workloads)
+        out.print(text, soft_wrap=True)
 
 
 @app.command()
@@ -506,9 +553,14 @@ def reproduce(
 ) -> None:
     """Reproduce the paper's evaluation on the bundled workloads (tables + a PNG figure)."""
     with user_errors():
-        from dnnplace.frontends.paper_json import write_text_atomic
+        import io
+
         from dnnplace.report.reproduce import figure, to_markdown
         from dnnplace.report.reproduce import reproduce as run_reproduce
+        from dnnplace.safe_write import check_outputs, write_bytes_atomic, write_text_atomic
+
+        png = output.with_name(output.stem + "_throughput.png")
+        check_outputs([output, png])
 
         t0 = time.perf_counter()
         with progress_bar(True) as progress:
@@ -516,12 +568,13 @@ def reproduce(
                 if progress is not None:
                     progress(i, n, desc)
                 else:
-                    err.print(f"[{i + 1}/{n}] {desc}" if i < n else "done", markup=False)
+                    err.print(f"[{i + 1}/{n}] {desc}" if i < n else "done")
 
             tp, lat = run_reproduce(time_limit, latency_time_limit, only, on_step=step)
-        png = output.with_name(output.stem + "_throughput.png")
         output.parent.mkdir(parents=True, exist_ok=True)
-        figure(tp, png)
+        buf = io.BytesIO()
+        figure(tp, buf)  # PNG bytes, written atomically like every other output
+        write_bytes_atomic(png, buf.getvalue())
         text = to_markdown(tp, lat, time_limit, latency_time_limit, time.perf_counter() - t0, png.name)
         write_text_atomic(output, text)
         out.print(f"wrote {output} and {png}")
@@ -543,31 +596,45 @@ def methods() -> None:
 
 
 @app.command()
-def info(workload: Path = typer.Argument(..., help="Workload JSON (paper format).")) -> None:
-    """Describe a workload: size, budget, and the size of its ideal lattice."""
+def info(
+    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
+    max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="The exact DP's lattice budget."),
+) -> None:
+    """Describe a workload: size, budget, its ideal lattice at each reduction, and what `solve` will do."""
     with user_errors():
         import numpy as np
 
         from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.prepare.contract import merge_free_units, prepare
-        from dnnplace.solvers.dp.ideals import enumerate_ideals
+        from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
 
         w = load_workload(workload, check_feasible=False)
-        p = merge_free_units(prepare(w))
-        try:
-            ideals = f"{enumerate_ideals(p, 200_000).n_ideals:,}"
-        except DnnplaceError:
-            ideals = "more than 200,000"
+        cap = max(1_000_000, max_ideals)
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{len(np.unique(w.color))} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
-        out.print(f"after preparation: {p.n_units} units, {ideals} ideals")
+        steps = lattice_steps(w, cap)
+        for st in steps:
+            ideals = f"{st.ideals:,}" if st.ideals is not None else f"more than {cap:,}"
+            out.print(f"{st.step}: {st.units} units, {ideals} ideals")
+        out.print(f"solve (dp): {default_path(steps, max_ideals)}")
         out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="dnnplace")
+    try:
+        app(prog_name="dnnplace")
+    except SystemExit as exc:
+        if exc.code == 130:
+            import threading
+
+            if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
+                # Ctrl-C: a solver thread (HiGHS in its root LP) may not poll for cancellation for
+                # seconds; nothing is left to write, so do not wait for it at interpreter exit.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,9 +6,11 @@ import math
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dnnplace.evaluate import Evaluation
 from dnnplace.model.workload import Workload
+from dnnplace.safe_text import printable
 
 
 def _fmt(x: float, digits: int = 6) -> str:
@@ -29,7 +31,7 @@ def _bytes(x: float) -> str:
 
 def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table:
     """One row per used device: load, compute, communication, memory, nodes."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=None if title is None else Text(printable(title)), title_justify="left")
     for col, just in (("device", "left"), ("load", "right"), ("compute", "right"), ("comm", "right"),
                       ("memory", "right"), ("nodes", "right"), ("contiguous", "center")):
         table.add_column(col, justify=just)
@@ -41,27 +43,32 @@ def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table
         if d.kind == "accelerator" and w.memory > 0:
             mem += f" ({100 * d.memory / w.memory:.0f}%)"
         style = "bold" if d is worst else None
-        table.add_row(d.name, _fmt(d.load), _fmt(d.compute), _fmt(d.communication), mem,
+        table.add_row(Text(printable(d.name)), _fmt(d.load), _fmt(d.compute), _fmt(d.communication), mem,
                       str(len(d.nodes)), "yes" if d.contiguous else "no", style=style)
     return table
 
 
 def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str | None = None) -> None:
-    """Summary lines, the device table and any violations."""
-    console.print(device_table(w, ev, title))
+    """Summary lines, the device table and any violations.
+
+    User text (titles, names in violation messages) is shown literally: styles
+    come from :class:`rich.text.Text` spans, never from markup in a string.
+    """
+    console.print(device_table(w, ev, None if title is None else printable(title)))
     bott = ev.bottleneck
-    console.print(
-        f"max-load [bold]{_fmt(ev.max_load)}[/bold]"
-        f" (throughput {_fmt(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)"
-        + (f", bottleneck {bott.name}" if bott else "")
-    )
+    console.print(Text.assemble(
+        "max-load ", (_fmt(ev.max_load), "bold"),
+        f" (throughput {_fmt(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)",
+        f", bottleneck {printable(bott.name)}" if bott else "",
+    ))
     lat = _fmt(ev.latency)
-    console.print(f"single-sample latency {lat}" + (f" ({ev.latency_note})" if ev.latency_note else ""))
+    note = f" ({printable(ev.latency_note)})" if ev.latency_note else ""
+    console.print(Text(f"single-sample latency {lat}{note}"))
     if w.is_training:
-        console.print(f"max FW + max BW {_fmt(ev.fw_plus_bw)}")
+        console.print(Text(f"max FW + max BW {_fmt(ev.fw_plus_bw)}"))
     if ev.violations:
-        console.print(f"[red]infeasible: {len(ev.violations)} violation(s)[/red]")
+        console.print(Text(f"infeasible: {len(ev.violations)} violation(s)", style="red"))
         for v in ev.violations:
-            console.print(f"  [red]{v.kind}[/red]: {v.message}")
+            console.print(Text.assemble("  ", (printable(v.kind), "red"), ": ", printable(v.message)))
     else:
-        console.print("[green]feasible[/green]")
+        console.print(Text("feasible", style="green"))

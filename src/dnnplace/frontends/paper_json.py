@@ -18,6 +18,20 @@ import numpy as np
 from dnnplace.errors import InputError
 from dnnplace.model.validate import validate_structure
 from dnnplace.model.workload import Workload
+from dnnplace.safe_text import clip
+from dnnplace.safe_write import write_json_atomic, write_text_atomic
+
+__all__ = ["MAX_COUNT", "MAX_FILE_BYTES", "MAX_ID", "MAX_STRING", "MAX_VALUE", "load_workload", "parse_workload",
+           "read_json_file", "save_workload", "workload_from_records", "workload_to_dict", "write_json_atomic",
+           "write_text_atomic"]
+
+# Ranges every numeric field is checked against at load, so that no sum or product a solver forms
+# can overflow a float64 or an int64 (SPEC.md, "Input limits").
+MAX_VALUE = 1e100  # times, costs, sizes and maxSizePerFPGA: finite, 0 <= v <= 1e100
+MAX_ID = 2**53  # node ids, colorClass, layerId: integers with |v| <= 2**53 (exact in a double)
+MAX_COUNT = 1_000_000  # maxFPGAs, maxCPUs
+MAX_STRING = 4096  # characters in a node name
+MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before parsing
 
 NODE_KEYS = ("id", "name", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
              "colorClass", "size", "layerId")
@@ -28,20 +42,30 @@ TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
 def read_json_file(path: str | Path) -> Any:
     """Parse a JSON file, turning I/O and syntax problems into one-line errors."""
     p = Path(path)
+    shown = clip(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
+        raise InputError(f"{shown}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, not a JSON file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read file ({exc.__class__.__name__}: {exc})") from None
+        raise InputError(f"{shown}: is a directory, not a JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{shown}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB, too large for a JSON input")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise InputError(f"{shown}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
-        raise InputError(f"{p}: not valid JSON: nested too deeply") from None
+        raise InputError(f"{shown}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
+        raise InputError(f"{shown}: not valid JSON: {clip(exc, 120)}") from None
 
 
 def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
@@ -50,7 +74,7 @@ def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
 
     w = parse_workload(read_json_file(path), source=str(path))
     if check_feasible:
-        check_feasibility(w, source=str(path))
+        check_feasibility(w, source=clip(path))
     return w
 
 
@@ -59,24 +83,20 @@ def save_workload(workload: Workload, path: str | Path) -> None:
     write_json_atomic(path, workload_to_dict(workload))
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write JSON to a temporary file and rename it, so nothing is half-written."""
-    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write text to a temporary file and rename it, so nothing is half-written."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"{p}: cannot write file ({exc.strerror or exc})") from None
-
-
 # ---------------------------------------------------------------- field checks
+def show_value(v: Any, limit: int = 40) -> str:
+    """A short, printable rendering of a JSON value for an error message."""
+    if isinstance(v, dict):
+        return f"an object with {len(v)} keys"
+    if isinstance(v, list):
+        return f"a list of {len(v)} items"
+    if isinstance(v, str):
+        return clip(json.dumps(v[: limit + 2]), limit)
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**30:
+        return f"an integer of {len(str(abs(v)))} digits"
+    return clip(json.dumps(v), limit)
+
+
 class _Fields:
     """Typed accessors that name the offending field in their errors."""
 
@@ -93,17 +113,21 @@ class _Fields:
             return default
         v = obj[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(where, f"'{key}' must be a number, got {json.dumps(v)[:40]}")
-        v = float(v)
-        if math.isnan(v):
+            raise self.fail(where, f"'{key}' must be a number, got {show_value(v)}")
+        if isinstance(v, float) and math.isnan(v):
             raise self.fail(where, f"'{key}' is NaN")
+        if v < 0:
+            raise self.fail(where, f"'{key}' is negative ({show_value(v)})")
+        if isinstance(v, int) and v > MAX_VALUE:  # an integer may be too large for a float
+            raise self.fail(where, f"'{key}' is {show_value(v)}, larger than the limit {MAX_VALUE:g}")
+        v = float(v)
         if math.isinf(v):
             raise self.fail(where, f"'{key}' is infinite")
-        if v < 0:
-            raise self.fail(where, f"'{key}' is negative ({v:g})")
+        if v > MAX_VALUE:
+            raise self.fail(where, f"'{key}' is {v:g}, larger than the limit {MAX_VALUE:g}")
         return v
 
-    def integer(self, obj: dict, key: str, where: str, *, nonneg: bool = False) -> int:
+    def integer(self, obj: dict, key: str, where: str, *, nonneg: bool = False, limit: int = MAX_ID) -> int:
         if key not in obj:
             raise self.fail(where, f"missing field '{key}'")
         v = obj[key]
@@ -111,9 +135,11 @@ class _Fields:
         if isinstance(v, float) and math.isfinite(v) and v.is_integer():
             v, ok = int(v), True
         if not ok:
-            raise self.fail(where, f"'{key}' must be an integer, got {json.dumps(v)[:40]}")
+            raise self.fail(where, f"'{key}' must be an integer, got {show_value(v)}")
         if nonneg and v < 0:
-            raise self.fail(where, f"'{key}' is negative ({v})")
+            raise self.fail(where, f"'{key}' is negative ({show_value(v)})")
+        if abs(v) > limit:
+            raise self.fail(where, f"'{key}' is {show_value(v)}, outside the limit of {limit:,} in magnitude")
         return int(v)
 
     def flag(self, obj: dict, key: str, where: str, styles: list[str]) -> bool:
@@ -126,17 +152,18 @@ class _Fields:
         if isinstance(v, (int, float)) and v in (0, 1):
             styles.append("int")
             return bool(v)
-        raise self.fail(where, f"'{key}' must be true/false or 0/1, got {json.dumps(v)[:40]}")
+        raise self.fail(where, f"'{key}' must be true/false or 0/1, got {show_value(v)}")
 
 
 def parse_workload(obj: Any, source: str = "workload") -> Workload:
     """Build a validated :class:`Workload` from the parsed paper JSON."""
+    source = clip(source)
     f = _Fields(source)
     if not isinstance(obj, dict):
         raise InputError(f"{source}: top level must be a JSON object with 'nodes' and 'edges'")
     memory = f.number(obj, "maxSizePerFPGA", "top level")
-    k = f.integer(obj, "maxFPGAs", "top level", nonneg=True)
-    cpus = f.integer(obj, "maxCPUs", "top level", nonneg=True)
+    k = f.integer(obj, "maxFPGAs", "top level", nonneg=True, limit=MAX_COUNT)
+    cpus = f.integer(obj, "maxCPUs", "top level", nonneg=True, limit=MAX_COUNT)
     for key in ("nodes", "edges"):
         if key not in obj:
             raise f.fail("top level", f"missing field '{key}'")
@@ -187,7 +214,9 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
             has_layer[i] = True
         name = node.get("name")
         if name is not None and not isinstance(name, str):
-            raise f.fail(where, f"'name' must be a string, got {json.dumps(name)[:40]}")
+            raise f.fail(where, f"'name' must be a string, got {show_value(name)}")
+        if name is not None and len(name) > MAX_STRING:
+            raise f.fail(where, f"'name' has {len(name):,} characters, more than the limit {MAX_STRING:,}")
         names.append(name)
         node_extra.append({k: v for k, v in node.items() if k not in NODE_KEYS})
     _fill_fresh(color, has_color)

@@ -8,7 +8,7 @@ extra top-level keys, which the paper's tools ignore.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +56,21 @@ class Split:
         return Split(self.accelerators, self.cpus, {**self.meta, **meta})
 
 
+#: Metadata a split may carry that dnnplace reads as numbers (null, or a JSON number, Infinity and NaN included).
+NUMERIC_META = ("gap", "bound", "runtime_s", "objectiveValue", "totalLatency")
+
+
 def parse_split(obj: Any, source: str = "split") -> Split:
-    """Read the paper's split format (``fpgas``/``cpus`` lists of ``{"nodes": [...]}``)."""
+    """Read the paper's split format (``fpgas``/``cpus`` lists of ``{"nodes": [...]}``).
+
+    Node ids are checked as a workload's are (integers within 2**53 in
+    magnitude); metadata that dnnplace reads must have the right type and
+    strings are bounded, so nothing downstream trips over a hostile value.
+    """
+    from dnnplace.frontends.paper_json import MAX_ID, MAX_STRING, show_value
+    from dnnplace.safe_text import clip
+
+    source = clip(source)
     if not isinstance(obj, dict):
         raise InputError(f"{source}: top level must be a JSON object with 'fpgas' and 'cpus'")
     if "fpgas" not in obj and "cpus" not in obj:
@@ -77,12 +90,25 @@ def parse_split(obj: Any, source: str = "split") -> Split:
                 raise InputError(f"{where}: 'nodes' must be a list")
             ids = []
             for v in nodes:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or float(v) != int(v):
-                    raise InputError(f"{where}: node id {json.dumps(v)[:30]} is not an integer")
-                ids.append(int(v))
+                if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+                    v = int(v)
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise InputError(f"{where}: node id {show_value(v, 30)} is not an integer")
+                if abs(v) > MAX_ID:
+                    raise InputError(f"{where}: node id {show_value(v, 30)} is outside the limit of {MAX_ID:,}"
+                                     " in magnitude")
+                ids.append(v)
             out.append(tuple(ids))
         lists[key] = out
     meta = {k: v for k, v in obj.items() if k not in ("fpgas", "cpus", "maxLoad")}
+    for k, v in meta.items():
+        if k in NUMERIC_META and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputError(f"{source}: '{clip(k, 40)}' must be a number, got {show_value(v)}")
+        if k in NUMERIC_META and isinstance(v, int) and abs(v) > MAX_ID:
+            raise InputError(f"{source}: '{clip(k, 40)}' is {show_value(v)}, outside the limit of {MAX_ID:,}")
+        if isinstance(v, str) and len(v) > MAX_STRING:
+            raise InputError(f"{source}: '{clip(k, 40)}' has {len(v):,} characters, more than the limit"
+                             f" {MAX_STRING:,}")
     return Split(tuple(lists["fpgas"]), tuple(lists["cpus"]), meta)
 
 

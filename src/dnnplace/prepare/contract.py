@@ -252,18 +252,32 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
     return pairs[:, 0], pairs[:, 1]
 
 
-def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None) -> CommSources:
+def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None,
+                 forward: np.ndarray | None = None) -> CommSources:
     """Group original producers by (home unit, set of other units they feed).
 
     ``mask`` restricts the producers considered (e.g. forward nodes only).
+    Nodes marked in ``forward`` (left out, unit -1) pass what they receive
+    straight on: a producer feeding one counts as feeding its successors.
     """
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
     c = w.comm_cost
     uo = unit_of.tolist()
-    keep = c > 0 if mask is None else (c > 0) & mask
+    keep = (c > 0) & (unit_of >= 0)  # unit -1: a node left out of the problem (a relaxation)
+    if mask is not None:
+        keep &= mask
+    reach: dict[int, set[int]] = {}
+
+    def fed(v: int) -> set[int]:
+        if forward is None or not forward[v]:
+            return {uo[v]}
+        if v not in reach:
+            reach[v] = set().union(*(fed(x) for x in w.successors[v].tolist())) if w.successors[v].size else set()
+        return reach[v]
+
     for u in np.flatnonzero(keep).tolist():
         home = uo[u]
-        targets = tuple(sorted({uo[x] for x in w.successors[u].tolist()} - {home}))
+        targets = tuple(sorted(set().union(*(fed(x) for x in w.successors[u].tolist())) - {home, -1}))
         if targets:
             key = (home, targets)
             merged[key] = merged.get(key, 0.0) + float(c[u])
@@ -282,24 +296,29 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
 
 
 def merge_free_units(p: Prepared) -> Prepared:
-    """Exact reduction: fold units that cost nothing into a neighbour.
+    """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
-    A unit ``x`` with zero time on both kinds, zero size, supported, and no
-    communication source of its own is moved
+    A unit ``x`` with zero accelerator time (and zero CPU time, unless the
+    budget has no CPU), zero size and no unsupported node is moved to the
+    device of its only predecessor ``q`` (or only successor ``s``) when the
+    transfers that may *start* crossing there cost no more than those that
+    certainly *stop*.  Moving ``x`` from device B to the neighbour's device A
+    changes only A's and B's loads, and for both the accounting is the same:
 
-    * into its only predecessor unit ``q`` when every source feeding ``x`` is
-      ``q``'s own output: ``x`` then moves to an earlier stage, no transfer
-      appears and the one from ``q`` to ``x`` may vanish;
-    * into its only successor unit ``s`` when every source feeding ``x`` also
-      feeds ``s``: the set of devices receiving each such source can only
-      shrink.
+    * certainly stop: sources homed at the neighbour that feed ``x`` alone,
+      and sources of ``x`` that feed the neighbour alone;
+    * may start: sources feeding ``x`` from elsewhere (towards a successor:
+      unless they also feed it), and the other sources of ``x``.
 
-    In both cases any contiguous split can be rewritten with ``x`` beside that
-    neighbour without raising any device's load, so the optimum is unchanged
-    while the ideal lattice shrinks.
+    So every contiguous split can be rewritten with ``x`` beside that
+    neighbour without raising any device's load: the optimum is unchanged
+    while the lattice shrinks.  This folds views, reshapes and other
+    metadata-only operators (free on a GPU) into their producers, forward and
+    backward alike, and the reference's zero-cost leaves too.
     """
     w = p.workload
     unit_of = p.unit_of.copy()
+    cpu_matters = w.max_cpus > 0
     while True:
         n = int(unit_of.max()) + 1
         src = comm_sources(w, unit_of)
@@ -310,34 +329,46 @@ def merge_free_units(p: Prepared) -> Prepared:
             preds[b].add(a)
             succs[a].add(b)
         acc = np.bincount(unit_of, weights=w.acc_time, minlength=n)
-        cpu = np.bincount(unit_of, weights=w.cpu_time, minlength=n)
+        cpu = np.bincount(unit_of, weights=w.cpu_time, minlength=n) if cpu_matters else np.zeros(n)
         size = np.bincount(unit_of, weights=w.size, minlength=n)
         unsup = np.bincount(unit_of, weights=~w.supported, minlength=n)
-        homed = np.bincount(src.home, minlength=n)
+        home = src.home.tolist()
+        cost = src.cost.tolist()
+        targets = [frozenset(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
+                   for s in range(len(home))]
         feeding: list[list[int]] = [[] for _ in range(n)]
-        targets = [set(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
-                   for s in range(src.home.size)]
+        homed: list[list[int]] = [[] for _ in range(n)]
         for s, ts in enumerate(targets):
+            homed[home[s]].append(s)
             for t in ts:
                 feeding[t].append(s)
-        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0) & (homed == 0)
-        into = -1
-        x = -1
+
+        table = (feeding, homed, home, targets, cost)
+        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0)
+        # one pass applies every merge whose inputs no earlier merge of the pass has touched
+        into = np.arange(n)
+        dirty: set[int] = set()
         for x in np.flatnonzero(free).tolist():
-            if len(preds[x]) == 1:
-                q = next(iter(preds[x]))
-                if all(int(src.home[s]) == q for s in feeding[x]):
-                    into = q
-                    break
-            if len(succs[x]) == 1:
-                s_ = next(iter(succs[x]))
-                if all(s_ in targets[s] for s in feeding[x]):
-                    into = s_
-                    break
-        if into < 0:
+            if x in dirty:
+                continue
+            nb = -1
+            if len(preds[x]) == 1 and _balance(x, next(iter(preds[x])), False, table):
+                nb = next(iter(preds[x]))
+            elif len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table):
+                nb = next(iter(succs[x]))
+            if nb < 0 or nb in dirty:
+                continue
+            into[x] = nb
+            for u in (x, nb):
+                dirty.add(u)
+                dirty.update(preds[u])
+                dirty.update(succs[u])
+                for src_id in homed[u] + feeding[u]:
+                    dirty.add(home[src_id])
+                    dirty.update(targets[src_id])
+        if not dirty:
             break
-        unit_of = np.where(unit_of == x, into, unit_of)
-        _, unit_of = np.unique(unit_of, return_inverse=True)
+        _, unit_of = np.unique(into[unit_of], return_inverse=True)
     if int(unit_of.max()) + 1 == p.n_units:
         return p
     n = int(unit_of.max()) + 1
@@ -353,6 +384,23 @@ def merge_free_units(p: Prepared) -> Prepared:
         edge_dst=np.array([b for _, b in edges], dtype=np.int64),
         comm=comm_sources(w, unit_of),
     )
+
+
+def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:
+    """Do the transfers that certainly stop outweigh those that may start when ``x`` joins ``nb``?"""
+    feeding, homed, home, targets, cost = table
+    stop = start = 0.0
+    for s in feeding[x]:
+        if home[s] == nb and targets[s] == {x}:
+            stop += cost[s]
+        elif home[s] != nb and not (towards_successor and nb in targets[s]):
+            start += cost[s]
+    for s in homed[x]:
+        if targets[s] == {nb}:
+            stop += cost[s]
+        else:
+            start += cost[s]
+    return start <= stop
 
 
 def _unit_edges(p: Prepared, unit_of: np.ndarray) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ import html
 import math
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,13 @@ from dnnplace.evaluate import Evaluation
 from dnnplace.evaluate.evaluator import crossing_outputs
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+from dnnplace.safe_text import printable
 from dnnplace.simulate import Simulation
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
 MAX_GRAPH_VERTICES = 1500
+MAX_TIMELINE_MICROBATCHES = 1000  # the timeline draws every task as SVG
 DOT_TIMEOUT_S = 60
 
 
@@ -40,12 +43,42 @@ def _f(x: float | None, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
+def _number(v: object) -> float | None:
+    """A split's numeric metadata as a float, or None when absent or not a number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return None
+
+
 def _bytes(x: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(x) < 1024 or unit == "TiB":
             return f"{x:.1f} {unit}"
         x /= 1024
     return f"{x:.1f} TiB"
+
+
+def dot_label(text: str) -> str:
+    """``text`` as the inside of a quoted Graphviz ``label``, drawn literally.
+
+    Control characters become visible escapes; ``&`` is written as an entity
+    (dot passes entities through to the SVG); a backslash is doubled so that
+    escString sequences (``\\N``, ``\\G``, ``\\L``, ``\\n``, ...) are not expanded and a
+    trailing one cannot swallow the closing quote; quotes are escaped.
+    """
+    return printable(text).replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"')
+
+
+def dot_tooltip(text: str) -> str:
+    """``text`` as the inside of a quoted Graphviz ``tooltip``, shown literally.
+
+    Tooltips go through escString expansion without the label's own backslash
+    unescaping, so a literal backslash needs two escaped ones.
+    """
+    return printable(text).replace("&", "&amp;").replace("\\", "\\\\\\\\").replace('"', '\\"')
 
 
 def graph_svg(w: Workload, ev: Evaluation) -> tuple[str, str]:
@@ -73,9 +106,10 @@ def graph_svg(w: Workload, ev: Evaluation) -> tuple[str, str]:
              'edge [color="#99999988", arrowsize=0.5];']
     for g in range(G):
         d = int(dev_of_class[g])
-        label = html.escape(names[g][0][:28]).replace('"', "'")
+        name = printable(names[g][0])
         where = dev_names[d] if 0 <= d < len(dev_names) else "unplaced"
-        lines.append(f'c{g} [label="{label}", fillcolor="{_color(d)}", tooltip="{label} on {where}"];')
+        lines.append(f'c{g} [label="{dot_label(name[:28])}", fillcolor="{_color(d)}",'
+                     f' tooltip="{dot_tooltip(name[:200] + " on " + where)}"];')
     seen = set()
     for u, v in zip(w.edge_src.tolist(), w.edge_dst.tolist()):
         if w.backward[u] or w.backward[v]:
@@ -183,24 +217,25 @@ def render_report(w: Workload, split: Split, ev: Evaluation, sim: Simulation | N
     """The whole HTML document."""
     meta = split.meta
     bott = ev.bottleneck
-    gap = f"{100 * meta['gap']:.3g} %" if meta.get("gap") is not None else "–"
+    gap_v = _number(meta.get("gap"))
+    gap = f"{100 * gap_v:.3g} %" if gap_v is not None else "–"
     n_acc = sum(1 for d in ev.devices if d.nodes and d.kind == "accelerator")
     n_cpu = sum(1 for d in ev.devices if d.nodes and d.kind == "cpu")
     rows = [
-        ("method", html.escape(str(meta.get("method", "given split")))),
-        ("status", html.escape(str(meta.get("status", "–")))),
+        ("method", html.escape(printable(meta.get("method", "given split"))[:200])),
+        ("status", html.escape(printable(meta.get("status", "–"))[:200])),
         ("max-load (time per sample)", _f(ev.max_load)),
         ("throughput (samples per time unit)", _f(1 / ev.max_load if ev.max_load > 0 else math.inf)),
         ("single-sample latency", _f(ev.latency) + (f" ({html.escape(ev.latency_note)})" if ev.latency_note else "")),
         ("bottleneck device", bott.name if bott else "–"),
-        ("bound / gap", f"{_f(meta.get('bound'))} / {gap}"),
+        ("bound / gap", f"{_f(_number(meta.get('bound')))} / {gap}"),
         ("max FW + max BW", _f(ev.fw_plus_bw) if w.is_training else "– (inference)"),
         ("devices used", f"{n_acc} of {w.max_accelerators} accelerators, {n_cpu} of {w.max_cpus} CPU cores"),
         ("feasible", '<span class="ok">yes</span>' if ev.feasible else
          '<span class="bad">no: ' + html.escape("; ".join(v.message for v in ev.violations)) + "</span>"),
     ]
-    if "runtime_s" in meta:
-        rows.append(("solver runtime", f"{float(meta['runtime_s']):.3f} s"))
+    if _number(meta.get("runtime_s")) is not None:
+        rows.append(("solver runtime", f"{_number(meta['runtime_s']):.3f} s"))
     summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     dev_rows = []
     for i, d in enumerate(ev.devices):
@@ -251,18 +286,24 @@ red edges cross devices.</p>
 
 
 def write_report(w: Workload, split: Split, path: str | Path, *, title: str | None = None,
-                 microbatches: int = 8, schedule: str = "1f1b", overlap_comm: bool = False) -> Path:
-    """Evaluate, simulate and write the report (atomically)."""
+                 microbatches: int = 8, schedule: str = "1f1b", overlap_comm: bool = False,
+                 inputs: Iterable[str | Path | None] = ()) -> Path:
+    """Evaluate, simulate and write the report (atomically, never over one of ``inputs``)."""
     from dnnplace.errors import DnnplaceError
     from dnnplace.evaluate import evaluate
-    from dnnplace.frontends.paper_json import write_text_atomic
+    from dnnplace.safe_write import check_output, write_text_atomic
     from dnnplace.simulate import simulate
 
+    p = Path(path)
+    inputs = list(inputs)
+    check_output(p, inputs)
+    if microbatches > MAX_TIMELINE_MICROBATCHES:
+        raise DnnplaceError(f"the report's timeline draws every task: at most {MAX_TIMELINE_MICROBATCHES:,}"
+                            f" microbatches, not {microbatches:,}")
     ev = evaluate(w, split, overlap_comm=overlap_comm)
     try:
         sim = simulate(w, split, schedule=schedule, microbatches=microbatches, overlap_comm=overlap_comm)
     except DnnplaceError:
         sim = None
-    p = Path(path)
-    write_text_atomic(p, render_report(w, split, ev, sim, title or p.stem))
+    write_text_atomic(p, render_report(w, split, ev, sim, title or p.stem), inputs=inputs)
     return p

@@ -30,6 +30,11 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
 SCHEDULES = ("1f1b", "gpipe")
+#: The simulator keeps every task in a graph (about 1.5 KB each): more than this many would need
+#: gigabytes, so they are refused up front (devices x microbatches, twice that for training).
+MAX_TASKS = 1_000_000
+#: A Chrome trace holds up to three events per task, each a dict (and a line of JSON): bounded likewise.
+MAX_TRACE_TASKS = 200_000
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,12 @@ class Simulation:
         Times in workload units (the paper's files use milliseconds) are
         scaled by ``time_unit_us`` to microseconds.
         """
+        if len(self.tasks) > MAX_TRACE_TASKS:
+            per_micro = max(1, len(self.tasks) // self.microbatches)
+            raise DnnplaceError(
+                f"a trace of {len(self.tasks):,} tasks is more than the limit of {MAX_TRACE_TASKS:,};"
+                f" use --microbatches {max(1, MAX_TRACE_TASKS // per_micro):,} or fewer with --trace"
+            )
         events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
                                "args": {"name": f"dnnplace pipeline ({self.schedule})"}}]
         for i, d in enumerate(self.devices):
@@ -151,6 +162,13 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
     names = tuple(ev.devices[d].name for d in used)
     dev = np.array([index.get(int(d), -1) for d in ev.assignment.device])
     training = w.is_training
+    per_micro = len(used) * (2 if training else 1)
+    if per_micro * microbatches > MAX_TASKS:
+        raise DnnplaceError(
+            f"{microbatches:,} microbatches on {len(used)} devices make {per_micro * microbatches:,} tasks,"
+            f" more than the simulator's limit of {MAX_TASKS:,} (about 1.5 GB of memory);"
+            f" use --microbatches {max(1, MAX_TASKS // max(per_micro, 1)):,} or fewer"
+        )
     fw_deps, bw_deps, stash = _dependencies(w, dev)
     depth = _depths(len(used), fw_deps)
     stages = int(depth.max()) + 1 if len(used) else 0

@@ -35,6 +35,7 @@ class Captured:
     module_of: list[str]  # owning module path per group ("" = the root)
     granularity: str
     method: str  # "export" or "symbolic_trace"
+    inputs: tuple = ()  # the example inputs as the graph's placeholders take them (keywords flattened in)
 
 
 @contextmanager
@@ -67,18 +68,42 @@ def _is_compute(node) -> bool:
     return node.op in ("call_function", "call_module", "call_method") and node.target is not operator.getitem
 
 
-def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False) -> Captured:
-    """Trace ``model`` on ``inputs``; fall back to a module-level trace if export fails."""
+def _cache_hint(exc: BaseException) -> str:
+    """A fix for the commonest export failure of generative models: a KV cache object in the output."""
+    text = str(exc)
+    if "Cache" in text and "output" in text:
+        return ("; the model returns a KV-cache object: build it with use_cache=False"
+                " (e.g. config.use_cache = False) for a placement profile")
+    return ""
+
+
+def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
+            kwargs: dict | None = None) -> Captured:
+    """Trace ``model`` on ``inputs`` (and keyword ``kwargs``); fall back to a module-level trace if export fails.
+
+    torch.export takes keyword inputs (encoder-decoders need ``decoder_input_ids=``);
+    the captured graph's placeholders take them flattened after the positional
+    ones, which is what :attr:`Captured.inputs` holds.
+    """
     import torch
 
     if granularity not in ("op", "module"):
         raise DnnplaceError(f"unknown granularity '{granularity}'; choose op or module")
+    kwargs = dict(kwargs or {})
     try:
         with _quiet_torch_logs():
-            gm = torch.export.export(model, inputs).module()
+            gm = torch.export.export(model, tuple(inputs), kwargs=kwargs).module()
         method = "export"
+        flat = _flat_inputs(gm, tuple(inputs), kwargs)
     except Exception as exc:
         reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        hint = _cache_hint(exc)
+        if hint:
+            raise DnnplaceError(f"cannot trace the model{hint}") from None
+        if kwargs:
+            raise DnnplaceError(f"cannot trace the model with keyword inputs ({', '.join(kwargs)}):"
+                                f" torch.export failed ({reason})") from None
+        flat = tuple(inputs)
         try:
             gm = torch.fx.symbolic_trace(model)
         except Exception as exc2:
@@ -110,4 +135,24 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False) 
         group_of[node.name] = len(groups) - 1
     if not groups:
         raise DnnplaceError("the traced model has no operators")
-    return Captured(gm, groups, group_of, module_of, granularity, method)
+    return Captured(gm, groups, group_of, module_of, granularity, method, flat)
+
+
+def _flat_inputs(gm, args: tuple, kwargs: dict) -> tuple:
+    """Positional and keyword inputs in the order of the exported graph's placeholders."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    spec = getattr(gm, "_in_spec", None)
+    if spec is not None:
+        from torch.fx import _pytree as fx_pytree
+
+        leaves = fx_pytree.tree_flatten_spec((args, kwargs), spec)
+    else:  # pragma: no cover - older torch
+        leaves = pytree.tree_leaves((args, kwargs))
+    n_ph = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    tensors = tuple(v for v in leaves if isinstance(v, torch.Tensor))
+    if len(tensors) != n_ph:
+        raise DnnplaceError(f"the traced graph takes {n_ph} inputs but the example gives {len(tensors)} tensors;"
+                            " pass every model input as a tensor")
+    return tensors

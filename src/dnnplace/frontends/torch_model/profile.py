@@ -42,11 +42,19 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
+def _mutates(node) -> bool:
+    """An in-place ATen operator (torch.export keeps some, e.g. ``add_`` in T5's position buckets)."""
+    schema = getattr(node.target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
 def _run_node(gm, node, env: dict) -> Any:
+    """Execute one fx node on the values in ``env``; in-place operators work on copies, so replays repeat."""
     from torch.fx.node import map_arg
 
-    args = map_arg(node.args, lambda n: env[n.name])
-    kwargs = map_arg(node.kwargs, lambda n: env[n.name])
+    get = (lambda n: _copy(env[n.name])) if _mutates(node) else (lambda n: env[n.name])
+    args = map_arg(node.args, get)
+    kwargs = map_arg(node.kwargs, get)
     if node.op == "get_attr":
         obj = gm
         for part in str(node.target).split("."):
@@ -59,6 +67,40 @@ def _run_node(gm, node, env: dict) -> Any:
     if node.op == "call_method":
         return getattr(args[0], node.target)(*args[1:], **kwargs)
     raise DnnplaceError(f"cannot execute fx node {node.name} ({node.op})")
+
+
+def _copy(value: Any) -> Any:
+    import torch
+
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _storages(value: Any) -> list[int]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value.untyped_storage().data_ptr()] if value.numel() else []
+    if isinstance(value, (tuple, list)):
+        return [p for v in value for p in _storages(v)]
+    return []
+
+
+def _metadata_only(node, env: dict) -> bool:
+    """Does this operator only re-describe memory it was given (view, transpose, expand, eval dropout...)?
+
+    Decided from what it did, not from a list of names: every tensor it
+    returns shares storage with one of its tensor inputs (torch.export's
+    graphs are functional, so an aliasing output is a view, never an in-place
+    write), or it returns no tensor at all (shape asserts).  Such an operator
+    launches no kernel on a GPU and moves no bytes through its memory.
+    """
+    if _mutates(node):
+        return False
+    outs = _storages(env.get(node.name))
+    if not outs:
+        return _nbytes(env.get(node.name)) == 0
+    ins = {p for i in node.all_input_nodes for p in _storages(env.get(i.name))}
+    return all(p in ins for p in outs)
 
 
 def forward_values(gm, inputs: tuple) -> dict:
@@ -230,6 +272,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         raise DnnplaceError(f"unknown device '{device}'; choose host, cuda or one of: {', '.join(sorted(catalogue))}")
     if device == "cuda" and not torch.cuda.is_available():
         raise DnnplaceError("--device cuda: no GPU is available here; use host or a catalogue device")
+    inputs = cap.inputs or inputs
     with _neighbours(inputs, accelerators if device == "host" else 0):
         host = measure(cap, inputs, training=training, repeats=repeats)
     acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
@@ -268,9 +311,13 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         d = catalogue[device]
         lat_ms, bw, memory = d["link_latency_ms"], d["link_bw"], d["memory"]
 
+    metadata = [all(_metadata_only(node, env) for node in members) for members in cap.groups]
+
     def acc_ms(g: int, backward: bool) -> float:
         if device in ("host", "cuda"):
             return (acc["bwd_ms"] if backward else acc["fwd_ms"])[g]
+        if metadata[g]:
+            return 0.0  # a view launches no kernel and moves no bytes (its gradient is a view too)
         d = catalogue[device]
         inp = sum(_nbytes(env[i.name]) for node in cap.groups[g] for i in node.all_input_nodes)
         moved = inp + out_bytes[g] + param_bytes[g]
@@ -284,13 +331,14 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     layer = {m: i for i, m in enumerate(modules)}
     nodes = []
     for g, members in enumerate(cap.groups):
-        size = param_bytes[g] * (4 if training else 1) + (out_bytes[g] if training else 0)
+        stash = out_bytes[g] if training and not metadata[g] else 0  # a view keeps its input's storage alive
+        size = param_bytes[g] * (4 if training else 1) + stash
         nodes.append({
             "id": g, "name": members[0].name, "fpgaLatency": acc_ms(g, False), "cpuLatency": host["fwd_ms"][g],
             "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": g, "size": float(size),
             "layerId": layer[cap.module_of[g]], "fxNodes": [m.name for m in members],
             "module": cap.module_of[g], "flops": host["flops"][g], "outputBytes": out_bytes[g],
-            "paramBytes": param_bytes[g],
+            "paramBytes": param_bytes[g], "metadataOnly": metadata[g],
         })
     edge_list = [{"sourceId": a, "destId": b, "cost": cost(out_bytes[a])} for a, b in sorted(edges)]
     if training:

@@ -92,7 +92,7 @@ def dp_range(
     acc_sum, cpu_sum, size_sum, unsup_sum, work_acc, forced_cpu, ratio,
     home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
     n_cpu, n_acc, memory, ub, overlap,
-    dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel,
+    dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel, piece_cap,
 ):
     """Fill ``dp[lo:hi]`` (layout: ideal, cpus, accelerators); return pairs examined.
 
@@ -100,7 +100,12 @@ def dp_range(
     accelerators can hold ``I`` and the remaining devices its complement
     within ``ub`` (:func:`_fits_budget`); states on an optimal chain always
     are, so the others are left at infinity and never extended.
+
+    With a finite ``piece_cap`` the recurrence is the *sum* of the pieces'
+    loads instead of their maximum, over pieces whose load is at most
+    ``piece_cap`` (the fluid lower bound of :mod:`dnnplace.solvers.dp.relax`).
     """
+    sum_mode = piece_cap < np.inf
     inf = np.inf
     pairs = 0
     last = work_acc.shape[0] - 1
@@ -130,8 +135,8 @@ def dp_range(
             stack_e[0] = down_ptr[I]
             stack_x[0] = -1
             comm = 0.0
-            thr_cpu = ub
-            thr_acc = ub
+            thr_cpu = piece_cap if sum_mode else ub
+            thr_acc = piece_cap if sum_mode else ub
             while sp >= 0:
                 J = stack_j[sp]
                 e = stack_e[sp]
@@ -156,7 +161,10 @@ def dp_range(
                             c = rel[0, q]
                             a = rel[1, q]
                             prev = dp[J2, c - 1, a]
-                            cand = prev if prev > cpu_t else cpu_t
+                            if sum_mode:
+                                cand = prev + cpu_t
+                            else:
+                                cand = prev if prev > cpu_t else cpu_t
                             if cand < dp[I, c, a]:
                                 dp[I, c, a] = cand
                                 choice[I, c, a] = J2
@@ -172,13 +180,16 @@ def dp_range(
                                 c = rel[2, q]
                                 a = rel[3, q]
                                 prev = dp[J2, c, a - 1]
-                                cand = prev if prev > load else load
+                                if sum_mode:
+                                    cand = prev + load
+                                else:
+                                    cand = prev if prev > load else load
                                 if cand < dp[I, c, a]:
                                     dp[I, c, a] = cand
                                     choice[I, c, a] = J2
                                     kind[I, c, a] = 2
                                     improved = True
-                    if improved:
+                    if improved and not sum_mode:
                         # nothing slower than every relevant state's current value can help
                         thr_cpu = -1.0
                         thr_acc = -1.0
@@ -229,4 +240,4 @@ def warm_up() -> None:
     dp = np.zeros((1, 1, 1))
     dp_range(1, 1, z2, z, z, f, f, f, z, f, f, 1.0, z2, z, z2, z, z, f, z, 0, 0, 1.0, 1.0, False,
              dp, np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8),
-             z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64))
+             z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64), np.inf)

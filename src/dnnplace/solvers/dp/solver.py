@@ -14,12 +14,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.errors import InfeasibleError, SolverTimeout
+from dnnplace.errors import InfeasibleError, SolverTimeout, TooManyIdealsError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import Prepared, linearized, merge_free_units, prepare
 from dnnplace.solvers.base import SolveOptions, SolverOutput
 from dnnplace.solvers.dp.ideals import IdealLattice, enumerate_ideals
+from dnnplace.solvers.dp.relax import (
+    Relaxed,
+    incomparable_counts,
+    inert_units,
+    reinsert,
+    relax,
+    restriction_groups,
+    unit_topological_order,
+    view_units,
+)
+
+REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
+LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,7 @@ class DPResult:
     n_acc_used: int
     n_cpu_used: int
     pairs: int
+    chain: tuple[int, ...] = ()  # device of every piece in pipeline order (first ideal first)
 
 
 class DPSolver:
@@ -45,37 +59,308 @@ class DPSolver:
 
 
 def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray | None = None) -> SolverOutput:
-    """Prepare, bound, and run the exact DP; ``extra_groups`` fuses further nodes."""
+    """The optimum, or a split with a certified bound when the lattice is too large.
+
+    1. Prepare units and apply the exact reductions.
+    2. Upper bound: the DP on one topological order of the units (a chain,
+       tiny lattice) -- a real split.
+    3. If the lattice (inert units left out) fits ``max_ideals``: the exact DP.
+    4. Otherwise relax (:mod:`dnnplace.solvers.dp.relax`): leave out the units
+       parallel to most others, from many to few, while the lattice fits;
+       each relaxed optimum is a lower bound and, with the units put back, a
+       split.  Stop once the gap is within ``options.gap``.
+
+    Every split is valued by the evaluator; ``extra_groups`` fuses further
+    nodes (the PipeDream emulation's biconnected components).
+    """
     start = time.perf_counter()
     deadline = None if options.time_limit is None else start + options.time_limit
+    if max(workload.max_accelerators, workload.max_cpus) > workload.n:
+        # no split uses more devices than there are nodes; the DP's tables grow with the budget
+        workload = workload.with_budget(min(workload.max_accelerators, workload.n), min(workload.max_cpus, workload.n))
     p = merge_free_units(
         prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize,
                 extra_groups=extra_groups)
     )
-    ub = np.inf
     stats: dict[str, float | int] = {"units": p.n_units}
-    if not options.linearize:
+    best = _Best(workload, options)
+    best.bound = _trivial_bound(p)
+    if p.n_units > LARGE_UNITS:
+        _coarse_chain(p, best, options, deadline, stats)
+        return best.output(stats)
+    if not options.linearize and p.n_units > 1:
         chain = linearized(p)
-        first = run_dp(chain, enumerate_ideals(chain, options.max_ideals), workload,
-                       overlap=options.overlap_comm, ub=np.inf, deadline=deadline)
+        # no deadline: this chain (at most LARGE_UNITS + 1 ideals) is the answer a time limit falls back on
+        first = run_dp(chain, enumerate_ideals(chain, max(options.max_ideals, p.n_units + 2)), workload,
+                       overlap=options.overlap_comm, ub=np.inf)
         if np.isfinite(first.value):
-            ub = first.value * (1 + 1e-9) + 1e-12
+            best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
-    lattice = enumerate_ideals(p, options.max_ideals)
-    stats["ideals"] = lattice.n_ideals
-    result = run_dp(p, lattice, workload, overlap=options.overlap_comm, ub=ub,
+    inert = inert_units(p)
+    base = relax(p, inert) if inert.any() else None
+    q = base.prepared if base is not None else p
+    stats["inert_units"] = int(inert.sum())
+    try:
+        lattice = enumerate_ideals(q, options.max_ideals)
+    except TooManyIdealsError:
+        lattice = None
+    try:
+        if lattice is not None:
+            stats["ideals"] = lattice.n_ideals
+            result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                            deadline=deadline, progress=options.progress)
+            stats["pairs_examined"] = result.pairs
+            if np.isfinite(result.value):
+                best.offer(_split_of(p, result, base))
+                best.bound = max(best.bound, result.value)
+                stats["dp_value"] = float(result.value)
+            elif best.split is None:
+                raise InfeasibleError(_infeasible_message(workload))
+            else:
+                best.bound = max(best.bound, best.value)  # nothing below the incumbent exists
+        else:
+            _relaxations(p, inert, best, options, deadline, stats)
+    except SolverTimeout:
+        if best.split is None:
+            raise
+        best.timed_out = True
+    if best.split is None:
+        raise InfeasibleError(_infeasible_message(workload))
+    return best.output(stats)
+
+
+def _coarse_chain(p: Prepared, best: _Best, options: SolveOptions, deadline: float | None, stats: dict) -> None:
+    """Huge graphs: consecutive runs of one topological order fused into blocks, the block chain solved.
+
+    Fusing is a restriction, so the split is real; the bound is the trivial
+    one.  This keeps a graph of 100,000 units to seconds instead of an
+    enumeration that cannot finish.
+    """
+    order = unit_topological_order(p)
+    block = np.empty(p.n_units, dtype=np.int64)
+    block[order] = np.arange(len(order)) * LARGE_UNITS // (2 * len(order))
+    fused = merge_free_units(prepare(p.workload, linearize=True, extra_groups=block[p.unit_of]))
+    result = run_dp(fused, enumerate_ideals(fused, fused.n_units + 2), p.workload, overlap=options.overlap_comm,
                     deadline=deadline, progress=options.progress)
-    stats["pairs_examined"] = result.pairs
-    if not np.isfinite(result.value):
-        raise InfeasibleError(
-            f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
+    stats.update(coarse_blocks=fused.n_units, pairs_examined=result.pairs)
+    if np.isfinite(result.value):
+        best.offer(_split_of(fused, result, None))
+    if best.split is None:
+        raise InfeasibleError(_infeasible_message(p.workload) + f" (or the {p.n_units:,}-unit graph needs a finer"
+                              " search than its block chain)")
+
+
+def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOptions, deadline: float | None,
+                 stats: dict) -> None:
+    """Lower bounds (and splits) from relaxations that fit the ideal budget.
+
+    Units are left out in order of how many units they run beside per unit
+    of cost they carry (so views and other free units parallel to much of the
+    graph go first); the count doubles until the lattice fits, then each
+    fitting relaxation is solved exactly, and the search narrows between the
+    largest count that did not fit and the smallest that did while the gap
+    is above ``options.gap`` and time remains.
+    """
+    views = view_units(p) & ~inert
+    base = inert | views
+    inc = incomparable_counts(p)
+    mass = p.acc_time + np.bincount(p.comm.home, weights=p.comm.cost, minlength=p.n_units)
+    scale = max(float(mass.max(initial=0.0)), 1e-300)
+    score = inc / (mass / scale + 1e-3)
+    candidates = np.flatnonzero(~base & (inc > 0) & p.supported)
+    candidates = candidates[np.argsort(-score[candidates], kind="stable")]
+    too_few, enough = -1, None
+    k = 0  # first: views and inert units alone (a nearly exact relaxation)
+    tried = 0
+    refine_until = time.perf_counter() + REFINE_SECONDS
+    stats["view_units"] = int(views.sum())
+    while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise SolverTimeout("dp: time limit reached while relaxing")
+        if enough is not None and time.perf_counter() > refine_until:
+            break
+        drop = base.copy()
+        drop[candidates[:k]] = True
+        rel = relax(p, drop, forward=views)
+        lattice = None
+        if rel.prepared.n_units:
+            try:
+                lattice = enumerate_ideals(rel.prepared, options.max_ideals)
+            except TooManyIdealsError:
+                lattice = None
+        if lattice is None and rel.prepared.n_units:
+            too_few = k
+        else:
+            enough = k
+            tried += 1
+            if lattice is not None:
+                result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                                deadline=deadline, progress=options.progress)
+                stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals,
+                             pairs_examined=result.pairs)
+                if np.isfinite(result.value):
+                    best.bound = max(best.bound, result.value)
+                    best.offer(_split_of(p, result, rel))
+                    if views.any():
+                        best.offer(_split_of(p, result, rel, lazy=views))
+                soft = refine_until if deadline is None else min(deadline, refine_until)
+                try:  # optional improvements: bounded by the refinement time
+                    if best.gap() > options.gap:
+                        _restricted_split(p, drop, best, options, soft)
+                    if best.gap() > options.gap:
+                        _fluid_bound(rel, lattice, best, options, soft)
+                except SolverTimeout:
+                    if deadline is not None and time.perf_counter() > deadline:
+                        raise
+            if best.gap() <= options.gap:
+                break
+        if enough is None:
+            if k == candidates.size:
+                break
+            k = min(max(8, 2 * k), candidates.size)
+        else:
+            nxt = (too_few + enough) // 2
+            if nxt <= too_few or nxt >= enough:
+                break
+            k = nxt
+    stats["relaxations"] = tried
+
+
+def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: SolveOptions,
+                      deadline: float | None) -> None:
+    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split)."""
+    fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
+                                     linearize=options.linearize, extra_groups=restriction_groups(p, drop)))
+    try:
+        lattice = enumerate_ideals(fused, options.max_ideals)
+    except TooManyIdealsError:
+        return
+    result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(), deadline=deadline)
+    if np.isfinite(result.value):
+        best.offer(_split_of(fused, result, None))
+
+
+def fluid_certifies(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bool,
+                    deadline: float | None) -> bool:
+    """Is ``cap`` a proven lower bound: does *no* split of the whole graph keep every load within it?
+
+    The relaxation forgets the left-out units' compute ``W``; yet in any split
+    of the whole graph with every load at most ``cap``, each device's relaxed
+    load plus the left-out compute it runs is at most ``cap``, so the
+    accelerators' relaxed loads sum to at most ``k * cap - W`` (an unused
+    accelerator counts with load 0).  The kernel's sum mode finds the least
+    such sum over relaxed splits whose pieces are each within ``cap``; if even
+    that exceeds ``k * cap - W``, no such split exists.  Only for budgets
+    without CPU cores and without overlapped communication (a CPU would absorb
+    left-out work at another speed; overlapped loads do not add up).
+    """
+    p = rel.prepared
+    w = p.workload
+    if w.max_cpus > 0 or overlap:
+        return False
+    work = float(w.acc_time[p.unit_of < 0].sum())  # the left-out nodes' compute
+    result = run_dp(p, lattice, w, ub=np.inf, deadline=deadline, piece_cap=cap)
+    return bool(result.value > w.max_accelerators * cap - work + 1e-9 * max(cap, 1e-300))
+
+
+def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: SolveOptions,
+                 deadline: float | None) -> None:
+    """Raise ``best.bound`` by :func:`fluid_certifies`: first at the target gap, then by bisection."""
+    if not np.isfinite(best.value):
+        return
+    target = best.value * (1 - options.gap)
+    if target <= best.bound:
+        return
+    if fluid_certifies(rel, lattice, target, options.overlap_comm, deadline):
+        best.bound = target
+        return
+    lo, hi = best.bound, target  # hi is not certified
+    for _ in range(6):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo * (1 + 1e-6):
+            break
+        if fluid_certifies(rel, lattice, mid, options.overlap_comm, deadline):
+            lo = mid
+        else:
+            hi = mid
+    best.bound = max(best.bound, lo)
+
+
+class _Best:
+    """The incumbent split (valued by the evaluator) and the best proven lower bound."""
+
+    def __init__(self, workload: Workload, options: SolveOptions) -> None:
+        self.workload = workload
+        self.overlap = options.overlap_comm
+        self.split: Split | None = None
+        self.value = np.inf
+        self.bound = 0.0
+        self.timed_out = False
+
+    def offer(self, split: Split) -> None:
+        from dnnplace.evaluate import evaluate
+
+        ev = evaluate(self.workload, split, overlap_comm=self.overlap, complete=False)
+        if ev.feasible and ev.max_load < self.value:
+            self.split, self.value = split, float(ev.max_load)
+
+    def cutoff(self) -> float:
+        """A pruning bound for the DP: nothing worse than the incumbent matters."""
+        return self.value * (1 + 1e-9) + 1e-12 if np.isfinite(self.value) else np.inf
+
+    def gap(self) -> float:
+        if not np.isfinite(self.value) or self.value <= 0:
+            return 0.0 if self.value == 0 else np.inf
+        return max(0.0, (self.value - self.bound) / self.value)
+
+    def output(self, stats: dict) -> SolverOutput:
+        assert self.split is not None
+        bound = min(self.bound, self.value)
+        if self.timed_out:
+            status = "time_limit"
+        elif bound >= self.value * (1 - 1e-9):
+            status, bound = "optimal", self.value
+        else:
+            status = "bounded"
+        stats["dp_value"] = self.value
+        return SolverOutput(split=self.split, status=status, bound=float(bound), stats=stats)
+
+
+def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarray | None = None) -> Split:
+    """The DP's chain as a split of the workload; left-out units are put back (:func:`reinsert`)."""
+    w = p.workload
+    if rel is not None and not result.chain:  # everything left out was inert: one device holds it all
+        on_acc = w.max_accelerators > 0
+        return Split.from_assignment(w.node_ids, np.zeros(w.n, dtype=np.int64), int(on_acc), int(not on_acc))
+    if rel is None:
+        device = result.unit_device[p.unit_of]
+    else:
+        position = np.empty(len(result.chain), dtype=np.int64)
+        kept_pos = np.zeros(rel.kept.size, dtype=np.int64)
+        chain_pos = {d: i for i, d in enumerate(result.chain)}
+        for u in range(rel.kept.size):
+            kept_pos[u] = chain_pos[int(result.unit_device[u])]
+        position[:] = result.chain
+        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)), lazy)
+        device = position[unit_pos][p.unit_of]
+    return Split.from_assignment(w.node_ids, device, result.n_acc_used, result.n_cpu_used)
+
+
+def _trivial_bound(p: Prepared) -> float:
+    """Every unit runs somewhere, at its cheaper kind's speed: a lower bound without any search."""
+    w = p.workload
+    acc = np.where(p.supported & (p.size <= w.memory) & (w.max_accelerators > 0), p.acc_time, np.inf)
+    cheapest = np.minimum(acc, p.cpu_time if w.max_cpus > 0 else np.inf)
+    if not np.isfinite(cheapest).all():
+        return 0.0
+    devices = w.max_accelerators + w.max_cpus
+    return float(max(cheapest.max(initial=0.0), cheapest.sum() / max(devices, 1)))
+
+
+def _infeasible_message(workload: Workload) -> str:
+    return (f"no contiguous split fits: with {workload.max_accelerators} accelerators of"
             f" {workload.memory:.6g} bytes and {workload.max_cpus} CPU cores some contiguous"
-            " piece always exceeds memory or holds an unsupported node"
-        )
-    device = result.unit_device[p.unit_of]
-    split = Split.from_assignment(workload.node_ids, device, result.n_acc_used, result.n_cpu_used)
-    stats["dp_value"] = float(result.value)
-    return SolverOutput(split=split, status="optimal", bound=float(result.value), stats=stats)
+            " piece always exceeds memory or holds an unsupported node")
 
 
 def run_dp(
@@ -87,8 +372,13 @@ def run_dp(
     ub: float = np.inf,
     deadline: float | None = None,
     progress=None,
+    piece_cap: float = np.inf,
 ) -> DPResult:
-    """Run the kernel over the whole lattice and backtrack the optimal chain."""
+    """Run the kernel over the whole lattice and backtrack the optimal chain.
+
+    A finite ``piece_cap`` asks for the least *total* load of pieces each at
+    most ``piece_cap`` instead (see :func:`fluid_certifies`).
+    """
     from dnnplace.solvers.dp.kernel import dp_range
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
@@ -117,7 +407,7 @@ def run_dp(
         np.zeros(p.n_units, dtype=np.int8),
         np.zeros(p.n_units + 2, dtype=np.int64), np.zeros(p.n_units + 2, dtype=np.int64),
         np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64),
+        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap),
     )
     pairs = 0
     lo, step = 1, 16
@@ -126,10 +416,12 @@ def run_dp(
         t = time.perf_counter()
         pairs += dp_range(lo, hi, *args)
         elapsed = time.perf_counter() - t
-        if elapsed < 0.05:
+        # short chunks: Ctrl-C and --time-limit are honoured between them, and the cost per
+        # ideal varies along the lattice, so grow gently and shrink fast
+        if elapsed < 0.01 and step < 4096:
             step *= 2
-        elif elapsed > 0.2 and step > 1:
-            step //= 2
+        elif elapsed > 0.05:
+            step = max(1, int(step * 0.02 / elapsed))
         lo = hi
         if progress is not None:
             progress(lo, N, "DP over ideals")
@@ -143,14 +435,17 @@ def run_dp(
         return DPResult(value, unit_device, 0, 0, pairs)
     acc_sets: list[int] = []
     cpu_sets: list[int] = []
+    backwards: list[tuple[bool, int]] = []  # (is CPU, index in its list), last piece first
     c, a, cur = n_cpu, n_acc, full
     masks = lattice.masks
     while cur != 0:
         k, j = int(kind[cur, c, a]), int(choice[cur, c, a])
         if k == 1:
+            backwards.append((True, len(cpu_sets)))
             cpu_sets.append(masks[cur] & ~masks[j])
             c, cur = c - 1, j
         elif k == 2:
+            backwards.append((False, len(acc_sets)))
             acc_sets.append(masks[cur] & ~masks[j])
             a, cur = a - 1, j
         elif k == 3:
@@ -163,7 +458,9 @@ def run_dp(
     for d, mask in enumerate(pieces):
         for u in _bits(mask):
             unit_device[u] = d
-    return DPResult(value, unit_device, len(acc_sets), len(cpu_sets), pairs)
+    na, nc = len(acc_sets), len(cpu_sets)
+    chain = tuple(na + nc - 1 - i if is_cpu else na - 1 - i for is_cpu, i in reversed(backwards))
+    return DPResult(value, unit_device, na, nc, pairs, chain)
 
 
 def _work_bounds(p: Prepared, lattice: IdealLattice, memory: float) -> tuple[np.ndarray, np.ndarray, float]:

@@ -47,6 +47,30 @@ def _silenced_stdout():
         os.close(devnull)
 
 
+def _run_interruptibly(h) -> None:
+    """``h.run()`` in HiGHS's solver thread, so that Ctrl-C stops it within a fraction of a second.
+
+    The main thread waits in short slices; on KeyboardInterrupt it asks HiGHS to
+    stop (its interrupt callbacks poll the request), waits for the solver thread
+    to wind down and re-raises, so the CLI exits 130 without writing anything.
+    """
+    h.HandleUserInterrupt = True  # subscribes the simplex / IPM / MIP interrupt callbacks
+    h.startSolve()
+    try:
+        while not h.wait(0.05)[0]:
+            pass
+    except KeyboardInterrupt:
+        h.cancelSolve()
+        give_up = time.monotonic() + 0.3
+        while time.monotonic() < give_up:
+            try:
+                if h.wait(0.05)[0]:
+                    break
+            except KeyboardInterrupt:
+                h.cancelSolve()
+        raise
+
+
 class MipBuilder:
     """Collects variables and sparse rows, then solves with HiGHS."""
 
@@ -140,7 +164,7 @@ class MipBuilder:
 
             h.cbMipImprovingSolution.subscribe(on_log)
             h.cbMipLogging.subscribe(on_log)
-        h.run()
+        _run_interruptibly(h)
         seconds = time.perf_counter() - t0
         model_status = h.getModelStatus()
         info = h.getInfo()

@@ -1,0 +1,58 @@
+"""User text made safe to show: no terminal control sequences, no rich markup, no emoji codes.
+
+Names, paths and messages can come from hostile files.  :func:`printable`
+replaces every control character (C0, DEL, C1: the start of ANSI/OSC escape
+sequences), the bidirectional overrides that reorder what a reader sees, and
+lone surrogates (which cannot be encoded) by a visible escape such as ``\\x1b``.
+:class:`SafeConsole` is a rich console that never interprets markup or emoji
+codes in what it is given and passes every string through :func:`printable`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+
+# C0 controls, DEL, C1 controls, bidi embeddings/overrides/isolates, line/paragraph separators, lone surrogates
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                                "\u2028\u2029\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\u202e``)."""
+    return (_UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE).sub(_escape, str(text))
+
+
+def clip(text: object, limit: int = 200) -> str:
+    """:func:`printable`, cut to ``limit`` characters with an ellipsis (for names in messages)."""
+    s = printable(text)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+class SafeConsole(Console):
+    """A rich console for untrusted text: no markup, no emoji codes, no highlighting, no control characters.
+
+    Styling is still possible with :class:`rich.text.Text` objects or an explicit
+    ``markup=True`` on a template whose user parts went through
+    :func:`rich.markup.escape`.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        kwargs.setdefault("highlight", False)
+        super().__init__(**kwargs)
+
+    def render_str(self, text: str, **kwargs):  # every str printed, in tables and titles too
+        return super().render_str(printable(text, keep_newlines=True), **kwargs)
+
+    def print_json(self, json: str | None = None, **kwargs) -> None:  # noqa: A002 - rich's name
+        kwargs["ensure_ascii"] = True  # C1 controls and bidi overrides stay \u escapes
+        super().print_json(json, **kwargs)

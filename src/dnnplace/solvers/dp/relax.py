@@ -1,0 +1,244 @@
+"""Certified answers when the exact lattice is too large: leave cheap parallel units out, then put them back.
+
+Real operator graphs (a transformer's causal mask, position ids, rotary
+tables, an encoder-decoder's decoder prologue) contain cheap chains that run
+beside long stretches of the graph; their interleavings multiply the ideals.
+
+*Leaving a unit out* is a relaxation: the unit is removed from the order while
+the precedence between the remaining units is kept (edges through it are
+rewired), its compute, memory and outgoing transfers are dropped, and it stops
+counting as a receiver of anyone's output.  Every contiguous split of the
+whole graph restricted to the remaining units is a contiguous split of the
+relaxed graph whose every device load is no larger, so the relaxed optimum
+(found exactly by the DP on a lattice that is never larger, usually far
+smaller) is a **lower bound** on the true optimum.
+
+*Putting them back* turns the relaxed optimum into a real split -- each
+left-out unit joins the stage of its last predecessor, or, for a unit with no
+predecessor, the stage of its first successor -- whose value the evaluator
+computes exactly: an **upper bound**.  A unit that costs nothing, stores
+nothing and sends and receives nothing is left out exactly (both bounds meet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.prepare.contract import Prepared, comm_sources
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    """The relaxed unit DAG and how its units map back to the full one."""
+
+    prepared: Prepared  # remaining units only, renumbered 0..m-1
+    kept: np.ndarray  # full unit index of every remaining unit
+    dropped: np.ndarray  # bool per full unit
+
+
+def unit_adjacency(p: Prepared) -> tuple[list[list[int]], list[list[int]]]:
+    """Successor and predecessor lists of the unit DAG."""
+    succ: list[list[int]] = [[] for _ in range(p.n_units)]
+    pred: list[list[int]] = [[] for _ in range(p.n_units)]
+    for a, b in zip(p.edge_src.tolist(), p.edge_dst.tolist(), strict=False):
+        succ[a].append(b)
+        pred[b].append(a)
+    return succ, pred
+
+
+def unit_topological_order(p: Prepared) -> list[int]:
+    """Units in a topological order (Kahn, smallest index first)."""
+    import heapq
+
+    succ, pred = unit_adjacency(p)
+    indeg = [len(x) for x in pred]
+    heap = [u for u in range(p.n_units) if indeg[u] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        u = heapq.heappop(heap)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, v)
+    return order
+
+
+def incomparable_counts(p: Prepared) -> np.ndarray:
+    """For every unit, how many units are neither its ancestors nor its descendants.
+
+    A unit parallel to many others multiplies the ideals; these are the
+    units worth leaving out first.
+    """
+    succ, pred = unit_adjacency(p)
+    order = unit_topological_order(p)
+    anc = [0] * p.n_units
+    desc = [0] * p.n_units
+    for u in order:
+        m = 0
+        for v in pred[u]:
+            m |= anc[v] | (1 << v)
+        anc[u] = m
+    for u in reversed(order):
+        m = 0
+        for v in succ[u]:
+            m |= desc[v] | (1 << v)
+        desc[u] = m
+    n = p.n_units
+    return np.array([n - 1 - anc[u].bit_count() - desc[u].bit_count() for u in range(n)], dtype=np.int64)
+
+
+def inert_units(p: Prepared) -> np.ndarray:
+    """Units that can be left out *exactly*: no compute, no memory, no transfer in or out.
+
+    ``cpu_time`` counts only when the budget has CPU cores.
+    """
+    w = p.workload
+    cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
+    touched = np.zeros(p.n_units, dtype=bool)
+    src = p.comm
+    touched[src.home] = True
+    touched[src.target_idx] = True
+    return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported & ~touched
+
+
+def view_units(p: Prepared) -> np.ndarray:
+    """Units that are one free operator re-describing its only input (a view), forward only.
+
+    Such a unit ``x`` with predecessor ``q`` can be left out while ``q``'s
+    output is counted as feeding ``x``'s successors directly (``forward`` of
+    :func:`relax`): in any split, a device holding a successor of ``x`` but not
+    ``x`` receives ``x``'s output, which costs at least ``q``'s (the condition
+    checked here), and a device holding ``x`` but not ``q`` receives ``q``'s
+    output -- so no device's load rises in the relaxation, which is exactly
+    the model in which views are recomputed wherever they are needed.
+    Backward units are excluded: there several gradients would stand in for
+    one.
+    """
+    w = p.workload
+    members = p.members()
+    cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
+    free = (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported
+    out = np.zeros(p.n_units, dtype=bool)
+    c = w.comm_cost
+    for u in np.flatnonzero(free).tolist():
+        if members[u].size != 1:
+            continue
+        x = int(members[u][0])
+        preds = w.predecessors[x]
+        if w.backward[x] or preds.size != 1 or w.backward[preds[0]]:
+            continue
+        out[u] = c[x] >= c[int(preds[0])] * (1 - 1e-12)
+    return out
+
+
+def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None) -> Relaxed:
+    """Leave the units marked in ``drop`` out of ``p`` (see the module docstring).
+
+    Units also marked in ``forward`` (views, :func:`view_units`) keep passing
+    their input on to their successors in the relaxed transfer costs.
+    """
+    drop = np.asarray(drop, dtype=bool)
+    kept = np.flatnonzero(~drop)
+    new_index = np.full(p.n_units, -1, dtype=np.int64)
+    new_index[kept] = np.arange(kept.size)
+    succ, _ = unit_adjacency(p)
+    edges: set[tuple[int, int]] = set()
+    reach: dict[int, set[int]] = {}  # dropped unit -> kept units reachable through dropped ones
+
+    def kept_successors(u: int) -> set[int]:
+        if u in reach:
+            return reach[u]
+        out: set[int] = set()
+        stack = [u]
+        seen = {u}
+        while stack:
+            x = stack.pop()
+            for y in succ[x]:
+                if not drop[y]:
+                    out.add(y)
+                elif y not in seen:
+                    if y in reach:
+                        out |= reach[y]
+                    else:
+                        seen.add(y)
+                        stack.append(y)
+        reach[u] = out
+        return out
+
+    for a in kept.tolist():
+        for b in succ[a]:
+            targets = kept_successors(b) if drop[b] else {b}
+            for t in targets:
+                edges.add((int(new_index[a]), int(new_index[t])))
+    pairs = np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    unit_of = new_index[p.unit_of]
+    relaxed = Prepared(
+        workload=p.workload,
+        unit_of=unit_of,
+        acc_time=p.acc_time[kept],
+        cpu_time=p.cpu_time[kept],
+        size=p.size[kept],
+        supported=p.supported[kept],
+        edge_src=pairs[:, 0].copy(),
+        edge_dst=pairs[:, 1].copy(),
+        comm=comm_sources(p.workload, unit_of,
+                          forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
+    )
+    return Relaxed(relaxed, kept, drop)
+
+
+def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: int,
+             lazy: np.ndarray | None = None) -> np.ndarray:
+    """Chain position (stage index in pipeline order) of every full unit.
+
+    Remaining units keep the position the relaxed split gave them; a left-out
+    unit joins its last predecessor's stage, or, without predecessors or when
+    marked ``lazy``, its first successor's (the first stage if it has
+    neither).  Precedence holds because the relaxed order kept every path
+    through left-out units.
+    """
+    succ, pred = unit_adjacency(p)
+    order = unit_topological_order(p)
+    pos = np.full(p.n_units, -1, dtype=np.int64)
+    pos[rel.kept] = kept_position
+    first_after = np.full(p.n_units, n_positions - 1, dtype=np.int64)
+    for u in reversed(order):
+        if not rel.dropped[u]:
+            first_after[u] = pos[u]
+        elif succ[u]:
+            first_after[u] = min(int(first_after[v]) for v in succ[u])
+    for u in order:
+        if rel.dropped[u]:
+            after = max(int(pos[v]) for v in pred[u]) if pred[u] else 0
+            if not pred[u] or (lazy is not None and lazy[u]):
+                pos[u] = max(after, int(first_after[u]))
+            else:
+                pos[u] = after
+    return pos
+
+
+def restriction_groups(p: Prepared, drop: np.ndarray) -> np.ndarray:
+    """Per node, a label that fuses every left-out unit with one remaining neighbour.
+
+    Fusing is a *restriction* (fewer splits, each one real), so the optimum of
+    the fused graph is an upper bound.  A unit with predecessors joins the
+    latest of them in topological order, a unit without joins its earliest
+    successor; neither can close a cycle, and the fused lattice is never
+    larger than the relaxed one.
+    """
+    succ, pred = unit_adjacency(p)
+    order = unit_topological_order(p)
+    rank = np.empty(p.n_units, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    label = np.arange(p.n_units, dtype=np.int64)
+    for u in order:  # units with predecessors, front to back: their predecessors are settled
+        if drop[u] and pred[u]:
+            label[u] = label[max(pred[u], key=lambda v: rank[v])]
+    for u in reversed(order):  # sources, back to front: their successors are settled
+        if drop[u] and not pred[u] and succ[u]:
+            label[u] = label[min(succ[u], key=lambda v: rank[v])]
+    return label[p.unit_of]

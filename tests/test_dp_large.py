@@ -1,0 +1,39 @@
+"""The DP's answers on graphs too large for an exact lattice: always a split with what was proven."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import throughput_path
+
+import dnnplace
+from dnnplace.frontends.paper_json import load_workload, workload_from_records
+
+
+def test_time_limit_returns_the_best_split_with_its_bound():
+    w = load_workload(throughput_path("LayerGraphs/inceptionv3_training"))
+    sol = dnnplace.solve(w, "dp", time_limit=0.3, max_ideals=5_000_000)
+    assert sol.status == "time_limit"
+    assert sol.evaluation.feasible and sol.evaluation.contiguous
+    assert 0 < sol.bound <= sol.value and sol.gap == (sol.value - sol.bound) / sol.value
+
+
+def test_over_the_ideal_budget_gives_bound_and_gap_not_a_refusal():
+    w = load_workload(throughput_path("LayerGraphs/inceptionv3_inference"))
+    exact = dnnplace.solve(w, "dp")
+    sol = dnnplace.solve(w, "dp", max_ideals=2_000)
+    assert sol.status in ("bounded", "optimal")
+    assert sol.bound <= exact.value + 1e-9 <= sol.value + 2e-9
+    assert sol.split.meta["bound"] == sol.bound and sol.split.meta["gap"] == sol.gap
+
+
+def test_a_hundred_thousand_isolated_nodes_are_answered():
+    n = 100_000
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 2.0, "supportedOnFpga": True, "size": 1.0,
+              "isBackwardNode": False, "colorClass": i} for i in range(n)]
+    w = workload_from_records(nodes, [], accelerators=4, cpus=1, memory=1e9)
+    sol = dnnplace.solve(w, "dp")
+    assert sol.evaluation.feasible
+    assert sol.status == "bounded" and sol.bound <= sol.value
+    # 4 accelerators at 1 per node and a CPU at 2 per node: the optimum is n / 4.5
+    assert sol.bound <= n / 4.5 <= sol.value <= 1.01 * n / 4.5
+    assert np.isfinite(sol.gap)

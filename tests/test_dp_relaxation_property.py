@@ -1,0 +1,113 @@
+"""Exact reductions and relaxations of the DP against brute force on small random DAGs.
+
+The instances look like real operator graphs in miniature: a backbone, free
+metadata-only nodes (views: no compute, no memory, but their output still
+costs a transfer), and cheap chains that start at a source and join the
+backbone later (a causal mask, position ids), in inference and training.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import brute_force_contiguous_optimum, max_load
+
+import dnnplace
+from dnnplace.frontends.paper_json import workload_from_records
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def graphs_with_views_and_side_chains(draw, training: bool):
+    n_back = draw(st.integers(2, 4))
+    n_side = draw(st.integers(0, 2 if not training else 1))
+    times = st.floats(0.5, 10.0, allow_nan=False).map(lambda x: round(x, 2))
+    nodes: list[dict] = []
+    edges: set[tuple[int, int]] = set()
+
+    def add(free: bool) -> int:
+        i = len(nodes)
+        acc = 0.0 if free else draw(times)
+        nodes.append({"id": i, "fpgaLatency": acc, "cpuLatency": 0.0 if free else round(acc * 3, 2),
+                      "supportedOnFpga": True, "size": 0.0 if free else float(draw(st.integers(0, 2))),
+                      "isBackwardNode": False, "colorClass": i})
+        return i
+
+    back = []
+    for _ in range(n_back):
+        i = add(draw(st.integers(0, 2)) == 0)
+        if back:
+            edges.add((back[-1], i))
+            if len(back) >= 2 and draw(st.booleans()):
+                edges.add((back[-2], i))  # residual
+        back.append(i)
+    for _ in range(n_side):
+        length = draw(st.integers(1, 2))
+        prev = None
+        for _ in range(length):
+            i = add(draw(st.booleans()))
+            if prev is not None:
+                edges.add((prev, i))
+            prev = i
+        edges.add((prev, draw(st.sampled_from(back[1:] if len(back) > 1 else back))))
+    n = len(nodes)
+    cost = {i: round(draw(st.floats(0.0, 3.0)), 2) for i in range(n)}
+    edge_list = [(i, j, cost[i]) for i, j in sorted(edges)]
+    if training:
+        for i in range(n):
+            f = nodes[i]
+            bt = 0.0 if f["fpgaLatency"] == 0 else draw(times)
+            nodes.append({"id": n + i, "fpgaLatency": bt, "cpuLatency": round(bt * 3, 2), "supportedOnFpga": True,
+                          "size": 0.0, "isBackwardNode": True, "colorClass": i})
+        bcost = {j: max(cost[i] for i, jj in edges if jj == j) for _, j in edges}
+        for i, j in sorted(edges):
+            edge_list.append((n + j, n + i, bcost[j]))  # the gradient of i's output (one cost per source)
+    k = draw(st.integers(1, 3))
+    cpus = draw(st.integers(0, 1))
+    return workload_from_records(nodes, edge_list, accelerators=k, cpus=cpus, memory=1e9)
+
+
+def _oracle_value(w, split) -> float:
+    acc = [{w.index_of[v] for v in d} for d in split.accelerators]
+    cpu = [{w.index_of[v] for v in d} for d in split.cpus]
+    return max_load(w, acc, cpu)
+
+
+def _check_exact(w) -> None:
+    expected = brute_force_contiguous_optimum(w)
+    sol = dnnplace.solve(w, "dp")
+    assert sol.evaluation.feasible and sol.evaluation.contiguous
+    assert sol.status == "optimal"
+    assert math.isclose(sol.value, expected, rel_tol=1e-9, abs_tol=1e-9), (sol.value, expected)
+    assert math.isclose(_oracle_value(w, sol.split), sol.value, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _check_relaxed(w) -> None:
+    expected = brute_force_contiguous_optimum(w)
+    sol = dnnplace.solve(w, "dp", max_ideals=3)  # forces the relaxation path on most instances
+    assert sol.evaluation.feasible and sol.evaluation.contiguous
+    assert sol.bound is not None
+    assert sol.bound <= expected + 1e-9, (sol.bound, expected)
+    assert expected <= sol.value + 1e-9
+    assert math.isclose(_oracle_value(w, sol.split), sol.value, rel_tol=1e-9, abs_tol=1e-9)
+    assert sol.split.meta["maxLoad" if "maxLoad" in sol.split.meta else "objectiveValue"] == sol.value
+    if sol.status == "optimal":
+        assert math.isclose(sol.value, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_exact_reductions_keep_the_optimum(training, data):
+    _check_exact(data.draw(graphs_with_views_and_side_chains(training=training)))
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_relaxation_bound_brackets_the_optimum(training, data):
+    _check_relaxed(data.draw(graphs_with_views_and_side_chains(training=training)))
