@@ -50,7 +50,8 @@ def forward(args) -> None:
     from rich.table import Table
 
     table = Table(title="PyTorch examples: 2-accelerator DP split, predicted vs measured (ms per sample)")
-    for col in ("example", "forward on 1 core", "stages", "predicted max-load", "measured", "error", "outputs match"):
+    for col in ("example", "forward on 1 core", "stages", "predicted max-load", "measured", "error",
+                "mean less run-queue", "err", "bottleneck CPU", "err CPU", "outputs match", "load avg"):
         table.add_column(col, justify="left" if col == "example" else "right")
     with tempfile.TemporaryDirectory() as tmp:
         for ex in args.examples:
@@ -64,10 +65,15 @@ def forward(args) -> None:
             total = sum(n["cpuLatency"] for n in doc["nodes"])
             err = res["measured_time_per_sample"] / res["predicted_max_load"] - 1
             table.add_row(ex, f"{total:.2f}", str(len(res["stages"])), f"{res['predicted_max_load']:.2f}",
-                          f"{res['measured_time_per_sample']:.2f}", pct(err), "yes" if res["outputs_match"] else "NO")
+                          f"{res['measured_time_per_sample']:.2f}", pct(err),
+                          f"{res['measured_mean_time_per_sample_less_runqueue_wait']:.2f}",
+                          pct(res["measured_mean_time_per_sample_less_runqueue_wait"] / res["predicted_max_load"] - 1),
+                          f"{res['measured_bottleneck_cpu_per_sample']:.2f}",
+                          pct(res["measured_bottleneck_cpu_per_sample"] / res["predicted_max_load"] - 1),
+                          "yes" if res["outputs_match"] else "NO", f"{res['load_average']:.1f}")
             print(f"done {ex}; link {doc['dnnplace']['linkLatencyMs']:.3f} ms + {doc['dnnplace']['linkBandwidth']:.3g}"
                   " B/s", file=sys.stderr)
-    Console(width=160).print(table)
+    Console(width=200).print(table)
 
 
 def training(args) -> None:
