@@ -9,7 +9,9 @@ ping-pong), solved with the DP for 2 accelerators, and run.
 Training rows: the predicted max-load (forward + backward of the busiest
 stage) and the simulated time per sample for the same schedule and N; the
 measured steady-state time per sample (wall clock, measured as the simulator
-measures its timeline) and the bottleneck stage's CPU time per sample (all
+measures its timeline), the same less the busiest stage's run-queue wait
+(time it was runnable while another process had the CPU), and the
+bottleneck stage's CPU time per sample (all
 threads of its process: what the time per sample is with a core per stage
 and no other tenant -- the quantity the max-load predicts); peak activation
 memory per stage (tensor bytes kept for backward) measured vs predicted (per
@@ -48,7 +50,8 @@ def forward(args) -> None:
     from rich.table import Table
 
     table = Table(title="PyTorch examples: 2-accelerator DP split, predicted vs measured (ms per sample)")
-    for col in ("example", "forward on 1 core", "stages", "predicted max-load", "measured", "error", "outputs match"):
+    for col in ("example", "forward on 1 core", "stages", "predicted max-load", "measured", "error",
+                "mean less run-queue", "err", "bottleneck CPU", "err CPU", "outputs match", "load avg"):
         table.add_column(col, justify="left" if col == "example" else "right")
     with tempfile.TemporaryDirectory() as tmp:
         for ex in args.examples:
@@ -62,10 +65,15 @@ def forward(args) -> None:
             total = sum(n["cpuLatency"] for n in doc["nodes"])
             err = res["measured_time_per_sample"] / res["predicted_max_load"] - 1
             table.add_row(ex, f"{total:.2f}", str(len(res["stages"])), f"{res['predicted_max_load']:.2f}",
-                          f"{res['measured_time_per_sample']:.2f}", pct(err), "yes" if res["outputs_match"] else "NO")
+                          f"{res['measured_time_per_sample']:.2f}", pct(err),
+                          f"{res['measured_mean_time_per_sample_less_runqueue_wait']:.2f}",
+                          pct(res["measured_mean_time_per_sample_less_runqueue_wait"] / res["predicted_max_load"] - 1),
+                          f"{res['measured_bottleneck_cpu_per_sample']:.2f}",
+                          pct(res["measured_bottleneck_cpu_per_sample"] / res["predicted_max_load"] - 1),
+                          "yes" if res["outputs_match"] else "NO", f"{res['load_average']:.1f}")
             print(f"done {ex}; link {doc['dnnplace']['linkLatencyMs']:.3f} ms + {doc['dnnplace']['linkBandwidth']:.3g}"
                   " B/s", file=sys.stderr)
-    Console(width=160).print(table)
+    Console(width=200).print(table)
 
 
 def training(args) -> None:
@@ -74,8 +82,8 @@ def training(args) -> None:
 
     table = Table(title=f"Training, 2-accelerator DP split, N={args.microbatches}, {args.steps} steps:"
                         " predicted vs measured (ms per sample, MB)")
-    cols = ("example", "sched", "stages", "max-load", "simulated", "wall", "err wall/sim", "bottleneck CPU",
-            "err CPU/max-load", "peak act. meas/pred", "err mem", "params match", "load avg")
+    cols = ("example", "sched", "stages", "max-load", "simulated", "wall", "err wall/sim", "wall-rq", "err",
+            "bottleneck CPU", "err CPU/max-load", "peak act. meas/pred", "err mem", "params match", "load avg")
     for col in cols:
         table.add_column(col, justify="left" if col == "example" else "right")
     rows = []
@@ -96,6 +104,8 @@ def training(args) -> None:
                 table.add_row(ex, sched, str(len(res["stages"])), f"{res['predicted_max_load']:.2f}",
                               f"{res['predicted_simulated_time_per_sample']:.2f}",
                               f"{res['measured_time_per_sample']:.2f}", pct(res["error_vs_simulated"]),
+                              f"{res['measured_time_per_sample_less_runqueue_wait']:.2f}",
+                              pct(res["error_less_runqueue_vs_simulated"]),
                               f"{res['measured_bottleneck_cpu_per_sample']:.2f}", pct(res["error_cpu_vs_max_load"]),
                               f"{mem['measured_peak_activation_bytes'] / 1e6:.2f}/"
                               f"{mem['predicted_peak_activation_bytes'] / 1e6:.2f}", pct(mem_err),
@@ -104,7 +114,9 @@ def training(args) -> None:
                 rows.append({"example": ex, "schedule": sched, **{k: res[k] for k in (
                     "predicted_max_load", "predicted_simulated_time_per_sample", "measured_time_per_sample",
                     "error_vs_max_load", "error_vs_simulated", "measured_bottleneck_cpu_per_sample",
-                    "error_cpu_vs_max_load", "params_match", "loss_match", "max_param_rel_diff", "load_average")},
+                    "error_cpu_vs_max_load", "measured_time_per_sample_less_runqueue_wait",
+                    "error_less_runqueue_vs_simulated", "params_match", "loss_match", "max_param_rel_diff",
+                    "load_average")},
                     "memory_error": mem_err, "stages": res["stages"]})
                 print(f"done {ex} {sched}; link {doc['dnnplace']['linkLatencyMs']:.3f} ms +"
                       f" {doc['dnnplace']['linkBandwidth']:.3g} B/s", file=sys.stderr)

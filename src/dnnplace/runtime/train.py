@@ -100,6 +100,15 @@ def _isend(value, dst, tag):
     return dist.isend(value, dst=dst, tag=tag), value
 
 
+def _runqueue_s() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):  # pragma: no cover
+        return 0.0
+
+
 def train_worker(rank: int, world: int, p: dict) -> dict:
     """One stage of a training run (runs in its own process)."""
     import torch
@@ -168,7 +177,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         step_loss = 0.0
         for kind, m in order:
             t0 = time.perf_counter()
-            c0, th0 = time.process_time(), time.thread_time()
+            c0, th0, q0 = time.process_time(), time.thread_time(), _runqueue_s()
             recv_s = 0.0
             if kind == "F":
                 mb = microbatch(inputs, step * N + m)
@@ -242,7 +251,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                 live -= saved_bytes.pop(m)
                 del outs, leaves, loss, roots, grads
             tasks.append([step, kind, m, t0, time.perf_counter(), recv_s, time.process_time() - c0,
-                          time.thread_time() - th0])
+                          time.thread_time() - th0, _runqueue_s() - q0])
         for work, _ in pending:
             work.wait()
         pending.clear()
@@ -250,7 +259,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
-        tasks.append([step, "O", -1, t_opt, time.perf_counter(), 0.0, 0.0, 0.0])
+        tasks.append([step, "O", -1, t_opt, time.perf_counter(), 0.0, 0.0, 0.0, 0.0])
         if rank == last:
             losses.append(step_loss)
         del step_start
@@ -365,7 +374,8 @@ def busy_per_stage(results: list[dict]) -> list[dict]:
         out.append({"forward": sum(t[4] - t[3] for t in use if t[1] == "F") / k,
                     "backward": sum(t[4] - t[3] for t in use if t[1] == "B") / k,
                     "blocked": sum(t[5] for t in use) / k,
-                    "cpu": sum(t[6] for t in use) / k, "thread_cpu": sum(t[7] for t in use) / k})
+                    "cpu": sum(t[6] for t in use) / k, "thread_cpu": sum(t[7] for t in use) / k,
+                    "runqueue": sum(t[8] for t in use) / k})
     return out
 
 
