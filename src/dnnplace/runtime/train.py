@@ -49,16 +49,16 @@ def microbatch(inputs: tuple, m: int) -> tuple:
 
 def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tuple[str, int]]], list[int]]:
     """Per stage, its (kind, microbatch) sequence as the simulator orders it, and its count of later stages."""
-    from dnnplace.simulate.pipeline import _depths, _device_order
+    from dnnplace.simulate.pipeline import device_order, stage_depths
 
     n = len(plan.modules)
     deps = {(plan.producer[v], c) for v, cs in plan.consumers.items() for c in cs
             if plan.producer.get(v, -1) >= 0 and plan.producer[v] != c}
     deps |= {(plan.producer[v], n - 1) for v in plan.model_outputs if 0 <= plan.producer.get(v, -1) != n - 1}
-    depth = _depths(n, deps)
+    depth = stage_depths(n, deps)
     stages = int(depth.max()) + 1 if n else 0
     after = [stages - 1 - int(depth[r]) for r in range(n)]
-    return [_device_order(schedule, microbatches, True, a) for a in after], after
+    return [device_order(schedule, microbatches, True, a) for a in after], after
 
 
 def make_optimizer(name: str, params, lr: float):

@@ -170,11 +170,11 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
             f" use --microbatches {max(1, MAX_TASKS // max(per_micro, 1)):,} or fewer"
         )
     fw_deps, bw_deps, stash = _dependencies(w, dev)
-    depth = _depths(len(used), fw_deps)
+    depth = stage_depths(len(used), fw_deps)
     stages = int(depth.max()) + 1 if len(used) else 0
     parts_f = [ev.devices[d].forward_parts for d in used]
     parts_b = [ev.devices[d].backward_parts for d in used]
-    order = [_device_order(schedule, microbatches, training, stages - 1 - int(depth[i])) for i in range(len(used))]
+    order = [device_order(schedule, microbatches, training, stages - 1 - int(depth[i])) for i in range(len(used))]
     # task graph: device order + data dependencies
     key = {}
     for i, seq in enumerate(order):
@@ -238,7 +238,8 @@ def _dependencies(w: Workload, dev: np.ndarray) -> tuple[set, set, set]:
     return (pairs(cross & fw[s] & fw[d]), pairs(cross & bw[s] & bw[d]), pairs(cross & fw[s] & bw[d]))
 
 
-def _depths(n: int, deps: set[tuple[int, int]]) -> np.ndarray:
+def stage_depths(n: int, deps: set[tuple[int, int]]) -> np.ndarray:
+    """Longest chain of stages before each stage (the pipeline position the schedule orders by)."""
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(deps)
@@ -252,7 +253,7 @@ def _depths(n: int, deps: set[tuple[int, int]]) -> np.ndarray:
     return depth
 
 
-def _device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:
+def device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:
     """The order in which one device runs its tasks; ``after`` = stages downstream of it."""
     if not training:
         return [("F", m) for m in range(n)]
