@@ -32,6 +32,7 @@ from dnnplace.solvers.dp.relax import (
 )
 
 REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
+RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this long with what they proved
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 
 
@@ -119,7 +120,13 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
             else:
                 best.bound = max(best.bound, best.value)  # nothing below the incumbent exists
         else:
-            _relaxations(p, inert, best, options, deadline, stats)
+            budget = time.perf_counter() + RELAX_SECONDS
+            try:
+                _relaxations(p, inert, best, options, budget if deadline is None else min(deadline, budget), stats)
+            except SolverTimeout:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    raise
+                stats["relaxation_stopped_after_s"] = RELAX_SECONDS  # an answer with its bound, not a hang
     except SolverTimeout:
         if best.split is None:
             raise
