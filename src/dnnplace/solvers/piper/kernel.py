@@ -48,7 +48,7 @@ def ideal_sums(down_ptr, down_ideal, down_unit, nodeval):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _recompute_e(v, in_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe, e_s, n_t):
     for ti in range(n_t):
         for lo in range(2):
@@ -384,7 +384,7 @@ def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
     return pts_s, pts_v, npts
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def query(J, k, s, K, row_ptr, pts_s, pts_v):
     """``F[J, k, s]``: the best value over the points of ``J`` with at most ``k`` devices and ``s``."""
     best = INF
@@ -398,7 +398,7 @@ def query(J, k, s, K, row_ptr, pts_s, pts_v):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def dev_lb(x, tau):
     """A lower bound on the devices (or data-parallel sum) that ``x`` device-seconds need within ``tau``."""
     if tau >= INF or x <= 0.0:
@@ -407,7 +407,7 @@ def dev_lb(x, tau):
     return int(np.ceil(q * (1.0 - 1e-9) - 1e-9))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
     """Can the stage ``I - J`` meet memory and ``tau`` for some ``t`` (monotone in the stage)?"""
     for ti in range(n_t):

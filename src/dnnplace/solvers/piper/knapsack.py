@@ -22,12 +22,14 @@ from numba import njit
 INF = 1e30
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lp_bound(i, r, cum_s, cum_c, cost, sav, m):
     """Fractional min cost to save ``r`` more bytes with items ``i..m-1`` (ratio order); INF if impossible."""
     total = cum_s[m] - cum_s[i]
     if total < r:
-        return INF
+        if total < r * (1.0 - 1e-12):
+            return INF
+        return 0.0  # within the rounding of the prefix sums: maybe coverable, so no bound
     # smallest j >= i with cum_s[j+1] - cum_s[i] >= r
     lo = i
     hi = m - 1
