@@ -377,16 +377,9 @@ def _obviously_infeasible(inst: PiperInstance, ar: Arrays) -> str | None:
 
 def _explain_infeasible(inst: PiperInstance, ar: Arrays) -> str:
     K, M = ar.K, ar.M
-    for v in range(inst.n):
-        ts = [t for t, opts in inst.tmpcs[v].items() if opts and t <= K]
-        if not ts:
-            return (f"infeasible: node {inst.old_ids[v]} ({inst.names[v]}) has no TMPCs for any tensor-parallel "
-                    f"degree <= {K} devices")
-    for v in range(inst.n):
-        need = min(o.a + o.b for t, opts in inst.tmpcs[v].items() if t <= K for o in opts)
-        if need > M:
-            return (f"infeasible: memory: node {inst.old_ids[v]} ({inst.names[v]}) alone needs {need:.6g} bytes "
-                    f"(fixed + one micro-batch in flight) > maxMemoryPerDevice {M:.6g}")
+    obvious = _obviously_infeasible(inst, ar)
+    if obvious is not None:
+        return obvious
     relaxed = Arrays(**{**ar.__dict__, "M": 1e300})
     if _DP(relaxed, chain_lattice(inst, relaxed), INF).value < INF:
         return (f"infeasible: memory: no split into stages keeps every device within maxMemoryPerDevice {M:.6g} "
