@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 import dnnplace
 from dnnplace.cli.app import app
-from dnnplace.safe_text import printable
-from dnnplace.safe_write import write_text_atomic
+from dnnplace.utils.files import write_text_atomic
+from dnnplace.utils.text import printable
 
 GOOD = {
     "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,

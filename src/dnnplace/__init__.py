@@ -7,8 +7,8 @@ Public API: :func:`load_workload`, :func:`evaluate`, :func:`solve`, and the
 from dnnplace.api import Solution, solve
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
 from dnnplace.evaluate import Evaluation, evaluate
-from dnnplace.frontends.paper_json import load_workload, save_workload, workload_from_records
-from dnnplace.model.split import Split, load_split
+from dnnplace.frontends.paper_json import load_split, load_workload, save_workload, workload_from_records
+from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.safe_text import SafeConsole, printable
+from dnnplace.utils.text import SafeConsole, printable
 
 app = typer.Typer(
     name="dnnplace",
@@ -131,8 +131,7 @@ def evaluate(
             piper_cmd.evaluate_cmd(out, workload, split, as_json=as_json)
             return
         from dnnplace.api import evaluate as evaluate_split
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import load_split
+        from dnnplace.frontends.paper_json import load_split, load_workload
 
         w = load_workload(workload, check_feasible=False)
         s = load_split(split)
@@ -191,10 +190,9 @@ def solve(
                                 quiet=quiet)
             return
         from dnnplace.api import solve as solve_workload
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import split_to_dict
+        from dnnplace.frontends.paper_json import load_workload, split_to_dict
         from dnnplace.model.validate import check_budget
-        from dnnplace.safe_write import check_outputs, write_json_atomic
+        from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
         check_budget(accelerators, cpus, finite_option("--memory", memory))
@@ -261,10 +259,9 @@ def simulate(
         if piper_cmd.is_piper_input(workload):
             piper_cmd.simulate_cmd(out, workload, split, microbatches=microbatches, as_json=as_json)
             return
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import load_split
-        from dnnplace.safe_write import check_outputs, write_json_atomic
+        from dnnplace.frontends.paper_json import load_split, load_workload
         from dnnplace.simulate import simulate as run_simulation
+        from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
         w = load_workload(workload, check_feasible=False)
@@ -307,10 +304,9 @@ def report(
         if piper_cmd.is_piper_input(workload):
             piper_cmd.report_cmd(out, workload, split, output)
             return
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import load_split
+        from dnnplace.frontends.paper_json import load_split, load_workload
         from dnnplace.report.html import write_report
-        from dnnplace.safe_write import check_outputs
+        from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
         w = load_workload(workload, check_feasible=False)
@@ -348,7 +344,7 @@ def profile(
         if fmt not in ("paper", "piper"):
             raise DnnplaceError(f"--format must be paper or piper, got '{fmt}'")
         training = training or fmt == "piper"
-        from dnnplace.safe_write import check_outputs, write_json_atomic
+        from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output], [model_file(model), devices_file])
         from dnnplace.frontends.paper_json import parse_workload
@@ -416,8 +412,7 @@ def run(
 
         from rich.markup import escape
 
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import load_split
+        from dnnplace.frontends.paper_json import load_split, load_workload
         from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
 
         if not math.isfinite(lr):
@@ -507,10 +502,9 @@ def export_split(
     """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
     (chain-shaped splits; --json: just the split points), or stage lists."""
     with user_errors():
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.model.split import load_split
+        from dnnplace.frontends.paper_json import load_split, load_workload
         from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
-        from dnnplace.safe_write import check_outputs, write_json_atomic, write_text_atomic
+        from dnnplace.utils.files import check_outputs, write_json_atomic, write_text_atomic
 
         check_outputs([output], [split, workload])
 
@@ -550,8 +544,8 @@ def compare(
     with user_errors():
         from dnnplace.report.compare import compare as run_compare
         from dnnplace.report.compare import load_named, to_csv, to_json, to_markdown
-        from dnnplace.safe_write import check_outputs
         from dnnplace.solvers.base import registry
+        from dnnplace.utils.files import check_outputs
 
         check_outputs([output], workloads)
         names = [m.strip() for m in methods_.split(",") if m.strip()]
@@ -572,7 +566,7 @@ def compare(
             rows = run_compare(loaded, names, objective=objective.value, time_limit=time_limit, on_step=step)
         text = {"markdown": to_markdown, "csv": to_csv, "json": to_json}[fmt.value](rows)
         if output is not None:
-            from dnnplace.safe_write import write_text_atomic
+            from dnnplace.utils.files import write_text_atomic
 
             write_text_atomic(output, text, inputs=workloads)
         out.print(text, soft_wrap=True)
@@ -593,7 +587,7 @@ def reproduce(
 
         from dnnplace.report.reproduce import figure, to_markdown
         from dnnplace.report.reproduce import reproduce as run_reproduce
-        from dnnplace.safe_write import check_outputs, write_bytes_atomic, write_text_atomic
+        from dnnplace.utils.files import check_outputs, write_bytes_atomic, write_text_atomic
 
         png = output.with_name(output.stem + "_throughput.png")
         check_outputs([output, png])
@@ -638,7 +632,6 @@ def info(
 ) -> None:
     """Describe a workload: size, budget, its ideal lattice at each reduction, and what `solve` will do."""
     with user_errors():
-        import numpy as np
 
         from dnnplace.frontends.paper_json import load_workload
         from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
@@ -646,7 +639,7 @@ def info(
         w = load_workload(workload, check_feasible=False)
         cap = max(1_000_000, max_ideals)
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
-                  f"{len(np.unique(w.color))} colour classes")
+                  f"{w.n_classes} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
         steps = lattice_steps(w, cap)
         for st in steps:

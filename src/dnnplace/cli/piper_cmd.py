@@ -89,8 +89,8 @@ def print_stages(out: Console, inst: PiperInstance, ev: PiperEvaluation, title: 
 def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators: int | None,
               memory: float | None, bandwidth: float | None, batch: int | None, bert_layers: int | None,
               as_json: bool, quiet: bool) -> None:
-    from dnnplace.frontends.paper_json import write_json_atomic
     from dnnplace.solvers.piper.solver import solve_piper, warm_up
+    from dnnplace.utils.files import write_json_atomic
 
     warm_up()  # loading the compiled kernels is start-up cost, not solving time
     started = time.perf_counter()
@@ -111,7 +111,7 @@ def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators
 
 
 def _load_both(workload: Path, plan: Path, bert_layers: int | None) -> tuple[PiperInstance, PiperPlan]:
-    from dnnplace.frontends.paper_json import read_json_file
+    from dnnplace.utils.files import read_json_file
 
     raw = read_json_file(plan)
     params = raw.get("instance", {}) if isinstance(raw, dict) else {}
@@ -194,9 +194,9 @@ def report_cmd(out: Console, workload: Path, plan: Path, output: Path, bert_laye
 
 def profile_to_piper(out: Console, doc: dict, output: Path, model: str) -> None:
     """Write a training profile in Piper's format (one layer per node, t = 1, vanilla and recompute)."""
-    from dnnplace.frontends.paper_json import write_json_atomic
     from dnnplace.frontends.piper_json import parse_piper
     from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
+    from dnnplace.utils.files import write_json_atomic
 
     pdoc = paper_training_to_piper(doc)
     parse_piper(pdoc, source=str(output))  # the result must be a valid Piper workload

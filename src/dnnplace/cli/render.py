@@ -10,7 +10,7 @@ from rich.text import Text
 
 from dnnplace.evaluate import Evaluation
 from dnnplace.model.workload import Workload
-from dnnplace.safe_text import printable
+from dnnplace.utils.text import printable
 
 
 def _fmt(x: float, digits: int = 6) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.model.workload import Workload
+from dnnplace.utils.graph import topological_order
 
 
 def single_sample_latency(w: Workload, dev: np.ndarray, n_acc: int) -> tuple[float, str | None]:
@@ -75,22 +76,17 @@ def single_sample_latency(w: Workload, dev: np.ndarray, n_acc: int) -> tuple[flo
 
 
 def _longest_path(n: int, deps: set[tuple[int, int]], duration: np.ndarray) -> np.ndarray | None:
+    """Finish time of every task (each starts when all its predecessors finish), None on a cycle."""
     succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = np.zeros(n, dtype=np.int64)
     for a, b in deps:
         succ[a].append(b)
-        indeg[b] += 1
+    order = topological_order(n, succ)
+    if len(order) < n:
+        return None
     start = np.zeros(n)
-    stack = [t for t in range(n) if indeg[t] == 0]
-    done = 0
     finish = np.zeros(n)
-    while stack:
-        t = stack.pop()
-        done += 1
+    for t in order.tolist():
         finish[t] = start[t] + duration[t]
         for b in succ[t]:
             start[b] = max(start[b], finish[t])
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                stack.append(b)
-    return finish if done == n else None
+    return finish

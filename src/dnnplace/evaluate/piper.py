@@ -255,13 +255,13 @@ def plan_from_dict(inst: PiperInstance, obj: Any, source: str = "<plan>") -> Pip
 
 
 def load_plan(inst: PiperInstance, path: str | Path) -> PiperPlan:
-    from dnnplace.frontends.paper_json import read_json_file
+    from dnnplace.utils.files import read_json_file
 
     return plan_from_dict(inst, read_json_file(path), source=str(path))
 
 
 def save_plan(inst: PiperInstance, plan: PiperPlan, path: str | Path, ev: PiperEvaluation | None = None) -> None:
-    from dnnplace.frontends.paper_json import write_json_atomic
+    from dnnplace.utils.files import write_json_atomic
 
     write_json_atomic(path, plan_to_dict(inst, plan, ev))
 

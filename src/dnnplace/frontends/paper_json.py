@@ -1,4 +1,4 @@
-"""Read and write the paper's workload JSON (msr-fiddle/dnn-partitioning format).
+"""Read and write the paper's JSON (msr-fiddle/dnn-partitioning format): workloads and splits.
 
 Every way a file can be wrong becomes an :class:`InputError` whose one-line
 message names the culprit.  Writing is lossless: optional fields that were
@@ -8,7 +8,6 @@ style (``true``/``false`` or ``0``/``1``).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,15 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import InputError
+from dnnplace.model.split import Split
 from dnnplace.model.validate import validate_structure
 from dnnplace.model.workload import Workload
-from dnnplace.safe_text import clip
-from dnnplace.safe_write import write_json_atomic, write_text_atomic
+from dnnplace.utils.files import read_json_file, write_json_atomic
+from dnnplace.utils.text import clip, show_value
 
-__all__ = ["MAX_COUNT", "MAX_FILE_BYTES", "MAX_ID", "MAX_STRING", "MAX_VALUE", "load_workload", "parse_workload",
-           "read_json_file", "save_workload", "workload_from_records", "workload_to_dict", "write_json_atomic",
-           "write_text_atomic"]
+__all__ = ["MAX_COUNT", "MAX_ID", "MAX_STRING", "MAX_VALUE", "NUMERIC_META", "load_split", "load_workload",
+           "parse_split", "parse_workload", "save_split", "save_workload", "split_to_dict", "workload_from_records",
+           "workload_to_dict"]
 
 # Ranges every numeric field is checked against at load, so that no sum or product a solver forms
 # can overflow a float64 or an int64 (SPEC.md, "Input limits").
@@ -31,41 +31,11 @@ MAX_VALUE = 1e100  # times, costs, sizes and maxSizePerFPGA: finite, 0 <= v <= 1
 MAX_ID = 2**53  # node ids, colorClass, layerId: integers with |v| <= 2**53 (exact in a double)
 MAX_COUNT = 1_000_000  # maxFPGAs, maxCPUs
 MAX_STRING = 4096  # characters in a node name
-MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before parsing
 
 NODE_KEYS = ("id", "name", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
              "colorClass", "size", "layerId")
 EDGE_KEYS = ("sourceId", "destId", "cost")
 TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
-
-
-def read_json_file(path: str | Path) -> Any:
-    """Parse a JSON file, turning I/O and syntax problems into one-line errors."""
-    p = Path(path)
-    shown = clip(p)
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{shown}: is a directory, not a JSON file") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{shown}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB, too large for a JSON input")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{shown}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise InputError(f"{shown}: not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
-        raise InputError(f"{shown}: not valid JSON: {clip(exc, 120)}") from None
 
 
 def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
@@ -84,19 +54,6 @@ def save_workload(workload: Workload, path: str | Path) -> None:
 
 
 # ---------------------------------------------------------------- field checks
-def show_value(v: Any, limit: int = 40) -> str:
-    """A short, printable rendering of a JSON value for an error message."""
-    if isinstance(v, dict):
-        return f"an object with {len(v)} keys"
-    if isinstance(v, list):
-        return f"a list of {len(v)} items"
-    if isinstance(v, str):
-        return clip(json.dumps(v[: limit + 2]), limit)
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**30:
-        return f"an integer of {len(str(abs(v)))} digits"
-    return clip(json.dumps(v), limit)
-
-
 class _Fields:
     """Typed accessors that name the offending field in their errors."""
 
@@ -352,3 +309,85 @@ def workload_from_records(
         "edges": [{"sourceId": s, "destId": d, "cost": c} for s, d, c in edges],
     }
     return parse_workload(obj, source="workload")
+
+
+# ---------------------------------------------------------------- splits
+#: Metadata a split may carry that dnnplace reads as numbers (null, or a JSON number, Infinity and NaN included).
+NUMERIC_META = ("gap", "bound", "runtime_s", "objectiveValue", "totalLatency")
+
+
+def parse_split(obj: Any, source: str = "split") -> Split:
+    """Read the paper's split format (``fpgas``/``cpus`` lists of ``{"nodes": [...]}``).
+
+    Node ids are checked as a workload's are (integers within 2**53 in
+    magnitude); metadata that dnnplace reads must have the right type and
+    strings are bounded, so nothing downstream trips over a hostile value.
+    """
+    source = clip(source)
+    if not isinstance(obj, dict):
+        raise InputError(f"{source}: top level must be a JSON object with 'fpgas' and 'cpus'")
+    if "fpgas" not in obj and "cpus" not in obj:
+        raise InputError(f"{source}: missing field 'fpgas' (and 'cpus')")
+    lists: dict[str, list[tuple[int, ...]]] = {}
+    for key in ("fpgas", "cpus"):
+        devices = obj.get(key, [])
+        if not isinstance(devices, list):
+            raise InputError(f"{source}: '{key}' must be a list")
+        out = []
+        for i, dev in enumerate(devices):
+            where = f"{source}: {key}[{i}]"
+            if not isinstance(dev, dict) or "nodes" not in dev:
+                raise InputError(f"{where}: must be an object with a 'nodes' list")
+            nodes = dev["nodes"]
+            if not isinstance(nodes, list):
+                raise InputError(f"{where}: 'nodes' must be a list")
+            ids = []
+            for v in nodes:
+                if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+                    v = int(v)
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise InputError(f"{where}: node id {show_value(v, 30)} is not an integer")
+                if abs(v) > MAX_ID:
+                    raise InputError(f"{where}: node id {show_value(v, 30)} is outside the limit of {MAX_ID:,}"
+                                     " in magnitude")
+                ids.append(v)
+            out.append(tuple(ids))
+        lists[key] = out
+    meta = {k: v for k, v in obj.items() if k not in ("fpgas", "cpus", "maxLoad")}
+    for k, v in meta.items():
+        if k in NUMERIC_META and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputError(f"{source}: '{clip(k, 40)}' must be a number, got {show_value(v)}")
+        if k in NUMERIC_META and isinstance(v, int) and abs(v) > MAX_ID:
+            raise InputError(f"{source}: '{clip(k, 40)}' is {show_value(v)}, outside the limit of {MAX_ID:,}")
+        if isinstance(v, str) and len(v) > MAX_STRING:
+            raise InputError(f"{source}: '{clip(k, 40)}' has {len(v):,} characters, more than the limit"
+                             f" {MAX_STRING:,}")
+    return Split(tuple(lists["fpgas"]), tuple(lists["cpus"]), meta)
+
+
+def load_split(path: str | Path) -> Split:
+    """Load a split file."""
+    return parse_split(read_json_file(path), source=str(path))
+
+
+def split_to_dict(split: Split, evaluation: Any | None = None) -> dict[str, Any]:
+    """Paper-compatible JSON; loads come from the evaluator when given."""
+    out: dict[str, Any] = {}
+    if evaluation is not None:
+        out["maxLoad"] = evaluation.max_load
+        acc_loads = [d.load for d in evaluation.devices if d.kind == "accelerator"]
+        cpu_loads = [d.load for d in evaluation.devices if d.kind == "cpu"]
+    else:
+        acc_loads = [-1.0] * len(split.accelerators)
+        cpu_loads = [-1.0] * len(split.cpus)
+    out["fpgas"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(acc_loads, split.accelerators)]
+    out["cpus"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(cpu_loads, split.cpus)]
+    for k, v in split.meta.items():
+        out.setdefault(k, v)
+    return out
+
+
+def save_split(split: Split, path: str | Path, evaluation: Any | None = None, *,
+               inputs: tuple[str | Path | None, ...] = ()) -> None:
+    """Write a split in the paper's format, atomically (loads from ``evaluation`` when given)."""
+    write_json_atomic(path, split_to_dict(split, evaluation), inputs=inputs)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import InputError
-from dnnplace.frontends.paper_json import read_json_file
+from dnnplace.utils.files import read_json_file
+from dnnplace.utils.graph import topological_order
 
 TRANSFORMER = "ParallelTransformerLayer"
 MAX_T = 10000
@@ -238,19 +239,9 @@ def validate(inst: PiperInstance) -> None:
         seen.add((u, v))
         preds[v].add(u)
         succs[u].add(v)
-    # acyclic (Kahn)
-    indeg = [len(preds[v]) for v in range(n)]
-    stack = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    while stack:
-        u = stack.pop()
-        done += 1
-        for v in succs[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    if done != n:
-        bad = next(v for v in range(n) if indeg[v] > 0)
+    order = topological_order(n, succs)
+    if len(order) != n:
+        bad = min(set(range(n)) - set(order.tolist()))
         raise InputError(f"{src}: the graph has a cycle (through node {oid[bad]})")
     for v in range(n):
         for t, opts in inst.tmpcs[v].items():

@@ -74,13 +74,12 @@ def check_feasibility(w: Workload, source: str = "workload") -> None:
             f"{source}: {w.label(i)} needs {w.size[i]:.6g} bytes, more than maxSizePerFPGA"
             f" = {mem:.6g}, and maxCPUs is 0"
         )
-    classes, inverse = np.unique(w.color, return_inverse=True)
-    class_size = np.bincount(inverse, weights=w.size)
+    class_size = np.bincount(w.class_of, weights=w.size, minlength=w.n_classes)
     over = np.flatnonzero(class_size > mem)
     if over.size:
         c = int(over[0])
         raise InfeasibleError(
-            f"{source}: colour class {classes[c]} needs {class_size[c]:.6g} bytes on one device,"
+            f"{source}: colour class {w.color[w.class_of == c][0]} needs {class_size[c]:.6g} bytes on one device,"
             f" more than maxSizePerFPGA = {mem:.6g}, and maxCPUs is 0"
         )
     total = float(w.size.sum())
@@ -89,7 +88,7 @@ def check_feasibility(w: Workload, source: str = "workload") -> None:
             f"{source}: the nodes need {total:.6g} bytes but {k} accelerators hold only"
             f" {k * mem:.6g} and maxCPUs is 0"
         )
-    if classes.size > 0 and k > 0 and _min_bins(np.sort(class_size)[::-1], mem) > k:
+    if w.n_classes > 0 and k > 0 and _min_bins(np.sort(class_size)[::-1], mem) > k:
         raise InfeasibleError(
             f"{source}: the colour classes cannot be packed into {k} accelerators of"
             f" {mem:.6g} bytes and maxCPUs is 0"

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.utils.graph import class_index, topological_order
+
 
 @dataclass(frozen=True, eq=False)
 class Workload:
@@ -79,20 +81,17 @@ class Workload:
     @cached_property
     def topological_order(self) -> np.ndarray:
         """A topological order of all nodes (the graph is validated acyclic)."""
-        indeg = np.zeros(self.n, dtype=np.int64)
-        for v in range(self.n):
-            for w in self.successors[v]:
-                indeg[w] += 1
-        stack = [v for v in range(self.n) if indeg[v] == 0]
-        order: list[int] = []
-        while stack:
-            v = stack.pop()
-            order.append(v)
-            for w in self.successors[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    stack.append(int(w))
-        return np.asarray(order, dtype=np.int64)
+        return topological_order(self.n, self.successors)
+
+    @cached_property
+    def class_of(self) -> np.ndarray:
+        """Dense colour-class number ``0..n_classes-1`` of every node (a class is placed as one)."""
+        return class_index(self.color)[0]
+
+    @cached_property
+    def n_classes(self) -> int:
+        """Number of colour classes."""
+        return class_index(self.color)[1]
 
     def label(self, index: int) -> str:
         """Human-readable name of a node for messages."""

@@ -21,8 +21,8 @@ from dnnplace.evaluate import Evaluation
 from dnnplace.evaluate.evaluator import crossing_outputs
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.safe_text import printable
 from dnnplace.simulate import Simulation
+from dnnplace.utils.text import printable
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
@@ -87,8 +87,7 @@ def graph_svg(w: Workload, ev: Evaluation) -> tuple[str, str]:
     if exe is None:
         return "", ("Graphviz's <code>dot</code> is not installed, so the graph is not drawn "
                     "(Debian: <code>apt-get install graphviz</code>; <code>make</code> installs it).")
-    _, cls = np.unique(w.color, return_inverse=True)
-    G = int(cls.max()) + 1
+    cls, G = w.class_of, w.n_classes
     if G > MAX_GRAPH_VERTICES:
         return "", f"The graph has {G} colour classes, too many to draw legibly (limit {MAX_GRAPH_VERTICES})."
     dev = ev.assignment.device
@@ -291,8 +290,8 @@ def write_report(w: Workload, split: Split, path: str | Path, *, title: str | No
     """Evaluate, simulate and write the report (atomically, never over one of ``inputs``)."""
     from dnnplace.errors import DnnplaceError
     from dnnplace.evaluate import evaluate
-    from dnnplace.safe_write import check_output, write_text_atomic
     from dnnplace.simulate import simulate
+    from dnnplace.utils.files import check_output, write_text_atomic
 
     p = Path(path)
     inputs = list(inputs)

@@ -13,13 +13,13 @@ microbatches, loss and optimizer are those of ``dnnplace run --training``.
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluate import evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+from dnnplace.utils.graph import order_devices
 
 
 def _stages(w: Workload, split: Split) -> list[tuple[str, list[int]]]:
@@ -31,16 +31,9 @@ def _stages(w: Workload, split: Split) -> list[tuple[str, list[int]]]:
     if (dev < 0).any():
         raise DnnplaceError("the split does not place every node of the workload")
     names = [d.name for d in ev.devices]
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(names)))
     fwd = ~w.backward
-    for u, v in zip(w.edge_src.tolist(), w.edge_dst.tolist()):
-        if fwd[u] and fwd[v] and dev[u] != dev[v]:
-            g.add_edge(int(dev[u]), int(dev[v]))
-    try:
-        order = list(nx.topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        raise DnnplaceError("the split's devices depend on each other in a cycle") from None
+    crossing = fwd[w.edge_src] & fwd[w.edge_dst] & (dev[w.edge_src] != dev[w.edge_dst])
+    order = order_devices(len(names), zip(dev[w.edge_src[crossing]].tolist(), dev[w.edge_dst[crossing]].tolist()))
     out = []
     for d in order:
         members = [i for i in np.flatnonzero(dev == d).tolist() if fwd[i]]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
@@ -28,6 +27,7 @@ from dnnplace.evaluate import Evaluation, evaluate
 from dnnplace.evaluate.evaluator import combine
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+from dnnplace.utils.graph import CYCLE_MESSAGE, stage_depths, topological_order
 
 SCHEDULES = ("1f1b", "gpipe")
 #: The simulator keeps every task in a graph (about 1.5 KB each): more than this many would need
@@ -158,72 +158,88 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
     if any(v.kind in ("unplaced", "duplicate") for v in ev.violations):
         raise DnnplaceError("the split does not place every node exactly once; cannot simulate it")
     used = [i for i, d in enumerate(ev.devices) if d.nodes]
+    _check_size(len(used), microbatches, w.is_training)
     index = {d: i for i, d in enumerate(used)}
-    names = tuple(ev.devices[d].name for d in used)
     dev = np.array([index.get(int(d), -1) for d in ev.assignment.device])
-    training = w.is_training
-    per_micro = len(used) * (2 if training else 1)
-    if per_micro * microbatches > MAX_TASKS:
-        raise DnnplaceError(
-            f"{microbatches:,} microbatches on {len(used)} devices make {per_micro * microbatches:,} tasks,"
-            f" more than the simulator's limit of {MAX_TASKS:,} (about 1.5 GB of memory);"
-            f" use --microbatches {max(1, MAX_TASKS // max(per_micro, 1)):,} or fewer"
-        )
     fw_deps, bw_deps, stash = _dependencies(w, dev)
     depth = stage_depths(len(used), fw_deps)
     stages = int(depth.max()) + 1 if len(used) else 0
-    parts_f = [ev.devices[d].forward_parts for d in used]
-    parts_b = [ev.devices[d].backward_parts for d in used]
-    order = [device_order(schedule, microbatches, training, stages - 1 - int(depth[i])) for i in range(len(used))]
-    # task graph: device order + data dependencies
-    key = {}
-    for i, seq in enumerate(order):
-        for kind, m in seq:
-            key[(i, kind, m)] = len(key)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(key)))
-    for i, seq in enumerate(order):
-        for a, b in zip(seq, seq[1:]):
-            g.add_edge(key[(i, *a)], key[(i, *b)])
-    for m in range(microbatches):
-        for a, b in fw_deps:
-            g.add_edge(key[(a, "F", m)], key[(b, "F", m)])
-        if training:
-            for a, b in bw_deps:
-                g.add_edge(key[(a, "B", m)], key[(b, "B", m)])
-            for a, b in stash:
-                g.add_edge(key[(a, "F", m)], key[(b, "B", m)])
-    try:
-        topo = list(nx.topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot be pipelined") from None
-    inv = {v: k for k, v in key.items()}
-    start = np.zeros(len(key))
-    finish = np.zeros(len(key))
-    tasks: list[Task] = []
-    for t in topo:
-        i, kind, m = inv[t]
-        s = max((finish[p] for p in g.predecessors(t)), default=0.0)
-        task = Task(i, m, kind, float(s), parts_f[i] if kind == "F" else parts_b[i], overlap_comm)
-        start[t], finish[t] = s, task.end
-        tasks.append(task)
-    makespan = float(finish.max(initial=0.0))
+    order = [device_order(schedule, microbatches, w.is_training, stages - 1 - int(depth[i]))
+             for i in range(len(used))]
+    parts = {"F": [ev.devices[d].forward_parts for d in used], "B": [ev.devices[d].backward_parts for d in used]}
+    tasks = _run_tasks(order, _task_deps(order, microbatches, fw_deps, bw_deps, stash, w.is_training), parts,
+                       overlap_comm)
+    makespan = max((t.end for t in tasks), default=0.0)
     if schedule == "gpipe" or microbatches == 1:
         tps = makespan / microbatches
     else:
-        done = np.zeros(microbatches)
-        for t in tasks:
-            if t.kind == ("B" if training else "F"):
-                done[t.micro] = max(done[t.micro], t.end)
-        # measure once the pipeline is full and before it drains (warm-up and
-        # cool-down each last at most one microbatch per stage)
-        edge = min(stages, (microbatches - 1) // 2)
-        first, last = edge, microbatches - 1 - edge
-        if last <= first:
-            first, last = 0, microbatches - 1
-        tps = float((done[last] - done[first]) / (last - first))
+        tps = _steady_spacing(tasks, microbatches, stages, "B" if w.is_training else "F")
+    names = tuple(ev.devices[d].name for d in used)
     return Simulation(schedule, microbatches, names, tuple(sorted(tasks, key=lambda t: (t.device, t.start))),
                       makespan, tps, ev.max_load, ev)
+
+
+def _check_size(devices: int, microbatches: int, training: bool) -> None:
+    per_micro = devices * (2 if training else 1)
+    if per_micro * microbatches > MAX_TASKS:
+        raise DnnplaceError(
+            f"{microbatches:,} microbatches on {devices} devices make {per_micro * microbatches:,} tasks,"
+            f" more than the simulator's limit of {MAX_TASKS:,} (about 1.5 GB of memory);"
+            f" use --microbatches {max(1, MAX_TASKS // max(per_micro, 1)):,} or fewer"
+        )
+
+
+TaskKey = tuple[int, str, int]  # (device, "F" or "B", microbatch)
+
+
+def _task_deps(order: list[list[tuple[str, int]]], microbatches: int, fw_deps: set, bw_deps: set, stash: set,
+               training: bool) -> list[tuple[TaskKey, TaskKey]]:
+    """Each device's own order, then the data dependencies of every microbatch."""
+    deps: list[tuple[TaskKey, TaskKey]] = []
+    for i, seq in enumerate(order):
+        deps += [((i, *a), (i, *b)) for a, b in zip(seq, seq[1:])]
+    for m in range(microbatches):
+        deps += [((a, "F", m), (b, "F", m)) for a, b in fw_deps]
+        if training:
+            deps += [((a, "B", m), (b, "B", m)) for a, b in bw_deps]
+            deps += [((a, "F", m), (b, "B", m)) for a, b in stash]
+    return deps
+
+
+def _run_tasks(order: list[list[tuple[str, int]]], deps: list[tuple[TaskKey, TaskKey]], parts: dict,
+               overlap_comm: bool) -> list[Task]:
+    """Start every task as soon as its device order and its inputs allow (longest path)."""
+    keys = [(i, kind, m) for i, seq in enumerate(order) for kind, m in seq]
+    number = {k: j for j, k in enumerate(keys)}
+    succ: list[list[int]] = [[] for _ in keys]
+    for a, b in deps:
+        succ[number[a]].append(number[b])
+    topo = topological_order(len(keys), succ)
+    if len(topo) < len(keys):
+        raise DnnplaceError(CYCLE_MESSAGE)
+    start = np.zeros(len(keys))
+    tasks: list[Task] = []
+    for j in topo.tolist():
+        i, kind, m = keys[j]
+        task = Task(i, m, kind, float(start[j]), parts[kind][i], overlap_comm)
+        tasks.append(task)
+        for b in succ[j]:
+            start[b] = max(start[b], task.end)
+    return tasks
+
+
+def _steady_spacing(tasks: list[Task], microbatches: int, stages: int, last_kind: str) -> float:
+    """Time between completed microbatches once the pipeline is full and before it drains."""
+    done = np.zeros(microbatches)
+    for t in tasks:
+        if t.kind == last_kind:
+            done[t.micro] = max(done[t.micro], t.end)
+    # warm-up and cool-down each last at most one microbatch per stage
+    edge = min(stages, (microbatches - 1) // 2)
+    first, last = edge, microbatches - 1 - edge
+    if last <= first:
+        first, last = 0, microbatches - 1
+    return float((done[last] - done[first]) / (last - first))
 
 
 def _dependencies(w: Workload, dev: np.ndarray) -> tuple[set, set, set]:
@@ -236,21 +252,6 @@ def _dependencies(w: Workload, dev: np.ndarray) -> tuple[set, set, set]:
         return set(zip(a[mask].tolist(), b[mask].tolist()))
 
     return (pairs(cross & fw[s] & fw[d]), pairs(cross & bw[s] & bw[d]), pairs(cross & fw[s] & bw[d]))
-
-
-def stage_depths(n: int, deps: set[tuple[int, int]]) -> np.ndarray:
-    """Longest chain of stages before each stage (the pipeline position the schedule orders by)."""
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n))
-    g.add_edges_from(deps)
-    depth = np.zeros(n, dtype=np.int64)
-    try:
-        for v in nx.topological_sort(g):
-            for s in g.successors(v):
-                depth[s] = max(depth[s], depth[v] + 1)
-    except nx.NetworkXUnfeasible:
-        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot be pipelined") from None
-    return depth
 
 
 def device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:

@@ -31,8 +31,7 @@ class LocalSearch:
         w = workload
         k = w.max_accelerators
         rng = np.random.default_rng(options.seed)
-        _, cls = np.unique(w.color, return_inverse=True)
-        G = int(cls.max()) + 1
+        cls, G = w.class_of, w.n_classes
         size = np.bincount(cls, weights=w.size, minlength=G)
         ok_acc = (np.bincount(cls, weights=~w.supported, minlength=G) == 0) & (size <= w.memory)
         cpu_col = k  # one CPU core for classes no accelerator can take

@@ -25,8 +25,7 @@ SCALE = 1e6
 
 def class_graph(w: Workload) -> tuple[np.ndarray, int, np.ndarray, dict[tuple[int, int], float], np.ndarray]:
     """Class of each node, class count, vertex weights, symmetric edge weights, acc-capable mask."""
-    _, cls = np.unique(w.color, return_inverse=True)
-    G = int(cls.max()) + 1
+    cls, G = w.class_of, w.n_classes
     vw = np.bincount(cls, weights=w.acc_time, minlength=G)
     size = np.bincount(cls, weights=w.size, minlength=G)
     ok = (np.bincount(cls, weights=~w.supported, minlength=G) == 0) & (size <= w.memory)

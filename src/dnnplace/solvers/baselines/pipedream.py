@@ -27,7 +27,7 @@ def biconnected_groups(w: Workload) -> np.ndarray:
     with forward and backward parts as separate vertices; each biconnected
     component fuses the classes of the tails of its edges.
     """
-    _, cls = np.unique(w.color, return_inverse=True)
+    cls = w.class_of
     # PipeDream's profiles carry no input layers that do no work: their fan-out
     # does not tie blocks together, so their out-edges are left out here
     has_pred = np.zeros(w.n, dtype=bool)

@@ -28,8 +28,7 @@ class Groups:
 
     @staticmethod
     def of(w: Workload) -> Groups:
-        _, cls = np.unique(w.color, return_inverse=True)
-        g = int(cls.max()) + 1
+        cls, g = w.class_of, w.n_classes
         fw = ~w.backward
 
         def total(x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,8 @@
-"""The one way dnnplace writes a file: atomically, never through a link, never over an input.
+"""Files in and out: the one way dnnplace reads a JSON input and the one way it writes any output.
+
+:func:`read_json_file` reads every JSON input: size-capped, UTF-8, one-line errors.
+
+Writing is atomic, never through a link, never over an input.
 
 Every output (splits, workloads, reports, traces, tables, figures) goes through
 :func:`write_bytes_atomic` (or its text / JSON wrappers):
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import InputError
+from dnnplace.utils.text import clip
 
 PathLike = str | os.PathLike
 
@@ -48,7 +53,7 @@ _KINDS = (
 
 
 def _shown(p: PathLike) -> str:
-    from dnnplace.safe_text import printable
+    from dnnplace.utils.text import printable
 
     return printable(os.fspath(p))
 
@@ -175,3 +180,35 @@ def write_text_atomic(path: PathLike, text: str, *, inputs: Iterable[PathLike | 
 def write_json_atomic(path: PathLike, obj: Any, *, inputs: Iterable[PathLike | None] = ()) -> None:
     """Write JSON (indent 1, a trailing newline) atomically."""
     write_text_atomic(path, json.dumps(obj, indent=1) + "\n", inputs=inputs)
+
+
+MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before parsing
+
+
+def read_json_file(path: str | Path) -> Any:
+    """Parse a JSON file, turning I/O and syntax problems into one-line errors."""
+    p = Path(path)
+    shown = clip(p)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{shown}: is a directory, not a JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{shown}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB, too large for a JSON input")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{shown}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InputError(f"{shown}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
+        raise InputError(f"{shown}: not valid JSON: {clip(exc, 120)}") from None

@@ -10,7 +10,10 @@ codes in what it is given and passes every string through :func:`printable`.
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from typing import Any
 
 from rich.console import Console
 
@@ -56,3 +59,34 @@ class SafeConsole(Console):
     def print_json(self, json: str | None = None, **kwargs) -> None:  # noqa: A002 - rich's name
         kwargs["ensure_ascii"] = True  # C1 controls and bidi overrides stay \u escapes
         super().print_json(json, **kwargs)
+
+
+def show_value(v: Any, limit: int = 40) -> str:
+    """A short, printable rendering of a JSON value for an error message."""
+    if isinstance(v, dict):
+        return f"an object with {len(v)} keys"
+    if isinstance(v, list):
+        return f"a list of {len(v)} items"
+    if isinstance(v, str):
+        return clip(json.dumps(v[: limit + 2]), limit)
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**30:
+        return f"an integer of {len(str(abs(v)))} digits"
+    return clip(json.dumps(v), limit)
+
+
+def format_number(x: float | None, digits: int = 6, *, missing: str = "-", infinity: str = "inf") -> str:
+    """A number for a table or a report: ``digits`` significant digits; ``missing`` for None or NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return missing
+    if isinstance(x, float) and math.isinf(x):
+        return infinity if x > 0 else "-" + infinity
+    return f"{x:.{digits}g}"
+
+
+def format_bytes(x: float) -> str:
+    """Bytes with a binary unit (``12.0 MiB``)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024:
+            return f"{x:.0f} B" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:.1f} TiB"
