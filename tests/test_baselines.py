@@ -72,9 +72,9 @@ def test_baselines_return_feasible_splits(w):
         dp = dnnplace.solve(w, "dp")
     except dnnplace.DnnplaceError:
         return
-    for method in ("local-search", "pipedream", "scotch", "metis"):
+    for method, params in (("local-search", {"restarts": 2}), ("pipedream", {}), ("scotch", {}), ("metis", {})):
         try:
-            sol = dnnplace.solve(w, method, restarts=2)
+            sol = dnnplace.solve(w, method, **params)
         except dnnplace.InfeasibleError:
             continue
         kinds = {v.kind for v in sol.evaluation.violations}

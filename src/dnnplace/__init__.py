@@ -1,18 +1,64 @@
 """dnnplace: optimal placement of DNN operators on accelerators and CPU cores.
 
-Public API: :func:`load_workload`, :func:`evaluate`, :func:`solve`, and the
-:class:`Workload`, :class:`Split`, :class:`Evaluation`, :class:`Solution` types.
+Decide which device runs each operator of a deep-learning graph so that a
+pipeline of devices reaches the highest throughput (or the lowest
+single-sample latency), with a proven bound beside every answer
+(Tarnawski et al., NeurIPS 2020; Piper's model, NeurIPS 2021).
+
+Everything the ``dnnplace`` command does is here:
+
+Files
+    load_workload, save_workload, load_split, save_split, example_path, info (the lattice at
+    each reduction and the path ``solve`` will take)
+Placing
+    solve (any of :func:`methods`, with its own parameters), methods
+Judging and showing
+    evaluate, simulate, write_report
+PyTorch
+    profile (trace + profile a model into a workload), run (execute or train a
+    split on torch.distributed), export (stage lists, torch.distributed.pipelining)
+
+Types: :class:`Workload`, :class:`Split`, :class:`Solution`, :class:`Evaluation`,
+:class:`Simulation`, :class:`Solver` (the base of every method), and the errors
+:class:`DnnplaceError`, :class:`InputError`, :class:`InfeasibleError`.
+
+Examples
+--------
+>>> import dnnplace
+>>> w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+>>> sol = dnnplace.solve(w, "dp")
+>>> sol.status, round(sol.value, 3)
+('optimal', 107.004)
 """
 
-from dnnplace.api import Solution, solve
+from dnnplace.api import (
+    Solution,
+    evaluate,
+    example_path,
+    export,
+    info,
+    load_split,
+    load_workload,
+    methods,
+    profile,
+    run,
+    save_split,
+    save_workload,
+    simulate,
+    solve,
+    write_report,
+)
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
-from dnnplace.evaluate import Evaluation, evaluate
-from dnnplace.frontends.paper_json import load_split, load_workload, save_workload, workload_from_records
+from dnnplace.evaluate import Evaluation
+from dnnplace.frontends.paper_json import workload_from_records
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+from dnnplace.simulate import Simulation
+from dnnplace.solvers import Solver
 
 __all__ = [
-    "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "Solution", "Split", "Workload",
-    "evaluate", "load_split", "load_workload", "save_workload", "solve", "workload_from_records",
+    "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "Simulation", "Solution", "Solver", "Split",
+    "Workload", "evaluate", "example_path", "export", "info", "load_split", "load_workload", "methods", "profile", "run",
+    "save_split", "save_workload", "simulate", "solve", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"

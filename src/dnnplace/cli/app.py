@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,7 @@ from typing import Optional
 import typer
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.solvers import METHODS
 from dnnplace.utils.text import SafeConsole, printable
 
 app = typer.Typer(
@@ -40,16 +42,14 @@ out = SafeConsole()
 err = SafeConsole(stderr=True)
 
 
-class Method(StrEnum):
-    dp = "dp"
-    ip = "ip"
-    ip_noncontig = "ip-noncontig"
-    single = "single"
-    local_search = "local-search"
-    pipedream = "pipedream"
-    scotch = "scotch"
-    metis = "metis"
-    greedy = "greedy"
+# The registry's names (dnnplace.solvers.METHODS): the CLI never lists methods itself.
+Method = StrEnum("Method", {name: name for name in METHODS})  # type: ignore[misc]
+
+#: solve's flags for each method parameter (the flag's default is None: "not given").
+PARAM_FLAGS = {"max_ideals": "--max-ideals", "gap": "--gap", "threads": "--threads", "seed": "--seed",
+               "restarts": "--restarts", "subgraphs_per_accelerator": "--subgraphs-per-accelerator",
+               "contiguous_cpus": "--no-contiguous-cpus", "contract_layers": "--contract-layers",
+               "linearize": "--linearize"}
 
 
 class Objective(StrEnum):
@@ -97,6 +97,19 @@ def model_file(spec: str) -> Path | None:
         return None
 
 
+def method_params(method: str, objective: str, given: dict[str, object]) -> dict[str, object]:
+    """The parameters the user set, refused by flag name when the method does not take them."""
+    from dnnplace.solvers import get_solver_class, resolve_method
+
+    cls = get_solver_class(resolve_method(method, objective))
+    params = {k: v for k, v in given.items() if v is not None}
+    unknown = [PARAM_FLAGS.get(k, k) for k in params if k not in cls.param_names()]
+    if unknown:
+        takes = ", ".join(PARAM_FLAGS.get(k, k) for k in cls.param_names()) or "none of these options"
+        raise DnnplaceError(f"--method {method} does not take {', '.join(unknown)}; it takes: {takes}")
+    return params
+
+
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[object]:
     """A transient rich progress bar on stderr, shown only on a terminal."""
@@ -130,11 +143,11 @@ def evaluate(
         if piper_cmd.is_piper_input(workload):
             piper_cmd.evaluate_cmd(out, workload, split, as_json=as_json)
             return
+        from dnnplace import api
         from dnnplace.api import evaluate as evaluate_split
-        from dnnplace.frontends.paper_json import load_split, load_workload
 
-        w = load_workload(workload, check_feasible=False)
-        s = load_split(split)
+        w = api.load_workload(workload, check_feasible=False)
+        s = api.load_split(split)
         ev = evaluate_split(w, s, overlap_comm=overlap_comm, source=str(split))
         if as_json:
             out.print_json(json.dumps(ev.to_dict()))
@@ -148,7 +161,7 @@ def evaluate(
 def solve(
     workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the split here (paper format)."),
-    method: Method = typer.Option(Method.dp, "--method", "-m", help="Placement method."),
+    method: Method = typer.Option("dp", "--method", "-m", help="Placement method (see `dnnplace methods`)."),
     objective: Objective = typer.Option(Objective.throughput, "--objective",
                                         help="throughput (max-load), latency, or fw+bw."),
     accelerators: Optional[int] = typer.Option(None, "--accelerators", "-k", min=0,
@@ -156,21 +169,25 @@ def solve(
     cpus: Optional[int] = typer.Option(None, "--cpus", "-l", min=0, help="Override the file's maxCPUs."),
     memory: Optional[float] = typer.Option(None, "--memory", min=0, help="Override maxSizePerFPGA (bytes)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0, help="Seconds before giving up."),
-    contract_layers: bool = typer.Option(False, "--contract-layers", help="Fuse nodes sharing a layerId."),
-    linearize: bool = typer.Option(False, "--linearize",
-                                   help="Chain the graph along a topological order (as PipeDream)."),
+    contract_layers: Optional[bool] = typer.Option(None, "--contract-layers", show_default=False,
+                                                   help="Fuse nodes sharing a layerId (dp, pipedream)."),
+    linearize: Optional[bool] = typer.Option(None, "--linearize", show_default=False,
+                                             help="Chain the graph along a topological order, as PipeDream (dp)."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
-    max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="Budget of ideals for the DP."),
-    gap: float = typer.Option(0.01, "--gap", min=0,
-                              help="Relative gap to prove: the IPs' MIP gap; the DP's target when it must relax."),
+    max_ideals: Optional[int] = typer.Option(None, "--max-ideals", min=1,
+                                             help="Ideals the exact DP may enumerate before it relaxes"
+                                                  " [dp default: 200000]."),
+    gap: Optional[float] = typer.Option(None, "--gap", min=0,
+                                        help="Relative gap to prove: the IPs' MIP gap; the DP's target when it"
+                                             " must relax [default: 0.01]."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Solver threads (IP methods)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed (local search)."),
-    restarts: int = typer.Option(10, "--restarts", min=1, help="Restarts (local search)."),
-    subgraphs: int = typer.Option(1, "--subgraphs-per-accelerator", min=1,
-                                  help="Contiguous pieces per accelerator (latency IP)."),
-    no_contiguous_cpus: bool = typer.Option(False, "--no-contiguous-cpus",
-                                            help="Do not force contiguity on CPUs (contiguous IP)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (local-search) [default: 0]."),
+    restarts: Optional[int] = typer.Option(None, "--restarts", min=1, help="Restarts (local-search) [default: 10]."),
+    subgraphs: Optional[int] = typer.Option(None, "--subgraphs-per-accelerator", min=1,
+                                            help="Contiguous pieces per accelerator (latency IP) [default: 1]."),
+    no_contiguous_cpus: Optional[bool] = typer.Option(None, "--no-contiguous-cpus", show_default=False,
+                                                      help="Do not force contiguity on CPUs (ip)."),
     as_json: bool = typer.Option(False, "--json", help="Print the split JSON instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables; errors only."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the split here."),
@@ -189,8 +206,8 @@ def solve(
                                 bandwidth=bandwidth, batch=batch, bert_layers=bert_layers, as_json=as_json,
                                 quiet=quiet)
             return
-        from dnnplace.api import solve as solve_workload
-        from dnnplace.frontends.paper_json import load_workload, split_to_dict
+        from dnnplace import api
+        from dnnplace.frontends.paper_json import split_to_dict
         from dnnplace.model.validate import check_budget
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
@@ -198,30 +215,26 @@ def solve(
         check_budget(accelerators, cpus, finite_option("--memory", memory))
         time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
         finite_option("--gap", gap)
+        given = {"max_ideals": max_ideals, "gap": gap, "threads": threads, "seed": seed, "restarts": restarts,
+                 "subgraphs_per_accelerator": subgraphs, "contract_layers": contract_layers,
+                 "linearize": linearize,
+                 "contiguous_cpus": None if no_contiguous_cpus is None else not no_contiguous_cpus}
+        params = method_params(str(method.value), objective.value, given)
 
-        if method in (Method.dp, Method.pipedream):
-            from dnnplace.solvers.dp.kernel import warm_up
-
-            warm_up()  # start-up cost (loading the compiled kernel), not solving time
-        started = time.perf_counter()  # runtime_s: from reading the workload to the split
-
-        w = load_workload(workload, check_feasible=False).with_budget(accelerators, cpus, memory)
+        started = time.perf_counter()  # runtime_s of the command: from reading the workload to the split
+        w = api.load_workload(workload, check_feasible=False).with_budget(accelerators, cpus, memory)
+        read_s = time.perf_counter() - started
         with progress_bar(not quiet and not as_json) as progress:
-            sol = solve_workload(
-                w, method.value, objective=objective.value, started=started, time_limit=time_limit,
-                contract_layers=contract_layers, linearize=linearize, overlap_comm=overlap_comm,
-                max_ideals=max_ideals, gap=gap, threads=threads, seed=seed, restarts=restarts,
-                subgraphs_per_accelerator=subgraphs, contiguous_cpus=not no_contiguous_cpus,
-                progress=progress,
-            )
+            sol = api.solve(w, str(method.value), objective=objective.value, time_limit=time_limit,
+                            overlap_comm=overlap_comm, progress=progress, **params)
+        runtime = sol.runtime_s + read_s
+        sol = replace(sol, runtime_s=runtime, split=sol.split.with_meta(runtime_s=round(runtime, 6)))
         doc = split_to_dict(sol.split, sol.evaluation)
         if output is not None:
             write_json_atomic(output, doc, inputs=[workload])
         if report is not None:
-            from dnnplace.report.html import write_report
-
-            write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm,
-                         inputs=[workload, output])
+            api.write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm,
+                             inputs=[workload, output])
         if as_json:
             out.print_json(json.dumps(doc))
         elif not quiet:
@@ -259,14 +272,13 @@ def simulate(
         if piper_cmd.is_piper_input(workload):
             piper_cmd.simulate_cmd(out, workload, split, microbatches=microbatches, as_json=as_json)
             return
-        from dnnplace.frontends.paper_json import load_split, load_workload
-        from dnnplace.simulate import simulate as run_simulation
+        from dnnplace import api
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
-        w = load_workload(workload, check_feasible=False)
-        sim = run_simulation(w, load_split(split), schedule=schedule.value, microbatches=microbatches,
-                             overlap_comm=overlap_comm)
+        w = api.load_workload(workload, check_feasible=False)
+        sim = api.simulate(w, api.load_split(split), schedule=schedule.value, microbatches=microbatches,
+                           overlap_comm=overlap_comm)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         doc = sim.to_dict()
@@ -304,13 +316,12 @@ def report(
         if piper_cmd.is_piper_input(workload):
             piper_cmd.report_cmd(out, workload, split, output)
             return
-        from dnnplace.frontends.paper_json import load_split, load_workload
-        from dnnplace.report.html import write_report
+        from dnnplace import api
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
-        w = load_workload(workload, check_feasible=False)
-        write_report(w, load_split(split), output, title=f"{workload.stem} / {split.stem}",
+        w = api.load_workload(workload, check_feasible=False)
+        api.write_report(w, api.load_split(split), output, title=f"{workload.stem} / {split.stem}",
                      microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
 
@@ -344,33 +355,26 @@ def profile(
         if fmt not in ("paper", "piper"):
             raise DnnplaceError(f"--format must be paper or piper, got '{fmt}'")
         training = training or fmt == "piper"
-        from dnnplace.utils.files import check_outputs, write_json_atomic
+        from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [model_file(model), devices_file])
-        from dnnplace.frontends.paper_json import parse_workload
-        from dnnplace.frontends.torch_model.capture import capture
-        from dnnplace.frontends.torch_model.loader import load_factory
-        from dnnplace.frontends.torch_model.profile import build_workload_dict
+        from dnnplace import api
 
-        loaded = load_factory(model)
-        cap = capture(loaded.model, loaded.args, granularity=granularity.value, kwargs=loaded.kwargs)
-        doc = build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
-                                  cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=model,
-                                  repeats=repeats,
-                                  link=(link_latency_ms, link_bandwidth)
-                                  if link_latency_ms is not None and link_bandwidth is not None else None)
-        parse_workload(doc, source=str(output))  # the result must be a valid workload
+        w = api.profile(model, granularity=granularity.value, training=training, device=device,
+                        accelerators=accelerators, cpus=cpus, repeats=repeats, devices_file=devices_file,
+                        link=(link_latency_ms, link_bandwidth)
+                        if link_latency_ms is not None and link_bandwidth is not None else None)
         if fmt == "piper":
             from dnnplace.cli.piper_cmd import profile_to_piper
 
-            profile_to_piper(out, doc, output, model)
+            profile_to_piper(out, w, output, model, inputs=(model_file(model), devices_file))
             return
-        write_json_atomic(output, doc, inputs=[model_file(model), devices_file])
-        n_fwd = sum(1 for nd in doc["nodes"] if not nd["isBackwardNode"])
-        out.print(f"{model}: {n_fwd} {cap.granularity}-level nodes ({cap.method}),"
-                  f" {len(doc['nodes']) - n_fwd} backward nodes, {len(doc['edges'])} edges;"
-                  f" forward {sum(nd['cpuLatency'] for nd in doc['nodes'][:n_fwd]):.3f} ms on this CPU;"
-                  f" written to {output}")
+        api.save_workload(w, output, inputs=[model_file(model), devices_file])
+        meta = w.extras.get("top_extra", {}).get("dnnplace", {})
+        n_fwd = int((~w.backward).sum())
+        out.print(f"{model}: {n_fwd} {meta.get('granularity', 'op')}-level nodes ({meta.get('trace', '')}),"
+                  f" {w.n - n_fwd} backward nodes, {w.m} edges;"
+                  f" forward {w.cpu_time[~w.backward].sum():.3f} ms on this CPU; written to {output}")
 
 
 class Backend(StrEnum):
@@ -412,21 +416,13 @@ def run(
 
         from rich.markup import escape
 
-        from dnnplace.frontends.paper_json import load_split, load_workload
-        from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
+        from dnnplace import api
 
         if not math.isfinite(lr):
             raise DnnplaceError("--lr must be a finite number")
-        w = load_workload(workload, check_feasible=False) if workload is not None else None
-        s = load_split(split)
-        fallback = split_max_load(split) if w is None else None
-        if training:
-            res = run_training(model, s, workload=w, schedule=schedule.value, microbatches=microbatches,
-                               steps=steps, optimizer=optimizer.value, lr=lr, backend=backend.value,
-                               predicted_max_load=fallback)
-        else:
-            res = run_pipeline(model, s, microbatches=microbatches, backend=backend.value, workload=w,
-                               predicted_max_load=fallback)
+        w = api.load_workload(workload, check_feasible=False) if workload is not None else None
+        res = api.run(model, split, workload=w, training=training, microbatches=microbatches,
+                      backend=backend.value, schedule=schedule.value, steps=steps, optimizer=optimizer.value, lr=lr)
         if res is None:  # a rank other than 0 under torchrun: rank 0 reports
             return
         ok = (res["params_match"] and res["loss_match"]) if training else res["outputs_match"]
@@ -502,22 +498,21 @@ def export_split(
     """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
     (chain-shaped splits; --json: just the split points), or stage lists."""
     with user_errors():
-        from dnnplace.frontends.paper_json import load_split, load_workload
-        from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
+        from dnnplace import api
         from dnnplace.utils.files import check_outputs, write_json_atomic, write_text_atomic
 
         check_outputs([output], [split, workload])
-
-        w = load_workload(workload, check_feasible=False)
-        s = load_split(split)
+        w = api.load_workload(workload, check_feasible=False)
+        s = api.load_split(split)
         if to == ExportFormat.torch_pipelining and not as_json:
-            text = pipelining_script(w, s, model)
+            text = api.export(w, s, to="torch-pipelining-script", model=model)
+            assert isinstance(text, str)
             if output is not None:
                 write_text_atomic(output, text, inputs=[split, workload])
             else:
                 sys.stdout.write(text)
             return
-        doc = export_pipelining(w, s) if to == ExportFormat.torch_pipelining else export_stages(w, s)
+        doc = api.export(w, s, to=to.value)
         if output is not None:
             write_json_atomic(output, doc, inputs=[split, workload])
         else:
@@ -542,14 +537,13 @@ def compare(
 ) -> None:
     """Run several methods on several workloads: max-load, ratio to best, latency, runtime, feasibility."""
     with user_errors():
+        from dnnplace.report.compare import PSEUDO_METHODS, load_named, to_csv, to_json, to_markdown
         from dnnplace.report.compare import compare as run_compare
-        from dnnplace.report.compare import load_named, to_csv, to_json, to_markdown
-        from dnnplace.solvers.base import registry
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], workloads)
         names = [m.strip() for m in methods_.split(",") if m.strip()]
-        known = set(registry()) | {"expert", "dp-split"}
+        known = set(METHODS) | set(PSEUDO_METHODS)
         for m in names:
             if m not in known:
                 raise DnnplaceError(f"unknown method '{m}'; choose from: {', '.join(sorted(known))}")
@@ -615,13 +609,14 @@ def methods() -> None:
     """List the placement methods and what they optimise."""
     from rich.table import Table
 
-    from dnnplace.solvers.base import registry
+    from dnnplace import api
 
     table = Table()
-    for col in ("method", "objectives", "what it does"):
+    for col in ("method", "objectives", "what it does", "parameters"):
         table.add_column(col)
-    for name, m in registry().items():
-        table.add_row(name, ", ".join(m.objectives), m.summary)
+    for name, m in api.methods().items():
+        params = ", ".join(PARAM_FLAGS.get(p, p) for p in m.param_names()) or "-"
+        table.add_row(name, ", ".join(m.objectives), m.summary, params)
     out.print(table)
 
 
@@ -632,20 +627,18 @@ def info(
 ) -> None:
     """Describe a workload: size, budget, its ideal lattice at each reduction, and what `solve` will do."""
     with user_errors():
+        from dnnplace import api
 
-        from dnnplace.frontends.paper_json import load_workload
-        from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
-
-        w = load_workload(workload, check_feasible=False)
+        w = api.load_workload(workload, check_feasible=False)
         cap = max(1_000_000, max_ideals)
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{w.n_classes} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
-        steps = lattice_steps(w, cap)
-        for st in steps:
+        report = api.info(w, max_ideals=max_ideals, cap=cap)
+        for st in report.steps:
             ideals = f"{st.ideals:,}" if st.ideals is not None else f"more than {cap:,}"
             out.print(f"{st.step}: {st.units} units, {ideals} ideals")
-        out.print(f"solve (dp): {default_path(steps, max_ideals)}")
+        out.print(f"solve (dp): {report.default_path}")
         out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
 
 

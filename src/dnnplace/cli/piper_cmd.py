@@ -14,6 +14,7 @@ from rich.table import Table
 from dnnplace.errors import InputError
 from dnnplace.evaluate.piper import PiperEvaluation, PiperPlan, evaluate_piper, load_plan, plan_to_dict
 from dnnplace.frontends.piper_json import PiperInstance, bert_l, is_piper_file, load_piper
+from dnnplace.model.workload import Workload
 
 
 def is_piper_input(path: Path) -> bool:
@@ -192,15 +193,17 @@ def report_cmd(out: Console, workload: Path, plan: Path, output: Path, bert_laye
     out.print(f"report written to {output}")
 
 
-def profile_to_piper(out: Console, doc: dict, output: Path, model: str) -> None:
+def profile_to_piper(out: Console, workload: Workload, output: Path, model: str,
+                     inputs: tuple[Path | None, ...] = ()) -> None:
     """Write a training profile in Piper's format (one layer per node, t = 1, vanilla and recompute)."""
+    from dnnplace.frontends.paper_json import workload_to_dict
     from dnnplace.frontends.piper_json import parse_piper
     from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
     from dnnplace.utils.files import write_json_atomic
 
-    pdoc = paper_training_to_piper(doc)
+    pdoc = paper_training_to_piper(workload_to_dict(workload))
     parse_piper(pdoc, source=str(output))  # the result must be a valid Piper workload
-    write_json_atomic(output, pdoc)
+    write_json_atomic(output, pdoc, inputs=inputs)
     tot = sum(nd["TMPCs"]["1"][0]["timePerSample"] for nd in pdoc["nodes"])
     out.print(f"{model}: {len(pdoc['nodes'])} layers, {len(pdoc['edges'])} edges, forward+backward {tot:.6g} s "
               f"per sample (t = 1; vanilla and activation recomp); Piper format written to {output}")

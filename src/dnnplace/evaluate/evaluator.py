@@ -85,6 +85,16 @@ class Evaluation:
         bw = max((d.backward_load for d in self.devices), default=0.0)
         return fw + bw
 
+    def value(self, objective: str) -> float:
+        """This split's number for an objective: ``throughput`` (max-load), ``latency`` or ``fw+bw``."""
+        if objective == "latency":
+            return self.latency
+        if objective == "fw+bw":
+            return self.fw_plus_bw
+        if objective == "throughput":
+            return self.max_load
+        raise ValueError(f"unknown objective {objective!r}")
+
     @property
     def bottleneck(self) -> DeviceReport | None:
         return max(self.devices, key=lambda d: d.load, default=None)

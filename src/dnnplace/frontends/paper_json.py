@@ -48,9 +48,9 @@ def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
     return w
 
 
-def save_workload(workload: Workload, path: str | Path) -> None:
-    """Write a workload in the paper's format (atomically)."""
-    write_json_atomic(path, workload_to_dict(workload))
+def save_workload(workload: Workload, path: str | Path, *, inputs: tuple[str | Path | None, ...] = ()) -> None:
+    """Write a workload in the paper's format (atomically, never over one of ``inputs``)."""
+    write_json_atomic(path, workload_to_dict(workload), inputs=inputs)
 
 
 # ---------------------------------------------------------------- field checks

@@ -20,6 +20,8 @@ from dnnplace.model.workload import Workload
 
 EXPERT = "expert"
 DP_SPLIT = "dp-split"
+#: Rows that are not registered methods: a given expert split, and the latency of the DP's max-load split.
+PSEUDO_METHODS = (EXPERT, DP_SPLIT)
 
 
 @dataclass
@@ -50,7 +52,7 @@ def run_one(name: str, w: Workload, method: str, objective: str, time_limit: flo
             if expert_split is None:
                 return Row(name, method, objective, None, None, None, None, None, None, "n/a", "no expert split")
             ev = dnnplace.evaluate(w, expert_split)
-            value = ev.latency if objective == "latency" else ev.max_load
+            value = ev.value(objective)
             return Row(name, method, objective, ev.max_load, _finite(ev.latency), value, None,
                        time.perf_counter() - t, ev.feasible, "given")
         if method == DP_SPLIT:  # the latency of the max-load-optimal split

@@ -1,0 +1,71 @@
+"""Placement methods behind one interface, and the one table that names them.
+
+Adding a method is one new module with a :class:`~dnnplace.solvers.base.Solver`
+subclass plus one line in :data:`METHODS`.  The table maps each name to
+``"module:Class"`` so that listing methods imports nothing heavy (HiGHS, numba,
+networkx load only when a method is used); the CLI, ``compare`` and
+:func:`dnnplace.solve` all read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.solvers.base import OBJECTIVES, RunContext, Solver, SolverOutput
+
+__all__ = ["METHODS", "OBJECTIVES", "RunContext", "Solver", "SolverOutput", "get_solver_class", "make_solver",
+           "methods", "resolve_method"]
+
+#: Method name -> ``"module:Class"``, in display order.
+METHODS: dict[str, str] = {
+    "dp": "dnnplace.solvers.dp.solver:DPSolver",
+    "ip": "dnnplace.solvers.ip.throughput:ContiguousIP",
+    "ip-noncontig": "dnnplace.solvers.ip.throughput:NonContiguousIP",
+    "ip-latency": "dnnplace.solvers.ip.latency:LatencyIP",
+    "single": "dnnplace.solvers.baselines.single:SingleAccelerator",
+    "local-search": "dnnplace.solvers.baselines.local_search:LocalSearch",
+    "pipedream": "dnnplace.solvers.baselines.pipedream:PipeDream",
+    "scotch": "dnnplace.solvers.baselines.partitioners:Scotch",
+    "metis": "dnnplace.solvers.baselines.partitioners:Metis",
+    "greedy": "dnnplace.solvers.baselines.greedy:GreedyLatency",
+}
+
+#: ``(method, objective)`` pairs answered by another method: the paper's "IP" for latency is its latency IP.
+ROUTES: dict[tuple[str, str], str] = {("ip", "latency"): "ip-latency"}
+
+
+def get_solver_class(name: str) -> type[Solver]:
+    """The class registered under ``name`` (an unknown name is an error listing the known ones)."""
+    target = METHODS.get(name)
+    if target is None:
+        raise DnnplaceError(f"unknown method '{name}'; choose one of: {', '.join(METHODS)}")
+    module, _, cls = target.partition(":")
+    found = getattr(importlib.import_module(module), cls)
+    assert issubclass(found, Solver) and found.name == name, target
+    return found
+
+
+def methods() -> dict[str, type[Solver]]:
+    """Every registered method, name -> class, in display order."""
+    return {name: get_solver_class(name) for name in METHODS}
+
+
+def resolve_method(name: str, objective: str) -> str:
+    """The method that answers ``name`` for ``objective`` (see :data:`ROUTES`), checked against both tables."""
+    if objective not in OBJECTIVES:
+        raise DnnplaceError(f"unknown objective '{objective}'; choose one of: {', '.join(OBJECTIVES)}")
+    routed = ROUTES.get((name, objective), name)
+    cls = get_solver_class(routed)
+    if objective not in cls.objectives:
+        supported = sorted(set(cls.objectives) | {obj for (m, obj) in ROUTES if m == name})
+        raise DnnplaceError(f"method '{name}' does not optimise '{objective}'; it supports: {', '.join(supported)}")
+    return routed
+
+
+def make_solver(name: str, **params: Any) -> Solver:
+    """An instance of method ``name`` with ``params`` (unknown names are an error naming the valid ones)."""
+    cls = get_solver_class(name)
+    cls.check_names(params)
+    return cls(**params)

@@ -1,41 +1,47 @@
-"""The one small interface every solver implements, and the method registry.
+"""The one small interface every placement method implements.
+
+A solver is a dataclass whose fields are *its own* parameters (scikit-learn's
+estimator convention): :meth:`Solver.get_params` lists them,
+:meth:`Solver.set_params` changes them, and a parameter the method does not
+take is an error that names the ones it does.  What every run has regardless of
+the method (the objective, a time limit, the cost-model switch, a progress
+callback) travels separately in a :class:`RunContext`.
 
 A solver turns a workload into a :class:`SolverOutput` (a split plus what it
 proved: status, bound).  It never computes the split's cost itself: the caller
-(:func:`dnnplace.api.solve`) asks the evaluator, so every method is judged by
-the same cost model.
+(:func:`dnnplace.solve`) asks the evaluator, so every method is judged by the
+same cost model.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
+from dnnplace.errors import DnnplaceError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
+__all__ = ["OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput", "param"]
+
 ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
 
+#: What a method can optimise: max-load (pipeline throughput), single-sample latency, max FW + max BW.
 OBJECTIVES = ("throughput", "latency", "fw+bw")
+#: What a solver may claim about its split.
+STATUSES = ("optimal", "bounded", "feasible", "time_limit", "heuristic")
 
 
 @dataclass(frozen=True)
-class SolveOptions:
-    """Knobs shared by the solvers; each solver reads the ones it understands."""
+class RunContext:
+    """What every run has, whatever the method: objective, time limit, cost-model switch, progress."""
 
     objective: str = "throughput"
-    time_limit: float | None = None
-    contract_layers: bool = False
-    linearize: bool = False
-    overlap_comm: bool = False
-    max_ideals: int = 200_000
-    gap: float = 0.01
-    threads: int | None = None
-    seed: int = 0
-    restarts: int = 10
-    subgraphs_per_accelerator: int = 1
-    contiguous_cpus: bool = True
+    time_limit: float | None = None  # seconds; None: no limit
+    overlap_comm: bool = False  # accelerator load = max(compute, communication)
     progress: ProgressFn | None = None
 
 
@@ -44,40 +50,87 @@ class SolverOutput:
     """A solver's answer before evaluation."""
 
     split: Split
-    status: str = "optimal"  # optimal | feasible | time_limit | heuristic
+    status: str = "optimal"  # one of STATUSES
     bound: float | None = None  # proven lower bound on the objective, if any
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-class Solver(Protocol):
-    """What a placement method provides."""
-
-    name: str
-    objectives: tuple[str, ...]
-    summary: str
-
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput: ...
+def param(default: Any, doc: str, *, minimum: float | None = None) -> Any:
+    """Declare a solver parameter: its default, one line of help, and an optional lower limit."""
+    return field(default=default, metadata={"doc": doc, "minimum": minimum})
 
 
-def registry() -> dict[str, Solver]:
-    """All methods, in display order."""
-    from dnnplace.solvers.baselines.greedy import GreedyLatency
-    from dnnplace.solvers.baselines.local_search import LocalSearch
-    from dnnplace.solvers.baselines.partitioners import Metis, Scotch
-    from dnnplace.solvers.baselines.pipedream import PipeDream
-    from dnnplace.solvers.baselines.single import SingleAccelerator
-    from dnnplace.solvers.dp.solver import DPSolver
-    from dnnplace.solvers.ip.throughput import ThroughputIP
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,)}
 
-    methods: list[Solver] = [
-        DPSolver(),
-        ThroughputIP(contiguous=True),
-        ThroughputIP(contiguous=False),
-        SingleAccelerator(),
-        LocalSearch(),
-        PipeDream(),
-        Scotch(),
-        Metis(),
-        GreedyLatency(),
-    ]
-    return {m.name: m for m in methods}
+
+@dataclass
+class Solver:
+    """Base class of the placement methods; subclasses are dataclasses of their parameters.
+
+    Subclasses set the class attributes ``name`` (the registry key),
+    ``objectives`` and ``summary``, declare each parameter with :func:`param`,
+    and implement :meth:`solve`.
+    """
+
+    name: ClassVar[str] = ""
+    objectives: ClassVar[tuple[str, ...]] = ()
+    summary: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            self._check(f, getattr(self, f.name))
+
+    # ------------------------------------------------------------ parameters
+    @classmethod
+    def param_names(cls) -> tuple[str, ...]:
+        """The parameters this method takes."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def param_docs(cls) -> dict[str, str]:
+        """One line of help per parameter (what ``dnnplace methods`` shows)."""
+        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def check_names(cls, names: Any) -> None:
+        """Refuse parameter names this method does not take, naming the ones it does."""
+        unknown = sorted(set(names) - set(cls.param_names()))
+        if unknown:
+            valid = ", ".join(cls.param_names()) or "none"
+            raise DnnplaceError(f"method '{cls.name}' does not take {', '.join(unknown)}; its parameters: {valid}")
+
+    def get_params(self) -> dict[str, Any]:
+        """The method's parameters and their current values."""
+        return {name: getattr(self, name) for name in self.param_names()}
+
+    def set_params(self, **params: Any) -> Solver:
+        """Change parameters (checked by name and type); returns ``self``."""
+        self.check_names(params)
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        for name, value in params.items():
+            self._check(fields[name], value)
+            setattr(self, name, value)
+        return self
+
+    def _check(self, f: dataclasses.Field, value: Any) -> None:
+        kind = str(f.type).replace(" ", "")
+        optional = kind.endswith("|None")
+        kind = kind.removesuffix("|None")
+        if value is None and optional:
+            return
+        allowed = _KINDS.get(kind)
+        if allowed is not None and (not isinstance(value, allowed) or (kind != "bool" and isinstance(value, bool))):
+            raise DnnplaceError(f"method '{self.name}': {f.name} must be {kind}, got {value!r}")
+        if kind in ("int", "float") and not math.isfinite(value):
+            raise DnnplaceError(f"method '{self.name}': {f.name} must be finite, got {value!r}")
+        lo = f.metadata.get("minimum")
+        if lo is not None and value < lo:
+            raise DnnplaceError(f"method '{self.name}': {f.name} must be at least {lo}, got {value!r}")
+
+    # ---------------------------------------------------------------- solving
+    def warm_up(self) -> None:
+        """Load compiled code before the clock starts (start-up cost, not solving time)."""
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        """Place ``workload``; the caller checks the objective and evaluates the split."""
+        raise NotImplementedError

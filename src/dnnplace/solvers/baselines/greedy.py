@@ -9,12 +9,14 @@ consecutive run of a topological order, so its set is contiguous.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import networkx as nx
 import numpy as np
 
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput
 from dnnplace.solvers.baselines.std_order import unordered_map_order
 
 
@@ -71,14 +73,15 @@ def inseparable_blocks(w: Workload) -> list[np.ndarray]:
     return order
 
 
-class GreedyLatency:
+@dataclass
+class GreedyLatency(Solver):
     """Fill accelerators with blocks in topological order; the rest on CPUs."""
 
     name = "greedy"
     objectives = ("latency",)
     summary = "the paper's greedy latency packer (blocks in topological order)"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         return SolverOutput(split=greedy_split(workload), status="heuristic")
 
 

@@ -10,6 +10,7 @@ Classes no accelerator can take go to one CPU core (if there is one).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,20 +18,26 @@ from dnnplace.errors import InfeasibleError
 from dnnplace.evaluate.evaluator import max_loads
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 
 BATCH = 256
 
 
-class LocalSearch:
+@dataclass
+class LocalSearch(Solver):
+    """The paper's local-search baseline over colour classes."""
+
     name = "local-search"
     objectives = ("throughput",)
     summary = "random class assignment + best single move, with restarts"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+    seed: int = param(0, "random seed")
+    restarts: int = param(10, "independent restarts", minimum=1)
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         w = workload
         k = w.max_accelerators
-        rng = np.random.default_rng(options.seed)
+        rng = np.random.default_rng(self.seed)
         cls, G = w.class_of, w.n_classes
         size = np.bincount(cls, weights=w.size, minlength=G)
         ok_acc = (np.bincount(cls, weights=~w.supported, minlength=G) == 0) & (size <= w.memory)
@@ -38,15 +45,15 @@ class LocalSearch:
         if k == 0 or (not ok_acc.all() and w.max_cpus == 0):
             raise InfeasibleError("local search needs accelerators for every colour class, or a CPU core")
         n_dev = k + (1 if not ok_acc.all() else 0)
-        deadline = None if options.time_limit is None else time.perf_counter() + options.time_limit
+        deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
         best_dev, best_val = None, np.inf
         status = "heuristic"
         movable = np.flatnonzero(ok_acc)
-        for restart in range(max(1, options.restarts)):
+        for restart in range(max(1, self.restarts)):
             dev = _random_start(rng, G, k, size, ok_acc, w.memory, cpu_col)
             if dev is None:
                 continue
-            cur, _ = max_loads(w, dev[cls][None, :], k, n_dev, options.overlap_comm)
+            cur, _ = max_loads(w, dev[cls][None, :], k, n_dev, run.overlap_comm)
             cur = float(cur[0])
             while True:
                 cand_g = np.repeat(movable, k)
@@ -58,7 +65,7 @@ class LocalSearch:
                     g, d = cand_g[lo:lo + BATCH], cand_d[lo:lo + BATCH]
                     batch = np.repeat(dev[None, :], g.size, axis=0)
                     batch[np.arange(g.size), g] = d
-                    vals, fits = max_loads(w, batch[:, cls], k, n_dev, options.overlap_comm)
+                    vals, fits = max_loads(w, batch[:, cls], k, n_dev, run.overlap_comm)
                     vals = np.where(fits, vals, np.inf)
                     i = int(np.argmin(vals))
                     if vals[i] < best_move_val:
@@ -70,8 +77,8 @@ class LocalSearch:
                 if deadline is not None and time.perf_counter() > deadline:
                     status = "time_limit"
                     break
-            if options.progress is not None:
-                options.progress(restart + 1, options.restarts, f"local search: best {min(best_val, cur):.6g}")
+            if run.progress is not None:
+                run.progress(restart + 1, self.restarts, f"local search: best {min(best_val, cur):.6g}")
             if cur < best_val:
                 best_dev, best_val = dev.copy(), cur
             if status == "time_limit":
@@ -79,7 +86,7 @@ class LocalSearch:
         if best_dev is None:
             raise InfeasibleError("local search found no assignment that fits accelerator memory")
         split = Split.from_assignment(w.node_ids, best_dev[cls], k, n_dev - k)
-        return SolverOutput(split=split, status=status, stats={"restarts": options.restarts})
+        return SolverOutput(split=split, status=status, stats={"restarts": self.restarts})
 
 
 def _random_start(rng, G, k, size, ok_acc, memory, cpu_col):

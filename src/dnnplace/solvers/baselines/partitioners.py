@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from dnnplace.errors import DnnplaceError, InfeasibleError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput
 
 SCALE = 1e6
 
@@ -66,12 +67,15 @@ def _weights(x: float) -> int:
     return max(1, int(round(SCALE * x)))
 
 
-class Scotch:
+@dataclass
+class Scotch(Solver):
+    """Scotch's gpart on the colour-class graph (the paper's partitioner baseline)."""
+
     name = "scotch"
     objectives = ("throughput",)
     summary = "Scotch graph partitioner (gpart), k balanced parts"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         w = workload
         exe = shutil.which("gpart") or shutil.which("scotch_gpart")
         if exe is None:
@@ -87,7 +91,7 @@ class Scotch:
             grf, mp = Path(tmp) / "g.grf", Path(tmp) / "g.map"
             grf.write_text("\n".join(lines) + "\n")
             proc = subprocess.run([exe, str(max(1, w.max_accelerators)), str(grf), str(mp)],
-                                  capture_output=True, text=True, timeout=options.time_limit or 600)
+                                  capture_output=True, text=True, timeout=run.time_limit or 600)
             if proc.returncode != 0:
                 raise DnnplaceError(f"gpart failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
             rows = mp.read_text().split()
@@ -97,12 +101,15 @@ class Scotch:
         return SolverOutput(split=_finish(w, cls, part_of, ok), status="heuristic")
 
 
-class Metis:
+@dataclass
+class Metis(Solver):
+    """METIS on the colour-class graph."""
+
     name = "metis"
     objectives = ("throughput",)
     summary = "METIS graph partitioner (pymetis), k balanced parts"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         try:
             import pymetis
         except ImportError:

@@ -12,12 +12,14 @@ digit; it is always a feasible contiguous split, never better than the DP.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import networkx as nx
 import numpy as np
 
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.unionfind import UnionFind
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 
 
 def biconnected_groups(w: Workload) -> np.ndarray:
@@ -46,15 +48,25 @@ def biconnected_groups(w: Workload) -> np.ndarray:
     return np.array([uf.find(c) for c in cls.tolist()], dtype=np.int64)
 
 
-class PipeDream:
+@dataclass
+class PipeDream(Solver):
+    """The paper's emulation of PipeDream: the optimal DP on a linearised, component-fused graph."""
+
     name = "pipedream"
     objectives = ("throughput",)
     summary = "PipeDream's planner: biconnected contraction + linearised DP"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
-        from dataclasses import replace
+    contract_layers: bool = param(False, "fuse nodes sharing a layerId")
 
-        from dnnplace.solvers.dp.solver import solve_dp
+    def warm_up(self) -> None:
+        from dnnplace.solvers.dp.kernel import warm_up
 
-        out = solve_dp(workload, replace(options, linearize=True), extra_groups=biconnected_groups(workload))
+        warm_up()
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        from dnnplace.solvers.dp.solver import DPOptions, solve_dp
+
+        options = DPOptions(contract_layers=self.contract_layers, linearize=True, overlap_comm=run.overlap_comm,
+                            time_limit=run.time_limit, progress=run.progress)
+        out = solve_dp(workload, options, extra_groups=biconnected_groups(workload))
         return SolverOutput(split=out.split, status="heuristic", stats=out.stats)

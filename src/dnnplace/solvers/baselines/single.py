@@ -6,15 +6,20 @@ still reports a memory (or support) violation if there is one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput
 
 
-class SingleAccelerator:
+@dataclass
+class SingleAccelerator(Solver):
+    """Everything on accelerator 0: the reference every speed-up is measured against."""
+
     name = "single"
     objectives = ("throughput", "latency", "fw+bw")
     summary = "everything on one accelerator (memory ignored, as in the paper)"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         return SolverOutput(split=Split.of([list(map(int, workload.node_ids))]), status="heuristic")

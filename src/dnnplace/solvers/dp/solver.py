@@ -18,7 +18,7 @@ from dnnplace.errors import InfeasibleError, SolverTimeout, TooManyIdealsError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import Prepared, linearized, merge_free_units, prepare
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import ProgressFn, RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.dp.ideals import IdealLattice, enumerate_ideals
 from dnnplace.solvers.dp.relax import (
     Relaxed,
@@ -48,18 +48,43 @@ class DPResult:
     chain: tuple[int, ...] = ()  # device of every piece in pipeline order (first ideal first)
 
 
-class DPSolver:
-    """Max-load-optimal contiguous split over the ideal lattice."""
+@dataclass(frozen=True)
+class DPOptions:
+    """What one DP run reads: the method's parameters and the run's context."""
+
+    max_ideals: int = 200_000
+    gap: float = 0.01
+    contract_layers: bool = False
+    linearize: bool = False
+    overlap_comm: bool = False
+    time_limit: float | None = None
+    progress: ProgressFn | None = None
+
+
+@dataclass
+class DPSolver(Solver):
+    """Max-load-optimal contiguous split over the ideal lattice (certified bound when it must relax)."""
 
     name = "dp"
     objectives = ("throughput",)
     summary = "optimal contiguous split (dynamic program over ideals)"
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
-        return solve_dp(workload, options)
+    max_ideals: int = param(200_000, "ideals the exact DP may enumerate before it relaxes", minimum=1)
+    gap: float = param(0.01, "relative gap to prove when the DP must relax", minimum=0)
+    contract_layers: bool = param(False, "fuse nodes sharing a layerId")
+    linearize: bool = param(False, "chain the graph along a topological order (as PipeDream)")
+
+    def warm_up(self) -> None:
+        from dnnplace.solvers.dp.kernel import warm_up
+
+        warm_up()
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        return solve_dp(workload, DPOptions(**self.get_params(), overlap_comm=run.overlap_comm,
+                                            time_limit=run.time_limit, progress=run.progress))
 
 
-def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray | None = None) -> SolverOutput:
+def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | None = None) -> SolverOutput:
     """The optimum, or a split with a certified bound when the lattice is too large.
 
     1. Prepare units and apply the exact reductions.
@@ -136,7 +161,7 @@ def solve_dp(workload: Workload, options: SolveOptions, extra_groups: np.ndarray
     return best.output(stats)
 
 
-def _coarse_chain(p: Prepared, best: _Best, options: SolveOptions, deadline: float | None, stats: dict) -> None:
+def _coarse_chain(p: Prepared, best: _Best, options: DPOptions, deadline: float | None, stats: dict) -> None:
     """Huge graphs: consecutive runs of one topological order fused into blocks, the block chain solved.
 
     Fusing is a restriction, so the split is real; the bound is the trivial
@@ -157,7 +182,7 @@ def _coarse_chain(p: Prepared, best: _Best, options: SolveOptions, deadline: flo
                               " search than its block chain)")
 
 
-def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOptions, deadline: float | None,
+def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions, deadline: float | None,
                  stats: dict) -> None:
     """Lower bounds (and splits) from relaxations that fit the ideal budget.
 
@@ -233,7 +258,7 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: SolveOpti
     stats["relaxations"] = tried
 
 
-def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: SolveOptions,
+def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: DPOptions,
                       deadline: float | None) -> None:
     """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split)."""
     fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
@@ -270,7 +295,7 @@ def fluid_certifies(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bo
     return bool(result.value > w.max_accelerators * cap - work + 1e-9 * max(cap, 1e-300))
 
 
-def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: SolveOptions,
+def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: DPOptions,
                  deadline: float | None) -> None:
     """Raise ``best.bound`` by :func:`fluid_certifies`: first at the target gap, then by bisection."""
     if not np.isfinite(best.value):
@@ -296,7 +321,7 @@ def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: Solv
 class _Best:
     """The incumbent split (valued by the evaluator) and the best proven lower bound."""
 
-    def __init__(self, workload: Workload, options: SolveOptions) -> None:
+    def __init__(self, workload: Workload, options: DPOptions) -> None:
         self.workload = workload
         self.overlap = options.overlap_comm
         self.split: Split | None = None

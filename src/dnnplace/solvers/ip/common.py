@@ -98,10 +98,10 @@ def class_devices(groups: Groups, w: Workload, split: Split, n_acc_cols: int) ->
 def warm_start_dp(w: Workload) -> Split | None:
     """The DP's optimal contiguous split, when the lattice is small enough to get it quickly."""
     from dnnplace.errors import DnnplaceError
-    from dnnplace.solvers.base import SolveOptions
+    from dnnplace.solvers.base import RunContext
     from dnnplace.solvers.dp.solver import DPSolver
 
     try:
-        return DPSolver().solve(w, SolveOptions(max_ideals=60_000, time_limit=30.0)).split
+        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=30.0)).split
     except DnnplaceError:
         return None

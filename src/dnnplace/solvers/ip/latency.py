@@ -10,13 +10,15 @@ objective is capped there -- rather than the sum of all CPU times.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dnnplace.errors import InfeasibleError
 from dnnplace.evaluate import evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.ip.builder import MipBuilder
 from dnnplace.solvers.ip.common import Groups, add_contiguity, class_devices, warm_start_dp
 
@@ -40,14 +42,66 @@ def best_known_latency_split(w: Workload) -> tuple[Split, float]:
     return best, float(best_lat)
 
 
-def solve_latency_ip(w: Workload, options: SolveOptions) -> SolverOutput:
-    q = max(1, int(options.subgraphs_per_accelerator))
+@dataclass
+class LatencyIP(Solver):
+    """The paper's single-sample latency IP (Appendix A); ``ip`` with the latency objective runs it."""
+
+    name = "ip-latency"
+    objectives = ("latency",)
+    summary = "latency integer program on HiGHS (q contiguous subgraphs per accelerator)"
+
+    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
+    threads: int | None = param(None, "HiGHS threads", minimum=1)
+    subgraphs_per_accelerator: int = param(1, "contiguous pieces per accelerator (q)", minimum=1)
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        return solve_latency_ip(workload, run, self)
+
+
+@dataclass(frozen=True)
+class _LatencyModel:
+    m: MipBuilder
+    x: np.ndarray  # x[g, 0]: class g on the CPUs; x[g, 1 + f*q + j]: slot j of accelerator f
+    q: int
+
+
+def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverOutput:
+    """Warm-start from the best known split, solve, decode; fall back to the start when it is better."""
     k = w.max_accelerators
     groups = Groups.of(w)
+    warm, ub = best_known_latency_split(w)
+    model = _build_latency_model(w, groups, params.subgraphs_per_accelerator, ub * (1 + 1e-6) + 1e-6)
+    m, x, q = model.m, model.x, model.q
+    G, S = groups.count, q * k
+    cls = groups.of_node
+    start_values = None
+    dev = class_devices(groups, w, warm, k)
+    if dev is not None:
+        column = np.where(dev < k, 1 + dev * q, 0)  # accelerator f -> its first slot; CPUs -> 0
+        start_values = {int(x[g, j]): float(column[g] == j) for g in range(G) for j in range(S + 1)}
+    res = m.solve(time_limit=run.time_limit if run.time_limit is not None else 60.0,
+                  gap=params.gap, threads=params.threads, start=start_values, progress=run.progress,
+                  label="latency IP")
+    if res.values is None:
+        if res.status == "infeasible":
+            raise InfeasibleError("the latency IP is infeasible (memory or support constraints)")
+        return SolverOutput(split=warm, status="time_limit", bound=None,
+                            stats={"note": "no IP solution in time; the best known split is returned"})
+    column = np.argmax(res.values[x], axis=1)
+    device = np.where(column == 0, k, (column - 1) // q)
+    split = Split.from_assignment(w.node_ids, device[cls], k, 1)
+    # the IP value can only improve on the start; keep the start if rounding made it worse
+    if evaluate(w, split, complete=False).latency > ub:
+        split = warm
+    return SolverOutput(split=split, status=res.status, bound=res.bound,
+                        stats={"ip_objective": res.objective, "ip_seconds": res.seconds, "start_latency": ub})
+
+
+def _build_latency_model(w: Workload, groups: Groups, q: int, big: float) -> _LatencyModel:
+    """The MIP of SPEC's latency model with ``q`` slots per accelerator; ``big`` bounds every time."""
+    k = w.max_accelerators
     G = groups.count
     S = q * k
-    warm, ub = best_known_latency_split(w)
-    big = ub * (1 + 1e-6) + 1e-6
     m = MipBuilder()
     x = m.add_vars(G * (S + 1), 0.0, 1.0, integer=True).reshape(G, S + 1)  # column 0: CPUs
     lat = m.add_vars(w.n, 0.0, big)
@@ -96,25 +150,4 @@ def solve_latency_ip(w: Workload, options: SolveOptions) -> SolverOutput:
         m.row([total, lat[v]], [1.0, -1.0], lo=0.0)
     for u, v in zip(w.edge_src.tolist(), w.edge_dst.tolist()):
         m.row([lat[v], lat[u], x[cls[v], 0]], [1.0, -1.0, -float(w.cpu_time[v])], lo=0.0)
-    start_values = None
-    dev = class_devices(groups, w, warm, k)
-    if dev is not None:
-        column = np.where(dev < k, 1 + dev * q, 0)  # accelerator f -> its first slot; CPUs -> 0
-        start_values = {int(x[g, j]): float(column[g] == j) for g in range(G) for j in range(S + 1)}
-    res = m.solve(time_limit=options.time_limit if options.time_limit is not None else 60.0,
-                  gap=options.gap, threads=options.threads, start=start_values, progress=options.progress,
-                  label="latency IP")
-    if res.values is None:
-        if res.status == "infeasible":
-            raise InfeasibleError("the latency IP is infeasible (memory or support constraints)")
-        return SolverOutput(split=warm, status="time_limit", bound=None,
-                            stats={"note": "no IP solution in time; the best known split is returned"})
-    xv = res.values[x]
-    column = np.argmax(xv, axis=1)
-    device = np.where(column == 0, k, (column - 1) // q)
-    split = Split.from_assignment(w.node_ids, device[cls], k, 1)
-    # the IP value can only improve on the start; keep the start if rounding made it worse
-    if evaluate(w, split, complete=False).latency > ub:
-        split = warm
-    return SolverOutput(split=split, status=res.status, bound=res.bound,
-                        stats={"ip_objective": res.objective, "ip_seconds": res.seconds, "start_latency": ub})
+    return _LatencyModel(m, x, q)

@@ -9,36 +9,50 @@ The DP's split warm-starts the search; identical devices are symmetry-broken.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dnnplace.errors import InfeasibleError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import CommSources, comm_sources
-from dnnplace.solvers.base import SolveOptions, SolverOutput
+from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.ip.builder import MipBuilder
 from dnnplace.solvers.ip.common import Groups, add_contiguity, break_symmetry, class_devices, warm_start_dp
 
 
-class ThroughputIP:
-    """``ip`` (contiguous) and ``ip-noncontig`` for max-load or max FW + max BW."""
+@dataclass
+class ContiguousIP(Solver):
+    """The paper's throughput IP with SPEC's contiguity constraints (max-load or max FW + max BW)."""
 
-    objectives: tuple[str, ...] = ("throughput", "fw+bw")
+    name = "ip"
+    objectives = ("throughput", "fw+bw")
+    summary = "integer program on HiGHS, contiguous per device"
 
-    def __init__(self, contiguous: bool) -> None:
-        self.contiguous = contiguous
-        self.name = "ip" if contiguous else "ip-noncontig"
-        self.summary = ("integer program on HiGHS, contiguous per device" if contiguous
-                        else "integer program on HiGHS, any split")
-        if contiguous:
-            self.objectives = ("throughput", "fw+bw", "latency")
+    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
+    threads: int | None = param(None, "HiGHS threads", minimum=1)
+    contiguous_cpus: bool = param(True, "also force contiguity on CPU cores")
 
-    def solve(self, workload: Workload, options: SolveOptions) -> SolverOutput:
-        if options.objective == "latency":
-            from dnnplace.solvers.ip.latency import solve_latency_ip
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        return solve_throughput_ip(workload, run, contiguous=True, gap=self.gap, threads=self.threads,
+                                   contiguous_cpus=self.contiguous_cpus)
 
-            return solve_latency_ip(workload, options)
-        return solve_throughput_ip(workload, options, self.contiguous)
+
+@dataclass
+class NonContiguousIP(Solver):
+    """The throughput IP without contiguity: any split (a bound on what contiguity costs)."""
+
+    name = "ip-noncontig"
+    objectives = ("throughput", "fw+bw")
+    summary = "integer program on HiGHS, any split"
+
+    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
+    threads: int | None = param(None, "HiGHS threads", minimum=1)
+
+    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
+        return solve_throughput_ip(workload, run, contiguous=False, gap=self.gap, threads=self.threads,
+                                   contiguous_cpus=False)
 
 
 def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, contiguous_cpus: bool,
@@ -103,22 +117,24 @@ def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, con
     return m, x
 
 
-def solve_throughput_ip(w: Workload, options: SolveOptions, contiguous: bool) -> SolverOutput:
+def solve_throughput_ip(w: Workload, run: RunContext, *, contiguous: bool, gap: float, threads: int | None,
+                        contiguous_cpus: bool) -> SolverOutput:
+    """Build, warm-start and solve the throughput MIP; name the binding constraints when infeasible."""
     groups = Groups.of(w)
     k, l = w.max_accelerators, w.max_cpus
-    m, x = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=options.contiguous_cpus,
-                                  objective=options.objective, overlap=options.overlap_comm)
+    m, x = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=contiguous_cpus,
+                                  objective=run.objective, overlap=run.overlap_comm)
     start = None
-    warm = warm_start_dp(w) if not options.overlap_comm else None
+    warm = warm_start_dp(w) if not run.overlap_comm else None
     if warm is not None:
         dev = class_devices(groups, w, warm, k)
         if dev is not None:
             start = {int(x[g, d]): float(dev[g] == d) for g in range(groups.count) for d in range(k + l)}
-    res = m.solve(time_limit=options.time_limit if options.time_limit is not None else 60.0,
-                  gap=options.gap, threads=options.threads, start=start, progress=options.progress,
-                  label="throughput IP")
+    res = m.solve(time_limit=run.time_limit if run.time_limit is not None else 60.0,
+                  gap=gap, threads=threads, start=start, progress=run.progress, label="throughput IP")
     if res.status == "infeasible":
-        raise InfeasibleError(f"the throughput IP is infeasible: {_diagnose(w, groups, contiguous, options)}")
+        why = _diagnose(w, groups, contiguous, contiguous_cpus, threads)
+        raise InfeasibleError(f"the throughput IP is infeasible: {why}")
     if res.values is None:
         raise InfeasibleError("the throughput IP found no split within the time limit; raise --time-limit")
     xv = res.values[x]
@@ -129,12 +145,12 @@ def solve_throughput_ip(w: Workload, options: SolveOptions, contiguous: bool) ->
                                "warm_start": start is not None})
 
 
-def _diagnose(w: Workload, groups: Groups, contiguous: bool, options: SolveOptions) -> str:
+def _diagnose(w: Workload, groups: Groups, contiguous: bool, contiguous_cpus: bool, threads: int | None) -> str:
     """Name the binding constraint family by re-solving with families dropped."""
     for relax, family in (("memory", "memory (maxSizePerFPGA)"), ("support", "support (supportedOnFpga)"),
                           ("memory,support", "memory and support together")):
-        m, _ = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=options.contiguous_cpus,
+        m, _ = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=contiguous_cpus,
                                       objective="throughput", overlap=False, relax=relax)
-        if m.solve(time_limit=10.0, gap=1.0, threads=options.threads).status != "infeasible":
+        if m.solve(time_limit=10.0, gap=1.0, threads=threads).status != "infeasible":
             return f"the {family} constraints are binding"
     return f"the device count ({w.max_accelerators} accelerators, {w.max_cpus} CPU cores) is too small"
