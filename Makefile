@@ -34,6 +34,7 @@ demo: $(STAMP) system-deps
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m mypy
 
 test: $(STAMP) system-deps lint
 	$(PY) -m pytest -q

@@ -34,7 +34,7 @@ def block_optimum(path: Path) -> tuple[float, str]:
 
     Where even the fused graph's lattice is too large, the DP's own answer: a split, not a proven optimum.
     """
-    from dnnplace.evaluate import evaluate
+    from dnnplace.evaluation import evaluate
     from dnnplace.frontends.paper_json import load_workload
     from dnnplace.solvers.dp.solver import DPOptions, solve_dp
 

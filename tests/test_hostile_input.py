@@ -711,7 +711,7 @@ def test_10_device_budget_far_above_the_node_count(files, tmp_path):
 
 
 def test_10_trace_and_timeline_sizes_are_bounded(files, tmp_path, monkeypatch):
-    import dnnplace.simulate.pipeline as pipeline
+    import dnnplace.simulation.pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "MAX_TRACE_TASKS", 100)  # as if 200,000 were exceeded
     w, s = files

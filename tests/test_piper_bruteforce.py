@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.evaluate.piper import evaluate_piper
+from dnnplace.evaluation.piper import evaluate_piper
 from dnnplace.frontends.piper_json import parse_piper
 from dnnplace.solvers.piper.solver import solve_piper
 

@@ -1,4 +1,4 @@
-"""Piper's checker (PIPER-SPEC section 5) as evaluate/piper.py: values, OOM, and every abort as a one-line error."""
+"""Piper's checker (PIPER-SPEC section 5) as evaluation/piper.py: values, OOM, and every abort as a one-line error."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from dnnplace.errors import InputError
-from dnnplace.evaluate.piper import INF, PiperPlan, PiperStage, evaluate_piper, plan_from_dict, plan_to_dict
+from dnnplace.evaluation.piper import INF, PiperPlan, PiperStage, evaluate_piper, plan_from_dict, plan_to_dict
 from dnnplace.frontends.piper_json import parse_piper
 
 

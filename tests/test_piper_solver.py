@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dnnplace
-from dnnplace.evaluate.piper import evaluate_piper
+from dnnplace.evaluation.piper import evaluate_piper
 from dnnplace.frontends.piper_json import load_piper
 from dnnplace.solvers.piper.knapsack import INF, min_cover, min_cover_choice
 from dnnplace.solvers.piper.solver import solve_piper

@@ -13,7 +13,7 @@ import pytest
 from conftest import THROUGHPUT, throughput_path
 
 import dnnplace
-from dnnplace.simulate import simulate
+from dnnplace.simulation import simulate
 
 DNNPLACE = [sys.executable, "-m", "dnnplace"]
 DOCS = Path(__file__).resolve().parent.parent / "docs"

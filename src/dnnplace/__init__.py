@@ -49,16 +49,16 @@ from dnnplace.api import (
     write_report,
 )
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
-from dnnplace.evaluate import Evaluation
+from dnnplace.evaluation import Evaluation
 from dnnplace.frontends.paper_json import workload_from_records
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.simulate import Simulation
+from dnnplace.simulation import Simulation
 from dnnplace.solvers import Solver
 
 __all__ = [
     "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "Simulation", "Solution", "Solver", "Split",
-    "Workload", "evaluate", "example_path", "export", "info", "load_split", "load_workload", "methods", "profile", "run",
-    "save_split", "save_workload", "simulate", "solve", "workload_from_records", "write_report",
+    "Workload", "evaluate", "example_path", "export", "info", "load_split", "load_workload", "methods", "profile",
+    "run", "save_split", "save_workload", "simulate", "solve", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"

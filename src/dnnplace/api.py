@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluate import Evaluation
-from dnnplace.evaluate import evaluate as _evaluate
+from dnnplace.evaluation import Evaluation
+from dnnplace.evaluation import evaluate as _evaluate
 from dnnplace.frontends import paper_json
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
-from dnnplace.simulate.pipeline import Simulation
+from dnnplace.simulation.pipeline import Simulation
 from dnnplace.solvers import RunContext, Solver, get_solver_class, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
@@ -321,7 +321,7 @@ def simulate(workload: Workload, split: Split, *, schedule: str = "1f1b", microb
     >>> round(sim.time_per_sample, 3)
     107.004
     """
-    from dnnplace.simulate.pipeline import simulate as _simulate
+    from dnnplace.simulation.pipeline import simulate as _simulate
 
     return _simulate(workload, split, schedule=schedule, microbatches=microbatches, overlap_comm=overlap_comm)
 

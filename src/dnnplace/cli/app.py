@@ -10,7 +10,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
@@ -21,6 +21,7 @@ import typer
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.solvers import METHODS
+from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.text import SafeConsole, printable
 
 app = typer.Typer(
@@ -97,7 +98,7 @@ def model_file(spec: str) -> Path | None:
         return None
 
 
-def method_params(method: str, objective: str, given: dict[str, object]) -> dict[str, object]:
+def method_params(method: str, objective: str, given: Mapping[str, object]) -> dict[str, object]:
     """The parameters the user set, refused by flag name when the method does not take them."""
     from dnnplace.solvers import get_solver_class, resolve_method
 
@@ -111,7 +112,7 @@ def method_params(method: str, objective: str, given: dict[str, object]) -> dict
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[object]:
+def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
     """A transient rich progress bar on stderr, shown only on a terminal."""
     if not enabled or not err.is_terminal:
         yield None
@@ -660,4 +661,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dnnplace.errors import InputError
-from dnnplace.evaluate.piper import PiperEvaluation, PiperPlan, evaluate_piper, load_plan, plan_to_dict
+from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan, evaluate_piper, load_plan, plan_to_dict
 from dnnplace.frontends.piper_json import PiperInstance, bert_l, is_piper_file, load_piper
 from dnnplace.model.workload import Workload
 
@@ -142,15 +142,15 @@ def simulate_cmd(out: Console, workload: Path, plan: Path, *, microbatches: int,
     makespan = None if tps is None else fill + (microbatches - 1) * tps
     doc = {"time_per_sample": tps, "throughput": None if not tps else 1.0 / tps, "stages": rows,
            "microbatches": microbatches, "makespan": makespan,
-           "bubble_fraction": None if not makespan else 1.0 - microbatches * tps / makespan,
+           "bubble_fraction": None if not makespan or tps is None else 1.0 - microbatches * tps / makespan,
            "devices_used": ev.devices, "pipeline_depth": m}
     if as_json:
         out.print_json(json.dumps(doc))
         return
     print_stages(out, inst, ev, f"{workload.name} / {plan.name}")
-    if makespan is not None:
-        out.print(f"1f1b, {microbatches} microbatches: makespan {makespan:.6g}, "
-                  f"bubble fraction {100 * doc['bubble_fraction']:.1f}%")
+    bubble = doc["bubble_fraction"]
+    if makespan is not None and isinstance(bubble, float):
+        out.print(f"1f1b, {microbatches} microbatches: makespan {makespan:.6g}, bubble fraction {100 * bubble:.1f}%")
 
 
 def report_cmd(out: Console, workload: Path, plan: Path, output: Path, bert_layers: int | None = None) -> None:

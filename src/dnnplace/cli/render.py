@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from dnnplace.evaluate import Evaluation
+from dnnplace.evaluation import Evaluation
 from dnnplace.model.workload import Workload
 from dnnplace.utils.text import printable
 
@@ -32,8 +32,10 @@ def _bytes(x: float) -> str:
 def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table:
     """One row per used device: load, compute, communication, memory, nodes."""
     table = Table(title=None if title is None else Text(printable(title)), title_justify="left")
-    for col, just in (("device", "left"), ("load", "right"), ("compute", "right"), ("comm", "right"),
-                      ("memory", "right"), ("nodes", "right"), ("contiguous", "center")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("device", "left"), ("load", "right"), ("compute", "right"), ("comm", "right"), ("memory", "right"),
+        ("nodes", "right"), ("contiguous", "center"))
+    for col, just in columns:
         table.add_column(col, justify=just)
     worst = ev.bottleneck
     for d in ev.devices:

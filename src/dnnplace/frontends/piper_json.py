@@ -94,6 +94,11 @@ def is_piper_file(path: str | Path) -> bool:
         return False
 
 
+def _int(obj: dict, key: str, where: str) -> int:
+    """An integer field (a float with no fraction is accepted), or a one-line error."""
+    return int(_num(obj, key, where, integer=True))
+
+
 def _num(obj: dict, key: str, where: str, *, integer: bool = False) -> float:
     if key not in obj:
         raise InputError(f"{where}: missing field '{key}'")
@@ -123,10 +128,10 @@ def parse_piper(obj: Any, source: str = "<piper>") -> PiperInstance:
     """Parse and validate a decoded Piper JSON object."""
     if not isinstance(obj, dict):
         raise InputError(f"{source}: a Piper workload must be a JSON object")
-    K = _num(obj, "maxDevices", source, integer=True)
+    K = _int(obj, "maxDevices", source)
     M = _num(obj, "maxMemoryPerDevice", source)
     BW = _num(obj, "bandwidth", source)
-    N = _num(obj, "mbsInBatch", source, integer=True)
+    N = _int(obj, "mbsInBatch", source)
     nodes = obj.get("nodes")
     edges = obj.get("edges")
     if not isinstance(nodes, list):
@@ -139,7 +144,7 @@ def parse_piper(obj: Any, source: str = "<piper>") -> PiperInstance:
     for i, nd in enumerate(nodes):
         if not isinstance(nd, dict):
             raise InputError(f"{source}: node #{i} is not an object")
-        nid = _num(nd, "id", f"{source}: node #{i}", integer=True)
+        nid = _int(nd, "id", f"{source}: node #{i}")
         if nid in pos:
             raise InputError(f"{source}: duplicate node id {nid}")
         pos[nid] = i
@@ -151,8 +156,8 @@ def parse_piper(obj: Any, source: str = "<piper>") -> PiperInstance:
         where = f"{source}: edge #{i}"
         if not isinstance(e, dict):
             raise InputError(f"{where} is not an object")
-        u = _num(e, "sourceId", where, integer=True)
-        v = _num(e, "destId", where, integer=True)
+        u = _int(e, "sourceId", where)
+        v = _int(e, "destId", where)
         c = _num(e, "communicationCost", where)
         for end in (u, v):
             if end not in pos:
@@ -319,7 +324,7 @@ def _insert_transformer(inst: PiperInstance, v: int, s: int, old_id: int) -> Non
     c = inst.edges[idx][2]
     inst.edges[idx] = (v, x, c)
     inst.edges.append((x, s, c))
-    old_bw: dict[int, float] = {}
+    old_bw: dict[tuple[int, int], float] = {}
     for t, opts in inst.tmpcs[v].items():
         for j, o in enumerate(opts):
             old_bw[(t, j)] = o.bw[s]

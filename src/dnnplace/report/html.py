@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dnnplace.evaluate import Evaluation
-from dnnplace.evaluate.evaluator import crossing_outputs
+from dnnplace.evaluation import Evaluation
+from dnnplace.evaluation.evaluator import crossing_outputs
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.simulate import Simulation
+from dnnplace.simulation import Simulation
 from dnnplace.utils.text import printable
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
@@ -95,7 +95,7 @@ def graph_svg(w: Workload, ev: Evaluation) -> tuple[str, str]:
     for v in range(w.n):
         if not w.backward[v] or dev_of_class[cls[v]] < 0:
             dev_of_class[cls[v]] = dev[v]
-    names = {}
+    names: dict[int, tuple[str, bool]] = {}
     for v in range(w.n):
         if cls[v] not in names or (not w.backward[v] and names[cls[v]][1]):
             names[cls[v]] = (w.names[v] or str(int(w.node_ids[v])), bool(w.backward[v]))
@@ -289,8 +289,8 @@ def write_report(w: Workload, split: Split, path: str | Path, *, title: str | No
                  inputs: Iterable[str | Path | None] = ()) -> Path:
     """Evaluate, simulate and write the report (atomically, never over one of ``inputs``)."""
     from dnnplace.errors import DnnplaceError
-    from dnnplace.evaluate import evaluate
-    from dnnplace.simulate import simulate
+    from dnnplace.evaluation import evaluate
+    from dnnplace.simulation import simulate
     from dnnplace.utils.files import check_output, write_text_atomic
 
     p = Path(path)

@@ -14,8 +14,10 @@ import math
 import platform
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import dnnplace
+from dnnplace.model.workload import Workload
 from dnnplace.report.compare import DP_SPLIT, EXPERT, Row, add_ratios, run_one
 
 PAPER = Path(dnnplace.__file__).parent / "data" / "paper"
@@ -45,7 +47,7 @@ def reproduce(time_limit: float = 20.0, latency_time_limit: float = 30.0, only: 
     jobs += [("latency", k, m) for k in workload_keys("latency") if only in k for m in LATENCY_METHODS]
     tp: list[Row] = []
     lat: list[Row] = []
-    cache: dict[tuple[str, str], object] = {}
+    cache: dict[tuple[str, str], Workload] = {}
     for i, (kind, key, method) in enumerate(jobs):
         if on_step is not None:
             on_step(f"{kind} {key}: {method}", i, len(jobs))
@@ -141,30 +143,34 @@ def summary_lines(tp: list[Row], lat: list[Row]) -> list[str]:
     by = {(r.workload, r.method): r for r in tp}
     keys = sorted({r.workload for r in tp})
 
+    def value(k: str, m: str) -> float | None:
+        r = by.get((k, m))
+        return None if r is None else r.value
+
     def gain(a: Row | None, b: Row | None) -> float | None:
         if a is None or b is None or a.value is None or b.value is None or not a.feasible:
             return None
         return b.value / a.value
 
     for base in (EXPERT, "pipedream", "scotch", "metis", "local-search", "single"):
-        g = [(k, gain(by.get((k, "dp")), by.get((k, base)))) for k in keys]
-        g = [(k, x) for k, x in g if x is not None]
+        raw = [(k, gain(by.get((k, "dp")), by.get((k, base)))) for k in keys]
+        g = [(k, x) for k, x in raw if x is not None]
         if g:
             best = max(g, key=lambda t: t[1])
             geo = math.exp(sum(math.log(x) for _, x in g) / len(g))
             lines.append(f"- DP vs {base}: {base} is {geo:.2f}x the DP's max-load on average (geometric mean over "
                          f"{len(g)} workloads), up to {best[1]:.2f}x on {best[0]}.")
-    wins = [k for k in keys if (by.get((k, "ip-noncontig")) and by[(k, "ip-noncontig")].value is not None
-                                and by.get((k, "dp")) and by[(k, "dp")].value is not None
-                                and by[(k, "ip-noncontig")].value < by[(k, "dp")].value * (1 - 1e-6))]
-    for k in wins:
-        a, b = by[(k, "dp")].value, by[(k, "ip-noncontig")].value
+    for k in keys:
+        a, b = value(k, "dp"), value(k, "ip-noncontig")
+        if a is None or b is None or not b < a * (1 - 1e-6):
+            continue
         lines.append(f"- Non-contiguous IP beats the best contiguous split on {k}: {b:.6g} vs {a:.6g} "
                      f"({100 * (1 - b / a):.1f}% lower).")
-    ls_wins = [k for k in keys if by.get((k, "local-search")) and by[(k, "local-search")].value is not None
-               and by.get((k, "dp")) and by[(k, "dp")].value is not None
-               and by[(k, "local-search")].feasible
-               and by[(k, "local-search")].value < by[(k, "dp")].value * (1 - 1e-6)]
+    ls_wins = []
+    for k in keys:
+        a, b = value(k, "dp"), value(k, "local-search")
+        if a is not None and b is not None and by[(k, "local-search")].feasible and b < a * (1 - 1e-6):
+            ls_wins.append(k)
     if ls_wins:
         lines.append(f"- Local search (non-contiguous) finds splits below the contiguous optimum on: "
                      f"{', '.join(ls_wins)} — contiguity has a price on these graphs.")
@@ -177,7 +183,7 @@ def summary_lines(tp: list[Row], lat: list[Row]) -> list[str]:
     return lines
 
 
-def figure(tp: list[Row], path: Path) -> None:
+def figure(tp: list[Row], path: Path | BinaryIO) -> None:
     """Bar chart: each method's max-load divided by the DP optimum, per workload."""
     import matplotlib
 
@@ -195,8 +201,9 @@ def figure(tp: list[Row], path: Path) -> None:
         vals = []
         for k in keys:
             r, dp = by.get((k, m)), by.get((k, "dp"))
-            ok = r is not None and r.value is not None and dp is not None and dp.value
-            vals.append(r.value / dp.value if ok else np.nan)
+            a = None if dp is None else dp.value
+            b = None if r is None else r.value
+            vals.append(b / a if a and b is not None else np.nan)
         ax.bar(x + (i - len(methods) / 2 + 0.5) * width, vals, width, label=m)
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_yscale("log")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluate import evaluate
+from dnnplace.evaluation import evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.utils.graph import order_devices

@@ -118,7 +118,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         for o, r in zip(outputs, reference))
     predicted = predicted_max_load
     if workload is not None:
-        from dnnplace.evaluate import evaluate
+        from dnnplace.evaluation import evaluate
 
         predicted = evaluate(workload, split).max_load
     gaps = sorted(b - a for a, b in zip(result["arrivals"], result["arrivals"][1:]))
@@ -303,7 +303,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         steady_time_per_sample,
         train_worker,
     )
-    from dnnplace.simulate.pipeline import SCHEDULES
+    from dnnplace.simulation.pipeline import SCHEDULES
 
     _check_backend(backend)
     if schedule not in SCHEDULES:
@@ -417,8 +417,8 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
             "forward": [None] * n, "backward": [None] * n, "memory": [None] * n}
     if workload is None:
         return none
-    from dnnplace.evaluate import evaluate
-    from dnnplace.simulate import simulate
+    from dnnplace.evaluation import evaluate
+    from dnnplace.simulation import simulate
 
     if not workload.is_training:
         none["source"] = None
@@ -428,7 +428,9 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
     sim = simulate(workload, split, schedule=schedule, microbatches=microbatches)
     by_name = {d.name: d for d in ev.devices}
     extra = workload.extras.get("node_extra", ())
-    forward, backward, memory = [], [], []
+    forward: list[float | None] = []
+    backward: list[float | None] = []
+    memory: list[int | None] = []
     for name, a in zip(plan.devices, after):
         d = by_name.get(name)
         if d is None:

@@ -134,7 +134,7 @@ def launch_torchrun(target: Callable, world: int, payload: Any, *, backend: str 
             result = {"rank": rank, **(target(rank, world, payload) or {})}
         except Exception as exc:
             result = {"rank": rank, "error": f"rank {rank}: {exc.__class__.__name__}: {exc}"}
-        gathered = [None] * size if rank == 0 else None
+        gathered: list[Any] | None = [None] * size if rank == 0 else None  # None off rank 0, as torch asks
         if backend == "nccl":  # object collectives under nccl need the current device set
             import torch
 
@@ -146,6 +146,7 @@ def launch_torchrun(target: Callable, world: int, payload: Any, *, backend: str 
         if "error" in result:
             raise DnnplaceError(f"pipeline stage failed: {result['error']}")
         return None
+    assert gathered is not None
     errors = [g["error"] for g in gathered if "error" in g]
     if errors:
         raise DnnplaceError(f"pipeline stage failed: {errors[0]}")

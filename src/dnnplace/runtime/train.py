@@ -16,7 +16,7 @@ The last stage (in topological order) receives every model output produced
 elsewhere and computes the loss; each microbatch's loss is divided by the
 number of microbatches N, so one optimizer step per N microbatches equals one
 step on the mean loss.  The order of forward and backward tasks per stage is
-the one :mod:`dnnplace.simulate` uses for the schedule (1F1B: ``after``
+the one :mod:`dnnplace.simulation` uses for the schedule (1F1B: ``after``
 warm-up forwards, then one forward one backward; GPipe: all forwards, then
 all backwards).  Sends are never waited on before the next task; the
 receiver's blocking receive is the only synchronisation, so a stage runs its
@@ -49,7 +49,7 @@ def microbatch(inputs: tuple, m: int) -> tuple:
 
 def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tuple[str, int]]], list[int]]:
     """Per stage, its (kind, microbatch) sequence as the simulator orders it, and its count of later stages."""
-    from dnnplace.simulate.pipeline import device_order, stage_depths
+    from dnnplace.simulation.pipeline import device_order, stage_depths
 
     n = len(plan.modules)
     deps = {(plan.producer[v], c) for v, cs in plan.consumers.items() for c in cs

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.evaluate.evaluator import max_loads
+from dnnplace.evaluation.evaluator import max_loads
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
@@ -53,8 +53,8 @@ class LocalSearch(Solver):
             dev = _random_start(rng, G, k, size, ok_acc, w.memory, cpu_col)
             if dev is None:
                 continue
-            cur, _ = max_loads(w, dev[cls][None, :], k, n_dev, run.overlap_comm)
-            cur = float(cur[0])
+            first, _ = max_loads(w, dev[cls][None, :], k, n_dev, run.overlap_comm)
+            cur = float(first[0])
             while True:
                 cand_g = np.repeat(movable, k)
                 cand_d = np.tile(np.arange(k), movable.size)

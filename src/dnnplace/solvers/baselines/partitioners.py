@@ -118,12 +118,13 @@ class Metis(Solver):
         cls, vw, verts, adj, ok = partition_input(w)
         k = max(1, w.max_accelerators)
         if k == 1 or len(verts) <= 1:
-            parts = [0] * len(verts)
+            parts: list[int] = [0] * len(verts)
         else:
             xadj = np.cumsum([0] + [len(x) for x in adj])
             adjncy = [j for x in adj for j, _ in sorted(x)]
             eweights = [wt for x in adj for _, wt in sorted(x)]
-            _, parts = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj.tolist(), adjncy),
+            _, found = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj.tolist(), adjncy),
                                           vweights=[_weights(vw[g]) for g in verts], eweights=eweights)
+            parts = list(found)
         part_of = {g: int(p) for g, p in zip(verts, parts)}
         return SolverOutput(split=_finish(w, cls, part_of, ok), status="heuristic")

@@ -330,7 +330,7 @@ class _Best:
         self.timed_out = False
 
     def offer(self, split: Split) -> None:
-        from dnnplace.evaluate import evaluate
+        from dnnplace.evaluation import evaluate
 
         ev = evaluate(self.workload, split, overlap_comm=self.overlap, complete=False)
         if ev.feasible and ev.max_load < self.value:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.evaluate import evaluate
+from dnnplace.evaluation import evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param

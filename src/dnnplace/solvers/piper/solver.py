@@ -10,7 +10,7 @@ Steps:
 3. The exact DP over all tails of the DAG with ``tau`` = that upper bound, which
    lets the walk skip stages that are too slow or too big.
 4. Reconstruction, then the exact TMPC choice per stage at its true number of
-   micro-batches in flight, then the evaluator (:mod:`dnnplace.evaluate.piper`)
+   micro-batches in flight, then the evaluator (:mod:`dnnplace.evaluation.piper`)
    judges the plan: its value is the one reported.
 """
 
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.evaluate.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
+from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
 from dnnplace.frontends.piper_json import PiperInstance
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel

@@ -1,5 +1,5 @@
 """Event simulation of a placed pipeline (GPipe and 1F1B schedules)."""
 
-from dnnplace.simulate.pipeline import Simulation, simulate
+from dnnplace.simulation.pipeline import Simulation, simulate
 
 __all__ = ["Simulation", "simulate"]

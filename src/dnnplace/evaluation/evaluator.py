@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.evaluate.assignment import Assignment, assign
-from dnnplace.evaluate.latency import single_sample_latency
+from dnnplace.evaluation.assignment import Assignment, assign
+from dnnplace.evaluation.latency import single_sample_latency
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 
@@ -145,7 +145,7 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     comm = recv_fw + send_fw + recv_bw + send_bw
     contiguous = _contiguity(w, dev, n_dev)
     node_ids = w.node_ids
-    members = [[] for _ in range(n_dev)]
+    members: list[list[int]] = [[] for _ in range(n_dev)]
     for i, d in enumerate(dev.tolist()):
         if d >= 0:
             members[d].append(int(node_ids[i]))
@@ -231,7 +231,7 @@ def max_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: boo
     """Max-load and memory-feasibility of each assignment in a batch (for search heuristics)."""
     lp = device_loads(w, dev, n_acc, n_dev, overlap)
     fits = (lp.memory[:, :n_acc] <= w.memory * (1 + 1e-12)).all(axis=1)
-    return lp.load.max(axis=1, initial=0.0), fits
+    return lp.load.max(axis=1, initial=0.0), np.asarray(fits)
 
 
 def _communication(w: Workload, safe: np.ndarray, n_dev: int) -> tuple[np.ndarray, ...]:

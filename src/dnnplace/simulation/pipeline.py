@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluate import Evaluation, evaluate
-from dnnplace.evaluate.evaluator import combine
+from dnnplace.evaluation import Evaluation, evaluate
+from dnnplace.evaluation.evaluator import combine
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.utils.graph import CYCLE_MESSAGE, stage_depths, topological_order
@@ -224,7 +224,7 @@ def _run_tasks(order: list[list[tuple[str, int]]], deps: list[tuple[TaskKey, Tas
         task = Task(i, m, kind, float(start[j]), parts[kind][i], overlap_comm)
         tasks.append(task)
         for b in succ[j]:
-            start[b] = max(start[b], task.end)
+            start[b] = max(float(start[b]), task.end)
     return tasks
 
 
