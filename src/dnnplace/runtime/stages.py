@@ -10,6 +10,7 @@ the stage graph may be any DAG, not only a chain.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -89,14 +90,14 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     # which stages consume each value
     consumers: dict[str, set[int]] = {}
     for node in nodes:
-        s = stage_of.get(node.name)
-        if s is None:
+        home = stage_of.get(node.name)
+        if home is None:
             continue
         for inp in node.all_input_nodes:
             if inp.op == "get_attr":
                 continue
-            if stage_of.get(inp.name) != s:
-                consumers.setdefault(inp.name, set()).add(s)
+            if stage_of.get(inp.name) != home:
+                consumers.setdefault(inp.name, set()).add(home)
     g = nx.DiGraph()
     g.add_nodes_from(range(len(assigned)))
     for v, cs in consumers.items():
@@ -112,7 +113,7 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     modules, inputs, outputs = [], [], []
     for s in order:
         graph = torch.fx.Graph()
-        env: dict[str, object] = {}
+        env: dict[str, Any] = {}
         root: dict[str, object] = {}
         ins = sorted({inp.name for node in nodes if stage_of.get(node.name) == s for inp in node.all_input_nodes
                       if inp.op != "get_attr" and stage_of.get(inp.name) != s},

@@ -80,7 +80,7 @@ def _device():
     return torch.device("cpu")
 
 
-def _recv(shape, dtype, src, tag, device):
+def _recv(shape: Any, dtype: Any, src: int, tag: int, device: Any) -> Any:
     import torch
     import torch.distributed as dist
 
@@ -131,7 +131,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     mod = copy.deepcopy(plan.modules[rank]).to(device)
     mod.train(p["module_training"][rank])
     inputs = tuple(t.to(device) for t in p["args"])
-    shapes, grad_values, tags = p["shapes"], p["grad_values"], p["tags"]
+    shapes: dict[str, tuple[Any, Any]] = p["shapes"]
+    grad_values, tags = p["grad_values"], p["tags"]
     N, steps = p["microbatches"], p["steps"]
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
     # the loss stage also receives the model outputs made elsewhere
@@ -143,7 +144,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     for v in plan.model_outputs:
         if rank != last and plan.producer.get(v) == rank and last not in consumers.get(v, []):
             consumers.setdefault(v, []).append(last)
-    loss_fn = None
+    loss_fn: Any = None
     if rank == last:
         if p["loss_spec"] is not None:
             from dnnplace.frontends.torch_model.loader import load_factory
@@ -189,7 +190,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         val = mb[plan.model_inputs.index(v)]
                     else:
                         r0 = time.perf_counter()
-                        val = _recv(*shapes[v], src, fwd_tag(v), device)
+                        val = _recv(shapes[v][0], shapes[v][1], src, fwd_tag(v), device)
                         recv_s += time.perf_counter() - r0
                         if v in grad_values:
                             val.requires_grad_(True)
@@ -233,7 +234,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                     total = None
                     for c in consumers.get(v, []):
                         r0 = time.perf_counter()
-                        g = _recv(*shapes[v], c, bwd_tag(v), device)
+                        g = _recv(shapes[v][0], shapes[v][1], c, bwd_tag(v), device)
                         recv_s += time.perf_counter() - r0
                         total = g if total is None else total + g
                     if total is not None:
@@ -278,7 +279,7 @@ def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_s
 
     out = []
     n = len(plan.modules)
-    values = {}
+    values: dict[str, Any] = {}
     for r, mod in enumerate(plan.modules):
         frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
         seen: set[int] = set()
@@ -293,7 +294,7 @@ def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_s
 
         args = []
         for v in plan.inputs[r]:
-            val = env[v]
+            val: Any = env[v]
             if v in grad_values and plan.producer.get(v, -1) >= 0:
                 val = val.detach().clone().requires_grad_(True)
             args.append(val)

@@ -84,12 +84,12 @@ class Solver:
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
         """The parameters this method takes."""
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
     def param_docs(cls) -> dict[str, str]:
         """One line of help per parameter (what ``dnnplace methods`` shows)."""
-        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
 
     @classmethod
     def check_names(cls, names: Any) -> None:

@@ -21,6 +21,7 @@ import operator
 import sys
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from typing import Any
 
 from dnnplace.errors import DnnplaceError
 
@@ -29,7 +30,7 @@ from dnnplace.errors import DnnplaceError
 class Captured:
     """The traced graph and its grouping into workload nodes."""
 
-    gm: object  # torch.fx.GraphModule
+    gm: Any  # torch.fx.GraphModule
     groups: list[list]  # fx nodes per workload node, in graph order
     group_of: dict[str, int]  # fx node name -> workload node index
     module_of: list[str]  # owning module path per group ("" = the root)

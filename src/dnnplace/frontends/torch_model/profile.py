@@ -118,7 +118,7 @@ def forward_values(gm, inputs: tuple) -> dict:
 
 
 def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, warmup: int = 2,
-            device: str = "cpu") -> dict[str, list[float]]:
+            device: str = "cpu") -> dict[str, Any]:
     """Median forward (and backward) milliseconds per group, FLOPs and bytes."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -135,7 +135,7 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
         env = forward_values(gm, inputs)
     nodes = {n.name: n for n in gm.graph.nodes}
     n_groups = len(cap.groups)
-    fwd = [[] for _ in range(n_groups)]
+    fwd: list[list[float]] = [[] for _ in range(n_groups)]
     with torch.no_grad():
         for rep in range(warmup + repeats):
             for g, members in enumerate(cap.groups):
@@ -300,7 +300,8 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         if cap.method == "symbolic_trace":
             for node in members:
                 if node.op == "call_module":
-                    param_bytes[g] += sum(_nbytes(p) for p in gm.get_submodule(node.target).state_dict().values())
+                    state = gm.get_submodule(node.target).state_dict()
+                    param_bytes[g] += int(sum(_nbytes(p) for p in state.values()))
     if device == "host":
         lat_ms, bw = link if link is not None else ping_pong()
         memory = float(_host_memory())
@@ -340,7 +341,8 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
             "module": cap.module_of[g], "flops": host["flops"][g], "outputBytes": out_bytes[g],
             "paramBytes": param_bytes[g], "metadataOnly": metadata[g],
         })
-    edge_list = [{"sourceId": a, "destId": b, "cost": cost(out_bytes[a])} for a, b in sorted(edges)]
+    edge_list: list[dict[str, Any]] = [{"sourceId": a, "destId": b, "cost": cost(out_bytes[a])}
+                                       for a, b in sorted(edges)]
     if training:
         for g in range(n):
             nodes.append({"id": n + g, "name": f"{cap.groups[g][0].name}_grad", "fpgaLatency": acc_ms(g, True),

@@ -232,7 +232,7 @@ class _DP:
         nI = lat.n_ideals
         self.row_ptr = np.empty((nI, ar.K + 2), dtype=np.int64)
         self.kmin = np.empty(nI, dtype=np.int64)
-        self.pairs, self.tables, self.pts_s, self.pts_v, self.npts = kernel.run_dp(
+        self.pairs, self.tables, self.pts_s, self.pts_v, self.npts = kernel.run_dp(  # type: ignore[call-arg]
             *self._common(), self.row_ptr, self.kmin)
 
     def _common(self) -> tuple:
@@ -273,7 +273,8 @@ class _DP:
         out_nodes = np.empty(len(ar.in_ptr), dtype=np.int64)
         stages = []
         while cur != 0:
-            J, ti, d, s1, cnt = kernel.find_step(cur, ck, cs, best, *self._common(), self.row_ptr, self.pts_s,
+            J, ti, d, s1, cnt = kernel.find_step(  # type: ignore[call-arg]
+                cur, ck, cs, best, *self._common(), self.row_ptr, self.pts_s,
                                                  self.pts_v, self.kmin, out_nodes)
             if J < 0:
                 raise RuntimeError("internal error: Piper DP reconstruction found no stage")
