@@ -1,0 +1,60 @@
+"""Preparation: units partition the nodes, keep colour classes whole, conserve costs, stay acyclic;
+the exact free-unit folding never changes the optimum."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from oracle import brute_force_contiguous_optimum
+from strategies import small_workloads
+
+import dnnplace
+from dnnplace.prepare.contract import linearized, merge_free_units, prepare
+
+
+def _check_units(w: dnnplace.Workload, p) -> None:
+    assert p.unit_of.shape == (w.n,) and set(p.unit_of.tolist()) == set(range(p.n_units))
+    for c in range(w.n_classes):  # a colour class never splits
+        assert len(set(p.unit_of[w.class_of == c].tolist())) == 1
+    assert p.acc_time.sum() == pytest.approx(w.acc_time.sum())
+    assert p.cpu_time.sum() == pytest.approx(w.cpu_time.sum())
+    assert p.size.sum() == pytest.approx(w.size.sum())
+    g = nx.DiGraph()
+    g.add_nodes_from(range(p.n_units))
+    g.add_edges_from(zip(p.edge_src.tolist(), p.edge_dst.tolist()))
+    assert nx.is_directed_acyclic_graph(g) and not any(a == b for a, b in g.edges)
+    fw = ~w.backward
+    for a, b in zip(w.edge_src.tolist(), w.edge_dst.tolist()):  # forward precedence survives
+        if fw[a] and fw[b] and p.unit_of[a] != p.unit_of[b]:
+            assert nx.has_path(g, int(p.unit_of[a]), int(p.unit_of[b]))
+    members = p.members()
+    assert sorted(np.concatenate(members).tolist()) == list(range(w.n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_workloads(max_nodes=8))
+def test_prepare_partitions_and_conserves(w):
+    for p in (prepare(w, merge_trivial=False), prepare(w), merge_free_units(prepare(w))):
+        _check_units(w, p)
+    chain = linearized(prepare(w))
+    assert chain.edge_src.size >= chain.n_units - 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_workloads(max_nodes=6, max_acc=2, max_cpu=1))
+def test_free_unit_folding_keeps_the_optimum(w):
+    try:
+        sol = dnnplace.solve(w, "dp")
+    except dnnplace.DnnplaceError:
+        return
+    assert sol.status == "optimal"
+    assert sol.value == pytest.approx(brute_force_contiguous_optimum(w), rel=1e-9, abs=1e-9)
+
+
+def test_contract_layers_fuses_a_layer():
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 2.0, "layerId": i // 2} for i in range(4)]
+    w = dnnplace.workload_from_records(nodes, [(i, i + 1, 0.1) for i in range(3)], accelerators=2, cpus=0)
+    p = prepare(w, contract_layers=True, merge_trivial=False)
+    assert p.n_units == 2 and p.unit_of[0] == p.unit_of[1] and p.unit_of[2] == p.unit_of[3]
