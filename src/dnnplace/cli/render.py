@@ -10,23 +10,7 @@ from rich.text import Text
 
 from dnnplace.evaluation import Evaluation
 from dnnplace.model.workload import Workload
-from dnnplace.utils.text import printable
-
-
-def _fmt(x: float, digits: int = 6) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if math.isinf(x):
-        return "inf"
-    return f"{x:.{digits}g}"
-
-
-def _bytes(x: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{x:.1f} {unit}" if unit != "B" else f"{x:.0f} B"
-        x /= 1024
-    return f"{x:.1f} TiB"  # pragma: no cover
+from dnnplace.utils.text import format_bytes, format_number, printable
 
 
 def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table:
@@ -41,12 +25,13 @@ def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table
     for d in ev.devices:
         if not d.nodes:
             continue
-        mem = _bytes(d.memory) if d.kind == "accelerator" else "-"
+        mem = format_bytes(d.memory) if d.kind == "accelerator" else "-"
         if d.kind == "accelerator" and w.memory > 0:
             mem += f" ({100 * d.memory / w.memory:.0f}%)"
         style = "bold" if d is worst else None
-        table.add_row(Text(printable(d.name)), _fmt(d.load), _fmt(d.compute), _fmt(d.communication), mem,
-                      str(len(d.nodes)), "yes" if d.contiguous else "no", style=style)
+        table.add_row(Text(printable(d.name)), format_number(d.load), format_number(d.compute),
+                      format_number(d.communication), mem, str(len(d.nodes)), "yes" if d.contiguous else "no",
+                      style=style)
     return table
 
 
@@ -59,15 +44,15 @@ def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str |
     console.print(device_table(w, ev, None if title is None else printable(title)))
     bott = ev.bottleneck
     console.print(Text.assemble(
-        "max-load ", (_fmt(ev.max_load), "bold"),
-        f" (throughput {_fmt(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)",
+        "max-load ", (format_number(ev.max_load), "bold"),
+        f" (throughput {format_number(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)",
         f", bottleneck {printable(bott.name)}" if bott else "",
     ))
-    lat = _fmt(ev.latency)
+    lat = format_number(ev.latency)
     note = f" ({printable(ev.latency_note)})" if ev.latency_note else ""
     console.print(Text(f"single-sample latency {lat}{note}"))
     if w.is_training:
-        console.print(Text(f"max FW + max BW {_fmt(ev.fw_plus_bw)}"))
+        console.print(Text(f"max FW + max BW {format_number(ev.fw_plus_bw)}"))
     if ev.violations:
         console.print(Text(f"infeasible: {len(ev.violations)} violation(s)", style="red"))
         for v in ev.violations:

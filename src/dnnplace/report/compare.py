@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.workload import Workload
+from dnnplace.utils.text import format_number
 
 EXPERT = "expert"
 DP_SPLIT = "dp-split"
@@ -106,7 +107,7 @@ def compare(
 
 
 def _fmt(x: float | None, digits: int = 6) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
+    return format_number(x, digits)
 
 
 def to_markdown(rows: list[Row]) -> str:

@@ -22,7 +22,7 @@ from dnnplace.evaluation.evaluator import crossing_outputs
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.simulation import Simulation
-from dnnplace.utils.text import printable
+from dnnplace.utils.text import format_bytes, format_number, printable
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
@@ -36,11 +36,7 @@ def _color(d: int) -> str:
 
 
 def _f(x: float | None, digits: int = 6) -> str:
-    if x is None or (isinstance(x, float) and (math.isnan(x))):
-        return "–"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞"
-    return f"{x:.{digits}g}"
+    return format_number(x, digits, missing="–", infinity="∞")
 
 
 def _number(v: object) -> float | None:
@@ -51,14 +47,6 @@ def _number(v: object) -> float | None:
         return float(v)
     except OverflowError:
         return None
-
-
-def _bytes(x: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{x:.1f} TiB"
 
 
 def dot_label(text: str) -> str:
@@ -242,7 +230,7 @@ def render_report(w: Workload, split: Split, ev: Evaluation, sim: Simulation | N
             continue
         recv = d.forward_parts[0] + d.backward_parts[0]
         send = d.forward_parts[2] + d.backward_parts[2]
-        mem = (f"{_bytes(d.memory)} ({100 * d.memory / w.memory:.0f}%)" if d.kind == "accelerator" and w.memory
+        mem = (f"{format_bytes(d.memory)} ({100 * d.memory / w.memory:.0f}%)" if d.kind == "accelerator" and w.memory
                else "–")
         dev_rows.append(f'<tr><td><span class="swatch" style="background:{_color(i)}"></span>{d.name}</td>'
                         f"<td>{_f(d.load)}</td><td>{_f(d.compute)}</td><td>{_f(recv)}</td><td>{_f(send)}</td>"

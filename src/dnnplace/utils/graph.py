@@ -20,12 +20,15 @@ __all__ = ["CYCLE_MESSAGE", "class_index", "order_devices", "stage_depths", "top
 CYCLE_MESSAGE = "the split's devices depend on each other in a cycle; it cannot be pipelined"
 
 
-def topological_order(n: int, successors: Sequence[Iterable[int]]) -> np.ndarray:
+def topological_order(n: int, successors: Sequence[Iterable[int]],
+                      seed_order: Iterable[int] | None = None) -> np.ndarray:
     """Kahn's algorithm over ``successors`` (one iterable per node, duplicates allowed).
 
     Returns a topological order of the nodes it could order: fewer than ``n``
     exactly when the graph has a cycle, whose nodes are the ones left out (so a
-    reader can name one).  Linear time; a stack, so chains stay together.
+    reader can name one).  Linear time; a stack, so chains stay together: the
+    sources are pushed in ``seed_order`` (default: by index), so the last one
+    pushed comes first, and a node's successors in the order they are listed.
 
     >>> topological_order(3, [[2], [0], []]).tolist()
     [1, 0, 2]
@@ -36,7 +39,7 @@ def topological_order(n: int, successors: Sequence[Iterable[int]]) -> np.ndarray
     for succ in successors:
         for w in succ:
             indeg[w] += 1
-    stack = [v for v in range(n) if indeg[v] == 0]
+    stack = [int(v) for v in (range(n) if seed_order is None else seed_order) if indeg[v] == 0]
     order: list[int] = []
     while stack:
         v = stack.pop()

@@ -18,6 +18,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput
 from dnnplace.solvers.baselines.std_order import unordered_map_order
+from dnnplace.utils.graph import topological_order
 
 
 def inseparable_blocks(w: Workload) -> list[np.ndarray]:
@@ -53,24 +54,14 @@ def inseparable_blocks(w: Workload) -> list[np.ndarray]:
     members: dict[int, list[int]] = {}
     for v, r in enumerate(root):
         members.setdefault(r, []).append(v)
-    outgoing: dict[int, list[int]] = {r: [] for r in members}
-    indeg = dict.fromkeys(members, 0)
+    blocks = list(members)
+    number = {r: i for i, r in enumerate(blocks)}
+    outgoing: list[list[int]] = [[] for _ in blocks]
     for u, v in zip(w.edge_src.tolist(), w.edge_dst.tolist()):
-        a, b = root[u], root[v]
-        outgoing[a].append(b)
-        if a != b:
-            indeg[b] += 1
-    stack = [r for r in unordered_map_order(root) if indeg[r] == 0]
-    order = []
-    while stack:
-        r = stack.pop()
-        order.append(np.array(members[r], dtype=np.int64))
-        for b in outgoing[r]:
-            if b != r:
-                indeg[b] -= 1
-                if indeg[b] == 0:
-                    stack.append(b)
-    return order
+        if root[u] != root[v]:
+            outgoing[number[root[u]]].append(number[root[v]])
+    order = topological_order(len(blocks), outgoing, [number[r] for r in unordered_map_order(root)])
+    return [np.array(members[blocks[i]], dtype=np.int64) for i in order.tolist()]
 
 
 @dataclass
