@@ -9,6 +9,7 @@ style (``true``/``false`` or ``0``/``1``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,66 +127,93 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
             raise f.fail("top level", f"missing field '{key}'")
         if not isinstance(obj[key], list):
             raise f.fail("top level", f"'{key}' must be a list")
-    raw_nodes, raw_edges = obj["nodes"], obj["edges"]
-    if not raw_nodes:
+    if not obj["nodes"]:
         raise f.fail("top level", "'nodes' is empty")
+    nodes = _parse_nodes(f, obj["nodes"])
+    edges = _parse_edges(f, obj["edges"], nodes.index)
+    extras = {
+        "bool_style": "bool" if nodes.styles and nodes.styles.count("bool") * 2 >= len(nodes.styles) else "int",
+        "has_color": nodes.has_color,
+        "has_layer": nodes.has_layer,
+        "has_size": nodes.has_size,
+        "node_extra": tuple(nodes.extra),
+        "edge_extra": tuple(edges.extra),
+        "top_extra": {key: v for key, v in obj.items() if key not in TOP_KEYS},
+    }
+    w = Workload(
+        node_ids=nodes.ids, acc_time=nodes.acc, cpu_time=nodes.cpu, supported=nodes.sup, size=nodes.size,
+        backward=nodes.bwd, color=nodes.color, layer=nodes.layer, names=tuple(nodes.names), edge_src=edges.src,
+        edge_dst=edges.dst, edge_cost=edges.cost, max_accelerators=k, max_cpus=cpus, memory=memory, extras=extras,
+    )
+    validate_structure(w, source=source)
+    return w
 
-    styles: list[str] = []
-    n = len(raw_nodes)
-    ids = np.zeros(n, dtype=np.int64)
-    acc = np.zeros(n)
-    cpu = np.zeros(n)
-    size = np.zeros(n)
-    sup = np.zeros(n, dtype=bool)
-    bwd = np.zeros(n, dtype=bool)
-    color = np.zeros(n, dtype=np.int64)
-    layer = np.zeros(n, dtype=np.int64)
-    has_color = np.zeros(n, dtype=bool)
-    has_layer = np.zeros(n, dtype=bool)
-    has_size = np.zeros(n, dtype=bool)
-    names: list[str | None] = []
-    node_extra: list[dict] = []
-    seen: dict[int, int] = {}
-    for i, node in enumerate(raw_nodes):
+
+class _Nodes:
+    """The node columns being read, and what writing back needs (which optional fields were present)."""
+
+    def __init__(self, n: int) -> None:
+        self.ids = np.zeros(n, dtype=np.int64)
+        self.acc, self.cpu, self.size = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.sup, self.bwd = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        self.color, self.layer = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        self.has_color, self.has_layer, self.has_size = (np.zeros(n, dtype=bool) for _ in range(3))
+        self.names: list[str | None] = []
+        self.extra: list[dict] = []
+        self.styles: list[str] = []  # how each boolean was written: "bool" or "int"
+        self.index: dict[int, int] = {}  # node id -> position
+
+
+def _parse_nodes(f: _Fields, raw: list) -> _Nodes:
+    out = _Nodes(len(raw))
+    for i, node in enumerate(raw):
         where = f"nodes[{i}]"
         if not isinstance(node, dict):
             raise f.fail(where, "must be an object")
         nid = f.integer(node, "id", where)
         where = f"node {nid}"
-        if nid in seen:
-            raise f.fail(where, f"duplicate node id (nodes[{seen[nid]}] and nodes[{i}])")
-        seen[nid] = i
-        ids[i] = nid
-        acc[i] = f.number(node, "fpgaLatency", where)
-        cpu[i] = f.number(node, "cpuLatency", where)
-        sup[i] = f.flag(node, "supportedOnFpga", where, styles)
-        bwd[i] = f.flag(node, "isBackwardNode", where, styles)
+        if nid in out.index:
+            raise f.fail(where, f"duplicate node id (nodes[{out.index[nid]}] and nodes[{i}])")
+        out.index[nid] = i
+        out.ids[i] = nid
+        out.acc[i] = f.number(node, "fpgaLatency", where)
+        out.cpu[i] = f.number(node, "cpuLatency", where)
+        out.sup[i] = f.flag(node, "supportedOnFpga", where, out.styles)
+        out.bwd[i] = f.flag(node, "isBackwardNode", where, out.styles)
         if "size" in node:
-            size[i] = f.number(node, "size", where)
-            has_size[i] = True
+            out.size[i] = f.number(node, "size", where)
+            out.has_size[i] = True
         if "colorClass" in node:
-            color[i] = f.integer(node, "colorClass", where)
-            has_color[i] = True
+            out.color[i] = f.integer(node, "colorClass", where)
+            out.has_color[i] = True
         if "layerId" in node:
-            layer[i] = f.integer(node, "layerId", where)
-            has_layer[i] = True
+            out.layer[i] = f.integer(node, "layerId", where)
+            out.has_layer[i] = True
         name = node.get("name")
         if name is not None and not isinstance(name, str):
             raise f.fail(where, f"'name' must be a string, got {show_value(name)}")
         if name is not None and len(name) > MAX_STRING:
             raise f.fail(where, f"'name' has {len(name):,} characters, more than the limit {MAX_STRING:,}")
-        names.append(name)
-        node_extra.append({k: v for k, v in node.items() if k not in NODE_KEYS})
-    _fill_fresh(color, has_color)
-    _fill_fresh(layer, has_layer)
+        out.names.append(name)
+        out.extra.append({k: v for k, v in node.items() if k not in NODE_KEYS})
+    _fill_fresh(out.color, out.has_color)
+    _fill_fresh(out.layer, out.has_layer)
+    return out
 
-    m = len(raw_edges)
-    src = np.zeros(m, dtype=np.int64)
-    dst = np.zeros(m, dtype=np.int64)
-    cost = np.zeros(m)
-    edge_extra: list[dict] = []
+
+@dataclass
+class _Edges:
+    src: np.ndarray
+    dst: np.ndarray
+    cost: np.ndarray
+    extra: list[dict]
+
+
+def _parse_edges(f: _Fields, raw: list, index: dict[int, int]) -> _Edges:
+    m = len(raw)
+    out = _Edges(np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64), np.zeros(m), [])
     out_cost: dict[int, tuple[float, int]] = {}
-    for j, edge in enumerate(raw_edges):
+    for j, edge in enumerate(raw):
         where = f"edges[{j}]"
         if not isinstance(edge, dict):
             raise f.fail(where, "must be an object")
@@ -194,7 +222,7 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
         where = f"edge {s}->{d}"
         c = f.number(edge, "cost", where)
         for end in (s, d):
-            if end not in seen:
+            if end not in index:
                 raise f.fail(where, f"unknown node id {end}")
         if s == d:
             raise f.fail(where, "self-loop")
@@ -206,25 +234,9 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
                 " the cost of an edge is its source's output transfer time",
             )
         out_cost.setdefault(s, (c, j))
-        src[j], dst[j], cost[j] = seen[s], seen[d], c
-        edge_extra.append({k: v for k, v in edge.items() if k not in EDGE_KEYS})
-
-    extras = {
-        "bool_style": "bool" if styles and styles.count("bool") * 2 >= len(styles) else "int",
-        "has_color": has_color,
-        "has_layer": has_layer,
-        "has_size": has_size,
-        "node_extra": tuple(node_extra),
-        "edge_extra": tuple(edge_extra),
-        "top_extra": {k: v for k, v in obj.items() if k not in TOP_KEYS},
-    }
-    w = Workload(
-        node_ids=ids, acc_time=acc, cpu_time=cpu, supported=sup, size=size, backward=bwd,
-        color=color, layer=layer, names=tuple(names), edge_src=src, edge_dst=dst, edge_cost=cost,
-        max_accelerators=k, max_cpus=cpus, memory=memory, extras=extras,
-    )
-    validate_structure(w, source=source)
-    return w
+        out.src[j], out.dst[j], out.cost[j] = index[s], index[d], c
+        out.extra.append({k: v for k, v in edge.items() if k not in EDGE_KEYS})
+    return out
 
 
 def _fill_fresh(values: np.ndarray, given: np.ndarray) -> None:
