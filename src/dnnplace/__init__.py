@@ -14,6 +14,8 @@ Placing
     solve (any of :func:`methods`, with its own parameters), methods
 Judging and showing
     evaluate, simulate, write_report
+Piper's model (data / tensor parallelism, recomputation)
+    load_piper, solve_piper (exact), evaluate_piper, save_piper_plan, load_piper_plan
 PyTorch
     profile (trace + profile a model into a workload), run (execute or train a
     split on torch.distributed), export (stage lists, torch.distributed.pipelining)
@@ -34,18 +36,23 @@ Examples
 from dnnplace.api import (
     Solution,
     evaluate,
+    evaluate_piper,
     example_path,
     export,
     info,
+    load_piper,
+    load_piper_plan,
     load_split,
     load_workload,
     methods,
     profile,
     run,
+    save_piper_plan,
     save_split,
     save_workload,
     simulate,
     solve,
+    solve_piper,
     write_report,
 )
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
@@ -58,7 +65,8 @@ from dnnplace.solvers import Solver
 
 __all__ = [
     "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "Simulation", "Solution", "Solver", "Split",
-    "Workload", "evaluate", "example_path", "export", "info", "load_split", "load_workload", "methods", "profile",
-    "run", "save_split", "save_workload", "simulate", "solve", "workload_from_records", "write_report",
+    "Workload", "evaluate", "evaluate_piper", "example_path", "export", "info", "load_piper", "load_piper_plan",
+    "load_split", "load_workload", "methods", "profile", "run", "save_piper_plan", "save_split", "save_workload",
+    "simulate", "solve", "solve_piper", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"

@@ -11,14 +11,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation import evaluate as _evaluate
+from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan
 from dnnplace.frontends import paper_json
+from dnnplace.frontends.piper_json import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
@@ -28,9 +30,12 @@ from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.lattice_info import LatticeStep
 
-__all__ = ["LatticeStep", "Solution", "WorkloadInfo", "evaluate", "example_path", "export", "info", "load_split",
-           "load_workload", "methods", "profile", "run", "save_split", "save_workload", "simulate", "solve",
-           "write_report"]
+if TYPE_CHECKING:
+    from dnnplace.solvers.piper.solver import PiperResult
+
+__all__ = ["LatticeStep", "Solution", "WorkloadInfo", "evaluate", "evaluate_piper", "example_path", "export", "info",
+           "load_piper", "load_piper_plan", "load_split", "load_workload", "methods", "profile", "run",
+           "save_piper_plan", "save_split", "save_workload", "simulate", "solve", "solve_piper", "write_report"]
 
 PathLike = str | Path
 _DATA = Path(__file__).resolve().parent / "data"
@@ -457,3 +462,66 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     if to == "torch-pipelining-script":
         return pipelining_script(workload, split, model)
     raise DnnplaceError(f"unknown export format '{to}'; choose stages, torch-pipelining or torch-pipelining-script")
+
+
+# ---------------------------------------------------------------- Piper's model
+def load_piper(path: PathLike, *, bert_layers: int | None = None) -> PiperInstance:
+    """Read a workload in Piper's format (recognised by its ``TMPCs``); ``bert_layers`` builds BERT-L from BERT-32.
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> inst = dnnplace.load_piper(dnnplace.example_path("toy_a_knapsack"))
+    >>> inst.n > 0
+    True
+    """
+    from dnnplace.frontends.piper_json import bert_l
+    from dnnplace.frontends.piper_json import load_piper as _load
+
+    inst = _load(path)
+    return bert_l(inst, bert_layers) if bert_layers is not None else inst
+
+
+def solve_piper(instance: PiperInstance, *, accelerators: int | None = None, memory: float | None = None,
+                bandwidth: float | None = None, batch: int | None = None) -> PiperResult:
+    """The exact optimum of Piper's model: stages x data x tensor parallelism x TMPCs (recomputation).
+
+    The keyword arguments override the instance's ``maxDevices``, ``maxMemoryPerDevice``,
+    ``bandwidth`` and ``mbsInBatch``.  The plan is judged by Piper's evaluator
+    (``result.evaluation``); an infeasible instance raises :class:`~dnnplace.InfeasibleError`
+    naming the binding constraint.
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> res = dnnplace.solve_piper(dnnplace.load_piper(dnnplace.example_path("toy_a_knapsack")))
+    >>> res.status, res.tps
+    ('optimal', 5.0)
+    """
+    from dnnplace.solvers.piper.solver import solve_piper as _solve
+    from dnnplace.solvers.piper.solver import warm_up
+
+    warm_up()  # loading the compiled kernels is start-up cost, not solving time
+    inst = instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
+    return _solve(inst)
+
+
+def evaluate_piper(instance: PiperInstance, plan: PiperPlan) -> PiperEvaluation:
+    """Piper's checker (PIPER-SPEC section 5) on a plan: time per sample, per-stage memory, feasibility."""
+    from dnnplace.evaluation.piper import evaluate_piper as _evaluate_piper
+
+    return _evaluate_piper(instance, plan)
+
+
+def save_piper_plan(instance: PiperInstance, plan: PiperPlan, path: PathLike) -> None:
+    """Write a Piper plan (stages with replicas, width and TMPCs), atomically."""
+    from dnnplace.evaluation.piper import save_plan
+
+    save_plan(instance, plan, path)
+
+
+def load_piper_plan(instance: PiperInstance, path: PathLike) -> PiperPlan:
+    """Read a Piper plan for ``instance`` (one-line errors for malformed plans)."""
+    from dnnplace.evaluation.piper import load_plan
+
+    return load_plan(instance, path)
