@@ -469,7 +469,7 @@ def _print_training(res: dict, backend: str) -> None:
                 "pred MB"):
         table.add_column(col, justify="left" if col == "stage" else "right")
 
-    def f(x, scale=1.0):
+    def f(x: float | None, scale: float = 1.0) -> str:
         return "-" if x is None else f"{x / scale:.3f}"
 
     for st in res["stages"]:

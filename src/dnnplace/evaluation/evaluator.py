@@ -221,7 +221,7 @@ def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: 
     return LoadParts(compute_fw, compute_bw, recv_fw, recv_bw, send_fw, send_bw, memory, load)
 
 
-def combine(compute, comm, overlap: bool):
+def combine(compute: np.ndarray | float, comm: np.ndarray | float, overlap: bool) -> np.ndarray | float:
     """An accelerator's time for its compute and its transfers: their sum, or their max when they overlap."""
     return np.maximum(compute, comm) if overlap else compute + comm
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.utils.text import format_number
 
@@ -43,7 +44,7 @@ class Row:
 
 
 def run_one(name: str, w: Workload, method: str, objective: str, time_limit: float | None,
-            expert_split=None) -> Row:
+            expert_split: Split | None = None) -> Row:
     """Solve (or, for ``expert``, evaluate) and describe the outcome in a row."""
     import dnnplace
 
@@ -88,7 +89,7 @@ def add_ratios(rows: list[Row]) -> None:
 
 
 def compare(
-    workloads: list[tuple[str, Workload, object]],
+    workloads: list[tuple[str, Workload, Split | None]],
     methods: list[str],
     *,
     objective: str = "throughput",
@@ -135,7 +136,7 @@ def to_json(rows: list[Row]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=1)
 
 
-def load_named(path: str | Path):
+def load_named(path: str | Path) -> tuple[str, Workload, Split | None]:
     """(name, workload, None) for a workload file given on the command line."""
     from dnnplace.frontends.paper_json import load_workload
 

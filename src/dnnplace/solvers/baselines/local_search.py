@@ -89,7 +89,9 @@ class LocalSearch(Solver):
         return SolverOutput(split=split, status=status, stats={"restarts": self.restarts})
 
 
-def _random_start(rng, G, k, size, ok_acc, memory, cpu_col):
+def _random_start(rng: np.random.Generator, G: int, k: int, size: np.ndarray, ok_acc: np.ndarray, memory: float,
+                  cpu_col: int) -> np.ndarray | None:
+    """Each class on a random accelerator, first fit in random order so memory holds (None: no fit)."""
     dev = np.full(G, cpu_col, dtype=np.int64)
     free = np.full(k, memory, dtype=float)
     for g in rng.permutation(G).tolist():

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +49,7 @@ def _silenced_stdout():
         os.close(devnull)
 
 
-def _run_interruptibly(h) -> None:
+def _run_interruptibly(h: Any) -> None:
     """``h.run()`` in HiGHS's solver thread, so that Ctrl-C stops it within a fraction of a second.
 
     The main thread waits in short slices; on KeyboardInterrupt it asks HiGHS to
@@ -103,7 +105,8 @@ class MipBuilder:
             self.lb[c] = value
             self.ub[c] = value
 
-    def row(self, idx, val, lo: float = -INF, hi: float = INF) -> None:
+    def row(self, idx: Sequence[Any] | np.ndarray, val: Sequence[float] | np.ndarray, lo: float = -INF,
+            hi: float = INF) -> None:
         """Add ``lo <= sum(val * x[idx]) <= hi``."""
         self.row_idx.append(np.asarray(idx, dtype=np.int64))
         self.row_val.append(np.asarray(val, dtype=np.float64))
@@ -156,7 +159,7 @@ class MipBuilder:
             h.setSolution(idx.size, idx, np.array([start[i] for i in idx.tolist()]))
         t0 = time.perf_counter()
         if progress is not None:
-            def on_log(e) -> None:
+            def on_log(e: Any) -> None:
                 d = e.data_out
                 progress(time.perf_counter() - t0, time_limit or 0.0,
                          f"{label}: incumbent {d.mip_primal_bound:.6g}, bound {d.mip_dual_bound:.6g},"
