@@ -10,6 +10,7 @@ The DP's split warm-starts the search; identical devices are symmetry-broken.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,36 +24,31 @@ from dnnplace.solvers.ip.common import Groups, add_contiguity, break_symmetry, c
 
 
 @dataclass
-class ContiguousIP(Solver):
-    """The paper's throughput IP with SPEC's contiguity constraints (max-load or max FW + max BW)."""
-
-    name = "ip"
-    objectives = ("throughput", "fw+bw")
-    summary = "integer program on HiGHS, contiguous per device"
-
-    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
-    threads: int | None = param(None, "HiGHS threads", minimum=1)
-    contiguous_cpus: bool = param(True, "also force contiguity on CPU cores")
-
-    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return solve_throughput_ip(workload, run, contiguous=True, gap=self.gap, threads=self.threads,
-                                   contiguous_cpus=self.contiguous_cpus)
-
-
-@dataclass
 class NonContiguousIP(Solver):
     """The throughput IP without contiguity: any split (a bound on what contiguity costs)."""
 
     name = "ip-noncontig"
     objectives = ("throughput", "fw+bw")
     summary = "integer program on HiGHS, any split"
+    contiguous: ClassVar[bool] = False
 
     gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
     threads: int | None = param(None, "HiGHS threads", minimum=1)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return solve_throughput_ip(workload, run, contiguous=False, gap=self.gap, threads=self.threads,
-                                   contiguous_cpus=False)
+        return solve_throughput_ip(workload, run, contiguous=self.contiguous, gap=self.gap, threads=self.threads,
+                                   contiguous_cpus=bool(getattr(self, "contiguous_cpus", False)))
+
+
+@dataclass
+class ContiguousIP(NonContiguousIP):
+    """The paper's throughput IP with SPEC's contiguity constraints (max-load or max FW + max BW)."""
+
+    name = "ip"
+    summary = "integer program on HiGHS, contiguous per device"
+    contiguous: ClassVar[bool] = True
+
+    contiguous_cpus: bool = param(True, "also force contiguity on CPU cores")
 
 
 def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, contiguous_cpus: bool,
