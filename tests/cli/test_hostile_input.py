@@ -244,7 +244,7 @@ def test_4_output_equal_to_an_input_is_refused(tmp_path, files):
 
 
 # ------------------------------------------------------------------ items 5 and 11: run/profile workers and factories
-RUNTIME_ROOT = Path(__file__).resolve().parent.parent
+RUNTIME_ROOT = Path(__file__).resolve().parents[2]
 
 TINY = """
 import torch

@@ -16,7 +16,7 @@ import dnnplace
 from dnnplace.simulation import simulate
 
 DNNPLACE = [sys.executable, "-m", "dnnplace"]
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.mark.parametrize("key", [k for k in THROUGHPUT if "inception" not in k])
