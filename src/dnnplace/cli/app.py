@@ -20,7 +20,7 @@ from typing import Optional
 import typer
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.solvers import METHODS
+from dnnplace.solvers import METHODS, ROUTES
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.text import SafeConsole, printable
 
@@ -617,7 +617,8 @@ def methods() -> None:
         table.add_column(col)
     for name, m in api.methods().items():
         params = ", ".join(PARAM_FLAGS.get(p, p) for p in m.param_names()) or "-"
-        table.add_row(name, ", ".join(m.objectives), m.summary, params)
+        routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
+        table.add_row(name, ", ".join([*m.objectives, *routed]), m.summary, params)
     out.print(table)
 
 
