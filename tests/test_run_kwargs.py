@@ -66,3 +66,18 @@ def test_training_with_keyword_inputs(kw_model):
                        timeout_s=300)
     assert res["loss_match"], (res["losses"], res["reference_losses"])
     assert res["params_match"] and res["max_param_rel_diff"] < 1e-5, res["max_param_rel_diff"]
+
+
+def test_t5_tiny_trains_exactly():
+    """Hugging Face T5 (keyword decoder inputs, the embedding shared by encoder, decoder and lm_head), cut in two:
+    the shared weight is held by both stages."""
+    pytest.importorskip("transformers")
+    from dnnplace.runtime.launch import run_training
+
+    # op-level groups 0-119 (encoder and the decoder's start) | 120-246
+    split = Split.of([list(range(0, 120)), list(range(120, 247))])
+    res = run_training(str(ROOT / "examples/hf_transformers.py:t5_tiny"), split, schedule="1f1b", microbatches=2,
+                       steps=2, optimizer="sgd", lr=0.05, timeout_s=300)
+    assert [s["stages"] for s in res["shared_parameters"]] == [[0, 1]]
+    assert res["loss_match"], (res["losses"], res["reference_losses"])
+    assert res["params_match"] and res["max_param_rel_diff"] < 1e-5, res["max_param_rel_diff"]

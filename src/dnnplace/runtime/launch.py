@@ -25,6 +25,7 @@ their parent and stay on loopback) or, when ``RANK``/``WORLD_SIZE``/
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -298,7 +299,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     ranks return None.
     """
     import torch
-    from torch.utils._pytree import tree_flatten, treespec_dumps
+    from torch.utils._pytree import tree_flatten
 
     from dnnplace.frontends.torch_model.loader import default_loss
     from dnnplace.frontends.torch_model.profile import forward_values
@@ -347,7 +348,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     payload = {
         "plan": plan, "shapes": shapes, "args": inputs, "grad_values": grad_values,
         "tags": {name: i for i, name in enumerate(sorted(plan.producer))},
-        "out_spec": treespec_dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
+        "out_spec": pickle.dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
         "microbatches": microbatches, "steps": steps, "optimizer": optimizer, "lr": lr, "orders": orders,
         "module_training": [bool(model.training)] * n, "pin": pin,
         "node_index": {node.name: i for i, node in enumerate(cap.gm.graph.nodes)},

@@ -40,6 +40,7 @@ model.
 from __future__ import annotations
 
 import copy
+import pickle
 import statistics
 import time
 from typing import Any
@@ -167,7 +168,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     """One stage of a training run (runs in its own process)."""
     import torch
     import torch.distributed as dist
-    from torch.utils._pytree import tree_unflatten, treespec_loads
+    from torch.utils._pytree import tree_unflatten
 
     torch.set_num_threads(p.get("threads", 1))
     if p.get("pin"):
@@ -204,11 +205,15 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
             from dnnplace.frontends.torch_model.loader import load_factory
 
             loss_fn = load_factory(p["loss_spec"]).loss_fn
+            # the output's structure, for the factory's loss: unpickled only now that the factory's module
+            # (which may define the output's class) is loaded; pytree's JSON form cannot name classes it was
+            # not told about (e.g. transformers' ModelOutput)
+            out_spec = pickle.loads(p["out_spec"])
         else:
             from dnnplace.frontends.torch_model.loader import default_loss
 
             loss_fn = default_loss
-        out_spec = treespec_loads(p["out_spec"])
+            out_spec = None  # the default loss only needs the output's tensors, in flattened order
     params = [q for q in mod.parameters() if q.requires_grad]
     opt = make_optimizer(p["optimizer"], params, p["lr"]) if params else None
     frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
@@ -274,7 +279,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         values.update(zip(my_out, outs))
                         leaves_out = [values[v] if plan.producer.get(v, -1) >= 0 else
                                       mb[plan.model_inputs.index(v)] for v in plan.model_outputs]
-                        loss = loss_fn(tree_unflatten(leaves_out, out_spec)) / N
+                        output = leaves_out if out_spec is None else tree_unflatten(leaves_out, out_spec)
+                        loss = loss_fn(output) / N
                     else:
                         loss = None
                 saved_bytes[m] = count[0]
