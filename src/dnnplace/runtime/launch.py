@@ -25,6 +25,7 @@ their parent and stay on loopback) or, when ``RANK``/``WORLD_SIZE``/
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -58,16 +59,18 @@ def _check_backend(backend: str) -> None:
 
 
 def prepare(spec: str, split, workload=None):
-    """Load the model, trace it and cut it by ``split``: (loaded factory, captured graph, stage plan)."""
+    """Load the model, trace it and cut it by ``split``: (loaded factory, captured graph, stage plan).
+
+    The stages take the model's inputs as the traced graph's placeholders do: positional and keyword
+    inputs flattened into one tuple (``cap.inputs``), which is what they are fed per microbatch."""
     from dnnplace.frontends.torch_model.capture import capture
     from dnnplace.frontends.torch_model.loader import load_factory
     from dnnplace.runtime.stages import build_stages
 
     loaded = load_factory(spec)
-    if loaded.kwargs:
-        raise DnnplaceError("`run` feeds positional inputs only; this factory returns keyword inputs")
     meta = (workload.extras.get("top_extra", {}).get("dnnplace", {}) if workload is not None else {})
-    cap = capture(loaded.model, loaded.args, granularity=meta.get("granularity", "op"), quiet=True)
+    cap = capture(loaded.model, loaded.args, granularity=meta.get("granularity", "op"), quiet=True,
+                  kwargs=loaded.kwargs)
     ids = None
     if workload is not None:
         extra = workload.extras.get("node_extra", ())
@@ -96,10 +99,11 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
 
     from dnnplace.frontends.torch_model.profile import forward_values
     from dnnplace.runtime.procs import launch
+    from dnnplace.runtime.train import microbatch_kwargs
 
     _check_backend(backend)
     loaded, cap, plan = prepare(spec, split, workload)
-    model, inputs = loaded.model, loaded.args
+    model, inputs = loaded.model, _graph_inputs(cap, loaded)
     with torch.no_grad():
         env = forward_values(cap.gm, inputs)
     shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
@@ -111,7 +115,9 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         return None
     result = results[n - 1]
     with torch.no_grad():
-        reference = [tree_flatten(model(*microbatch(inputs, warmup + m)))[0] for m in range(microbatches)]
+        reference = [tree_flatten(model(*microbatch(loaded.args, warmup + m),
+                                        **microbatch_kwargs(loaded.kwargs, warmup + m)))[0]
+                     for m in range(microbatches)]
     outputs = [[torch.from_numpy(a) for a in o] for o in result["outputs"]]
     match = len(outputs) == microbatches and all(
         len(o) == len(r) and all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(o, r))
@@ -145,6 +151,11 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         "backend": backend,
         "unit": "ms",
     }
+
+
+def _graph_inputs(cap, loaded) -> tuple:
+    """The example inputs as the stages take them: the traced graph's placeholders (keywords flattened in)."""
+    return tuple(cap.inputs) if cap.inputs else tuple(loaded.args)
 
 
 def _forward_only(split, fwd_ids: set[int]):
@@ -288,7 +299,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     ranks return None.
     """
     import torch
-    from torch.utils._pytree import tree_flatten, treespec_dumps
+    from torch.utils._pytree import tree_flatten
 
     from dnnplace.frontends.torch_model.loader import default_loss
     from dnnplace.frontends.torch_model.profile import forward_values
@@ -299,6 +310,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         compare_params,
         reference_training,
         saved_bytes_per_microbatch,
+        shared_parameters,
         stage_orders,
         steady_time_per_sample,
         train_worker,
@@ -313,10 +325,10 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     if steps < 1 or microbatches < 1:
         raise DnnplaceError("--steps and --microbatches must be at least 1")
     loaded, cap, plan = prepare(spec, split, workload)
-    model, inputs = loaded.model, loaded.args
+    model, inputs = loaded.model, _graph_inputs(cap, loaded)
     with torch.no_grad():
         env = forward_values(cap.gm, inputs)
-        out_spec = tree_flatten(model(*inputs))[1]
+        out_spec = tree_flatten(model(*loaded.args, **loaded.kwargs))[1]
     with torch.enable_grad():  # which values carry a gradient
         genv = forward_values(cap.gm, inputs)
     grad_values = {k for k, v in genv.items() if isinstance(v, torch.Tensor) and v.requires_grad
@@ -331,19 +343,22 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     loss_fn = loaded.loss_fn or default_loss
     per_mb = saved_bytes_per_microbatch(plan, env, grad_values, loss_fn, out_spec)
     in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
+    # parameters several stages hold (tied weights, a module called on two stages): gradients summed across them
+    shared = shared_parameters(plan.modules)
     payload = {
         "plan": plan, "shapes": shapes, "args": inputs, "grad_values": grad_values,
         "tags": {name: i for i, name in enumerate(sorted(plan.producer))},
-        "out_spec": treespec_dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
+        "out_spec": pickle.dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
         "microbatches": microbatches, "steps": steps, "optimizer": optimizer, "lr": lr, "orders": orders,
         "module_training": [bool(model.training)] * n, "pin": pin,
         "node_index": {node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
+        "shared": shared,
     }
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
-    ref_losses, ref_params = reference_training(model, inputs, loss_fn, microbatches=microbatches, steps=steps,
-                                                optimizer=optimizer, lr=lr)
+    ref_losses, ref_params = reference_training(model, loaded.args, loss_fn, microbatches=microbatches, steps=steps,
+                                                optimizer=optimizer, lr=lr, kwargs=loaded.kwargs)
     losses = results[-1]["losses"]
     loss_match = len(losses) == len(ref_losses) and all(
         abs(a - b) <= 1e-5 * max(abs(b), 1e-12) + 1e-7 for a, b in zip(losses, ref_losses))
@@ -365,6 +380,9 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "losses": losses, "reference_losses": ref_losses, "loss_match": bool(loss_match),
         "params_match": bool(params_match), "max_param_rel_diff": worst,
         "params_missing": missing[:10],
+        # parameters held by several stages, their gradients summed across those stages before each step
+        "shared_parameters": [{"name": names[ranks[0]], "stages": list(ranks)}
+                              for ranks, group in shared for names in group],
         "measured_time_per_sample": measured,
         "measured_step_time_per_sample": 1e3 * timing["step_time_per_sample"],
         "measured_time_per_sample_per_step": [1e3 * t for t in timing["per_step"]],

@@ -116,6 +116,10 @@ def launch_local(target: Callable, world: int, payload: Any, *, backend: str = "
         raise DnnplaceError(f"pipeline stage failed: {errors[0]}")
     if len(results) < world:
         codes = [p.exitcode for p in procs]
+        if time.monotonic() < deadline:  # they all exited without a result: not a timeout
+            raise DnnplaceError(f"the pipeline processes exited without a result (exit codes {codes}); their"
+                                " stderr says why (called from a script: is its code under"
+                                " `if __name__ == '__main__':`? the stage processes are spawned)")
         raise DnnplaceError(f"the pipeline processes did not finish in {timeout_s:g} s (exit codes {codes})")
     return [results[r] for r in range(world)]
 

@@ -26,11 +26,21 @@ Measured per task: start and end (time.perf_counter, comparable across
 processes of one machine), time blocked in receives; per stage: the peak of
 the tensor bytes kept for backward (``saved_tensors_hooks``, parameters
 excluded, each storage counted once per microbatch).
+
+Shared parameters: a parameter used by operators on several stages (a tied
+embedding and output projection, a module called twice) is held by each of
+those stages.  Each holder's backward gives only its own uses' part of the
+gradient, so after a batch's backward the holders sum their gradients
+(``all_reduce`` on a process group of exactly the holding ranks, one group
+per set of holders, created in the same order on every rank) and then step
+identically: every copy stays equal to the single parameter of the unsplit
+model.
 """
 
 from __future__ import annotations
 
 import copy
+import pickle
 import statistics
 import time
 from typing import Any
@@ -45,6 +55,51 @@ OPTIMIZERS = ("sgd", "adam")
 def microbatch(inputs: tuple, m: int) -> tuple:
     """Deterministic, distinct inputs for microbatch ``m`` (the same as the forward runtime's)."""
     return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
+
+
+def microbatch_kwargs(kwargs: dict, m: int) -> dict:
+    """The keyword inputs of microbatch ``m``: each tensor changed as :func:`microbatch` changes it, so that the
+    unsplit ``model(*args, **kwargs)`` sees what the stages see in the traced graph's flattened inputs."""
+    return {k: (v + 0.01 * m if v is not None and v.is_floating_point() else v) for k, v in kwargs.items()}
+
+
+def shared_parameters(modules: list) -> list[tuple[tuple[int, ...], list[dict[int, str]]]]:
+    """Trainable parameters held by more than one stage module (same tensor: storage, offset, shape, stride).
+
+    Returns, per set of holding ranks (sorted, in a fixed order), the shared
+    parameters as ``{rank: name in that rank's module}``, in a fixed order --
+    the same on every rank, so each rank can create the process groups and
+    flatten the gradients identically.
+    """
+    holders: dict[tuple, dict[int, str]] = {}
+    for r, mod in enumerate(modules):
+        for name, q in mod.named_parameters():
+            if not q.requires_grad:
+                continue
+            key = (q.untyped_storage().data_ptr(), q.storage_offset(), tuple(q.shape), tuple(q.stride()))
+            holders.setdefault(key, {}).setdefault(r, name)
+    groups: dict[tuple[int, ...], list[dict[int, str]]] = {}
+    for names in holders.values():
+        if len(names) > 1:
+            groups.setdefault(tuple(sorted(names)), []).append(dict(names))
+    return sorted(groups.items())
+
+
+def sum_shared_gradients(mod, groups: list) -> None:
+    """Sum the gradients of the parameters this stage shares with other stages (one all_reduce per group)."""
+    import torch
+    import torch.distributed as dist
+
+    params = dict(mod.named_parameters())
+    for handle, names in groups:
+        tensors = [params[name] for name in names]
+        grads = [q.grad if q.grad is not None else torch.zeros_like(q) for q in tensors]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, group=handle)
+        offset = 0
+        for q in tensors:
+            q.grad = flat[offset:offset + q.numel()].view_as(q).clone()
+            offset += q.numel()
 
 
 def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tuple[str, int]]], list[int]]:
@@ -113,7 +168,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     """One stage of a training run (runs in its own process)."""
     import torch
     import torch.distributed as dist
-    from torch.utils._pytree import tree_unflatten, treespec_loads
+    from torch.utils._pytree import tree_unflatten
 
     torch.set_num_threads(p.get("threads", 1))
     if p.get("pin"):
@@ -150,15 +205,25 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
             from dnnplace.frontends.torch_model.loader import load_factory
 
             loss_fn = load_factory(p["loss_spec"]).loss_fn
+            # the output's structure, for the factory's loss: unpickled only now that the factory's module
+            # (which may define the output's class) is loaded; pytree's JSON form cannot name classes it was
+            # not told about (e.g. transformers' ModelOutput)
+            out_spec = pickle.loads(p["out_spec"])
         else:
             from dnnplace.frontends.torch_model.loader import default_loss
 
             loss_fn = default_loss
-        out_spec = treespec_loads(p["out_spec"])
+            out_spec = None  # the default loss only needs the output's tensors, in flattened order
     params = [q for q in mod.parameters() if q.requires_grad]
     opt = make_optimizer(p["optimizer"], params, p["lr"]) if params else None
     frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
     order = p["orders"][rank]
+    # one process group per set of stages sharing parameters; every rank creates every group, in the same order
+    shared_groups = []
+    for ranks, shared in p.get("shared", []):
+        handle = dist.new_group(list(ranks))
+        if rank in ranks:
+            shared_groups.append((handle, [names[rank] for names in shared]))
 
     def fwd_tag(v):
         return 2 * tags[v]
@@ -214,7 +279,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         values.update(zip(my_out, outs))
                         leaves_out = [values[v] if plan.producer.get(v, -1) >= 0 else
                                       mb[plan.model_inputs.index(v)] for v in plan.model_outputs]
-                        loss = loss_fn(tree_unflatten(leaves_out, out_spec)) / N
+                        output = leaves_out if out_spec is None else tree_unflatten(leaves_out, out_spec)
+                        loss = loss_fn(output) / N
                     else:
                         loss = None
                 saved_bytes[m] = count[0]
@@ -257,6 +323,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
             work.wait()
         pending.clear()
         t_opt = time.perf_counter()
+        sum_shared_gradients(mod, shared_groups)
         if opt is not None:
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -314,23 +381,34 @@ def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_s
 
 
 def reference_training(model, args: tuple, loss_fn, *, microbatches: int, steps: int, optimizer: str,
-                       lr: float) -> tuple[list[float], dict]:
-    """Single-process training of the unsplit model on the same microbatches: (per-step losses, parameters)."""
+                       lr: float, kwargs: dict | None = None) -> tuple[list[float], dict]:
+    """Single-process training of the unsplit model on the same microbatches: (per-step losses, parameters).
+
+    The parameters are keyed by every name they have (a tied parameter under each of its names, the same
+    array object for all of them), since a stage may hold it under any of them."""
 
     model = copy.deepcopy(model)
+    kwargs = kwargs or {}
     params = [q for q in model.parameters() if q.requires_grad]
     opt = make_optimizer(optimizer, params, lr)
     losses = []
     for step in range(steps):
         total = 0.0
         for m in range(microbatches):
-            loss = loss_fn(model(*microbatch(args, step * microbatches + m))) / microbatches
+            k = step * microbatches + m
+            loss = loss_fn(model(*microbatch(args, k), **microbatch_kwargs(kwargs, k))) / microbatches
             loss.backward()
             total += float(loss.detach())
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(total)
-    return losses, {k: v.detach().numpy().copy() for k, v in model.named_parameters()}
+    arrays: dict[int, Any] = {}
+    out = {}
+    for name, q in model.named_parameters(remove_duplicate=False):
+        if id(q) not in arrays:
+            arrays[id(q)] = q.detach().numpy().copy()
+        out[name] = arrays[id(q)]
+    return losses, out
 
 
 def steady_time_per_sample(results: list[dict], schedule: str, microbatches: int, stages: int) -> dict:
@@ -381,19 +459,22 @@ def busy_per_stage(results: list[dict]) -> list[dict]:
 
 
 def compare_params(stage_params: list[dict], reference: dict) -> tuple[bool, float, list[str]]:
-    """(all match within 1e-5 relative, the largest relative difference, names not found)."""
+    """(all match within 1e-5 relative, the largest relative difference, names not found).
+
+    Every stage's copy of a parameter is compared (a shared parameter once per holding stage).  Names in
+    ``reference`` that map to the same array object are one parameter: it is found if any of them is."""
     worst = 0.0
     missing = []
-    seen = set()
+    seen: set[int] = set()
     for params in stage_params:
         for name, value in params.items():
             ref = reference.get(name)
             if ref is None:
                 missing.append(name)
                 continue
-            seen.add(name)
+            seen.add(id(ref))
             diff = float(np.linalg.norm((value.astype(np.float64) - ref.astype(np.float64)).ravel()))
             scale = float(np.linalg.norm(ref.astype(np.float64).ravel()))
             worst = max(worst, diff / scale if scale > 0 else diff)
-    missing += [name for name in reference if name not in seen]
+    missing += [name for name, ref in reference.items() if id(ref) not in seen]
     return worst <= 1e-5 and not missing, worst, missing
