@@ -454,6 +454,11 @@ def _print_training(res: dict, backend: str) -> None:
     out.print(f"losses {escape(', '.join(f'{x:.6g}' for x in res['losses']))}: match unsplit training"
               f" {yes if res['loss_match'] else no}; parameters match {yes if res['params_match'] else no}"
               f" (max relative difference {res['max_param_rel_diff']:.2e})", markup=True)
+    shared = res.get("shared_parameters") or []
+    if shared:
+        out.print(f"{len(shared)} parameter(s) held by several stages, gradients summed across the holders: "
+                  + ", ".join(f"{s['name']} (stages {', '.join(map(str, s['stages']))})" for s in shared[:5])
+                  + (" ..." if len(shared) > 5 else ""))
     line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
     if res["predicted_max_load"] is not None:
         line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * res['error_vs_max_load']:+.1f}%)"
