@@ -199,6 +199,20 @@ def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_d
     return m
 
 
+@njit(cache=True, inline="always")
+def _ratio_sort(order, ratio, m):
+    """Insertion sort of ``order[:m]`` by ``ratio``; cheap because ``order`` persists between
+    calls for one stage (across ``y`` and ``d``), so it is nearly sorted already."""
+    for i in range(1, m):
+        oi = order[i]
+        ri = ratio[oi]
+        j = i - 1
+        while j >= 0 and ratio[order[j]] > ri:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = oi
+
+
 @njit(cache=True)
 def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4, lower):
     """Exact extra compute (at d = 1) of the cheapest memory-saving switches at ``y``; INF above ``cap``.
@@ -213,14 +227,7 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
             tot += sv
     if tot < need:
         return INF
-    for i in range(1, m):
-        oi = order[i]
-        ri = ratio[oi]
-        j = i - 1
-        while j >= 0 and ratio[order[j]] > ri:
-            order[j + 1] = order[j]
-            j -= 1
-        order[j + 1] = oi
+    _ratio_sort(order, ratio, m)
     k = 0
     for q in range(m):
         i = order[q]
@@ -232,6 +239,33 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
         ks[k] = sv
         k += 1
     return min_cover_sorted(kc, ks, k, need, cap, cum_s, cum_c, w1, w2, w3, w4, lower)
+
+
+@njit(cache=True)
+def _ext_lazy(y, need, m, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4, ext, y_lim):
+    """``ext[y]`` (see :func:`_ext_cover`) computed on demand and stored; ``ext < 0`` marks unknown.
+
+    Exact covers never decrease in ``y``; the nearest known value below is a lower bound
+    (a greedy cover that meets it is optimal), and the stored value is kept between its
+    known neighbours so that rounding cannot make the table decrease.  ``ext[:y_lim + 1]``
+    is initialised (by :func:`_prop_setup`).
+    """
+    lower = 0.0
+    for yy in range(y - 1, 0, -1):
+        if ext[yy] >= 0.0:
+            lower = ext[yy]
+            break
+    val = _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c,
+                     w1, w2, w3, w4, lower)
+    if val < lower:
+        val = lower
+    for yy in range(y + 1, y_lim + 1):
+        if ext[yy] >= 0.0:
+            if ext[yy] < val:
+                val = ext[yy]
+            break
+    ext[y] = val
+    return val
 
 
 @njit(cache=True)
@@ -286,14 +320,7 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
         for i in range(m):
             sv = it_da[i] * y + it_db[i]
             ratio[i] = it_cd[i] / sv if sv > 0.0 else np.inf
-        for i in range(1, m):
-            oi = order[i]
-            ri = ratio[oi]
-            j = i - 1
-            while j >= 0 and ratio[order[j]] > ri:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = oi
+        _ratio_sort(order, ratio, m)
         k = 0
         tot = 0.0
         for q in range(m):
@@ -500,10 +527,12 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
         static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
         m_it = 0
         cap_all = 0.0
+        prop = False
         if static:
             m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
                                  it_c, it_dp, it_dw, it_da, it_db)
             if agg[5] > 0.0:
+                prop = True
                 cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, d_lo, kmin[J2], k_hi, s_hi, big_n,
                                       bw, tau, ext, order)
         for di in range(n_d):
@@ -524,6 +553,45 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
             if y_from > y_top:
                 continue
             tables += 1
+            if prop:
+                # the table R[y] = base + ext[y] / d is never built: each R[y] the update asks
+                # for is computed then (its exact cover once per stage and y, for every d)
+                if d == 1:
+                    base_c = agg[0] / bw + agg[1]
+                else:
+                    base_c = (agg[0] / d + 4.0 * (d - 1) * agg[2] / (d * big_n)) / bw + agg[1] / d
+                if base_c > tau:
+                    continue
+                ycap = y_top
+                for k in range(td + kmin[J2], k_hi + 1):
+                    kk = k - td
+                    for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
+                        s0 = pts_s[q]
+                        s1 = s0 + d
+                        if s1 > s_hi:
+                            break
+                        g = pts_v[q]
+                        y = (s1 + d - 1) // d
+                        if y > ycap:
+                            break
+                        need = agg[3] * y + agg[4] - memory
+                        if need <= 0.0:
+                            rv = base_c
+                        else:
+                            ex = ext[y]
+                            if ex < 0.0:
+                                ex = _ext_lazy(y, need, m_it, cap_all, it_dp, it_da, it_db, kc, ks, ratio, order,
+                                               cum_s, cum_c, w1, w2, w3, w4, ext, s_hi + 1)
+                            rv = base_c + ex / d if ex < INF else INF
+                            if rv > tau:
+                                ycap = y - 1  # R is non-decreasing: INF from here on
+                                break
+                        val = g if g > rv else rv
+                        if val < Fb[k, s1]:
+                            Fb[k, s1] = val
+                        if rv >= g:
+                            break
+                continue
             ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                  memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
                                  kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,

@@ -400,20 +400,32 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     lb = _lower_bound(inst, ar)
     top = _max_stage_time(inst, ar)
     chain = chain_lattice(inst, ar)
+    lat = tail_lattice(inst, ar, max_ideals)
+    stats["ideals"] = lat.n_ideals
+    # On a small lattice the search for a bound runs on all tails directly: a run that finds a
+    # plan is then the answer, and failing runs cost little more than on the chain.
+    direct = lat.n_ideals <= 3 * chain.n_ideals
+    search = lat if direct else chain
+    stats["bound_search"] = "all tails" if direct else "chain"
     tau = lb * 1.25 if lb > 0 else INF
     ub = INF
     rounds = 0
     growth = 1.15
     ub1 = None
+    final = None
     while True:
         rounds += 1
         if tau >= top:
             tau = INF
-        dp = _DP(ar, chain, tau)
+        dp = _DP(ar, search, tau)
         if dp.value < INF:
             ub = dp.value
+            if direct:
+                final = dp  # exact: its value is <= tau
             break
         if tau >= INF:
+            if direct:
+                final = dp  # proven infeasible
             break
         if ub1 is None:
             # a cheap real plan: the chain with one replica per stage, within 4 tau (else none)
@@ -428,12 +440,13 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
         if ub1 < INF and tau * growth >= ub1:
             ub = ub1
             break
-    stats["chain_rounds"] = rounds
-    stats["chain_ub"] = ub
-    lat = tail_lattice(inst, ar, max_ideals)
-    stats["ideals"] = lat.n_ideals
-    tau = INF if ub >= INF else ub * (1.0 + 1e-9)
-    dp = _DP(ar, lat, tau)
+    stats["search_rounds"] = rounds
+    stats["search_ub"] = ub
+    if final is None:
+        tau = INF if ub >= INF else ub * (1.0 + 1e-9)
+        dp = _DP(ar, lat, tau)
+    else:
+        dp = final
     stats["pairs"] = int(dp.pairs)
     stats["stage_tables"] = int(dp.tables)
     if dp.value >= INF:
