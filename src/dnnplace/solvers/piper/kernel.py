@@ -269,6 +269,67 @@ def _ext_lazy(y, need, m, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s,
 
 
 @njit(cache=True)
+def _cover_bounds(y, m, need, cap, it_dp, it_da, it_db, ratio, order, ext, y_lim):
+    """Store bounds on ``ext[y]`` (see :func:`_ext_lazy`) in ``ext[off + y]`` (lower) and
+    ``ext[2 off + y]`` (upper), ``off = len(ext) // 3``: the fractional (LP) cover and the
+    greedy cover in ratio order, tightened by the exact values known at other ``y`` (exact
+    covers never decrease in ``y``).  Where they meet, the exact value is stored too.
+    No cover (or none within ``cap``) stores INF everywhere.  ``ext[:y_lim + 1]`` is initialised.
+    """
+    off = ext.shape[0] // 3
+    tot = 0.0
+    for i in range(m):
+        sv = it_da[i] * y + it_db[i]
+        ratio[i] = it_dp[i] / sv if sv > 0.0 else np.inf
+        if sv > 0.0:
+            tot += sv
+    if tot < need:
+        ext[y] = INF
+        ext[off + y] = INF
+        ext[2 * off + y] = INF
+        return
+    _ratio_sort(order, ratio, m)
+    got = 0.0
+    cst = 0.0
+    lo = INF
+    hi = INF
+    for q in range(m):
+        i = order[q]
+        sv = it_da[i] * y + it_db[i]
+        if sv <= 0.0:
+            break
+        c = it_dp[i]
+        if c < 0.0:
+            c = 0.0
+        if got + sv >= need:
+            lo = cst + c * ((need - got) / sv)
+            hi = cst + c
+            break
+        got += sv
+        cst += c
+    if hi >= INF:  # rounding of the sums: leave it to the exact cover
+        lo = 0.0
+    lo = lo * (1.0 - 1e-12)
+    for yy in range(y - 1, 0, -1):
+        if ext[yy] >= 0.0:
+            if ext[yy] > lo:
+                lo = ext[yy]
+            break
+    for yy in range(y + 1, y_lim + 1):
+        if ext[yy] >= 0.0:
+            if ext[yy] < hi:
+                hi = ext[yy]
+            break
+    if lo > cap:
+        ext[y] = INF
+        ext[off + y] = INF
+        ext[2 * off + y] = INF
+        return
+    ext[off + y] = lo
+    ext[2 * off + y] = hi
+
+
+@njit(cache=True)
 def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, it_dw, it_da, it_db,
                  kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c, ext, cap_all, y_from=1):
     """:func:`stage_table` from :func:`gather_static`'s sums: O(1) per ``y`` while memory is slack.
@@ -453,8 +514,10 @@ def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau
 @njit(cache=True)
 def _prop_setup(agg, m, ti, t, divs, dmax_t, d_lo, kmin_j, k_hi, s_hi, big_n, bw, tau, ext, order):
     """Reset the per-y cover cache of a stage; return the largest extra compute any viable d can afford."""
+    off = ext.shape[0] // 3
     for y in range(s_hi + 2):
         ext[y] = -1.0
+        ext[off + y] = -1.0
     for i in range(m):
         order[i] = i
     if tau >= INF:
@@ -563,6 +626,7 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
                 if base_c > tau:
                     continue
                 ycap = y_top
+                off = ext.shape[0] // 3
                 for k in range(td + kmin[J2], k_hi + 1):
                     kk = k - td
                     for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
@@ -580,6 +644,28 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
                         else:
                             ex = ext[y]
                             if ex < 0.0:
+                                # bounds first: the exact cover only where they cannot settle the update
+                                if ext[off + y] < 0.0:
+                                    _cover_bounds(y, m_it, need, cap_all, it_dp, it_da, it_db, ratio, order, ext,
+                                                  s_hi + 1)
+                                lo = ext[off + y]
+                                if lo >= INF:
+                                    ycap = y - 1
+                                    break
+                                rv_lo = base_c + lo / d
+                                if rv_lo > tau:
+                                    ycap = y - 1
+                                    break
+                                if base_c + ext[2 * off + y] / d <= g:
+                                    # R[y] <= g: the new value is g itself
+                                    if g < Fb[k, s1]:
+                                        Fb[k, s1] = g
+                                    continue
+                                if rv_lo >= Fb[k, s1]:
+                                    # no improvement here; stop where R[y] >= g as the exact scan would
+                                    if rv_lo >= g:
+                                        break
+                                    continue
                                 ex = _ext_lazy(y, need, m_it, cap_all, it_dp, it_da, it_db, kc, ks, ratio, order,
                                                cum_s, cum_c, w1, w2, w3, w4, ext, s_hi + 1)
                             rv = base_c + ex / d if ex < INF else INF
@@ -655,7 +741,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
-    ext = np.empty(S + 2)
+    ext = np.empty(3 * (S + 2))  # per y: exact cover, then its lower and upper bound (see _cover_bounds)
     pairs = 0
     tables = 0
     for I in range(1, n_i):
@@ -782,7 +868,7 @@ def find_step(cur, ck, cs, target,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
-    ext = np.empty(S + 2)
+    ext = np.empty(3 * (S + 2))  # per y: exact cover, then its lower and upper bound (see _cover_bounds)
     lim = target * (1.0 + 1e-12)
     stamp[cur] = cur
     sp = 0
