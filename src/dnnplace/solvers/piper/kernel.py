@@ -419,20 +419,21 @@ def _new_scratch(n):
 
 
 @njit(cache=True)
-def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
-    """Monotone closure of the box ``Fb`` (tail ``I``), then store its Pareto points.
+def _close(Fb, I, K, k_lo, k_hi, s_lo, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
+    """Monotone closure of the box ``Fb[k_lo:k_hi + 1, s_lo:s_hi + 1]`` (tail ``I``; no plan of it within
+    ``tau`` has fewer devices or a smaller sum of d), then store its Pareto points.
 
     A point is a state strictly better than with one device fewer and than with one less
     of s; every other state is matched by one of them (the closure carries it over), so
     only the points are kept: the DP tables never exist in full.  Returns the point
     arrays (grown when needed) and their new count.
     """
-    for k in range(k_hi + 1):
-        for s in range(s_hi + 1):
+    for k in range(k_lo, k_hi + 1):
+        for s in range(s_lo, s_hi + 1):
             v = Fb[k, s]
-            if k > 0 and Fb[k - 1, s] < v:
+            if k > k_lo and Fb[k - 1, s] < v:
                 v = Fb[k - 1, s]
-            if s > 0 and Fb[k, s - 1] < v:
+            if s > s_lo and Fb[k, s - 1] < v:
                 v = Fb[k, s - 1]
             Fb[k, s] = v
     need = npts + (k_hi + 1) * (s_hi + 1)
@@ -449,15 +450,15 @@ def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
     s_span[I, 1] = 0
     for k in range(K + 1):
         row_ptr[I, k] = npts
-        if k > k_hi:
+        if k > k_hi or k < k_lo:
             continue
-        for s in range(s_hi + 1):
+        for s in range(s_lo, s_hi + 1):
             v = Fb[k, s]
             if v >= INF:
                 continue
-            if s > 0 and not v < Fb[k, s - 1]:
+            if s > s_lo and not v < Fb[k, s - 1]:
                 continue
-            if k > 0 and not v < Fb[k - 1, s]:
+            if k > k_lo and not v < Fb[k - 1, s]:
                 continue
             pts_s[npts] = s
             pts_v[npts] = v
@@ -553,7 +554,7 @@ def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, 
 @njit(cache=True)
 def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
                nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum, nonstatic_sum, pmin_sum,
-               big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
+               big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
                it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c,
                s_span):
     """All (t, d) stage tables of the stage ``xs[:sp] = I - J2`` and their DP updates into ``Fb``."""
@@ -627,13 +628,15 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
                     continue
                 ycap = y_top
                 off = ext.shape[0] // 3
-                for k in range(td + kmin[J2], k_hi + 1):
+                for k in range(max(td + kmin[J2], k_lo), k_hi + 1):
                     kk = k - td
                     for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
                         s0 = pts_s[q]
                         s1 = s0 + d
                         if s1 > s_hi:
                             break
+                        if s1 < s_lo:
+                            continue
                         g = pts_v[q]
                         y = (s1 + d - 1) // d
                         if y > ycap:
@@ -684,13 +687,15 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
                                  ext, cap_all, y_from)
             if ycap == 0:
                 continue
-            for k in range(td + kmin[J2], k_hi + 1):
+            for k in range(max(td + kmin[J2], k_lo), k_hi + 1):
                 kk = k - td
                 for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
                     s0 = pts_s[q]
                     s1 = s0 + d
                     if s1 > s_hi:
                         break
+                    if s1 < s_lo:
+                        continue
                     g = pts_v[q]
                     y = (s1 + d - 1) // d
                     if y > ycap:
@@ -757,8 +762,8 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 row_ptr[I, k] = npts
             s_span[I, 0] = S_BIG
             continue
-        for k in range(k_hi + 1):
-            for s in range(s_hi + 1):
+        for k in range(k_lo, k_hi + 1):
+            for s in range(s_lo, s_hi + 1):
                 Fb[k, s] = INF
         stamp[I] = I
         sp = 0
@@ -815,9 +820,9 @@ def run_dp(down_ptr, down_ideal, down_unit,
                     continue
                 tables += _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
                                      fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
-                                     nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
-                                     pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
-                                     it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
+                                     nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin,
+                                     row_ptr, pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4,
+                                     it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             else:
                 sp -= 1
                 if sp >= 0:
@@ -835,12 +840,12 @@ def run_dp(down_ptr, down_ideal, down_unit,
             pairs += 1
             tables += _eval_pair(I, 0, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
                                  fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
-                                 nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
-                                 pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
+                                 nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin,
+                                 row_ptr, pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
                                  it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             for q in range(sp):
                 in_s[xs[q]] = 0
-        pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span)
+        pts_s, pts_v, npts = _close(Fb, I, K, k_lo, k_hi, s_lo, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span)
     return pairs, tables, pts_s, pts_v, npts
 
 

@@ -428,9 +428,11 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
                 final = dp  # proven infeasible
             break
         if ub1 is None:
-            # a cheap real plan: the chain with one replica per stage, within 4 tau (else none)
-            one = Arrays(**{**ar.__dict__, "divs": ar.divs[:1], "dmax_t": np.minimum(ar.dmax_t, 1)})
-            ub1 = _DP(one, chain, 4.0 * tau).value
+            # a cheap real plan: the chain with one replica per stage, within 2.5 tau (else none)
+            # (its sum of d is the number of stages, at most n)
+            one = Arrays(**{**ar.__dict__, "divs": ar.divs[:1], "dmax_t": np.minimum(ar.dmax_t, 1),
+                            "S": min(ar.S, inst.n)})
+            ub1 = _DP(one, chain, 2.5 * tau).value
             stats["one_replica_ub"] = ub1
             if ub1 <= 2.5 * tau:
                 ub = ub1  # close enough: that plan's value bounds the full DP
