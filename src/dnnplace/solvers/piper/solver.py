@@ -3,12 +3,13 @@
 Steps:
 
 1. Lower bound ``LB`` = device-seconds of the work over ``K`` devices.
-2. Upper bound: the same exact DP restricted to the *chain* of one topological
-   order (n + 1 tails), run with a bound ``tau`` that starts just above ``LB``
-   and grows until a plan is found (a run with bound ``tau`` is exact for every
-   instance whose optimum is ``<= tau``).
-3. The exact DP over all tails of the DAG with ``tau`` = that upper bound, which
-   lets the walk skip stages that are too slow or too big.
+2. The exact DP with a bound ``tau`` that starts just above ``LB`` and grows
+   until a plan is found (a run with bound ``tau`` is exact for every instance
+   whose optimum is ``<= tau``, and lets the walk skip stages that are too slow
+   or too big).  On a small lattice of tails these runs are over all tails and
+   the first plan found is the answer; otherwise they are over the *chain* of
+   one topological order (n + 1 tails), whose plan bounds the optimum, and
+3. the exact DP over all tails of the DAG runs once with ``tau`` = that bound.
 4. Reconstruction, then the exact TMPC choice per stage at its true number of
    micro-batches in flight, then the evaluator (:mod:`dnnplace.evaluate.piper`)
    judges the plan: its value is the one reported.
