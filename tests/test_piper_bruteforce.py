@@ -83,7 +83,10 @@ def brute_force(doc: dict) -> float | None:
 
 
 @st.composite
-def tiny_instances(draw):
+def tiny_instances(draw, compute_only_switches=False):
+    """Random tiny instances; with ``compute_only_switches`` the second TMPC of a node differs from
+    the first only in time and memory (same weights and syncs, as in all shipped inputs), which
+    is the planner's fast path (one exact cover per stage and y for every d, bounded lazily)."""
     n = draw(st.integers(1, 4))
     pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
     edges = [p for p in pairs if draw(st.booleans())]
@@ -116,6 +119,13 @@ def tiny_instances(draw):
                     "syncTimeFw": {str(u): draw(st.sampled_from([0.0, 1.0])) for u in preds[v]},
                     "syncTimeBw": {str(w): draw(st.sampled_from([0.0, 1.0])) for w in succs[v]},
                 })
+            if compute_only_switches and len(lst) == 2:
+                for key in ("parameterSize", "syncTimeFw", "syncTimeBw"):
+                    lst[1][key] = lst[0][key]
+                # memory that binds with several micro-batches in flight, and partial savings
+                lst[0]["memoryUsageA"] = draw(st.sampled_from([1.0, 2.0, 3.0, 5.0]))
+                lst[1]["memoryUsageA"] = draw(st.sampled_from([0.0, 0.5, 1.0]))
+                lst[1]["timePerSample"] = lst[0]["timePerSample"] + draw(st.sampled_from([0.25, 0.5, 1.0, 1.5]))
             tm[str(t)] = lst
         nodes.append({"id": v, "name": f"n{v}", "TMPCs": tm})
     return {
@@ -128,6 +138,16 @@ def tiny_instances(draw):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_solver_matches_brute_force(doc):
+    check_against_brute_force(doc)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances(compute_only_switches=True))
+def test_solver_matches_brute_force_compute_only_switches(doc):
+    check_against_brute_force(doc)
+
+
+def check_against_brute_force(doc):
     inst = parse_piper(doc)
     want = brute_force(doc)
     try:

@@ -83,3 +83,25 @@ def test_toy_a_where_greedy_fails():
     # PIPER-SPEC 4.9: the ratio greedy switches n0 (13); the exact cover switches n1 (5)
     cost, sav = [10.0, 2.0], [100.0, 1.0]
     assert min_cover(np.array(cost), np.array(sav), 2, 1.0, INF, *[np.empty(8) for _ in range(4)]) == 2.0
+
+
+def test_lp_bound_below_the_rest_does_not_settle_a_stage():
+    # toy A's front (greedy 13, exact 5, fractional 3.1) before a node that takes 4: the DP may
+    # settle a stage from bounds on its exact cover only when they decide; the optimum is 5
+    def node(i, van, rec, preds, succs):
+        def tm(tid, p, b):
+            return {"id": tid, "timePerSample": p, "parameterSize": 0.0, "memoryUsageA": 0.0, "memoryUsageB": b,
+                    "syncTimeFw": {str(u): 0.0 for u in preds}, "syncTimeBw": {str(w): 0.0 for w in succs}}
+        opts = [tm("vanilla", *van)] + ([tm("activation recomp", *rec)] if rec else [])
+        return {"id": i, "name": f"n{i}", "TMPCs": {"1": opts}}
+
+    doc = {"maxDevices": 2, "maxMemoryPerDevice": 109.0, "bandwidth": 1.0, "mbsInBatch": 3,
+           "nodes": [node(0, (1.0, 100.0), (11.0, 0.0), [], [1]), node(1, (1.0, 10.0), (3.0, 9.0), [0], [2]),
+                     node(2, (1.0, 0.0), (1.0, 0.0), [1], [3]), node(3, (4.0, 0.0), None, [2], [])],
+           "edges": [{"sourceId": u, "destId": u + 1, "communicationCost": 0.0} for u in range(3)]}
+    from dnnplace.frontends.piper_json import parse_piper
+
+    inst = parse_piper(doc)
+    res = solve_piper(inst)
+    assert res.tps == pytest.approx(5.0, rel=1e-12)
+    assert evaluate_piper(inst, res.plan).tps == res.tps

@@ -199,6 +199,20 @@ def gather_static(xs, n_s, ti, e_s, fast, nopt, pp, ww, aa, bb, agg, it_de, it_d
     return m
 
 
+@njit(cache=True, inline="always")
+def _ratio_sort(order, ratio, m):
+    """Insertion sort of ``order[:m]`` by ``ratio``; cheap because ``order`` persists between
+    calls for one stage (across ``y`` and ``d``), so it is nearly sorted already."""
+    for i in range(1, m):
+        oi = order[i]
+        ri = ratio[oi]
+        j = i - 1
+        while j >= 0 and ratio[order[j]] > ri:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = oi
+
+
 @njit(cache=True)
 def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4, lower):
     """Exact extra compute (at d = 1) of the cheapest memory-saving switches at ``y``; INF above ``cap``.
@@ -213,14 +227,7 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
             tot += sv
     if tot < need:
         return INF
-    for i in range(1, m):
-        oi = order[i]
-        ri = ratio[oi]
-        j = i - 1
-        while j >= 0 and ratio[order[j]] > ri:
-            order[j + 1] = order[j]
-            j -= 1
-        order[j + 1] = oi
+    _ratio_sort(order, ratio, m)
     k = 0
     for q in range(m):
         i = order[q]
@@ -232,6 +239,94 @@ def _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s
         ks[k] = sv
         k += 1
     return min_cover_sorted(kc, ks, k, need, cap, cum_s, cum_c, w1, w2, w3, w4, lower)
+
+
+@njit(cache=True)
+def _ext_lazy(y, need, m, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c, w1, w2, w3, w4, ext, y_lim):
+    """``ext[y]`` (see :func:`_ext_cover`) computed on demand and stored; ``ext < 0`` marks unknown.
+
+    Exact covers never decrease in ``y``; the nearest known value below is a lower bound
+    (a greedy cover that meets it is optimal), and the stored value is kept between its
+    known neighbours so that rounding cannot make the table decrease.  ``ext[:y_lim + 1]``
+    is initialised (by :func:`_prop_setup`).
+    """
+    lower = 0.0
+    for yy in range(y - 1, 0, -1):
+        if ext[yy] >= 0.0:
+            lower = ext[yy]
+            break
+    val = _ext_cover(y, m, need, cap, it_dp, it_da, it_db, kc, ks, ratio, order, cum_s, cum_c,
+                     w1, w2, w3, w4, lower)
+    if val < lower:
+        val = lower
+    for yy in range(y + 1, y_lim + 1):
+        if ext[yy] >= 0.0:
+            if ext[yy] < val:
+                val = ext[yy]
+            break
+    ext[y] = val
+    return val
+
+
+@njit(cache=True)
+def _cover_bounds(y, m, need, cap, it_dp, it_da, it_db, ratio, order, ext, y_lim):
+    """Store bounds on ``ext[y]`` (see :func:`_ext_lazy`) in ``ext[off + y]`` (lower) and
+    ``ext[2 off + y]`` (upper), ``off = len(ext) // 3``: the fractional (LP) cover and the
+    greedy cover in ratio order, tightened by the exact values known at other ``y`` (exact
+    covers never decrease in ``y``).  Where they meet, the exact value is stored too.
+    No cover (or none within ``cap``) stores INF everywhere.  ``ext[:y_lim + 1]`` is initialised.
+    """
+    off = ext.shape[0] // 3
+    tot = 0.0
+    for i in range(m):
+        sv = it_da[i] * y + it_db[i]
+        ratio[i] = it_dp[i] / sv if sv > 0.0 else np.inf
+        if sv > 0.0:
+            tot += sv
+    if tot < need:
+        ext[y] = INF
+        ext[off + y] = INF
+        ext[2 * off + y] = INF
+        return
+    _ratio_sort(order, ratio, m)
+    got = 0.0
+    cst = 0.0
+    lo = INF
+    hi = INF
+    for q in range(m):
+        i = order[q]
+        sv = it_da[i] * y + it_db[i]
+        if sv <= 0.0:
+            break
+        c = it_dp[i]
+        if c < 0.0:
+            c = 0.0
+        if got + sv >= need:
+            lo = cst + c * ((need - got) / sv)
+            hi = cst + c
+            break
+        got += sv
+        cst += c
+    if hi >= INF:  # rounding of the sums: leave it to the exact cover
+        lo = 0.0
+    lo = lo * (1.0 - 1e-12)
+    for yy in range(y - 1, 0, -1):
+        if ext[yy] >= 0.0:
+            if ext[yy] > lo:
+                lo = ext[yy]
+            break
+    for yy in range(y + 1, y_lim + 1):
+        if ext[yy] >= 0.0:
+            if ext[yy] < hi:
+                hi = ext[yy]
+            break
+    if lo > cap:
+        ext[y] = INF
+        ext[off + y] = INF
+        ext[2 * off + y] = INF
+        return
+    ext[off + y] = lo
+    ext[2 * off + y] = hi
 
 
 @njit(cache=True)
@@ -286,14 +381,7 @@ def table_static(agg, m, d, y_top, big_n, bw, memory, tau, r_out, it_de, it_dp, 
         for i in range(m):
             sv = it_da[i] * y + it_db[i]
             ratio[i] = it_cd[i] / sv if sv > 0.0 else np.inf
-        for i in range(1, m):
-            oi = order[i]
-            ri = ratio[oi]
-            j = i - 1
-            while j >= 0 and ratio[order[j]] > ri:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = oi
+        _ratio_sort(order, ratio, m)
         k = 0
         tot = 0.0
         for q in range(m):
@@ -331,20 +419,21 @@ def _new_scratch(n):
 
 
 @njit(cache=True)
-def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
-    """Monotone closure of the box ``Fb`` (tail ``I``), then store its Pareto points.
+def _close(Fb, I, K, k_lo, k_hi, s_lo, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
+    """Monotone closure of the box ``Fb[k_lo:k_hi + 1, s_lo:s_hi + 1]`` (tail ``I``; no plan of it within
+    ``tau`` has fewer devices or a smaller sum of d), then store its Pareto points.
 
     A point is a state strictly better than with one device fewer and than with one less
     of s; every other state is matched by one of them (the closure carries it over), so
     only the points are kept: the DP tables never exist in full.  Returns the point
     arrays (grown when needed) and their new count.
     """
-    for k in range(k_hi + 1):
-        for s in range(s_hi + 1):
+    for k in range(k_lo, k_hi + 1):
+        for s in range(s_lo, s_hi + 1):
             v = Fb[k, s]
-            if k > 0 and Fb[k - 1, s] < v:
+            if k > k_lo and Fb[k - 1, s] < v:
                 v = Fb[k - 1, s]
-            if s > 0 and Fb[k, s - 1] < v:
+            if s > s_lo and Fb[k, s - 1] < v:
                 v = Fb[k, s - 1]
             Fb[k, s] = v
     need = npts + (k_hi + 1) * (s_hi + 1)
@@ -361,15 +450,15 @@ def _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span):
     s_span[I, 1] = 0
     for k in range(K + 1):
         row_ptr[I, k] = npts
-        if k > k_hi:
+        if k > k_hi or k < k_lo:
             continue
-        for s in range(s_hi + 1):
+        for s in range(s_lo, s_hi + 1):
             v = Fb[k, s]
             if v >= INF:
                 continue
-            if s > 0 and not v < Fb[k, s - 1]:
+            if s > s_lo and not v < Fb[k, s - 1]:
                 continue
-            if k > 0 and not v < Fb[k - 1, s]:
+            if k > k_lo and not v < Fb[k - 1, s]:
                 continue
             pts_s[npts] = s
             pts_v[npts] = v
@@ -426,8 +515,10 @@ def _s_feasible_any(I, J, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau
 @njit(cache=True)
 def _prop_setup(agg, m, ti, t, divs, dmax_t, d_lo, kmin_j, k_hi, s_hi, big_n, bw, tau, ext, order):
     """Reset the per-y cover cache of a stage; return the largest extra compute any viable d can afford."""
+    off = ext.shape[0] // 3
     for y in range(s_hi + 2):
         ext[y] = -1.0
+        ext[off + y] = -1.0
     for i in range(m):
         order[i] = i
     if tau >= INF:
@@ -463,7 +554,7 @@ def _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, 
 @njit(cache=True)
 def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
                nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum, nonstatic_sum, pmin_sum,
-               big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
+               big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin, row_ptr, pts_s, pts_v, Fb, r, ext,
                it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c,
                s_span):
     """All (t, d) stage tables of the stage ``xs[:sp] = I - J2`` and their DP updates into ``Fb``."""
@@ -500,10 +591,12 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
         static = nonstatic_sum[I, ti] == nonstatic_sum[J2, ti]
         m_it = 0
         cap_all = 0.0
+        prop = False
         if static:
             m_it = gather_static(xs, sp, ti, e_s, fast, nopt, pp, ww, aa, bb, agg,
                                  it_c, it_dp, it_dw, it_da, it_db)
             if agg[5] > 0.0:
+                prop = True
                 cap_all = _prop_setup(agg, m_it, ti, t, divs, dmax_t, d_lo, kmin[J2], k_hi, s_hi, big_n,
                                       bw, tau, ext, order)
         for di in range(n_d):
@@ -524,19 +617,85 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
             if y_from > y_top:
                 continue
             tables += 1
+            if prop:
+                # the table R[y] = base + ext[y] / d is never built: each R[y] the update asks
+                # for is computed then (its exact cover once per stage and y, for every d)
+                if d == 1:
+                    base_c = agg[0] / bw + agg[1]
+                else:
+                    base_c = (agg[0] / d + 4.0 * (d - 1) * agg[2] / (d * big_n)) / bw + agg[1] / d
+                if base_c > tau:
+                    continue
+                ycap = y_top
+                off = ext.shape[0] // 3
+                for k in range(max(td + kmin[J2], k_lo), k_hi + 1):
+                    kk = k - td
+                    for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
+                        s0 = pts_s[q]
+                        s1 = s0 + d
+                        if s1 > s_hi:
+                            break
+                        if s1 < s_lo:
+                            continue
+                        g = pts_v[q]
+                        y = (s1 + d - 1) // d
+                        if y > ycap:
+                            break
+                        need = agg[3] * y + agg[4] - memory
+                        if need <= 0.0:
+                            rv = base_c
+                        else:
+                            ex = ext[y]
+                            if ex < 0.0:
+                                # bounds first: the exact cover only where they cannot settle the update
+                                if ext[off + y] < 0.0:
+                                    _cover_bounds(y, m_it, need, cap_all, it_dp, it_da, it_db, ratio, order, ext,
+                                                  s_hi + 1)
+                                lo = ext[off + y]
+                                if lo >= INF:
+                                    ycap = y - 1
+                                    break
+                                rv_lo = base_c + lo / d
+                                if rv_lo > tau:
+                                    ycap = y - 1
+                                    break
+                                if base_c + ext[2 * off + y] / d <= g:
+                                    # R[y] <= g: the new value is g itself
+                                    if g < Fb[k, s1]:
+                                        Fb[k, s1] = g
+                                    continue
+                                if rv_lo >= Fb[k, s1]:
+                                    # no improvement here; stop where R[y] >= g as the exact scan would
+                                    if rv_lo >= g:
+                                        break
+                                    continue
+                                ex = _ext_lazy(y, need, m_it, cap_all, it_dp, it_da, it_db, kc, ks, ratio, order,
+                                               cum_s, cum_c, w1, w2, w3, w4, ext, s_hi + 1)
+                            rv = base_c + ex / d if ex < INF else INF
+                            if rv > tau:
+                                ycap = y - 1  # R is non-decreasing: INF from here on
+                                break
+                        val = g if g > rv else rv
+                        if val < Fb[k, s1]:
+                            Fb[k, s1] = val
+                        if rv >= g:
+                            break
+                continue
             ycap = _tables_for_t(xs, sp, ti, d, y_top, e_s, fast, nopt, pp, ww, aa, bb, big_n, bw,
                                  memory, tau, r, static, m_it, agg, it_c, it_dp, it_dw, it_da, it_db,
                                  kc, ks, w1, w2, w3, w4, it_cd, ratio, order, cum_s, cum_c,
                                  ext, cap_all, y_from)
             if ycap == 0:
                 continue
-            for k in range(td + kmin[J2], k_hi + 1):
+            for k in range(max(td + kmin[J2], k_lo), k_hi + 1):
                 kk = k - td
                 for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
                     s0 = pts_s[q]
                     s1 = s0 + d
                     if s1 > s_hi:
                         break
+                    if s1 < s_lo:
+                        continue
                     g = pts_v[q]
                     y = (s1 + d - 1) // d
                     if y > ycap:
@@ -587,7 +746,7 @@ def run_dp(down_ptr, down_ideal, down_unit,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
-    ext = np.empty(S + 2)
+    ext = np.empty(3 * (S + 2))  # per y: exact cover, then its lower and upper bound (see _cover_bounds)
     pairs = 0
     tables = 0
     for I in range(1, n_i):
@@ -603,8 +762,8 @@ def run_dp(down_ptr, down_ideal, down_unit,
                 row_ptr[I, k] = npts
             s_span[I, 0] = S_BIG
             continue
-        for k in range(k_hi + 1):
-            for s in range(s_hi + 1):
+        for k in range(k_lo, k_hi + 1):
+            for s in range(s_lo, s_hi + 1):
                 Fb[k, s] = INF
         stamp[I] = I
         sp = 0
@@ -661,9 +820,9 @@ def run_dp(down_ptr, down_ideal, down_unit,
                     continue
                 tables += _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
                                      fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
-                                     nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
-                                     pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
-                                     it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
+                                     nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin,
+                                     row_ptr, pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4,
+                                     it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             else:
                 sp -= 1
                 if sp >= 0:
@@ -681,12 +840,12 @@ def run_dp(down_ptr, down_ideal, down_unit,
             pairs += 1
             tables += _eval_pair(I, 0, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost,
                                  fwe, bwe, nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t, miss_sum,
-                                 nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_hi, s_hi, kmin, row_ptr,
-                                 pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
+                                 nonstatic_sum, pmin_sum, big_n, bw, memory, tau, k_lo, k_hi, s_lo, s_hi, kmin,
+                                 row_ptr, pts_s, pts_v, Fb, r, ext, it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp,
                                  it_dw, agg, it_cd, ratio, order, cum_s, cum_c, s_span)
             for q in range(sp):
                 in_s[xs[q]] = 0
-        pts_s, pts_v, npts = _close(Fb, I, K, k_hi, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span)
+        pts_s, pts_v, npts = _close(Fb, I, K, k_lo, k_hi, s_lo, s_hi, row_ptr, pts_s, pts_v, npts, kmin, s_span)
     return pairs, tables, pts_s, pts_v, npts
 
 
@@ -714,7 +873,7 @@ def find_step(cur, ck, cs, target,
     xs = np.empty(n + 2, dtype=np.int64)
     it_c, it_da, it_db, kc, ks, w1, w2, w3, w4, it_dp, it_dw, agg, it_cd, ratio, order, cum_s, cum_c = _new_scratch(n)
     r = np.empty(S + 2)
-    ext = np.empty(S + 2)
+    ext = np.empty(3 * (S + 2))  # per y: exact cover, then its lower and upper bound (see _cover_bounds)
     lim = target * (1.0 + 1e-12)
     stamp[cur] = cur
     sp = 0

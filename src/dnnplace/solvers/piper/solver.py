@@ -3,12 +3,13 @@
 Steps:
 
 1. Lower bound ``LB`` = device-seconds of the work over ``K`` devices.
-2. Upper bound: the same exact DP restricted to the *chain* of one topological
-   order (n + 1 tails), run with a bound ``tau`` that starts just above ``LB``
-   and grows until a plan is found (a run with bound ``tau`` is exact for every
-   instance whose optimum is ``<= tau``).
-3. The exact DP over all tails of the DAG with ``tau`` = that upper bound, which
-   lets the walk skip stages that are too slow or too big.
+2. The exact DP with a bound ``tau`` that starts just above ``LB`` and grows
+   until a plan is found (a run with bound ``tau`` is exact for every instance
+   whose optimum is ``<= tau``, and lets the walk skip stages that are too slow
+   or too big).  On a small lattice of tails these runs are over all tails and
+   the first plan found is the answer; otherwise they are over the *chain* of
+   one topological order (n + 1 tails), whose plan bounds the optimum, and
+3. the exact DP over all tails of the DAG runs once with ``tau`` = that bound.
 4. Reconstruction, then the exact TMPC choice per stage at its true number of
    micro-batches in flight, then the evaluator (:mod:`dnnplace.evaluation.piper`)
    judges the plan: its value is the one reported.
@@ -401,25 +402,39 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     lb = _lower_bound(inst, ar)
     top = _max_stage_time(inst, ar)
     chain = chain_lattice(inst, ar)
+    lat = tail_lattice(inst, ar, max_ideals)
+    stats["ideals"] = lat.n_ideals
+    # On a small lattice the search for a bound runs on all tails directly: a run that finds a
+    # plan is then the answer, and failing runs cost little more than on the chain.
+    direct = lat.n_ideals <= 3 * chain.n_ideals
+    search = lat if direct else chain
+    stats["bound_search"] = "all tails" if direct else "chain"
     tau = lb * 1.25 if lb > 0 else INF
     ub = INF
     rounds = 0
     growth = 1.15
     ub1 = None
+    final = None
     while True:
         rounds += 1
         if tau >= top:
             tau = INF
-        dp = _DP(ar, chain, tau)
+        dp = _DP(ar, search, tau)
         if dp.value < INF:
             ub = dp.value
+            if direct:
+                final = dp  # exact: its value is <= tau
             break
         if tau >= INF:
+            if direct:
+                final = dp  # proven infeasible
             break
         if ub1 is None:
-            # a cheap real plan: the chain with one replica per stage, within 4 tau (else none)
-            one = Arrays(**{**ar.__dict__, "divs": ar.divs[:1], "dmax_t": np.minimum(ar.dmax_t, 1)})
-            ub1 = _DP(one, chain, 4.0 * tau).value
+            # a cheap real plan: the chain with one replica per stage, within 2.5 tau (else none)
+            # (its sum of d is the number of stages, at most n)
+            one = Arrays(**{**ar.__dict__, "divs": ar.divs[:1], "dmax_t": np.minimum(ar.dmax_t, 1),
+                            "S": min(ar.S, inst.n)})
+            ub1 = _DP(one, chain, 2.5 * tau).value
             stats["one_replica_ub"] = ub1
             if ub1 <= 2.5 * tau:
                 ub = ub1  # close enough: that plan's value bounds the full DP
@@ -429,12 +444,13 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
         if ub1 < INF and tau * growth >= ub1:
             ub = ub1
             break
-    stats["chain_rounds"] = rounds
-    stats["chain_ub"] = ub
-    lat = tail_lattice(inst, ar, max_ideals)
-    stats["ideals"] = lat.n_ideals
-    tau = INF if ub >= INF else ub * (1.0 + 1e-9)
-    dp = _DP(ar, lat, tau)
+    stats["search_rounds"] = rounds
+    stats["search_ub"] = ub
+    if final is None:
+        tau = INF if ub >= INF else ub * (1.0 + 1e-9)
+        dp = _DP(ar, lat, tau)
+    else:
+        dp = final
     stats["pairs"] = int(dp.pairs)
     stats["stage_tables"] = int(dp.tables)
     if dp.value >= INF:
