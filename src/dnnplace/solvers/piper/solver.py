@@ -29,6 +29,7 @@ from dnnplace.frontends.piper_json import PiperInstance
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel
 from dnnplace.solvers.piper.knapsack import INF, min_cover_choice
+from dnnplace.utils.graph import topological_order
 
 
 @dataclass
@@ -197,22 +198,12 @@ def tail_lattice(inst: PiperInstance, ar: Arrays, max_ideals: int) -> Lattice:
 
 
 def topo_order(inst: PiperInstance) -> list[int]:
-    n = inst.n
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
+    """A topological order that visits node 0's chain first (sources by index, successors in edge order)."""
+    succ: list[list[int]] = [[] for _ in range(inst.n)]
     for u, v, _ in inst.edges:
-        indeg[v] += 1
         succ[u].append(v)
-    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
-    out = []
-    while stack:
-        u = stack.pop()
-        out.append(u)
-        for v in reversed(succ[u]):
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    return out
+    # the shared Kahn pops the last source pushed and the last successor listed first: push both reversed
+    return topological_order(inst.n, [s[::-1] for s in succ], range(inst.n - 1, -1, -1)).tolist()
 
 
 def chain_lattice(inst: PiperInstance, ar: Arrays) -> Lattice:
