@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 from dnnplace.model.split import Split  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # op-level groups: 0 linear a, 1 tanh | 2 unsqueeze(mask), 3 assert, 4 to, 5 mul, 6 linear b, 7 add(bias)
 KEYWORDS = """

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from dnnplace.model.split import Split  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ranges(*bounds: int) -> Split:

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from dnnplace.model.split import Split  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIED_LM = str(ROOT / "examples/tied_lm.py:build")
 
 # a block called at two depths (ALBERT-style sharing) and a tied embedding / head; op-level groups:
