@@ -386,7 +386,7 @@ def run_dp(
     A finite ``piece_cap`` asks for the least *total* load of pieces each at
     most ``piece_cap`` instead (see :func:`fluid_certifies`).
     """
-    from dnnplace.solvers.dp.kernel import dp_range
+    from dnnplace.solvers.dp.kernel import dp_range, whole_ideal_comm
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
     N = lattice.n_ideals
@@ -402,6 +402,10 @@ def run_dp(
     tgt_owner = np.repeat(np.arange(n_src, dtype=np.int64), n_tgt)
     tgt_order = np.argsort(src.target_idx, kind="stable")
     tgt_ptr = _ptr(src.target_idx, p.n_units)
+    whole_comm = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, home_ptr,
+                                  home_order.astype(np.int64), tgt_ptr, tgt_owner[tgt_order], src.home, src.cost,
+                                  n_tgt.astype(np.int64), np.zeros(n_src, dtype=np.int64),
+                                  np.zeros(p.n_units, dtype=np.int8))
     args = (
         lattice.down_ptr, lattice.down_ideal, lattice.down_unit,
         lattice.acc_sum, lattice.cpu_sum, lattice.size_sum, lattice.unsupported_sum,
@@ -414,7 +418,7 @@ def run_dp(
         np.zeros(p.n_units, dtype=np.int8),
         np.zeros(p.n_units + 2, dtype=np.int64), np.zeros(p.n_units + 2, dtype=np.int64),
         np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap),
+        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap), whole_comm,
     )
     pairs = 0
     lo, step = 1, 16
