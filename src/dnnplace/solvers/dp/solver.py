@@ -255,8 +255,8 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: SolveO
     isolated = np.ones(p.n_units, dtype=bool)
     isolated[p.edge_src] = False
     isolated[p.edge_dst] = False
-    k = 8
-    while k <= candidates.size:
+    k = min(8, candidates.size)
+    while k > 0:
         drop = inert.copy()
         drop[candidates[:k]] = True
         labels = restriction_groups(p, drop)
@@ -268,7 +268,7 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: SolveO
         try:
             lattice = enumerate_ideals(fused, max(64, n_ideals // 10))
         except TooManyIdealsError:
-            k *= 2
+            k = 0 if k == candidates.size else min(2 * k, candidates.size)
             continue
         result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
                         deadline=deadline)
