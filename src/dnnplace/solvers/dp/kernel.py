@@ -123,8 +123,12 @@ def dp_range(
                 dp[I, c, a] = inf
                 ok = True
                 if ub < inf:
-                    ok = _fits_budget(work_acc[I], forced_cpu[I], c, a, ub, ratio) and _fits_budget(
-                        work_acc[last] - work_acc[I], forced_cpu[last] - forced_cpu[I],
+                    # the outputs crossing I's boundary are sent by devices before it and received by
+                    # devices after it: on accelerators alone (no overlap) they add to either side's work
+                    cut = 0.0 if overlap else whole_comm[I]
+                    ok = _fits_budget(work_acc[I] + (cut if c == 0 else 0.0), forced_cpu[I], c, a, ub,
+                                      ratio) and _fits_budget(
+                        work_acc[last] - work_acc[I] + (cut if c == n_cpu else 0.0), forced_cpu[last] - forced_cpu[I],
                         n_cpu - c, n_acc - a, ub, ratio)
                 if ok and c + a == 1:  # one device: I itself is the only piece
                     cap = piece_cap if sum_mode else ub
