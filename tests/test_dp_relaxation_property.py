@@ -111,3 +111,51 @@ def test_exact_reductions_keep_the_optimum(training, data):
 @given(data=st.data())
 def test_relaxation_bound_brackets_the_optimum(training, data):
     _check_relaxed(data.draw(graphs_with_views_and_side_chains(training=training)))
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_coarse_upper_bound_first_keeps_the_optimum(training, data):
+    """The coarse lattice's split (a restriction) only tightens the exact DP's pruning: same optimum."""
+    from unittest import mock
+
+    from dnnplace.solvers.dp import solver
+
+    with mock.patch.object(solver, "COARSE_FIRST", 0):
+        _check_exact(data.draw(graphs_with_views_and_side_chains(training=training)))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_replicating_a_view_never_raises_the_optimum(data):
+    """`profile` replaces a view (free, one input, at least its base's bytes) by edges from its base to its readers.
+
+    Every split of the graph with the view, the view dropped, is a split of the
+    replicated graph with no larger load on any device: the replicated optimum is
+    never above the original one (docs/catalogue.md, "Views are recomputed").
+    """
+    w = data.draw(graphs_with_views_and_side_chains(training=False))
+    ids = [int(v) for v in w.node_ids]
+    succ = {v: [] for v in ids}
+    pred = {v: [] for v in ids}
+    for a, b in zip(w.edge_src.tolist(), w.edge_dst.tolist(), strict=False):
+        succ[ids[a]].append(ids[b])
+        pred[ids[b]].append(ids[a])
+    cost = {ids[i]: float(w.comm_cost[i]) for i in range(w.n)}
+    acc = {ids[i]: float(w.acc_time[i]) for i in range(w.n)}
+    views = [v for v in ids if acc[v] == 0 and len(pred[v]) == 1 and succ[v]]
+    if not views:
+        return
+    v = data.draw(st.sampled_from(views))
+    base = pred[v][0]
+    cost[v] = max(cost[v], cost[base])  # the view's bytes are at least its base's
+    nodes = [{"id": u, "fpgaLatency": acc[u], "cpuLatency": float(w.cpu_time[w.index_of[u]]),
+              "size": float(w.size[w.index_of[u]]), "colorClass": u} for u in ids]
+    edges = [(a, b, cost[a]) for a in ids for b in succ[a]]
+    original = workload_from_records(nodes, edges, accelerators=w.max_accelerators, cpus=w.max_cpus, memory=1e9)
+    kept = [nd for nd in nodes if nd["id"] != v]
+    rewired = {(a, b) for a, b, _ in edges if v not in (a, b)} | {(base, s) for s in succ[v]}
+    replicated = workload_from_records(kept, [(a, b, cost[a]) for a, b in sorted(rewired)],
+                                       accelerators=w.max_accelerators, cpus=w.max_cpus, memory=1e9)
+    assert brute_force_contiguous_optimum(replicated) <= brute_force_contiguous_optimum(original) + 1e-9

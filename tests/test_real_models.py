@@ -72,3 +72,17 @@ def test_a_kv_cache_in_the_output_gets_a_one_line_hint(tmp_path):
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "use_cache=False" in err[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "w.json").exists()
+
+
+def test_llama_constants_and_views_leave_the_workload(tmp_path):
+    # the rotary tables, the causal mask and the position ids depend on no input: computed once, not nodes;
+    # the per-layer views of the rotary tables are recomputed by their readers: not nodes either
+    doc = profile(tmp_path, "llama_tiny")
+    meta = doc["dnnplace"]
+    fx = {f for n in doc["nodes"] for f in n["fxNodes"]}
+    assert {"cos", "sin"} <= set(meta["constants"]) and not fx & set(meta["constants"])
+    assert meta["replicatedViews"] and not fx & set(meta["replicatedViews"])
+    assert all(n["id"] == i for i, n in enumerate(doc["nodes"]))  # ids stay 0..n-1 (the runtime indexes by id)
+    proc = cli("solve", str(tmp_path / "llama_tiny.json"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "optimal"

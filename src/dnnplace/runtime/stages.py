@@ -38,7 +38,9 @@ def assign_groups(cap: Captured, split: Split, workload_ids: list[list[str]] | N
 
     Node ids are workload node ids: with the profiled workload at hand,
     ``workload_ids[id]`` lists the fx nodes of that id; otherwise ids are the
-    captured groups in order (operator granularity).
+    captured groups in order (operator granularity).  Operators that no
+    workload node lists (constants and replicated views, which ``profile``
+    leaves out of the workload) are placed by :func:`build_stages`, not here.
     """
     n = len(cap.groups)
     if workload_ids is None:
@@ -64,7 +66,8 @@ def assign_groups(cap: Captured, split: Split, workload_ids: list[list[str]] | N
                 members.add(fx_name)
         if members:
             out.append((name, members))
-    missing = [m.name for members in cap.groups for m in members if m.name not in placed]
+    listed = known if workload_ids is None else {name for ids in workload_ids for name in ids}
+    missing = [m.name for members in cap.groups for m in members if m.name not in placed and m.name in listed]
     if missing:
         raise DnnplaceError(f"the split does not match the model: {len(missing)} operator(s) are not placed,"
                             f" e.g. '{missing[0]}' ({n} groups in the model)")
@@ -82,6 +85,10 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     for s, (_, members) in enumerate(assigned):
         for name in members:
             stage_of[name] = s
+    hoisted = {m.name for members in cap.groups for m in members} - set(stage_of)
+    const_values = _constants(gm, hoisted)
+    # a hoisted operator that is not a constant (a view) is recomputed by every stage that reads it
+    members_of = [_with_recomputed(gm, set(members), hoisted, const_values) for _, members in assigned]
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     model_outputs: list[str] = []
@@ -89,15 +96,17 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     nodes = list(gm.graph.nodes)
     # which stages consume each value
     consumers: dict[str, set[int]] = {}
-    for node in nodes:
-        home = stage_of.get(node.name)
-        if home is None:
-            continue
-        for inp in node.all_input_nodes:
-            if inp.op == "get_attr":
+    for s, members in enumerate(members_of):
+        for node in nodes:
+            if node.name not in members:
                 continue
-            if stage_of.get(inp.name) != home:
-                consumers.setdefault(inp.name, set()).add(home)
+            for inp in node.all_input_nodes:
+                if inp.op == "get_attr" or inp.name in members or inp.name in const_values:
+                    continue
+                consumers.setdefault(inp.name, set()).add(s)
+    lost = [v for v in model_outputs if v in hoisted]
+    if lost:
+        raise DnnplaceError(f"the model output '{lost[0]}' is computed by no stage (the workload does not list it)")
     g = nx.DiGraph()
     g.add_nodes_from(range(len(assigned)))
     for v, cs in consumers.items():
@@ -110,23 +119,29 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
         raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot run as a pipeline") \
             from None
     rank = {s: r for r, s in enumerate(order)}
+    position = {n.name: i for i, n in enumerate(nodes)}
     modules, inputs, outputs = [], [], []
     for s in order:
         graph = torch.fx.Graph()
         env: dict[str, Any] = {}
         root: dict[str, object] = {}
-        ins = sorted({inp.name for node in nodes if stage_of.get(node.name) == s for inp in node.all_input_nodes
-                      if inp.op != "get_attr" and stage_of.get(inp.name) != s},
-                     key=lambda name: [n.name for n in nodes].index(name))
+        members = members_of[s]
+        ins = sorted({inp.name for node in nodes if node.name in members for inp in node.all_input_nodes
+                      if inp.op != "get_attr" and inp.name not in members and inp.name not in const_values},
+                     key=lambda name: position[name])
         for name in ins:
             env[name] = graph.placeholder(name)
         for node in nodes:
-            if stage_of.get(node.name) != s:
+            if node.name not in members:
                 continue
             for inp in node.all_input_nodes:
                 if inp.op == "get_attr" and inp.name not in env:
                     root[str(inp.target)] = _attr(gm, str(inp.target))
                     env[inp.name] = graph.get_attr(str(inp.target))
+                elif inp.name in const_values and inp.name not in env:
+                    target = f"_dnnplace_constant_{inp.name}"
+                    root[target] = const_values[inp.name]
+                    env[inp.name] = graph.get_attr(target)
             if node.op == "call_module":
                 root[str(node.target)] = gm.get_submodule(node.target)
             env[node.name] = graph.node_copy(node, env_lookup(env))
@@ -149,6 +164,42 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
         model_inputs=placeholders,
         model_outputs=model_outputs,
     )
+
+
+def _constants(gm, hoisted: set[str]) -> dict:
+    """Values of the hoisted operators that are constants (tensors), evaluated once, in graph order."""
+    import torch
+
+    from dnnplace.frontends.torch_model.capture import constant_nodes
+    from dnnplace.frontends.torch_model.profile import _run_node
+
+    if not hoisted:
+        return {}
+    const = constant_nodes(gm)
+    wanted = hoisted & const
+    if not wanted:
+        return {}
+    env: dict = {}
+    with torch.no_grad():
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                env[node.name] = _attr(gm, str(node.target))
+            elif node.name in const:
+                env[node.name] = _run_node(gm, node, env)
+    return {name: env[name].detach().clone() for name in wanted if isinstance(env[name], torch.Tensor)}
+
+
+def _with_recomputed(gm, members: set[str], hoisted: set[str], const_values: dict) -> set[str]:
+    """A stage's operators plus the hoisted ones it reads that are not constant tensors (views), transitively."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    out = set(members)
+    stack = list(members)
+    while stack:
+        for inp in by_name[stack.pop()].all_input_nodes:
+            if inp.name in hoisted and inp.name not in const_values and inp.name not in out:
+                out.add(inp.name)
+                stack.append(inp.name)
+    return out
 
 
 def env_lookup(env: dict):

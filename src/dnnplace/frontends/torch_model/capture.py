@@ -157,3 +157,36 @@ def _flat_inputs(gm, args: tuple, kwargs: dict) -> tuple:
         raise DnnplaceError(f"the traced graph takes {n_ph} inputs but the example gives {len(tensors)} tensors;"
                             " pass every model input as a tensor")
     return tensors
+
+
+def constant_nodes(gm) -> set[str]:
+    """Operators whose value depends on no model input and no trainable parameter: constants for fixed shapes.
+
+    Position ids, causal masks, rotary ``cos``/``sin`` tables and relative
+    position buckets are computed from ``arange`` and buffers alone; a pipeline
+    computes them once, not once per sample (every compiler folds them).
+    ``dnnplace profile`` leaves them out of the workload (see docs/catalogue.md)
+    and :func:`dnnplace.runtime.stages.build_stages` evaluates them once and hands
+    each stage the values it reads as buffers.  Random operators are never
+    constants.
+    """
+    import torch
+
+    seeded = torch.Tag.nondeterministic_seeded
+    dependent: set[str] = set()
+    const: set[str] = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            obj = gm
+            for part in str(node.target).split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, torch.nn.Parameter) and obj.requires_grad:
+                dependent.add(node.name)
+        elif node.op == "call_function":
+            if seeded in getattr(node.target, "tags", ()) or any(i.name in dependent for i in node.all_input_nodes):
+                dependent.add(node.name)
+            else:
+                const.add(node.name)
+        else:  # placeholders, modules, methods, the output
+            dependent.add(node.name)
+    return const

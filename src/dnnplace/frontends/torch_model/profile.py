@@ -103,6 +103,60 @@ def _metadata_only(node, env: dict) -> bool:
     return all(p in ins for p in outs)
 
 
+def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
+                   replicate_views: bool) -> tuple[set[int], set[int]]:
+    """Operator groups that are not workload nodes: (constants, replicated views).
+
+    * A *constant* depends on no model input and no trainable parameter
+      (:func:`~dnnplace.frontends.torch_model.capture.constant_nodes`: masks,
+      position ids, rotary tables, position buckets): the pipeline computes it
+      once, and every stage reading it keeps the value as a buffer.
+    * A *replicated view* is a metadata-only operator (one tensor input, a
+      compute node) whose bytes are at least its base's: every stage that reads
+      it recomputes it from its base for free, so its consumers read the base
+      directly, and a transfer moves the base -- never more bytes than moving
+      the view would.  Views feeding the model's output stay nodes.
+
+    Only operator-level exports; views only where the device prices them at zero
+    (catalogue devices).
+    """
+    if cap.granularity != "op" or cap.method != "export":
+        return set(), set()
+    import torch
+
+    from dnnplace.frontends.torch_model.capture import constant_nodes
+
+    gm = cap.gm
+    const_nodes = constant_nodes(gm)
+    output = next(x for x in gm.graph.nodes if x.op == "output")
+    out_names = {x.name for x in output.all_input_nodes}
+    const = {g for g, members in enumerate(cap.groups)
+             if all(x.name in const_nodes and x.name not in out_names for x in members)}
+    views: set[int] = set()
+    if not replicate_views:
+        return const, views
+    base_of: dict[str, Any] = {}  # replicated view -> the kept node whose storage it reads
+    for g, members in enumerate(cap.groups):
+        if g in const or len(members) != 1 or not metadata[g]:
+            continue
+        x = members[0]
+        if x.op != "call_function" or _mutates(x) or not isinstance(env.get(x.name), torch.Tensor):
+            continue
+        ins = x.all_input_nodes
+        if len(ins) != 1 or cap.group_of.get(ins[0].name) is None or cap.group_of[ins[0].name] in const:
+            continue
+        base = base_of.get(ins[0].name, ins[0])
+        if _nbytes(env[x.name]) < _nbytes(env.get(base.name)):
+            continue
+        if x.name in out_names or not x.users or any(cap.group_of.get(u.name) is None for u in x.users):
+            continue
+        if any(_mutates(u) for u in base.users):
+            continue
+        views.add(g)
+        base_of[x.name] = base
+    return const, views
+
+
 def forward_values(gm, inputs: tuple) -> dict:
     """Run the graph once and keep every value by fx node name."""
     env: dict = {}
@@ -279,20 +333,10 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     env = host["env"]
     gm = cap.gm
     n = len(cap.groups)
-    out_bytes = [0] * n
-    edges: set[tuple[int, int]] = set()
     charged: set[str] = set()
     param_bytes = [0] * n
     for g, members in enumerate(cap.groups):
         for node in members:
-            leaves = False
-            for user in node.users:
-                h = cap.group_of.get(user.name)
-                if h is not None and h != g:
-                    edges.add((g, h))
-                    leaves = True
-            if leaves:
-                out_bytes[g] += _nbytes(env[node.name])
             for inp in node.all_input_nodes:
                 if inp.op == "get_attr" and inp.name not in charged:
                     charged.add(inp.name)
@@ -313,6 +357,37 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         lat_ms, bw, memory = d["link_latency_ms"], d["link_bw"], d["memory"]
 
     metadata = [all(_metadata_only(node, env) for node in members) for members in cap.groups]
+    const, views = hoisted_groups(cap, env, metadata, replicate_views=device not in ("host", "cuda"))
+    kept = [g for g in range(n) if g not in const and g not in views]
+    new_id = {g: i for i, g in enumerate(kept)}
+    m = len(kept)
+
+    def consumers(node, seen: set) -> set[int]:
+        """Kept groups reading ``node``'s value, through replicated views (which every consumer recomputes)."""
+        out: set[int] = set()
+        for user in node.users:
+            h = cap.group_of.get(user.name)
+            if h is None or user.name in seen:
+                continue
+            if h in views:
+                seen.add(user.name)
+                out |= consumers(user, seen)
+            else:
+                out.add(h)
+        return out
+
+    out_bytes = [0] * n
+    edges: set[tuple[int, int]] = set()
+    const_bytes = [0] * n  # constants a group reads: each device holding a reader keeps a copy
+    for g in kept:
+        for node in cap.groups[g]:
+            targets = consumers(node, set()) - {g}
+            edges.update((g, h) for h in targets)
+            if targets:
+                out_bytes[g] += _nbytes(env[node.name])
+            for inp in dict.fromkeys(node.all_input_nodes):
+                if cap.group_of.get(inp.name) in const:
+                    const_bytes[g] += _nbytes(env[inp.name])
 
     def acc_ms(g: int, backward: bool) -> float:
         if device in ("host", "cuda"):
@@ -328,31 +403,33 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     def cost(nbytes: int) -> float:
         return lat_ms + 1e3 * nbytes / bw if nbytes else 0.0
 
-    modules = sorted(set(cap.module_of))
-    layer = {m: i for i, m in enumerate(modules)}
+    modules = sorted(set(cap.module_of[g] for g in kept))
+    layer = {mod: i for i, mod in enumerate(modules)}
     nodes = []
-    for g, members in enumerate(cap.groups):
+    for g in kept:
+        members = cap.groups[g]
         stash = out_bytes[g] if training and not metadata[g] else 0  # a view keeps its input's storage alive
-        size = param_bytes[g] * (4 if training else 1) + stash
+        size = param_bytes[g] * (4 if training else 1) + stash + const_bytes[g]
         nodes.append({
-            "id": g, "name": members[0].name, "fpgaLatency": acc_ms(g, False), "cpuLatency": host["fwd_ms"][g],
-            "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": g, "size": float(size),
-            "layerId": layer[cap.module_of[g]], "fxNodes": [m.name for m in members],
+            "id": new_id[g], "name": members[0].name, "fpgaLatency": acc_ms(g, False),
+            "cpuLatency": host["fwd_ms"][g], "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": new_id[g],
+            "size": float(size), "layerId": layer[cap.module_of[g]], "fxNodes": [x.name for x in members],
             "module": cap.module_of[g], "flops": host["flops"][g], "outputBytes": out_bytes[g],
-            "paramBytes": param_bytes[g], "metadataOnly": metadata[g],
+            "paramBytes": param_bytes[g], "constantBytes": const_bytes[g], "metadataOnly": metadata[g],
         })
-    edge_list: list[dict[str, Any]] = [{"sourceId": a, "destId": b, "cost": cost(out_bytes[a])}
+    edge_list: list[dict[str, Any]] = [{"sourceId": new_id[a], "destId": new_id[b], "cost": cost(out_bytes[a])}
                                        for a, b in sorted(edges)]
     if training:
-        for g in range(n):
-            nodes.append({"id": n + g, "name": f"{cap.groups[g][0].name}_grad", "fpgaLatency": acc_ms(g, True),
-                          "cpuLatency": host["bwd_ms"][g], "supportedOnFpga": 1, "isBackwardNode": 1,
-                          "colorClass": g, "size": 0.0, "layerId": layer[cap.module_of[g]]})
+        for g in kept:
+            nodes.append({"id": m + new_id[g], "name": f"{cap.groups[g][0].name}_grad",
+                          "fpgaLatency": acc_ms(g, True), "cpuLatency": host["bwd_ms"][g], "supportedOnFpga": 1,
+                          "isBackwardNode": 1, "colorClass": new_id[g], "size": 0.0,
+                          "layerId": layer[cap.module_of[g]]})
         for a, b in sorted(edges):
             # the gradient of a's output flows from b's backward to a's backward
-            edge_list.append({"sourceId": n + b, "destId": n + a, "cost": cost(out_bytes[a])})
-        for g in range(n):
-            edge_list.append({"sourceId": g, "destId": n + g, "cost": cost(out_bytes[g])})
+            edge_list.append({"sourceId": m + new_id[b], "destId": m + new_id[a], "cost": cost(out_bytes[a])})
+        for g in kept:
+            edge_list.append({"sourceId": new_id[g], "destId": m + new_id[g], "cost": cost(out_bytes[g])})
     # one cost per source: a producer pays for all its outputs, whichever consumer they go to
     per_source: dict[int, float] = {}
     for e in edge_list:
@@ -363,7 +440,9 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         "maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": cpus, "nodes": nodes, "edges": edge_list,
         "dnnplace": {"model": spec, "granularity": cap.granularity, "trace": cap.method, "device": device,
                      "training": training, "timeUnit": "ms", "linkLatencyMs": lat_ms, "linkBandwidth": bw,
-                     "threads": 1},
+                     "threads": 1,
+                     "constants": sorted(x.name for g in const for x in cap.groups[g]),
+                     "replicatedViews": sorted(x.name for g in views for x in cap.groups[g])},
     }
 
 

@@ -92,7 +92,7 @@ def dp_range(
     acc_sum, cpu_sum, size_sum, unsup_sum, work_acc, forced_cpu, ratio,
     home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
     n_cpu, n_acc, memory, ub, overlap,
-    dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel, piece_cap,
+    dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel, piece_cap, whole_comm,
 ):
     """Fill ``dp[lo:hi]`` (layout: ideal, cpus, accelerators); return pairs examined.
 
@@ -104,6 +104,12 @@ def dp_range(
     With a finite ``piece_cap`` the recurrence is the *sum* of the pieces'
     loads instead of their maximum, over pieces whose load is at most
     ``piece_cap`` (the fluid lower bound of :mod:`dnnplace.solvers.dp.relax`).
+
+    The states with one device in all (one CPU, or one accelerator) have a
+    single candidate, ``I`` as one piece (its communication ``whole_comm[I]``,
+    :func:`whole_ideal_comm`); they are set directly and take no part in the
+    walk, which otherwise could only stop at the empty ideal -- for every
+    ideal light enough for one device, a walk over all its sub-ideals.
     """
     sum_mode = piece_cap < np.inf
     inf = np.inf
@@ -117,9 +123,30 @@ def dp_range(
                 dp[I, c, a] = inf
                 ok = True
                 if ub < inf:
-                    ok = _fits_budget(work_acc[I], forced_cpu[I], c, a, ub, ratio) and _fits_budget(
-                        work_acc[last] - work_acc[I], forced_cpu[last] - forced_cpu[I],
+                    # the outputs crossing I's boundary are sent by devices before it and received by
+                    # devices after it: on accelerators alone (no overlap) they add to either side's work
+                    cut = 0.0 if overlap else whole_comm[I]
+                    ok = _fits_budget(work_acc[I] + (cut if c == 0 else 0.0), forced_cpu[I], c, a, ub,
+                                      ratio) and _fits_budget(
+                        work_acc[last] - work_acc[I] + (cut if c == n_cpu else 0.0), forced_cpu[last] - forced_cpu[I],
                         n_cpu - c, n_acc - a, ub, ratio)
+                if ok and c + a == 1:  # one device: I itself is the only piece
+                    cap = piece_cap if sum_mode else ub
+                    if c == 1:
+                        if cpu_sum[I] <= cap:
+                            dp[I, c, a] = cpu_sum[I]
+                            choice[I, c, a] = 0
+                            kind[I, c, a] = 1
+                    elif unsup_sum[I] == 0 and size_sum[I] <= memory:
+                        if overlap:
+                            load = acc_sum[I] if acc_sum[I] > whole_comm[I] else whole_comm[I]
+                        else:
+                            load = acc_sum[I] + whole_comm[I]
+                        if load <= cap:
+                            dp[I, c, a] = load
+                            choice[I, c, a] = 0
+                            kind[I, c, a] = 2
+                    continue
                 if ok and c > 0:
                     rel[0, n_cs] = c
                     rel[1, n_cs] = a
@@ -232,6 +259,56 @@ def dp_range(
     return pairs
 
 
+@njit(cache=True)
+def whole_ideal_comm(down_ptr, down_ideal, down_unit, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
+                     src_ntgt, cnt, in_s):
+    """Communication of every ideal taken as one piece, by a depth-first walk of a spanning tree of the lattice.
+
+    Each ideal's parent is its first lower cover; entering a child adds its
+    unit to the piece and leaving removes it, so each ideal costs two updates.
+    """
+    n = down_ptr.shape[0] - 1
+    out = np.zeros(n)
+    n_child = np.zeros(n + 1, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    unit = np.full(n, -1, dtype=np.int64)
+    for i in range(1, n):
+        if down_ptr[i + 1] > down_ptr[i]:
+            parent[i] = down_ideal[down_ptr[i]]
+            unit[i] = down_unit[down_ptr[i]]
+            n_child[parent[i] + 1] += 1
+    ptr = np.cumsum(n_child)
+    fill = ptr[:-1].copy()
+    child = np.zeros(max(n - 1, 1), dtype=np.int64)
+    for i in range(1, n):
+        if parent[i] >= 0:
+            child[fill[parent[i]]] = i
+            fill[parent[i]] += 1
+    stack = np.zeros(n + 1, dtype=np.int64)
+    pos = np.zeros(n + 1, dtype=np.int64)
+    sp = 0
+    stack[0] = 0
+    pos[0] = ptr[0]
+    comm = 0.0
+    while sp >= 0:
+        v = stack[sp]
+        if pos[sp] < ptr[v + 1]:
+            w = child[pos[sp]]
+            pos[sp] += 1
+            comm += _toggle(unit[w], True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt,
+                            in_s)
+            out[w] = comm
+            sp += 1
+            stack[sp] = w
+            pos[sp] = ptr[w]
+        else:
+            if v != 0:
+                comm += _toggle(unit[v], False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
+                                cnt, in_s)
+            sp -= 1
+    return out
+
+
 def warm_up() -> None:
     """Load (or compile) the cached kernel now, so that solve timings exclude it."""
     z = np.zeros(1, dtype=np.int64)
@@ -240,4 +317,5 @@ def warm_up() -> None:
     dp = np.zeros((1, 1, 1))
     dp_range(1, 1, z2, z, z, f, f, f, z, f, f, 1.0, z2, z, z2, z, z, f, z, 0, 0, 1.0, 1.0, False,
              dp, np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8),
-             z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64), np.inf)
+             z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64), np.inf, f)
+    whole_ideal_comm(z2, z, z, z2, z, z2, z, z, f, z, z, np.zeros(1, dtype=np.int8))

@@ -33,6 +33,7 @@ from dnnplace.solvers.dp.relax import (
 
 REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some bound is proven
 RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this long with what they proved
+COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum first tightens the exact DP's bound
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 
 
@@ -133,6 +134,8 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     try:
         if lattice is not None:
             stats["ideals"] = lattice.n_ideals
+            if lattice.n_ideals > COARSE_FIRST and not options.linearize:
+                _coarse_upper_bound(p, lattice.n_ideals, best, options, deadline, stats)
             result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
                             deadline=deadline, progress=options.progress)
             stats["pairs_examined"] = result.pairs
@@ -195,12 +198,7 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
     """
     views = view_units(p) & ~inert
     base = inert | views
-    inc = incomparable_counts(p)
-    mass = p.acc_time + np.bincount(p.comm.home, weights=p.comm.cost, minlength=p.n_units)
-    scale = max(float(mass.max(initial=0.0)), 1e-300)
-    score = inc / (mass / scale + 1e-3)
-    candidates = np.flatnonzero(~base & (inc > 0) & p.supported)
-    candidates = candidates[np.argsort(-score[candidates], kind="stable")]
+    candidates = _parallel_first(p, base)
     too_few, enough = -1, None
     k = 0  # first: views and inert units alone (a nearly exact relaxation)
     tried = 0
@@ -256,6 +254,53 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
                 break
             k = nxt
     stats["relaxations"] = tried
+
+
+def _parallel_first(p: Prepared, exclude: np.ndarray) -> np.ndarray:
+    """Units parallel to others, most parallel per unit of cost first (the ones that multiply the ideals)."""
+    inc = incomparable_counts(p)
+    mass = p.acc_time + np.bincount(p.comm.home, weights=p.comm.cost, minlength=p.n_units)
+    scale = max(float(mass.max(initial=0.0)), 1e-300)
+    score = inc / (mass / scale + 1e-3)
+    candidates = np.flatnonzero(~exclude & (inc > 0) & p.supported)
+    return candidates[np.argsort(-score[candidates], kind="stable")]
+
+
+def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOptions,
+                        deadline: float | None, stats: dict) -> None:
+    """Before a large exact DP: the optimum of a coarser lattice, a real split that tightens its pruning.
+
+    The most parallel units are fused to a neighbour (:func:`_restricted_split`,
+    a restriction), more of them until the fused lattice has at most a tenth
+    of the ideals.  The exact DP's work grows with its upper bound, so a
+    split at or near the optimum pays for itself many times over.
+    """
+    inert = inert_units(p)
+    candidates = _parallel_first(p, inert)
+    isolated = np.ones(p.n_units, dtype=bool)
+    isolated[p.edge_src] = False
+    isolated[p.edge_dst] = False
+    k = min(8, candidates.size)
+    while k > 0:
+        drop = inert.copy()
+        drop[candidates[:k]] = True
+        labels = restriction_groups(p, drop)
+        alone = (drop & isolated)[p.unit_of]  # no neighbour to join: any unit will do (they cost nothing)
+        if alone.any() and (~alone).any():
+            labels[alone] = labels[np.flatnonzero(~alone)[0]]
+        fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
+                                         linearize=options.linearize, extra_groups=labels))
+        try:
+            lattice = enumerate_ideals(fused, max(64, n_ideals // 10))
+        except TooManyIdealsError:
+            k = 0 if k == candidates.size else min(2 * k, candidates.size)
+            continue
+        result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                        deadline=deadline)
+        if np.isfinite(result.value):
+            best.offer(_split_of(fused, result, None))
+        stats.update(coarse_units_fused=k, coarse_ideals=lattice.n_ideals, coarse_value=float(result.value))
+        return
 
 
 def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: DPOptions,
@@ -411,7 +456,7 @@ def run_dp(
     A finite ``piece_cap`` asks for the least *total* load of pieces each at
     most ``piece_cap`` instead (see :func:`fluid_certifies`).
     """
-    from dnnplace.solvers.dp.kernel import dp_range
+    from dnnplace.solvers.dp.kernel import dp_range, whole_ideal_comm
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
     N = lattice.n_ideals
@@ -427,6 +472,10 @@ def run_dp(
     tgt_owner = np.repeat(np.arange(n_src, dtype=np.int64), n_tgt)
     tgt_order = np.argsort(src.target_idx, kind="stable")
     tgt_ptr = _ptr(src.target_idx, p.n_units)
+    whole_comm = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, home_ptr,
+                                  home_order.astype(np.int64), tgt_ptr, tgt_owner[tgt_order], src.home, src.cost,
+                                  n_tgt.astype(np.int64), np.zeros(n_src, dtype=np.int64),
+                                  np.zeros(p.n_units, dtype=np.int8))
     args = (
         lattice.down_ptr, lattice.down_ideal, lattice.down_unit,
         lattice.acc_sum, lattice.cpu_sum, lattice.size_sum, lattice.unsupported_sum,
@@ -439,7 +488,7 @@ def run_dp(
         np.zeros(p.n_units, dtype=np.int8),
         np.zeros(p.n_units + 2, dtype=np.int64), np.zeros(p.n_units + 2, dtype=np.int64),
         np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap),
+        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap), whole_comm,
     )
     pairs = 0
     lo, step = 1, 16
