@@ -9,6 +9,8 @@ import pytest
 
 import dnnplace
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository (examples/, docs/, benchmarks/)
+EXAMPLES = ROOT / "examples"
 PAPER = Path(dnnplace.__file__).parent / "data" / "paper"
 REFERENCE = json.loads((PAPER / "reference.json").read_text())
 THROUGHPUT = sorted(p.relative_to(PAPER / "throughput-inputs").with_suffix("").as_posix()

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import throughput_path
+from conftest import ROOT, throughput_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -244,7 +244,7 @@ def test_4_output_equal_to_an_input_is_refused(tmp_path, files):
 
 
 # ------------------------------------------------------------------ items 5 and 11: run/profile workers and factories
-RUNTIME_ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_ROOT = ROOT
 
 TINY = """
 import torch

@@ -3,15 +3,13 @@ flattened positional + keyword inputs; the reference is the unsplit ``model(*arg
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 
-from dnnplace.model.split import Split  # noqa: E402
+from conftest import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+from dnnplace.model.split import Split  # noqa: E402
 
 # op-level groups: 0 linear a, 1 tanh | 2 unsqueeze(mask), 3 assert, 4 to, 5 mul, 6 linear b, 7 add(bias)
 KEYWORDS = """

@@ -13,9 +13,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dnnplace.model.split import Split  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT  # noqa: E402
+
+from dnnplace.model.split import Split  # noqa: E402
 
 
 def _ranges(*bounds: int) -> Split:

@@ -3,15 +3,14 @@ their gradients are summed across the holding stages before each step, so every 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import ROOT  # noqa: E402
+
 from dnnplace.model.split import Split  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 TIED_LM = str(ROOT / "examples/tied_lm.py:build")
 
 # a block called at two depths (ALBERT-style sharing) and a tied embedding / head; op-level groups:

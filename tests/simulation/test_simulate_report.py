@@ -6,17 +6,16 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import THROUGHPUT, throughput_path
+from conftest import ROOT, THROUGHPUT, throughput_path
 
 import dnnplace
 from dnnplace.simulation import simulate
 
 DNNPLACE = [sys.executable, "-m", "dnnplace"]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = ROOT / "docs"
 
 
 @pytest.mark.parametrize("key", [k for k in THROUGHPUT if "inception" not in k])

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES
 
 from dnnplace.frontends.piper_json import parse_piper
 from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
 from dnnplace.solvers.piper.solver import solve_piper
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def paper_doc():

@@ -7,15 +7,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from dnnplace.model.split import Split  # noqa: E402
+from conftest import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from dnnplace.model.split import Split  # noqa: E402
 
 TWO_OUTPUTS = """
 import torch

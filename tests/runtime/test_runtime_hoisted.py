@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from dnnplace.model.split import Split  # noqa: E402
+from conftest import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from dnnplace.model.split import Split  # noqa: E402
 
 MODEL = """
 import torch

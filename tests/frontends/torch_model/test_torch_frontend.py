@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 import dnnplace
 
 torch = pytest.importorskip("torch")  # the [torch] extra; `make test` installs it
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ["residual_cnn", "transformer_encoder", "mlp_skip"]
 LINK = ["--link-latency-ms", "0.5", "--link-bandwidth", "7.5e8"]  # measured once by the benchmark
 
@@ -121,6 +120,7 @@ def test_export_formats(profiled, tmp_path):
 
 BAD_MODEL = """
 import torch
+from conftest import ROOT, EXAMPLES
 class Weird(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:   # data-dependent control flow defeats both tracers

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parent.parent
 LINK = ["--link-latency-ms", "0.5", "--link-bandwidth", "7.5e8"]
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
