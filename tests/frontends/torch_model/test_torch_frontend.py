@@ -120,7 +120,6 @@ def test_export_formats(profiled, tmp_path):
 
 BAD_MODEL = """
 import torch
-from conftest import ROOT, EXAMPLES
 class Weird(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:   # data-dependent control flow defeats both tracers
