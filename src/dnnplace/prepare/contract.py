@@ -22,6 +22,7 @@ import numpy as np
 
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.unionfind import UnionFind
+from dnnplace.utils.graph import class_index
 
 ZERO = 1e-6  # the reference's threshold for "costs nothing"
 
@@ -58,6 +59,22 @@ class Prepared:
     def n_units(self) -> int:
         return int(self.acc_time.shape[0])
 
+    @staticmethod
+    def of(w: Workload, unit_of: np.ndarray, src: np.ndarray, dst: np.ndarray) -> Prepared:
+        """Units from a node -> unit map and the unit edges: per-unit sums and the exact transfer sources."""
+        n = int(unit_of.max()) + 1 if unit_of.size else 0
+        return Prepared(
+            workload=w,
+            unit_of=unit_of.astype(np.int64),
+            acc_time=np.bincount(unit_of, weights=w.acc_time, minlength=n),
+            cpu_time=np.bincount(unit_of, weights=w.cpu_time, minlength=n),
+            size=np.bincount(unit_of, weights=w.size, minlength=n),
+            supported=np.bincount(unit_of, weights=~w.supported, minlength=n) == 0,
+            edge_src=np.asarray(src, dtype=np.int64),
+            edge_dst=np.asarray(dst, dtype=np.int64),
+            comm=comm_sources(w, unit_of),
+        )
+
     def members(self) -> list[np.ndarray]:
         """Node indices of every unit."""
         order = np.argsort(self.unit_of, kind="stable")
@@ -78,8 +95,8 @@ def prepare(
     ``extra_groups`` (one label per node) fuses further nodes, as the PipeDream
     emulation does with biconnected components.
     """
-    _, group0 = np.unique(w.color, return_inverse=True)
-    uf = UnionFind(int(group0.max()) + 1)
+    group0 = w.class_of
+    uf = UnionFind(w.n_classes)
     if contract_layers:
         _union_by_label(uf, group0, w.layer)
     if extra_groups is not None:
@@ -115,8 +132,7 @@ def prepare(
         group = _groups(uf, group0)
 
     # compact group ids to units
-    roots, unit_of = np.unique(group, return_inverse=True)
-    n_units = roots.size
+    unit_of = class_index(group)[0]
     es, ed = [], []
     for a, b in (true_edges, mirror):
         ua, ub = unit_of[a], unit_of[b]
@@ -128,17 +144,7 @@ def prepare(
     if src.size:
         pairs = np.unique(np.stack([src, dst], axis=1), axis=0)
         src, dst = pairs[:, 0], pairs[:, 1]
-    prepared = Prepared(
-        workload=w,
-        unit_of=unit_of.astype(np.int64),
-        acc_time=np.bincount(unit_of, weights=w.acc_time, minlength=n_units),
-        cpu_time=np.bincount(unit_of, weights=w.cpu_time, minlength=n_units),
-        size=np.bincount(unit_of, weights=w.size, minlength=n_units),
-        supported=np.bincount(unit_of, weights=~w.supported, minlength=n_units) == 0,
-        edge_src=src.astype(np.int64),
-        edge_dst=dst.astype(np.int64),
-        comm=comm_sources(w, unit_of),
-    )
+    prepared = Prepared.of(w, unit_of, src, dst)
     return linearized(prepared) if linearize else prepared
 
 
@@ -368,22 +374,12 @@ def merge_free_units(p: Prepared) -> Prepared:
                     dirty.update(targets[src_id])
         if not dirty:
             break
-        _, unit_of = np.unique(into[unit_of], return_inverse=True)
+        unit_of = class_index(into[unit_of])[0]
     if int(unit_of.max()) + 1 == p.n_units:
         return p
-    n = int(unit_of.max()) + 1
     edges = _unit_edges(p, unit_of)
-    return Prepared(
-        workload=w,
-        unit_of=unit_of.astype(np.int64),
-        acc_time=np.bincount(unit_of, weights=w.acc_time, minlength=n),
-        cpu_time=np.bincount(unit_of, weights=w.cpu_time, minlength=n),
-        size=np.bincount(unit_of, weights=w.size, minlength=n),
-        supported=np.bincount(unit_of, weights=~w.supported, minlength=n) == 0,
-        edge_src=np.array([a for a, _ in edges], dtype=np.int64),
-        edge_dst=np.array([b for _, b in edges], dtype=np.int64),
-        comm=comm_sources(w, unit_of),
-    )
+    return Prepared.of(w, unit_of, np.array([a for a, _ in edges], dtype=np.int64),
+                       np.array([b for _, b in edges], dtype=np.int64))
 
 
 def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:

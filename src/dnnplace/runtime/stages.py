@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
-
 from dnnplace.errors import DnnplaceError
 from dnnplace.frontends.torch_model.capture import Captured
 from dnnplace.model.split import Split
+from dnnplace.utils.graph import order_devices
 
 
 @dataclass
@@ -107,17 +106,8 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     lost = [v for v in model_outputs if v in hoisted]
     if lost:
         raise DnnplaceError(f"the model output '{lost[0]}' is computed by no stage (the workload does not list it)")
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(assigned)))
-    for v, cs in consumers.items():
-        p = stage_of.get(v)
-        if p is not None:
-            g.add_edges_from((p, c) for c in cs if c != p)
-    try:
-        order = list(nx.topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        raise DnnplaceError("the split's devices depend on each other in a cycle; it cannot run as a pipeline") \
-            from None
+    deps = [(stage_of[v], c) for v, cs in consumers.items() if v in stage_of for c in cs]
+    order = order_devices(len(assigned), deps)
     rank = {s: r for r, s in enumerate(order)}
     position = {n.name: i for i, n in enumerate(nodes)}
     modules, inputs, outputs = [], [], []

@@ -10,15 +10,21 @@ pair is ever stored.  A walk stops descending once ``S`` is too slow for every
 device kind (compute only grows as ``S`` grows) -- with a good upper bound
 ``ub`` on the optimum this skips most pairs while staying exact.
 
-All (cpus, accelerators) layers of ``dp`` are updated from the same walk.
-Choice codes: 1 = last device is a CPU holding ``I - choice``, 2 = an
-accelerator, 3 = one CPU fewer suffices, 4 = one accelerator fewer suffices.
+All (cpus, accelerators) layers of ``dp`` are updated from the same walk; ``kind``
+records how each state's value was reached (the choice codes below) and
+``choice`` the sub-ideal it came from.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+# Choice codes of ``kind[I, c, a]`` (module constants: numba freezes them into the kernel).
+CPU_PIECE = 1  # the last device is a CPU core holding ``I - choice``
+ACC_PIECE = 2  # the last device is an accelerator holding ``I - choice``
+FEWER_CPUS = 3  # one CPU core fewer reaches the same value
+FEWER_ACCS = 4  # one accelerator fewer reaches the same value
 
 
 @njit(cache=True, inline="always")
@@ -136,7 +142,7 @@ def dp_range(
                         if cpu_sum[I] <= cap:
                             dp[I, c, a] = cpu_sum[I]
                             choice[I, c, a] = 0
-                            kind[I, c, a] = 1
+                            kind[I, c, a] = CPU_PIECE
                     elif unsup_sum[I] == 0 and size_sum[I] <= memory:
                         if overlap:
                             load = acc_sum[I] if acc_sum[I] > whole_comm[I] else whole_comm[I]
@@ -145,7 +151,7 @@ def dp_range(
                         if load <= cap:
                             dp[I, c, a] = load
                             choice[I, c, a] = 0
-                            kind[I, c, a] = 2
+                            kind[I, c, a] = ACC_PIECE
                     continue
                 if ok and c > 0:
                     rel[0, n_cs] = c
@@ -195,7 +201,7 @@ def dp_range(
                             if cand < dp[I, c, a]:
                                 dp[I, c, a] = cand
                                 choice[I, c, a] = J2
-                                kind[I, c, a] = 1
+                                kind[I, c, a] = CPU_PIECE
                                 improved = True
                     if acc_fast:
                         if overlap:
@@ -214,7 +220,7 @@ def dp_range(
                                 if cand < dp[I, c, a]:
                                     dp[I, c, a] = cand
                                     choice[I, c, a] = J2
-                                    kind[I, c, a] = 2
+                                    kind[I, c, a] = ACC_PIECE
                                     improved = True
                     if improved and not sum_mode:
                         # nothing slower than every relevant state's current value can help
@@ -251,11 +257,11 @@ def dp_range(
                 if c > 0 and dp[I, c - 1, a] < dp[I, c, a]:
                     dp[I, c, a] = dp[I, c - 1, a]
                     choice[I, c, a] = I
-                    kind[I, c, a] = 3
+                    kind[I, c, a] = FEWER_CPUS
                 if a > 0 and dp[I, c, a - 1] < dp[I, c, a]:
                     dp[I, c, a] = dp[I, c, a - 1]
                     choice[I, c, a] = I
-                    kind[I, c, a] = 4
+                    kind[I, c, a] = FEWER_ACCS
     return pairs
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -448,7 +449,7 @@ def run_dp(
     overlap: bool = False,
     ub: float = np.inf,
     deadline: float | None = None,
-    progress=None,
+    progress: Any = None,
     piece_cap: float = np.inf,
 ) -> DPResult:
     """Run the kernel over the whole lattice and backtrack the optimal chain.
@@ -456,7 +457,15 @@ def run_dp(
     A finite ``piece_cap`` asks for the least *total* load of pieces each at
     most ``piece_cap`` instead (see :func:`fluid_certifies`).
     """
-    from dnnplace.solvers.dp.kernel import dp_range, whole_ideal_comm
+    args, dp, choice, kind = _kernel_args(p, lattice, w, overlap=overlap, ub=ub, piece_cap=piece_cap)
+    pairs = _run_chunks(args, lattice.n_ideals, deadline, progress)
+    return _backtrack(p, lattice, w, dp, choice, kind, pairs)
+
+
+def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bool, ub: float,
+                 piece_cap: float) -> tuple[tuple, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's arrays: lattice sums, per-source transfer tables, the DP tables and scratch space."""
+    from dnnplace.solvers.dp.kernel import whole_ideal_comm
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
     N = lattice.n_ideals
@@ -490,6 +499,13 @@ def run_dp(
         np.zeros(p.n_units + 2, dtype=np.int64),
         np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap), whole_comm,
     )
+    return args, dp, choice, kind
+
+
+def _run_chunks(args: tuple, N: int, deadline: float | None, progress: Any) -> int:
+    """The kernel over ideals 1..N-1 in chunks of about 20 ms (Ctrl-C and deadlines between them)."""
+    from dnnplace.solvers.dp.kernel import dp_range
+
     pairs = 0
     lo, step = 1, 16
     while lo < N:
@@ -509,6 +525,15 @@ def run_dp(
         if deadline is not None and time.perf_counter() > deadline and lo < N:
             raise SolverTimeout(f"dp: time limit reached after {lo:,} of {N:,} ideals; raise --time-limit"
                                 " or use --contract-layers / --linearize")
+    return pairs
+
+
+def _backtrack(p: Prepared, lattice: IdealLattice, w: Workload, dp: np.ndarray, choice: np.ndarray,
+               kind: np.ndarray, pairs: int) -> DPResult:
+    """The optimal chain of pieces, from the full ideal back to the empty one."""
+    from dnnplace.solvers.dp.kernel import ACC_PIECE, CPU_PIECE, FEWER_ACCS, FEWER_CPUS
+
+    n_cpu, n_acc = w.max_cpus, w.max_accelerators
     full = lattice.full
     value = float(dp[full, n_cpu, n_acc])
     unit_device = np.full(p.n_units, -1, dtype=np.int64)
@@ -521,17 +546,17 @@ def run_dp(
     masks = lattice.masks
     while cur != 0:
         k, j = int(kind[cur, c, a]), int(choice[cur, c, a])
-        if k == 1:
+        if k == CPU_PIECE:
             backwards.append((True, len(cpu_sets)))
             cpu_sets.append(masks[cur] & ~masks[j])
             c, cur = c - 1, j
-        elif k == 2:
+        elif k == ACC_PIECE:
             backwards.append((False, len(acc_sets)))
             acc_sets.append(masks[cur] & ~masks[j])
             a, cur = a - 1, j
-        elif k == 3:
+        elif k == FEWER_CPUS:
             c -= 1
-        elif k == 4:
+        elif k == FEWER_ACCS:
             a -= 1
         else:  # pragma: no cover - the kernel always records a choice for finite values
             raise RuntimeError("DP backtracking found no choice")
