@@ -331,30 +331,9 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         host = measure(cap, inputs, training=training, repeats=repeats)
     acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
     env = host["env"]
-    gm = cap.gm
     n = len(cap.groups)
-    charged: set[str] = set()
-    param_bytes = [0] * n
-    for g, members in enumerate(cap.groups):
-        for node in members:
-            for inp in node.all_input_nodes:
-                if inp.op == "get_attr" and inp.name not in charged:
-                    charged.add(inp.name)
-                    param_bytes[g] += _nbytes(env[inp.name])
-        if cap.method == "symbolic_trace":
-            for node in members:
-                if node.op == "call_module":
-                    state = gm.get_submodule(node.target).state_dict()
-                    param_bytes[g] += int(sum(_nbytes(p) for p in state.values()))
-    if device == "host":
-        lat_ms, bw = link if link is not None else ping_pong()
-        memory = float(_host_memory())
-    elif device == "cuda":
-        lat_ms, bw = 0.01, 25e9
-        memory = float(torch.cuda.get_device_properties(0).total_memory)
-    else:
-        d = catalogue[device]
-        lat_ms, bw, memory = d["link_latency_ms"], d["link_bw"], d["memory"]
+    param_bytes = _param_bytes(cap, env)
+    lat_ms, bw, memory = _device_model(device, catalogue, link)
 
     metadata = [all(_metadata_only(node, env) for node in members) for members in cap.groups]
     const, views = hoisted_groups(cap, env, metadata, replicate_views=device not in ("host", "cuda"))
@@ -430,12 +409,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
             edge_list.append({"sourceId": m + new_id[b], "destId": m + new_id[a], "cost": cost(out_bytes[a])})
         for g in kept:
             edge_list.append({"sourceId": new_id[g], "destId": m + new_id[g], "cost": cost(out_bytes[g])})
-    # one cost per source: a producer pays for all its outputs, whichever consumer they go to
-    per_source: dict[int, float] = {}
-    for e in edge_list:
-        per_source[e["sourceId"]] = max(per_source.get(e["sourceId"], 0.0), e["cost"])
-    for e in edge_list:
-        e["cost"] = per_source[e["sourceId"]]
+    _one_cost_per_source(edge_list)
     return {
         "maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": cpus, "nodes": nodes, "edges": edge_list,
         "dnnplace": {"model": spec, "granularity": cap.granularity, "trace": cap.method, "device": device,
@@ -444,6 +418,46 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
                      "constants": sorted(x.name for g in const for x in cap.groups[g]),
                      "replicatedViews": sorted(x.name for g in views for x in cap.groups[g])},
     }
+
+
+def _param_bytes(cap: Captured, env: dict) -> list[int]:
+    """Bytes of the parameters and buffers each group reads (each charged to its first reader)."""
+    charged: set[str] = set()
+    out = [0] * len(cap.groups)
+    for g, members in enumerate(cap.groups):
+        for node in members:
+            for inp in node.all_input_nodes:
+                if inp.op == "get_attr" and inp.name not in charged:
+                    charged.add(inp.name)
+                    out[g] += _nbytes(env[inp.name])
+        if cap.method == "symbolic_trace":
+            for node in members:
+                if node.op == "call_module":
+                    state = cap.gm.get_submodule(node.target).state_dict()
+                    out[g] += int(sum(_nbytes(p) for p in state.values()))
+    return out
+
+
+def _device_model(device: str, catalogue: dict, link: tuple[float, float] | None) -> tuple[float, float, float]:
+    """(link latency ms, link bandwidth B/s, accelerator memory bytes) of the device the workload is for."""
+    import torch
+
+    if device == "host":
+        lat_ms, bw = link if link is not None else ping_pong()
+        return lat_ms, bw, float(_host_memory())
+    if device == "cuda":
+        return 0.01, 25e9, float(torch.cuda.get_device_properties(0).total_memory)
+    d = catalogue[device]
+    return d["link_latency_ms"], d["link_bw"], d["memory"]
+
+
+def _one_cost_per_source(edge_list: list[dict[str, Any]]) -> None:
+    """A producer pays for all its outputs, whichever consumer they go to: every out-edge gets the largest cost."""
+    per_source: dict[int, float] = {}
+    for e in edge_list:
+        per_source[e["sourceId"]] = max(per_source.get(e["sourceId"], 0.0), e["cost"])
+    for e in edge_list:
+        e["cost"] = per_source[e["sourceId"]]
 
 
 class _neighbours:
