@@ -75,7 +75,6 @@ def assign_groups(cap: Captured, split: Split, workload_ids: list[list[str]] | N
 
 def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | None = None) -> StagePlan:
     """Cut ``cap``'s graph into stage GraphModules ordered by their data dependencies."""
-    import torch
     from torch.fx.node import map_arg
 
     gm = cap.gm
@@ -112,33 +111,13 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
     position = {n.name: i for i, n in enumerate(nodes)}
     modules, inputs, outputs = [], [], []
     for s in order:
-        graph = torch.fx.Graph()
-        env: dict[str, Any] = {}
-        root: dict[str, object] = {}
         members = members_of[s]
         ins = sorted({inp.name for node in nodes if node.name in members for inp in node.all_input_nodes
                       if inp.op != "get_attr" and inp.name not in members and inp.name not in const_values},
                      key=lambda name: position[name])
-        for name in ins:
-            env[name] = graph.placeholder(name)
-        for node in nodes:
-            if node.name not in members:
-                continue
-            for inp in node.all_input_nodes:
-                if inp.op == "get_attr" and inp.name not in env:
-                    root[str(inp.target)] = _attr(gm, str(inp.target))
-                    env[inp.name] = graph.get_attr(str(inp.target))
-                elif inp.name in const_values and inp.name not in env:
-                    target = f"_dnnplace_constant_{inp.name}"
-                    root[target] = const_values[inp.name]
-                    env[inp.name] = graph.get_attr(target)
-            if node.op == "call_module":
-                root[str(node.target)] = gm.get_submodule(node.target)
-            env[node.name] = graph.node_copy(node, env_lookup(env))
         outs = [name for name in (n.name for n in nodes if stage_of.get(n.name) == s)
                 if consumers.get(name, set()) - {s} or name in model_outputs]
-        graph.output(tuple(env[name] for name in outs))
-        modules.append(torch.fx.GraphModule(root, graph))
+        modules.append(_stage_module(gm, nodes, members, ins, outs, const_values))
         inputs.append(ins)
         outputs.append(outs)
     producer = {name: rank[stage_of[name]] for name in stage_of}
@@ -154,6 +133,35 @@ def build_stages(cap: Captured, split: Split, workload_ids: list[list[str]] | No
         model_inputs=placeholders,
         model_outputs=model_outputs,
     )
+
+
+def _stage_module(gm: Any, nodes: list, members: set[str], ins: list[str], outs: list[str],
+                  const_values: dict) -> Any:
+    """One stage's GraphModule: placeholders for what it receives, its operators copied in graph order, the
+    parameters and constants it reads as attributes, the values it hands on as outputs."""
+    import torch
+
+    graph = torch.fx.Graph()
+    env: dict[str, Any] = {}
+    root: dict[str, object] = {}
+    for name in ins:
+        env[name] = graph.placeholder(name)
+    for node in nodes:
+        if node.name not in members:
+            continue
+        for inp in node.all_input_nodes:
+            if inp.op == "get_attr" and inp.name not in env:
+                root[str(inp.target)] = _attr(gm, str(inp.target))
+                env[inp.name] = graph.get_attr(str(inp.target))
+            elif inp.name in const_values and inp.name not in env:
+                target = f"_dnnplace_constant_{inp.name}"
+                root[target] = const_values[inp.name]
+                env[inp.name] = graph.get_attr(target)
+        if node.op == "call_module":
+            root[str(node.target)] = gm.get_submodule(node.target)
+        env[node.name] = graph.node_copy(node, env_lookup(env))
+    graph.output(tuple(env[name] for name in outs))
+    return torch.fx.GraphModule(root, graph)
 
 
 def _constants(gm, hoisted: set[str]) -> dict:
