@@ -22,7 +22,7 @@ import numpy as np
 
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.unionfind import UnionFind
-from dnnplace.utils.graph import class_index
+from dnnplace.utils.graph import class_index, topological_order
 
 ZERO = 1e-6  # the reference's threshold for "costs nothing"
 
@@ -235,23 +235,14 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
     The order is Kahn's algorithm with a stack (depth-first flavour, like the
     reference), sources taken by their first original node.
     """
-    succ: list[list[int]] = [[] for _ in range(n_units)]
-    indeg = np.zeros(n_units, dtype=np.int64)
-    for a, b in zip(src.tolist(), dst.tolist(), strict=False):
-        succ[a].append(b)
-        indeg[b] += 1
     first_node = np.full(n_units, np.iinfo(np.int64).max)
     np.minimum.at(first_node, unit_of, np.arange(unit_of.size))
-    stack = sorted((u for u in range(n_units) if indeg[u] == 0), key=lambda u: -first_node[u])
-    order = []
-    while stack:
-        u = stack.pop()
-        order.append(u)
-        for b in sorted(succ[u], key=lambda x: -first_node[x]):
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                stack.append(b)
-    chain = np.array(order, dtype=np.int64)
+    succ: list[list[int]] = [[] for _ in range(n_units)]
+    for a, b in zip(src.tolist(), dst.tolist(), strict=False):
+        succ[a].append(b)
+    # the stack pops the last pushed: push sources and successors latest-first-node first
+    later_first = [sorted(x, key=lambda u: -first_node[u]) for x in succ]
+    chain = topological_order(n_units, later_first, sorted(range(n_units), key=lambda u: -first_node[u]))
     s = np.concatenate([src, chain[:-1]])
     d = np.concatenate([dst, chain[1:]])
     pairs = np.unique(np.stack([s, d], axis=1), axis=0)

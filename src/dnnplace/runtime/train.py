@@ -43,6 +43,7 @@ import copy
 import pickle
 import statistics
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,11 @@ OPTIMIZERS = ("sgd", "adam")
 def microbatch(inputs: tuple, m: int) -> tuple:
     """Deterministic, distinct inputs for microbatch ``m`` (the same as the forward runtime's)."""
     return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
+
+
+def _keep(t: Any) -> Any:
+    """The unpack hook of the memory count: the saved tensor itself."""
+    return t
 
 
 def microbatch_kwargs(kwargs: dict, m: int) -> dict:
@@ -272,7 +278,10 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         count[0] += t.untyped_storage().nbytes()
                     return t
 
-                with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                # the bytes kept for backward are counted in the first step only (the warm-up step, not timed;
+                # every step runs the same schedule): a Python hook per saved tensor would slow the timed ones
+                hooks = torch.autograd.graph.saved_tensors_hooks(pack, _keep) if step == 0 else nullcontext()
+                with torch.enable_grad(), hooks:
                     outs = mod(*args)
                     if rank == last:
                         values = dict(got)

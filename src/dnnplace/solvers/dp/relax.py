@@ -49,22 +49,13 @@ def unit_adjacency(p: Prepared) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def unit_topological_order(p: Prepared) -> list[int]:
-    """Units in a topological order (Kahn, smallest index first)."""
-    import heapq
+    """Units in a topological order, the smallest ready index first."""
+    import networkx as nx
 
-    succ, pred = unit_adjacency(p)
-    indeg = [len(x) for x in pred]
-    heap = [u for u in range(p.n_units) if indeg[u] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        u = heapq.heappop(heap)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, v)
-    return order
+    g = nx.DiGraph()
+    g.add_nodes_from(range(p.n_units))
+    g.add_edges_from(zip(p.edge_src.tolist(), p.edge_dst.tolist(), strict=False))
+    return [int(u) for u in nx.lexicographical_topological_sort(g)]
 
 
 def incomparable_counts(p: Prepared) -> np.ndarray:
