@@ -243,9 +243,9 @@ def solve(
     if objective == "latency":
         # the latency model has as many CPU cores as it needs; maxCPUs does not bind
         workload = workload.with_budget(cpus=max(workload.max_cpus, workload.n))
-    check_feasibility(workload)
     solver.warm_up()  # loading compiled code is start-up cost, not solving time
     t0 = time.perf_counter()
+    check_feasibility(workload)
     out = solver.solve(workload, RunContext(objective=objective, time_limit=time_limit, overlap_comm=overlap_comm,
                                             progress=progress))
     ev = _evaluate(workload, out.split, overlap_comm=overlap_comm, complete=False)
