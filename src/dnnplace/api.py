@@ -25,7 +25,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
 from dnnplace.simulation.pipeline import Simulation
-from dnnplace.solvers import RunContext, Solver, get_solver_class, make_solver, resolve_method
+from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.lattice_info import LatticeStep
@@ -238,8 +238,7 @@ def solve(
         solver = type(method)(**{**method.get_params(), **params})
     else:
         name = resolve_method(method, objective)
-        get_solver_class(name).check_names(params)
-        solver = make_solver(name, **params)
+        solver = make_solver(name, **params)  # unknown parameters: an error naming the valid ones
     if objective == "latency":
         # the latency model has as many CPU cores as it needs; maxCPUs does not bind
         workload = workload.with_budget(cpus=max(workload.max_cpus, workload.n))
@@ -420,12 +419,16 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     >>> res["outputs_match"]
     True
     """
-    from dnnplace.runtime.launch import run_pipeline, run_training, split_max_load
+    from dnnplace.runtime.launch import run_pipeline, run_training
+    from dnnplace.utils.files import read_json_file
 
     if not isinstance(split, Split):
-        if workload is None and predicted_max_load is None:
-            predicted_max_load = split_max_load(Path(split))  # the maxLoad the solver wrote
-        split = load_split(split)
+        doc = read_json_file(split)
+        value = doc.get("maxLoad") if isinstance(doc, dict) else None
+        if workload is None and predicted_max_load is None and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            predicted_max_load = float(value)  # the maxLoad the solver wrote
+        split = paper_json.parse_split(doc, source=str(split))
     if workload is None and predicted_max_load is None and split.meta.get("objective") == "throughput":
         value = split.meta.get("objectiveValue")
         predicted_max_load = float(value) if isinstance(value, (int, float)) else None

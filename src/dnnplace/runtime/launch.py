@@ -24,10 +24,8 @@ their parent and stay on loopback) or, when ``RANK``/``WORLD_SIZE``/
 
 from __future__ import annotations
 
-import json
 import pickle
 import time
-from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
@@ -38,15 +36,6 @@ OUTPUT_TAG = 1_000_000
 def microbatch(inputs: tuple, m: int) -> tuple:
     """Deterministic, distinct inputs for microbatch ``m``."""
     return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
-
-
-def split_max_load(path: Path) -> float | None:
-    """The ``maxLoad`` a solver wrote into a split file, if any."""
-    try:
-        value = json.loads(Path(path).read_text()).get("maxLoad")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _check_backend(backend: str) -> None:
