@@ -113,3 +113,14 @@ def test_latency_ip_equals_brute_force_and_beats_heuristics(w):
     except dnnplace.DnnplaceError:
         return
     assert sol.value <= dp.evaluation.latency + 1e-6
+
+
+def test_ip_returns_its_optimum_not_the_mip_start():
+    # found by hypothesis: HiGHS reported objective 5.0 but handed back the DP start's columns (value 5.5)
+    nodes = [{"id": i, "fpgaLatency": a, "cpuLatency": c, "supportedOnFpga": s, "size": z}
+             for i, (a, c, s, z) in enumerate([(0, 0, True, 0), (1, 0.5, True, 3), (1, 2, True, 2),
+                                               (1, 5, False, 1), (1, 0.5, True, 1)])]
+    w = dnnplace.workload_from_records(nodes, [(i, i + 1, 0.0) for i in range(4)], accelerators=2, cpus=1,
+                                       memory=4.0)
+    sol = dnnplace.solve(w, "ip-noncontig")
+    assert sol.value == pytest.approx(5.0) and sol.value == pytest.approx(sol.stats["ip_objective"])

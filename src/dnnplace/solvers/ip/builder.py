@@ -185,4 +185,12 @@ class MipBuilder:
         else:
             status = "no_solution"
         gap_v = float(info.mip_gap) if has_sol else INF
+        if start and values is not None and abs(float(np.dot(self.cost, values)) - objective) > 1e-6 * max(
+                1.0, abs(objective)):
+            # HiGHS can report the optimum's objective while handing back the MIP start's columns: those
+            # are not the solution it found, so solve again without the start (in the time that is left)
+            left = None if time_limit is None else max(1.0, time_limit - seconds)
+            again = self.solve(time_limit=left, gap=gap, threads=threads, progress=progress, label=label)
+            return MipResult(again.status, again.values, again.objective, again.bound, again.gap,
+                             seconds + again.seconds)
         return MipResult(status, values, objective, bound, gap_v, seconds)
