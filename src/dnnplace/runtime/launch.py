@@ -177,59 +177,47 @@ def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
     return out
 
 
-def _device():
-    """Where this rank's tensors live: its GPU under nccl, else the CPU."""
-    import torch
-    import torch.distributed as dist
-
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
-    return torch.device("cpu")
-
-
-def _recv(name, src, shapes, tag):
-    import torch
-    import torch.distributed as dist
-
-    shape, dtype = shapes[name]
-    wire = torch.uint8 if dtype == torch.bool else dtype
-    buf = torch.empty(shape, dtype=wire, device=_device())
-    dist.recv(buf, src=src, tag=tag)
-    return buf.to(torch.bool) if dtype == torch.bool else buf
-
-
-def _send(value, dst, tag):
-    import torch
-    import torch.distributed as dist
-
-    if value.dtype == torch.bool:
-        value = value.to(torch.uint8)
-    return dist.isend(value.contiguous(), dst=dst, tag=tag)
-
-
 def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | None:
     """One stage's forward loop.  The last stage also collects the model's outputs (receiving those made on
     other stages) and times their arrival; sends are waited on two microbatches later, not before the next."""
     import torch
     import torch.distributed as dist
 
-    device = _device()
+    from dnnplace.runtime.comm import PREFETCH, Posted, isend, stage_device
+    from dnnplace.runtime.train import _runqueue_s
+
+    device = stage_device()
     mod = plan.modules[rank].to(device)
     inputs = tuple(t.to(device) for t in inputs)
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
     last = len(plan.modules) - 1
-    from dnnplace.runtime.train import _runqueue_s
+    # what microbatch m receives, in the order its producers send: the stage's inputs, and on the last stage
+    # the model outputs made elsewhere; posted PREFETCH microbatches ahead (see dnnplace.runtime.comm)
+    receives = [(name, plan.producer[name], tags[name]) for name in my_in if plan.producer[name] >= 0]
+    if rank == last:
+        receives += [(name, plan.producer[name], OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)
+                     if name not in my_out and plan.producer[name] >= 0]
+    posted: dict[int, dict[tuple[str, int], Posted]] = {}
+    total = warmup + microbatches
+
+    def post(m: int) -> None:
+        if m < total and m not in posted:
+            posted[m] = {(name, tag): Posted(shapes[name][0], shapes[name][1], src, tag, device)
+                         for name, src, tag in receives}
 
     outputs, arrivals = [], []
     in_flight: list[list] = []
     t0 = time.perf_counter()
     c0, q0 = time.process_time(), _runqueue_s()
     with torch.no_grad():
-        for m in range(warmup + microbatches):
+        for m in range(total):
             if m == warmup:
                 dist.barrier()
                 t0 = time.perf_counter()
                 c0, q0 = time.process_time(), _runqueue_s()
+            for ahead in range(m, m + 1 + PREFETCH):
+                post(ahead)
+            mine_in = posted.pop(m)
             mb = microbatch(inputs, m)
             args = []
             for name in my_in:
@@ -237,21 +225,21 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                 if p < 0:
                     args.append(mb[plan.model_inputs.index(name)])
                 else:
-                    args.append(_recv(name, p, shapes, tags[name]))
+                    args.append(mine_in[(name, tags[name])].value())
             outs = mod(*args)
             mine = dict(zip(my_out, outs))
             handles = []
             for name, value in mine.items():
                 for c in plan.consumers.get(name, []):
                     if c != rank:
-                        handles.append(_send(value, c, tags[name]))
+                        handles.append(isend(value, c, tags[name]))
                 if rank != last:
                     for i, out_name in enumerate(plan.model_outputs):
                         if out_name == name:
-                            handles.append(_send(value, last, OUTPUT_TAG + i))
+                            handles.append(isend(value, last, OUTPUT_TAG + i))
             in_flight.append(handles)
             if len(in_flight) > 2:  # bounded: at most two microbatches of sends outstanding
-                for h in in_flight.pop(0):
+                for h, _ in in_flight.pop(0):
                     h.wait()
             if rank == last:
                 got = []
@@ -262,12 +250,12 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                     elif src < 0:
                         got.append(mb[plan.model_inputs.index(name)])
                     else:
-                        got.append(_recv(name, src, shapes, OUTPUT_TAG + i))
+                        got.append(mine_in[(name, OUTPUT_TAG + i)].value())
                 if m >= warmup:
                     arrivals.append(time.perf_counter() - t0)
                     outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory
     for handles in in_flight:
-        for h in handles:
+        for h, _ in handles:
             h.wait()
     usage = {"cpu": time.process_time() - c0, "runqueue": _runqueue_s() - q0}
     if rank != last:

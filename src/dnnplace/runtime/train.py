@@ -18,9 +18,11 @@ number of microbatches N, so one optimizer step per N microbatches equals one
 step on the mean loss.  The order of forward and backward tasks per stage is
 the one :mod:`dnnplace.simulation` uses for the schedule (1F1B: ``after``
 warm-up forwards, then one forward one backward; GPipe: all forwards, then
-all backwards).  Sends are never waited on before the next task; the
-receiver's blocking receive is the only synchronisation, so a stage runs its
-tasks as the simulated task graph allows.
+all backwards).  Sends are never waited on before the next task, and a stage
+posts the receives of its next ``PREFETCH`` tasks before computing the
+current one, so transfers overlap compute; waiting for a task's receives is
+the only synchronisation, so a stage runs its tasks as the simulated task
+graph allows.
 
 Measured per task: start and end (time.perf_counter, comparable across
 processes of one machine), time blocked in receives; per stage: the peak of
@@ -49,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.runtime.comm import PREFETCH, Posted, isend, stage_device
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -132,35 +135,6 @@ def make_optimizer(name: str, params, lr: float):
     raise DnnplaceError(f"unknown optimizer '{name}'; choose one of: {', '.join(OPTIMIZERS)}")
 
 
-def _device():
-    import torch
-    import torch.distributed as dist
-
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
-    return torch.device("cpu")
-
-
-def _recv(shape: Any, dtype: Any, src: int, tag: int, device: Any) -> Any:
-    import torch
-    import torch.distributed as dist
-
-    wire = torch.uint8 if dtype == torch.bool else dtype
-    buf = torch.empty(shape, dtype=wire, device=device)
-    dist.recv(buf, src=src, tag=tag)
-    return buf.to(torch.bool) if dtype == torch.bool else buf
-
-
-def _isend(value, dst, tag):
-    import torch
-    import torch.distributed as dist
-
-    if value.dtype == torch.bool:
-        value = value.to(torch.uint8)
-    value = value.detach().contiguous()
-    return dist.isend(value, dst=dst, tag=tag), value
-
-
 def _runqueue_s() -> float:
     """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
     try:
@@ -183,7 +157,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         _pin(rank, world)
     torch.manual_seed(0)
     plan = p["plan"]
-    device = _device()
+    device = stage_device()
     if device.type == "cuda":
         torch.cuda.set_device(device)
     n = len(plan.modules)
@@ -237,6 +211,18 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     def bwd_tag(v):
         return 2 * tags[v] + 1
 
+    # what each task receives, in the order its producers send: activations for a forward, one gradient per
+    # consuming stage for each produced value that carries one for a backward
+    recv_of = {"F": [(v, plan.producer[v], fwd_tag(v)) for v in recv_order if plan.producer[v] >= 0],
+               "B": [(v, c, bwd_tag(v)) for v in my_out if v in grad_values for c in consumers.get(v, [])]}
+    posted: dict[int, dict[tuple[str, int], Posted]] = {}
+
+    def post(i: int) -> None:
+        """Post task i's receives, once (ahead of the task: see :mod:`dnnplace.runtime.comm`)."""
+        if i < len(order) and i not in posted:
+            posted[i] = {(v, src): Posted(shapes[v][0], shapes[v][1], src, tag, device)
+                         for v, src, tag in recv_of[order[i][0]]}
+
     pending: list = []  # (work, tensor): sends in flight, waited on at the end of a step
     stash: dict[int, tuple] = {}
     saved_bytes: dict[int, int] = {}
@@ -247,10 +233,14 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         dist.barrier()
         step_start = time.perf_counter()
         step_loss = 0.0
-        for kind, m in order:
+        posted.clear()
+        for i, (kind, m) in enumerate(order):
             t0 = time.perf_counter()
             c0, th0, q0 = time.process_time(), time.thread_time(), _runqueue_s()
             recv_s = 0.0
+            for ahead in range(i, i + 1 + PREFETCH):
+                post(ahead)
+            mine = posted.pop(i)
             if kind == "F":
                 mb = microbatch(inputs, step * N + m)
                 leaves = []
@@ -261,7 +251,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         val = mb[plan.model_inputs.index(v)]
                     else:
                         r0 = time.perf_counter()
-                        val = _recv(shapes[v][0], shapes[v][1], src, fwd_tag(v), device)
+                        val = mine[(v, src)].value()
                         recv_s += time.perf_counter() - r0
                         if v in grad_values:
                             val.requires_grad_(True)
@@ -298,20 +288,22 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                 peak = max(peak, live)
                 for v, val in zip(my_out, outs):
                     for c in consumers.get(v, []):
-                        pending.append(_isend(val, c, fwd_tag(v)))
+                        pending.append(isend(val, c, fwd_tag(v)))
                 stash[m] = (outs, leaves, loss)
             else:
                 outs, leaves, loss = stash.pop(m)
                 roots, grads = [], []
                 for v, val in zip(my_out, outs):
-                    if v not in grad_values or not isinstance(val, torch.Tensor) or not val.requires_grad:
+                    if v not in grad_values:
                         continue
                     total = None
                     for c in consumers.get(v, []):
                         r0 = time.perf_counter()
-                        g = _recv(shapes[v][0], shapes[v][1], c, bwd_tag(v), device)
+                        g = mine[(v, c)].value()
                         recv_s += time.perf_counter() - r0
                         total = g if total is None else total + g
+                    if not isinstance(val, torch.Tensor) or not val.requires_grad:
+                        continue  # (a gradient its consumers sent all the same is dropped)
                     if total is not None:
                         roots.append(val)
                         grads.append(total)
@@ -323,7 +315,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                     torch.autograd.backward(roots, grads)
                 for v, leaf in leaves:
                     g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-                    pending.append(_isend(g, plan.producer[v], bwd_tag(v)))
+                    pending.append(isend(g, plan.producer[v], bwd_tag(v)))
                 live -= saved_bytes.pop(m)
                 del outs, leaves, loss, roots, grads
             tasks.append([step, kind, m, t0, time.perf_counter(), recv_s, time.process_time() - c0,
