@@ -131,7 +131,8 @@ def main() -> None:
     ap.add_argument("--training", action="store_true", help="Train (forward + backward) instead of forward runs.")
     ap.add_argument("--schedule", action="append", choices=["1f1b", "gpipe"],
                     help="Training schedule(s); repeat for both (default 1f1b).")
-    ap.add_argument("--steps", type=int, default=3, help="Training: optimizer steps (the first is warm-up).")
+    ap.add_argument("--steps", type=int, default=6,
+                    help="Training: optimizer steps (the first is warm-up; the median of the others is reported).")
     ap.add_argument("--examples", nargs="+", default=EXAMPLES, choices=EXAMPLES)
     ap.add_argument("--json-out", help="Training: also write the rows as JSON here.")
     args = ap.parse_args()
