@@ -454,6 +454,10 @@ def _print_training(res: dict, backend: str) -> None:
     out.print(f"losses {escape(', '.join(f'{x:.6g}' for x in res['losses']))}: match unsplit training"
               f" {yes if res['loss_match'] else no}; parameters match {yes if res['params_match'] else no}"
               f" (max relative difference {res['max_param_rel_diff']:.2e})", markup=True)
+    if not res.get("buffers_match", True):
+        out.print("[yellow]buffers (running statistics) differ from unsplit training[/yellow] (max relative"
+                  f" difference {res['max_buffer_rel_diff']:.2e}): a module with buffers runs on several stages,"
+                  " each updating its own copy", markup=True)
     shared = res.get("shared_parameters") or []
     if shared:
         out.print(f"{len(shared)} parameter(s) held by several stages, gradients summed across the holders: "

@@ -286,8 +286,10 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         busy_per_stage,
         compare_params,
         reference_training,
+        restore_buffers,
         saved_bytes_per_microbatch,
         shared_parameters,
+        snapshot_buffers,
         stage_orders,
         steady_time_per_sample,
         train_worker,
@@ -303,6 +305,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         raise DnnplaceError("--steps and --microbatches must be at least 1")
     loaded, cap, plan = prepare(spec, split, workload)
     model, inputs = loaded.model, _graph_inputs(cap, loaded)
+    initial_buffers = snapshot_buffers([model, cap.gm, *plan.modules])
     with torch.no_grad():
         env = forward_values(cap.gm, inputs)
         out_spec = tree_flatten(model(*loaded.args, **loaded.kwargs))[1]
@@ -319,6 +322,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     n = len(plan.modules)
     loss_fn = loaded.loss_fn or default_loss
     per_mb = saved_bytes_per_microbatch(plan, env, grad_values, loss_fn, out_spec)
+    restore_buffers(initial_buffers)  # the passes above moved running statistics
     in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
     # parameters several stages hold (tied weights, a module called on two stages): gradients summed across them
     shared = shared_parameters(plan.modules)
@@ -334,12 +338,15 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
-    ref_losses, ref_params = reference_training(model, loaded.args, loss_fn, microbatches=microbatches, steps=steps,
-                                                optimizer=optimizer, lr=lr, kwargs=loaded.kwargs)
+    ref_losses, ref_params, ref_buffers = reference_training(
+        model, loaded.args, loss_fn, microbatches=microbatches, steps=steps, optimizer=optimizer, lr=lr,
+        kwargs=loaded.kwargs)
     losses = results[-1]["losses"]
     loss_match = len(losses) == len(ref_losses) and all(
         abs(a - b) <= 1e-5 * max(abs(b), 1e-12) + 1e-7 for a, b in zip(losses, ref_losses))
     params_match, worst, missing = compare_params([r["params"] for r in results], ref_params)
+    buffers_match, worst_buffer, missing_buffers = compare_params([r["buffers"] for r in results], ref_buffers,
+                                                                  every_reference=False)
     timing = steady_time_per_sample(results, schedule, microbatches, max(after) + 1 if after else 1)
     busy = busy_per_stage(results)
     pred = _training_predictions(workload, split, plan, schedule, microbatches, after, predicted_max_load)
@@ -357,6 +364,10 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "losses": losses, "reference_losses": ref_losses, "loss_match": bool(loss_match),
         "params_match": bool(params_match), "max_param_rel_diff": worst,
         "params_missing": missing[:10],
+        # floating-point buffers (BatchNorm's running statistics) against the unsplit model's; a module with
+        # buffers that runs on two stages updates two copies, and they differ from the unsplit model's
+        "buffers_match": bool(buffers_match), "max_buffer_rel_diff": worst_buffer,
+        "buffers_missing": missing_buffers[:10],
         # parameters held by several stages, their gradients summed across those stages before each step
         "shared_parameters": [{"name": names[ranks[0]], "stages": list(ranks)}
                               for ranks, group in shared for names in group],

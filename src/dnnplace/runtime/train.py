@@ -334,7 +334,8 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         del step_start
     dist.barrier()
     state = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_parameters()}
-    return {"tasks": tasks, "losses": losses, "params": state, "peak_saved_bytes": peak,
+    buffers = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_buffers() if v.is_floating_point()}
+    return {"tasks": tasks, "losses": losses, "params": state, "buffers": buffers, "peak_saved_bytes": peak,
             "saved_bytes_per_microbatch": per_mb, "device": plan.devices[rank]}
 
 
@@ -382,11 +383,12 @@ def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_s
 
 
 def reference_training(model, args: tuple, loss_fn, *, microbatches: int, steps: int, optimizer: str,
-                       lr: float, kwargs: dict | None = None) -> tuple[list[float], dict]:
-    """Single-process training of the unsplit model on the same microbatches: (per-step losses, parameters).
+                       lr: float, kwargs: dict | None = None) -> tuple[list[float], dict, dict]:
+    """Single-process training of the unsplit model on the same microbatches: (per-step losses, parameters,
+    floating-point buffers such as BatchNorm's running statistics).
 
     The parameters are keyed by every name they have (a tied parameter under each of its names, the same
-    array object for all of them), since a stage may hold it under any of them."""
+    array object for all of them), since a stage may hold it under any of them; buffers likewise."""
 
     model = copy.deepcopy(model)
     kwargs = kwargs or {}
@@ -409,7 +411,36 @@ def reference_training(model, args: tuple, loss_fn, *, microbatches: int, steps:
         if id(q) not in arrays:
             arrays[id(q)] = q.detach().numpy().copy()
         out[name] = arrays[id(q)]
-    return losses, out
+    buffers = {}
+    for name, b in model.named_buffers(remove_duplicate=False):
+        if b.is_floating_point():
+            if id(b) not in arrays:
+                arrays[id(b)] = b.detach().numpy().copy()
+            buffers[name] = arrays[id(b)]
+    return losses, out, buffers
+
+
+def snapshot_buffers(modules: list) -> list[tuple[Any, Any]]:
+    """Every distinct buffer of ``modules`` with a copy of its value, for :func:`restore_buffers`."""
+    seen: dict[int, tuple[Any, Any]] = {}
+    for mod in modules:
+        for b in mod.buffers():
+            if id(b) not in seen:
+                seen[id(b)] = (b, b.detach().clone())
+    return list(seen.values())
+
+
+def restore_buffers(snapshot: list[tuple[Any, Any]]) -> None:
+    """Put the buffers back as :func:`snapshot_buffers` found them.
+
+    Why: the launcher runs the model and its stages a few times to learn shapes, which values carry
+    gradients and the bytes kept for backward; in training mode each run moves BatchNorm's running
+    statistics, and the stages and the reference must both start from the model as the factory built it."""
+    import torch
+
+    with torch.no_grad():
+        for b, saved in snapshot:
+            b.copy_(saved)
 
 
 def steady_time_per_sample(results: list[dict], schedule: str, microbatches: int, stages: int) -> dict:
@@ -459,11 +490,14 @@ def busy_per_stage(results: list[dict]) -> list[dict]:
     return out
 
 
-def compare_params(stage_params: list[dict], reference: dict) -> tuple[bool, float, list[str]]:
+def compare_params(stage_params: list[dict], reference: dict, *,
+                   every_reference: bool = True) -> tuple[bool, float, list[str]]:
     """(all match within 1e-5 relative, the largest relative difference, names not found).
 
     Every stage's copy of a parameter is compared (a shared parameter once per holding stage).  Names in
-    ``reference`` that map to the same array object are one parameter: it is found if any of them is."""
+    ``reference`` that map to the same array object are one parameter: it is found if any of them is.
+    With ``every_reference`` false (buffers: one no stage reads is none of the run's business), only the
+    stages' names must be found."""
     worst = 0.0
     missing = []
     seen: set[int] = set()
@@ -477,5 +511,6 @@ def compare_params(stage_params: list[dict], reference: dict) -> tuple[bool, flo
             diff = float(np.linalg.norm((value.astype(np.float64) - ref.astype(np.float64)).ravel()))
             scale = float(np.linalg.norm(ref.astype(np.float64).ravel()))
             worst = max(worst, diff / scale if scale > 0 else diff)
-    missing += [name for name, ref in reference.items() if id(ref) not in seen]
+    if every_reference:
+        missing += [name for name, ref in reference.items() if id(ref) not in seen]
     return worst <= 1e-5 and not missing, worst, missing
