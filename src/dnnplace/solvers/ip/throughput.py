@@ -37,7 +37,11 @@ class NonContiguousIP(Solver):
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         return solve_throughput_ip(workload, run, contiguous=self.contiguous, gap=self.gap, threads=self.threads,
-                                   contiguous_cpus=bool(getattr(self, "contiguous_cpus", False)))
+                                   contiguous_cpus=self.cpus_contiguous())
+
+    def cpus_contiguous(self) -> bool:
+        """Whether CPU cores must hold contiguous sets too (never without contiguity)."""
+        return False
 
 
 @dataclass
@@ -49,6 +53,9 @@ class ContiguousIP(NonContiguousIP):
     contiguous: ClassVar[bool] = True
 
     contiguous_cpus: bool = param(True, "also force contiguity on CPU cores")
+
+    def cpus_contiguous(self) -> bool:
+        return self.contiguous_cpus
 
 
 def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, contiguous_cpus: bool,
