@@ -121,6 +121,9 @@ def training(args) -> None:
                 print(f"done {ex} {sched}; link {doc['dnnplace']['linkLatencyMs']:.3f} ms +"
                       f" {doc['dnnplace']['linkBandwidth']:.3g} B/s", file=sys.stderr)
     Console(width=200).print(table)
+    within = sum(abs(r["error_vs_simulated"]) <= 0.25 for r in rows if r["error_vs_simulated"] is not None)
+    print(f"wall vs simulated within 25 %: {within} of {len(rows)} rows; parameters and losses match:"
+          f" {sum(bool(r['params_match'] and r['loss_match']) for r in rows)} of {len(rows)}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
 
