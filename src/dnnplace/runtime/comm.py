@@ -17,6 +17,18 @@ from typing import Any
 PREFETCH = 2
 
 
+def prefetch_depth(*, both_directions: bool) -> int:
+    """How many tasks ahead to post receives: :data:`PREFETCH`, or 0 where posting ahead could deadlock.
+
+    NCCL runs a pair of ranks' sends and receives on one stream, in the order they were issued: a receive
+    posted ahead (a gradient from the next stage) would hold back a send issued after it (the activation
+    that stage needs first).  Gloo progresses each message on its own.  Forward runs only send to later
+    stages and receive from earlier ones, so nothing can wait behind a receive there."""
+    import torch.distributed as dist
+
+    return 0 if both_directions and dist.get_backend() == "nccl" else PREFETCH
+
+
 def stage_device() -> Any:
     """Where this rank's tensors live: its GPU under nccl, else the CPU."""
     import torch

@@ -183,7 +183,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     import torch
     import torch.distributed as dist
 
-    from dnnplace.runtime.comm import PREFETCH, Posted, isend, stage_device
+    from dnnplace.runtime.comm import Posted, isend, prefetch_depth, stage_device
     from dnnplace.runtime.train import _runqueue_s
 
     device = stage_device()
@@ -192,13 +192,14 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
     last = len(plan.modules) - 1
     # what microbatch m receives, in the order its producers send: the stage's inputs, and on the last stage
-    # the model outputs made elsewhere; posted PREFETCH microbatches ahead (see dnnplace.runtime.comm)
+    # the model outputs made elsewhere; posted ahead (see dnnplace.runtime.comm)
     receives = [(name, plan.producer[name], tags[name]) for name in my_in if plan.producer[name] >= 0]
     if rank == last:
         receives += [(name, plan.producer[name], OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)
                      if name not in my_out and plan.producer[name] >= 0]
     posted: dict[int, dict[tuple[str, int], Posted]] = {}
     total = warmup + microbatches
+    depth = prefetch_depth(both_directions=False)
 
     def post(m: int) -> None:
         if m < total and m not in posted:
@@ -215,7 +216,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                 dist.barrier()
                 t0 = time.perf_counter()
                 c0, q0 = time.process_time(), _runqueue_s()
-            for ahead in range(m, m + 1 + PREFETCH):
+            for ahead in range(m, m + 1 + depth):
                 post(ahead)
             mine_in = posted.pop(m)
             mb = microbatch(inputs, m)

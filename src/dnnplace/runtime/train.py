@@ -19,8 +19,8 @@ step on the mean loss.  The order of forward and backward tasks per stage is
 the one :mod:`dnnplace.simulation` uses for the schedule (1F1B: ``after``
 warm-up forwards, then one forward one backward; GPipe: all forwards, then
 all backwards).  Sends are never waited on before the next task, and a stage
-posts the receives of its next ``PREFETCH`` tasks before computing the
-current one, so transfers overlap compute; waiting for a task's receives is
+posts the receives of its next tasks before computing the current one
+(:func:`~dnnplace.runtime.comm.prefetch_depth`), so transfers overlap compute; waiting for a task's receives is
 the only synchronisation, so a stage runs its tasks as the simulated task
 graph allows.
 
@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.runtime.comm import PREFETCH, Posted, isend, stage_device
+from dnnplace.runtime.comm import Posted, isend, prefetch_depth, stage_device
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -216,6 +216,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     recv_of = {"F": [(v, plan.producer[v], fwd_tag(v)) for v in recv_order if plan.producer[v] >= 0],
                "B": [(v, c, bwd_tag(v)) for v in my_out if v in grad_values for c in consumers.get(v, [])]}
     posted: dict[int, dict[tuple[str, int], Posted]] = {}
+    depth = prefetch_depth(both_directions=True)
 
     def post(i: int) -> None:
         """Post task i's receives, once (ahead of the task: see :mod:`dnnplace.runtime.comm`)."""
@@ -238,7 +239,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
             t0 = time.perf_counter()
             c0, th0, q0 = time.process_time(), time.thread_time(), _runqueue_s()
             recv_s = 0.0
-            for ahead in range(i, i + 1 + PREFETCH):
+            for ahead in range(i, i + 1 + depth):
                 post(ahead)
             mine = posted.pop(i)
             if kind == "F":
