@@ -11,6 +11,7 @@ compute).  Booleans travel as uint8 (not every backend sends bool).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 #: Tasks (microbatches for forward runs) ahead whose receives a stage posts before computing the current one.
@@ -58,6 +59,28 @@ class Posted:
 
         self.work.wait()
         return self.buf.to(torch.bool) if self.bool else self.buf
+
+
+class Prefetcher:
+    """Posts each task's receives ``depth`` tasks ahead of it and hands them over when the task runs.
+
+    ``receives_of(i)`` lists task i's receives as ``(value name, source rank, tag)``, in the order their
+    producers send them; :meth:`take` returns them keyed by that triple.
+    """
+
+    def __init__(self, receives_of: Callable[[int], list[tuple[str, int, int]]], tasks: int, depth: int,
+                 shapes: dict[str, tuple[Any, Any]], device: Any) -> None:
+        self.receives_of, self.tasks, self.depth = receives_of, tasks, depth
+        self.shapes, self.device = shapes, device
+        self.posted: dict[int, dict[tuple[str, int, int], Posted]] = {}
+
+    def take(self, i: int) -> dict[tuple[str, int, int], Posted]:
+        """Task i's receives (posted now if they were not yet), after posting those of the next ``depth``."""
+        for ahead in range(i, min(i + 1 + self.depth, self.tasks)):
+            if ahead not in self.posted:
+                self.posted[ahead] = {(v, src, tag): Posted(*self.shapes[v], src, tag, self.device)
+                                      for v, src, tag in self.receives_of(ahead)}
+        return self.posted.pop(i)
 
 
 def isend(value: Any, dst: int, tag: int) -> tuple[Any, Any]:

@@ -183,7 +183,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     import torch
     import torch.distributed as dist
 
-    from dnnplace.runtime.comm import Posted, isend, prefetch_depth, stage_device
+    from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
     from dnnplace.runtime.train import _runqueue_s
 
     device = stage_device()
@@ -197,15 +197,8 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     if rank == last:
         receives += [(name, plan.producer[name], OUTPUT_TAG + i) for i, name in enumerate(plan.model_outputs)
                      if name not in my_out and plan.producer[name] >= 0]
-    posted: dict[int, dict[tuple[str, int], Posted]] = {}
     total = warmup + microbatches
-    depth = prefetch_depth(both_directions=False)
-
-    def post(m: int) -> None:
-        if m < total and m not in posted:
-            posted[m] = {(name, tag): Posted(shapes[name][0], shapes[name][1], src, tag, device)
-                         for name, src, tag in receives}
-
+    prefetch = Prefetcher(lambda m: receives, total, prefetch_depth(both_directions=False), shapes, device)
     outputs, arrivals = [], []
     in_flight: list[list] = []
     t0 = time.perf_counter()
@@ -216,9 +209,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                 dist.barrier()
                 t0 = time.perf_counter()
                 c0, q0 = time.process_time(), _runqueue_s()
-            for ahead in range(m, m + 1 + depth):
-                post(ahead)
-            mine_in = posted.pop(m)
+            mine_in = prefetch.take(m)
             mb = microbatch(inputs, m)
             args = []
             for name in my_in:
@@ -226,7 +217,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                 if p < 0:
                     args.append(mb[plan.model_inputs.index(name)])
                 else:
-                    args.append(mine_in[(name, tags[name])].value())
+                    args.append(mine_in[(name, p, tags[name])].value())
             outs = mod(*args)
             mine = dict(zip(my_out, outs))
             handles = []
@@ -251,7 +242,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
                     elif src < 0:
                         got.append(mb[plan.model_inputs.index(name)])
                     else:
-                        got.append(mine_in[(name, OUTPUT_TAG + i)].value())
+                        got.append(mine_in[(name, src, OUTPUT_TAG + i)].value())
                 if m >= warmup:
                     arrivals.append(time.perf_counter() - t0)
                     outputs.append([t.cpu().numpy() for t in got])  # plain arrays: tensors would need shared memory

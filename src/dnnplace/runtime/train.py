@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.runtime.comm import Posted, isend, prefetch_depth, stage_device
+from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -215,14 +215,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     # consuming stage for each produced value that carries one for a backward
     recv_of = {"F": [(v, plan.producer[v], fwd_tag(v)) for v in recv_order if plan.producer[v] >= 0],
                "B": [(v, c, bwd_tag(v)) for v in my_out if v in grad_values for c in consumers.get(v, [])]}
-    posted: dict[int, dict[tuple[str, int], Posted]] = {}
     depth = prefetch_depth(both_directions=True)
-
-    def post(i: int) -> None:
-        """Post task i's receives, once (ahead of the task: see :mod:`dnnplace.runtime.comm`)."""
-        if i < len(order) and i not in posted:
-            posted[i] = {(v, src): Posted(shapes[v][0], shapes[v][1], src, tag, device)
-                         for v, src, tag in recv_of[order[i][0]]}
 
     pending: list = []  # (work, tensor): sends in flight, waited on at the end of a step
     stash: dict[int, tuple] = {}
@@ -234,14 +227,12 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         dist.barrier()
         step_start = time.perf_counter()
         step_loss = 0.0
-        posted.clear()
+        prefetch = Prefetcher(lambda i: recv_of[order[i][0]], len(order), depth, shapes, device)
         for i, (kind, m) in enumerate(order):
             t0 = time.perf_counter()
             c0, th0, q0 = time.process_time(), time.thread_time(), _runqueue_s()
             recv_s = 0.0
-            for ahead in range(i, i + 1 + depth):
-                post(ahead)
-            mine = posted.pop(i)
+            mine = prefetch.take(i)
             if kind == "F":
                 mb = microbatch(inputs, step * N + m)
                 leaves = []
@@ -252,7 +243,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                         val = mb[plan.model_inputs.index(v)]
                     else:
                         r0 = time.perf_counter()
-                        val = mine[(v, src)].value()
+                        val = mine[(v, src, fwd_tag(v))].value()
                         recv_s += time.perf_counter() - r0
                         if v in grad_values:
                             val.requires_grad_(True)
@@ -300,7 +291,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                     total = None
                     for c in consumers.get(v, []):
                         r0 = time.perf_counter()
-                        g = mine[(v, c)].value()
+                        g = mine[(v, c, bwd_tag(v))].value()
                         recv_s += time.perf_counter() - r0
                         total = g if total is None else total + g
                     if not isinstance(val, torch.Tensor) or not val.requires_grad:
