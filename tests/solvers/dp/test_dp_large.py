@@ -37,3 +37,23 @@ def test_a_hundred_thousand_isolated_nodes_are_answered():
     # 4 accelerators at 1 per node and a CPU at 2 per node: the optimum is n / 4.5
     assert sol.bound <= n / 4.5 <= sol.value <= 1.01 * n / 4.5
     assert np.isfinite(sol.gap)
+
+
+def test_kernel_calls_stop_at_their_work_budget_and_resume_exactly(monkeypatch):
+    # Ctrl-C and deadlines are honoured between kernel calls, so a call must end once its work
+    # budget is spent, however cheap the ideals before were; resuming must give the same table
+    from dnnplace.solvers.dp import kernel
+
+    w = load_workload(throughput_path("LayerGraphs/resnet50_training"))
+    whole = dnnplace.solve(w, "dp")
+    real, spans = kernel.dp_range, []
+
+    def one_unit_of_work(lo, hi, max_work, *args):
+        stop, pairs = real(lo, hi, 1, *args)
+        spans.append(stop - lo)
+        return stop, pairs
+
+    monkeypatch.setattr(kernel, "dp_range", one_unit_of_work)
+    chunked = dnnplace.solve(w, "dp")
+    assert spans and max(spans) == 1
+    assert chunked.value == whole.value and chunked.status == whole.status

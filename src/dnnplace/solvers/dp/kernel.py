@@ -93,14 +93,19 @@ def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
 
 @njit(cache=True)
 def dp_range(
-    lo, hi,
+    lo, hi, max_work,
     down_ptr, down_ideal, down_unit,
     acc_sum, cpu_sum, size_sum, unsup_sum, work_acc, forced_cpu, ratio,
     home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
     n_cpu, n_acc, memory, ub, overlap,
     dp, choice, kind, stamp, cnt, in_s, stack_j, stack_e, stack_x, rel, piece_cap, whole_comm,
 ):
-    """Fill ``dp[lo:hi]`` (layout: ideal, cpus, accelerators); return pairs examined.
+    """Fill ``dp[lo:stop]`` (layout: ideal, cpus, accelerators); return ``(stop, pairs examined)``.
+
+    ``stop`` is ``hi``, or the ideal after the one at which the work done (pairs
+    examined plus ideals filled) reached ``max_work``: the caller measures time
+    in work, not in ideals, whose cost varies by orders of magnitude along the
+    lattice, so that each call stays short enough for Ctrl-C and deadlines.
 
     A state ``(c, a, I)`` is *relevant* only if ``c`` CPUs and ``a``
     accelerators can hold ``I`` and the remaining devices its complement
@@ -122,6 +127,8 @@ def dp_range(
     pairs = 0
     last = work_acc.shape[0] - 1
     for I in range(lo, hi):
+        if pairs + (I - lo) >= max_work:
+            return I, pairs
         n_cs = 0  # relevant states reached by a CPU piece / by an accelerator piece
         n_as = 0
         for c in range(n_cpu + 1):
@@ -262,7 +269,7 @@ def dp_range(
                     dp[I, c, a] = dp[I, c, a - 1]
                     choice[I, c, a] = I
                     kind[I, c, a] = FEWER_ACCS
-    return pairs
+    return hi, pairs
 
 
 @njit(cache=True)
@@ -321,7 +328,7 @@ def warm_up() -> None:
     z2 = np.zeros(2, dtype=np.int64)
     f = np.zeros(1)
     dp = np.zeros((1, 1, 1))
-    dp_range(1, 1, z2, z, z, f, f, f, z, f, f, 1.0, z2, z, z2, z, z, f, z, 0, 0, 1.0, 1.0, False,
+    dp_range(1, 1, 1, z2, z, z, f, f, f, z, f, f, 1.0, z2, z, z2, z, z, f, z, 0, 0, 1.0, 1.0, False,
              dp, np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8),
              z, z, np.zeros(1, dtype=np.int8), z, z, z, np.zeros((4, 1), dtype=np.int64), np.inf, f)
     whole_ideal_comm(z2, z, z, z2, z, z2, z, z, f, z, z, np.zeros(1, dtype=np.int8))

@@ -503,22 +503,27 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
 
 
 def _run_chunks(args: tuple, N: int, deadline: float | None, progress: Any) -> int:
-    """The kernel over ideals 1..N-1 in chunks of about 20 ms (Ctrl-C and deadlines between them)."""
+    """The kernel over ideals 1..N-1 in calls of about 20 ms (Ctrl-C and deadlines between them).
+
+    A call is bounded by work (pairs examined plus ideals filled), not by a
+    count of ideals: an ideal's cost varies by orders of magnitude along the
+    lattice, and a count that was cheap a moment ago once made a call last
+    over a second.
+    """
     from dnnplace.solvers.dp.kernel import dp_range
 
     pairs = 0
-    lo, step = 1, 16
+    lo, budget = 1, 1024
     while lo < N:
-        hi = min(N, lo + step)
         t = time.perf_counter()
-        pairs += dp_range(lo, hi, *args)
+        hi, p = dp_range(lo, N, budget, *args)
         elapsed = time.perf_counter() - t
-        # short chunks: Ctrl-C and --time-limit are honoured between them, and the cost per
-        # ideal varies along the lattice, so grow gently and shrink fast
-        if elapsed < 0.01 and step < 4096:
-            step *= 2
-        elif elapsed > 0.05:
-            step = max(1, int(step * 0.02 / elapsed))
+        pairs += p
+        done = p + (hi - lo)
+        if elapsed < 0.005:
+            budget = min(budget * 2, 1 << 40)
+        else:
+            budget = max(64, int(done * 0.02 / elapsed))
         lo = hi
         if progress is not None:
             progress(lo, N, "DP over ideals")
