@@ -486,13 +486,18 @@ def load_piper(path: PathLike, *, bert_layers: int | None = None) -> PiperInstan
 
 
 def solve_piper(instance: PiperInstance, *, accelerators: int | None = None, memory: float | None = None,
-                bandwidth: float | None = None, batch: int | None = None) -> PiperResult:
+                bandwidth: float | None = None, batch: int | None = None, time_limit: float | None = None,
+                progress: ProgressFn | None = None) -> PiperResult:
     """The exact optimum of Piper's model: stages x data x tensor parallelism x TMPCs (recomputation).
 
     The keyword arguments override the instance's ``maxDevices``, ``maxMemoryPerDevice``,
     ``bandwidth`` and ``mbsInBatch``.  The plan is judged by Piper's evaluator
     (``result.evaluation``); an infeasible instance raises :class:`~dnnplace.InfeasibleError`
-    naming the binding constraint.
+    naming the binding constraint.  A run stopped by ``time_limit`` (seconds)
+    returns the best plan found with ``status`` ``"time_limit"`` and a proven
+    lower ``bound``, or raises :class:`~dnnplace.errors.SolverTimeout` (a
+    :class:`~dnnplace.DnnplaceError`) if it found none;
+    ``progress(done, total, what)`` is called about every 50 ms of a DP run.
 
     Examples
     --------
@@ -506,7 +511,7 @@ def solve_piper(instance: PiperInstance, *, accelerators: int | None = None, mem
 
     warm_up()  # loading the compiled kernels is start-up cost, not solving time
     inst = instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
-    return _solve(inst)
+    return _solve(inst, time_limit=time_limit, progress=progress)
 
 
 def evaluate_piper(instance: PiperInstance, plan: PiperPlan) -> PiperEvaluation:

@@ -613,6 +613,24 @@ def test_12_ctrl_c_stops_a_dp_solve(tmp_path):
     _interrupt([throughput_path("LayerGraphs/inceptionv3_training"), "--max-ideals", "5000000"], 4.0, tmp_path)
 
 
+def test_12_ctrl_c_stops_a_piper_solve(tmp_path):
+    # Piper's DP runs in one kernel call, in a thread of its own: Ctrl-C asks it to stop between tails
+    gnmt = Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "gnmt.json"
+    _interrupt([gnmt, "-k", "8", "--memory", str(1.2 * 2**30)], 2.0, tmp_path)
+
+
+def test_12_time_limit_bounds_a_piper_solve(tmp_path):
+    gnmt = Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "gnmt.json"
+    code, out, err = invoke("solve", gnmt, "-k", "8", "--memory", str(1.2 * 2**30), "--time-limit", "0.3",
+                            "-o", tmp_path / "plan.json", "-q")
+    if code == 2:  # stopped before any plan: one line, nothing written
+        assert "time limit" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "plan.json").exists()
+        return
+    assert code == 0, err
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert doc["status"] in ("time_limit", "optimal") and doc["bound"] <= doc["timePerSample"]
+
+
 # ------------------------------------------------------------------ item 13: no rich markup or emoji codes
 def test_13_markup_and_emoji_codes_in_paths_are_literal(tmp_path):
     code, out, err = invoke("solve", tmp_path / ":llama: [bold]x[/bold].json")

@@ -203,9 +203,11 @@ def solve(
         from dnnplace.cli import piper_cmd
 
         if piper_cmd.is_piper_input(workload):
-            piper_cmd.solve_cmd(out, workload, output=output, accelerators=accelerators, memory=memory,
-                                bandwidth=bandwidth, batch=batch, bert_layers=bert_layers, as_json=as_json,
-                                quiet=quiet)
+            with progress_bar(not quiet and not as_json) as progress:
+                piper_cmd.solve_cmd(out, workload, output=output, accelerators=accelerators, memory=memory,
+                                    bandwidth=bandwidth, batch=batch, bert_layers=bert_layers, as_json=as_json,
+                                    quiet=quiet, progress=progress,
+                                    time_limit=finite_option("--time-limit", time_limit, inf_is_none=True))
             return
         from dnnplace import api
         from dnnplace.frontends.paper_json import split_to_dict

@@ -15,6 +15,7 @@ from dnnplace.errors import InputError
 from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan, evaluate_piper, load_plan, plan_to_dict
 from dnnplace.frontends.piper_json import PiperInstance, bert_l, is_piper_file, load_piper
 from dnnplace.model.workload import Workload
+from dnnplace.solvers.base import ProgressFn
 
 
 def is_piper_input(path: Path) -> bool:
@@ -89,7 +90,8 @@ def print_stages(out: Console, inst: PiperInstance, ev: PiperEvaluation, title: 
 
 def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators: int | None,
               memory: float | None, bandwidth: float | None, batch: int | None, bert_layers: int | None,
-              as_json: bool, quiet: bool) -> None:
+              as_json: bool, quiet: bool, time_limit: float | None = None,
+              progress: ProgressFn | None = None) -> None:
     from dnnplace import api
     from dnnplace.utils.files import write_json_atomic
 
@@ -97,7 +99,7 @@ def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators
     inst = load_instance(workload, accelerators=accelerators, memory=memory, bandwidth=bandwidth, batch=batch,
                          bert_layers=bert_layers)
     read_s = time.perf_counter() - read
-    res = api.solve_piper(inst)  # compiled kernels are loaded before its clock starts
+    res = api.solve_piper(inst, time_limit=time_limit, progress=progress)  # kernels load before its clock starts
     res.plan.meta["runtime_s"] = res.runtime_s + read_s  # the command's time: reading the file to the plan
     doc = plan_to_dict(inst, res.plan, res.evaluation)
     if output is not None:
@@ -105,8 +107,10 @@ def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators
     if as_json:
         out.print_json(json.dumps(doc))
     elif not quiet:
+        proven = "" if res.status == "optimal" else \
+            f", bound {res.bound:.6g}, gap {100 * res.plan.meta['gap']:.2f} %"
         print_stages(out, inst, res.evaluation,
-                     f"piper plan for {workload.name}: {res.status}, {doc['runtime_s']:.3f} s")
+                     f"piper plan for {workload.name}: {res.status}{proven}, {doc['runtime_s']:.3f} s")
         if output is not None:
             out.print(f"plan written to {output}")
 

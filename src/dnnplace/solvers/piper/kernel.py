@@ -709,13 +709,18 @@ def _eval_pair(I, J2, xs, sp, in_s, e_s, in_ptr, in_edge, out_ptr, out_edge, esr
     return tables
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_dp(down_ptr, down_ideal, down_unit,
            in_ptr, in_edge, out_ptr, out_edge, esrc, edst, ecost, fwe, bwe,
            nopt, pp, ww, aa, bb, fast, tvals, divs, dmax_t,
            miss_sum, nonstatic_sum, pmin_sum, mmin_sum, wp_sum,
-           K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, kmin):
+           K, big_n, bw, memory, tau, S, mmin2_sum, row_ptr, kmin, ctl):
     """Run the DP; return (pairs visited, stage tables built, point s, point values, point count).
+
+    It runs without the GIL, in a thread of its caller, and talks to it through
+    ``ctl``: it writes the tail it is at to ``ctl[1]`` (progress), and when
+    ``ctl[0]`` is set (Ctrl-C, a deadline) it stops before the next tail and
+    sets ``ctl[2]`` (the tables are then incomplete).
 
     The points of ideal ``I`` and ``k`` devices are ``[row_ptr[I, k], row_ptr[I, k + 1])``.
 
@@ -750,6 +755,10 @@ def run_dp(down_ptr, down_ideal, down_unit,
     pairs = 0
     tables = 0
     for I in range(1, n_i):
+        ctl[1] = I
+        if ctl[0] != 0:
+            ctl[2] = 1
+            break
         k_front = dev_lb(wp_sum[full, 0] - wp_sum[I, 0], tau)
         s_front = dev_lb(wp_sum[full, 1] - wp_sum[I, 1], tau)
         k_hi = K - k_front

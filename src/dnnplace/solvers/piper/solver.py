@@ -17,15 +17,17 @@ Steps:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
 
-from dnnplace.errors import InfeasibleError
+from dnnplace.errors import InfeasibleError, SolverTimeout
 from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
 from dnnplace.frontends.piper_json import PiperInstance
+from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel
 from dnnplace.solvers.piper.knapsack import INF, min_cover_choice
@@ -216,16 +218,64 @@ def chain_lattice(inst: PiperInstance, ar: Arrays) -> Lattice:
     return _with_sums(ar, down_ptr, down_ideal, down_unit)
 
 
+class _Stopped(Exception):
+    """A DP run was stopped by the deadline before it finished its tables."""
+
+
+@dataclass
+class _Limits:
+    """When to stop (``time.perf_counter()`` deadline) and whom to tell how far a run is."""
+
+    deadline: float | None = None
+    progress: ProgressFn | None = None
+
+
+def _run_stoppable(args: tuple, n_tails: int, limits: _Limits) -> tuple:
+    """``kernel.run_dp`` in a thread (it holds no GIL), so Ctrl-C and the deadline stop it within ~50 ms.
+
+    The main thread waits in short slices, reports progress, and on Ctrl-C or
+    the deadline asks the kernel to stop before its next tail; Ctrl-C is
+    re-raised once the kernel has returned, the deadline becomes :class:`_Stopped`.
+    """
+    ctl = np.zeros(3, dtype=np.int64)
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["out"] = kernel.run_dp(*args, ctl)  # type: ignore[call-arg]
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
+            box["exc"] = exc
+
+    worker = threading.Thread(target=work, name="piper-dp", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+            if limits.progress is not None:
+                limits.progress(int(ctl[1]), n_tails, "Piper DP over tails")
+            if limits.deadline is not None and time.perf_counter() > limits.deadline:
+                ctl[0] = 1
+    except KeyboardInterrupt:
+        ctl[0] = 1
+        worker.join()
+        raise
+    if "exc" in box:
+        raise box["exc"]
+    if ctl[2]:
+        raise _Stopped
+    return box["out"]
+
+
 class _DP:
     """F tables for one lattice and one bound."""
 
-    def __init__(self, ar: Arrays, lat: Lattice, tau: float) -> None:
+    def __init__(self, ar: Arrays, lat: Lattice, tau: float, limits: _Limits | None = None) -> None:
         self.ar, self.lat, self.tau = ar, lat, tau
         nI = lat.n_ideals
         self.row_ptr = np.empty((nI, ar.K + 2), dtype=np.int64)
         self.kmin = np.empty(nI, dtype=np.int64)
-        self.pairs, self.tables, self.pts_s, self.pts_v, self.npts = kernel.run_dp(  # type: ignore[call-arg]
-            *self._common(), self.row_ptr, self.kmin)
+        self.pairs, self.tables, self.pts_s, self.pts_v, self.npts = _run_stoppable(
+            (*self._common(), self.row_ptr, self.kmin), nI, limits or _Limits())
 
     def _common(self) -> tuple:
         ar, lat = self.ar, self.lat
@@ -382,9 +432,16 @@ def _explain_infeasible(inst: PiperInstance, ar: Arrays) -> str:
             f"degree that all its nodes support)")
 
 
-def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperResult:
-    """The optimal plan for Piper's model; raises :class:`InfeasibleError` (one line) if there is none."""
+def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000, time_limit: float | None = None,
+                progress: ProgressFn | None = None) -> PiperResult:
+    """The optimal plan for Piper's model; raises :class:`InfeasibleError` (one line) if there is none.
+
+    With ``time_limit`` (seconds) a run stopped by it returns the best plan found
+    so far with status ``time_limit`` and a proven lower ``bound``; if it has no
+    plan yet it raises :class:`~dnnplace.errors.SolverTimeout`.
+    """
     start = time.perf_counter()
+    limits = _Limits(None if time_limit is None else start + time_limit, progress)
     ar = build_arrays(inst)
     stats: dict = {"nodes": inst.n, "edges": len(inst.edges)}
     why = _obviously_infeasible(inst, ar)
@@ -400,6 +457,50 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     direct = lat.n_ideals <= 3 * chain.n_ideals
     search = lat if direct else chain
     stats["bound_search"] = "all tails" if direct else "chain"
+    found = _SoFar(proven_lb=lb)
+    final: _DP | None = None
+    try:
+        final = _exact_tables(inst, ar, lat, chain, search, direct, lb, top, limits, stats, found)
+    except _Stopped:
+        if found.dp is None:
+            raise SolverTimeout(f"piper: time limit reached before any plan was found (after"
+                                f" {stats['search_rounds']} bound rounds); raise --time-limit") from None
+    dp = final if final is not None else found.dp
+    assert dp is not None
+    stats["pairs"] = int(dp.pairs)
+    stats["stage_tables"] = int(dp.tables)
+    if dp.value >= INF:
+        raise InfeasibleError(_explain_infeasible(inst, ar))
+    best = dp.value
+    plan = _plan_of(inst, dp)
+    ev = evaluate_piper(inst, plan)
+    if not ev.feasible or ev.tps > best * (1.0 + 1e-6) + 1e-12:
+        raise RuntimeError(f"internal error: the evaluator gives {ev.tps} for a plan the DP valued {best}")
+    runtime = time.perf_counter() - start
+    stats["dp_value"] = best
+    if final is not None:
+        status, bound = "optimal", ev.tps
+    else:
+        status, bound = "time_limit", min(found.proven_lb, ev.tps)
+    gap = (ev.tps - bound) / ev.tps if ev.tps > 0 else 0.0
+    plan.meta = {"status": status, "bound": bound, "gap": gap, "runtime_s": runtime}
+    return PiperResult(plan, ev, ev.tps, status, bound, runtime, stats)
+
+
+@dataclass
+class _SoFar:
+    """What a deadline falls back on: the tables of the best plan found, and the best proven bound."""
+
+    dp: _DP | None = None
+    proven_lb: float = 0.0
+
+
+def _exact_tables(inst: PiperInstance, ar: Arrays, lat: Lattice, chain: Lattice, search: Lattice, direct: bool,
+                  lb: float, top: float, limits: _Limits, stats: dict, found: _SoFar) -> _DP:
+    """Steps 2-3: the bound search, then the exact DP over all tails (its tables, maybe infeasible).
+
+    Keeps ``found`` up to date as plans and bounds are proven; a deadline raises :class:`_Stopped`.
+    """
     tau = lb * 1.25 if lb > 0 else INF
     ub = INF
     rounds = 0
@@ -408,11 +509,13 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
     final = None
     while True:
         rounds += 1
+        stats["search_rounds"] = rounds
         if tau >= top:
             tau = INF
-        dp = _DP(ar, search, tau)
+        dp = _DP(ar, search, tau, limits)
         if dp.value < INF:
             ub = dp.value
+            found.dp = dp
             if direct:
                 final = dp  # exact: its value is <= tau
             break
@@ -420,13 +523,18 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
             if direct:
                 final = dp  # proven infeasible
             break
+        if direct:
+            found.proven_lb = max(found.proven_lb, tau)  # no plan over all tails is within tau
         if ub1 is None:
             # a cheap real plan: the chain with one replica per stage, within 2.5 tau (else none)
             # (its sum of d is the number of stages, at most n)
             one = Arrays(**{**ar.__dict__, "divs": ar.divs[:1], "dmax_t": np.minimum(ar.dmax_t, 1),
                             "S": min(ar.S, inst.n)})
-            ub1 = _DP(one, chain, 2.5 * tau).value
+            dp1 = _DP(one, chain, 2.5 * tau, limits)
+            ub1 = dp1.value
             stats["one_replica_ub"] = ub1
+            if ub1 < INF:
+                found.dp = dp1
             if ub1 <= 2.5 * tau:
                 ub = ub1  # close enough: that plan's value bounds the full DP
                 break
@@ -435,20 +543,17 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
         if ub1 < INF and tau * growth >= ub1:
             ub = ub1
             break
-    stats["search_rounds"] = rounds
     stats["search_ub"] = ub
     if final is None:
         tau = INF if ub >= INF else ub * (1.0 + 1e-9)
-        dp = _DP(ar, lat, tau)
-    else:
-        dp = final
-    stats["pairs"] = int(dp.pairs)
-    stats["stage_tables"] = int(dp.tables)
-    if dp.value >= INF:
-        raise InfeasibleError(_explain_infeasible(inst, ar))
-    best = dp.value
-    raw = dp.reconstruct()
+        final = _DP(ar, lat, tau, limits)
+    return final
+
+
+def _plan_of(inst: PiperInstance, dp: _DP) -> PiperPlan:
+    """Reconstruction, then the exact TMPC choice per stage at its true micro-batches in flight."""
     stages: list[PiperStage] = []
+    raw = dp.reconstruct()
     D = sum(d for _, _, d in raw)
     for nodes, t, d in raw:
         y = -(-D // d)
@@ -457,14 +562,7 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000) -> PiperRes
         if tm is None:
             raise RuntimeError("internal error: a reconstructed Piper stage does not fit in memory")
         stages.append(PiperStage(nodes, d, t, tm))
-    plan = PiperPlan(stages)
-    ev = evaluate_piper(inst, plan)
-    if not ev.feasible or ev.tps > best * (1.0 + 1e-6) + 1e-12:
-        raise RuntimeError(f"internal error: the evaluator gives {ev.tps} for a plan the DP valued {best}")
-    runtime = time.perf_counter() - start
-    stats["dp_value"] = best
-    plan.meta = {"status": "optimal", "bound": ev.tps, "gap": 0.0, "runtime_s": runtime}
-    return PiperResult(plan, ev, ev.tps, "optimal", ev.tps, runtime, stats)
+    return PiperPlan(stages)
 
 
 def warm_up() -> None:
