@@ -241,10 +241,9 @@ def solve(
         if as_json:
             out.print_json(json.dumps(doc))
         elif not quiet:
-            from dnnplace.cli.render import print_evaluation
+            from dnnplace.cli.render import print_evaluation, proven_text
 
-            proven = "" if sol.bound is None or sol.gap is None else \
-                f", bound {sol.bound:.6g}, gap {100 * sol.gap:.2f} %"
+            proven = proven_text(sol.bound, sol.gap)
             print_evaluation(out, w, sol.evaluation,
                              title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
             if output is not None:

@@ -107,8 +107,9 @@ def solve_cmd(out: Console, workload: Path, *, output: Path | None, accelerators
     if as_json:
         out.print_json(json.dumps(doc))
     elif not quiet:
-        proven = "" if res.status == "optimal" else \
-            f", bound {res.bound:.6g}, gap {100 * res.plan.meta['gap']:.2f} %"
+        from dnnplace.cli.render import proven_text
+
+        proven = "" if res.status == "optimal" else proven_text(res.bound, res.plan.meta["gap"])
         print_stages(out, inst, res.evaluation,
                      f"piper plan for {workload.name}: {res.status}{proven}, {doc['runtime_s']:.3f} s")
         if output is not None:

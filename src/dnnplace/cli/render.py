@@ -13,6 +13,11 @@ from dnnplace.model.workload import Workload
 from dnnplace.utils.text import format_bytes, format_number, printable
 
 
+def proven_text(bound: float | None, gap: float | None) -> str:
+    """The ``, bound B, gap G %`` of a result's title line: what the solve proved, or nothing."""
+    return "" if bound is None or gap is None else f", bound {bound:.6g}, gap {100 * gap:.2f} %"
+
+
 def device_table(w: Workload, ev: Evaluation, title: str | None = None) -> Table:
     """One row per used device: load, compute, communication, memory, nodes."""
     table = Table(title=None if title is None else Text(printable(title)), title_justify="left")

@@ -452,15 +452,10 @@ def solve_piper(inst: PiperInstance, *, max_ideals: int = 2_000_000, time_limit:
     chain = chain_lattice(inst, ar)
     lat = tail_lattice(inst, ar, max_ideals)
     stats["ideals"] = lat.n_ideals
-    # On a small lattice the search for a bound runs on all tails directly: a run that finds a
-    # plan is then the answer, and failing runs cost little more than on the chain.
-    direct = lat.n_ideals <= 3 * chain.n_ideals
-    search = lat if direct else chain
-    stats["bound_search"] = "all tails" if direct else "chain"
     found = _SoFar(proven_lb=lb)
     final: _DP | None = None
     try:
-        final = _exact_tables(inst, ar, lat, chain, search, direct, lb, top, limits, stats, found)
+        final = _exact_tables(inst, ar, lat, chain, lb, top, limits, stats, found)
     except _Stopped:
         if found.dp is None:
             raise SolverTimeout(f"piper: time limit reached before any plan was found (after"
@@ -495,12 +490,17 @@ class _SoFar:
     proven_lb: float = 0.0
 
 
-def _exact_tables(inst: PiperInstance, ar: Arrays, lat: Lattice, chain: Lattice, search: Lattice, direct: bool,
-                  lb: float, top: float, limits: _Limits, stats: dict, found: _SoFar) -> _DP:
+def _exact_tables(inst: PiperInstance, ar: Arrays, lat: Lattice, chain: Lattice, lb: float, top: float,
+                  limits: _Limits, stats: dict, found: _SoFar) -> _DP:
     """Steps 2-3: the bound search, then the exact DP over all tails (its tables, maybe infeasible).
 
     Keeps ``found`` up to date as plans and bounds are proven; a deadline raises :class:`_Stopped`.
     """
+    # On a small lattice the search for a bound runs on all tails directly: a run that finds a
+    # plan is then the answer, and failing runs cost little more than on the chain.
+    direct = lat.n_ideals <= 3 * chain.n_ideals
+    search = lat if direct else chain
+    stats["bound_search"] = "all tails" if direct else "chain"
     tau = lb * 1.25 if lb > 0 else INF
     ub = INF
     rounds = 0
