@@ -628,7 +628,8 @@ def test_12_time_limit_bounds_a_piper_solve(tmp_path):
         return
     assert code == 0, err
     doc = json.loads((tmp_path / "plan.json").read_text())
-    assert doc["status"] in ("time_limit", "optimal") and doc["bound"] <= doc["timePerSample"]
+    # the solve takes over a second here: 0.3 s stops it with the best plan so far
+    assert doc["status"] == "time_limit" and doc["bound"] < doc["timePerSample"] and doc["gap"] > 0
 
 
 # ------------------------------------------------------------------ item 13: no rich markup or emoji codes

@@ -61,7 +61,8 @@ def test_a_real_deadline_is_honoured_with_a_plan_or_a_refusal():
         res = dnnplace.solve_piper(inst, time_limit=0.2, progress=lambda done, total, what: seen.append(total))
     except SolverTimeout:
         return
-    assert res.status in ("time_limit", "optimal") and res.runtime_s < 5.0 and all(t > 0 for t in seen)
+    # GNMT's run over all tails alone takes over a second: a limit that did not stop it would say optimal
+    assert res.status == "time_limit" and res.runtime_s < 5.0 and all(t > 0 for t in seen)
     assert res.bound <= res.tps and evaluate_piper(inst, res.plan).feasible
 
 
