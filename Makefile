@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PAPER := src/dnnplace/data/paper
 DEMO_WORKLOAD := $(PAPER)/throughput-inputs/LayerGraphs/gnmt_training.json
 
-.PHONY: demo test lint bench clean system-deps
+.PHONY: demo test test-all lint bench clean system-deps
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,9 @@ system-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends scotch graphviz chromium >/dev/null; \
 	fi
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml requirements-trainers.txt | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-trainers.txt
 	touch $(STAMP)
 
 demo: $(STAMP) system-deps
@@ -35,9 +36,16 @@ demo: $(STAMP) system-deps
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
+# Everyday: every test but those marked slow or timing, on both cores (pytest-xdist), fast Hypothesis profile.
 test: $(STAMP) system-deps lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 -m "not slow and not timing"
+
+# Everything (what .ci/run calls): the fast and slow lanes in parallel, then the timing lane alone.
+test-all: $(STAMP) system-deps lint
+	HYPOTHESIS_PROFILE=full $(PY) -m pytest -q -n 2 -m "not timing"
+	HYPOTHESIS_PROFILE=full $(PY) -m pytest -q -p no:xdist -m timing
 
 bench: $(STAMP)
 	$(PY) benchmarks/dp_paper.py

@@ -8,19 +8,21 @@ single-sample latency), with a proven bound beside every answer
 Everything the ``dnnplace`` command does is here:
 
 Files
-    load_workload, save_workload, load_split, save_split, example_path, info (the lattice at
-    each reduction and the path ``solve`` will take)
+    load (a workload of either model, read once), load_plan, save_plan, with_budget;
+    load_workload, save_workload, load_split, save_split (the paper's format), example_path,
+    info (the lattice at each reduction and the path ``solve`` will take)
 Placing
-    solve (any of :func:`methods`, with its own parameters), methods
+    solve (any of :func:`methods` for the instance's model, with its own parameters), methods
 Judging and showing
     evaluate, simulate, write_report
-Piper's model (data / tensor parallelism, recomputation)
-    load_piper, solve_piper (exact), evaluate_piper, save_piper_plan, load_piper_plan
 PyTorch
     profile (trace + profile a model into a workload), run (execute or train a
     split on torch.distributed), export (stage lists, torch.distributed.pipelining)
 
-Types: :class:`Workload`, :class:`Split`, :class:`Solution`, :class:`Evaluation`,
+Every function above takes an instance of either model -- the paper's :class:`Workload`, or
+Piper's :class:`PiperInstance` (data / tensor parallelism, recomputation) -- and dispatches on it.
+
+Types: :class:`Workload`, :class:`PiperInstance`, :class:`Split`, :class:`Solution`, :class:`Evaluation`,
 :class:`Simulation`, :class:`Solver` (the base of every method), and the errors
 :class:`DnnplaceError`, :class:`InputError`, :class:`InfeasibleError`.
 
@@ -36,37 +38,38 @@ Examples
 from dnnplace.api import (
     Solution,
     evaluate,
-    evaluate_piper,
     example_path,
     export,
     info,
-    load_piper,
-    load_piper_plan,
+    load,
+    load_plan,
     load_split,
     load_workload,
     methods,
+    plan_document,
     profile,
     run,
-    save_piper_plan,
+    save_plan,
     save_split,
     save_workload,
     simulate,
     solve,
-    solve_piper,
+    with_budget,
     write_report,
 )
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
 from dnnplace.evaluation import Evaluation
 from dnnplace.frontends.paper_json import workload_from_records
+from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.simulation import Simulation
 from dnnplace.solvers import Solver
 
 __all__ = [
-    "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "Simulation", "Solution", "Solver", "Split",
-    "Workload", "evaluate", "evaluate_piper", "example_path", "export", "info", "load_piper", "load_piper_plan",
-    "load_split", "load_workload", "methods", "profile", "run", "save_piper_plan", "save_split", "save_workload",
-    "simulate", "solve", "solve_piper", "workload_from_records", "write_report",
+    "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "PiperInstance", "Simulation", "Solution",
+    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "info", "load", "load_plan", "load_split",
+    "load_workload", "methods", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
+    "simulate", "solve", "with_budget", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"

@@ -7,8 +7,9 @@ import copy
 import pytest
 
 from dnnplace.errors import InputError
-from dnnplace.evaluation.piper import INF, PiperPlan, PiperStage, evaluate_piper, plan_from_dict, plan_to_dict
-from dnnplace.frontends.piper_json import parse_piper
+from dnnplace.evaluation.piper import INF, evaluate_piper
+from dnnplace.frontends.piper_json import parse_piper, plan_from_dict, plan_to_dict
+from dnnplace.model.piper import PiperPlan, PiperStage
 
 
 def tm(p, w=0.0, a=0.0, b=0.0, fw=None, bw=None, tid="vanilla"):
@@ -108,7 +109,7 @@ def test_checker_aborts_are_one_line_errors(needle):
 def test_plan_file_round_trip():
     inst = parse_piper(chain_doc())
     plan = plan_with(lambda s: None)
-    doc = plan_to_dict(inst, plan)
+    doc = plan_to_dict(inst, plan, evaluate_piper(inst, plan))
     assert doc["stages"][1]["tmpcs"] == {"1": "vanilla", "2": "vanilla"}
     back = plan_from_dict(inst, doc)
     assert evaluate_piper(inst, back).tps == evaluate_piper(inst, plan).tps == doc["timePerSample"]
@@ -127,5 +128,6 @@ def test_old_ids_are_kept_in_plans():
     for e in doc["edges"]:
         e["sourceId"], e["destId"] = remap[e["sourceId"]], remap[e["destId"]]
     inst = parse_piper(doc)
-    out = plan_to_dict(inst, plan_with(lambda s: None))
+    plan = plan_with(lambda s: None)
+    out = plan_to_dict(inst, plan, evaluate_piper(inst, plan))
     assert out["stages"][0]["nodes"] == [10] and out["stages"][1]["tmpcs"] == {"20": "vanilla", "30": "vanilla"}

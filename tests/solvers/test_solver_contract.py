@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import dnnplace
 from dnnplace.cli.app import app
 from dnnplace.errors import DnnplaceError
-from dnnplace.solvers import METHODS, ROUTES, Solver, get_solver_class, make_solver, resolve_method
+from dnnplace.solvers import METHODS, ROUTES, Solver, get_solver_class, make_solver, methods_for, resolve_method
 
 
 def _workloads() -> list[dnnplace.Workload]:
@@ -36,7 +36,10 @@ def _workloads() -> list[dnnplace.Workload]:
 WORKLOADS = _workloads()
 
 
-@pytest.mark.parametrize("name", list(METHODS))
+PAPER_METHODS = list(methods_for("paper"))
+
+
+@pytest.mark.parametrize("name", PAPER_METHODS)
 @pytest.mark.parametrize("index", range(len(WORKLOADS)))
 def test_every_method_keeps_the_contract(name, index):
     w = WORKLOADS[index]
@@ -117,3 +120,32 @@ def test_the_cli_refuses_a_flag_the_method_does_not_take(tmp_path):
     assert "--method local-search does not take --max-ideals; it takes: --seed, --restarts" in res.output
     res = CliRunner().invoke(app, ["solve", str(path), "--method", "local-search", "--restarts", "2", "--json"])
     assert res.exit_code == 0, res.output
+
+
+def test_every_model_has_methods_and_the_piper_method_keeps_the_contract():
+    from dnnplace.api.models import MODELS
+
+    for name, model in MODELS.items():
+        assert methods_for(name) and model.default_method in methods_for(name)
+    inst = dnnplace.load(dnnplace.example_path("toy_a_knapsack"))
+    sol = dnnplace.solve(inst, time_limit=30.0)
+    ev = dnnplace.evaluate(inst, sol.plan)
+    assert sol.method == "piper" and sol.status == "optimal" and sol.value == ev.tps == 5.0
+    assert sol.bound == sol.value and sol.gap == 0.0 and sol.plan.meta["objectiveValue"] == sol.value
+    with pytest.raises(DnnplaceError, match="plans a workload in the paper's format, not a Piper workload"):
+        dnnplace.solve(inst, "dp")
+    with pytest.raises(DnnplaceError, match="plans a Piper workload"):
+        dnnplace.solve(WORKLOADS[0], "piper")
+    with pytest.raises(DnnplaceError, match="not a split"):
+        _ = sol.split
+
+
+def test_each_parameter_is_one_generated_flag():
+    from dnnplace.cli.options import solver_flags
+
+    flags = solver_flags()
+    text = " ".join(CliRunner().invoke(app, ["solve", "--help"], env={"COLUMNS": "200"}).output.split())
+    for name, cls in dnnplace.methods().items():
+        for p in cls.param_names():
+            assert flags[p].flag in text, (name, p)
+    assert flags["contiguous_cpus"].flag == "--no-contiguous-cpus" and flags["max_ideals"].flag == "--max-ideals"

@@ -10,16 +10,18 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
 from dnnplace.solvers import METHODS, ROUTES
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.text import SafeConsole, printable
@@ -45,12 +47,6 @@ err = SafeConsole(stderr=True)
 
 # The registry's names (dnnplace.solvers.METHODS): the CLI never lists methods itself.
 Method = StrEnum("Method", {name: name for name in METHODS})  # type: ignore[misc]
-
-#: solve's flags for each method parameter (the flag's default is None: "not given").
-PARAM_FLAGS = {"max_ideals": "--max-ideals", "gap": "--gap", "threads": "--threads", "seed": "--seed",
-               "restarts": "--restarts", "subgraphs_per_accelerator": "--subgraphs-per-accelerator",
-               "contiguous_cpus": "--no-contiguous-cpus", "contract_layers": "--contract-layers",
-               "linearize": "--linearize"}
 
 
 class Objective(StrEnum):
@@ -98,19 +94,6 @@ def model_file(spec: str) -> Path | None:
         return None
 
 
-def method_params(method: str, objective: str, given: Mapping[str, object]) -> dict[str, object]:
-    """The parameters the user set, refused by flag name when the method does not take them."""
-    from dnnplace.solvers import get_solver_class, resolve_method
-
-    cls = get_solver_class(resolve_method(method, objective))
-    params = {k: v for k, v in given.items() if v is not None}
-    unknown = [PARAM_FLAGS.get(k, k) for k in params if k not in cls.param_names()]
-    if unknown:
-        takes = ", ".join(PARAM_FLAGS.get(k, k) for k in cls.param_names()) or "none of these options"
-        raise DnnplaceError(f"--method {method} does not take {', '.join(unknown)}; it takes: {takes}")
-    return params
-
-
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
     """A transient rich progress bar on stderr, shown only on a terminal."""
@@ -131,123 +114,91 @@ def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 
 @app.command()
 def evaluate(
-    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
-    split: Path = typer.Argument(..., help="Split JSON (paper format: fpgas/cpus node lists)."),
+    workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
+    split: Path = typer.Argument(..., help="Its plan: a split (fpgas/cpus node lists) or a Piper plan."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
-                                      help="Accelerator load = max(compute, communication)."),
+                                      help="Accelerator load = max(compute, communication) (paper workloads)."),
 ) -> None:
-    """Evaluate a split: max-load, per-device loads and memory, violations, latency."""
+    """Evaluate a plan with its model's cost model: max-load, per-device loads and memory, violations, latency."""
     with user_errors():
-        from dnnplace.cli import piper_cmd
-
-        if piper_cmd.is_piper_input(workload):
-            piper_cmd.evaluate_cmd(out, workload, split, as_json=as_json)
-            return
         from dnnplace import api
-        from dnnplace.api import evaluate as evaluate_split
+        from dnnplace.cli.render import evaluation_document, print_plan
 
-        w = api.load_workload(workload, check_feasible=False)
-        s = api.load_split(split)
-        ev = evaluate_split(w, s, overlap_comm=overlap_comm, source=str(split))
+        inst, plan = api.load_plan(api.load(workload), split)
+        ev = api.evaluate(inst, plan, overlap_comm=overlap_comm, source=str(split))
         if as_json:
-            out.print_json(json.dumps(ev.to_dict()))
+            out.print_json(json.dumps(evaluation_document(inst, ev)))
         else:
-            from dnnplace.cli.render import print_evaluation
-
-            print_evaluation(out, w, ev, title=f"{split.name} on {workload.name}")
+            print_plan(out, inst, ev, title=f"{split.name} on {workload.name}")
 
 
 @app.command()
+@with_solver_options
 def solve(
-    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the split here (paper format)."),
-    method: Method = typer.Option("dp", "--method", "-m", help="Placement method (see `dnnplace methods`)."),
+    workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan here."),
+    method: Optional[Method] = typer.Option(None, "--method", "-m", show_default=False,
+                                            help="Placement method (see `dnnplace methods`) [default: dp for the"
+                                                 " paper's workloads, piper for Piper's]."),
     objective: Objective = typer.Option(Objective.throughput, "--objective",
                                         help="throughput (max-load), latency, or fw+bw."),
     accelerators: Optional[int] = typer.Option(None, "--accelerators", "-k", min=0,
-                                               help="Override the file's maxFPGAs."),
+                                               help="Override the file's maxFPGAs (Piper: maxDevices)."),
     cpus: Optional[int] = typer.Option(None, "--cpus", "-l", min=0, help="Override the file's maxCPUs."),
-    memory: Optional[float] = typer.Option(None, "--memory", min=0, help="Override maxSizePerFPGA (bytes)."),
+    memory: Optional[float] = typer.Option(None, "--memory", min=0,
+                                           help="Override maxSizePerFPGA (Piper: maxMemoryPerDevice), bytes."),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper: override bandwidth (B/s)."),
+    batch: Optional[int] = typer.Option(None, "--batch", help="Piper: override mbsInBatch."),
+    bert_layers: Optional[int] = typer.Option(None, "--bert-layers", help="Piper: BERT-L from bert32a100.json."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0, help="Seconds before giving up."),
-    contract_layers: Optional[bool] = typer.Option(None, "--contract-layers", show_default=False,
-                                                   help="Fuse nodes sharing a layerId (dp, pipedream)."),
-    linearize: Optional[bool] = typer.Option(None, "--linearize", show_default=False,
-                                             help="Chain the graph along a topological order, as PipeDream (dp)."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
-    max_ideals: Optional[int] = typer.Option(None, "--max-ideals", min=1,
-                                             help="Ideals the exact DP may enumerate before it relaxes"
-                                                  " [dp default: 200000]."),
-    gap: Optional[float] = typer.Option(None, "--gap", min=0,
-                                        help="Relative gap to prove: the IPs' MIP gap; the DP's target when it"
-                                             " must relax [default: 0.01]."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Solver threads (IP methods)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (local-search) [default: 0]."),
-    restarts: Optional[int] = typer.Option(None, "--restarts", min=1, help="Restarts (local-search) [default: 10]."),
-    subgraphs: Optional[int] = typer.Option(None, "--subgraphs-per-accelerator", min=1,
-                                            help="Contiguous pieces per accelerator (latency IP) [default: 1]."),
-    no_contiguous_cpus: Optional[bool] = typer.Option(None, "--no-contiguous-cpus", show_default=False,
-                                                      help="Do not force contiguity on CPUs (ip)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the split JSON instead of tables."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables; errors only."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the split here."),
-    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper JSON: override bandwidth (B/s)."),
-    batch: Optional[int] = typer.Option(None, "--batch", help="Piper JSON: override mbsInBatch."),
-    bert_layers: Optional[int] = typer.Option(None, "--bert-layers", help="Piper JSON: BERT-L from bert32a100.json."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the plan here."),
+    **solver_params: object,
 ) -> None:
-    """Find a split: by default the optimal contiguous split for throughput (the DP).
-
-    A Piper workload (nodes with TMPCs) gets the exact Piper plan (stages x data x tensor parallelism)."""
+    """Find a plan: by default the optimal contiguous split for throughput (the DP), or for a Piper workload
+    (nodes with TMPCs) the exact Piper plan (stages x data x tensor parallelism x recomputation)."""
     with user_errors():
-        from dnnplace.cli import piper_cmd
-
-        if piper_cmd.is_piper_input(workload):
-            with progress_bar(not quiet and not as_json) as progress:
-                piper_cmd.solve_cmd(out, workload, output=output, accelerators=accelerators, memory=memory,
-                                    bandwidth=bandwidth, batch=batch, bert_layers=bert_layers, as_json=as_json,
-                                    quiet=quiet, progress=progress,
-                                    time_limit=finite_option("--time-limit", time_limit, inf_is_none=True))
-            return
         from dnnplace import api
-        from dnnplace.frontends.paper_json import split_to_dict
-        from dnnplace.model.validate import check_budget
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
-        check_budget(accelerators, cpus, finite_option("--memory", memory))
         time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
-        finite_option("--gap", gap)
-        given = {"max_ideals": max_ideals, "gap": gap, "threads": threads, "seed": seed, "restarts": restarts,
-                 "subgraphs_per_accelerator": subgraphs, "contract_layers": contract_layers,
-                 "linearize": linearize,
-                 "contiguous_cpus": None if no_contiguous_cpus is None else not no_contiguous_cpus}
-        params = method_params(str(method.value), objective.value, given)
+        finite_option("--memory", memory)
+        finite_option("--bandwidth", bandwidth)
+        gap = solver_params.get("gap")
+        finite_option("--gap", gap if isinstance(gap, float) else None)
 
-        started = time.perf_counter()  # runtime_s of the command: from reading the workload to the split
-        w = api.load_workload(workload, check_feasible=False).with_budget(accelerators, cpus, memory)
+        started = time.perf_counter()  # runtime_s of the command: from reading the workload to the plan
+        inst = api.with_budget(api.load(workload, bert_layers=bert_layers), accelerators=accelerators, cpus=cpus,
+                               memory=memory, bandwidth=bandwidth, batch=batch)
+        name = str(method.value) if method is not None else api.default_method(inst)
+        params = method_params(name, objective.value, solver_params)
         read_s = time.perf_counter() - started
         with progress_bar(not quiet and not as_json) as progress:
-            sol = api.solve(w, str(method.value), objective=objective.value, time_limit=time_limit,
+            sol = api.solve(inst, name, objective=objective.value, time_limit=time_limit,
                             overlap_comm=overlap_comm, progress=progress, **params)
         runtime = sol.runtime_s + read_s
-        sol = replace(sol, runtime_s=runtime, split=sol.split.with_meta(runtime_s=round(runtime, 6)))
-        doc = split_to_dict(sol.split, sol.evaluation)
+        sol = api.with_runtime(sol, runtime)
+        doc = api.plan_document(inst, sol.plan, sol.evaluation)
         if output is not None:
             write_json_atomic(output, doc, inputs=[workload])
         if report is not None:
-            api.write_report(w, sol.split, report, title=f"{workload.stem}: {sol.method}", overlap_comm=overlap_comm,
-                             inputs=[workload, output])
+            api.write_report(inst, sol.plan, report, title=f"{workload.stem}: {sol.method}",
+                             overlap_comm=overlap_comm, inputs=[workload, output])
         if as_json:
             out.print_json(json.dumps(doc))
         elif not quiet:
-            from dnnplace.cli.render import print_evaluation, proven_text
+            from dnnplace.cli.render import print_plan, proven_text
 
             proven = proven_text(sol.bound, sol.gap)
-            print_evaluation(out, w, sol.evaluation,
-                             title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
+            print_plan(out, inst, sol.evaluation,
+                       title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
             if output is not None:
-                out.print(f"split written to {output}")
+                out.print(f"{'split' if isinstance(sol.plan, Split) else 'plan'} written to {output}")
             if report is not None:
                 out.print(f"report written to {report}")
 
@@ -259,8 +210,8 @@ class Schedule(StrEnum):
 
 @app.command()
 def simulate(
-    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
-    split: Path = typer.Argument(..., help="Split JSON (paper format)."),
+    workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
+    split: Path = typer.Argument(..., help="Its plan: a split or a Piper plan."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="1f1b (PipeDream) or gpipe."),
     microbatches: int = typer.Option(64, "--microbatches", "-n", min=1, help="Microbatches to stream."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
@@ -269,62 +220,43 @@ def simulate(
 ) -> None:
     """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
     with user_errors():
-        from dnnplace.cli import piper_cmd
-
-        if piper_cmd.is_piper_input(workload):
-            piper_cmd.simulate_cmd(out, workload, split, microbatches=microbatches, as_json=as_json)
-            return
         from dnnplace import api
+        from dnnplace.cli.render import print_simulation
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
-        w = api.load_workload(workload, check_feasible=False)
-        sim = api.simulate(w, api.load_split(split), schedule=schedule.value, microbatches=microbatches,
+        inst, plan = api.load_plan(api.load(workload), split)
+        if trace is not None and not isinstance(inst, Workload):
+            raise DnnplaceError("--trace applies to a workload in the paper's format only")
+        sim = api.simulate(inst, plan, schedule=schedule.value, microbatches=microbatches,
                            overlap_comm=overlap_comm)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
-        doc = sim.to_dict()
         if as_json:
-            out.print_json(json.dumps(doc))
+            out.print_json(json.dumps(sim.to_dict()))
             return
-        from rich.table import Table
-
-        out.print(f"{schedule.value}, {microbatches} microbatches: time per sample [bold]{doc['time_per_sample']:.6g}"
-                  f"[/bold] (max-load {doc['max_load']:.6g}), throughput {doc['throughput']:.6g},"
-                  f" makespan {doc['makespan']:.6g}, bubble fraction {100 * doc['bubble_fraction']:.1f}%",
-                  markup=True)  # numbers only
-        table = Table()
-        for col in ("device", "busy", "busy share"):
-            table.add_column(col, justify="left" if col == "device" else "right")
-        for d in doc["devices"]:
-            table.add_row(d["device"], f"{d['busy']:.6g}", f"{100 * d['busy_share']:.1f}%")
-        out.print(table)
+        print_simulation(out, inst, sim, f"{workload.name} / {split.name}", schedule.value)
         if trace is not None:
             out.print(f"trace written to {trace} (open in https://ui.perfetto.dev or chrome://tracing)")
 
 
 @app.command()
 def report(
-    workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
-    split: Path = typer.Argument(..., help="Split JSON (paper format)."),
+    workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
+    split: Path = typer.Argument(..., help="Its plan: a split or a Piper plan."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
     microbatches: int = typer.Option(8, "--microbatches", "-n", min=1, help="Microbatches in the timeline."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Timeline schedule."),
 ) -> None:
-    """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline."""
+    """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline (Piper: stages)."""
     with user_errors():
-        from dnnplace.cli import piper_cmd
-
-        if piper_cmd.is_piper_input(workload):
-            piper_cmd.report_cmd(out, workload, split, output)
-            return
         from dnnplace import api
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
-        w = api.load_workload(workload, check_feasible=False)
-        api.write_report(w, api.load_split(split), output, title=f"{workload.stem} / {split.stem}",
-                     microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
+        inst, plan = api.load_plan(api.load(workload), split)
+        api.write_report(inst, plan, output, title=f"{workload.stem} / {split.stem}",
+                         microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
 
 
@@ -367,9 +299,14 @@ def profile(
                         link=(link_latency_ms, link_bandwidth)
                         if link_latency_ms is not None and link_bandwidth is not None else None)
         if fmt == "piper":
-            from dnnplace.cli.piper_cmd import profile_to_piper
+            from dnnplace.utils.files import write_json_atomic
 
-            profile_to_piper(out, w, output, model, inputs=(model_file(model), devices_file))
+            pdoc = api.piper_document(w, source=str(output))
+            write_json_atomic(output, pdoc, inputs=(model_file(model), devices_file))
+            tot = sum(nd["TMPCs"]["1"][0]["timePerSample"] for nd in pdoc["nodes"])
+            out.print(f"{model}: {len(pdoc['nodes'])} layers, {len(pdoc['edges'])} edges, forward+backward"
+                      f" {tot:.6g} s per sample (t = 1; vanilla and activation recomp); Piper format written to"
+                      f" {output}")
             return
         api.save_workload(w, output, inputs=[model_file(model), devices_file])
         meta = w.extras.get("top_extra", {}).get("dnnplace", {})
@@ -382,11 +319,6 @@ def profile(
 class Backend(StrEnum):
     gloo = "gloo"
     nccl = "nccl"
-
-
-class RunSchedule(StrEnum):
-    one_f_one_b = "1f1b"
-    gpipe = "gpipe"
 
 
 class Optimizer(StrEnum):
@@ -405,7 +337,7 @@ def run(
     backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPU)."),
     training: bool = typer.Option(False, "--training", help="Train: forward and backward per stage, exact"
                                                              " gradients, checked against unsplit training."),
-    schedule: RunSchedule = typer.Option(RunSchedule.one_f_one_b, "--schedule", help="Training: 1f1b or gpipe."),
+    schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Training: 1f1b or gpipe."),
     steps: int = typer.Option(3, "--steps", min=1, help="Training: optimizer steps (one per N microbatches)."),
     optimizer: Optimizer = typer.Option(Optimizer.sgd, "--optimizer", help="Training: sgd or adam."),
     lr: float = typer.Option(0.01, "--lr", min=0.0, help="Training: learning rate."),
@@ -548,8 +480,8 @@ def compare(
 ) -> None:
     """Run several methods on several workloads: max-load, ratio to best, latency, runtime, feasibility."""
     with user_errors():
-        from dnnplace.report.compare import PSEUDO_METHODS, load_named, to_csv, to_json, to_markdown
-        from dnnplace.report.compare import compare as run_compare
+        from dnnplace.experiments.compare import PSEUDO_METHODS, load_named, to_csv, to_json, to_markdown
+        from dnnplace.experiments.compare import compare as run_compare
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], workloads)
@@ -590,8 +522,8 @@ def reproduce(
     with user_errors():
         import io
 
-        from dnnplace.report.reproduce import figure, to_markdown
-        from dnnplace.report.reproduce import reproduce as run_reproduce
+        from dnnplace.experiments.reproduce import figure, to_markdown
+        from dnnplace.experiments.reproduce import reproduce as run_reproduce
         from dnnplace.utils.files import check_outputs, write_bytes_atomic, write_text_atomic
 
         png = output.with_name(output.stem + "_throughput.png")
@@ -623,12 +555,12 @@ def methods() -> None:
     from dnnplace import api
 
     table = Table()
-    for col in ("method", "objectives", "what it does", "parameters"):
+    for col in ("method", "plans", "objectives", "what it does", "parameters"):
         table.add_column(col)
     for name, m in api.methods().items():
-        params = ", ".join(PARAM_FLAGS.get(p, p) for p in m.param_names()) or "-"
+        params = ", ".join(flag_of(p) for p in m.param_names()) or "-"
         routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
-        table.add_row(name, ", ".join([*m.objectives, *routed]), m.summary, params)
+        table.add_row(name, m.model, ", ".join([*m.objectives, *routed]), m.summary, params)
     out.print(table)
 
 

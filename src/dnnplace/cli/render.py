@@ -9,8 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from dnnplace.evaluation import Evaluation
+from dnnplace.evaluation.piper import PiperEvaluation, evaluation_dict, stage_rows
+from dnnplace.model.piper import PiperInstance
 from dnnplace.model.workload import Workload
-from dnnplace.utils.text import format_bytes, format_number, printable
+from dnnplace.utils.text import format_bytes, format_number, id_ranges, printable
 
 
 def proven_text(bound: float | None, gap: float | None) -> str:
@@ -64,3 +66,63 @@ def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str |
             console.print(Text.assemble("  ", (printable(v.kind), "red"), ": ", printable(v.message)))
     else:
         console.print(Text("feasible", style="green"))
+
+
+def print_piper_stages(console: Console, inst: PiperInstance, ev: PiperEvaluation, title: str) -> None:
+    """Piper's plan per stage: replicas, width, micro-batches in flight, time, recomputed layers, memory."""
+    table = Table(title=Text(printable(title)), title_justify="left")
+    for col in ("stage", "nodes", "replicas d", "width t", "in flight y", "time/sample", "recomputed",
+                "memory (GiB)", "of which in flight"):
+        table.add_column(col, justify="left" if col in ("nodes", "recomputed") else "right")
+    bott = ev.bottleneck
+    for r in stage_rows(inst, ev):
+        mark = " *" if r["stage"] == bott else ""
+        table.add_row(str(r["stage"]) + mark, id_ranges(r["nodes"]), str(r["replicas"]), str(r["width"]),
+                      str(r["in_flight"]), f"{r['time_per_sample']:.6g}", id_ranges(r["recomputed"]),
+                      f"{r['memory'] / 2**30:.3f}" + (" OOM" if r["oom"] else ""),
+                      f"{r['memory_in_flight'] / 2**30:.3f}")
+    console.print(table)
+    tps = "infeasible (out of memory)" if not ev.feasible else f"{ev.tps:.10g}"
+    console.print(Text(f"time per sample {tps}; devices used {ev.devices} of {inst.max_devices}; "
+                       f"sum of data-parallel degrees {ev.data_parallel_sum} (batch {inst.batch}); * = bottleneck"))
+
+
+def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
+    """The table of a judged plan, for whichever model ``inst`` belongs to."""
+    if isinstance(inst, PiperInstance):
+        assert isinstance(ev, PiperEvaluation)
+        print_piper_stages(console, inst, ev, title)
+    else:
+        assert isinstance(inst, Workload) and isinstance(ev, Evaluation)
+        print_evaluation(console, inst, ev, title)
+
+
+def evaluation_document(inst: object, ev: object) -> dict:
+    """``evaluate --json``: the evaluation of either model as one JSON object."""
+    if isinstance(inst, PiperInstance):
+        assert isinstance(ev, PiperEvaluation)
+        return evaluation_dict(inst, ev)
+    assert isinstance(ev, Evaluation)
+    return ev.to_dict()
+
+
+def print_simulation(console: Console, inst: object, sim: object, title: str, schedule: str) -> None:
+    """The summary line and the per-device (paper) or per-stage (Piper) table of a simulation."""
+    doc = sim.to_dict()  # type: ignore[attr-defined]
+    if isinstance(inst, PiperInstance):
+        print_piper_stages(console, inst, sim.evaluation, title)  # type: ignore[attr-defined]
+        if doc["makespan"] is not None:
+            console.print(Text(f"1f1b, {doc['microbatches']} microbatches: makespan {doc['makespan']:.6g},"
+                               f" bubble fraction {100 * doc['bubble_fraction']:.1f}%"))
+        return
+    console.print(Text.assemble(
+        f"{schedule}, {doc['microbatches']} microbatches: time per sample ",
+        (f"{doc['time_per_sample']:.6g}", "bold"),
+        f" (max-load {doc['max_load']:.6g}), throughput {doc['throughput']:.6g}, makespan {doc['makespan']:.6g},"
+        f" bubble fraction {100 * doc['bubble_fraction']:.1f}%"))
+    table = Table()
+    for col in ("device", "busy", "busy share"):
+        table.add_column(col, justify="left" if col == "device" else "right")
+    for d in doc["devices"]:
+        table.add_row(Text(printable(d["device"])), f"{d['busy']:.6g}", f"{100 * d['busy_share']:.1f}%")
+    console.print(table)

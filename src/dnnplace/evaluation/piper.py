@@ -11,29 +11,13 @@ exceeds the memory makes the whole plan infeasible (``INF``).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from dnnplace.errors import InputError
-from dnnplace.frontends.piper_json import PiperInstance
+from dnnplace.model.piper import PiperInstance, PiperPlan
 
 INF = 1e30
-
-
-@dataclass
-class PiperStage:
-    nodes: list[int]  # new (renumbered) ids, in the order given
-    d: int  # data-parallel degree (replicas)
-    t: int  # tensor-parallel degree (width of one replica)
-    tmpcs: dict[int, str]  # node -> TMPC id
-
-
-@dataclass
-class PiperPlan:
-    stages: list[PiperStage]
-    meta: dict[str, Any] = field(default_factory=dict)  # status, bound, gap, runtime_s, ...
 
 
 @dataclass
@@ -66,6 +50,15 @@ class PiperEvaluation:
     @property
     def bottleneck(self) -> int:
         return max(range(len(self.stages)), key=lambda i: self.stages[i].time) if self.stages else -1
+
+    @property
+    def max_load(self) -> float:
+        """The time per sample (Piper's objective), as the paper model's evaluation names it."""
+        return self.tps
+
+    def value(self, objective: str = "throughput") -> float:
+        """The objective's value: Piper's model has one, the time per sample of the bottleneck stage."""
+        return self.tps
 
 
 def _find_tmpc(inst: PiperInstance, v: int, t: int, tid: str):
@@ -176,95 +169,19 @@ def piper_tps(inst: PiperInstance, plan: PiperPlan) -> float:
     return evaluate_piper(inst, plan).tps
 
 
-# --------------------------------------------------------------------------------------------
-# Plan files
-
-
-def plan_to_dict(inst: PiperInstance, plan: PiperPlan, ev: PiperEvaluation | None = None) -> dict[str, Any]:
-    """The plan file: stages front first (old node ids) plus the evaluator's ``timePerSample``."""
-    ev = ev or evaluate_piper(inst, plan)
+def stage_rows(inst: PiperInstance, ev: PiperEvaluation) -> list[dict[str, Any]]:
+    """One record per stage (original node ids), for tables, JSON and reports."""
     oid = inst.old_ids
-    out: dict[str, Any] = {
-        "format": "dnnplace-piper-plan",
-        "stages": [
-            {
-                "nodes": [oid[v] for v in st.nodes],
-                "dataParallelDegree": st.d,
-                "tensorParallelDegree": st.t,
-                "tmpcs": {str(oid[v]): st.tmpcs[v] for v in st.nodes},
-            }
-            for st in plan.stages
-        ],
-        "timePerSample": ev.tps if ev.feasible else None,
-        "instance": {"maxDevices": inst.max_devices, "maxMemoryPerDevice": inst.memory,
-                     "bandwidth": inst.bandwidth, "mbsInBatch": inst.batch, "nodes": inst.n,
-                     **({"bertLayers": inst.bert_layers} if inst.bert_layers else {})},
-        "devicesUsed": ev.devices,
-        "dataParallelSum": ev.data_parallel_sum,
-    }
-    for key in ("status", "bound", "gap", "runtime_s"):
-        if key in plan.meta:
-            out[key] = plan.meta[key]
-    for key, val in plan.meta.items():
-        if key not in out:
-            out[key] = val
-    return out
+    return [{
+        "stage": st.index, "nodes": [oid[v] for v in st.nodes], "replicas": st.d, "width": st.t,
+        "devices": st.devices, "in_flight": st.in_flight, "time_per_sample": st.time, "compute": st.compute,
+        "edge_bytes": st.edge_bytes, "resync_bytes": st.resync_bytes,
+        "recomputed": [oid[v] for v in st.recomputed], "memory": st.memory, "memory_fixed": st.memory_fixed,
+        "memory_in_flight": st.memory_in_flight, "memory_limit": inst.memory, "oom": st.oom,
+    } for st in ev.stages]
 
 
-def plan_from_dict(inst: PiperInstance, obj: Any, source: str = "<plan>") -> PiperPlan:
-    """Parse a plan file (old node ids) into a :class:`PiperPlan` (new ids)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("stages"), list):
-        raise InputError(f"{source}: a Piper plan must be an object with a 'stages' list")
-    pos = {o: i for i, o in enumerate(inst.old_ids)}
-    stages = []
-    for i, s in enumerate(obj["stages"]):
-        where = f"{source}: stage {i}"
-        if not isinstance(s, dict):
-            raise InputError(f"{where} is not an object")
-        try:
-            nodes_raw = s["nodes"]
-            d = s["dataParallelDegree"]
-            t = s["tensorParallelDegree"]
-            tm = s["tmpcs"]
-        except KeyError as exc:
-            raise InputError(f"{where}: missing field {exc.args[0]!r}") from None
-        if not isinstance(nodes_raw, list) or not isinstance(tm, dict):
-            raise InputError(f"{where}: 'nodes' must be a list and 'tmpcs' an object")
-        for name, val in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
-            if isinstance(val, bool) or not isinstance(val, int):
-                raise InputError(f"{where}: '{name}' must be an integer, got {val!r}")
-        nodes = []
-        for x in nodes_raw:
-            if isinstance(x, bool) or not isinstance(x, int) or x not in pos:
-                raise InputError(f"{where}: node {x!r} does not exist")
-            nodes.append(pos[x])
-        tmpcs: dict[int, str] = {}
-        for key, val in tm.items():
-            try:
-                k = int(key)
-            except ValueError:
-                raise InputError(f"{where}: tmpcs key {key!r} is not a node id") from None
-            if k not in pos:
-                raise InputError(f"{where}: tmpcs names node {k}, which does not exist")
-            if not isinstance(val, str):
-                raise InputError(f"{where}: tmpcs[{key}] must be a TMPC id string")
-            tmpcs[pos[k]] = val
-        stages.append(PiperStage(nodes, d, t, tmpcs))
-    meta = {k: v for k, v in obj.items() if k not in ("stages",)}
-    return PiperPlan(stages, meta)
-
-
-def load_plan(inst: PiperInstance, path: str | Path) -> PiperPlan:
-    from dnnplace.utils.files import read_json_file
-
-    return plan_from_dict(inst, read_json_file(path), source=str(path))
-
-
-def save_plan(inst: PiperInstance, plan: PiperPlan, path: str | Path, ev: PiperEvaluation | None = None) -> None:
-    from dnnplace.utils.files import write_json_atomic
-
-    write_json_atomic(path, plan_to_dict(inst, plan, ev))
-
-
-def plan_json(inst: PiperInstance, plan: PiperPlan, ev: PiperEvaluation | None = None) -> str:
-    return json.dumps(plan_to_dict(inst, plan, ev), indent=1)
+def evaluation_dict(inst: PiperInstance, ev: PiperEvaluation) -> dict[str, Any]:
+    """``evaluate --json`` of a Piper plan."""
+    return {"time_per_sample": ev.tps if ev.feasible else None, "feasible": ev.feasible,
+            "devices_used": ev.devices, "data_parallel_sum": ev.data_parallel_sum, "stages": stage_rows(inst, ev)}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import InputError
+from dnnplace.model.limits import MAX_COUNT, MAX_ID, MAX_STRING, MAX_VALUE
 from dnnplace.model.split import Split
 from dnnplace.model.validate import validate_structure
 from dnnplace.model.workload import Workload
@@ -26,12 +27,6 @@ __all__ = ["MAX_COUNT", "MAX_ID", "MAX_STRING", "MAX_VALUE", "NUMERIC_META", "lo
            "parse_split", "parse_workload", "save_split", "save_workload", "split_to_dict", "workload_from_records",
            "workload_to_dict"]
 
-# Ranges every numeric field is checked against at load, so that no sum or product a solver forms
-# can overflow a float64 or an int64 (SPEC.md, "Input limits").
-MAX_VALUE = 1e100  # times, costs, sizes and maxSizePerFPGA: finite, 0 <= v <= 1e100
-MAX_ID = 2**53  # node ids, colorClass, layerId: integers with |v| <= 2**53 (exact in a double)
-MAX_COUNT = 1_000_000  # maxFPGAs, maxCPUs
-MAX_STRING = 4096  # characters in a node name
 
 NODE_KEYS = ("id", "name", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
              "colorClass", "size", "layerId")

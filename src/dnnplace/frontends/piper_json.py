@@ -11,69 +11,15 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dnnplace.errors import InputError
+from dnnplace.model.piper import MAX_T, TMPC, PiperInstance, PiperPlan, PiperStage, validate
 from dnnplace.utils.files import read_json_file
-from dnnplace.utils.graph import topological_order
 
 TRANSFORMER = "ParallelTransformerLayer"
-MAX_T = 10000
-MAX_K = 10000
-
-
-@dataclass
-class TMPC:
-    """One tensor-model-parallel configuration of a node for one tensor-parallel degree ``t``."""
-
-    id: str
-    p: float  # timePerSample
-    w: float  # parameterSize (bytes per device)
-    a: float  # memoryUsageA: bytes per in-flight micro-batch
-    b: float  # memoryUsageB: fixed bytes
-    fw: dict[int, float] = field(default_factory=dict)  # predecessor (new id) -> bytes
-    bw: dict[int, float] = field(default_factory=dict)  # successor (new id) -> bytes
-
-
-@dataclass
-class PiperInstance:
-    """A Piper workload: a DAG of layers, each with TMPCs per tensor-parallel degree."""
-
-    max_devices: int  # K
-    memory: float  # M, bytes per device
-    bandwidth: float  # BW, bytes per second
-    batch: int  # N, micro-batches per batch (mbsInBatch)
-    names: list[str]
-    old_ids: list[int]
-    edges: list[tuple[int, int, float]]  # (u, v, communicationCost) in input order, new ids
-    tmpcs: list[dict[int, list[TMPC]]]  # node -> t -> options (list order kept)
-    source: str = "<piper>"
-    bert_layers: int | None = None  # set when built by :func:`bert_l`
-
-    @property
-    def n(self) -> int:
-        return len(self.names)
-
-    def preds(self, v: int) -> list[int]:
-        return [u for u, x, _ in self.edges if x == v]
-
-    def succs(self, v: int) -> list[int]:
-        return [x for u, x, _ in self.edges if u == v]
-
-    def with_overrides(self, *, devices: int | None = None, memory: float | None = None,
-                       bandwidth: float | None = None, batch: int | None = None) -> PiperInstance:
-        """The same workload with some of K, M, BW, N replaced (``None``: keep the file's)."""
-        out = replace(
-            self,
-            max_devices=self.max_devices if devices is None else int(devices),
-            memory=self.memory if memory is None else float(memory),
-            bandwidth=self.bandwidth if bandwidth is None else float(bandwidth),
-            batch=self.batch if batch is None else int(batch),
-        )
-        validate(out)
-        return out
 
 
 def is_piper_json(obj: Any) -> bool:
@@ -216,69 +162,6 @@ def parse_piper(obj: Any, source: str = "<piper>") -> PiperInstance:
     return inst
 
 
-def validate(inst: PiperInstance) -> None:
-    """PIPER-SPEC section 1.2; raises :class:`InputError` naming the first violation."""
-    src = inst.source
-    if not 1 <= inst.max_devices <= MAX_K:
-        raise InputError(f"{src}: maxDevices must be in [1, {MAX_K}], got {inst.max_devices}")
-    if not inst.bandwidth >= 1e-9:
-        raise InputError(f"{src}: bandwidth must be >= 1e-9, got {inst.bandwidth}")
-    if not inst.memory >= 1e-9:
-        raise InputError(f"{src}: maxMemoryPerDevice must be >= 1e-9, got {inst.memory}")
-    if inst.batch < 1:
-        raise InputError(f"{src}: mbsInBatch must be >= 1, got {inst.batch}")
-    n = inst.n
-    if n == 0:
-        raise InputError(f"{src}: 'nodes' is empty")
-    if not inst.edges:
-        raise InputError(f"{src}: 'edges' is empty (Piper requires at least one edge)")
-    oid = inst.old_ids
-    seen: set[tuple[int, int]] = set()
-    preds: list[set[int]] = [set() for _ in range(n)]
-    succs: list[set[int]] = [set() for _ in range(n)]
-    for u, v, c in inst.edges:
-        if not c >= 0:
-            raise InputError(f"{src}: edge {oid[u]}->{oid[v]} has negative communicationCost {c}")
-        if (u, v) in seen:
-            raise InputError(f"{src}: duplicate edge {oid[u]}->{oid[v]}")
-        seen.add((u, v))
-        preds[v].add(u)
-        succs[u].add(v)
-    order = topological_order(n, succs)
-    if len(order) != n:
-        bad = min(set(range(n)) - set(order.tolist()))
-        raise InputError(f"{src}: the graph has a cycle (through node {oid[bad]})")
-    for v in range(n):
-        for t, opts in inst.tmpcs[v].items():
-            where = f"{src}: node {oid[v]} t={t}"
-            if not 1 <= t <= MAX_T:
-                raise InputError(f"{where}: tensor-parallel degree outside [1, {MAX_T}]")
-            if len(opts) > 2:
-                raise InputError(f"{where}: {len(opts)} TMPCs; at most 2 per (node, t) are allowed")
-            ids = set()
-            for o in opts:
-                if not o.id:
-                    raise InputError(f"{where}: a TMPC has an empty id")
-                if o.id in ids:
-                    raise InputError(f"{where}: TMPC id '{o.id}' listed twice")
-                ids.add(o.id)
-                for name, val in (("timePerSample", o.p), ("parameterSize", o.w), ("memoryUsageA", o.a),
-                                  ("memoryUsageB", o.b)):
-                    if not (val >= 0 and math.isfinite(val)):
-                        raise InputError(f"{where} TMPC '{o.id}': {name} must be >= 0, got {val}")
-                for kind, dct, want in (("syncTimeFw", o.fw, preds[v]), ("syncTimeBw", o.bw, succs[v])):
-                    for val in dct.values():
-                        if not val >= 0:
-                            raise InputError(f"{where} TMPC '{o.id}': {kind} has a negative value {val}")
-                    if set(dct) != want:
-                        missing = sorted(oid[x] for x in want - set(dct))
-                        extra = sorted(oid[x] for x in set(dct) - want)
-                        rel = "predecessors" if kind == "syncTimeFw" else "successors"
-                        raise InputError(
-                            f"{where} TMPC '{o.id}': {kind} keys must be exactly the node's {rel}"
-                            + (f"; missing {missing}" if missing else "") + (f"; extra {extra}" if extra else ""))
-
-
 def load_piper(path: str | Path) -> PiperInstance:
     """Load and validate a Piper workload file."""
     obj = read_json_file(path)
@@ -367,3 +250,94 @@ def bert_l(inst: PiperInstance, layers: int) -> PiperInstance:
         prev_clone = x
         validate(out)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Plan files (the evaluator's figures are passed in: a front end does not judge)
+
+
+class PlanFigures(Protocol):
+    """What a plan file records of the evaluator's verdict (a :class:`~dnnplace.evaluation.piper.PiperEvaluation`)."""
+
+    tps: float
+    feasible: bool
+    devices: int
+    data_parallel_sum: int
+
+
+def plan_to_dict(inst: PiperInstance, plan: PiperPlan, ev: PlanFigures) -> dict[str, Any]:
+    """The plan file: stages front first (old node ids) plus the evaluator's ``timePerSample``."""
+    oid = inst.old_ids
+    out: dict[str, Any] = {
+        "format": "dnnplace-piper-plan",
+        "stages": [
+            {
+                "nodes": [oid[v] for v in st.nodes],
+                "dataParallelDegree": st.d,
+                "tensorParallelDegree": st.t,
+                "tmpcs": {str(oid[v]): st.tmpcs[v] for v in st.nodes},
+            }
+            for st in plan.stages
+        ],
+        "timePerSample": ev.tps if ev.feasible else None,
+        "instance": {"maxDevices": inst.max_devices, "maxMemoryPerDevice": inst.memory,
+                     "bandwidth": inst.bandwidth, "mbsInBatch": inst.batch, "nodes": inst.n,
+                     **({"bertLayers": inst.bert_layers} if inst.bert_layers else {})},
+        "devicesUsed": ev.devices,
+        "dataParallelSum": ev.data_parallel_sum,
+    }
+    for key in ("status", "bound", "gap", "runtime_s"):
+        if key in plan.meta:
+            out[key] = plan.meta[key]
+    for key, val in plan.meta.items():
+        if key not in out:
+            out[key] = val
+    return out
+
+
+def plan_from_dict(inst: PiperInstance, obj: Any, source: str = "<plan>") -> PiperPlan:
+    """Parse a plan file (old node ids) into a :class:`PiperPlan` (new ids)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("stages"), list):
+        raise InputError(f"{source}: a Piper plan must be an object with a 'stages' list")
+    pos = {o: i for i, o in enumerate(inst.old_ids)}
+    stages = []
+    for i, s in enumerate(obj["stages"]):
+        where = f"{source}: stage {i}"
+        if not isinstance(s, dict):
+            raise InputError(f"{where} is not an object")
+        try:
+            nodes_raw = s["nodes"]
+            d = s["dataParallelDegree"]
+            t = s["tensorParallelDegree"]
+            tm = s["tmpcs"]
+        except KeyError as exc:
+            raise InputError(f"{where}: missing field {exc.args[0]!r}") from None
+        if not isinstance(nodes_raw, list) or not isinstance(tm, dict):
+            raise InputError(f"{where}: 'nodes' must be a list and 'tmpcs' an object")
+        for name, val in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
+            if isinstance(val, bool) or not isinstance(val, int):
+                raise InputError(f"{where}: '{name}' must be an integer, got {val!r}")
+        nodes = []
+        for x in nodes_raw:
+            if isinstance(x, bool) or not isinstance(x, int) or x not in pos:
+                raise InputError(f"{where}: node {x!r} does not exist")
+            nodes.append(pos[x])
+        tmpcs: dict[int, str] = {}
+        for key, val in tm.items():
+            try:
+                k = int(key)
+            except ValueError:
+                raise InputError(f"{where}: tmpcs key {key!r} is not a node id") from None
+            if k not in pos:
+                raise InputError(f"{where}: tmpcs names node {k}, which does not exist")
+            if not isinstance(val, str):
+                raise InputError(f"{where}: tmpcs[{key}] must be a TMPC id string")
+            tmpcs[pos[k]] = val
+        stages.append(PiperStage(nodes, d, t, tmpcs))
+    meta = {k: v for k, v in obj.items() if k not in ("stages",)}
+    return PiperPlan(stages, meta)
+
+
+def load_plan(inst: PiperInstance, path: str | Path) -> PiperPlan:
+    """Read a plan file for ``inst`` (one-line errors for malformed plans)."""
+    return plan_from_dict(inst, read_json_file(path), source=str(path))

@@ -6,24 +6,10 @@ that any front end (paper JSON, PyTorch profiler, Python API) must pass.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from dnnplace.errors import InfeasibleError, InputError
 from dnnplace.model.workload import Workload
-
-
-def check_budget(accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-                 source: str = "command line") -> None:
-    """Range-check budget overrides as the loader checks the file's fields (SPEC.md, "Input limits")."""
-    from dnnplace.frontends.paper_json import MAX_COUNT, MAX_VALUE
-
-    for name, v in (("--accelerators", accelerators), ("--cpus", cpus)):
-        if v is not None and not 0 <= v <= MAX_COUNT:
-            raise InputError(f"{source}: {name} {v} is outside 0..{MAX_COUNT:,}")
-    if memory is not None and not (math.isfinite(memory) and 0 <= memory <= MAX_VALUE):
-        raise InputError(f"{source}: --memory {memory:g} must be finite, non-negative and at most {MAX_VALUE:g}")
 
 
 def validate_structure(w: Workload, source: str = "workload") -> None:

@@ -105,7 +105,10 @@ class Workload:
         cpus: int | None = None,
         memory: float | None = None,
     ) -> Workload:
-        """A copy with a different device budget (CLI overrides)."""
+        """A copy with a different device budget (``None``: keep), range-checked as the file's fields are."""
+        from dnnplace.model.limits import check_budget
+
+        check_budget(accelerators, cpus, memory)
         return replace(
             self,
             max_accelerators=self.max_accelerators if accelerators is None else int(accelerators),

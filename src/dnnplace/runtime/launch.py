@@ -29,13 +29,9 @@ import time
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
 
 OUTPUT_TAG = 1_000_000
-
-
-def microbatch(inputs: tuple, m: int) -> tuple:
-    """Deterministic, distinct inputs for microbatch ``m``."""
-    return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
 
 
 def _check_backend(backend: str) -> None:
@@ -88,7 +84,6 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
 
     from dnnplace.frontends.torch_model.profile import forward_values
     from dnnplace.runtime.procs import launch
-    from dnnplace.runtime.train import microbatch_kwargs
 
     _check_backend(backend)
     loaded, cap, plan = prepare(spec, split, workload)
@@ -154,14 +149,6 @@ def _forward_only(split, fwd_ids: set[int]):
                  tuple(tuple(v for v in d if v in fwd_ids) for d in split.cpus), split.meta)
 
 
-def _pin(rank: int, n: int) -> None:
-    import os
-
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if rank < n and n <= len(cores):
-        os.sched_setaffinity(0, {cores[rank]})  # one core per stage, as the cost model assumes
-
-
 def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
     import torch
     import torch.distributed as dist
@@ -170,7 +157,7 @@ def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
     plan = p["plan"]
     if dist.get_backend() == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    _pin(rank, world)
+    pin(rank, world)
     tags = {name: i for i, name in enumerate(sorted(plan.producer))}
     out = _stage(rank, plan, p["shapes"], p["inputs"], p["microbatches"], p["warmup"], tags)
     dist.barrier()  # a finished send is not yet a received one: nobody leaves before the last stage
@@ -184,7 +171,6 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     import torch.distributed as dist
 
     from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
-    from dnnplace.runtime.train import _runqueue_s
 
     device = stage_device()
     mod = plan.modules[rank].to(device)
@@ -202,13 +188,13 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     outputs, arrivals = [], []
     in_flight: list[list] = []
     t0 = time.perf_counter()
-    c0, q0 = time.process_time(), _runqueue_s()
+    c0, q0 = time.process_time(), runqueue_s()
     with torch.no_grad():
         for m in range(total):
             if m == warmup:
                 dist.barrier()
                 t0 = time.perf_counter()
-                c0, q0 = time.process_time(), _runqueue_s()
+                c0, q0 = time.process_time(), runqueue_s()
             mine_in = prefetch.take(m)
             mb = microbatch(inputs, m)
             args = []
@@ -249,7 +235,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     for handles in in_flight:
         for h, _ in handles:
             h.wait()
-    usage = {"cpu": time.process_time() - c0, "runqueue": _runqueue_s() - q0}
+    usage = {"cpu": time.process_time() - c0, "runqueue": runqueue_s() - q0}
     if rank != last:
         return usage
     return {"outputs": outputs, "seconds": time.perf_counter() - t0 if microbatches else 0.0, "arrivals": arrivals,

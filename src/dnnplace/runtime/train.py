@@ -52,24 +52,14 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
+from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
 
 OPTIMIZERS = ("sgd", "adam")
-
-
-def microbatch(inputs: tuple, m: int) -> tuple:
-    """Deterministic, distinct inputs for microbatch ``m`` (the same as the forward runtime's)."""
-    return tuple(t + 0.01 * m if t.is_floating_point() else t for t in inputs)
 
 
 def _keep(t: Any) -> Any:
     """The unpack hook of the memory count: the saved tensor itself."""
     return t
-
-
-def microbatch_kwargs(kwargs: dict, m: int) -> dict:
-    """The keyword inputs of microbatch ``m``: each tensor changed as :func:`microbatch` changes it, so that the
-    unsplit ``model(*args, **kwargs)`` sees what the stages see in the traced graph's flattened inputs."""
-    return {k: (v + 0.01 * m if v is not None and v.is_floating_point() else v) for k, v in kwargs.items()}
 
 
 def shared_parameters(modules: list) -> list[tuple[tuple[int, ...], list[dict[int, str]]]]:
@@ -135,15 +125,6 @@ def make_optimizer(name: str, params, lr: float):
     raise DnnplaceError(f"unknown optimizer '{name}'; choose one of: {', '.join(OPTIMIZERS)}")
 
 
-def _runqueue_s() -> float:
-    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):  # pragma: no cover
-        return 0.0
-
-
 def train_worker(rank: int, world: int, p: dict) -> dict:
     """One stage of a training run (runs in its own process)."""
     import torch
@@ -152,9 +133,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
 
     torch.set_num_threads(p.get("threads", 1))
     if p.get("pin"):
-        from dnnplace.runtime.launch import _pin
-
-        _pin(rank, world)
+        pin(rank, world)
     torch.manual_seed(0)
     plan = p["plan"]
     device = stage_device()
@@ -230,7 +209,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
         prefetch = Prefetcher(lambda i: recv_of[order[i][0]], len(order), depth, shapes, device)
         for i, (kind, m) in enumerate(order):
             t0 = time.perf_counter()
-            c0, th0, q0 = time.process_time(), time.thread_time(), _runqueue_s()
+            c0, th0, q0 = time.process_time(), time.thread_time(), runqueue_s()
             recv_s = 0.0
             mine = prefetch.take(i)
             if kind == "F":
@@ -311,7 +290,7 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
                 live -= saved_bytes.pop(m)
                 del outs, leaves, loss, roots, grads
             tasks.append([step, kind, m, t0, time.perf_counter(), recv_s, time.process_time() - c0,
-                          time.thread_time() - th0, _runqueue_s() - q0])
+                          time.thread_time() - th0, runqueue_s() - q0])
         for work, _ in pending:
             work.wait()
         pending.clear()

@@ -16,7 +16,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.solvers.base import OBJECTIVES, RunContext, Solver, SolverOutput
 
 __all__ = ["METHODS", "OBJECTIVES", "RunContext", "Solver", "SolverOutput", "get_solver_class", "make_solver",
-           "methods", "resolve_method"]
+           "methods", "methods_for", "resolve_method"]
 
 #: Method name -> ``"module:Class"``, in display order.
 METHODS: dict[str, str] = {
@@ -30,6 +30,7 @@ METHODS: dict[str, str] = {
     "scotch": "dnnplace.solvers.baselines.partitioners:Scotch",
     "metis": "dnnplace.solvers.baselines.partitioners:Metis",
     "greedy": "dnnplace.solvers.baselines.greedy:GreedyLatency",
+    "piper": "dnnplace.solvers.piper.method:PiperPlanner",
 }
 
 #: ``(method, objective)`` pairs answered by another method: the paper's "IP" for latency is its latency IP.
@@ -62,6 +63,11 @@ def resolve_method(name: str, objective: str) -> str:
         supported = sorted(set(cls.objectives) | {obj for (m, obj) in ROUTES if m == name})
         raise DnnplaceError(f"method '{name}' does not optimise '{objective}'; it supports: {', '.join(supported)}")
     return routed
+
+
+def methods_for(model: str) -> dict[str, type[Solver]]:
+    """The methods that plan instances of ``model`` (``"paper"`` or ``"piper"``), in display order."""
+    return {name: cls for name, cls in methods().items() if cls.model == model}
 
 
 def make_solver(name: str, **params: Any) -> Solver:

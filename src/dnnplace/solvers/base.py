@@ -7,10 +7,12 @@ take is an error that names the ones it does.  What every run has regardless of
 the method (the objective, a time limit, the cost-model switch, a progress
 callback) travels separately in a :class:`RunContext`.
 
-A solver turns a workload into a :class:`SolverOutput` (a split plus what it
-proved: status, bound).  It never computes the split's cost itself: the caller
-(:func:`dnnplace.solve`) asks the evaluator, so every method is judged by the
-same cost model.
+A solver plans one *model* (``Solver.model``: ``"paper"`` for the paper's
+workloads, ``"piper"`` for Piper's): it turns an instance of that model into a
+:class:`SolverOutput` (a plan -- a :class:`~dnnplace.Split` or a Piper plan --
+plus what it proved: status, bound).  It never computes the plan's cost itself:
+the caller (:func:`dnnplace.solve`) asks that model's evaluator, so every method
+is judged by the same cost model.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
 
 __all__ = ["OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput", "param"]
 
@@ -49,15 +49,19 @@ class RunContext:
 class SolverOutput:
     """A solver's answer before evaluation."""
 
-    split: Split
+    plan: Any  # a Split (paper model) or a PiperPlan (Piper's model)
     status: str = "optimal"  # one of STATUSES
     bound: float | None = None  # proven lower bound on the objective, if any
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def param(default: Any, doc: str, *, minimum: float | None = None) -> Any:
-    """Declare a solver parameter: its default, one line of help, and an optional lower limit."""
-    return field(default=default, metadata={"doc": doc, "minimum": minimum})
+def param(default: Any, doc: str, *, minimum: float | None = None, maximum: float | None = None) -> Any:
+    """Declare a solver parameter once: its default, one line of help, and its range.
+
+    The CLI's flag (``--max-ideals`` for ``max_ideals``; ``--no-X`` for a switch that is on by
+    default), ``dnnplace methods`` and the checks of :meth:`Solver.set_params` all come from this.
+    """
+    return field(default=default, metadata={"doc": doc, "minimum": minimum, "maximum": maximum})
 
 
 _KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,)}
@@ -68,13 +72,14 @@ class Solver:
     """Base class of the placement methods; subclasses are dataclasses of their parameters.
 
     Subclasses set the class attributes ``name`` (the registry key),
-    ``objectives`` and ``summary``, declare each parameter with :func:`param`,
+    ``objectives``, ``summary`` and ``model`` (``"paper"`` by default), declare each parameter with :func:`param`,
     and implement :meth:`solve`.
     """
 
     name: ClassVar[str] = ""
     objectives: ClassVar[tuple[str, ...]] = ()
     summary: ClassVar[str] = ""
+    model: ClassVar[str] = "paper"  # the model whose instances it plans: "paper" or "piper"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -85,6 +90,11 @@ class Solver:
     def param_names(cls) -> tuple[str, ...]:
         """The parameters this method takes."""
         return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def param_fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The parameters' declarations (type, default, doc, range), for generated interfaces."""
+        return dataclasses.fields(cls)
 
     @classmethod
     def param_docs(cls) -> dict[str, str]:
@@ -126,11 +136,14 @@ class Solver:
         lo = f.metadata.get("minimum")
         if lo is not None and value < lo:
             raise DnnplaceError(f"method '{self.name}': {f.name} must be at least {lo}, got {value!r}")
+        hi = f.metadata.get("maximum")
+        if hi is not None and value > hi:
+            raise DnnplaceError(f"method '{self.name}': {f.name} must be at most {hi}, got {value!r}")
 
     # ---------------------------------------------------------------- solving
     def warm_up(self) -> None:
         """Load compiled code before the clock starts (start-up cost, not solving time)."""
 
-    def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        """Place ``workload``; the caller checks the objective and evaluates the split."""
+    def solve(self, workload: Any, run: RunContext) -> SolverOutput:
+        """Plan ``workload`` (an instance of :attr:`model`); the caller checks the objective and evaluates."""
         raise NotImplementedError

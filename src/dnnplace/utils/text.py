@@ -90,3 +90,17 @@ def format_bytes(x: float) -> str:
             return f"{x:.0f} B" if unit == "B" else f"{x:.1f} {unit}"
         x /= 1024
     return f"{x:.1f} TiB"
+
+
+def id_ranges(ids: list[int]) -> str:
+    """Integers as compact ranges, e.g. ``[1, 2, 3, 7]`` -> ``"1-3,7"`` (``"-"`` for none)."""
+    ids = sorted(ids)
+    parts = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts) if parts else "-"

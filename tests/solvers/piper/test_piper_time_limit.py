@@ -58,12 +58,12 @@ def test_a_real_deadline_is_honoured_with_a_plan_or_a_refusal():
     inst = load_piper(GNMT).with_overrides(devices=8, memory=1.2 * 2**30)
     seen = []
     try:
-        res = dnnplace.solve_piper(inst, time_limit=0.2, progress=lambda done, total, what: seen.append(total))
+        res = dnnplace.solve(inst, time_limit=0.2, progress=lambda done, total, what: seen.append(total))
     except SolverTimeout:
         return
     # GNMT's run over all tails alone takes over a second: a limit that did not stop it would say optimal
-    assert res.status == "time_limit" and res.runtime_s < 5.0 and all(t > 0 for t in seen)
-    assert res.bound <= res.tps and evaluate_piper(inst, res.plan).feasible
+    assert res.method == "piper" and res.status == "time_limit" and res.runtime_s < 5.0 and all(t > 0 for t in seen)
+    assert res.bound <= res.value and evaluate_piper(inst, res.plan).feasible
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -73,7 +73,7 @@ class GreedyLatency(Solver):
     summary = "the paper's greedy latency packer (blocks in topological order)"
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return SolverOutput(split=greedy_split(workload), status="heuristic")
+        return SolverOutput(plan=greedy_split(workload), status="heuristic")
 
 
 def greedy_split(w: Workload) -> Split:

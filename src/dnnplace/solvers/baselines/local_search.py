@@ -31,8 +31,8 @@ class LocalSearch(Solver):
     objectives = ("throughput",)
     summary = "random class assignment + best single move, with restarts"
 
-    seed: int = param(0, "random seed")
-    restarts: int = param(10, "independent restarts", minimum=1)
+    seed: int = param(0, "random seed", minimum=0, maximum=2**32 - 1)
+    restarts: int = param(10, "independent restarts", minimum=1, maximum=1_000_000)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         w = workload
@@ -86,7 +86,7 @@ class LocalSearch(Solver):
         if best_dev is None:
             raise InfeasibleError("local search found no assignment that fits accelerator memory")
         split = Split.from_assignment(w.node_ids, best_dev[cls], k, n_dev - k)
-        return SolverOutput(split=split, status=status, stats={"restarts": self.restarts})
+        return SolverOutput(plan=split, status=status, stats={"restarts": self.restarts})
 
 
 def _random_start(rng: np.random.Generator, G: int, k: int, size: np.ndarray, ok_acc: np.ndarray, memory: float,

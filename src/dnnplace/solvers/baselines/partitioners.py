@@ -82,7 +82,7 @@ class Scotch(Solver):
             raise DnnplaceError("Scotch's gpart is not installed (Debian: apt-get install scotch; `make` does it)")
         cls, vw, verts, adj, ok = partition_input(w)
         if w.max_accelerators <= 1 or len(verts) <= 1:  # nothing to partition (gpart needs a graph)
-            return SolverOutput(split=_finish(w, cls, dict.fromkeys(verts, 0), ok), status="heuristic")
+            return SolverOutput(plan=_finish(w, cls, dict.fromkeys(verts, 0), ok), status="heuristic")
         lines = ["0", f"{len(verts)} {sum(len(x) for x in adj)}", "0 011"]
         for i, g in enumerate(verts):
             nbrs = " ".join(f"{wt} {j}" for j, wt in sorted(adj[i]))
@@ -98,7 +98,7 @@ class Scotch(Solver):
         n = int(rows[0])
         pairs = np.array(rows[1:1 + 2 * n], dtype=np.int64).reshape(n, 2)
         part_of = {verts[int(v)]: int(p) for v, p in pairs}
-        return SolverOutput(split=_finish(w, cls, part_of, ok), status="heuristic")
+        return SolverOutput(plan=_finish(w, cls, part_of, ok), status="heuristic")
 
 
 @dataclass
@@ -127,4 +127,4 @@ class Metis(Solver):
                                           vweights=[_weights(vw[g]) for g in verts], eweights=eweights)
             parts = list(found)
         part_of = {g: int(p) for g, p in zip(verts, parts)}
-        return SolverOutput(split=_finish(w, cls, part_of, ok), status="heuristic")
+        return SolverOutput(plan=_finish(w, cls, part_of, ok), status="heuristic")

@@ -69,4 +69,4 @@ class PipeDream(Solver):
         options = DPOptions(contract_layers=self.contract_layers, linearize=True, overlap_comm=run.overlap_comm,
                             time_limit=run.time_limit, progress=run.progress)
         out = solve_dp(workload, options, extra_groups=biconnected_groups(workload))
-        return SolverOutput(split=out.split, status="heuristic", stats=out.stats)
+        return SolverOutput(plan=out.plan, status="heuristic", stats=out.stats)

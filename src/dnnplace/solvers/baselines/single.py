@@ -22,4 +22,4 @@ class SingleAccelerator(Solver):
     summary = "everything on one accelerator (memory ignored, as in the paper)"
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return SolverOutput(split=Split.of([list(map(int, workload.node_ids))]), status="heuristic")
+        return SolverOutput(plan=Split.of([list(map(int, workload.node_ids))]), status="heuristic")

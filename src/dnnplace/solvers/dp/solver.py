@@ -71,8 +71,9 @@ class DPSolver(Solver):
     objectives = ("throughput",)
     summary = "optimal contiguous split (dynamic program over ideals)"
 
-    max_ideals: int = param(200_000, "ideals the exact DP may enumerate before it relaxes", minimum=1)
-    gap: float = param(0.01, "relative gap to prove when the DP must relax", minimum=0)
+    max_ideals: int = param(200_000, "ideals the exact DP may enumerate before it relaxes", minimum=1,
+                                 maximum=10**9)
+    gap: float = param(0.01, "relative gap to prove when the DP must relax", minimum=0, maximum=1)
     contract_layers: bool = param(False, "fuse nodes sharing a layerId")
     linearize: bool = param(False, "chain the graph along a topological order (as PipeDream)")
 
@@ -401,7 +402,7 @@ class _Best:
         else:
             status = "bounded"
         stats["dp_value"] = self.value
-        return SolverOutput(split=self.split, status=status, bound=float(bound), stats=stats)
+        return SolverOutput(plan=self.split, status=status, bound=float(bound), stats=stats)
 
 
 def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarray | None = None) -> Split:

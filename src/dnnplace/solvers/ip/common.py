@@ -102,6 +102,6 @@ def warm_start_dp(w: Workload) -> Split | None:
     from dnnplace.solvers.dp.solver import DPSolver
 
     try:
-        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=30.0)).split
+        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=30.0)).plan
     except DnnplaceError:
         return None

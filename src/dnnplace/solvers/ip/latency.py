@@ -50,9 +50,9 @@ class LatencyIP(Solver):
     objectives = ("latency",)
     summary = "latency integer program on HiGHS (q contiguous subgraphs per accelerator)"
 
-    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
-    threads: int | None = param(None, "HiGHS threads", minimum=1)
-    subgraphs_per_accelerator: int = param(1, "contiguous pieces per accelerator (q)", minimum=1)
+    gap: float = param(0.01, "relative MIP gap to prove", minimum=0, maximum=1)
+    threads: int | None = param(None, "HiGHS threads", minimum=1, maximum=256)
+    subgraphs_per_accelerator: int = param(1, "contiguous pieces per accelerator (q)", minimum=1, maximum=64)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         return solve_latency_ip(workload, run, self)
@@ -85,7 +85,7 @@ def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverO
     if res.values is None:
         if res.status == "infeasible":
             raise InfeasibleError("the latency IP is infeasible (memory or support constraints)")
-        return SolverOutput(split=warm, status="time_limit", bound=None,
+        return SolverOutput(plan=warm, status="time_limit", bound=None,
                             stats={"note": "no IP solution in time; the best known split is returned"})
     column = np.argmax(res.values[x], axis=1)
     device = np.where(column == 0, k, (column - 1) // q)
@@ -93,7 +93,7 @@ def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverO
     # the IP value can only improve on the start; keep the start if rounding made it worse
     if evaluate(w, split, complete=False).latency > ub:
         split = warm
-    return SolverOutput(split=split, status=res.status, bound=res.bound,
+    return SolverOutput(plan=split, status=res.status, bound=res.bound,
                         stats={"ip_objective": res.objective, "ip_seconds": res.seconds, "start_latency": ub})
 
 

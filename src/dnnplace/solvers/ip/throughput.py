@@ -32,8 +32,8 @@ class NonContiguousIP(Solver):
     summary = "integer program on HiGHS, any split"
     contiguous: ClassVar[bool] = False
 
-    gap: float = param(0.01, "relative MIP gap to prove", minimum=0)
-    threads: int | None = param(None, "HiGHS threads", minimum=1)
+    gap: float = param(0.01, "relative MIP gap to prove", minimum=0, maximum=1)
+    threads: int | None = param(None, "HiGHS threads", minimum=1, maximum=256)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
         return solve_throughput_ip(workload, run, contiguous=self.contiguous, gap=self.gap, threads=self.threads,
@@ -143,7 +143,7 @@ def solve_throughput_ip(w: Workload, run: RunContext, *, contiguous: bool, gap: 
     xv = res.values[x]
     dev_of_class = np.argmax(xv, axis=1)
     split = Split.from_assignment(w.node_ids, dev_of_class[groups.of_node], k, l)
-    return SolverOutput(split=split, status=res.status, bound=res.bound,
+    return SolverOutput(plan=split, status=res.status, bound=res.bound,
                         stats={"ip_objective": res.objective, "ip_seconds": res.seconds,
                                "warm_start": start is not None})
 

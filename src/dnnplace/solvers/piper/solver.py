@@ -25,8 +25,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from dnnplace.errors import InfeasibleError, SolverTimeout
-from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan, PiperStage, evaluate_piper
-from dnnplace.frontends.piper_json import PiperInstance
+from dnnplace.evaluation.piper import PiperEvaluation, evaluate_piper
+from dnnplace.model.piper import TMPC, PiperInstance, PiperPlan, PiperStage
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel
@@ -567,8 +567,6 @@ def _plan_of(inst: PiperInstance, dp: _DP) -> PiperPlan:
 
 def warm_up() -> None:
     """Compile (or load from the cache) the kernels on a tiny instance, so timings exclude it."""
-    from dnnplace.frontends.piper_json import TMPC
-
     ar = "activation recomp"
     opts = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {}, {1: 0.0}), TMPC(ar, 2.0, 0.0, 0.0, 1.0, {}, {1: 0.0})]
     opts2 = [TMPC("vanilla", 1.0, 0.0, 1.0, 1.0, {0: 0.0}, {}), TMPC(ar, 2.0, 0.0, 0.0, 1.0, {0: 0.0}, {})]

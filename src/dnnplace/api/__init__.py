@@ -15,30 +15,34 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dnnplace.api.models import MODELS, model_of, refuse
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation import evaluate as _evaluate
-from dnnplace.evaluation.piper import PiperEvaluation, PiperPlan
 from dnnplace.frontends import paper_json
-from dnnplace.frontends.piper_json import PiperInstance
+from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
-from dnnplace.simulation.pipeline import Simulation
 from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.lattice_info import LatticeStep
 
 if TYPE_CHECKING:
-    from dnnplace.solvers.piper.solver import PiperResult
+    from dnnplace.model.piper import PiperPlan
 
-__all__ = ["LatticeStep", "Solution", "WorkloadInfo", "evaluate", "evaluate_piper", "example_path", "export", "info",
-           "load_piper", "load_piper_plan", "load_split", "load_workload", "methods", "profile", "run",
-           "save_piper_plan", "save_split", "save_workload", "simulate", "solve", "solve_piper", "write_report"]
+__all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "evaluate", "example_path", "export", "info",
+           "default_method", "load", "load_plan", "load_split", "load_workload", "methods", "piper_document",
+           "plan_document", "profile", "run",
+           "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "with_runtime",
+           "write_report"]
+
+#: An instance of a model dnnplace plans: the paper's workload or Piper's.
+Instance = Workload | PiperInstance
 
 PathLike = str | Path
-_DATA = Path(__file__).resolve().parent / "data"
+_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 # ------------------------------------------------------------------------ files
@@ -147,18 +151,98 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
     paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
 
 
+def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
+    """Read a workload of any planned model, once: Piper's (its nodes carry ``TMPCs``) or the paper's.
+
+    ``bert_layers`` builds BERT-L from Piper's ``bert32a100.json`` (Piper workloads only).
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> type(dnnplace.load(dnnplace.example_path("gnmt_training"))).__name__
+    'Workload'
+    >>> type(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).__name__
+    'PiperInstance'
+    """
+    from dnnplace.frontends.piper_json import bert_l, is_piper_json, parse_piper
+    from dnnplace.utils.files import read_json_file
+
+    doc = read_json_file(path)
+    if is_piper_json(doc):
+        inst = parse_piper(doc, source=str(path))
+        return bert_l(inst, bert_layers) if bert_layers is not None else inst
+    refuse("bert_layers", bert_layers, None, "piper")
+    return paper_json.parse_workload(doc, source=str(path))
+
+
+def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: int | None = None,
+                memory: float | None = None, bandwidth: float | None = None, batch: int | None = None) -> Instance:
+    """The instance with some of its budget replaced (``None``: keep the file's); checked like the file.
+
+    Accelerators and memory apply to both models; CPU cores to the paper's; bandwidth and the
+    batch (micro-batches per batch) to Piper's.  An option the model does not have is an error.
+    """
+    from dnnplace.model.limits import check_budget
+
+    check_budget(accelerators, cpus, memory)
+    if isinstance(instance, PiperInstance):
+        refuse("cpus", cpus, None, "paper")
+        return instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
+    refuse("bandwidth", bandwidth, None, "piper")
+    refuse("batch", batch, None, "piper")
+    return instance.with_budget(accelerators, cpus, memory)
+
+
+def load_plan(instance: Instance, path: PathLike) -> tuple[Instance, Split | PiperPlan]:
+    """Read a plan for ``instance``: a split (paper) or a Piper plan; one-line errors for malformed files.
+
+    Returns the plan and the instance to judge it under: a Piper plan records the devices, memory,
+    bandwidth, batch and BERT-L it was made for.
+    """
+    from dnnplace.utils.files import read_json_file
+
+    return model_of(instance).read_plan(instance, read_json_file(path), str(path))
+
+
+def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any = None) -> dict[str, Any]:
+    """The plan file's content (the paper's split format, or dnnplace's Piper plan format)."""
+    m = model_of(instance)
+    return m.plan_document(instance, plan, evaluation if evaluation is not None else m.evaluate(instance, plan))
+
+
+def save_plan(instance: Instance, plan: Split | PiperPlan, path: PathLike, evaluation: Any = None, *,
+              inputs: Iterable[PathLike | None] = ()) -> None:
+    """Write a plan atomically (never over one of ``inputs``, never through a link).
+
+    Examples
+    --------
+    >>> import dnnplace, tempfile, os
+    >>> inst = dnnplace.load(dnnplace.example_path("toy_a_knapsack"))
+    >>> sol = dnnplace.solve(inst)
+    >>> out = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> dnnplace.save_plan(inst, sol.plan, out, sol.evaluation)
+    >>> _, plan = dnnplace.load_plan(inst, out)
+    >>> dnnplace.evaluate(inst, plan).tps
+    5.0
+    """
+    from dnnplace.utils.files import write_json_atomic
+
+    write_json_atomic(path, plan_document(instance, plan, evaluation), inputs=tuple(inputs))
+
+
 # ----------------------------------------------------------------------- solve
 @dataclass(frozen=True)
 class Solution:
-    """A solved placement: the split (with its metadata) and the evaluator's verdict on it.
+    """A solved instance: the plan (with its metadata) and the evaluator's verdict on it.
 
-    ``value`` is the evaluator's value of the objective; ``status`` says what
-    was proven (``optimal``, ``bounded``: within ``gap`` of the proven
-    ``bound``, ``time_limit``, ``feasible``, ``heuristic``).
+    ``plan`` is a :class:`~dnnplace.Split` for the paper's model, a Piper plan for Piper's
+    (``split`` is its name in the paper's model).  ``value`` is the evaluator's value of the
+    objective; ``status`` says what was proven (``optimal``, ``bounded``: within ``gap`` of
+    the proven ``bound``, ``time_limit``, ``feasible``, ``heuristic``).
     """
 
-    split: Split
-    evaluation: Evaluation
+    plan: Any
+    evaluation: Any  # an Evaluation, or a PiperEvaluation
     method: str
     objective: str
     value: float
@@ -167,6 +251,13 @@ class Solution:
     gap: float | None
     runtime_s: float
     stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def split(self) -> Split:
+        """The plan of a paper workload: which accelerator or CPU core runs each node."""
+        if not isinstance(self.plan, Split):
+            raise DnnplaceError(f"this solution holds a {type(self.plan).__name__}, not a split; use .plan")
+        return self.plan
 
 
 def methods() -> dict[str, type[Solver]]:
@@ -187,8 +278,8 @@ def methods() -> dict[str, type[Solver]]:
 
 
 def solve(
-    workload: Workload,
-    method: str | Solver = "dp",
+    workload: Instance,
+    method: str | Solver | None = None,
     *,
     objective: str = "throughput",
     time_limit: float | None = None,
@@ -196,13 +287,14 @@ def solve(
     progress: ProgressFn | None = None,
     **params: Any,
 ) -> Solution:
-    """Place ``workload`` with a method; the split is re-checked by the evaluator.
+    """Plan ``workload`` with a method; the plan is re-checked by its model's evaluator.
 
     Parameters
     ----------
-    workload : Workload
-    method : str or Solver, default "dp"
-        A name from :func:`methods` or a configured solver instance.
+    workload : Workload or PiperInstance
+    method : str or Solver, optional
+        A name from :func:`methods` (one that plans this model) or a configured solver
+        instance; by default ``dp`` for the paper's workloads, ``piper`` for Piper's.
     objective : {"throughput", "latency", "fw+bw"}
         Max-load (pipeline throughput), single-sample latency, or max forward + max backward load.
     time_limit : float, optional
@@ -230,7 +322,12 @@ def solve(
     Traceback (most recent call last):
     ...
     dnnplace.errors.DnnplaceError: method 'local-search' does not take max_ideals; its parameters: seed, restarts
+    >>> dnnplace.solve(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).value
+    5.0
     """
+    model = model_of(workload)
+    if method is None:
+        method = model.default_method
     if isinstance(method, Solver):
         if resolve_method(method.name, objective) != method.name:
             raise DnnplaceError(f"method '{method.name}' does not optimise '{objective}'")
@@ -239,15 +336,25 @@ def solve(
     else:
         name = resolve_method(method, objective)
         solver = make_solver(name, **params)  # unknown parameters: an error naming the valid ones
-    if objective == "latency":
+    if solver.model != model.name:
+        others = ", ".join(n for n, c in _methods().items() if c.model == model.name)
+        raise DnnplaceError(f"method '{solver.name}' plans {MODELS[solver.model].describe}, not"
+                            f" {model.describe}; methods for it: {others}")
+    if not isinstance(workload, Workload):
+        refuse("overlap_comm", overlap_comm, False, "paper")
+    elif objective == "latency":
         # the latency model has as many CPU cores as it needs; maxCPUs does not bind
         workload = workload.with_budget(cpus=max(workload.max_cpus, workload.n))
     solver.warm_up()  # loading compiled code is start-up cost, not solving time
     t0 = time.perf_counter()
-    check_feasibility(workload)
+    if isinstance(workload, Workload):
+        check_feasibility(workload)
     out = solver.solve(workload, RunContext(objective=objective, time_limit=time_limit, overlap_comm=overlap_comm,
                                             progress=progress))
-    ev = _evaluate(workload, out.split, overlap_comm=overlap_comm, complete=False)
+    if isinstance(workload, Workload):
+        ev = _evaluate(workload, out.plan, overlap_comm=overlap_comm, complete=False)
+    else:
+        ev = model.evaluate(workload, out.plan)
     value = ev.value(objective)
     bound = out.bound
     if bound is not None and out.status == "optimal":
@@ -266,8 +373,29 @@ def solve(
         meta["gap"] = gap
     if overlap_comm:
         meta["overlapComm"] = True
-    return Solution(out.split.with_meta(**meta), ev, meta["method"], objective, value, out.status, bound, gap,
-                    runtime, dict(out.stats))
+    if isinstance(out.plan, Split):
+        plan: Any = out.plan.with_meta(**meta)
+    else:
+        plan = out.plan
+        plan.meta.update(meta)
+    return Solution(plan, ev, meta["method"], objective, value, out.status, bound, gap, runtime, dict(out.stats))
+
+
+def default_method(instance: Instance) -> str:
+    """The method ``solve`` uses for ``instance`` when none is named (``dp``, or ``piper`` for Piper's model)."""
+    return model_of(instance).default_method
+
+
+def with_runtime(solution: Solution, runtime_s: float) -> Solution:
+    """The solution with its ``runtime_s`` (and the plan's) replaced: a command counts its reading time too."""
+    from dataclasses import replace
+
+    plan = solution.plan
+    if isinstance(plan, Split):
+        plan = plan.with_meta(runtime_s=round(runtime_s, 6))
+    else:
+        plan.meta["runtime_s"] = runtime_s
+    return replace(solution, plan=plan, runtime_s=runtime_s)
 
 
 @dataclass(frozen=True)
@@ -297,8 +425,12 @@ def info(workload: Workload, *, max_ideals: int = 200_000, cap: int = 1_000_000)
 
 
 # -------------------------------------------------------------- judge and show
-def evaluate(workload: Workload, split: Split, *, overlap_comm: bool = False, source: str = "split") -> Evaluation:
-    """Judge a split with the one cost model: per-device loads and memory, max-load, latency, violations.
+def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
+    """Judge a plan with its model's one cost model.
+
+    A split of a paper workload: per-device loads and memory, max-load, latency, violations
+    (an :class:`~dnnplace.Evaluation`).  A Piper plan: Piper's checker (per stage time and
+    memory, time per sample).
 
     ``source`` names the split in error messages (a node it places that the workload lacks).
 
@@ -310,12 +442,14 @@ def evaluate(workload: Workload, split: Split, *, overlap_comm: bool = False, so
     >>> round(ev.max_load, 3), ev.feasible
     (107.004, True)
     """
-    return _evaluate(workload, split, overlap_comm=overlap_comm, source=source)
+    return model_of(workload).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
 
 
-def simulate(workload: Workload, split: Split, *, schedule: str = "1f1b", microbatches: int = 32,
-             overlap_comm: bool = False) -> Simulation:
+def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbatches: int = 32,
+             overlap_comm: bool = False) -> Any:
     """Simulate microbatches through the pipeline (``1f1b`` or ``gpipe``): time per sample, bubbles, trace.
+
+    A Piper plan streams under 1F1B: the fill, then the bottleneck stage's period per microbatch.
 
     Examples
     --------
@@ -325,15 +459,17 @@ def simulate(workload: Workload, split: Split, *, schedule: str = "1f1b", microb
     >>> round(sim.time_per_sample, 3)
     107.004
     """
-    from dnnplace.simulation.pipeline import simulate as _simulate
+    return model_of(workload).simulate(workload, split, schedule=schedule, microbatches=microbatches,
+                                       overlap_comm=overlap_comm)
 
-    return _simulate(workload, split, schedule=schedule, microbatches=microbatches, overlap_comm=overlap_comm)
 
-
-def write_report(workload: Workload, split: Split, path: PathLike, *, title: str | None = None,
+def write_report(workload: Instance, split: Any, path: PathLike, *, title: str | None = None,
                  microbatches: int = 8, schedule: str = "1f1b", overlap_comm: bool = False,
                  inputs: Iterable[PathLike | None] = ()) -> Path:
-    """Write a self-contained HTML report (summary, devices, graph, cut tensors, timeline), atomically.
+    """Write a self-contained HTML report atomically (never over one of ``inputs``, never through a link).
+
+    A split: summary, devices, graph, cut tensors, timeline.  A Piper plan: per stage replicas,
+    width, time and memory.
 
     Examples
     --------
@@ -343,13 +479,25 @@ def write_report(workload: Workload, split: Split, path: PathLike, *, title: str
     >>> p.read_text().startswith("<!DOCTYPE html>")
     True
     """
-    from dnnplace.report.html import write_report as _write_report
-
-    return _write_report(workload, split, path, title=title, microbatches=microbatches, schedule=schedule,
-                         overlap_comm=overlap_comm, inputs=inputs)
+    options: dict[str, Any] = {"microbatches": microbatches, "schedule": schedule, "overlap_comm": overlap_comm}
+    return model_of(workload).write_report(workload, split, path, title=title, inputs=inputs, **options)
 
 
 # --------------------------------------------------------------------- PyTorch
+def piper_document(workload: Workload, *, source: str = "profile") -> dict[str, Any]:
+    """A profiled training workload in Piper's format (one layer per node, t = 1, vanilla and recompute).
+
+    The document is checked by Piper's own reader before it is returned.
+    """
+    from dnnplace.frontends.piper_json import parse_piper
+    from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
+
+    doc = paper_training_to_piper(paper_json.workload_to_dict(workload))
+    parse_piper(doc, source=source)
+    return doc
+
+
+
 def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *, granularity: str = "op",
             training: bool = False, device: str = "host", accelerators: int = 2, cpus: int = 0, repeats: int = 7,
             devices_file: PathLike | None = None, link: tuple[float, float] | None = None) -> Workload:
@@ -465,71 +613,3 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     if to == "torch-pipelining-script":
         return pipelining_script(workload, split, model)
     raise DnnplaceError(f"unknown export format '{to}'; choose stages, torch-pipelining or torch-pipelining-script")
-
-
-# ---------------------------------------------------------------- Piper's model
-def load_piper(path: PathLike, *, bert_layers: int | None = None) -> PiperInstance:
-    """Read a workload in Piper's format (recognised by its ``TMPCs``); ``bert_layers`` builds BERT-L from BERT-32.
-
-    Examples
-    --------
-    >>> import dnnplace
-    >>> inst = dnnplace.load_piper(dnnplace.example_path("toy_a_knapsack"))
-    >>> inst.n > 0
-    True
-    """
-    from dnnplace.frontends.piper_json import bert_l
-    from dnnplace.frontends.piper_json import load_piper as _load
-
-    inst = _load(path)
-    return bert_l(inst, bert_layers) if bert_layers is not None else inst
-
-
-def solve_piper(instance: PiperInstance, *, accelerators: int | None = None, memory: float | None = None,
-                bandwidth: float | None = None, batch: int | None = None, time_limit: float | None = None,
-                progress: ProgressFn | None = None) -> PiperResult:
-    """The exact optimum of Piper's model: stages x data x tensor parallelism x TMPCs (recomputation).
-
-    The keyword arguments override the instance's ``maxDevices``, ``maxMemoryPerDevice``,
-    ``bandwidth`` and ``mbsInBatch``.  The plan is judged by Piper's evaluator
-    (``result.evaluation``); an infeasible instance raises :class:`~dnnplace.InfeasibleError`
-    naming the binding constraint.  A run stopped by ``time_limit`` (seconds)
-    returns the best plan found with ``status`` ``"time_limit"`` and a proven
-    lower ``bound``, or raises :class:`~dnnplace.errors.SolverTimeout` (a
-    :class:`~dnnplace.DnnplaceError`) if it found none;
-    ``progress(done, total, what)`` is called about every 50 ms of a DP run.
-
-    Examples
-    --------
-    >>> import dnnplace
-    >>> res = dnnplace.solve_piper(dnnplace.load_piper(dnnplace.example_path("toy_a_knapsack")))
-    >>> res.status, res.tps
-    ('optimal', 5.0)
-    """
-    from dnnplace.solvers.piper.solver import solve_piper as _solve
-    from dnnplace.solvers.piper.solver import warm_up
-
-    warm_up()  # loading the compiled kernels is start-up cost, not solving time
-    inst = instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
-    return _solve(inst, time_limit=time_limit, progress=progress)
-
-
-def evaluate_piper(instance: PiperInstance, plan: PiperPlan) -> PiperEvaluation:
-    """Piper's checker (PIPER-SPEC section 5) on a plan: time per sample, per-stage memory, feasibility."""
-    from dnnplace.evaluation.piper import evaluate_piper as _evaluate_piper
-
-    return _evaluate_piper(instance, plan)
-
-
-def save_piper_plan(instance: PiperInstance, plan: PiperPlan, path: PathLike) -> None:
-    """Write a Piper plan (stages with replicas, width and TMPCs), atomically."""
-    from dnnplace.evaluation.piper import save_plan
-
-    save_plan(instance, plan, path)
-
-
-def load_piper_plan(instance: PiperInstance, path: PathLike) -> PiperPlan:
-    """Read a Piper plan for ``instance`` (one-line errors for malformed plans)."""
-    from dnnplace.evaluation.piper import load_plan
-
-    return load_plan(instance, path)

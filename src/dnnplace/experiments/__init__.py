@@ -1,0 +1,1 @@
+"""Experiments on top of the public API: several methods side by side, and the paper's evaluation."""
