@@ -37,9 +37,53 @@ def reference() -> dict:
     return REFERENCE
 
 
-# CI runs a fixed sequence of examples (reproducible landings); local runs explore new ones.
+# Hypothesis: CI runs a fixed sequence of examples (reproducible landings); local runs explore new ones.
+# Every property test asks for examples(N): N in the full profile (make test-all, CI), a quarter of it
+# (at least 10) in the everyday one.
 from hypothesis import settings as _hyp_settings  # noqa: E402
 
 _hyp_settings.register_profile("ci", derandomize=True)
 if __import__("os").environ.get("CI"):
     _hyp_settings.load_profile("ci")
+
+
+# ------------------------------------------------------------------ lanes
+# `make test` runs every test but these two lanes, on both cores; `make test-all` (what CI runs) runs
+# everything, the timing lane alone so that no other test steals its CPU.
+#  slow:   spawns worker processes (torch.distributed runs, torchrun) or profiles / traces real models;
+#  timing: asserts how fast something answers (a time limit, Ctrl-C, concurrent writers).
+SLOW = (
+    "tests/runtime/",
+    "tests/frontends/torch_model/test_torch_frontend.py",
+    "tests/frontends/torch_model/test_real_models.py",
+    "tests/frontends/torch_model/test_piper_profile.py",
+    "tests/report/test_paper_reference.py",
+    "tests/solvers/dp/test_dp_large.py",
+    "tests/cli/test_hostile_input.py::test_5_",
+    "tests/cli/test_hostile_input.py::test_7_",
+    "tests/cli/test_hostile_input.py::test_11_",
+    "src/dnnplace/api/__init__.py::dnnplace.api.run",
+    "src/dnnplace/api/__init__.py::dnnplace.api.info",
+    "src/dnnplace/api/__init__.py::dnnplace.api.profile",
+    "src/dnnplace/api/__init__.py::dnnplace.api.export",
+)
+TIMING = (
+    "tests/cli/test_hostile_input.py::test_12_",
+    "tests/cli/test_hostile_input.py::test_3_concurrent",
+    "tests/cli/test_cli_errors.py::test_dp_time_limit_is_honoured",
+    "tests/solvers/piper/test_piper_time_limit.py::test_a_real_deadline",
+)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: spawns processes or profiles real models (make test-all)")
+    config.addinivalue_line("markers", "timing: asserts elapsed time; run alone by make test-all")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        nodeid = item.nodeid
+        if nodeid.startswith(TIMING):
+            item.add_marker(pytest.mark.timing)
+        elif nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

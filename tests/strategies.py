@@ -70,3 +70,11 @@ def small_workloads(draw, max_nodes: int = 7, training: bool | None = None, zero
     total = sum(nd.get("size", 0.0) for nd in nodes)
     memory = float(draw(st.sampled_from([total, max(4.0, total / 2), 6.0, 1e9])))
     return workload_from_records(nodes, edge_list, accelerators=k, cpus=cpus, memory=memory)
+
+
+def examples(n: int) -> int:
+    """How many examples a property test runs: ``n`` in the full profile (CI, ``make test-all``), else ``n // 4``."""
+    import os
+
+    full = os.environ.get("HYPOTHESIS_PROFILE") == "full" or bool(os.environ.get("CI"))
+    return n if full else max(10, n // 4)

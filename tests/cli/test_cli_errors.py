@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_runner import Result, run_cli
 from conftest import throughput_path
 
 GOOD = {
@@ -21,9 +20,8 @@ GOOD = {
 }
 
 
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dnnplace", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+def cli(*args: str, cwd=None) -> Result:
+    return run_cli(*args, cwd=cwd)
 
 
 def mutate(fn):

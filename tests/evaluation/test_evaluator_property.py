@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import device_load, is_contiguous, oracle_latency
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 import dnnplace
 
@@ -24,7 +24,7 @@ def workload_and_split(draw):
     return w, dnnplace.Split.of(accs, cpus), labels, n_acc
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(workload_and_split(), st.booleans())
 def test_loads_match_spec(case, overlap):
     w, split, labels, n_acc = case
@@ -51,7 +51,7 @@ def test_loads_match_spec(case, overlap):
     assert any(v.kind == "memory" for v in ev.violations) == over
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(workload_and_split())
 def test_latency_matches_fixpoint_of_spec_constraints(case):
     w, split, labels, n_acc = case

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import Result, run_cli
 
 import dnnplace
 from dnnplace.errors import InputError
@@ -111,8 +110,8 @@ def test_bert_l_needs_bert32():
         bert_l(load_piper(TOY_A), 40)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dnnplace", *args], capture_output=True, text=True, timeout=300)
+def cli(*args: str) -> Result:
+    return run_cli(*args)
 
 
 def test_cli_solve_simulate_report(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from oracle import brute_force_contiguous_optimum
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 import dnnplace
 from dnnplace.prepare.contract import linearized, merge_free_units, prepare
@@ -33,7 +33,7 @@ def _check_units(w: dnnplace.Workload, p) -> None:
     assert sorted(np.concatenate(members).tolist()) == list(range(w.n))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(small_workloads(max_nodes=8))
 def test_prepare_partitions_and_conserves(w):
     for p in (prepare(w, merge_trivial=False), prepare(w), merge_free_units(prepare(w))):
@@ -42,7 +42,7 @@ def test_prepare_partitions_and_conserves(w):
     assert chain.edge_src.size >= chain.n_units - 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(small_workloads(max_nodes=6, max_acc=2, max_cpu=1))
 def test_free_unit_folding_keeps_the_optimum(w):
     try:

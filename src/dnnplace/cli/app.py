@@ -163,11 +163,12 @@ def solve(
     (nodes with TMPCs) the exact Piper plan (stages x data x tensor parallelism x recomputation)."""
     with user_errors():
         from dnnplace import api
+        from dnnplace.model.limits import check_budget
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
         time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
-        finite_option("--memory", memory)
+        check_budget(accelerators, cpus, finite_option("--memory", memory), source="command line", prefix="--")
         finite_option("--bandwidth", bandwidth)
         gap = solver_params.get("gap")
         finite_option("--gap", gap if isinstance(gap, float) else None)

@@ -18,12 +18,13 @@ MAX_STRING = 4096  # characters in a node name
 
 
 def check_budget(accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-                 source: str = "budget") -> None:
+                 source: str = "budget", prefix: str = "") -> None:
     """Range-check budget overrides as the loader checks the file's fields (SPEC.md, "Input limits").
 
     Whole numbers of devices (not ``True``, ``"2"`` or ``2.7``) and a finite, non-negative memory.
+    Messages name ``prefix + name`` (the CLI passes ``"--"``: its flags are the option names).
     """
-    for name, v in (("accelerators", accelerators), ("cpus", cpus)):
+    for name, v in ((prefix + "accelerators", accelerators), (prefix + "cpus", cpus)):
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -33,6 +34,7 @@ def check_budget(accelerators: int | None = None, cpus: int | None = None, memor
     if memory is None:
         return
     if isinstance(memory, bool) or not isinstance(memory, (int, float, np.integer, np.floating)):
-        raise InputError(f"{source}: memory must be a number of bytes, got {memory!r}")
+        raise InputError(f"{source}: {prefix}memory must be a number of bytes, got {memory!r}")
     if not (math.isfinite(memory) and 0 <= memory <= MAX_VALUE):
-        raise InputError(f"{source}: memory {memory:g} must be finite, non-negative and at most {MAX_VALUE:g}")
+        raise InputError(f"{source}: {prefix}memory {memory:g} must be finite, non-negative and at most"
+                         f" {MAX_VALUE:g}")

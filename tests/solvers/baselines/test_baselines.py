@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import LATENCY, REFERENCE, THROUGHPUT, latency_path, throughput_path
 from hypothesis import HealthCheck, given, settings
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 import dnnplace
 
@@ -62,7 +62,7 @@ def test_local_search_is_deterministic_for_a_seed_and_respects_memory():
     assert a.evaluation.feasible
 
 
-SMALL = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SMALL = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SMALL

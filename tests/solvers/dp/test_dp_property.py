@@ -6,11 +6,11 @@ import math
 
 from hypothesis import HealthCheck, given, settings
 from oracle import brute_force_contiguous_optimum, max_load
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 import dnnplace
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check(w, overlap: bool = False) -> None:
@@ -44,7 +44,7 @@ def test_dp_matches_brute_force_training(w):
     _check(w)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(small_workloads(max_nodes=6, training=False))
 def test_dp_matches_brute_force_overlapped_communication(w):
     _check(w, overlap=True)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 from dnnplace.errors import TooManyIdealsError
 from dnnplace.prepare.contract import prepare
@@ -23,7 +23,7 @@ def _down_closed(n: int, src: list[int], dst: list[int]) -> set[int]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(small_workloads(max_nodes=8))
 def test_lattice_is_every_ideal_once_with_its_covers_and_sums(w):
     p = prepare(w, merge_trivial=False)

@@ -14,12 +14,12 @@ from oracle import (
     max_load,
     oracle_latency,
 )
-from strategies import small_workloads
+from strategies import examples, small_workloads
 
 import dnnplace
 
 pytest.importorskip("highspy")
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OPTS = {"time_limit": 20.0, "gap": 0.0}
 
 

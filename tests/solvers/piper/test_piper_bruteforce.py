@@ -14,6 +14,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from dnnplace.errors import InfeasibleError
 from dnnplace.evaluation.piper import evaluate_piper
@@ -135,13 +136,13 @@ def tiny_instances(draw, compute_only_switches=False):
     }
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_solver_matches_brute_force(doc):
     check_against_brute_force(doc)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances(compute_only_switches=True))
 def test_solver_matches_brute_force_compute_only_switches(doc):
     check_against_brute_force(doc)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import dnnplace
 from dnnplace.evaluation.piper import evaluate_piper
@@ -57,7 +58,7 @@ def brute_cover(cost, sav, need):
     return best
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 10, allow_nan=False), st.floats(0.01, 10, allow_nan=False)),
                 min_size=1, max_size=10), st.floats(0.0, 40.0))
 def test_min_cover_is_exact(items, need):

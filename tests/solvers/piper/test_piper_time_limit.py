@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from test_piper_bruteforce import brute_force, tiny_instances
 
 import dnnplace
@@ -66,7 +67,7 @@ def test_a_real_deadline_is_honoured_with_a_plan_or_a_refusal():
     assert res.bound <= res.value and evaluate_piper(inst, res.plan).feasible
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances(), st.integers(0, 4))
 def test_any_stop_keeps_a_valid_plan_and_a_true_bound(doc, call):
     inst = parse_piper(doc)
