@@ -310,9 +310,9 @@ def profile(
                       f" {output}")
             return
         api.save_workload(w, output, inputs=[model_file(model), devices_file])
-        meta = w.extras.get("top_extra", {}).get("dnnplace", {})
+        meta = w.require_profile()
         n_fwd = int((~w.backward).sum())
-        out.print(f"{model}: {n_fwd} {meta.get('granularity', 'op')}-level nodes ({meta.get('trace', '')}),"
+        out.print(f"{model}: {n_fwd} {meta.granularity}-level nodes ({meta.trace}),"
                   f" {w.n - n_fwd} backward nodes, {w.m} edges;"
                   f" forward {w.cpu_time[~w.backward].sum():.3f} ms on this CPU; written to {output}")
 

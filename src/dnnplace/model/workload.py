@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.model.profile_meta import ProfileMeta
 from dnnplace.utils.graph import class_index, topological_order
 
 
@@ -98,6 +99,20 @@ class Workload:
         name = self.names[index]
         node_id = int(self.node_ids[index])
         return f"node {node_id}" + (f" ({name})" if name else "")
+
+    @cached_property
+    def profile(self) -> ProfileMeta | None:
+        """What ``dnnplace profile`` recorded of the model (spec, operators per node), or None."""
+        return ProfileMeta.read(self.extras.get("top_extra", {}), self.extras.get("node_extra", ()))
+
+    def require_profile(self) -> ProfileMeta:
+        """:attr:`profile`, or a one-line error: running or exporting a split needs the model's operators."""
+        meta = self.profile
+        if meta is None:
+            from dnnplace.errors import DnnplaceError
+
+            raise DnnplaceError("the workload was not made by `dnnplace profile` (its nodes lack fxNodes)")
+        return meta
 
     def with_budget(
         self,

@@ -30,6 +30,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
+from dnnplace.runtime.payloads import ForwardPayload, TrainPayload
 
 OUTPUT_TAG = 1_000_000
 
@@ -53,13 +54,12 @@ def prepare(spec: str, split, workload=None):
     from dnnplace.runtime.stages import build_stages
 
     loaded = load_factory(spec)
-    meta = (workload.extras.get("top_extra", {}).get("dnnplace", {}) if workload is not None else {})
-    cap = capture(loaded.model, loaded.args, granularity=meta.get("granularity", "op"), quiet=True,
+    meta = workload.require_profile() if workload is not None else None
+    cap = capture(loaded.model, loaded.args, granularity=meta.granularity if meta else "op", quiet=True,
                   kwargs=loaded.kwargs)
     ids = None
-    if workload is not None:
-        extra = workload.extras.get("node_extra", ())
-        ids = [list(extra[i].get("fxNodes", [])) for i in range(workload.n) if not workload.backward[i]]
+    if workload is not None and meta is not None:
+        ids = [list(meta.fx_nodes[i]) for i in range(workload.n) if not workload.backward[i]]
         if not all(ids):
             raise DnnplaceError("the workload was not made by `dnnplace profile` (its nodes lack fxNodes)")
         fwd_ids = {int(workload.node_ids[i]) for i in range(workload.n) if not workload.backward[i]}
@@ -93,7 +93,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
     shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
               if name in env and isinstance(env[name], torch.Tensor)}
     n = len(plan.modules)
-    payload = {"plan": plan, "shapes": shapes, "inputs": inputs, "microbatches": microbatches, "warmup": warmup}
+    payload = ForwardPayload(plan=plan, shapes=shapes, inputs=inputs, microbatches=microbatches, warmup=warmup)
     results = launch(_forward_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
@@ -149,17 +149,17 @@ def _forward_only(split, fwd_ids: set[int]):
                  tuple(tuple(v for v in d if v in fwd_ids) for d in split.cpus), split.meta)
 
 
-def _forward_worker(rank: int, world: int, p: dict) -> dict | None:
+def _forward_worker(rank: int, world: int, p: ForwardPayload) -> dict | None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    plan = p["plan"]
+    plan = p.plan
     if dist.get_backend() == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     pin(rank, world)
     tags = {name: i for i, name in enumerate(sorted(plan.producer))}
-    out = _stage(rank, plan, p["shapes"], p["inputs"], p["microbatches"], p["warmup"], tags)
+    out = _stage(rank, plan, p.shapes, p.inputs, p.microbatches, p.warmup, tags)
     dist.barrier()  # a finished send is not yet a received one: nobody leaves before the last stage
     return out
 
@@ -304,15 +304,15 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
     # parameters several stages hold (tied weights, a module called on two stages): gradients summed across them
     shared = shared_parameters(plan.modules)
-    payload = {
-        "plan": plan, "shapes": shapes, "args": inputs, "grad_values": grad_values,
-        "tags": {name: i for i, name in enumerate(sorted(plan.producer))},
-        "out_spec": pickle.dumps(out_spec), "loss_spec": spec if loaded.loss_fn is not None else None,
-        "microbatches": microbatches, "steps": steps, "optimizer": optimizer, "lr": lr, "orders": orders,
-        "module_training": [bool(model.training)] * n, "pin": pin,
-        "node_index": {node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
-        "shared": shared,
-    }
+    payload = TrainPayload(
+        plan=plan, shapes=shapes, args=inputs, grad_values=grad_values,
+        tags={name: i for i, name in enumerate(sorted(plan.producer))},
+        out_spec=pickle.dumps(out_spec), loss_spec=spec if loaded.loss_fn is not None else None,
+        microbatches=microbatches, steps=steps, optimizer=optimizer, lr=lr, orders=orders,
+        module_training=[bool(model.training)] * n, pin=pin,
+        node_index={node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
+        shared=shared,
+    )
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
@@ -411,7 +411,7 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
     ev = evaluate(workload, split)
     sim = simulate(workload, split, schedule=schedule, microbatches=microbatches)
     by_name = {d.name: d for d in ev.devices}
-    extra = workload.extras.get("node_extra", ())
+    stashed = workload.profile.output_bytes if workload.profile is not None else (0,) * workload.n
     forward: list[float | None] = []
     backward: list[float | None] = []
     memory: list[int | None] = []
@@ -425,7 +425,7 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
         forward.append(float(d.forward_load))
         backward.append(float(d.backward_load))
         idx = [workload.index_of[nid] for nid in d.nodes]
-        stash = sum(int(extra[i].get("outputBytes", 0)) for i in idx if not workload.backward[i])
+        stash = sum(stashed[i] for i in idx if not workload.backward[i])
         in_flight = microbatches if schedule == "gpipe" else min(a + 1, microbatches)
         memory.append(stash * in_flight)
     return {"max_load": float(ev.max_load), "simulated": float(sim.time_per_sample), "source": "workload",

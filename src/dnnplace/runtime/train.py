@@ -53,6 +53,7 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
+from dnnplace.runtime.payloads import TrainPayload
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -125,17 +126,17 @@ def make_optimizer(name: str, params, lr: float):
     raise DnnplaceError(f"unknown optimizer '{name}'; choose one of: {', '.join(OPTIMIZERS)}")
 
 
-def train_worker(rank: int, world: int, p: dict) -> dict:
+def train_worker(rank: int, world: int, p: TrainPayload) -> dict:
     """One stage of a training run (runs in its own process)."""
     import torch
     import torch.distributed as dist
     from torch.utils._pytree import tree_unflatten
 
-    torch.set_num_threads(p.get("threads", 1))
-    if p.get("pin"):
+    torch.set_num_threads(p.threads)
+    if p.pin:
         pin(rank, world)
     torch.manual_seed(0)
-    plan = p["plan"]
+    plan = p.plan
     device = stage_device()
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -143,43 +144,43 @@ def train_worker(rank: int, world: int, p: dict) -> dict:
     last = n - 1
     # tensors reach a spawned process in shared memory: train a private copy, not the parent's parameters
     mod = copy.deepcopy(plan.modules[rank]).to(device)
-    mod.train(p["module_training"][rank])
-    inputs = tuple(t.to(device) for t in p["args"])
-    shapes: dict[str, tuple[Any, Any]] = p["shapes"]
-    grad_values, tags = p["grad_values"], p["tags"]
-    N, steps = p["microbatches"], p["steps"]
+    mod.train(p.module_training[rank])
+    inputs = tuple(t.to(device) for t in p.args)
+    shapes: dict[str, tuple[Any, Any]] = p.shapes
+    grad_values, tags = p.grad_values, p.tags
+    N, steps = p.microbatches, p.steps
     my_in, my_out = plan.inputs[rank], plan.outputs[rank]
     # the loss stage also receives the model outputs made elsewhere
     extra_in = [v for v in dict.fromkeys(plan.model_outputs)
                 if rank == last and v not in my_in and 0 <= plan.producer.get(v, -1) != last]
     # receive in graph order: the order the producers send in (nccl matches messages by order, not tag)
-    recv_order = sorted(my_in + extra_in, key=lambda v: p["node_index"].get(v, -1))
+    recv_order = sorted(my_in + extra_in, key=lambda v: p.node_index.get(v, -1))
     consumers = {v: [c for c in cs if c != rank] for v, cs in plan.consumers.items()}
     for v in plan.model_outputs:
         if rank != last and plan.producer.get(v) == rank and last not in consumers.get(v, []):
             consumers.setdefault(v, []).append(last)
     loss_fn: Any = None
     if rank == last:
-        if p["loss_spec"] is not None:
+        if p.loss_spec is not None:
             from dnnplace.frontends.torch_model.loader import load_factory
 
-            loss_fn = load_factory(p["loss_spec"]).loss_fn
+            loss_fn = load_factory(p.loss_spec).loss_fn
             # the output's structure, for the factory's loss: unpickled only now that the factory's module
             # (which may define the output's class) is loaded; pytree's JSON form cannot name classes it was
             # not told about (e.g. transformers' ModelOutput)
-            out_spec = pickle.loads(p["out_spec"])
+            out_spec = pickle.loads(p.out_spec)
         else:
             from dnnplace.frontends.torch_model.loader import default_loss
 
             loss_fn = default_loss
             out_spec = None  # the default loss only needs the output's tensors, in flattened order
     params = [q for q in mod.parameters() if q.requires_grad]
-    opt = make_optimizer(p["optimizer"], params, p["lr"]) if params else None
+    opt = make_optimizer(p.optimizer, params, p.lr) if params else None
     frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
-    order = p["orders"][rank]
+    order = p.orders[rank]
     # one process group per set of stages sharing parameters; every rank creates every group, in the same order
     shared_groups = []
-    for ranks, shared in p.get("shared", []):
+    for ranks, shared in p.shared:
         handle = dist.new_group(list(ranks))
         if rank in ranks:
             shared_groups.append((handle, [names[rank] for names in shared]))
