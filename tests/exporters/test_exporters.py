@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run_cli
 
-from dnnplace.cli.export_llm_cmd import export_plan
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, export
 from dnnplace.exporters.megatron import ARRAY
@@ -313,19 +313,27 @@ def test_bad_plans_fail_in_one_line(path: str, value: Any, field: str) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_export_plan_writes_atomically_and_refuses_its_input(tmp_path: Path) -> None:
+def test_export_command_writes_atomically_and_refuses_its_input(tmp_path: Path) -> None:
     src = tmp_path / "plan.json"
     src.write_text(json.dumps(PLANS["70b-uneven-first-last"]))
     for name, exp in EXPORTERS.items():
+        if exp.takes != "llm-plan":
+            continue
         out = tmp_path / f"out{exp.suffix}"
-        text = export_plan(src, name, out)
-        assert out.read_text() == text and text.endswith("\n")
-    with pytest.raises(DnnplaceError, match="input"):
-        export_plan(src, "megatron", src)
-    with pytest.raises(DnnplaceError, match="unknown export target"):
-        export_plan(src, "nemo", tmp_path / "x")
+        res = run_cli("export", src, "--to", name, "-o", out)
+        assert res.returncode == 0, res.stderr
+        text = out.read_text()
+        assert text == run_cli("export", src, "--to", name).stdout and text.endswith("\n")
+    res = run_cli("export", src, "--to", "megatron", "-o", src)
+    assert res.returncode == 2 and "input" in res.stderr
+    res = run_cli("export", src, "--to", "nemo", "-o", tmp_path / "x")
+    assert res.returncode == 2
+    res = run_cli("export", src, "--to", "megatron", "-w", src, "-o", tmp_path / "x")
+    assert res.returncode == 2 and "applies to split targets only" in res.stderr
+    res = run_cli("export", src, "--to", "stages", "-o", tmp_path / "x")
+    assert res.returncode == 2 and "-w" in res.stderr
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(DnnplaceError, match="not valid JSON"):
-        export_plan(bad, "megatron", None)
+    res = run_cli("export", bad, "--to", "megatron")
+    assert res.returncode == 2 and "not valid JSON" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()

@@ -32,11 +32,10 @@ from dnnplace.solvers.dp.lattice_info import LatticeStep
 if TYPE_CHECKING:
     from dnnplace.model.piper import PiperPlan
 
-__all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "evaluate", "example_path", "export", "info",
-           "default_method", "load", "load_plan", "load_split", "load_workload", "methods", "piper_document",
-           "plan_document", "profile", "run",
-           "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "with_runtime",
-           "write_report"]
+__all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
+           "export", "export_llm_plan", "info", "load", "load_plan", "load_split", "load_workload", "methods",
+           "piper_document", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
+           "simulate", "solve", "with_budget", "with_runtime", "write_report"]
 
 #: An instance of a model dnnplace plans: the paper's workload or Piper's.
 Instance = Workload | PiperInstance
@@ -613,3 +612,14 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     if to == "torch-pipelining-script":
         return pipelining_script(workload, split, model)
     raise DnnplaceError(f"unknown export format '{to}'; choose stages, torch-pipelining or torch-pipelining-script")
+
+
+def export_llm_plan(path: PathLike, to: str) -> str:
+    """An LLM plan file in the format of a trainer: ``megatron``, ``torchtitan`` or ``deepspeed``.
+
+    The plan is validated first (every value written into the output is checked or escaped).
+    """
+    from dnnplace.exporters import export as _export
+    from dnnplace.exporters.plan_file import load_plan as _load_llm_plan
+
+    return _export(_load_llm_plan(path), to)

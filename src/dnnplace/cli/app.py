@@ -20,6 +20,7 @@ import typer
 
 from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
+from dnnplace.exporters import EXPORTERS, get_exporter
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers import METHODS, ROUTES
@@ -423,44 +424,48 @@ def _print_training(res: dict, backend: str) -> None:
     out.print(table)
 
 
-class ExportFormat(StrEnum):
-    torch_pipelining = "torch-pipelining"
-    stages = "stages"
+# The export registry's names (dnnplace.exporters.EXPORTERS): the CLI never lists targets itself.
+ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # type: ignore[misc]
 
 
 @app.command("export")
-def export_split(
-    split: Path = typer.Argument(..., help="Split JSON."),
-    workload: Path = typer.Option(..., "--workload", "-w", help="The profiled workload (from `profile`)."),
-    to: ExportFormat = typer.Option(ExportFormat.stages, "--to", help="torch-pipelining or stages."),
+def export_plan(
+    plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), or a split of a profiled workload."),
+    to: ExportTarget = typer.Option(..., "--to", help="Target: " + "; ".join(
+        f"{e.name}: {e.summary}" for e in EXPORTERS.values()) + "."),
+    workload: Optional[Path] = typer.Option(None, "--workload", "-w",
+                                            help="Split targets: the profiled workload (from `profile`)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
     as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
                                                        " a runnable training script."),
     model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
                                                               " (default: the one the workload was profiled from)."),
 ) -> None:
-    """Export a split for other runtimes: a torchrun training script for torch.distributed.pipelining
-    (chain-shaped splits; --json: just the split points), or stage lists."""
+    """Export a plan in the format another trainer reads: Megatron-LM arguments, a torchtitan TOML or a DeepSpeed
+    config (LLM plans); a torch.distributed.pipelining training script or stage lists (splits)."""
     with user_errors():
         from dnnplace import api
-        from dnnplace.utils.files import check_outputs, write_json_atomic, write_text_atomic
+        from dnnplace.utils.files import check_outputs, write_text_atomic
 
-        check_outputs([output], [split, workload])
-        w = api.load_workload(workload, check_feasible=False)
-        s = api.load_split(split)
-        if to == ExportFormat.torch_pipelining and not as_json:
-            text = api.export(w, s, to="torch-pipelining-script", model=model)
-            assert isinstance(text, str)
-            if output is not None:
-                write_text_atomic(output, text, inputs=[split, workload])
-            else:
-                sys.stdout.write(text)
-            return
-        doc = api.export(w, s, to=to.value)
-        if output is not None:
-            write_json_atomic(output, doc, inputs=[split, workload])
+        check_outputs([output], [plan, workload])
+        target = get_exporter(str(to.value))
+        if target.takes == "split":
+            if workload is None:
+                raise DnnplaceError(f"--to {target.name} exports a split: name its profiled workload with -w")
+            if as_json and target.name == "torch-pipelining":
+                target = get_exporter("torch-pipelining-points")
+            text = target.render(api.load_workload(workload, check_feasible=False), api.load_split(plan),
+                                 model=model)
         else:
-            out.print_json(json.dumps(doc))
+            for flag, given in (("-w/--workload", workload is not None), ("--model", model is not None),
+                                ("--json", as_json)):
+                if given:
+                    raise DnnplaceError(f"{flag} applies to split targets only, not --to {target.name}")
+            text = api.export_llm_plan(plan, target.name)
+        if output is not None:
+            write_text_atomic(output, text, inputs=[plan, workload])
+        else:
+            sys.stdout.write(text)
 
 
 class Format(StrEnum):

@@ -1,9 +1,14 @@
-"""Exporters: turn a validated LLM plan into the launch configuration of one trainer.
+"""Export targets: a plan in the format another trainer or runtime reads, all in one table.
 
-Adding a target is one module with a ``render(plan) -> str`` function plus one
-line in :data:`EXPORTERS`.  The table maps each name to ``"module:function"`` so
-that listing targets imports nothing; exporters return text and never write
-files (the CLI writes it atomically, see :mod:`dnnplace.cli.export_llm_cmd`).
+Adding a target is one module with a render function plus one line in
+:data:`EXPORTERS`.  The table maps each name to ``"module:function"`` so that
+listing targets imports nothing (torch loads only for the runtime's targets);
+exporters return text and never write files (the CLI writes it atomically).
+
+A target takes either an LLM plan (``takes="llm-plan"``: ``render(plan_dict)``,
+the dict already checked by :func:`~dnnplace.exporters.plan_file.validate_plan`)
+or a split of a profiled workload (``takes="split"``:
+``render(workload, split, model=None)``).
 """
 
 from __future__ import annotations
@@ -16,8 +21,6 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.utils.text import clip
 
-Render = Callable[[dict[str, Any]], str]
-
 
 @dataclass(frozen=True)
 class Exporter:
@@ -27,12 +30,13 @@ class Exporter:
     summary: str
     suffix: str
     target: str  # "module:function", imported on first use
+    takes: str = "llm-plan"  # or "split": a split of a workload made by `dnnplace profile`
 
-    def render(self, plan: dict[str, Any]) -> str:
-        """The exported text for a plan already checked by :func:`~dnnplace.exporters.plan_file.validate_plan`."""
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        """The exported text (see the module docstring for what each kind of target takes)."""
         module, _, func = self.target.partition(":")
-        fn: Render = getattr(importlib.import_module(module), func)
-        return fn(plan)
+        fn: Callable[..., str] = getattr(importlib.import_module(module), func)
+        return fn(*args, **kwargs)
 
 
 #: Target name -> exporter, in display order.
@@ -43,6 +47,13 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
              "dnnplace.exporters.torchtitan:render"),
     Exporter("deepspeed", "DeepSpeed config JSON plus the PipelineModule layer split", ".json",
              "dnnplace.exporters.deepspeed:render"),
+    Exporter("torch-pipelining", "a torchrun training script for torch.distributed.pipelining (chain-shaped"
+             " splits of a profiled workload)", ".py", "dnnplace.runtime.export:render_pipelining_script",
+             takes="split"),
+    Exporter("torch-pipelining-points", "the split points for torch.distributed.pipelining, as JSON", ".json",
+             "dnnplace.runtime.export:render_pipelining_points", takes="split"),
+    Exporter("stages", "the stage list of a split: device, node ids, fx nodes, modules (JSON)", ".json",
+             "dnnplace.runtime.export:render_stages", takes="split"),
 )}
 
 
@@ -55,8 +66,11 @@ def get_exporter(name: str) -> Exporter:
 
 
 def export(plan: dict[str, Any], to: str) -> str:
-    """Render a validated plan for target ``to``."""
-    return get_exporter(to).render(plan)
+    """Render a validated LLM plan for target ``to``."""
+    exporter = get_exporter(to)
+    if exporter.takes != "llm-plan":
+        raise DnnplaceError(f"export target '{to}' takes a split of a profiled workload, not an LLM plan")
+    return exporter.render(plan)
 
 
 __all__ = ["EXPORTERS", "Exporter", "export", "get_exporter"]

@@ -13,6 +13,8 @@ microbatches, loss and optimizer are those of ``dnnplace run --training``.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
@@ -178,3 +180,19 @@ def pipelining_script(w: Workload, split: Split, spec: str | None = None) -> str
     if not spec:
         raise DnnplaceError("the workload does not name its model (MODULE:FACTORY); pass --model")
     return SCRIPT.format(spec=spec, split_spec=doc["split_spec"], num_stages=doc["num_stages"])
+
+
+# ---------------------------------------------------------------- export targets (dnnplace.exporters)
+def render_pipelining_script(w: Workload, split: Split, model: str | None = None) -> str:
+    """Target ``torch-pipelining``."""
+    return pipelining_script(w, split, model)
+
+
+def render_pipelining_points(w: Workload, split: Split, model: str | None = None) -> str:
+    """Target ``torch-pipelining-points``."""
+    return json.dumps(export_pipelining(w, split), indent=1) + "\n"
+
+
+def render_stages(w: Workload, split: Split, model: str | None = None) -> str:
+    """Target ``stages``."""
+    return json.dumps(export_stages(w, split), indent=1) + "\n"
