@@ -431,8 +431,8 @@ ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # ty
 @app.command("export")
 def export_plan(
     plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), or a split of a profiled workload."),
-    to: ExportTarget = typer.Option(..., "--to", help="Target: " + "; ".join(
-        f"{e.name}: {e.summary}" for e in EXPORTERS.values()) + "."),
+    to: Optional[ExportTarget] = typer.Option(None, "--to", show_default=False, help="Target: " + "; ".join(
+        f"{e.name}: {e.summary}" for e in EXPORTERS.values()) + " [default: stages, for a split with -w]."),
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="Split targets: the profiled workload (from `profile`)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
@@ -448,7 +448,9 @@ def export_plan(
         from dnnplace.utils.files import check_outputs, write_text_atomic
 
         check_outputs([output], [plan, workload])
-        target = get_exporter(str(to.value))
+        if to is None and workload is None:
+            raise DnnplaceError(f"name an export target with --to: {', '.join(EXPORTERS)}")
+        target = get_exporter(str(to.value) if to is not None else "stages")
         if target.takes == "split":
             if workload is None:
                 raise DnnplaceError(f"--to {target.name} exports a split: name its profiled workload with -w")
