@@ -164,7 +164,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     while i < len(order):
         if lb[order[i]] >= best_t:
             break
-        if time_limit is not None and time.perf_counter() - started > time_limit:
+        if best is not None and time_limit is not None and time.perf_counter() - started > time_limit:
             status, exhaustive = "time_limit", False
             break
         rows: list[np.ndarray] = []
@@ -190,7 +190,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         if step[j] < best_t:
             best_t, best = float(step[j]), (cand, res, j)
         jb = int(np.argmin(res.step))
-        if not res.fits.any() and res.step[jb] < best_bad_t:
+        if res.step[jb] < best_bad_t:
             best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
         done = i
         if progress is not None:
