@@ -189,7 +189,7 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     buckets = np.ceil(params / memory.BUCKET_PARAMS)
     rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
     ag = comm.ring_time(memory.WEIGHT_BYTES * params, group, bw, lat)
-    f_all, b_all = sum(fwd.values()), sum(bwd.values())
+    f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
     dist = c.dist[:, None]
     dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
                       comm.overlapped(2.0 * rs, b_all, buckets))

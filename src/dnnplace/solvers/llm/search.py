@@ -76,7 +76,7 @@ def base_configs(problem: LLMProblem, fixed: dict[str, object]) -> list[tuple[in
     def opts(name: str, values: list[int]) -> list[int]:
         return [int(fixed[name])] if name in fixed else values  # type: ignore[call-overload]
 
-    out = []
+    out: list[tuple[int, ...]] = []
     for tp in opts("tp", [t for t in _divisors(a.heads) if a.kv_heads % t == 0 and t <= gpn]):
         if n % tp or a.heads % tp or a.kv_heads % tp:
             continue
