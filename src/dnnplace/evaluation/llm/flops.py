@@ -43,11 +43,17 @@ def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec) -> Array:
     return float(dev.gemm_fraction or 0.0) * tile_fill * wave_fill
 
 
-def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float) -> Array:
-    """Seconds for (m x k) @ (k x n) in 16-bit: the slower of tensor-core time and HBM traffic."""
+def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0) -> Array:
+    """Seconds for (m x k) @ (k x n): the main loop (slower of tensor cores and operand traffic) + epilogue.
+
+    The epilogue writes the m x n output (``out_bytes`` per element: 2 for a 16-bit result, 8
+    for Megatron's fused fp32 gradient accumulation, which reads and writes main_grad with beta = 1)
+    after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.
+    """
+    hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
     compute = 2.0 * m * n * k / (peak * gemm_efficiency(m, n, dev))
-    traffic = 2.0 * (m * k + k * n + m * n) / (dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0))
-    return np.maximum(compute, traffic)
+    operands = 2.0 * (m * k + k * n) / hbm
+    return np.maximum(compute, operands) + out_bytes * m * n / hbm
 
 
 def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
@@ -60,11 +66,18 @@ def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[A
             (tokens, hf, f / tp)]
 
 
+#: fp32 main_grad read + written by the weight-gradient GEMM's epilogue (beta = 1), bytes per element.
+WGRAD_OUT_BYTES = 8.0
+
+
 def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec,
                        peak: float) -> tuple[list[Array], list[Array]]:
-    """Per GEMM: forward time, and backward time (data gradient m x k plus weight gradient k x n)."""
+    """Per GEMM: forward time, and backward time (data gradient m x k plus weight gradient k x n).
+
+    Weight gradients accumulate into the fp32 main_grad (gradient_accumulation_fusion).
+    """
     fwd = [gemm_time(m, n, k, dev, peak) for m, n, k in shapes]
-    bwd = [gemm_time(m, k, n, dev, peak) + gemm_time(k, n, m, dev, peak) for m, n, k in shapes]
+    bwd = [gemm_time(m, k, n, dev, peak) + gemm_time(k, n, m, dev, peak, WGRAD_OUT_BYTES) for m, n, k in shapes]
     return fwd, bwd
 
 
