@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import schedule
+from dnnplace.evaluation.llm import memory, schedule
 from dnnplace.evaluation.llm.rules import check_config, check_problem
 from dnnplace.evaluation.llm.step import (
     Candidates,
@@ -110,8 +110,9 @@ def _as_candidates(base: np.ndarray, layers: np.ndarray) -> Candidates:
                       base[:, 7].astype(bool), layers)
 
 
-def lower_bounds(problem: LLMProblem, base: np.ndarray) -> np.ndarray:
-    """Proven lower bound on the step time of each base configuration, over all its layer splits."""
+def lower_bounds(problem: LLMProblem, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Proven lower bounds on the step time of each base configuration over all its layer splits:
+    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
     L = problem.arch.num_layers
     pp, vp = base[:, 1].astype(float), base[:, 2].astype(float)
     dummy = np.zeros((len(base), 1))
@@ -121,8 +122,20 @@ def lower_bounds(problem: LLMProblem, base: np.ndarray) -> np.ndarray:
     total = L * layer + first + last
     one = np.where(pp == 1, total, 0.0)
     lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
-    return schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(
+    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(
         p2p_time(problem, c, costs.tokens), c.pp, c.vp, costs.m)
+    return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
+
+
+def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
+    """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
+    optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average)."""
+    a = problem.arch
+    params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
+              + memory.head_params(a, c.tp, c.pp)) / c.pp
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    return (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params \
+        + memory.BUFFER_FIXED_BYTES
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
@@ -152,10 +165,9 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     if not bases:
         raise DnnplaceError(_why_empty(problem, fixed))
     base = np.array(bases, dtype=np.int64)
-    lb = lower_bounds(problem, base)
+    lb, lb_time = lower_bounds(problem, base)
     order = np.argsort(lb, kind="stable")
     L = problem.arch.num_layers
-    width = int(base[:, 1].max())
     best_t, best, best_bad = math.inf, None, None
     best_bad_t = math.inf
     done = 0
@@ -167,37 +179,38 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         if best is not None and time_limit is not None and time.perf_counter() - started > time_limit:
             status, exhaustive = "time_limit", False
             break
-        rows: list[np.ndarray] = []
-        owners: list[np.ndarray] = []
+        groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         count = 0
         while i < len(order) and count < CHUNK_ROWS and lb[order[i]] < best_t:
             k = order[i]
             s = splits(L, int(base[k, 1]), int(base[k, 2]))
-            padded = np.zeros((len(s), width))
-            padded[:, :s.shape[1]] = s
-            rows.append(padded)
-            owners.append(np.full(len(s), k))
+            groups.setdefault(int(base[k, 1]), []).append((s, k))
             count += len(s)
             i += 1
-        if not rows:
+        if not groups:
             break
-        layers = np.concatenate(rows)
-        own = np.concatenate(owners)
-        cand = _as_candidates(base[own], layers)
-        res = evaluate_batch(problem, cand)
-        step = np.where(res.fits, res.step, np.inf)
-        j = int(np.argmin(step))
-        if step[j] < best_t:
-            best_t, best = float(step[j]), (cand, res, j)
-        jb = int(np.argmin(res.step))
-        if res.step[jb] < best_bad_t:
-            best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
+        for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
+            layers = np.concatenate([s for s, _ in parts]).astype(float)
+            own = np.concatenate([np.full(len(s), k) for s, k in parts])
+            cand = _as_candidates(base[own], layers)
+            res = evaluate_batch(problem, cand)
+            step = np.where(res.fits, res.step, np.inf)
+            j = int(np.argmin(step))
+            if step[j] < best_t:
+                best_t, best = float(step[j]), (cand, res, j)
+            jb = int(np.argmin(res.step))
+            if res.step[jb] < best_bad_t:
+                best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
         done = i
         if progress is not None:
             progress(done, len(order), f"{done} of {len(order)} configurations")
     if best is None:
-        if best_bad is None:
-            raise DnnplaceError("search: time limit reached before any configuration was evaluated")
+        if best_bad is None:  # every configuration was proven not to fit: price the fastest for the message
+            k = int(np.argmin(lb_time))
+            s = splits(L, int(base[k, 1]), int(base[k, 2])).astype(float)
+            cand = _as_candidates(base[np.full(len(s), k)], s)
+            res = evaluate_batch(problem, cand)
+            best_bad = (cand, res, int(np.argmin(res.step)))
         cand, res, j = best_bad
         raise DnnplaceError(f"no configuration fits; the fastest, {_describe(cand.config(j))}, "
                             + overflow_text(problem, estimate_at(problem, res, j)))
