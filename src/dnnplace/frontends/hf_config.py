@@ -69,9 +69,11 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
         raise DnnplaceError(f"{where}: field '{f['heads']}' = {heads} does not divide hidden size {hidden}")
     if heads % kv:
         raise DnnplaceError(f"{where}: field '{f['kv'] or f['heads']}' = {kv} does not divide {heads} heads")
+    # The MLP's kind (gated or not, squared ReLU) follows the family: Gemma's gelu is GeGLU, still gated
+    # (3 matrices, same cost as SwiGLU); hidden_act only matters where the family fixes nothing.
     act = cfg.get("hidden_act") or cfg.get("activation_function")
-    if mt not in ("gpt2",) and isinstance(act, str) and act in _ACTS and _ACTS[act] != "swiglu":
-        mlp = _ACTS[act]
+    if isinstance(act, str) and _ACTS.get(act) == "relu2":
+        mlp = "relu2"
     drop = any(isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool) and cfg[k] > 0
                for k in ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop"))
     tie = cfg.get("tie_word_embeddings", tied)

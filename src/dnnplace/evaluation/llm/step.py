@@ -250,7 +250,7 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
     fits = bool(res.fits[i])
     return LLMEstimate(
         step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
-        mfu=mf / (step * problem.cluster.gpus * problem.device.peak(job.precision)),
+        mfu=mf / (step * problem.cluster.gpus * problem.device.peak("bf16")),  # the recipes' denominator
         model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
         time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
         overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
