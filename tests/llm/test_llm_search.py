@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 from helpers import llama, problem, uniform
 from hypothesis import given, settings
@@ -109,3 +110,20 @@ def test_hostile_requests(gpus: int, gbs: int, fixed: dict | None, msg: str) -> 
 def test_nothing_fits_names_the_memory() -> None:
     with pytest.raises(DnnplaceError, match="no configuration fits.*largest: "):
         search(problem(llama("70b"), 8, 8), {"tp": 1, "pp": 1, "cp": 1})
+
+
+def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
+    """Full-size and memory-bound: the branch and bound equals evaluating every (config, split) unpruned."""
+    from dnnplace.evaluation.llm.step import evaluate_batch
+    from dnnplace.solvers.llm.search import _as_candidates, base_configs, splits
+
+    a = llama("8b")
+    pr = problem(a, 8, 16, seq=8192)
+    plan = search(pr)
+    best = math.inf
+    for b in base_configs(pr, {}):
+        s = splits(a.num_layers, b[1], b[2]).astype(float)
+        res = evaluate_batch(pr, _as_candidates(np.array([b] * len(s)), s))
+        if res.fits.any():
+            best = min(best, float(res.step[res.fits].min()))
+    assert plan.estimate.step_time_s == pytest.approx(best, rel=1e-12)
