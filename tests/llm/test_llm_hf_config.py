@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLES
+from llm_helpers import EXAMPLES
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.frontends.hf_config import arch_from_dict, load_arch

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import typer
-from helpers import EXAMPLES, llama, problem
+from llm_helpers import EXAMPLES, llama, problem
 from typer.testing import CliRunner
 
 from dnnplace.cli.plan_cmd import parse_fix, register

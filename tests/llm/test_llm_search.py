@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from helpers import llama, problem, uniform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from llm_helpers import llama, problem, uniform
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation.llm import evaluate
