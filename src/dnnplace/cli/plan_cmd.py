@@ -1,0 +1,112 @@
+"""``dnnplace plan MODEL``: plan an LLM training run (TP x PP x VP x CP x DP, micro-batch, recomputation).
+
+:func:`register` adds the command to a typer app; errors end in one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dnnplace.errors import DnnplaceError
+
+_BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
+
+
+def parse_fix(text: str | None) -> dict[str, object]:
+    """``"tp=4,pp=4,recompute=selective"`` -> {"tp": 4, "pp": 4, "recompute": "selective"}."""
+    from dnnplace.solvers.llm import FIXABLE
+
+    out: dict[str, object] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, sep, value = part.partition("=")
+        key, value = key.strip().replace("-", "_"), value.strip()
+        if not sep or key not in FIXABLE:
+            raise DnnplaceError(f"--fix: '{part}' is not KEY=VALUE with KEY one of {', '.join(FIXABLE)}")
+        if key == "recompute":
+            out[key] = value
+        elif key == "distributed_optimizer":
+            if value.lower() not in _BOOL:
+                raise DnnplaceError(f"--fix: distributed_optimizer must be true or false, got '{value}'")
+            out[key] = _BOOL[value.lower()]
+        else:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise DnnplaceError(f"--fix: {key} must be an integer, got '{value}'") from None
+    return out
+
+
+def plan(
+    model: str = typer.Argument(..., help="Hugging Face config.json (or its folder), or file.py:fn."),
+    gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)."),
+    device: str = typer.Option("h100", "--device", help="Catalogue device: h100, h200, a100, b200."),
+    seq_len: int = typer.Option(..., "--seq-len", help="Sequence length."),
+    global_batch: int = typer.Option(..., "--global-batch", help="Global batch (sequences per step)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8."),
+    fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a table."),
+) -> None:
+    """Plan an LLM training run: the fastest configuration that fits, with its predicted step time."""
+    from dnnplace.cli.app import out, progress_bar, user_errors
+
+    with user_errors():
+        from dnnplace.frontends.hf_config import load_arch
+        from dnnplace.model.catalogue import device_spec
+        from dnnplace.model.llm import Cluster, LLMProblem, TrainingJob
+        from dnnplace.solvers.llm import search
+        from dnnplace.utils.files import check_outputs, write_json_atomic
+
+        factory = model.rpartition(":")[0]
+        inputs = [Path(factory) if factory.endswith(".py") else Path(model)]
+        inputs += [inputs[0] / "config.json"] if inputs[0].is_dir() else []
+        check_outputs([output], inputs)
+        if time_limit is not None and not (time_limit > 0 and time_limit != float("inf")):
+            raise DnnplaceError(f"--time-limit must be a positive number, got {time_limit}")
+        problem = LLMProblem(load_arch(model), Cluster(device.lower(), gpus, gpus_per_node),
+                             TrainingJob(seq_len, global_batch, precision), device_spec(device))
+        with progress_bar(not as_json) as progress:
+            result = search(problem, parse_fix(fix), time_limit=time_limit, progress=progress)
+        doc = result.to_dict()
+        if output is not None:
+            write_json_atomic(output, doc, inputs=inputs)
+        if as_json:
+            out.print_json(json.dumps(doc))
+        else:
+            print_plan(out, doc)
+
+
+def print_plan(console: object, doc: dict) -> None:
+    """A readable table of a plan document."""
+    from rich.table import Table
+
+    c, p = doc["config"], doc["prediction"]
+    t = Table(title=f"{doc['model']['name']} on {doc['cluster']['gpus']} x {doc['cluster']['device']}: "
+                    f"{doc['status']} (bound {doc['bound']:.3f} s, gap {100 * doc['gap']:.2f} %)")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute", "sequence_parallel",
+              "distributed_optimizer", "first_stage_layers", "last_stage_layers"):
+        t.add_row(k, str(c[k]))
+    t.add_row("step time (s)", f"{p['step_time_s']:.3f}")
+    t.add_row("tokens/s", f"{p['tokens_per_s']:.0f}")
+    t.add_row("MFU", f"{100 * p['mfu']:.1f} %")
+    for k, v in p["time_breakdown"].items():
+        t.add_row(f"  time: {k} (s)", f"{v:.3f}")
+    t.add_row("memory per GPU (GB)", f"{p['memory_per_gpu_bytes'] / 1e9:.1f}")
+    for k, v in p["memory_breakdown"].items():
+        t.add_row(f"  memory: {k} (GB)", f"{v / 1e9:.1f}")
+    t.add_row("fits", str(p["fits"]))
+    t.add_row("runtime (s)", f"{doc['runtime_s']:.2f}")
+    console.print(t)  # type: ignore[attr-defined]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``plan`` to a typer app."""
+    app.command("plan")(plan)

@@ -1,0 +1,272 @@
+"""One training step: the single LLM cost model, vectorised over candidate configurations.
+
+:func:`evaluate_batch` prices many configurations at once (numpy arrays, one
+entry per candidate; per pipeline rank a second axis).  :func:`evaluate` -- the
+scalar evaluator -- validates one :class:`ParallelConfig` and calls
+:func:`evaluate_batch` with a batch of one, so the search and the evaluator
+share every formula.  docs/llm_planner.md explains each term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.evaluation.llm import comm, flops, memory, schedule
+from dnnplace.model.llm import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Configurations as arrays; ``rank_layers[i, r]`` = layers of pipeline rank r (0 past pp)."""
+
+    tp: Array
+    pp: Array
+    vp: Array
+    cp: Array
+    dp: Array
+    mbs: Array
+    recompute: Array  # 0 none, 1 selective, 2 full
+    sp: Array
+    dist: Array
+    rank_layers: Array
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    @staticmethod
+    def of(configs: list[ParallelConfig]) -> Candidates:
+        width = max(c.pp for c in configs)
+        layers = np.zeros((len(configs), width))
+        for i, c in enumerate(configs):
+            layers[i, :c.pp] = [c.rank_layers(r) for r in range(c.pp)]
+
+        def col(name: str) -> Array:
+            return np.array([getattr(c, name) for c in configs], dtype=float)
+
+        return Candidates(col("tp"), col("pp"), col("vp"), col("cp"), col("dp"), col("mbs"),
+                          np.array([RECOMPUTE.index(c.recompute) for c in configs], dtype=float),
+                          np.array([c.sequence_parallel for c in configs]),
+                          np.array([c.distributed_optimizer for c in configs]), layers)
+
+    def config(self, i: int) -> ParallelConfig:
+        """Candidate ``i`` as a ParallelConfig (each rank's layers split evenly over its chunks)."""
+        pp, vp = int(self.pp[i]), int(self.vp[i])
+        per_chunk = [int(self.rank_layers[i, r]) // vp for r in range(pp)]
+        return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
+                              mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
+                              sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
+                              layers_per_stage=tuple(per_chunk[k % pp] for k in range(pp * vp)))
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Per-micro-batch seconds of one layer and of the embedding / LM-head extras, by kind."""
+
+    layer: dict[str, tuple[Array, Array]]  # kind -> (forward, backward) of one layer
+    first: dict[str, tuple[Array, Array]]  # extras of pipeline rank 0
+    last: dict[str, tuple[Array, Array]]  # extras of the last pipeline rank
+    m: Array  # micro-batches per step
+    tokens: Array  # tokens of one micro-batch on one GPU (before TP)
+
+    def per_layer(self) -> Array:
+        return sum(f + b for f, b in self.layer.values())
+
+    def extras(self, which: str) -> Array:
+        return sum(f + b for f, b in getattr(self, which).values())
+
+
+KINDS = ("compute", "tp", "cp")
+
+
+def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
+    """Forward / backward seconds per micro-batch of one layer and of the first / last extras."""
+    a, dev, gpn = problem.arch, problem.device, problem.cluster.gpus_per_node
+    s, peak = problem.job.seq_len, problem.device.peak(problem.job.precision)
+    tp = c.tp
+    m = problem.job.global_batch / (c.dp * c.mbs)
+    tokens = c.mbs * s / c.cp
+    sp_div = np.where(c.sp, tp, 1.0)
+
+    gf, gb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp), dev, peak)
+    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev)
+    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
+    comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
+    comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
+
+    # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
+    # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
+    tp_bw, tp_lat = comm.group_link(tp, np.minimum(tp, gpn), gpn, dev)
+    coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
+    tp_f = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
+    tp_b = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
+    tp_f, tp_b = np.where(tp > 1, tp_f, 0.0), np.where(tp > 1, tp_b, 0.0)
+
+    # CP: ring exchange of K and V (backward: also dK, dV), hidden behind the attention of the other steps.
+    cp_bw, cp_lat = comm.group_link(tp * c.cp, np.ones_like(tp), gpn, dev)
+    kv_step = 4.0 * tokens * a.kv_width / tp / cp_bw + cp_lat
+    hide = (c.cp - 1) / c.cp
+    cp_f = np.maximum(0.0, (c.cp - 1) * kv_step - attn_f * hide)
+    cp_b = np.maximum(0.0, 2.0 * (c.cp - 1) * kv_step - attn_b * hide)
+
+    # Recomputation: the backward pass first reruns the forward of the attention core or the whole layer.
+    rc = c.recompute
+    comp_b = comp_b + np.where(rc == 1, attn_f, np.where(rc == 2, comp_f, 0.0))
+    cp_b = cp_b + np.where(rc >= 1, cp_f, 0.0)
+    tp_b = tp_b + np.where(rc == 2, tp_f, 0.0)
+
+    # Embedding (rank 0): lookup write + fp32 scatter-add of its gradient; SP: one reduce-scatter / all-gather.
+    hid = tokens * a.hidden
+    tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
+    first = {"compute": (flops.hbm_time(4.0 * hid / sp_div, dev), flops.hbm_time(12.0 * hid / sp_div, dev)),
+             "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp)}
+    # LM head (last rank): final norm, vocab-parallel GEMM, cross entropy on the logits.
+    head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
+    hf, hb = flops.fwd_bwd_gemm_times(head, dev, peak)
+    logits = tokens * a.vocab / tp
+    last = {"compute": (hf[0] + flops.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
+                        hb[0] + flops.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
+            "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp)}
+    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b)}
+    return StageCosts(layer, first, last, m, tokens)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Predictions of :func:`evaluate_batch`, one entry per candidate."""
+
+    step: Array
+    time: dict[str, Array]  # TIME_KEYS
+    memory: dict[str, Array]  # MEMORY_KEYS, of the rank with the most memory
+    mem_total: Array
+    fits: Array
+    m: Array
+
+
+def p2p_time(problem: LLMProblem, c: Candidates, tokens: Array) -> Array:
+    """One pipeline send of a micro-batch's activation (sequence-parallel shard) to the next stage."""
+    gpn = problem.cluster.gpus_per_node
+    span = c.tp * c.cp * c.dp * c.pp
+    bw, lat = comm.group_link(span, np.ones_like(span), gpn, problem.device)
+    return 2.0 * tokens * problem.arch.hidden / np.where(c.sp, c.tp, 1.0) / bw + lat
+
+
+def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None = None) -> BatchResult:
+    """Step time, its breakdown and peak memory per GPU of every candidate."""
+    a, dev, gpn = problem.arch, problem.device, problem.cluster.gpus_per_node
+    costs = costs or stage_costs(problem, c)
+    m, tokens = costs.m, costs.tokens
+    width = c.rank_layers.shape[1]
+    r = np.arange(width)[None, :]
+    valid = r < c.pp[:, None]
+    nl = c.rank_layers
+    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
+
+    def per_rank(kind: str, part: int) -> Array:
+        return (nl * costs.layer[kind][part][:, None] + is_first * costs.first[kind][part][:, None]
+                + is_last * costs.last[kind][part][:, None])
+
+    fwd = {k: per_rank(k, 0) for k in KINDS}
+    bwd = {k: per_rank(k, 1) for k in KINDS}
+    stage = sum(fwd[k] + bwd[k] for k in KINDS)
+    stage_max = np.where(valid, stage, -np.inf).max(axis=1)
+    stage_sum = np.where(valid, stage, 0.0).sum(axis=1)
+    rows = np.arange(len(c))
+    bott = np.where(valid, stage, -np.inf).argmax(axis=1)
+    pipe = schedule.pipeline_time(stage_max, stage_sum, m, c.vp)
+    pp_exp = schedule.pp_exposed(p2p_time(problem, c, tokens), c.pp, c.vp, m)
+
+    # Parameters per rank, data-parallel gradient reduce-scatter / parameter all-gather and the optimizer.
+    params = (nl * memory.layer_params(a, c.tp)[:, None] + is_first * memory.embedding_params(a, c.tp)[:, None]
+              + is_last * memory.head_params(a, c.tp, c.pp)[:, None])
+    group = (c.dp * c.cp)[:, None]
+    span = c.tp[:, None] * group
+    members = np.where(span <= gpn, group, np.maximum(gpn // c.tp[:, None], 1))
+    bw, lat = comm.group_link(span, members, gpn, dev)
+    buckets = np.ceil(params / memory.BUCKET_PARAMS)
+    rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
+    ag = comm.ring_time(memory.WEIGHT_BYTES * params, group, bw, lat)
+    f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
+    dist = c.dist[:, None]
+    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
+                      comm.overlapped(2.0 * rs, b_all, buckets))
+    shard = np.where(dist, group, 1.0)
+    opt = flops.hbm_time(28.0 * params / shard + memory.GRAD_BYTES * params, dev)
+    tail = np.where(valid, dp_exp + opt, -np.inf)
+    tail_rank = tail.argmax(axis=1)
+    step = pipe + pp_exp + tail.max(axis=1)
+
+    time = {"compute": m * stage_compute(fwd, bwd, rows, bott) + opt[rows, tail_rank],
+            "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
+            "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
+            "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
+            "bubble": pipe - m * stage_max}
+    assert tuple(time) == TIME_KEYS
+
+    mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)
+    total = sum(mem.values())
+    total = np.where(valid, total, -np.inf)
+    worst = total.argmax(axis=1)
+    mem_total = total[rows, worst]
+    return BatchResult(step=step, time=time, memory={k: v[rows, worst] for k, v in mem.items()},
+                       mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m)
+
+
+def stage_compute(fwd: dict[str, Array], bwd: dict[str, Array], rows: Array, bott: Array) -> Array:
+    return (fwd["compute"] + bwd["compute"])[rows, bott]
+
+
+def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r: Array, is_last: Array,
+                m: Array, tokens: Array) -> dict[str, Array]:
+    """Peak bytes per pipeline rank by component (MEMORY_KEYS)."""
+    a = problem.arch
+    col = (lambda x: x[:, None])  # noqa: E731
+    weight_bytes = memory.WEIGHT_BYTES + (1.0 if problem.job.precision == "fp8" else 0.0)  # + fp8 weight copy
+    seq_loc = problem.job.seq_len / c.cp
+    act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
+    chunks = memory.inflight_chunks(r, col(c.pp), col(c.vp), col(m))
+    act = col(act_layer) * nl / col(c.vp) * chunks
+    working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
+    act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
+    sp_div = np.where(c.sp, c.tp, 1.0)
+    act = act + is_last * col(4.0 * tokens * a.hidden / sp_div + 6.0 * tokens * a.vocab / c.tp)  # logits
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    mem = {"weights": weight_bytes * params, "gradients": memory.GRAD_BYTES * params,
+           "optimizer": memory.OPTIMIZER_BYTES * params / col(shard), "activations": act,
+           "buffers": memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * act}
+    assert tuple(mem) == MEMORY_KEYS
+    return mem
+
+
+def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
+    """Candidate ``i`` of a batch result as an :class:`LLMEstimate`."""
+    step = float(res.step[i])
+    job = problem.job
+    mf = flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch)
+    mem = {k: float(v[i]) for k, v in res.memory.items()}
+    fits = bool(res.fits[i])
+    return LLMEstimate(
+        step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
+        mfu=mf / (step * problem.cluster.gpus * problem.device.peak("bf16")),  # the recipes' denominator
+        model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
+        time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
+        overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
+
+
+def overflow_text(problem: LLMProblem, est: LLMEstimate) -> str:
+    """One line: which memory overflows and by how much."""
+    parts = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in est.memory_breakdown.items())
+    return (f"needs {est.memory_per_gpu_bytes / 1e9:.1f} GB per GPU > {problem.device.usable_memory_bytes / 1e9:.1f}"
+            f" GB on {problem.device.name} ({parts} GB); largest: {est.overflow}")
+
+
+def evaluate(problem: LLMProblem, config: ParallelConfig) -> LLMEstimate:
+    """The evaluator: predicted step time, breakdowns and memory of one configuration."""
+    from dnnplace.evaluation.llm.rules import check_config, check_problem
+
+    check_problem(problem)
+    check_config(problem, config)
+    return estimate_at(problem, evaluate_batch(problem, Candidates.of([config])), 0)

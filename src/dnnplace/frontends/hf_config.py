@@ -1,0 +1,120 @@
+"""Read a Hugging Face ``config.json`` (or a ``file.py:fn`` factory) into a :class:`TransformerArch`.
+
+Plain JSON parse plus our own validation: every failure is one line naming the
+field and the file.  Field names differ by family (GPT-2: n_embd / n_layer /
+n_head / n_inner; the rest: hidden_size / num_hidden_layers / ...); family
+defaults fill what a family fixes (GPT-2: GELU, learned positions, LayerNorm,
+tied embeddings, ffn 4h; Nemotron: squared ReLU, LayerNorm).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.model.llm import TransformerArch
+
+__all__ = ["FAMILIES", "arch_from_dict", "load_arch"]
+
+#: model_type -> (mlp, position, norm, tied default, field aliases)
+_STD = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
+        "ffn": "intermediate_size", "kv": "num_key_value_heads", "pos": "max_position_embeddings"}
+_GPT2 = {"hidden": "n_embd", "layers": "n_layer", "heads": "n_head", "ffn": "n_inner", "kv": "",
+         "pos": "n_positions"}
+FAMILIES: dict[str, tuple[str, str, str, bool, dict[str, str]]] = {
+    "llama": ("swiglu", "rope", "rms", False, _STD),
+    "mistral": ("swiglu", "rope", "rms", False, _STD),
+    "qwen2": ("swiglu", "rope", "rms", False, _STD),
+    "qwen3": ("swiglu", "rope", "rms", False, _STD),
+    "gemma": ("swiglu", "rope", "rms", True, _STD),
+    "gemma2": ("swiglu", "rope", "rms", True, _STD),
+    "nemotron": ("relu2", "rope", "layer", False, _STD),
+    "gpt_neox": ("gelu", "rope", "layer", False, _STD),
+    "gpt2": ("gelu", "learned", "layer", True, _GPT2),
+}
+_ACTS = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+         "relu2": "relu2", "squared-relu": "relu2"}
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    v = cfg.get(key) if key else None
+    if v is None:
+        if default is not None:
+            return default
+        raise DnnplaceError(f"{where}: missing required field '{key}'")
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise DnnplaceError(f"{where}: field '{key}' must be a positive integer, got {v!r}")
+    return v
+
+
+def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> TransformerArch:
+    """Validate a config dict (``where`` names the file in errors)."""
+    if not isinstance(cfg, dict):
+        raise DnnplaceError(f"{where}: a config must be a JSON object")
+    mt = cfg.get("model_type")
+    if mt not in FAMILIES:
+        raise DnnplaceError(f"{where}: unknown or missing model_type {mt!r}; supported: {', '.join(FAMILIES)}")
+    mlp, position, norm, tied, f = FAMILIES[mt]
+    hidden = _int(cfg, f["hidden"], where)
+    layers = _int(cfg, f["layers"], where)
+    heads = _int(cfg, f["heads"], where)
+    ffn = _int(cfg, f["ffn"], where, 4 * hidden if mt == "gpt2" else None)
+    kv = _int(cfg, f["kv"], where, heads)
+    vocab = _int(cfg, "vocab_size", where)
+    head_dim = _int(cfg, "head_dim", where, hidden // heads) if cfg.get("head_dim") is not None else hidden // heads
+    if cfg.get("head_dim") is None and hidden % heads:
+        raise DnnplaceError(f"{where}: field '{f['heads']}' = {heads} does not divide hidden size {hidden}")
+    if heads % kv:
+        raise DnnplaceError(f"{where}: field '{f['kv'] or f['heads']}' = {kv} does not divide {heads} heads")
+    # The MLP's kind (gated or not, squared ReLU) follows the family: Gemma's gelu is GeGLU, still gated
+    # (3 matrices, same cost as SwiGLU); hidden_act only matters where the family fixes nothing.
+    act = cfg.get("hidden_act") or cfg.get("activation_function")
+    if isinstance(act, str) and _ACTS.get(act) == "relu2":
+        mlp = "relu2"
+    drop = any(isinstance(cfg.get(k), (int, float)) and not isinstance(cfg.get(k), bool) and cfg[k] > 0
+               for k in ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop"))
+    tie = cfg.get("tie_word_embeddings", tied)
+    if not isinstance(tie, bool):
+        raise DnnplaceError(f"{where}: field 'tie_word_embeddings' must be true or false")
+    if cfg.get("num_local_experts") or cfg.get("num_experts"):
+        raise DnnplaceError(f"{where}: mixture-of-experts configs are not modelled")
+    archs = cfg.get("architectures")
+    return TransformerArch(
+        name=name or Path(where).stem, family=mt, num_layers=layers, hidden=hidden, ffn_hidden=ffn, heads=heads,
+        kv_heads=kv, head_dim=head_dim, vocab=vocab, tied_embeddings=tie, mlp=mlp, position=position, norm=norm,
+        max_position=_int(cfg, f["pos"], where, 4096), dropout=drop,
+        architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "",
+        source=where)
+
+
+def load_arch(spec: str | Path) -> TransformerArch:
+    """A config.json path, a directory holding one, or ``file.py:fn`` returning a config object or dict."""
+    text = str(spec)
+    if ":" in text and text.rpartition(":")[0].endswith(".py"):
+        path, _, fn = text.rpartition(":")
+        return arch_from_dict(_call_factory(Path(path), fn), text)
+    p = Path(text)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DnnplaceError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise DnnplaceError(f"{p}: not valid JSON ({exc})") from None
+    return arch_from_dict(data, str(p))
+
+
+def _call_factory(path: Path, fn: str) -> Any:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise DnnplaceError(f"{path}: cannot import")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if not callable(getattr(mod, fn, None)):
+        raise DnnplaceError(f"{path}: no function '{fn}'")
+    cfg = getattr(mod, fn)()
+    return cfg.to_dict() if hasattr(cfg, "to_dict") else cfg

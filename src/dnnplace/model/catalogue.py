@@ -1,0 +1,184 @@
+"""THE hardware catalogue: every figure the LLM planner prices with, each with its source.
+
+One frozen :class:`DeviceSpec` per accelerator.  Vendor peaks come from datasheets;
+the efficiency constants (what real kernels reach against those peaks) come from
+published microbenchmarks, chosen from their sources *before* any comparison with
+training measurements and never tuned per model (docs/catalogue.md, section
+"The LLM planner's catalogue", lists each one).
+
+:func:`legacy_view` returns the old five-field dictionaries of
+``frontends/torch_model/devices.py`` (peak_flops, mem_bw, memory, link_bw,
+link_latency_ms) with exactly the values that module uses, so it can read from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dnnplace.errors import DnnplaceError
+
+__all__ = ["CATALOGUE", "DeviceSpec", "device_spec", "legacy_view"]
+
+GB = 1e9
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator: peaks, capacities, links and the efficiency model's constants.
+
+    Bandwidths are bytes/s in ONE direction per GPU.  ``gemm_fraction`` etc. are
+    fractions of the matching peak that real kernels sustain; ``None`` means no
+    published figure, and the planner refuses the device rather than guess.
+    """
+
+    name: str
+    peak_flops: dict[str, float]  # dense tensor-core FLOP/s per precision ("bf16", "fp8")
+    hbm_bandwidth: float  # bytes/s
+    memory_bytes: float  # nominal capacity, as marketed (the old catalogue's "memory")
+    usable_memory_bytes: float  # what CUDA reports as total memory: the planner's fit limit
+    nvlink_bandwidth: float  # bytes/s per GPU, one direction, inside a node
+    internode_bandwidth: float  # bytes/s per GPU, one direction, between nodes (one NIC per GPU)
+    nvlink_latency_s: float  # per ring step of a collective inside a node
+    internode_latency_s: float  # per ring step across nodes
+    sm_count: int  # streaming multiprocessors: the wave-quantisation denominator
+    gemm_tile: tuple[int, int]  # output tile (rows, cols) of the library GEMM: tile quantisation
+    gemm_fraction: float | None  # best-shape large GEMM / peak (MAMF)
+    attn_fwd_fraction: float | None  # fused (flash) attention forward / peak
+    attn_bwd_fraction: float | None  # fused attention backward / peak
+    hbm_fraction: float | None  # streaming (element-wise) kernels / HBM peak
+    nvlink_fraction: float | None  # NCCL bus bandwidth / NVLink peak
+    internode_fraction: float | None  # NCCL bus bandwidth / NIC line rate
+    legacy_link_latency_ms: float = 0.01  # the old catalogue's one link latency (ms)
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def plannable(self) -> bool:
+        """Has every efficiency constant a published source (else the planner refuses it)?"""
+        return None not in (self.gemm_fraction, self.attn_fwd_fraction, self.attn_bwd_fraction,
+                            self.hbm_fraction, self.nvlink_fraction, self.internode_fraction)
+
+    def peak(self, precision: str) -> float:
+        """Dense tensor-core FLOP/s at ``precision``; one-line error when the device has none."""
+        try:
+            return self.peak_flops[precision]
+        except KeyError:
+            have = ", ".join(sorted(self.peak_flops))
+            raise DnnplaceError(f"device {self.name}: no {precision} tensor cores (has {have})") from None
+
+
+_DS_H100 = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column), nvidia.com/en-us/data-center/h100"
+_DS_H200 = "NVIDIA H200 Tensor Core GPU datasheet (SXM column), nvidia.com/en-us/data-center/h200"
+_DS_A100 = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column), nvidia.com/en-us/data-center/a100"
+_DS_B200 = "NVIDIA DGX B200 datasheet (per-GPU share of the 8-GPU system), nvidia.com/en-us/data-center/dgx-b200"
+_MAMF = ("Maximum Achievable Matmul FLOPS, S. Bekman, ml-engineering/compute/accelerator (mamf-finder.py); "
+         "table reproduced in github.com/mag-/gpu_benchmark README")
+_FA3 = ("FlashAttention-3 (Shah et al., 2024, arXiv:2407.08608): bf16 head dim 128, seq 8k forward 614 TFLOP/s "
+        "(pytorch/benchmark PR #2391); backward 1.5-1.75x FlashAttention-2, ~450 TFLOP/s (paper Fig. backward)")
+_FA2 = "FlashAttention-2 (Dao, 2023, arXiv:2307.08691): A100 forward up to 73% of peak, backward ~ 55-63%"
+_HBM = ("BabelStream/STREAM triad on HBM GPUs sustains ~85-90% of peak (e.g. Deakin et al., BabelStream; "
+        "NVIDIA nvbandwidth); 0.85 used for PyTorch/TE element-wise kernels")
+_NCCL_NVL = ("nccl-tests on DGX H100 (8 GPUs, NVLink4, ring, no NVLS): all_reduce bus bandwidth ~360 GB/s "
+             "of 450 GB/s per direction -> 0.8 (nccl-tests doc/PERFORMANCE.md defines busBW)")
+_NCCL_IB = ("nccl-tests across nodes with one 400 Gb/s NDR NIC per GPU: ~45 GB/s bus bandwidth per NIC "
+            "of 50 GB/s line rate -> 0.9")
+_LAT = "NCCL ring step latency: a few microseconds over NVLink, ~10 us over InfiniBand (nccl-tests small sizes)"
+_SMI = "total memory CUDA reports (torch.cuda.get_device_properties / nvidia-smi), 81559 MiB for H100 80GB HBM3"
+
+
+def _h100_like(name: str, hbm_bw: float, memory: float, usable: float, ds: str) -> DeviceSpec:
+    return DeviceSpec(
+        name=name, peak_flops={"bf16": 989e12, "fp8": 1979e12}, hbm_bandwidth=hbm_bw, memory_bytes=memory,
+        usable_memory_bytes=usable, nvlink_bandwidth=450e9, internode_bandwidth=50e9,
+        nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=132, gemm_tile=(128, 256),
+        gemm_fraction=792.1 / 989, attn_fwd_fraction=614 / 989, attn_bwd_fraction=450 / 989,
+        hbm_fraction=0.85, nvlink_fraction=0.8, internode_fraction=0.9,
+        sources={
+            "peak_flops": f"{ds}: BF16 989 TFLOP/s, FP8 1979 TFLOP/s dense (half the sparse figures)",
+            "hbm_bandwidth": ds, "memory_bytes": ds, "usable_memory_bytes": _SMI,
+            "nvlink_bandwidth": f"{ds}: NVLink 900 GB/s bidirectional -> 450 GB/s one direction",
+            "internode_bandwidth": "DGX H100/H200: one ConnectX-7 400 Gb/s NIC per GPU = 50 GB/s",
+            "nvlink_latency_s": _LAT, "internode_latency_s": _LAT,
+            "sm_count": "NVIDIA Hopper architecture whitepaper: H100 SXM5 has 132 SMs",
+            "gemm_tile": "CUTLASS/cuBLAS Hopper bf16 warp-specialised kernels: 128x256 output tiles",
+            "gemm_fraction": f"{_MAMF}: H100 SXM bf16 792.1 TFLOP/s of 989 (fp8 assumed the same fraction)",
+            "attn_fwd_fraction": _FA3, "attn_bwd_fraction": _FA3, "hbm_fraction": _HBM,
+            "nvlink_fraction": _NCCL_NVL, "internode_fraction": _NCCL_IB,
+        })
+
+
+CATALOGUE: dict[str, DeviceSpec] = {
+    "h100": _h100_like("h100", 3.35e12, 80e9, 81559 * MIB, _DS_H100),
+    "h200": _h100_like("h200", 4.8e12, 141e9, 143771 * MIB, _DS_H200),
+    "a100": DeviceSpec(
+        name="a100", peak_flops={"bf16": 312e12}, hbm_bandwidth=2.0e12, memory_bytes=80e9,
+        usable_memory_bytes=81920 * MIB, nvlink_bandwidth=300e9, internode_bandwidth=25e9,
+        nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=108, gemm_tile=(128, 256),
+        gemm_fraction=267.9 / 312, attn_fwd_fraction=0.70, attn_bwd_fraction=0.55, hbm_fraction=0.85,
+        nvlink_fraction=0.8, internode_fraction=0.9,
+        sources={"peak_flops": f"{_DS_A100}: BF16 312 TFLOP/s dense",
+                 "hbm_bandwidth": f"{_DS_A100}: 2,039 GB/s (the old catalogue's rounded 2.0 TB/s kept)",
+                 "memory_bytes": _DS_A100, "usable_memory_bytes": "nvidia-smi: 81920 MiB",
+                 "nvlink_bandwidth": f"{_DS_A100}: NVLink 600 GB/s bidirectional",
+                 "internode_bandwidth": "DGX A100: one 200 Gb/s HDR NIC per GPU = 25 GB/s",
+                 "nvlink_latency_s": _LAT, "internode_latency_s": _LAT,
+                 "sm_count": "NVIDIA A100 whitepaper: 108 SMs", "gemm_tile": "CUTLASS Ampere bf16 128x256 tiles",
+                 "gemm_fraction": f"{_MAMF}: A100 SXM bf16 267.9 TFLOP/s of 312",
+                 "attn_fwd_fraction": _FA2, "attn_bwd_fraction": _FA2, "hbm_fraction": _HBM,
+                 "nvlink_fraction": "nccl-tests DGX A100 all_reduce ~230-240 GB/s of 300 -> 0.8",
+                 "internode_fraction": "nccl-tests HDR 200 Gb/s: ~22-23 GB/s of 25 -> 0.9"}),
+    "b200": DeviceSpec(
+        name="b200", peak_flops={"bf16": 2.25e15, "fp8": 4.5e15}, hbm_bandwidth=8e12, memory_bytes=180e9,
+        usable_memory_bytes=180e9, nvlink_bandwidth=900e9, internode_bandwidth=50e9,
+        nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=148, gemm_tile=(256, 256),
+        gemm_fraction=792.1 / 989, attn_fwd_fraction=614 / 989, attn_bwd_fraction=450 / 989,
+        hbm_fraction=0.85, nvlink_fraction=0.8, internode_fraction=0.9,
+        sources={"peak_flops": f"{_DS_B200}: 72 PF FP8 training / 8 GPUs = 9 PF sparse -> 4.5 PF dense FP8, "
+                               "2.25 PF dense BF16",
+                 "hbm_bandwidth": f"{_DS_B200}: 64 TB/s / 8", "memory_bytes": f"{_DS_B200}: 1,440 GB / 8",
+                 "usable_memory_bytes": "no published CUDA total: nominal used",
+                 "nvlink_bandwidth": f"{_DS_B200}: NVLink5 1.8 TB/s bidirectional per GPU",
+                 "internode_bandwidth": f"{_DS_B200}: 8x ConnectX-7 400 Gb/s",
+                 "sm_count": "Blackwell B200: 148 SMs", "gemm_tile": "CUTLASS Blackwell 2-SM 256x256 tiles",
+                 "gemm_fraction": "ASSUMPTION: H100's MAMF fraction (no published B200 MAMF found)",
+                 "attn_fwd_fraction": "ASSUMPTION: H100's FlashAttention-3 fractions",
+                 "attn_bwd_fraction": "ASSUMPTION: H100's FlashAttention-3 fractions",
+                 "hbm_fraction": _HBM, "nvlink_fraction": "ASSUMPTION: H100's NCCL fraction",
+                 "internode_fraction": _NCCL_IB}),
+    # Only for the old roofline view: no sourced efficiency figures, so the LLM planner refuses them.
+    "v100": DeviceSpec(
+        name="v100", peak_flops={"fp16": 125e12}, hbm_bandwidth=0.9e12, memory_bytes=32e9,
+        usable_memory_bytes=32e9, nvlink_bandwidth=150e9, internode_bandwidth=12.5e9,
+        nvlink_latency_s=1e-5, internode_latency_s=1e-5, sm_count=80, gemm_tile=(128, 128),
+        gemm_fraction=None, attn_fwd_fraction=None, attn_bwd_fraction=None, hbm_fraction=None,
+        nvlink_fraction=None, internode_fraction=None,
+        sources={"peak_flops": "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s tensor",
+                 "hbm_bandwidth": "V100 datasheet: 900 GB/s", "nvlink_bandwidth": "V100: NVLink 300 GB/s total"}),
+    "t4": DeviceSpec(
+        name="t4", peak_flops={"fp16": 65e12}, hbm_bandwidth=0.32e12, memory_bytes=16e9,
+        usable_memory_bytes=16e9, nvlink_bandwidth=16e9, internode_bandwidth=3e9,
+        nvlink_latency_s=2e-5, internode_latency_s=2e-5, sm_count=40, gemm_tile=(128, 128),
+        gemm_fraction=None, attn_fwd_fraction=None, attn_bwd_fraction=None, hbm_fraction=None,
+        nvlink_fraction=None, internode_fraction=None, legacy_link_latency_ms=0.02,
+        sources={"peak_flops": "NVIDIA T4 datasheet: 65 TFLOP/s FP16 tensor", "hbm_bandwidth": "T4: 320 GB/s",
+                 "nvlink_bandwidth": "T4 has no NVLink: PCIe Gen3 x16 16 GB/s"}),
+}
+
+
+def device_spec(name: str) -> DeviceSpec:
+    """The catalogue entry ``name``; one-line error naming the known devices otherwise."""
+    try:
+        return CATALOGUE[name.lower()]
+    except KeyError:
+        raise DnnplaceError(f"unknown device '{name}'; the catalogue has: {', '.join(CATALOGUE)}") from None
+
+
+def legacy_view() -> dict[str, dict[str, float]]:
+    """The old roofline catalogue's five fields (frontends/torch_model/devices.py), same values."""
+    view: dict[str, dict[str, float]] = {}
+    for name in ("v100", "t4", "a100", "h100", "h200"):
+        d = CATALOGUE[name]
+        view[name] = {"peak_flops": next(iter(d.peak_flops.values())), "mem_bw": d.hbm_bandwidth,
+                      "memory": d.memory_bytes, "link_bw": d.nvlink_bandwidth,
+                      "link_latency_ms": d.legacy_link_latency_ms}
+    return view

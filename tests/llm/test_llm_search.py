@@ -1,0 +1,129 @@
+"""The search against brute force over the same space, its statuses, and hostile requests."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from llm_helpers import llama, problem, uniform
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation.llm import evaluate
+from dnnplace.model.llm import RECOMPUTE, ParallelConfig, TransformerArch
+from dnnplace.solvers.llm import search
+
+
+def brute_force(pr) -> float:  # noqa: ANN001
+    """Every ParallelConfig Megatron can express, tried one by one through the scalar evaluator."""
+    a, n, gpn = pr.arch, pr.cluster.gpus, pr.cluster.gpus_per_node
+    L, best = a.num_layers, math.inf
+    for tp, pp, cp, vp in itertools.product(range(1, gpn + 1), range(1, L + 1), range(1, n + 1), range(1, L + 1)):
+        if n % (tp * pp * cp):
+            continue
+        dp = n // (tp * pp * cp)
+        for mbs, rc, dist in itertools.product(range(1, pr.job.global_batch + 1), RECOMPUTE, (True, False)):
+            for first, last in itertools.product(range(1, L + 1), repeat=2):
+                if pp == 1 and first != L or pp == 2 and first + last != L:
+                    continue
+                rest = L - first - last
+                if pp > 2 and (rest <= 0 or rest % (pp - 2)):
+                    continue
+                ranks = [L] if pp == 1 else [first] + [rest // max(pp - 2, 1)] * (pp - 2) + [last]
+                if any(x % vp for x in ranks) or (pp == 1 and first != last):
+                    continue
+                lps = tuple(ranks[k % pp] // vp for k in range(pp * vp))
+                cfg = ParallelConfig(tp, pp, vp, cp, dp, mbs, rc, tp > 1, dist, lps)
+                try:
+                    e = evaluate(pr, cfg)
+                except DnnplaceError:
+                    continue
+                if e.fits:
+                    best = min(best, e.step_time_s)
+    return best
+
+
+SMALL = st.builds(
+    lambda L, hd, heads, kvdiv, ffn, vocab: TransformerArch("tiny", "llama", L, hd * heads, ffn, heads,
+                                                            heads // kvdiv, hd, vocab),
+    st.integers(2, 6), st.sampled_from([64, 128]), st.sampled_from([2, 4]), st.sampled_from([1, 2]),
+    st.sampled_from([512, 1536]), st.sampled_from([1000, 32000]))
+
+
+@settings(max_examples=6, deadline=None)
+@given(arch=SMALL, gpus=st.sampled_from([2, 4]), gbs=st.sampled_from([2, 4]), seq=st.sampled_from([256, 1024]))
+def test_search_equals_brute_force(arch: TransformerArch, gpus: int, gbs: int, seq: int) -> None:
+    pr = problem(arch, gpus, gbs, seq=seq, gpn=2)
+    plan = search(pr)
+    assert plan.status == "optimal" and plan.exhaustive
+    assert plan.estimate.step_time_s == pytest.approx(brute_force(pr), rel=1e-12)
+    assert evaluate(pr, plan.config).step_time_s == pytest.approx(plan.estimate.step_time_s, rel=1e-12)
+
+
+def test_search_beats_or_matches_published_70b() -> None:
+    a = llama("70b")
+    pr = problem(a, 64, 128)
+    published = evaluate(pr, uniform(a, 64, 4, 4, 2, vp=5)).step_time_s
+    plan = search(pr)
+    assert plan.estimate.fits and plan.estimate.step_time_s <= published + 1e-12
+    assert plan.bound == pytest.approx(plan.estimate.step_time_s) and plan.gap == 0.0
+
+
+def test_fixed_everything_is_status_fixed() -> None:
+    a = llama("8b")
+    pr = problem(a, 8, 128)
+    fixed = {"tp": 1, "pp": 1, "vp": 1, "cp": 2, "mbs": 1, "recompute": "none", "distributed_optimizer": True}
+    plan = search(pr, fixed)
+    assert plan.status == "fixed" and not plan.exhaustive and plan.gap == 0.0
+    assert plan.estimate.step_time_s == pytest.approx(evaluate(pr, uniform(a, 8, 1, 1, 2)).step_time_s)
+
+
+def test_time_limit_returns_best_so_far_with_bound() -> None:
+    a = llama("70b")
+    plan = search(problem(a, 64, 128), time_limit=0.0)
+    assert plan.status in ("time_limit", "optimal")
+    assert plan.bound <= plan.estimate.step_time_s + 1e-12 and plan.gap >= 0
+
+
+def test_progress_is_reported() -> None:
+    seen: list[tuple[float, float, str]] = []
+    search(problem(llama("8b"), 8, 128), progress=lambda d, t, s: seen.append((d, t, s)))
+    assert seen and seen[-1][0] <= seen[-1][1]
+
+
+@pytest.mark.parametrize("gpus,gbs,fixed,msg", [
+    (60, 128, None, "not a multiple of gpus_per_node"),
+    (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, "smaller than dp"),
+    (64, 128, {"tp": 3, "pp": 7}, "does not divide 64 GPUs"),
+    (64, 128, {"bogus": 1}, "cannot fix bogus"),
+    (64, 128, {"recompute": "some"}, "recompute must be"),
+])
+def test_hostile_requests(gpus: int, gbs: int, fixed: dict | None, msg: str) -> None:
+    with pytest.raises(DnnplaceError, match=msg) as info:
+        search(problem(llama("70b"), gpus, gbs), fixed)
+    assert "\n" not in str(info.value)
+
+
+def test_nothing_fits_names_the_memory() -> None:
+    with pytest.raises(DnnplaceError, match="no configuration fits.*largest: "):
+        search(problem(llama("70b"), 8, 8), {"tp": 1, "pp": 1, "cp": 1})
+
+
+def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
+    """Full-size and memory-bound: the branch and bound equals evaluating every (config, split) unpruned."""
+    from dnnplace.evaluation.llm.step import evaluate_batch
+    from dnnplace.solvers.llm.search import _as_candidates, base_configs, splits
+
+    a = llama("8b")
+    pr = problem(a, 8, 16, seq=8192)
+    plan = search(pr)
+    best = math.inf
+    for b in base_configs(pr, {}):
+        s = splits(a.num_layers, b[1], b[2]).astype(float)
+        res = evaluate_batch(pr, _as_candidates(np.array([b] * len(s)), s))
+        if res.fits.any():
+            best = min(best, float(res.step[res.fits].min()))
+    assert plan.estimate.step_time_s == pytest.approx(best, rel=1e-12)
