@@ -594,6 +594,11 @@ def info(
         out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
 
 
+from dnnplace.cli import plan_cmd  # noqa: E402  (the command imports this module's helpers)
+
+plan_cmd.register(app)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
