@@ -8,8 +8,8 @@ switches is an exact cover (:mod:`~dnnplace.solvers.piper.knapsack`).  Two ways 
 * :func:`gather_static` + :func:`table_static` -- stages whose nodes each have one option
   fastest for every stage and ``d``: sums once per stage, then O(1) per ``y`` while memory
   is slack.  When every switch costs compute only (*proportional*), one cover per ``y``
-  serves every ``d`` and is computed lazily by the Pareto update
-  (:func:`~dnnplace.solvers.piper.pareto.pareto_update`, with :func:`ext_lazy` and
+  serves every ``d`` and is computed lazily by the DP update
+  (:func:`~dnnplace.solvers.piper.kernel._eval_pair`, with :func:`ext_lazy` and
   :func:`cover_bounds`).
 
 Every function takes the bundles of :mod:`~dnnplace.solvers.piper.bundles` and unpacks the
