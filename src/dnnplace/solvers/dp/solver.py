@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -463,10 +463,20 @@ def run_dp(
     return _backtrack(p, lattice, w, dp, choice, kind, pairs)
 
 
+class KernelArgs(NamedTuple):
+    """The arguments of :func:`~dnnplace.solvers.dp.kernel.dp_range` after ``(lo, hi, max_work)``, by meaning."""
+
+    lattice: Any  # kernel.LatticeSums
+    transfers: Any  # kernel.Transfers
+    limits: Any  # kernel.Limits
+    tables: Any  # kernel.Tables: dp, choice, kind (filled in place)
+    scratch: Any  # kernel.Scratch
+
+
 def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bool, ub: float,
-                 piece_cap: float) -> tuple[tuple, np.ndarray, np.ndarray, np.ndarray]:
+                 piece_cap: float) -> tuple[KernelArgs, np.ndarray, np.ndarray, np.ndarray]:
     """The kernel's arrays: lattice sums, per-source transfer tables, the DP tables and scratch space."""
-    from dnnplace.solvers.dp.kernel import whole_ideal_comm
+    from dnnplace.solvers.dp.kernel import LatticeSums, Limits, Scratch, Tables, Transfers, whole_ideal_comm
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
     N = lattice.n_ideals
@@ -477,33 +487,37 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
     src = p.comm
     n_src = src.home.size
     home_order = np.argsort(src.home, kind="stable")
-    home_ptr = _ptr(src.home, p.n_units)
     n_tgt = np.diff(src.target_ptr)
     tgt_owner = np.repeat(np.arange(n_src, dtype=np.int64), n_tgt)
     tgt_order = np.argsort(src.target_idx, kind="stable")
-    tgt_ptr = _ptr(src.target_idx, p.n_units)
-    whole_comm = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, home_ptr,
-                                  home_order.astype(np.int64), tgt_ptr, tgt_owner[tgt_order], src.home, src.cost,
-                                  n_tgt.astype(np.int64), np.zeros(n_src, dtype=np.int64),
-                                  np.zeros(p.n_units, dtype=np.int8))
-    args = (
-        lattice.down_ptr, lattice.down_ideal, lattice.down_unit,
-        lattice.acc_sum, lattice.cpu_sum, lattice.size_sum, lattice.unsupported_sum,
-        *_work_bounds(p, lattice, float(w.memory)),
-        home_ptr, home_order.astype(np.int64), tgt_ptr, tgt_owner[tgt_order], src.home,
-        src.cost, n_tgt.astype(np.int64),
-        n_cpu, n_acc, float(w.memory), float(ub), bool(overlap),
-        dp, choice, kind,
-        np.full(N, -1, dtype=np.int64), np.zeros(n_src, dtype=np.int64),
-        np.zeros(p.n_units, dtype=np.int8),
-        np.zeros(p.n_units + 2, dtype=np.int64), np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros(p.n_units + 2, dtype=np.int64),
-        np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64), float(piece_cap), whole_comm,
+    transfers = Transfers(
+        home_ptr=_ptr(src.home, p.n_units), home_src=home_order.astype(np.int64),
+        tgt_ptr=_ptr(src.target_idx, p.n_units), tgt_src=tgt_owner[tgt_order],
+        src_home=src.home, src_cost=src.cost, src_ntgt=n_tgt.astype(np.int64),
+    )
+    whole_comm = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, transfers,
+                                  np.zeros(n_src, dtype=np.int64), np.zeros(p.n_units, dtype=np.int8))
+    work_acc, forced_cpu, ratio = _work_bounds(p, lattice, float(w.memory))
+    args = KernelArgs(
+        lattice=LatticeSums(
+            down_ptr=lattice.down_ptr, down_ideal=lattice.down_ideal, down_unit=lattice.down_unit,
+            acc_sum=lattice.acc_sum, cpu_sum=lattice.cpu_sum, size_sum=lattice.size_sum,
+            unsup_sum=lattice.unsupported_sum, work_acc=work_acc, forced_cpu=forced_cpu, whole_comm=whole_comm,
+        ),
+        transfers=transfers,
+        limits=Limits(n_cpu=n_cpu, n_acc=n_acc, memory=float(w.memory), ub=float(ub), overlap=bool(overlap),
+                      ratio=ratio, piece_cap=float(piece_cap)),
+        tables=Tables(dp=dp, choice=choice, kind=kind),
+        scratch=Scratch(stamp=np.full(N, -1, dtype=np.int64), stack_j=np.zeros(p.n_units + 2, dtype=np.int64),
+                        stack_e=np.zeros(p.n_units + 2, dtype=np.int64),
+                        stack_x=np.zeros(p.n_units + 2, dtype=np.int64), cnt=np.zeros(n_src, dtype=np.int64),
+                        in_s=np.zeros(p.n_units, dtype=np.int8),
+                        rel=np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64)),
     )
     return args, dp, choice, kind
 
 
-def _run_chunks(args: tuple, N: int, deadline: float | None, progress: Any) -> int:
+def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any) -> int:
     """The kernel over ideals 1..N-1 in calls of about 20 ms (Ctrl-C and deadlines between them).
 
     A call is bounded by work (pairs examined plus ideals filled), not by a

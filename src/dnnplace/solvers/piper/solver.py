@@ -30,6 +30,7 @@ from dnnplace.model.piper import TMPC, PiperInstance, PiperPlan, PiperStage
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.piper import kernel
+from dnnplace.solvers.piper.bundles import Graph, Limits, Options, Points, Tails
 from dnnplace.solvers.piper.knapsack import INF, min_cover_choice
 from dnnplace.utils.graph import topological_order
 
@@ -278,12 +279,17 @@ class _DP:
             (*self._common(), self.row_ptr, self.kmin), nI, limits or _Limits())
 
     def _common(self) -> tuple:
+        """The kernel's bundles for this lattice and bound: (tails, graph, TMPC options, limits)."""
         ar, lat = self.ar, self.lat
-        return (lat.down_ptr, lat.down_ideal, lat.down_unit,
-                ar.in_ptr, ar.in_edge, ar.out_ptr, ar.out_edge, ar.esrc, ar.edst, ar.ecost, ar.fwe, ar.bwe,
-                ar.nopt, ar.pp, ar.ww, ar.aa, ar.bb, ar.fast, ar.tvals, ar.divs, ar.dmax_t,
-                lat.miss_sum, lat.nonstatic_sum, lat.pmin_sum, lat.mmin_sum, lat.wp_sum,
-                ar.K, ar.N, ar.BW, ar.M, self.tau, ar.S, lat.mmin2_sum)
+        tails = Tails(down_ptr=lat.down_ptr, down_ideal=lat.down_ideal, down_unit=lat.down_unit,
+                      miss_sum=lat.miss_sum, nonstatic_sum=lat.nonstatic_sum, pmin_sum=lat.pmin_sum,
+                      mmin_sum=lat.mmin_sum, mmin2_sum=lat.mmin2_sum, wp_sum=lat.wp_sum)
+        graph = Graph(in_ptr=ar.in_ptr, in_edge=ar.in_edge, out_ptr=ar.out_ptr, out_edge=ar.out_edge,
+                      esrc=ar.esrc, edst=ar.edst, ecost=ar.ecost, fwe=ar.fwe, bwe=ar.bwe)
+        opts = Options(nopt=ar.nopt, pp=ar.pp, ww=ar.ww, aa=ar.aa, bb=ar.bb, fast=ar.fast, tvals=ar.tvals,
+                       divs=ar.divs, dmax_t=ar.dmax_t)
+        limits = Limits(K=ar.K, big_n=ar.N, bw=ar.BW, memory=ar.M, tau=self.tau, S=ar.S)
+        return tails, graph, opts, limits
 
     @property
     def full(self) -> int:
@@ -316,8 +322,7 @@ class _DP:
         stages = []
         while cur != 0:
             J, ti, d, s1, cnt = kernel.find_step(  # type: ignore[call-arg]
-                cur, ck, cs, best, *self._common(), self.row_ptr, self.pts_s,
-                                                 self.pts_v, self.kmin, out_nodes)
+                cur, ck, cs, best, *self._common(), Points(self.row_ptr, self.kmin, self.pts_s, self.pts_v), out_nodes)
             if J < 0:
                 raise RuntimeError("internal error: Piper DP reconstruction found no stage")
             t = int(ar.tvals[ti])
