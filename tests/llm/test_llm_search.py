@@ -33,9 +33,21 @@ def brute_force(pr) -> float:  # noqa: ANN001
                 if pp > 2 and (rest <= 0 or rest % (pp - 2)):
                     continue
                 ranks = [L] if pp == 1 else [first] + [rest // max(pp - 2, 1)] * (pp - 2) + [last]
-                if any(x % vp for x in ranks) or (pp == 1 and first != last):
+                if pp == 1 and first != last:
                     continue
-                lps = tuple(ranks[k % pp] // vp for k in range(pp * vp))
+                # middle ranks: equal chunks; rank 0 may shorten its first chunk, the last rank its last one
+                chunks = []
+                for r, x in enumerate(ranks):
+                    full = -(-x // vp)
+                    row = [full] * vp
+                    row[vp - 1 if r == pp - 1 and r > 0 else 0] = x - (vp - 1) * full
+                    if (0 < r < pp - 1 and x % vp) or min(row) < 1:
+                        break
+                    chunks.append(row)
+                else:
+                    lps = tuple(chunks[k % pp][k // pp] for k in range(pp * vp))
+                if len(chunks) < len(ranks):
+                    continue
                 cfg = ParallelConfig(tp, pp, vp, cp, dp, mbs, rc, tp > 1, dist, lps)
                 try:
                     e = evaluate(pr, cfg)
@@ -123,6 +135,8 @@ def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
     best = math.inf
     for b in base_configs(pr, {}):
         s = splits(a.num_layers, b[1], b[2]).astype(float)
+        if not len(s):
+            continue  # no layer split gives every virtual stage a layer
         res = evaluate_batch(pr, _as_candidates(np.array([b] * len(s)), s))
         if res.fits.any():
             best = min(best, float(res.step[res.fits].min()))

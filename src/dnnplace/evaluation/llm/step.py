@@ -53,13 +53,23 @@ class Candidates:
                           np.array([c.distributed_optimizer for c in configs]), layers)
 
     def config(self, i: int) -> ParallelConfig:
-        """Candidate ``i`` as a ParallelConfig (each rank's layers split evenly over its chunks)."""
+        """Candidate ``i`` as a ParallelConfig: each rank's layers in equal chunks of ceil(n / vp), but for a
+        remainder, which shortens rank 0's first chunk (it also embeds) or the last rank's last chunk (it
+        also runs the head and the loss)."""
         pp, vp = int(self.pp[i]), int(self.vp[i])
-        per_chunk = [int(self.rank_layers[i, r]) // vp for r in range(pp)]
+        stages = [0] * (pp * vp)
+        for r in range(pp):
+            n = int(self.rank_layers[i, r])
+            full = -(-n // vp)
+            chunks = [full] * vp
+            short = n - (vp - 1) * full
+            chunks[vp - 1 if r == pp - 1 and r > 0 else 0] = short
+            for k in range(vp):
+                stages[k * pp + r] = chunks[k]
         return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
                               mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
                               sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=tuple(per_chunk[k % pp] for k in range(pp * vp)))
+                              layers_per_stage=tuple(stages))
 
 
 @dataclass(frozen=True)
@@ -228,7 +238,7 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     seq_loc = problem.job.seq_len / c.cp
     act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
     chunks = memory.inflight_chunks(r, col(c.pp), col(c.vp), col(m))
-    act = col(act_layer) * nl / col(c.vp) * chunks
+    act = col(act_layer) * np.ceil(nl / col(c.vp)) * chunks  # a rank's full chunks (a short one holds less)
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)

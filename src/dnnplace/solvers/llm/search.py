@@ -89,13 +89,14 @@ def base_configs(problem: LLMProblem, fixed: dict[str, object]) -> list[tuple[in
                 dp = n // (tp * pp * cp)
                 if "dp" in fixed and fixed["dp"] != dp or j.global_batch % dp:
                     continue
-                vps = [v for v in _divisors(a.num_layers) if v * pp <= a.num_layers and (v == 1 or pp >= 2)]
+                # any chunk count that gives every virtual stage a layer (uneven chunks: see splits)
+                vps = [v for v in range(1, a.num_layers // pp + 1) if v == 1 or pp >= 2]
                 for mbs in opts("mbs", _divisors(j.global_batch // dp)):
                     if j.global_batch % (dp * mbs):
                         continue
                     m = j.global_batch // (dp * mbs)
                     for vp in opts("vp", vps):
-                        if vp > 1 and (pp < 2 or m % pp or a.num_layers % vp or vp * pp > a.num_layers):
+                        if vp > 1 and (pp < 2 or m % pp or vp * pp > a.num_layers):
                             continue
                         rcs = [RECOMPUTE.index(str(fixed["recompute"]))] if "recompute" in fixed else [0, 1, 2]
                         dists = [int(bool(fixed["distributed_optimizer"]))] if "distributed_optimizer" in fixed \
@@ -139,12 +140,20 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
-    """Every per-rank layer count Megatron expresses: rows (first, middle..., last), multiples of vp."""
+    """Every per-rank layer count Megatron expresses: rows (first, middle..., last).
+
+    The middle ranks hold equal multiples of vp (their chunks equal).  The first and last
+    ranks hold any count whose chunks are equal but for the first virtual stage (rank 0) or
+    the last one (rank pp-1), which may be shorter by up to vp - 1 layers: Megatron's
+    ``--decoder-first/last-pipeline-num-layers`` when the count is a multiple of vp, else its
+    ``--pipeline-model-parallel-layout`` (what NeMo's account-for-embedding/loss splits give,
+    e.g. 126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1).
+    """
     if pp == 1:
         return np.array([[L]])
-    f = np.arange(vp, L, vp)
+    f = np.array([n for n in range(vp, L) if _short_chunk(n, vp) >= 1])
     if pp == 2:
-        f = f[L - f >= vp]
+        f = f[np.isin(L - f, f)]
         return np.stack([f, L - f], axis=1)
     ff, ll = np.meshgrid(f, f, indexing="ij")
     rest = L - ff - ll
@@ -152,6 +161,11 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
     ok = (rest >= per) & (rest % per == 0)
     ff, ll, mid = ff[ok], ll[ok], rest[ok] // (pp - 2)
     return np.concatenate([ff[:, None], np.repeat(mid[:, None], pp - 2, axis=1), ll[:, None]], axis=1)
+
+
+def _short_chunk(n: int, vp: int) -> int:
+    """Layers of the short chunk when n layers fill vp chunks of ceil(n / vp), one chunk taking the rest."""
+    return n - (vp - 1) * (-(-n // vp))
 
 
 def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_limit: float | None = None,
