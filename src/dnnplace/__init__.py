@@ -11,6 +11,9 @@ Files
     load (a workload of either model, read once), load_plan, save_plan, with_budget;
     load_workload, save_workload, load_split, save_split (the paper's format), example_path,
     info (the lattice at each reduction and the path ``solve`` will take)
+LLM training
+    load_llm (a Hugging Face config.json on a cluster), then solve / evaluate / simulate / write_report,
+    and export_llm_plan (Megatron-LM, torchtitan, DeepSpeed)
 Placing
     solve (any of :func:`methods` for the instance's model, with its own parameters), methods
 Judging and showing
@@ -40,8 +43,10 @@ from dnnplace.api import (
     evaluate,
     example_path,
     export,
+    export_llm_plan,
     info,
     load,
+    load_llm,
     load_plan,
     load_split,
     load_workload,
@@ -68,8 +73,8 @@ from dnnplace.solvers import Solver
 
 __all__ = [
     "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "PiperInstance", "Simulation", "Solution",
-    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "info", "load", "load_plan", "load_split",
-    "load_workload", "methods", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
+    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "export_llm_plan", "info", "load",
+    "load_llm", "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
     "simulate", "solve", "with_budget", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"

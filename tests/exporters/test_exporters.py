@@ -27,7 +27,7 @@ from cli_runner import run_cli
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, export
 from dnnplace.exporters.megatron import ARRAY
-from dnnplace.exporters.plan_file import validate_plan
+from dnnplace.frontends.llm_plan import validate_plan
 
 FIX = Path(__file__).parent / "fixtures"
 BASE = json.loads((FIX / "llama3.1-70b_64xh100.plan.json").read_text())

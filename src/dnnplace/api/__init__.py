@@ -20,6 +20,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation import evaluate as _evaluate
 from dnnplace.frontends import paper_json
+from dnnplace.model.llm import LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
@@ -33,12 +34,12 @@ if TYPE_CHECKING:
     from dnnplace.model.piper import PiperPlan
 
 __all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
-           "export", "export_llm_plan", "info", "load", "load_plan", "load_split", "load_workload", "methods",
-           "piper_document", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
+           "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_workload",
+           "methods", "piper_document", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
            "simulate", "solve", "with_budget", "with_runtime", "write_report"]
 
-#: An instance of a model dnnplace plans: the paper's workload or Piper's.
-Instance = Workload | PiperInstance
+#: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
+Instance = Workload | PiperInstance | LLMProblem
 
 PathLike = str | Path
 _DATA = Path(__file__).resolve().parents[1] / "data"
@@ -162,16 +163,46 @@ def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
     'Workload'
     >>> type(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).__name__
     'PiperInstance'
+
+    An LLM plan file (from ``dnnplace plan``) loads as its :class:`~dnnplace.model.llm.LLMProblem`.
     """
     from dnnplace.frontends.piper_json import bert_l, is_piper_json, parse_piper
     from dnnplace.utils.files import read_json_file
 
     doc = read_json_file(path)
+    if isinstance(doc, dict) and doc.get("format") == "dnnplace.llm-plan":
+        from dnnplace.frontends.llm_plan import read_llm_plan
+
+        refuse("bert_layers", bert_layers, None, "piper")
+        return read_llm_plan(doc, str(path)).problem
     if is_piper_json(doc):
         inst = parse_piper(doc, source=str(path))
         return bert_l(inst, bert_layers) if bert_layers is not None else inst
     refuse("bert_layers", bert_layers, None, "piper")
     return paper_json.parse_workload(doc, source=str(path))
+
+
+def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpus_per_node: int = 8,
+             device: str = "h100", precision: str = "bf16") -> LLMProblem:
+    """An LLM training problem: a Hugging Face ``config.json`` (or its folder, or ``file.py:fn``) on a cluster.
+
+    The architecture is read without weights; the device's figures come from the catalogue
+    (``docs/catalogue.md``).
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> pr = dnnplace.load_llm("examples/llm/llama3.1-8b.json", gpus=8, seq_len=8192, global_batch=128)
+    >>> sol = dnnplace.solve(pr, cp=2, tp=1, pp=1, mbs=1, recompute="none")
+    >>> sol.plan.config.dp, sol.status, round(sol.value, 1) > 0
+    (4, 'optimal', True)
+    """
+    from dnnplace.frontends.hf_config import load_arch
+    from dnnplace.model.catalogue import device_spec
+    from dnnplace.model.llm import Cluster, TrainingJob
+
+    return LLMProblem(load_arch(str(model)), Cluster(device.lower(), gpus, gpus_per_node),
+                      TrainingJob(seq_len, global_batch, precision), device_spec(device))
 
 
 def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: int | None = None,
@@ -184,6 +215,11 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
     from dnnplace.model.limits import check_budget
 
     check_budget(accelerators, cpus, memory)
+    if isinstance(instance, LLMProblem):
+        if any(v is not None for v in (accelerators, cpus, memory, bandwidth, batch)):
+            raise DnnplaceError("an LLM training problem takes its GPUs and batch from load_llm (--gpus,"
+                                " --global-batch), not budget overrides")
+        return instance
     if isinstance(instance, PiperInstance):
         refuse("cpus", cpus, None, "paper")
         return instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
@@ -376,7 +412,8 @@ def solve(
         plan: Any = out.plan.with_meta(**meta)
     else:
         plan = out.plan
-        plan.meta.update(meta)
+        if hasattr(plan, "meta"):  # an LLM plan records its own status, bound and gap
+            plan.meta.update(meta)
     return Solution(plan, ev, meta["method"], objective, value, out.status, bound, gap, runtime, dict(out.stats))
 
 
@@ -392,8 +429,10 @@ def with_runtime(solution: Solution, runtime_s: float) -> Solution:
     plan = solution.plan
     if isinstance(plan, Split):
         plan = plan.with_meta(runtime_s=round(runtime_s, 6))
-    else:
+    elif hasattr(plan, "meta"):
         plan.meta["runtime_s"] = runtime_s
+    else:
+        plan = replace(plan, runtime_s=runtime_s)
     return replace(solution, plan=plan, runtime_s=runtime_s)
 
 
@@ -620,6 +659,6 @@ def export_llm_plan(path: PathLike, to: str) -> str:
     The plan is validated first (every value written into the output is checked or escaped).
     """
     from dnnplace.exporters import export as _export
-    from dnnplace.exporters.plan_file import load_plan as _load_llm_plan
+    from dnnplace.frontends.llm_plan import load_plan as _load_llm_plan
 
     return _export(_load_llm_plan(path), to)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.llm import LLMPlan, LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.workload import Workload
 
@@ -113,11 +114,57 @@ def _piper_read(inst: PiperInstance, doc: Any, source: str) -> tuple[PiperInstan
     return inst, plan
 
 
+def _llm_evaluate(problem: LLMProblem, plan: LLMPlan, *, overlap_comm: bool = False, source: str = "plan") -> Any:
+    from dnnplace.evaluation.llm import evaluate
+
+    refuse("overlap_comm", overlap_comm, False, "paper")
+    return evaluate(problem, plan.config)
+
+
+def _llm_simulate(problem: LLMProblem, plan: LLMPlan, *, schedule: str = "1f1b", microbatches: int | None = None,
+                  overlap_comm: bool = False) -> Any:
+    from dataclasses import replace
+
+    from dnnplace.simulation.llm import simulate_llm
+
+    refuse("schedule", schedule, "1f1b", "paper")  # the plan's vp decides: 1F1B or interleaved 1F1B
+    refuse("microbatches", microbatches, None, "paper")  # the plan's global batch decides
+    refuse("overlap_comm", overlap_comm, False, "paper")
+    return simulate_llm(replace(plan, problem=problem))
+
+
+def _llm_report(problem: LLMProblem, plan: LLMPlan, path: Any, *, title: str | None = None, inputs: Any = (),
+                **options: Any) -> Any:
+    from dataclasses import replace
+
+    from dnnplace.report.llm_html import write_llm_report
+
+    for name, value in options.items():
+        refuse(name, value, _REPORT_DEFAULTS.get(name), "paper")
+    return write_llm_report(replace(plan, problem=problem), path, title=title, inputs=inputs)
+
+
+def _llm_document(problem: LLMProblem, plan: LLMPlan, ev: Any) -> dict[str, Any]:
+    from dataclasses import replace
+
+    return replace(plan, problem=problem, estimate=ev).to_dict()
+
+
+def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, LLMPlan]:
+    """An LLM plan file carries its model, cluster and job: it is judged under those."""
+    from dnnplace.frontends.llm_plan import read_llm_plan
+
+    plan = read_llm_plan(doc, source)
+    return plan.problem, plan
+
+
 MODELS: dict[str, PlannedModel] = {
     "paper": PlannedModel("paper", Workload, "dp", "a workload in the paper's format", _paper_evaluate,
                           _paper_simulate, _paper_report, _paper_document, _paper_read),
     "piper": PlannedModel("piper", PiperInstance, "piper", "a Piper workload", _piper_evaluate, _piper_simulate,
                           _piper_report, _piper_document, _piper_read),
+    "llm": PlannedModel("llm", LLMProblem, "llm-search", "an LLM training problem", _llm_evaluate, _llm_simulate,
+                        _llm_report, _llm_document, _llm_read),
 }
 
 

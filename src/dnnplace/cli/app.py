@@ -10,22 +10,21 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from dnnplace.api import Instance
+from dnnplace.cli.console import err, out, progress_bar, user_errors
 from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, get_exporter
+from dnnplace.model.llm import LLMProblem
+from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
 from dnnplace.solvers import METHODS, ROUTES
-from dnnplace.solvers.base import ProgressFn
-from dnnplace.utils.text import SafeConsole, printable
 
 app = typer.Typer(
     name="dnnplace",
@@ -41,9 +40,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-# Everything shown goes through these: no markup or emoji codes in user text, control characters escaped.
-out = SafeConsole()
-err = SafeConsole(stderr=True)
 
 
 # The registry's names (dnnplace.solvers.METHODS): the CLI never lists methods itself.
@@ -56,25 +52,17 @@ class Objective(StrEnum):
     fw_bw = "fw+bw"
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn library errors into one line on stderr and exit code 2."""
-    try:
-        yield
-    except DnnplaceError as exc:
-        err.print(f"error: {exc}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        raise typer.Exit(130) from None
-    except (typer.Exit, typer.Abort):
-        raise
-    except Exception as exc:  # a bug: still one line unless asked for the traceback
-        if os.environ.get("DNNPLACE_DEBUG"):
-            raise
-        err.print(f"internal error: {exc.__class__.__name__}: {' '.join(printable(exc)[:500].split())}"
-                  " (set DNNPLACE_DEBUG=1 for a traceback)", soft_wrap=True)
-        raise typer.Exit(1) from None
+def plan_arguments(workload: Path, plan: Path | None) -> tuple[Instance, Path]:
+    """The instance and the plan file: an LLM plan names its own problem, so it may come alone."""
+    from dnnplace import api
+    from dnnplace.model.llm import LLMProblem
+
+    inst = api.load(workload)
+    if plan is None:
+        if not isinstance(inst, LLMProblem):
+            raise DnnplaceError(f"{workload}: name the plan to judge after the workload")
+        return inst, workload
+    return inst, plan
 
 
 def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) -> float | None:
@@ -95,28 +83,11 @@ def model_file(spec: str) -> Path | None:
         return None
 
 
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
-    """A transient rich progress bar on stderr, shown only on a terminal."""
-    if not enabled or not err.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
-                  TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("solving", total=1.0)
-
-        def update(done: float, total: float, desc: str) -> None:
-            bar.update(task, completed=done, total=total, description=printable(desc))
-
-        yield update
-
-
 @app.command()
 def evaluate(
     workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
-    split: Path = typer.Argument(..., help="Its plan: a split (fpgas/cpus node lists) or a Piper plan."),
+    split: Optional[Path] = typer.Argument(None, help="Its plan: a split (fpgas/cpus node lists) or a Piper plan"
+                                                     " (an LLM plan file is the first argument alone)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication) (paper workloads)."),
@@ -126,12 +97,12 @@ def evaluate(
         from dnnplace import api
         from dnnplace.cli.render import evaluation_document, print_plan
 
-        inst, plan = api.load_plan(api.load(workload), split)
+        inst, plan = api.load_plan(*plan_arguments(workload, split))
         ev = api.evaluate(inst, plan, overlap_comm=overlap_comm, source=str(split))
         if as_json:
             out.print_json(json.dumps(evaluation_document(inst, ev)))
         else:
-            print_plan(out, inst, ev, title=f"{split.name} on {workload.name}")
+            print_plan(out, inst, ev, title=f"{(split or workload).name} on {workload.name}")
 
 
 @app.command()
@@ -213,9 +184,11 @@ class Schedule(StrEnum):
 @app.command()
 def simulate(
     workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
-    split: Path = typer.Argument(..., help="Its plan: a split or a Piper plan."),
+    split: Optional[Path] = typer.Argument(None, help="Its plan: a split or a Piper plan (an LLM plan file is the"
+                                                     " first argument alone)."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="1f1b (PipeDream) or gpipe."),
-    microbatches: int = typer.Option(64, "--microbatches", "-n", min=1, help="Microbatches to stream."),
+    microbatches: Optional[int] = typer.Option(None, "--microbatches", "-n", min=1, show_default=False,
+                                               help="Microbatches to stream [default: 64; an LLM plan's own]."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -227,17 +200,19 @@ def simulate(
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
-        inst, plan = api.load_plan(api.load(workload), split)
-        if trace is not None and not isinstance(inst, Workload):
-            raise DnnplaceError("--trace applies to a workload in the paper's format only")
-        sim = api.simulate(inst, plan, schedule=schedule.value, microbatches=microbatches,
+        inst, plan = api.load_plan(*plan_arguments(workload, split))
+        if trace is not None and isinstance(inst, PiperInstance):
+            raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a Piper plan")
+        if microbatches is None and not isinstance(inst, LLMProblem):
+            microbatches = 64
+        sim = api.simulate(inst, plan, schedule=schedule.value, microbatches=microbatches,  # type: ignore[arg-type]
                            overlap_comm=overlap_comm)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         if as_json:
             out.print_json(json.dumps(sim.to_dict()))
             return
-        print_simulation(out, inst, sim, f"{workload.name} / {split.name}", schedule.value)
+        print_simulation(out, inst, sim, f"{workload.name} / {(split or workload).name}", schedule.value)
         if trace is not None:
             out.print(f"trace written to {trace} (open in https://ui.perfetto.dev or chrome://tracing)")
 
@@ -245,7 +220,8 @@ def simulate(
 @app.command()
 def report(
     workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
-    split: Path = typer.Argument(..., help="Its plan: a split or a Piper plan."),
+    split: Optional[Path] = typer.Argument(None, help="Its plan: a split or a Piper plan (an LLM plan file is the"
+                                                     " first argument alone)."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
     microbatches: int = typer.Option(8, "--microbatches", "-n", min=1, help="Microbatches in the timeline."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Timeline schedule."),
@@ -256,8 +232,8 @@ def report(
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
-        inst, plan = api.load_plan(api.load(workload), split)
-        api.write_report(inst, plan, output, title=f"{workload.stem} / {split.stem}",
+        inst, plan = api.load_plan(*plan_arguments(workload, split))
+        api.write_report(inst, plan, output, title=f"{workload.stem} / {(split or workload).stem}",
                          microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
 

@@ -32,7 +32,7 @@ class SolverFlag:
 
 def _kind(f: dataclasses.Field) -> type:
     text = str(f.type).replace(" ", "").removesuffix("|None")
-    return {"int": int, "float": float, "bool": bool}[text]
+    return {"int": int, "float": float, "bool": bool, "str": str}[text]
 
 
 def solver_flags() -> dict[str, SolverFlag]:

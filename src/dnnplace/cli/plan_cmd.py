@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -16,11 +17,11 @@ from dnnplace.errors import DnnplaceError
 _BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
 
 
-def parse_fix(text: str | None) -> dict[str, object]:
+def parse_fix(text: str | None) -> dict[str, Any]:
     """``"tp=4,pp=4,recompute=selective"`` -> {"tp": 4, "pp": 4, "recompute": "selective"}."""
     from dnnplace.solvers.llm import FIXABLE
 
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         key, sep, value = part.partition("=")
         key, value = key.strip().replace("-", "_"), value.strip()
@@ -51,35 +52,42 @@ def plan(
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report (with the simulated"
+                                                                 " schedule) here."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a table."),
 ) -> None:
     """Plan an LLM training run: the fastest configuration that fits, with its predicted step time."""
-    from dnnplace.cli.app import out, progress_bar, user_errors
+    from dnnplace.cli.console import out, progress_bar, user_errors
 
     with user_errors():
-        from dnnplace.frontends.hf_config import load_arch
-        from dnnplace.model.catalogue import device_spec
-        from dnnplace.model.llm import Cluster, LLMProblem, TrainingJob
-        from dnnplace.solvers.llm import search
+        from dnnplace import api
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         factory = model.rpartition(":")[0]
         inputs = [Path(factory) if factory.endswith(".py") else Path(model)]
         inputs += [inputs[0] / "config.json"] if inputs[0].is_dir() else []
-        check_outputs([output], inputs)
+        check_outputs([output, report], inputs)
         if time_limit is not None and not (time_limit > 0 and time_limit != float("inf")):
             raise DnnplaceError(f"--time-limit must be a positive number, got {time_limit}")
-        problem = LLMProblem(load_arch(model), Cluster(device.lower(), gpus, gpus_per_node),
-                             TrainingJob(seq_len, global_batch, precision), device_spec(device))
+        problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
+                               gpus_per_node=gpus_per_node, device=device, precision=precision)
         with progress_bar(not as_json) as progress:
-            result = search(problem, parse_fix(fix), time_limit=time_limit, progress=progress)
+            sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress, **parse_fix(fix))
+        result = sol.plan
         doc = result.to_dict()
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)
+        if report is not None:
+            api.write_report(problem, result, report, title=f"{problem.arch.name} on {gpus} x {device}",
+                             inputs=[*inputs, output])
         if as_json:
-            out.print_json(json.dumps(doc))
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             print_plan(out, doc)
+            if output is not None:
+                out.print(f"plan written to {output}")
+            if report is not None:
+                out.print(f"report written to {report}")
 
 
 def print_plan(console: object, doc: dict) -> None:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation.piper import PiperEvaluation, evaluation_dict, stage_rows
+from dnnplace.model.llm import LLMEstimate, LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.workload import Workload
 from dnnplace.utils.text import format_bytes, format_number, id_ranges, printable
@@ -89,6 +90,12 @@ def print_piper_stages(console: Console, inst: PiperInstance, ev: PiperEvaluatio
 
 def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
     """The table of a judged plan, for whichever model ``inst`` belongs to."""
+    if isinstance(inst, LLMProblem):
+        assert isinstance(ev, LLMEstimate)
+        console.print(Text(printable(title)))
+        for k, v in ev.prediction_dict().items():
+            console.print(Text(f"  {k}: {format_number(v) if isinstance(v, float) else printable(v)}"))
+        return
     if isinstance(inst, PiperInstance):
         assert isinstance(ev, PiperEvaluation)
         print_piper_stages(console, inst, ev, title)
@@ -98,7 +105,9 @@ def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
 
 
 def evaluation_document(inst: object, ev: object) -> dict:
-    """``evaluate --json``: the evaluation of either model as one JSON object."""
+    """``evaluate --json``: the evaluation of any model as one JSON object."""
+    if isinstance(ev, LLMEstimate):
+        return ev.prediction_dict()
     if isinstance(inst, PiperInstance):
         assert isinstance(ev, PiperEvaluation)
         return evaluation_dict(inst, ev)
@@ -109,6 +118,12 @@ def evaluation_document(inst: object, ev: object) -> dict:
 def print_simulation(console: Console, inst: object, sim: object, title: str, schedule: str) -> None:
     """The summary line and the per-device (paper) or per-stage (Piper) table of a simulation."""
     doc = sim.to_dict()  # type: ignore[attr-defined]
+    if isinstance(inst, LLMProblem):
+        console.print(Text(f"{printable(title)}: {doc['schedule']}, pp {doc['pp']} x vp {doc['vp']},"
+                           f" {doc['microbatches']} micro-batches: pipeline {doc['pipeline_s']:.4g} s, simulated step"
+                           f" {doc['simulated_step_time_s']:.4g} s (predicted {doc['predicted_step_time_s']:.4g} s),"
+                           f" bubble {100 * doc['bubble_fraction']:.1f}%"))
+        return
     if isinstance(inst, PiperInstance):
         print_piper_stages(console, inst, sim.evaluation, title)  # type: ignore[attr-defined]
         if doc["makespan"] is not None:

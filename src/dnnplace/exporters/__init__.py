@@ -6,7 +6,7 @@ listing targets imports nothing (torch loads only for the runtime's targets);
 exporters return text and never write files (the CLI writes it atomically).
 
 A target takes either an LLM plan (``takes="llm-plan"``: ``render(plan_dict)``,
-the dict already checked by :func:`~dnnplace.exporters.plan_file.validate_plan`)
+the dict already checked by :func:`~dnnplace.frontends.llm_plan.validate_plan`)
 or a split of a profiled workload (``takes="split"``:
 ``render(workload, split, model=None)``).
 """

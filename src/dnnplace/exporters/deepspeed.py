@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dnnplace.exporters.plan_file import rank_layers
+from dnnplace.frontends.llm_plan import rank_layers
 
 
 def stage_layers(plan: dict[str, Any]) -> list[int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from dnnplace.exporters.plan_file import rank_layers
+from dnnplace.frontends.llm_plan import rank_layers
 
 ARRAY = "DNNPLACE_MEGATRON_ARGS"
 

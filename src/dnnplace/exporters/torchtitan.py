@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dnnplace.exporters.plan_file import stage_bounds
+from dnnplace.frontends.llm_plan import stage_bounds
 
 _AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
 _MODEL_NAME = {"llama": "llama3"}  # families whose torchtitan train spec uses the llama FQNs

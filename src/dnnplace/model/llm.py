@@ -137,6 +137,14 @@ class LLMEstimate:
     overflow: str | None
     num_microbatches: int
 
+    @property
+    def feasible(self) -> bool:
+        return self.fits
+
+    def value(self, objective: str = "throughput") -> float:
+        """The objective's value: the predicted seconds per training step."""
+        return self.step_time_s
+
     def prediction_dict(self) -> dict[str, Any]:
         return {"step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "model_flops_per_step": self.model_flops_per_step,

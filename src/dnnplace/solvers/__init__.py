@@ -31,6 +31,7 @@ METHODS: dict[str, str] = {
     "metis": "dnnplace.solvers.baselines.partitioners:Metis",
     "greedy": "dnnplace.solvers.baselines.greedy:GreedyLatency",
     "piper": "dnnplace.solvers.piper.method:PiperPlanner",
+    "llm-search": "dnnplace.solvers.llm.method:LLMSearch",
 }
 
 #: ``(method, objective)`` pairs answered by another method: the paper's "IP" for latency is its latency IP.
@@ -66,7 +67,7 @@ def resolve_method(name: str, objective: str) -> str:
 
 
 def methods_for(model: str) -> dict[str, type[Solver]]:
-    """The methods that plan instances of ``model`` (``"paper"`` or ``"piper"``), in display order."""
+    """The methods that plan instances of ``model`` (``"paper"``, ``"piper"`` or ``"llm"``), in display order."""
     return {name: cls for name, cls in methods().items() if cls.model == model}
 
 

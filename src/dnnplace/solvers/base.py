@@ -55,16 +55,17 @@ class SolverOutput:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def param(default: Any, doc: str, *, minimum: float | None = None, maximum: float | None = None) -> Any:
+def param(default: Any, doc: str, *, minimum: float | None = None, maximum: float | None = None,
+          choices: tuple[str, ...] | None = None) -> Any:
     """Declare a solver parameter once: its default, one line of help, and its range.
 
     The CLI's flag (``--max-ideals`` for ``max_ideals``; ``--no-X`` for a switch that is on by
     default), ``dnnplace methods`` and the checks of :meth:`Solver.set_params` all come from this.
     """
-    return field(default=default, metadata={"doc": doc, "minimum": minimum, "maximum": maximum})
+    return field(default=default, metadata={"doc": doc, "minimum": minimum, "maximum": maximum, "choices": choices})
 
 
-_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,)}
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
 @dataclass
@@ -131,6 +132,9 @@ class Solver:
         allowed = _KINDS.get(kind)
         if allowed is not None and (not isinstance(value, allowed) or (kind != "bool" and isinstance(value, bool))):
             raise DnnplaceError(f"method '{self.name}': {f.name} must be {kind}, got {value!r}")
+        choices = f.metadata.get("choices")
+        if choices is not None and value not in choices:
+            raise DnnplaceError(f"method '{self.name}': {f.name} must be one of {', '.join(choices)}, got {value!r}")
         if kind in ("int", "float") and not math.isfinite(value):
             raise DnnplaceError(f"method '{self.name}': {f.name} must be finite, got {value!r}")
         lo = f.metadata.get("minimum")

@@ -280,3 +280,35 @@ def evaluate(problem: LLMProblem, config: ParallelConfig) -> LLMEstimate:
     check_problem(problem)
     check_config(problem, config)
     return estimate_at(problem, evaluate_batch(problem, Candidates.of([config])), 0)
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Seconds per micro-batch of each virtual stage (model order), and of one pipeline send."""
+
+    forward: tuple[float, ...]
+    backward: tuple[float, ...]
+    p2p: float
+    num_microbatches: int
+
+
+def stage_times(problem: LLMProblem, config: ParallelConfig) -> StageTimes:
+    """The evaluator's own per-layer and embedding / head costs, laid out per virtual stage.
+
+    What the pipeline schedule simulation (:mod:`dnnplace.simulation.interleaved`) runs, so that
+    the closed-form pipeline time can be checked against the schedule itself.
+    """
+    from dnnplace.evaluation.llm.rules import check_config, check_problem
+
+    check_problem(problem)
+    check_config(problem, config)
+    c = Candidates.of([config])
+    costs = stage_costs(problem, c)
+    last = config.pp * config.vp - 1
+    fwd, bwd = [], []
+    for s, n in enumerate(config.layers_per_stage):
+        parts = [n * costs.layer[k][i][0] + (s == 0) * costs.first[k][i][0] + (s == last) * costs.last[k][i][0]
+                 for k in KINDS for i in (0, 1)]
+        fwd.append(float(sum(parts[0::2])))
+        bwd.append(float(sum(parts[1::2])))
+    return StageTimes(tuple(fwd), tuple(bwd), float(p2p_time(problem, c, costs.tokens)[0]), int(costs.m[0]))

@@ -9,8 +9,8 @@
    slowest rank (:func:`schedule.pipeline_time`); the data-parallel tail and the
    optimizer (>= 0) are left out.  A proven lower bound.
 3. In increasing bound order, expand a base configuration into every layer split
-   Megatron can express (``--decoder-first/last-pipeline-num-layers``: first and
-   last rank free, the middle ranks equal, every rank's layers a multiple of vp)
+   of the family Megatron expresses (:func:`splits`: first and last rank free, the
+   middle ranks equal; equal chunks but for a shorter first / last virtual stage)
    and evaluate them all (:func:`evaluate_batch`).  Exact enumeration, so the best
    split is optimal; stop when the next bound is no better than the best plan.
 """

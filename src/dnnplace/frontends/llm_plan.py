@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import InputError
+from dnnplace.model.llm import LLMPlan
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip, show_value
 
@@ -176,3 +177,11 @@ def stage_bounds(layers_per_stage: list[int]) -> list[tuple[int, int]]:
         out.append((start, start + n))
         start += n
     return out
+
+
+def read_llm_plan(doc: Any, source: str = "plan") -> LLMPlan:
+    """A checked plan document as an :class:`~dnnplace.model.llm.LLMPlan` (one-line errors naming the field)."""
+    try:
+        return LLMPlan.from_dict(validate_plan(doc))
+    except InputError as exc:
+        raise InputError(f"{clip(source)}: {exc}") from None

@@ -1,0 +1,56 @@
+"""What every command shares: the two consoles, one-line errors with exit code 2, the progress bar."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.solvers.base import ProgressFn
+from dnnplace.utils.text import SafeConsole, printable
+
+# Everything shown goes through these: no markup or emoji codes in user text, control characters escaped.
+out = SafeConsole()
+err = SafeConsole(stderr=True)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn library errors into one line on stderr and exit code 2."""
+    try:
+        yield
+    except DnnplaceError as exc:
+        err.print(f"error: {exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # a bug: still one line unless asked for the traceback
+        if os.environ.get("DNNPLACE_DEBUG"):
+            raise
+        err.print(f"internal error: {exc.__class__.__name__}: {' '.join(printable(exc)[:500].split())}"
+                  " (set DNNPLACE_DEBUG=1 for a traceback)", soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
+    """A transient rich progress bar on stderr, shown only on a terminal."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                  TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("solving", total=1.0)
+
+        def update(done: float, total: float, desc: str) -> None:
+            bar.update(task, completed=done, total=total, description=printable(desc))
+
+        yield update
