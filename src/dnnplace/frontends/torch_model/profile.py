@@ -114,7 +114,7 @@ def _metadata_only(node, env: dict) -> bool:
     if not outs:
         return _nbytes(env.get(node.name)) == 0
     ins = [t for i in node.all_input_nodes for t in _tensors(env.get(i.name))]
-    return all(any(torch._C._is_alias_of(o, i) for i in ins) for o in outs)
+    return all(any(torch._C._is_alias_of(o, i) for i in ins) for o in outs)  # type: ignore[attr-defined]
 
 
 def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
