@@ -1,9 +1,12 @@
 """Profile a captured model into a paper-format workload (times in ms, sizes in bytes).
 
-Per workload node: forward time on this machine's CPU (one intra-op thread,
-warm-up, median of repeats), for ``--training`` the backward time of the same
-operators (measured in isolation with ``torch.autograd.grad``), FLOPs
-(``torch.utils.flop_counter``), output activation bytes and parameter bytes.
+Per workload node: FLOPs (``torch.utils.flop_counter``), output activation
+bytes and parameter bytes, and its times.  ``--device host``/``cuda`` measure
+them: forward time on this machine's CPU (one intra-op thread, warm-up, median
+of repeats) and, for ``--training``, the backward time of the same operators
+(measured in isolation with ``torch.autograd.grad``).  A catalogue device
+executes nothing: the values are fake tensors (:func:`fake_values`), so a
+model built on the meta device costs exactly what it costs built on the CPU.
 
 Accelerator times (``fpgaLatency``):
 * ``host`` -- each worker process on this machine is an accelerator: the
@@ -12,7 +15,8 @@ Accelerator times (``fpgaLatency``):
   bandwidth;
 * ``cuda`` -- measured on the local GPU;
 * a catalogue name (``a100``, ``h100``, ...) -- a roofline estimate from FLOPs
-  and bytes moved.
+  and bytes moved; ``cpuLatency`` is then the roofline of the catalogue's
+  ``cpu`` entry (one core).
 
 Memory of a node (``size``): parameter and buffer bytes for inference; for
 training, parameters x 4 (weights, gradients, two Adam moments) plus the
@@ -61,9 +65,8 @@ def _run_node(gm, node, env: dict, convert: Callable[[Any], Any] | None = None) 
     get = (lambda n: _copy(env[n.name])) if _mutates(node) else (lambda n: env[n.name])
     args = map_arg(node.args, get)
     kwargs = map_arg(node.kwargs, get)
-    if convert is not None:
-        literal = (lambda v: v) if node.op == "get_attr" else convert
-        args, kwargs = tree_map(literal, (args, kwargs))
+    if convert is not None and node.op != "get_attr":
+        args, kwargs = tree_map(convert, (args, kwargs))
     if node.op == "get_attr":
         obj = gm
         for part in str(node.target).split("."):
