@@ -131,3 +131,12 @@ def llama_tiny():
 
 def t5_tiny():
     return t5(1, width=64)
+
+
+def gpt2_small():
+    """GPT-2 small at its real shape: 12 blocks x 768, 12 heads, vocab 50,257, 1,024 tokens (random init)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257, use_cache=False,
+                     bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
+    return GPT2LMHeadModel(cfg).eval(), (_ids(vocab=50257, seq=1024),)

@@ -2,7 +2,9 @@
 
 Numbers are vendor peaks (dense bf16 tensor FLOP/s, HBM bandwidth, memory,
 one direction of the device-to-device link); ``efficiency`` scales the peaks
-down to what real kernels reach.
+down to what real kernels reach.  The ``cpu`` entry is one host CPU core: the
+``cpuLatency`` of a catalogue-device profile, which executes nothing, is its
+roofline (only ``peak_flops`` and ``mem_bw``; it is not a ``--device``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ CATALOGUE: dict[str, dict[str, float]] = {
     "a100": {"peak_flops": 312e12, "mem_bw": 2.0e12, "memory": 80e9, "link_bw": 300e9, "link_latency_ms": 0.01},
     "h100": {"peak_flops": 989e12, "mem_bw": 3.35e12, "memory": 80e9, "link_bw": 450e9, "link_latency_ms": 0.01},
     "h200": {"peak_flops": 989e12, "mem_bw": 4.8e12, "memory": 141e9, "link_bw": 450e9, "link_latency_ms": 0.01},
+    # one core of a current server CPU, fp32: 2 AVX-512 FMA units, 2.3 GHz; one core's share of DRAM bandwidth.
+    # x EFFICIENCY: 90 GFLOP/s and 15 GB/s, what one core of an AMD EPYC reaches in a matmul and a copy
+    "cpu": {"peak_flops": 150e9, "mem_bw": 25e9},
 }
+CPU_CORE = "cpu"  # the catalogue entry that prices cpuLatency when nothing is executed
 EFFICIENCY = 0.6
 LAUNCH_MS = 0.005  # per-operator launch overhead
 
@@ -56,10 +62,12 @@ def load_catalogue(path: str | Path | None) -> dict[str, dict[str, float]]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise DnnplaceError(f"{p}: device '{name}': '{key}' must be a non-negative number")
             entry[key] = float(value)
-        missing = {"peak_flops", "mem_bw", "memory", "link_bw"} - entry.keys()
+        missing = {"peak_flops", "mem_bw"} - entry.keys() if name == CPU_CORE else \
+            {"peak_flops", "mem_bw", "memory", "link_bw"} - entry.keys()
         if missing:
             raise DnnplaceError(f"{p}: device '{name}' lacks {', '.join(sorted(missing))}")
-        entry.setdefault("link_latency_ms", 0.01)
+        if name != CPU_CORE:
+            entry.setdefault("link_latency_ms", 0.01)
     return cat
 
 

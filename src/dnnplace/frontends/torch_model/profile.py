@@ -1,9 +1,12 @@
 """Profile a captured model into a paper-format workload (times in ms, sizes in bytes).
 
-Per workload node: forward time on this machine's CPU (one intra-op thread,
-warm-up, median of repeats), for ``--training`` the backward time of the same
-operators (measured in isolation with ``torch.autograd.grad``), FLOPs
-(``torch.utils.flop_counter``), output activation bytes and parameter bytes.
+Per workload node: FLOPs (``torch.utils.flop_counter``), output activation
+bytes and parameter bytes, and its times.  ``--device host``/``cuda`` measure
+them: forward time on this machine's CPU (one intra-op thread, warm-up, median
+of repeats) and, for ``--training``, the backward time of the same operators
+(measured in isolation with ``torch.autograd.grad``).  A catalogue device
+executes nothing: the values are fake tensors (:func:`fake_values`), so a
+model built on the meta device costs exactly what it costs built on the CPU.
 
 Accelerator times (``fpgaLatency``):
 * ``host`` -- each worker process on this machine is an accelerator: the
@@ -12,7 +15,8 @@ Accelerator times (``fpgaLatency``):
   bandwidth;
 * ``cuda`` -- measured on the local GPU;
 * a catalogue name (``a100``, ``h100``, ...) -- a roofline estimate from FLOPs
-  and bytes moved.
+  and bytes moved; ``cpuLatency`` is then the roofline of the catalogue's
+  ``cpu`` entry (one core).
 
 Memory of a node (``size``): parameter and buffer bytes for inference; for
 training, parameters x 4 (weights, gradients, two Adam moments) plus the
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.frontends.torch_model.capture import Captured
-from dnnplace.frontends.torch_model.devices import load_catalogue, roofline_ms
+from dnnplace.frontends.torch_model.devices import CPU_CORE, load_catalogue, roofline_ms
 
 
 def _nbytes(value: Any) -> int:
@@ -48,18 +53,25 @@ def _mutates(node) -> bool:
     return bool(schema is not None and schema.is_mutable)
 
 
-def _run_node(gm, node, env: dict) -> Any:
-    """Execute one fx node on the values in ``env``; in-place operators work on copies, so replays repeat."""
+def _run_node(gm, node, env: dict, convert: Callable[[Any], Any] | None = None) -> Any:
+    """Execute one fx node on the values in ``env``; in-place operators work on copies, so replays repeat.
+
+    ``convert`` maps what the node holds itself -- an attribute's tensor, a
+    literal argument such as ``device=`` -- before it is used.
+    """
     from torch.fx.node import map_arg
+    from torch.utils._pytree import tree_map
 
     get = (lambda n: _copy(env[n.name])) if _mutates(node) else (lambda n: env[n.name])
     args = map_arg(node.args, get)
     kwargs = map_arg(node.kwargs, get)
+    if convert is not None and node.op != "get_attr":
+        args, kwargs = tree_map(convert, (args, kwargs))
     if node.op == "get_attr":
         obj = gm
         for part in str(node.target).split("."):
             obj = getattr(obj, part)
-        return obj
+        return convert(obj) if convert is not None else obj
     if node.op == "call_function":
         return node.target(*args, **kwargs)
     if node.op == "call_module":
@@ -75,13 +87,14 @@ def _copy(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
-def _storages(value: Any) -> list[int]:
+def _tensors(value: Any) -> list:
+    """The non-empty tensors in a value (a tensor or nested tuples/lists)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return [value.untyped_storage().data_ptr()] if value.numel() else []
+        return [value] if value.numel() else []
     if isinstance(value, (tuple, list)):
-        return [p for v in value for p in _storages(v)]
+        return [t for v in value for t in _tensors(v)]
     return []
 
 
@@ -93,14 +106,18 @@ def _metadata_only(node, env: dict) -> bool:
     graphs are functional, so an aliasing output is a view, never an in-place
     write), or it returns no tensor at all (shape asserts).  Such an operator
     launches no kernel on a GPU and moves no bytes through its memory.
+    Storage identity (``torch._C._is_alias_of``), not data pointers: a meta or
+    fake tensor has no data, and every one of its pointers is 0.
     """
+    import torch
+
     if _mutates(node):
         return False
-    outs = _storages(env.get(node.name))
+    outs = _tensors(env.get(node.name))
     if not outs:
         return _nbytes(env.get(node.name)) == 0
-    ins = {p for i in node.all_input_nodes for p in _storages(env.get(i.name))}
-    return all(p in ins for p in outs)
+    ins = [t for i in node.all_input_nodes for t in _tensors(env.get(i.name))]
+    return all(any(torch._C._is_alias_of(o, i) for i in ins) for o in outs)  # type: ignore[attr-defined]
 
 
 def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
@@ -157,25 +174,133 @@ def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
     return const, views
 
 
-def forward_values(gm, inputs: tuple) -> dict:
-    """Run the graph once and keep every value by fx node name."""
+def forward_values(gm, inputs: tuple, convert: Callable[[Any], Any] | None = None) -> dict:
+    """Run the graph once and keep every value by fx node name (``convert``: see :func:`_run_node`)."""
     env: dict = {}
     it = iter(inputs)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node.name] = next(it)
-        elif node.op == "output":
-            continue
-        else:
-            env[node.name] = _run_node(gm, node, env)
+        elif node.op != "output":
+            env[node.name] = _run_node(gm, node, env, convert)
     return env
+
+
+def has_no_data(cap: Captured, inputs: tuple) -> bool:
+    """Does the model or its input hold a meta or fake tensor (shapes only, nothing a kernel could read)?"""
+    import itertools
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    gm = cap.gm
+    attrs = [_run_node(gm, x, {}) for x in gm.graph.nodes if x.op == "get_attr"]
+    tensors = itertools.chain(gm.parameters(), gm.buffers(), inputs, attrs)
+    return any(isinstance(t, torch.Tensor) and (t.is_meta or isinstance(t, FakeTensor)) for t in tensors)
+
+
+def fake_values(gm, inputs: tuple) -> tuple[dict, Any, Callable[[Any], Any]]:
+    """Every fx node's value as a fake tensor -- shape, dtype, strides, storage sharing -- with no kernel run.
+
+    Returns the values, the ``FakeTensorMode`` they live in and the conversion
+    of the graph's own tensors and literals (operators re-run on the values
+    must use both).  A meta tensor becomes a fake *CPU* tensor, and a
+    ``device=meta`` argument ``cpu``: kernels choose output layouts by device
+    (SDPA's CPU kernel returns the layout that makes the next ``contiguous`` a
+    no-op; meta decomposes it), so a meta-built model takes exactly the CPU
+    model's path and gets its costs.
+    """
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    cpu = torch.device("cpu")
+    fakes: dict[int, Any] = {}  # by id: a tensor held twice (tied weights) stays one storage
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, torch.device) and value.type == "meta":
+            return cpu
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+            return value
+        if id(value) not in fakes:
+            fakes[id(value)] = (mode.fake_tensor_converter.from_meta_and_device(mode, value, cpu)
+                                if value.is_meta else mode.from_tensor(value, static_shapes=True))
+        return fakes[id(value)]
+
+    with torch.no_grad(), mode:
+        env = forward_values(gm, tuple(convert(t) for t in inputs), convert)
+    return env, mode, convert
+
+
+def _flop_counter():
+    """``torch.utils.flop_counter`` that also counts SDPA's CPU kernel.
+
+    On CPU tensors SDPA dispatches to ``_scaled_dot_product_flash_attention_for_cpu``,
+    which torch's registry lacks (0 FLOPs); on meta tensors it decomposes into
+    counted matmuls.  Its formula is that of the GPU kernels, so every device
+    counts the same.
+    """
+    import torch
+    from torch.utils import flop_counter
+
+    cpu_sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # the registry keys packets
+    return flop_counter.FlopCounterMode(display=False, custom_mapping={cpu_sdpa: _sdpa_flops})
+
+
+def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """torch's count for the GPU SDPA kernels (two matmuls), from the argument shapes."""
+    from torch.utils import flop_counter
+
+    return flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def group_flops(cap: Captured, env: dict, mode: Any = None, convert: Callable[[Any], Any] | None = None
+                ) -> list[float]:
+    """FLOPs of each group (``torch.utils.flop_counter``), re-running its operators on ``env``.
+
+    Fake values (:func:`fake_values`) re-run under their ``mode`` and ``convert``.
+    """
+    import contextlib
+
+    import torch
+
+    flops = []
+    with torch.no_grad(), (mode if mode is not None else contextlib.nullcontext()):
+        for members in cap.groups:
+            local = dict(env)
+            with _flop_counter() as fc:
+                for node in members:
+                    local[node.name] = _run_node(cap.gm, node, local, convert)
+            flops.append(float(fc.get_total_flops()))
+    return flops
+
+
+def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
+    """Values and FLOPs per group without executing a kernel (fake tensors), for catalogue devices.
+
+    An operator whose output's shape depends on data (``nonzero``) cannot run
+    on fake tensors: a model with real weights is then run once for real (no
+    timing); a model on the meta device is refused in one line.
+    """
+    try:
+        env, mode, convert = fake_values(cap.gm, inputs)
+        return env, group_flops(cap, env, mode, convert)
+    except Exception as exc:
+        if has_no_data(cap, inputs):
+            reason = str(exc).splitlines()[0][:160] if str(exc) else ""
+            raise DnnplaceError("cannot estimate the model on fake tensors and it has no data to run on"
+                                f" (meta device): {exc.__class__.__name__}: {reason}") from None
+    import torch
+
+    with torch.no_grad():
+        env = forward_values(cap.gm, inputs)
+    return env, group_flops(cap, env)
 
 
 def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, warmup: int = 2,
             device: str = "cpu") -> dict[str, Any]:
     """Median forward (and backward) milliseconds per group, FLOPs and bytes."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     gm = cap.gm
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -201,14 +326,7 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
                 sync()
                 if rep >= warmup:
                     fwd[g].append(1e3 * (clock() - t0))
-    flops = []
-    with torch.no_grad():
-        for members in cap.groups:
-            local = dict(env)
-            with FlopCounterMode(display=False) as fc:
-                for node in members:
-                    local[node.name] = _run_node(gm, node, local)
-            flops.append(float(fc.get_total_flops()))
+    flops = group_flops(cap, env)
     bwd = [0.0] * n_groups
     if training:
         for g, members in enumerate(cap.groups):
@@ -324,21 +442,30 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
 
     torch.set_num_threads(1)
     catalogue = load_catalogue(devices_file)
-    if device not in ("host", "cuda") and device not in catalogue:
-        raise DnnplaceError(f"unknown device '{device}'; choose host, cuda or one of: {', '.join(sorted(catalogue))}")
+    executed = device in ("host", "cuda")
+    if not executed and (device not in catalogue or device == CPU_CORE):
+        accelerators_known = ", ".join(sorted(set(catalogue) - {CPU_CORE}))
+        raise DnnplaceError(f"unknown device '{device}'; choose host, cuda or one of: {accelerators_known}")
     if device == "cuda" and not torch.cuda.is_available():
         raise DnnplaceError("--device cuda: no GPU is available here; use host or a catalogue device")
     inputs = cap.inputs or inputs
-    with _neighbours(inputs, accelerators if device == "host" else 0):
-        host = measure(cap, inputs, training=training, repeats=repeats)
-    acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
-    env = host["env"]
+    if executed and has_no_data(cap, inputs):
+        raise DnnplaceError(f"--device {device} runs the model to time it, but it is on the meta device (no data);"
+                            " profile it for a catalogue device (--device a100, ...) or build it with real weights")
+    host = acc = None
+    if executed:
+        with _neighbours(inputs, accelerators if device == "host" else 0):
+            host = measure(cap, inputs, training=training, repeats=repeats)
+        acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
+        env, flops = host["env"], host["flops"]
+    else:
+        env, flops = estimate_values(cap, inputs)
     n = len(cap.groups)
     param_bytes = _param_bytes(cap, env)
     lat_ms, bw, memory = _device_model(device, catalogue, link)
 
     metadata = [all(_metadata_only(node, env) for node in members) for members in cap.groups]
-    const, views = hoisted_groups(cap, env, metadata, replicate_views=device not in ("host", "cuda"))
+    const, views = hoisted_groups(cap, env, metadata, replicate_views=not executed)
     kept = [g for g in range(n) if g not in const and g not in views]
     new_id = {g: i for i, g in enumerate(kept)}
     m = len(kept)
@@ -370,16 +497,24 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
                 if cap.group_of.get(inp.name) in const:
                     const_bytes[g] += _nbytes(env[inp.name])
 
-    def acc_ms(g: int, backward: bool) -> float:
-        if device in ("host", "cuda"):
-            return (acc["bwd_ms"] if backward else acc["fwd_ms"])[g]
+    def estimate_ms(g: int, backward: bool, figures: dict[str, float]) -> float:
+        """Roofline time of group ``g`` on a device with these figures; nothing is executed."""
         if metadata[g]:
             return 0.0  # a view launches no kernel and moves no bytes (its gradient is a view too)
-        d = catalogue[device]
         inp = sum(_nbytes(env[i.name]) for node in cap.groups[g] for i in node.all_input_nodes)
         moved = inp + out_bytes[g] + param_bytes[g]
         factor = 2.0 if backward else 1.0  # backward does about twice the forward's work
-        return roofline_ms(factor * host["flops"][g], factor * moved, d)
+        return roofline_ms(factor * flops[g], factor * moved, figures)
+
+    def acc_ms(g: int, backward: bool) -> float:
+        if acc is not None:
+            return (acc["bwd_ms"] if backward else acc["fwd_ms"])[g]
+        return estimate_ms(g, backward, catalogue[device])
+
+    def cpu_ms(g: int, backward: bool) -> float:
+        if host is not None:
+            return (host["bwd_ms"] if backward else host["fwd_ms"])[g]
+        return estimate_ms(g, backward, catalogue[CPU_CORE])
 
     def cost(nbytes: int) -> float:
         return lat_ms + 1e3 * nbytes / bw if nbytes else 0.0
@@ -393,9 +528,9 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         size = param_bytes[g] * (4 if training else 1) + stash + const_bytes[g]
         nodes.append({
             "id": new_id[g], "name": members[0].name, "fpgaLatency": acc_ms(g, False),
-            "cpuLatency": host["fwd_ms"][g], "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": new_id[g],
+            "cpuLatency": cpu_ms(g, False), "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": new_id[g],
             "size": float(size), "layerId": layer[cap.module_of[g]], "fxNodes": [x.name for x in members],
-            "module": cap.module_of[g], "flops": host["flops"][g], "outputBytes": out_bytes[g],
+            "module": cap.module_of[g], "flops": flops[g], "outputBytes": out_bytes[g],
             "paramBytes": param_bytes[g], "constantBytes": const_bytes[g], "metadataOnly": metadata[g],
         })
     edge_list: list[dict[str, Any]] = [{"sourceId": new_id[a], "destId": new_id[b], "cost": cost(out_bytes[a])}
@@ -403,7 +538,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     if training:
         for g in kept:
             nodes.append({"id": m + new_id[g], "name": f"{cap.groups[g][0].name}_grad",
-                          "fpgaLatency": acc_ms(g, True), "cpuLatency": host["bwd_ms"][g], "supportedOnFpga": 1,
+                          "fpgaLatency": acc_ms(g, True), "cpuLatency": cpu_ms(g, True), "supportedOnFpga": 1,
                           "isBackwardNode": 1, "colorClass": new_id[g], "size": 0.0,
                           "layerId": layer[cap.module_of[g]]})
         for a, b in sorted(edges):
