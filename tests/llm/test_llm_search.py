@@ -17,37 +17,43 @@ from dnnplace.model.llm import RECOMPUTE, ParallelConfig, TransformerArch
 from dnnplace.solvers.llm import search
 
 
+def layer_splits(L: int, pp: int, vp: int) -> list[tuple[int, ...]]:
+    """Layers per virtual stage of Megatron's family, built stage by stage (independently of the search).
+
+    vp = 1: first and last rank free, the middle ranks equal.  Interleaved: every virtual stage k
+    layers, but the first and the last may hold fewer (at least one).
+    """
+    out = []
+    if vp == 1:
+        for first, last in itertools.product(range(1, L + 1), repeat=2):
+            rest = L - first - last
+            if pp == 1:
+                if first == last == L:
+                    out.append((L,))
+            elif pp == 2:
+                if rest == 0:
+                    out.append((first, last))
+            elif rest > 0 and rest % (pp - 2) == 0:
+                out.append((first, *[rest // (pp - 2)] * (pp - 2), last))
+        return out
+    for k, f, e in itertools.product(range(1, L + 1), repeat=3):
+        if f <= k and e <= k:
+            stages = [f] + [k] * (pp * vp - 2) + [e]
+            if sum(stages) == L:
+                out.append(tuple(stages))
+    return out
+
+
 def brute_force(pr) -> float:  # noqa: ANN001
-    """Every ParallelConfig Megatron can express, tried one by one through the scalar evaluator."""
+    """Every ParallelConfig of that family, tried one by one through the scalar evaluator."""
     a, n, gpn = pr.arch, pr.cluster.gpus, pr.cluster.gpus_per_node
     L, best = a.num_layers, math.inf
     for tp, pp, cp, vp in itertools.product(range(1, gpn + 1), range(1, L + 1), range(1, n + 1), range(1, L + 1)):
-        if n % (tp * pp * cp):
+        if n % (tp * pp * cp) or (vp > 1 and pp < 2):
             continue
         dp = n // (tp * pp * cp)
-        for mbs, rc, dist in itertools.product(range(1, pr.job.global_batch + 1), RECOMPUTE, (True, False)):
-            for first, last in itertools.product(range(1, L + 1), repeat=2):
-                if pp == 1 and first != L or pp == 2 and first + last != L:
-                    continue
-                rest = L - first - last
-                if pp > 2 and (rest <= 0 or rest % (pp - 2)):
-                    continue
-                ranks = [L] if pp == 1 else [first] + [rest // max(pp - 2, 1)] * (pp - 2) + [last]
-                if pp == 1 and first != last:
-                    continue
-                # middle ranks: equal chunks; rank 0 may shorten its first chunk, the last rank its last one
-                chunks = []
-                for r, x in enumerate(ranks):
-                    full = -(-x // vp)
-                    row = [full] * vp
-                    row[vp - 1 if r == pp - 1 and r > 0 else 0] = x - (vp - 1) * full
-                    if (0 < r < pp - 1 and x % vp) or min(row) < 1:
-                        break
-                    chunks.append(row)
-                else:
-                    lps = tuple(chunks[k % pp][k // pp] for k in range(pp * vp))
-                if len(chunks) < len(ranks):
-                    continue
+        for lps in layer_splits(L, pp, vp):
+            for mbs, rc, dist in itertools.product(range(1, pr.job.global_batch + 1), RECOMPUTE, (True, False)):
                 cfg = ParallelConfig(tp, pp, vp, cp, dp, mbs, rc, tp > 1, dist, lps)
                 try:
                     e = evaluate(pr, cfg)

@@ -173,12 +173,20 @@ def device_spec(name: str) -> DeviceSpec:
         raise DnnplaceError(f"unknown device '{name}'; the catalogue has: {', '.join(CATALOGUE)}") from None
 
 
+#: One host CPU core, for the ``cpuLatency`` of a catalogue-device profile (nothing is executed there):
+#: peak FLOP/s and memory bandwidth one core of a current x86 server reaches with AVX2/AVX-512 FMA
+#: (about 150 GFLOP/s fp32) and a single-stream copy (about 25 GB/s) -- see docs/catalogue.md.
+CPU_CORE: dict[str, float] = {"peak_flops": 150e9, "mem_bw": 25e9}
+
+
 def legacy_view() -> dict[str, dict[str, float]]:
-    """The old roofline catalogue's five fields (frontends/torch_model/devices.py), same values."""
+    """The profiler's roofline entries (frontends/torch_model/devices.py): five fields per accelerator,
+    same values as before the LLM catalogue, plus the ``cpu`` core entry."""
     view: dict[str, dict[str, float]] = {}
     for name in ("v100", "t4", "a100", "h100", "h200"):
         d = CATALOGUE[name]
         view[name] = {"peak_flops": next(iter(d.peak_flops.values())), "mem_bw": d.hbm_bandwidth,
                       "memory": d.memory_bytes, "link_bw": d.nvlink_bandwidth,
                       "link_latency_ms": d.legacy_link_latency_ms}
+    view["cpu"] = dict(CPU_CORE)
     return view

@@ -13,17 +13,12 @@ import json
 from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.catalogue import legacy_view
 
-CATALOGUE: dict[str, dict[str, float]] = {
-    "v100": {"peak_flops": 125e12, "mem_bw": 0.9e12, "memory": 32e9, "link_bw": 150e9, "link_latency_ms": 0.01},
-    "t4": {"peak_flops": 65e12, "mem_bw": 0.32e12, "memory": 16e9, "link_bw": 16e9, "link_latency_ms": 0.02},
-    "a100": {"peak_flops": 312e12, "mem_bw": 2.0e12, "memory": 80e9, "link_bw": 300e9, "link_latency_ms": 0.01},
-    "h100": {"peak_flops": 989e12, "mem_bw": 3.35e12, "memory": 80e9, "link_bw": 450e9, "link_latency_ms": 0.01},
-    "h200": {"peak_flops": 989e12, "mem_bw": 4.8e12, "memory": 141e9, "link_bw": 450e9, "link_latency_ms": 0.01},
-    # one core of a current server CPU, fp32: 2 AVX-512 FMA units, 2.3 GHz; one core's share of DRAM bandwidth.
-    # x EFFICIENCY: 90 GFLOP/s and 15 GB/s, what one core of an AMD EPYC reaches in a matmul and a copy
-    "cpu": {"peak_flops": 150e9, "mem_bw": 25e9},
-}
+# The one hardware catalogue (model/catalogue.py) holds these figures with their sources; this is its
+# roofline view: five fields per accelerator, and the ``cpu`` core (one core of a current server CPU, fp32:
+# 2 AVX-512 FMA units at 2.3 GHz; one core's share of DRAM bandwidth).
+CATALOGUE: dict[str, dict[str, float]] = legacy_view()
 CPU_CORE = "cpu"  # the catalogue entry that prices cpuLatency when nothing is executed
 EFFICIENCY = 0.6
 LAUNCH_MS = 0.005  # per-operator launch overhead

@@ -140,32 +140,35 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
-    """Every per-rank layer count Megatron expresses: rows (first, middle..., last).
+    """Every per-rank layer count of the family Megatron expresses: rows (first, middle..., last).
 
-    The middle ranks hold equal multiples of vp (their chunks equal).  The first and last
-    ranks hold any count whose chunks are equal but for the first virtual stage (rank 0) or
-    the last one (rank pp-1), which may be shorter by up to vp - 1 layers: Megatron's
-    ``--decoder-first/last-pipeline-num-layers`` when the count is a multiple of vp, else its
-    ``--pipeline-model-parallel-layout`` (what NeMo's account-for-embedding/loss splits give,
-    e.g. 126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1).
+    Without interleaving (vp = 1): first and last rank free, the middle ranks equal
+    (``--decoder-first/last-pipeline-num-layers``).  Interleaved: every virtual stage holds the
+    same k layers but the first and the last, which may hold fewer (at least one) -- the split
+    NeMo's account-for-embedding/loss options give (126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1),
+    written with ``--pipeline-model-parallel-layout``.  Chunks of unequal size inside the
+    interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
+    chunks, and the simulated schedule shows such splits slower than the formula says.
     """
     if pp == 1:
         return np.array([[L]])
-    f = np.array([n for n in range(vp, L) if _short_chunk(n, vp) >= 1])
-    if pp == 2:
-        f = f[np.isin(L - f, f)]
-        return np.stack([f, L - f], axis=1)
-    ff, ll = np.meshgrid(f, f, indexing="ij")
-    rest = L - ff - ll
-    per = (pp - 2) * vp
-    ok = (rest >= per) & (rest % per == 0)
-    ff, ll, mid = ff[ok], ll[ok], rest[ok] // (pp - 2)
-    return np.concatenate([ff[:, None], np.repeat(mid[:, None], pp - 2, axis=1), ll[:, None]], axis=1)
-
-
-def _short_chunk(n: int, vp: int) -> int:
-    """Layers of the short chunk when n layers fill vp chunks of ceil(n / vp), one chunk taking the rest."""
-    return n - (vp - 1) * (-(-n // vp))
+    if vp == 1:
+        f = np.arange(1, L)
+        if pp == 2:
+            return np.stack([f, L - f], axis=1)
+        ff, ll = np.meshgrid(f, f, indexing="ij")
+        rest = L - ff - ll
+        ok = (rest >= pp - 2) & (rest % (pp - 2) == 0)
+        ff, ll, mid = ff[ok], ll[ok], rest[ok] // (pp - 2)
+        return np.concatenate([ff[:, None], np.repeat(mid[:, None], pp - 2, axis=1), ll[:, None]], axis=1)
+    rows = []
+    n = pp * vp
+    for k in range(1, L // max(n - 2, 1) + 2):
+        for short_first in range(k):
+            short_last = n * k - short_first - L
+            if 0 <= short_last < k:
+                rows.append([vp * k - short_first] + [vp * k] * (pp - 2) + [vp * k - short_last])
+    return np.array(rows, dtype=np.int64).reshape(-1, pp)
 
 
 def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_limit: float | None = None,
@@ -178,10 +181,14 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     bases = base_configs(problem, fixed)
     if not bases:
         raise DnnplaceError(_why_empty(problem, fixed))
+    L = problem.arch.num_layers
+    split_rows = {key: splits(L, *key) for key in {(b[1], b[2]) for b in bases}}
+    bases = [b for b in bases if len(split_rows[(b[1], b[2])])]  # a layer split of the family exists
+    if not bases:
+        raise DnnplaceError(_why_empty(problem, fixed))
     base = np.array(bases, dtype=np.int64)
     lb, lb_time = lower_bounds(problem, base)
     order = np.argsort(lb, kind="stable")
-    L = problem.arch.num_layers
     best_t, best, best_bad = math.inf, None, None
     best_bad_t = math.inf
     done = 0
@@ -197,7 +204,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         count = 0
         while i < len(order) and count < CHUNK_ROWS and lb[order[i]] < best_t:
             k = order[i]
-            s = splits(L, int(base[k, 1]), int(base[k, 2]))
+            s = split_rows[(int(base[k, 1]), int(base[k, 2]))]
             groups.setdefault(int(base[k, 1]), []).append((s, k))
             count += len(s)
             i += 1
@@ -221,7 +228,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     if best is None:
         if best_bad is None:  # every configuration was proven not to fit: price the fastest for the message
             k = int(np.argmin(lb_time))
-            s = splits(L, int(base[k, 1]), int(base[k, 2])).astype(float)
+            s = split_rows[(int(base[k, 1]), int(base[k, 2]))].astype(float)
             cand = _as_candidates(base[np.full(len(s), k)], s)
             res = evaluate_batch(problem, cand)
             best_bad = (cand, res, int(np.argmin(res.step)))
