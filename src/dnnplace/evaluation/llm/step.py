@@ -237,8 +237,8 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     weight_bytes = memory.WEIGHT_BYTES + (1.0 if problem.job.precision == "fp8" else 0.0)  # + fp8 weight copy
     seq_loc = problem.job.seq_len / c.cp
     act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
-    chunks = memory.inflight_chunks(r, col(c.pp), col(c.vp), col(m))
-    act = col(act_layer) * np.ceil(nl / col(c.vp)) * chunks  # a rank's full chunks (a short one holds less)
+    first = (r == 0)
+    act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), nl, first, is_last)
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)
