@@ -29,6 +29,10 @@ $(STAMP): pyproject.toml requirements-trainers.txt | $(PY)
 
 demo: $(STAMP) system-deps
 	mkdir -p build
+	$(VENV)/bin/dnnplace plan examples/llm/llama3.1-70b.json --gpus 64 --seq-len 8192 --global-batch 128 \
+	    -o build/llama70b_plan.json --report build/llama70b_plan.html
+	$(VENV)/bin/dnnplace simulate build/llama70b_plan.json
+	$(VENV)/bin/dnnplace export build/llama70b_plan.json --to megatron -o build/llama70b_megatron.sh
 	$(VENV)/bin/dnnplace info $(DEMO_WORKLOAD)
 	$(VENV)/bin/dnnplace solve $(DEMO_WORKLOAD) -o build/gnmt_training_split.json
 	$(VENV)/bin/dnnplace evaluate $(DEMO_WORKLOAD) build/gnmt_training_split.json
