@@ -296,10 +296,7 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
         for k in range(k_lo, k_hi + 1):
             for s in range(s_lo, s_hi + 1):
                 Fb[k, s] = INF
-        stamp[I] = I
-        sp = 0
-        stack_j[0] = I
-        stack_e[0] = down_ptr[I]
+        sp = _start_walk(I, stamp, stack_j, stack_e, down_ptr)
         while sp >= 0:
             J = stack_j[sp]
             e = stack_e[sp]
@@ -373,6 +370,16 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
 
 
 @njit(cache=True)
+def _start_walk(root, stamp, stack_j, stack_e, down_ptr):
+    """Begin the depth-first walk down the tails below ``root`` (the DP's and the reconstruction's):
+    ``root`` marked as seen in this walk, on the stack with its first cover edge; returns the stack top."""
+    stamp[root] = root
+    stack_j[0] = root
+    stack_e[0] = down_ptr[root]
+    return 0
+
+
+@njit(cache=True)
 def find_step(cur, ck, cs, target, tails, g, opts, lim, pts, out_nodes):
     """A first stage of ``cur`` for a plan of value <= ``target`` on <= ``ck`` devices, sum of d <= ``cs``.
 
@@ -396,10 +403,7 @@ def find_step(cur, ck, cs, target, tails, g, opts, lim, pts, out_nodes):
     scr = new_scratch(n, S)
     r, agg = scr.r, scr.agg
     goal = target * (1.0 + 1e-12)
-    stamp[cur] = cur
-    sp = 0
-    stack_j[0] = cur
-    stack_e[0] = down_ptr[cur]
+    sp = _start_walk(cur, stamp, stack_j, stack_e, down_ptr)
     while sp >= 0:
         J = stack_j[sp]
         e = stack_e[sp]
