@@ -32,6 +32,7 @@ from dnnplace.solvers.dp.lattice_info import LatticeStep
 
 if TYPE_CHECKING:
     from dnnplace.model.piper import PiperPlan
+    from dnnplace.runtime.results import RunResult
 
 __all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
            "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_workload",
@@ -586,7 +587,7 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
 
 def run(model: str, split: Split | PathLike, *, workload: Workload | None = None, training: bool = False,
         microbatches: int = 16, backend: str = "gloo", schedule: str = "1f1b", steps: int = 3,
-        optimizer: str = "sgd", lr: float = 0.01, predicted_max_load: float | None = None) -> dict[str, Any] | None:
+        optimizer: str = "sgd", lr: float = 0.01, predicted_max_load: float | None = None) -> RunResult | None:
     """Run a split for real: one process per device on torch.distributed, checked against the unsplit model.
 
     Forward only, or ``training=True``: forward and backward per stage with exact

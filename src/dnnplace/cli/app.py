@@ -24,6 +24,7 @@ from dnnplace.exporters import EXPORTERS, get_exporter
 from dnnplace.model.llm import LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
+from dnnplace.runtime.results import TrainingRunResult
 from dnnplace.solvers import METHODS, ROUTES
 
 app = typer.Typer(
@@ -337,10 +338,13 @@ def run(
                       backend=backend.value, schedule=schedule.value, steps=steps, optimizer=optimizer.value, lr=lr)
         if res is None:  # a rank other than 0 under torchrun: rank 0 reports
             return
-        ok = (res["params_match"] and res["loss_match"]) if training else res["outputs_match"]
+        if "params_match" in res:  # a TrainingRunResult
+            ok = res["params_match"] and res["loss_match"]
+        else:
+            ok = res["outputs_match"]
         if as_json:
             out.print_json(json.dumps(res))
-        elif training:
+        elif "params_match" in res:
             _print_training(res, backend.value)
         else:
             pred = res["predicted_max_load"]
@@ -353,7 +357,7 @@ def run(
             raise typer.Exit(1)
 
 
-def _print_training(res: dict, backend: str) -> None:
+def _print_training(res: TrainingRunResult, backend: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -376,14 +380,14 @@ def _print_training(res: dict, backend: str) -> None:
                   + (" ..." if len(shared) > 5 else ""))
     line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
     if res["predicted_max_load"] is not None:
-        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * res['error_vs_max_load']:+.1f}%)"
+        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * (res['error_vs_max_load'] or 0.0):+.1f}%)"
     if res["predicted_simulated_time_per_sample"] is not None:
         line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
-                 f" ({100 * res['error_vs_simulated']:+.1f}%)")
+                 f" ({100 * (res['error_vs_simulated'] or 0.0):+.1f}%)")
     out.print(line)
     if res["predicted_max_load"] is not None:
         out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
-                  f" ({100 * res['error_cpu_vs_max_load']:+.1f}% vs max-load); load average {res['load_average']}")
+                  f" ({100 * (res['error_cpu_vs_max_load'] or 0.0):+.1f}% vs max-load); load average {res['load_average']}")
     table = Table()
     for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "cpu ms", "pred fwd", "pred bwd", "peak act. MB",
                 "pred MB"):

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import pickle
 import time
-from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
 from dnnplace.runtime.payloads import ForwardPayload, TrainPayload
+from dnnplace.runtime.results import ForwardRunResult, TrainingRunResult
 
 OUTPUT_TAG = 1_000_000
 
@@ -74,7 +74,7 @@ def prepare(spec: str, split, workload=None):
 
 def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "gloo",
                  workload=None, warmup: int = 2, timeout_s: float = 600.0,
-                 predicted_max_load: float | None = None) -> dict[str, Any] | None:
+                 predicted_max_load: float | None = None) -> ForwardRunResult | None:
     """Run ``split`` of the model from ``spec``; return the measured and predicted numbers (ms).
 
     Under torchrun only rank 0 returns the numbers; the other ranks return None.
@@ -115,7 +115,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
     steady = 1e3 * gaps[len(gaps) // 2] if gaps else result["seconds"] * 1e3 / microbatches
     cpu = [1e3 * r.get("cpu", 0.0) / microbatches for r in results]
     runqueue = [1e3 * r.get("runqueue", 0.0) / microbatches for r in results]
-    return {
+    doc: ForwardRunResult = {
         "outputs_match": bool(match),
         # steady state: the median gap between consecutive outputs (robust to scheduling hiccups)
         "measured_time_per_sample": steady,
@@ -135,6 +135,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         "backend": backend,
         "unit": "ms",
     }
+    return doc
 
 
 def _graph_inputs(cap, loaded) -> tuple:
@@ -245,7 +246,7 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
 def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", microbatches: int = 8,
                  steps: int = 3, optimizer: str = "sgd", lr: float = 0.01, backend: str = "gloo",
                  timeout_s: float = 600.0, predicted_max_load: float | None = None,
-                 pin: bool = True) -> dict[str, Any] | None:
+                 pin: bool = True) -> TrainingRunResult | None:
     """Train ``split`` of the model for ``steps`` optimizer steps of ``microbatches`` microbatches each.
 
     Returns the losses, the comparison with single-process training of the
@@ -336,7 +337,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     # the time per sample without other tenants
     busiest = max(busy, key=lambda b: b["forward"] + b["backward"])
     uncontended = measured - 1e3 * busiest["runqueue"] / microbatches
-    doc = {
+    doc: TrainingRunResult = {
         "training": True, "schedule": schedule, "microbatches": microbatches, "steps": steps,
         "optimizer": optimizer, "lr": lr,
         "losses": losses, "reference_losses": ref_losses, "loss_match": bool(loss_match),
