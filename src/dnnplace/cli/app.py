@@ -380,14 +380,16 @@ def _print_training(res: TrainingRunResult, backend: str) -> None:
                   + (" ..." if len(shared) > 5 else ""))
     line = f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
     if res["predicted_max_load"] is not None:
-        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * (res['error_vs_max_load'] or 0.0):+.1f}%)"
+        err_ml = res["error_vs_max_load"] or 0.0
+        line += f", predicted max-load {res['predicted_max_load']:.3f} ms ({100 * err_ml:+.1f}%)"
     if res["predicted_simulated_time_per_sample"] is not None:
         line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
                  f" ({100 * (res['error_vs_simulated'] or 0.0):+.1f}%)")
     out.print(line)
     if res["predicted_max_load"] is not None:
         out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
-                  f" ({100 * (res['error_cpu_vs_max_load'] or 0.0):+.1f}% vs max-load); load average {res['load_average']}")
+                  f" ({100 * (res['error_cpu_vs_max_load'] or 0.0):+.1f}% vs max-load);"
+                  f" load average {res['load_average']}")
     table = Table()
     for col in ("stage", "fwd ms", "bwd ms", "blocked ms", "cpu ms", "pred fwd", "pred bwd", "peak act. MB",
                 "pred MB"):
