@@ -323,9 +323,9 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     losses = results[-1]["losses"]
     loss_match = len(losses) == len(ref_losses) and all(
         abs(a - b) <= 1e-5 * max(abs(b), 1e-12) + 1e-7 for a, b in zip(losses, ref_losses))
-    params_match, worst, missing = compare_params([r["params"] for r in results], ref_params)
-    buffers_match, worst_buffer, missing_buffers = compare_params([r["buffers"] for r in results], ref_buffers,
-                                                                  every_reference=False)
+    params_match, worst, missing, worst_param = compare_params([r["params"] for r in results], ref_params)
+    buffers_match, worst_buffer, missing_buffers, worst_buffer_name = compare_params(
+        [r["buffers"] for r in results], ref_buffers, every_reference=False)
     timing = steady_time_per_sample(results, schedule, microbatches, max(after) + 1 if after else 1)
     busy = busy_per_stage(results)
     pred = _training_predictions(workload, split, plan, schedule, microbatches, after, predicted_max_load)
@@ -342,10 +342,12 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "optimizer": optimizer, "lr": lr,
         "losses": losses, "reference_losses": ref_losses, "loss_match": bool(loss_match),
         "params_match": bool(params_match), "max_param_rel_diff": worst,
+        "max_param_rel_diff_name": worst_param if worst > 0 else None,
         "params_missing": missing[:10],
         # floating-point buffers (BatchNorm's running statistics) against the unsplit model's; a module with
         # buffers that runs on two stages updates two copies, and they differ from the unsplit model's
         "buffers_match": bool(buffers_match), "max_buffer_rel_diff": worst_buffer,
+        "max_buffer_rel_diff_name": worst_buffer_name if worst_buffer > 0 else None,
         "buffers_missing": missing_buffers[:10],
         # parameters held by several stages, their gradients summed across those stages before each step
         "shared_parameters": [{"name": names[ranks[0]], "stages": list(ranks)}

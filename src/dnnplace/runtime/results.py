@@ -72,9 +72,11 @@ class TrainingRunResult(TypedDict):
     loss_match: bool
     params_match: bool
     max_param_rel_diff: float
+    max_param_rel_diff_name: str | None  # the parameter that differs most (None: all equal)
     params_missing: list[str]
     buffers_match: bool
     max_buffer_rel_diff: float
+    max_buffer_rel_diff_name: str | None
     buffers_missing: list[str]
     shared_parameters: list[SharedParameter]
     measured_time_per_sample: float

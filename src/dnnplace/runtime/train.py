@@ -463,14 +463,15 @@ def busy_per_stage(results: list[dict]) -> list[dict]:
 
 
 def compare_params(stage_params: list[dict], reference: dict, *,
-                   every_reference: bool = True) -> tuple[bool, float, list[str]]:
-    """(all match within 1e-5 relative, the largest relative difference, names not found).
+                   every_reference: bool = True) -> tuple[bool, float, list[str], str | None]:
+    """(all match within 1e-5 relative, the largest relative difference, names not found, the worst name).
 
     Every stage's copy of a parameter is compared (a shared parameter once per holding stage).  Names in
     ``reference`` that map to the same array object are one parameter: it is found if any of them is.
     With ``every_reference`` false (buffers: one no stage reads is none of the run's business), only the
     stages' names must be found."""
     worst = 0.0
+    worst_name: str | None = None
     missing = []
     seen: set[int] = set()
     for params in stage_params:
@@ -482,7 +483,9 @@ def compare_params(stage_params: list[dict], reference: dict, *,
             seen.add(id(ref))
             diff = float(np.linalg.norm((value.astype(np.float64) - ref.astype(np.float64)).ravel()))
             scale = float(np.linalg.norm(ref.astype(np.float64).ravel()))
-            worst = max(worst, diff / scale if scale > 0 else diff)
+            rel = diff / scale if scale > 0 else diff
+            if rel > worst:
+                worst, worst_name = rel, name
     if every_reference:
         missing += [name for name, ref in reference.items() if id(ref) not in seen]
-    return worst <= 1e-5 and not missing, worst, missing
+    return worst <= 1e-5 and not missing, worst, missing, worst_name

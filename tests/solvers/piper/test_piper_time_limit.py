@@ -21,12 +21,13 @@ GNMT = Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "gnmt.json
 
 
 def _stopping_at(call: int):
-    """Let the first ``call`` DP runs finish; every later one is stopped as by the deadline."""
+    """Let the first ``call`` DP runs finish; every later one that runs under the deadline is stopped as by it
+    (the run that explains an infeasible instance has no deadline, as in the solver)."""
     real, calls = solver._run_stoppable, []
 
     def run(args, n_tails, limits):
         calls.append(n_tails)
-        if len(calls) > call:
+        if len(calls) > call and limits.deadline is not None:
             raise solver._Stopped
         return real(args, n_tails, limits)
 
