@@ -88,6 +88,15 @@ def bert_4():
     return bert(4)
 
 
+def bert_nomask_4():
+    """BERT (4 layers, width 256) without a padding mask or token types: issue #22's training case."""
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                     vocab_size=VOCAB, max_position_embeddings=SEQ, attn_implementation="sdpa")
+    return BertModel(cfg).eval(), (_ids(),)
+
+
 def bert_12():
     return bert(12)
 

@@ -42,6 +42,7 @@ model.
 from __future__ import annotations
 
 import copy
+import math
 import pickle
 import statistics
 import time
@@ -466,6 +467,9 @@ def compare_params(stage_params: list[dict], reference: dict, *,
                    every_reference: bool = True) -> tuple[bool, float, list[str], str | None]:
     """(all match within 1e-5 relative, the largest relative difference, names not found, the worst name).
 
+    The difference of each parameter is taken relative to its reference norm, floored at an RMS of 1e-3
+    per element (so 1e-5 relative means at most 1e-8 RMS for a parameter that stays near zero).
+
     Every stage's copy of a parameter is compared (a shared parameter once per holding stage).  Names in
     ``reference`` that map to the same array object are one parameter: it is found if any of them is.
     With ``every_reference`` false (buffers: one no stage reads is none of the run's business), only the
@@ -482,8 +486,11 @@ def compare_params(stage_params: list[dict], reference: dict, *,
                 continue
             seen.add(id(ref))
             diff = float(np.linalg.norm((value.astype(np.float64) - ref.astype(np.float64)).ravel()))
-            scale = float(np.linalg.norm(ref.astype(np.float64).ravel()))
-            rel = diff / scale if scale > 0 else diff
+            # relative to the reference's norm, floored at an RMS of 1e-3 per element: a parameter that stays
+            # at ~0 (a zero-initialised attention key bias gets an analytically zero gradient, since softmax
+            # ignores a shift common to all keys) is float noise in both runs, and noise / ~0 is no measure
+            scale = max(float(np.linalg.norm(ref.astype(np.float64).ravel())), 1e-3 * math.sqrt(max(ref.size, 1)))
+            rel = diff / scale
             if rel > worst:
                 worst, worst_name = rel, name
     if every_reference:
