@@ -72,6 +72,8 @@ BASE = dict(model_type="llama", hidden_size=512, intermediate_size=1536, num_hid
     ({"num_attention_heads": 7}, "does not divide hidden size"),
     ({"num_key_value_heads": 3}, "does not divide 8 heads"),
     ({"num_local_experts": 8}, "mixture-of-experts"),
+    ({"model_type": "mixtral", "num_local_experts": 8}, "mixture-of-experts model \\(mixtral, 8 experts\\)"),
+    ({"model_type": "qwen3_moe"}, "mixture-of-experts model"),
 ])
 def test_hostile_configs(change: dict, msg: str, tmp_path: Path) -> None:
     doc = {k: v for k, v in {**BASE, **change}.items() if v is not None}

@@ -16,6 +16,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.llm import TransformerArch
+from dnnplace.utils.text import clip
 
 __all__ = ["FAMILIES", "arch_from_dict", "load_arch"]
 
@@ -50,11 +51,20 @@ def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) 
     return v
 
 
+#: Config fields that count experts, and model types that are mixtures of experts (refused in one line).
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "jamba", "dbrx", "granitemoe")
+
+
 def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> TransformerArch:
     """Validate a config dict (``where`` names the file in errors)."""
     if not isinstance(cfg, dict):
         raise DnnplaceError(f"{where}: a config must be a JSON object")
     mt = cfg.get("model_type")
+    experts = next((cfg[k] for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1), None)
+    if experts is not None or (isinstance(mt, str) and "moe" in mt.lower()) or mt in MOE_TYPES:
+        raise DnnplaceError(f"{where}: mixture-of-experts model ({clip(str(mt), 40)}, {experts or 'several'} experts)"
+                            " is not planned: its expert parallelism and routing are not in the cost model")
     if mt not in FAMILIES:
         raise DnnplaceError(f"{where}: unknown or missing model_type {mt!r}; supported: {', '.join(FAMILIES)}")
     mlp, position, norm, tied, f = FAMILIES[mt]
