@@ -112,6 +112,47 @@ def progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         yield update
 
 
+def _accelerators_option() -> object:
+    return typer.Option(None, "--accelerators", "-k", min=0, help="Piper: judge under this maxDevices.")
+
+
+def _memory_option() -> object:
+    return typer.Option(None, "--memory", min=0, help="Piper: judge under this maxMemoryPerDevice (bytes).")
+
+
+def _bandwidth_option() -> object:
+    return typer.Option(None, "--bandwidth", help="Piper: judge under this bandwidth (B/s).")
+
+
+def _batch_option() -> object:
+    return typer.Option(None, "--batch", min=1, help="Piper: judge under this mbsInBatch.")
+
+
+def judged(workload: Path, split: Path, *, accelerators: int | None, memory: float | None,
+           bandwidth: float | None, batch: int | None, overlap_comm: bool = False) -> tuple[object, object]:
+    """The instance and plan to judge: the workload file's parameters with the command line's overrides.
+
+    A Piper plan's own record of the parameters it was made for is never used; where it differs,
+    one ``note:`` line on stderr says which, the plan's value and the one used.
+    """
+    from dnnplace import api
+    from dnnplace.api.models import refuse
+
+    finite_option("--memory", memory)
+    finite_option("--bandwidth", bandwidth)
+    inst = api.load(workload)
+    if isinstance(inst, Workload):
+        for flag, value in (("--accelerators", accelerators), ("--memory", memory), ("--bandwidth", bandwidth),
+                            ("--batch", batch)):
+            refuse(flag, value, None, "piper")
+    else:
+        inst = api.with_budget(inst, accelerators=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
+    inst, plan = api.load_plan(inst, split)
+    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):
+        err.print(f"note: {split}: {note}", soft_wrap=True)
+    return inst, plan
+
+
 @app.command()
 def evaluate(
     workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
@@ -119,13 +160,18 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication) (paper workloads)."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Evaluate a plan with its model's cost model: max-load, per-device loads and memory, violations, latency."""
     with user_errors():
         from dnnplace import api
         from dnnplace.cli.render import evaluation_document, print_plan
 
-        inst, plan = api.load_plan(api.load(workload), split)
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch, overlap_comm=overlap_comm)
         ev = api.evaluate(inst, plan, overlap_comm=overlap_comm, source=str(split))
         if as_json:
             out.print_json(json.dumps(evaluation_document(inst, ev)))
@@ -218,6 +264,10 @@ def simulate(
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
     with user_errors():
@@ -226,7 +276,8 @@ def simulate(
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
-        inst, plan = api.load_plan(api.load(workload), split)
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch, overlap_comm=overlap_comm)
         if trace is not None and not isinstance(inst, Workload):
             raise DnnplaceError("--trace applies to a workload in the paper's format only")
         sim = api.simulate(inst, plan, schedule=schedule.value, microbatches=microbatches,
@@ -248,6 +299,10 @@ def report(
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
     microbatches: int = typer.Option(8, "--microbatches", "-n", min=1, help="Microbatches in the timeline."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Timeline schedule."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline (Piper: stages)."""
     with user_errors():
@@ -255,7 +310,8 @@ def report(
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
-        inst, plan = api.load_plan(api.load(workload), split)
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch)
         api.write_report(inst, plan, output, title=f"{workload.stem} / {split.stem}",
                          microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
