@@ -61,7 +61,8 @@ def clean_error(code: int, stdout: str, stderr: str, needle: str = "") -> str:
 def cli(*args: object, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     """``python -m dnnplace`` in a subprocess."""
     full = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    kw.setdefault("capture_output", True)
+    if "stdout" not in kw and "stderr" not in kw:
+        kw.setdefault("capture_output", True)
     kw.setdefault("timeout", 300)
     return subprocess.run([sys.executable, "-m", "dnnplace", *map(str, args)], text=True, env=full, **kw)
 
@@ -241,3 +242,67 @@ def test_1_full_disk_keeps_the_old_piper_report_and_plan(piper, tmp_path, monkey
     monkeypatch.undo()
     assert report.read_text() == "old report" and plan.read_bytes() == old_plan
     assert sorted(os.listdir(tmp_path)) == ["plan.json", "r.html", "toy.json"]
+
+
+# ------------------------------------------------------------------ item 8: the streams themselves
+@pytest.mark.parametrize("args", [["methods"], ["solve", "{w}", "--json"], ["solve", "{w}"], ["info", "{w}"]])
+def test_8_stdout_on_dev_full_is_one_line_exit_2(paper, args):
+    w, _ = paper
+    with open("/dev/full", "w") as full:
+        r = cli(*(a.format(w=w) for a in args), stdout=full, stderr=subprocess.PIPE)
+    clean_error(r.returncode, "", r.stderr, "cannot write to standard output (No space left on device)")
+
+
+def test_8_ascii_stdout_with_non_ascii_paths(tmp_path):
+    folder = tmp_path / "é中"
+    folder.mkdir()
+    w = write(folder / "wé.json", GOOD)
+    env = {"PYTHONIOENCODING": "ascii"}
+    r = cli("solve", w, "-o", folder / "sé.json", env=env)
+    assert r.returncode == 0 and "\\xe9" in r.stdout and "internal error" not in r.stderr, r.stderr
+    r = cli("compare", w, "--methods", "single", env=env)
+    assert r.returncode == 0 and "\\xe9" in r.stdout, r.stderr
+    r = cli("evaluate", w, folder / "sé.json", "--json", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["feasible"] is True, r.stderr
+    r = cli("solve", folder / "missé.json", env=env)
+    clean_error(r.returncode, r.stdout, r.stderr, "no such file")
+
+
+# ------------------------------------------------------------------ item 9: output silently lost
+@pytest.mark.parametrize("args", [["solve", "{w}", "--json"], ["evaluate", "{w}", "{s}", "--json"],
+                                  ["simulate", "{w}", "{s}", "--json"], ["info", "{w}"], ["methods"],
+                                  ["compare", "{w}", "--methods", "dp,single"], ["solve", "{w}"]])
+def test_9_columns_0_still_prints(paper, args):
+    w, s = paper
+    r = cli(*(a.format(w=w, s=s) for a in args), env={"COLUMNS": "0"})
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    if "--json" in args:
+        json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("args", [["solve", "{w}", "--json"], ["solve", "{w}"], ["evaluate", "{w}", "{s}"],
+                                  ["methods"], ["compare", "{w}", "--methods", "single"]])
+def test_9_closed_stdout_is_an_error(paper, args):
+    w, s = paper
+    r = cli(*(a.format(w=w, s=s) for a in args), stdout=None, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1))
+    clean_error(r.returncode, "", r.stderr, "standard output")
+
+
+def test_9_closed_stdout_is_fine_when_nothing_is_printed(paper, tmp_path):
+    w, _ = paper
+    r = cli("solve", w, "-q", "-o", tmp_path / "o.json", stdout=None, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1))
+    assert r.returncode == 0 and r.stderr == "" and (tmp_path / "o.json").exists()
+
+
+# ------------------------------------------------------------------ item 10: compare --format csv on stdout
+def test_10_compare_csv_on_stdout_has_plain_line_ends(paper, tmp_path):
+    w, _ = paper
+    code, out, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv")
+    assert code == 0, err
+    assert "\\x0d" not in out and "\r" not in out
+    lines = out.strip().split("\n")
+    assert lines[0].startswith("workload,method,") and len(lines) == 3
+    code, _, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv", "-o", tmp_path / "t.csv")
+    assert code == 0 and (tmp_path / "t.csv").read_bytes().count(b"\r\n") == 3

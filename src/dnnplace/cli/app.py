@@ -76,6 +76,28 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def emit_json(doc: object) -> None:
+    """Print one JSON document on stdout: independent of the console width, ASCII-only, no NaN/Infinity."""
+    from dnnplace.utils.text import json_safe
+
+    emit_text(json.dumps(json_safe(doc), indent=2, ensure_ascii=True, allow_nan=False) + "\n")
+
+
+def emit_text(text: str) -> None:
+    """Print text (a CSV or markdown table) on stdout as it is: no wrapping, control characters escaped."""
+    from dnnplace.utils.text import OutputError, encodable
+
+    stream = sys.stdout
+    if stream is None:
+        raise OutputError("standard output is closed; nothing can be shown")
+    text = encodable(printable(text.replace("\r\n", "\n"), keep_newlines=True), getattr(stream, "encoding", None))
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"cannot write to standard output ({getattr(exc, 'strerror', None) or exc})") from None
+
+
 def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) -> float | None:
     """Reject NaN (and infinity unless it means "no limit") in a float option."""
     if value is None or math.isfinite(value):
@@ -174,7 +196,7 @@ def evaluate(
                             batch=batch, overlap_comm=overlap_comm)
         ev = api.evaluate(inst, plan, overlap_comm=overlap_comm, source=str(split))
         if as_json:
-            out.print_json(json.dumps(evaluation_document(inst, ev)))
+            emit_json(evaluation_document(inst, ev))
         else:
             print_plan(out, inst, ev, title=f"{split.name} on {workload.name}")
 
@@ -237,7 +259,7 @@ def solve(
             api.write_report(inst, sol.plan, report, title=f"{workload.stem}: {sol.method}",
                              overlap_comm=overlap_comm, inputs=[workload, output])
         if as_json:
-            out.print_json(json.dumps(doc))
+            emit_json(doc)
         elif not quiet:
             from dnnplace.cli.render import print_plan, proven_text
 
@@ -285,7 +307,7 @@ def simulate(
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         if as_json:
-            out.print_json(json.dumps(sim.to_dict()))
+            emit_json(sim.to_dict())
             return
         print_simulation(out, inst, sim, f"{workload.name} / {split.name}", schedule.value)
         if trace is not None:
@@ -418,7 +440,7 @@ def run(
             return
         ok = (res["params_match"] and res["loss_match"]) if training else res["outputs_match"]
         if as_json:
-            out.print_json(json.dumps(res))
+            emit_json(res)
         elif training:
             _print_training(res, backend.value)
         else:
@@ -563,7 +585,7 @@ def compare(
             from dnnplace.utils.files import write_text_atomic
 
             write_text_atomic(output, text, inputs=workloads)
-        out.print(text, soft_wrap=True)
+        emit_text(text)
 
 
 @app.command()
@@ -607,18 +629,19 @@ def reproduce(
 @app.command()
 def methods() -> None:
     """List the placement methods and what they optimise."""
-    from rich.table import Table
+    with user_errors():
+        from rich.table import Table
 
-    from dnnplace import api
+        from dnnplace import api
 
-    table = Table()
-    for col in ("method", "plans", "objectives", "what it does", "parameters"):
-        table.add_column(col)
-    for name, m in api.methods().items():
-        params = ", ".join(flag_of(p) for p in m.param_names()) or "-"
-        routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
-        table.add_row(name, m.model, ", ".join([*m.objectives, *routed]), m.summary, params)
-    out.print(table)
+        table = Table()
+        for col in ("method", "plans", "objectives", "what it does", "parameters"):
+            table.add_column(col)
+        for name, m in api.methods().items():
+            params = ", ".join(flag_of(p) for p in m.param_names()) or "-"
+            routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
+            table.add_row(name, m.model, ", ".join([*m.objectives, *routed]), m.summary, params)
+        out.print(table)
 
 
 @app.command()
@@ -643,11 +666,34 @@ def info(
         out.print(f"single accelerator time {w.acc_time.sum():.6g}, all on one CPU {w.cpu_time.sum():.6g}")
 
 
+def _flush_stdout() -> str | None:
+    """Flush stdout now, while an error can still be reported; the reason it failed, or None."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        try:  # the interpreter's own flush at exit must not fail again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return getattr(exc, "strerror", None) or str(exc)
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
         app(prog_name="dnnplace")
     except SystemExit as exc:
+        failed = _flush_stdout()
+        if failed is not None and exc.code in (0, None):
+            try:
+                err.print(f"error: cannot write to standard output ({failed})", soft_wrap=True)
+            except Exception:  # noqa: BLE001 - stderr gone too: the exit code still says it
+                pass
+            raise SystemExit(2) from None
         if exc.code == 130:
             import threading
 
