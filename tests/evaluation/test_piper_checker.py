@@ -65,9 +65,11 @@ def test_oom_is_inf_not_an_error():
     assert ev.tps == INF and not ev.feasible
 
 
-def test_no_stages_is_inf():
+def test_no_stages_is_nodes_unplaced():
+    # issue 22 item 6: not "out of memory" (Piper's checker returns INF), a one-line error naming a node
     inst = parse_piper(chain_doc())
-    assert evaluate_piper(inst, PiperPlan([])).tps == INF
+    with pytest.raises(InputError, match="nodes unplaced.*node 0"):
+        evaluate_piper(inst, PiperPlan([]))
 
 
 GOOD_STAGES = [([0], 1, 1, {0: "vanilla"}), ([1, 2], 1, 1, {1: "vanilla", 2: "vanilla"})]

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
            "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_workload",
-           "methods", "piper_document", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
-           "simulate", "solve", "with_budget", "with_runtime", "write_report"]
+           "methods", "piper_document", "plan_document", "plan_notes", "profile", "run", "save_plan", "save_split",
+           "save_workload", "simulate", "solve", "with_budget", "with_runtime", "write_report"]
 
 #: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
 Instance = Workload | PiperInstance | LLMProblem
@@ -232,12 +232,22 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
 def load_plan(instance: Instance, path: PathLike) -> tuple[Instance, Split | PiperPlan]:
     """Read a plan for ``instance``: a split (paper) or a Piper plan; one-line errors for malformed files.
 
-    Returns the plan and the instance to judge it under: a Piper plan records the devices, memory,
-    bandwidth, batch and BERT-L it was made for.
+    Returns the instance to judge it under and the plan: ``instance`` itself, except that a Piper
+    plan made for BERT-L (``bertLayers``) builds that graph.  The devices, memory, bandwidth and
+    batch a Piper plan records are not used: :func:`plan_notes` says where they differ.
     """
     from dnnplace.utils.files import read_json_file
 
     return model_of(instance).read_plan(instance, read_json_file(path), str(path))
+
+
+def plan_notes(instance: Instance, plan: Split | PiperPlan, *, overlap_comm: bool = False) -> list[str]:
+    """What the plan file records but the judgement does not use, one line each (empty when nothing).
+
+    A Piper plan records the devices, memory, bandwidth and batch it was made for; it is judged under
+    the instance's (the workload file's, with any overrides).  A split may record ``overlapComm``.
+    """
+    return model_of(instance).plan_notes(instance, plan, overlap_comm=overlap_comm)
 
 
 def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any = None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class PlannedModel:
     write_report: Callable[..., Any]  # (instance, plan, path, **options) -> Path
     plan_document: Callable[[Any, Any, Any], dict[str, Any]]  # (instance, plan, evaluation) -> plan file
     read_plan: Callable[[Any, Any, str], tuple[Any, Any]]  # (instance, decoded JSON, source) -> (instance, plan)
+    plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
@@ -61,6 +62,13 @@ def _paper_read(w: Workload, doc: Any, source: str) -> tuple[Workload, Any]:
     from dnnplace.frontends.paper_json import parse_split
 
     return w, parse_split(doc, source=source)
+
+
+def _paper_notes(w: Workload, split: Any, *, overlap_comm: bool = False) -> list[str]:
+    meta = getattr(split, "meta", None) or {}
+    if meta.get("overlapComm") is True and not overlap_comm:
+        return ["the split records overlapComm: true; judged without overlap (add --overlap-comm to use it)"]
+    return []
 
 
 def _piper_evaluate(inst: PiperInstance, plan: Any, *, overlap_comm: bool = False, source: str = "plan") -> Any:
@@ -97,21 +105,58 @@ def _piper_document(inst: PiperInstance, plan: Any, ev: Any) -> dict[str, Any]:
     return plan_to_dict(inst, plan, ev)
 
 
+# What a Piper plan's "instance" block records: (key, PiperInstance attribute, the command-line flag)
+_RECORDED = (("maxDevices", "max_devices", "-k"), ("maxMemoryPerDevice", "memory", "--memory"),
+             ("bandwidth", "bandwidth", "--bandwidth"), ("mbsInBatch", "batch", "--batch"))
+
+
 def _piper_read(inst: PiperInstance, doc: Any, source: str) -> tuple[PiperInstance, Any]:
-    """A Piper plan records the K, M, BW, N (and BERT-L) it was made for: judge it under those."""
+    """A Piper plan is judged under the workload file's K, M, BW, N (and the command line's overrides).
+
+    The plan's ``instance`` block records what it was made for: it is checked (one-line errors) and
+    compared by :func:`_piper_notes`, never trusted.  Only ``bertLayers`` is taken from it when the
+    workload was not built as BERT-L already: it names the graph the plan's nodes belong to.
+    """
+    from dnnplace.errors import InputError
     from dnnplace.frontends.piper_json import bert_l, plan_from_dict
+    from dnnplace.utils.text import show_value
 
     params = doc.get("instance", {}) if isinstance(doc, dict) else {}
-    if not isinstance(params, dict):
+    if params is None:
         params = {}
+    if not isinstance(params, dict):
+        raise InputError(f"{source}: 'instance' must be an object, got {show_value(params)}")
+    for key, _, _ in _RECORDED:
+        val = params.get(key)
+        if val is None:
+            continue
+        whole = key in ("maxDevices", "mbsInBatch")
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or (whole and not isinstance(val, int)):
+            raise InputError(f"{source}: instance.{key} must be {'a whole number' if whole else 'a number'},"
+                             f" got {show_value(val)}")
     layers = params.get("bertLayers")
-    if inst.bert_layers is None and isinstance(layers, int) and not isinstance(layers, bool):
+    if inst.bert_layers is None and layers is not None:
+        if isinstance(layers, bool) or not isinstance(layers, int):
+            raise InputError(f"{source}: instance.bertLayers must be a whole number, got {show_value(layers)}")
         inst = bert_l(inst, layers)
-    plan = plan_from_dict(inst, doc, source=source)
-    if params:
-        inst = inst.with_overrides(devices=params.get("maxDevices"), memory=params.get("maxMemoryPerDevice"),
-                                   bandwidth=params.get("bandwidth"), batch=params.get("mbsInBatch"))
-    return inst, plan
+    return inst, plan_from_dict(inst, doc, source=source)
+
+
+def _piper_notes(inst: PiperInstance, plan: Any, **options: Any) -> list[str]:
+    """One line when the plan records parameters other than those it is judged under."""
+    recorded = plan.meta.get("instance") if isinstance(getattr(plan, "meta", None), dict) else None
+    if not isinstance(recorded, dict):
+        return []
+    diffs = []
+    for key, attr, flag in _RECORDED:
+        val = recorded.get(key)
+        used = getattr(inst, attr)
+        if val is not None and float(val) != float(used):
+            diffs.append(f"{key} {float(val):g} (used: {float(used):g}, {flag})")
+    if not diffs:
+        return []
+    return ["the plan was made for other parameters; judged under the workload's and the command line's: "
+            + ", ".join(diffs)]
 
 
 def _llm_evaluate(problem: LLMProblem, plan: LLMPlan, *, overlap_comm: bool = False, source: str = "plan") -> Any:
@@ -150,6 +195,11 @@ def _llm_document(problem: LLMProblem, plan: LLMPlan, ev: Any) -> dict[str, Any]
     return replace(plan, problem=problem, estimate=ev).to_dict()
 
 
+def _llm_notes(problem: LLMProblem, plan: LLMPlan, **options: Any) -> list[str]:
+    """An LLM plan is judged under the problem its file records: nothing to note."""
+    return []
+
+
 def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, LLMPlan]:
     """An LLM plan file carries its model, cluster and job: it is judged under those."""
     from dnnplace.frontends.llm_plan import read_llm_plan
@@ -160,11 +210,11 @@ def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, L
 
 MODELS: dict[str, PlannedModel] = {
     "paper": PlannedModel("paper", Workload, "dp", "a workload in the paper's format", _paper_evaluate,
-                          _paper_simulate, _paper_report, _paper_document, _paper_read),
+                          _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes),
     "piper": PlannedModel("piper", PiperInstance, "piper", "a Piper workload", _piper_evaluate, _piper_simulate,
-                          _piper_report, _piper_document, _piper_read),
+                          _piper_report, _piper_document, _piper_read, _piper_notes),
     "llm": PlannedModel("llm", LLMProblem, "llm-search", "an LLM training problem", _llm_evaluate, _llm_simulate,
-                        _llm_report, _llm_document, _llm_read),
+                        _llm_report, _llm_document, _llm_read, _llm_notes),
 }
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -24,8 +24,10 @@ from dnnplace.exporters import EXPORTERS, get_exporter
 from dnnplace.model.llm import LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
 from dnnplace.runtime.results import TrainingRunResult
 from dnnplace.solvers import METHODS, ROUTES
+from dnnplace.utils.text import printable
 
 app = typer.Typer(
     name="dnnplace",
@@ -66,6 +68,28 @@ def plan_arguments(workload: Path, plan: Path | None) -> tuple[Instance, Path]:
     return inst, plan
 
 
+def emit_json(doc: object) -> None:
+    """Print one JSON document on stdout: independent of the console width, ASCII-only, no NaN/Infinity."""
+    from dnnplace.utils.text import json_safe
+
+    emit_text(json.dumps(json_safe(doc), indent=2, ensure_ascii=True, allow_nan=False) + "\n")
+
+
+def emit_text(text: str) -> None:
+    """Print text (a CSV or markdown table) on stdout as it is: no wrapping, control characters escaped."""
+    from dnnplace.utils.text import OutputError, encodable
+
+    stream = sys.stdout
+    if stream is None:
+        raise OutputError("standard output is closed; nothing can be shown")
+    text = encodable(printable(text.replace("\r\n", "\n"), keep_newlines=True), getattr(stream, "encoding", None))
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"cannot write to standard output ({getattr(exc, 'strerror', None) or exc})") from None
+
+
 def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) -> float | None:
     """Reject NaN (and infinity unless it means "no limit") in a float option."""
     if value is None or math.isfinite(value):
@@ -84,6 +108,48 @@ def model_file(spec: str) -> Path | None:
         return None
 
 
+def _accelerators_option() -> object:
+    return typer.Option(None, "--accelerators", "-k", min=0, help="Piper: judge under this maxDevices.")
+
+
+def _memory_option() -> object:
+    return typer.Option(None, "--memory", min=0, help="Piper: judge under this maxMemoryPerDevice (bytes).")
+
+
+def _bandwidth_option() -> object:
+    return typer.Option(None, "--bandwidth", help="Piper: judge under this bandwidth (B/s).")
+
+
+def _batch_option() -> object:
+    return typer.Option(None, "--batch", min=1, help="Piper: judge under this mbsInBatch.")
+
+
+def judged(workload: Path, split: Path | None, *, accelerators: int | None, memory: float | None,
+           bandwidth: float | None, batch: int | None, overlap_comm: bool = False) -> tuple[Instance, Any]:
+    """The instance and plan to judge: the workload file's parameters with the command line's overrides.
+
+    A Piper plan's own record of the parameters it was made for is never used; where it differs,
+    one ``note:`` line on stderr says which, the plan's value and the one used.  An LLM plan file
+    names its own problem, so it may come alone.
+    """
+    from dnnplace import api
+    from dnnplace.api.models import refuse
+
+    finite_option("--memory", memory)
+    finite_option("--bandwidth", bandwidth)
+    inst, split = plan_arguments(workload, split)
+    if isinstance(inst, (Workload, LLMProblem)):
+        for flag, value in (("--accelerators", accelerators), ("--memory", memory), ("--bandwidth", bandwidth),
+                            ("--batch", batch)):
+            refuse(flag, value, None, "piper")
+    else:
+        inst = api.with_budget(inst, accelerators=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
+    inst, plan = api.load_plan(inst, split)
+    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):
+        err.print(f"note: {split}: {note}", soft_wrap=True)
+    return inst, plan
+
+
 @app.command()
 def evaluate(
     workload: Path = typer.Argument(..., help="Workload JSON (the paper's format or Piper's)."),
@@ -92,16 +158,21 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication) (paper workloads)."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Evaluate a plan with its model's cost model: max-load, per-device loads and memory, violations, latency."""
     with user_errors():
         from dnnplace import api
         from dnnplace.cli.render import evaluation_document, print_plan
 
-        inst, plan = api.load_plan(*plan_arguments(workload, split))
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch, overlap_comm=overlap_comm)
         ev = api.evaluate(inst, plan, overlap_comm=overlap_comm, source=str(split))
         if as_json:
-            out.print_json(json.dumps(evaluation_document(inst, ev)))
+            emit_json(evaluation_document(inst, ev))
         else:
             print_plan(out, inst, ev, title=f"{(split or workload).name} on {workload.name}")
 
@@ -164,7 +235,7 @@ def solve(
             api.write_report(inst, sol.plan, report, title=f"{workload.stem}: {sol.method}",
                              overlap_comm=overlap_comm, inputs=[workload, output])
         if as_json:
-            out.print_json(json.dumps(doc))
+            emit_json(doc)
         elif not quiet:
             from dnnplace.cli.render import print_plan, proven_text
 
@@ -193,6 +264,10 @@ def simulate(
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Simulate the pipeline: time per sample, throughput, bubbles, per-device busy share."""
     with user_errors():
@@ -201,7 +276,8 @@ def simulate(
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([trace], [workload, split])
-        inst, plan = api.load_plan(*plan_arguments(workload, split))
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch, overlap_comm=overlap_comm)
         if trace is not None and isinstance(inst, PiperInstance):
             raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a Piper plan")
         if microbatches is None and not isinstance(inst, LLMProblem):
@@ -211,7 +287,7 @@ def simulate(
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         if as_json:
-            out.print_json(json.dumps(sim.to_dict()))
+            emit_json(sim.to_dict())
             return
         print_simulation(out, inst, sim, f"{workload.name} / {(split or workload).name}", schedule.value)
         if trace is not None:
@@ -226,6 +302,10 @@ def report(
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
     microbatches: int = typer.Option(8, "--microbatches", "-n", min=1, help="Microbatches in the timeline."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Timeline schedule."),
+    accelerators: Optional[int] = _accelerators_option(),  # type: ignore[assignment]
+    memory: Optional[float] = _memory_option(),  # type: ignore[assignment]
+    bandwidth: Optional[float] = _bandwidth_option(),  # type: ignore[assignment]
+    batch: Optional[int] = _batch_option(),  # type: ignore[assignment]
 ) -> None:
     """Write a self-contained HTML report: summary, devices, graph, cut tensors, timeline (Piper: stages)."""
     with user_errors():
@@ -233,7 +313,8 @@ def report(
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], [workload, split])
-        inst, plan = api.load_plan(*plan_arguments(workload, split))
+        inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
+                            batch=batch)
         api.write_report(inst, plan, output, title=f"{workload.stem} / {(split or workload).stem}",
                          microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
         out.print(f"report written to {output}")
@@ -343,7 +424,7 @@ def run(
         else:
             ok = res["outputs_match"]
         if as_json:
-            out.print_json(json.dumps(res))
+            emit_json(res)
         elif "params_match" in res:
             _print_training(res, backend.value)
         else:
@@ -496,7 +577,7 @@ def compare(
             from dnnplace.utils.files import write_text_atomic
 
             write_text_atomic(output, text, inputs=workloads)
-        out.print(text, soft_wrap=True)
+        emit_text(text)
 
 
 @app.command()
@@ -540,18 +621,19 @@ def reproduce(
 @app.command()
 def methods() -> None:
     """List the placement methods and what they optimise."""
-    from rich.table import Table
+    with user_errors():
+        from rich.table import Table
 
-    from dnnplace import api
+        from dnnplace import api
 
-    table = Table()
-    for col in ("method", "plans", "objectives", "what it does", "parameters"):
-        table.add_column(col)
-    for name, m in api.methods().items():
-        params = ", ".join(flag_of(p) for p in m.param_names()) or "-"
-        routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
-        table.add_row(name, m.model, ", ".join([*m.objectives, *routed]), m.summary, params)
-    out.print(table)
+        table = Table()
+        for col in ("method", "plans", "objectives", "what it does", "parameters"):
+            table.add_column(col)
+        for name, m in api.methods().items():
+            params = ", ".join(flag_of(p) for p in m.param_names()) or "-"
+            routed = [f"{obj} (runs {target})" for (src, obj), target in ROUTES.items() if src == name]
+            table.add_row(name, m.model, ", ".join([*m.objectives, *routed]), m.summary, params)
+        out.print(table)
 
 
 @app.command()
@@ -581,11 +663,34 @@ from dnnplace.cli import plan_cmd  # noqa: E402  (the command imports this modul
 plan_cmd.register(app)
 
 
+def _flush_stdout() -> str | None:
+    """Flush stdout now, while an error can still be reported; the reason it failed, or None."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        try:  # the interpreter's own flush at exit must not fail again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return getattr(exc, "strerror", None) or str(exc)
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
         app(prog_name="dnnplace")
     except SystemExit as exc:
+        failed = _flush_stdout()
+        if failed is not None and exc.code in (0, None):
+            try:
+                err.print(f"error: cannot write to standard output ({failed})", soft_wrap=True)
+            except Exception:  # noqa: BLE001 - stderr gone too: the exit code still says it
+                pass
+            raise SystemExit(2) from None
         if exc.code == 130:
             import threading
 

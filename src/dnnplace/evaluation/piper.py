@@ -80,7 +80,7 @@ def evaluate_piper(inst: PiperInstance, plan: PiperPlan) -> PiperEvaluation:
     K, N, M, BW = inst.max_devices, inst.batch, inst.memory, inst.bandwidth
     n = inst.n
     if not plan.stages:
-        return PiperEvaluation(INF, [], 0, 0, False)
+        raise InputError(f"plan: nodes unplaced: the plan has no stages (node {inst.old_ids[0]} is in none)")
     stage_of = [-1] * n
     dev = 0
     dsum = 0

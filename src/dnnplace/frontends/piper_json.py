@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from dnnplace.errors import InputError
 from dnnplace.model.piper import MAX_T, TMPC, PiperInstance, PiperPlan, PiperStage, validate
 from dnnplace.utils.files import read_json_file
+from dnnplace.utils.text import show_value
 
 TRANSFORMER = "ParallelTransformerLayer"
 
@@ -50,7 +51,9 @@ def _num(obj: dict, key: str, where: str, *, integer: bool = False) -> float:
         raise InputError(f"{where}: missing field '{key}'")
     val = obj[key]
     if isinstance(val, bool) or not isinstance(val, (int, float)):
-        raise InputError(f"{where}: field '{key}' must be a number, got {val!r}")
+        raise InputError(f"{where}: field '{key}' must be a number, got {show_value(val)}")
+    if isinstance(val, int) and abs(val) > 2**64:  # math.isfinite and float() overflow on longer integers
+        raise InputError(f"{where}: field '{key}' is out of range, got {show_value(val)}")
     if not math.isfinite(val):
         raise InputError(f"{where}: field '{key}' must be finite, got {val!r}")
     if integer:

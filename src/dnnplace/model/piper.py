@@ -8,16 +8,20 @@ the evaluator (:mod:`dnnplace.evaluation.piper`), the planner
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dnnplace.errors import InputError
 from dnnplace.utils.graph import topological_order
+from dnnplace.utils.text import show_value
 
-__all__ = ["MAX_K", "MAX_T", "TMPC", "PiperInstance", "PiperPlan", "PiperStage", "validate"]
+__all__ = ["MAX_BATCH", "MAX_K", "MAX_T", "TMPC", "PiperInstance", "PiperPlan", "PiperStage", "validate"]
 
 MAX_T = 10000
 MAX_K = 10000
+MAX_BATCH = 1_000_000  # mbsInBatch: far above any real batch, far below where the kernel's integers overflow
+MAX_AMOUNT = 1e100  # maxMemoryPerDevice and bandwidth (as the paper model's MAX_VALUE)
 
 
 @dataclass
@@ -60,7 +64,17 @@ class PiperInstance:
 
     def with_overrides(self, *, devices: int | None = None, memory: float | None = None,
                        bandwidth: float | None = None, batch: int | None = None) -> PiperInstance:
-        """The same workload with some of K, M, BW, N replaced (``None``: keep the file's)."""
+        """The same workload with some of K, M, BW, N replaced (``None``: keep the file's); checked as the file is."""
+        for name, val, integer in (("maxDevices", devices, True), ("maxMemoryPerDevice", memory, False),
+                                   ("bandwidth", bandwidth, False), ("mbsInBatch", batch, True)):
+            if val is None:
+                continue
+            if isinstance(val, bool) or not isinstance(val, numbers.Real) \
+                    or (integer and not isinstance(val, numbers.Integral)):
+                kind = "a whole number" if integer else "a number"
+                raise InputError(f"{self.source}: {name} must be {kind}, got {show_value(val)}")
+            if not math.isfinite(val):
+                raise InputError(f"{self.source}: {name} must be finite, got {val}")
         out = replace(
             self,
             max_devices=self.max_devices if devices is None else int(devices),
@@ -89,14 +103,15 @@ class PiperPlan:
 def validate(inst: PiperInstance) -> None:
     """PIPER-SPEC section 1.2; raises :class:`InputError` naming the first violation."""
     src = inst.source
-    if not 1 <= inst.max_devices <= MAX_K:
-        raise InputError(f"{src}: maxDevices must be in [1, {MAX_K}], got {inst.max_devices}")
-    if not inst.bandwidth >= 1e-9:
-        raise InputError(f"{src}: bandwidth must be >= 1e-9, got {inst.bandwidth}")
-    if not inst.memory >= 1e-9:
-        raise InputError(f"{src}: maxMemoryPerDevice must be >= 1e-9, got {inst.memory}")
-    if inst.batch < 1:
-        raise InputError(f"{src}: mbsInBatch must be >= 1, got {inst.batch}")
+    if isinstance(inst.max_devices, bool) or not isinstance(inst.max_devices, int) \
+            or not 1 <= inst.max_devices <= MAX_K:
+        raise InputError(f"{src}: maxDevices must be in [1, {MAX_K}], got {show_value(inst.max_devices)}")
+    if not 1e-9 <= inst.bandwidth <= MAX_AMOUNT:
+        raise InputError(f"{src}: bandwidth must be in [1e-9, {MAX_AMOUNT:g}], got {inst.bandwidth:g}")
+    if not 1e-9 <= inst.memory <= MAX_AMOUNT:
+        raise InputError(f"{src}: maxMemoryPerDevice must be in [1e-9, {MAX_AMOUNT:g}], got {inst.memory:g}")
+    if not 1 <= inst.batch <= MAX_BATCH:
+        raise InputError(f"{src}: mbsInBatch must be in [1, {MAX_BATCH:,}], got {show_value(inst.batch)}")
     n = inst.n
     if n == 0:
         raise InputError(f"{src}: 'nodes' is empty")

@@ -10,12 +10,23 @@ codes in what it is given and passes every string through :func:`printable`.
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import math
 import re
+import sys
 from typing import Any
 
 from rich.console import Console
+
+from dnnplace.errors import DnnplaceError
+
+MIN_WIDTH = 20  # a narrower COLUMNS (0 included) is ignored: rich would print nothing
+
+
+class OutputError(DnnplaceError):
+    """Standard output (or error) is closed, full or a broken pipe: what was to be shown is lost."""
 
 # C0 controls, DEL, C1 controls, bidi embeddings/overrides/isolates, line/paragraph separators, lone surrogates
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
@@ -39,6 +50,30 @@ def clip(text: object, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def encodable(text: str, encoding: str | None) -> str:
+    """``text`` with what ``encoding`` cannot hold written as escapes (``PYTHONIOENCODING=ascii``: ``\\xe9``)."""
+    try:
+        text.encode(encoding or "utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode(encoding or "utf-8", "backslashreplace").decode(encoding or "utf-8")
+    except LookupError:
+        return text
+
+
+class _Closed(io.TextIOBase):
+    """Where a closed standard stream (``sys.stdout is None``) points: writing to it is an error."""
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "the stream is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+
+_CLOSED = _Closed()
+
+
 class SafeConsole(Console):
     """A rich console for untrusted text: no markup, no emoji codes, no highlighting, no control characters.
 
@@ -52,6 +87,29 @@ class SafeConsole(Console):
         kwargs.setdefault("emoji", False)
         kwargs.setdefault("highlight", False)
         super().__init__(**kwargs)
+        if self._width is not None and self._width < MIN_WIDTH:  # COLUMNS=0 would print nothing at all
+            self._width = None
+
+    @property
+    def file(self):
+        """The stream written to; a closed one (``sys.stdout`` is None) is an error, not silence."""
+        stream = self._file or (sys.stderr if self.stderr else sys.stdout)
+        stream = getattr(stream, "rich_proxied_file", stream)
+        return _CLOSED if stream is None else stream
+
+    @file.setter
+    def file(self, new_file) -> None:
+        self._file = new_file
+
+    def _render_buffer(self, buffer) -> str:
+        return encodable(super()._render_buffer(buffer), self.encoding)
+
+    def _write_buffer(self) -> None:
+        try:
+            super()._write_buffer()
+        except OSError as exc:  # /dev/full, a closed pipe
+            raise OutputError(f"cannot write to standard {'error' if self.stderr else 'output'}"
+                              f" ({exc.strerror or exc})") from None
 
     def render_str(self, text: str, **kwargs):  # every str printed, in tables and titles too
         return super().render_str(printable(text, keep_newlines=True), **kwargs)
@@ -104,3 +162,14 @@ def id_ranges(ids: list[int]) -> str:
         parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ",".join(parts) if parts else "-"
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None: standard JSON has no NaN or Infinity."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj

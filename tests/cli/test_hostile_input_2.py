@@ -1,0 +1,308 @@
+"""Hostile and careless input, round 2 (issue 22): each test names the item it reproduces.
+
+Most run the CLI in process (tests/cli_runner.py); the ones whose subject is the process itself
+(stdout on /dev/full, a closed stdout, signals, the encoding of the streams) run ``python -m dnnplace``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+
+import dnnplace
+from dnnplace.errors import DnnplaceError
+
+DATA = Path(dnnplace.__file__).parent / "data"
+TOY = DATA / "piper" / "toys" / "toy_a_knapsack.json"
+SRC = str(Path(dnnplace.__file__).resolve().parents[1])
+
+GOOD = {
+    "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,
+    "nodes": [
+        {"id": 1, "name": "a", "fpgaLatency": 1.0, "cpuLatency": 5.0, "supportedOnFpga": 1, "isBackwardNode": 0,
+         "size": 1.0},
+        {"id": 2, "name": "b", "fpgaLatency": 2.0, "cpuLatency": 6.0, "supportedOnFpga": 1, "isBackwardNode": 0,
+         "size": 1.0},
+        {"id": 3, "name": "c", "fpgaLatency": 2.0, "cpuLatency": 6.0, "supportedOnFpga": 1, "isBackwardNode": 0,
+         "size": 1.0},
+    ],
+    "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 2, "destId": 3, "cost": 0.5}],
+}
+SPLIT = {"maxLoad": 3.5, "fpgas": [{"load": 3.5, "nodes": [1, 2]}, {"load": 2.5, "nodes": [3]}], "cpus": []}
+
+
+def write(path: Path, doc: object) -> Path:
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def invoke(*args: object) -> tuple[int, str, str]:
+    r = run_cli(*args)
+    return r.returncode, r.stdout, r.stderr
+
+
+def clean_error(code: int, stdout: str, stderr: str, needle: str = "") -> str:
+    """Exit 2, exactly one line on stderr (containing ``needle``), no traceback."""
+    assert code == 2, (code, stdout, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stdout + stderr and "internal error" not in stderr
+    assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def cli(*args: object, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """``python -m dnnplace`` in a subprocess."""
+    full = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    if "stdout" not in kw and "stderr" not in kw:
+        kw.setdefault("capture_output", True)
+    kw.setdefault("timeout", 300)
+    return subprocess.run([sys.executable, "-m", "dnnplace", *map(str, args)], text=True, env=full, **kw)
+
+
+@pytest.fixture
+def piper(tmp_path) -> tuple[Path, Path]:
+    """A copy of the Piper toy and its solved plan."""
+    toy = tmp_path / "toy.json"
+    toy.write_bytes(TOY.read_bytes())
+    plan = tmp_path / "plan.json"
+    code, out, err = invoke("solve", toy, "-o", plan, "-q")
+    assert code == 0, err
+    return toy, plan
+
+
+@pytest.fixture
+def paper(tmp_path) -> tuple[Path, Path]:
+    return write(tmp_path / "w.json", GOOD), write(tmp_path / "s.json", SPLIT)
+
+
+def plan_with(plan: Path, path: list, value: object, name: str = "p2.json") -> Path:
+    doc = json.loads(plan.read_text())
+    obj = doc
+    for key in path[:-1]:
+        obj = obj[key]
+    obj[path[-1]] = value
+    return write(plan.with_name(name), doc)
+
+
+# ------------------------------------------------------------------ item 6: a plan's own instance block
+def test_6_plan_instance_block_is_not_trusted(piper):
+    toy, plan = piper
+    # the plan fits 109 bytes per device; under 50 it does not, whatever the plan claims
+    liar = plan_with(plan, ["instance", "maxMemoryPerDevice"], 1e12)
+    code, out, err = invoke("evaluate", toy, liar, "--memory", "50", "--json")
+    assert code == 0, err
+    assert json.loads(out)["feasible"] is False
+    notes = err.strip().splitlines()
+    assert len(notes) == 1 and notes[0].startswith("note:"), err
+    assert "maxMemoryPerDevice 1e+12 (used: 50" in notes[0]
+    # the same without the override: judged under the workload file's 109
+    code, out, err = invoke("evaluate", toy, liar, "--json")
+    assert code == 0 and json.loads(out)["feasible"] is True and "used: 109" in err
+
+
+def test_6_overrides_apply_to_simulate_and_report(piper, tmp_path):
+    toy, plan = piper
+    code, out, err = invoke("simulate", toy, plan, "--memory", "50", "--json")
+    assert code == 0 and json.loads(out)["time_per_sample"] is None, err
+    code, out, err = invoke("report", toy, plan, "-k", "2", "-o", tmp_path / "r.html")
+    assert code == 0 and "maxDevices 1 (used: 2" in err, err
+    code, out, err = invoke("evaluate", toy, plan)
+    assert code == 0 and err == ""  # same parameters: no note
+
+
+@pytest.mark.parametrize("flag,value", [("-k", "2"), ("--memory", "5"), ("--bandwidth", "3"), ("--batch", "2")])
+@pytest.mark.parametrize("command", ["evaluate", "simulate", "report"])
+def test_6_piper_overrides_are_refused_for_paper_workloads(paper, tmp_path, command, flag, value):
+    w, s = paper
+    extra = ["-o", tmp_path / "r.html"] if command == "report" else []
+    clean_error(*invoke(command, w, s, flag, value, *extra), "applies to a Piper workload only")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_6_plan_with_no_stages_is_nodes_unplaced(piper):
+    toy, plan = piper
+    empty = plan_with(plan, ["stages"], [])
+    for command in ("evaluate", "simulate"):
+        clean_error(*invoke(command, toy, empty), "nodes unplaced")
+
+
+# ------------------------------------------------------------------ item 8: internal errors on Piper numbers
+@pytest.mark.parametrize("value", ["abc", [1, 2], {}, True, 1.5])
+def test_8_plan_max_devices_of_the_wrong_type(piper, value):
+    toy, plan = piper
+    clean_error(*invoke("evaluate", toy, plan_with(plan, ["instance", "maxDevices"], value)),
+                "instance.maxDevices must be a whole number")
+
+
+@pytest.mark.parametrize("value", [2**60, 2**63, 1e300, 10**400], ids=["2^60", "2^63", "1e300", "10^400"])
+def test_8_piper_batch_out_of_range(tmp_path, value):
+    doc = json.loads(TOY.read_text())
+    doc["mbsInBatch"] = value
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    clean_error(*invoke("solve", path), "mbsInBatch")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--batch", str(2**60)], "mbsInBatch"),
+    (["--batch", str(2**63)], "mbsInBatch"),
+    (["--bandwidth", "1e300"], "bandwidth"),
+])
+def test_8_piper_overrides_out_of_range(args, needle):
+    clean_error(*invoke("solve", TOY, *args), needle)
+
+
+def test_8_local_search_seed_minimum(paper):
+    w, _ = paper
+    clean_error(*invoke("solve", w, "-m", "local-search", "--seed", "-1"), "seed must be at least 0")
+    with pytest.raises(DnnplaceError, match="seed must be at least 0"):
+        dnnplace.solve(dnnplace.load(w), "local-search", seed=-1)
+
+
+# ------------------------------------------------------------------ item 7: Workload.with_budget validates
+@pytest.mark.parametrize("memory", [float("nan"), -5.0, "2", float("inf"), 1e101])
+def test_7_with_budget_memory(memory):
+    w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    with pytest.raises(DnnplaceError):
+        w.with_budget(None, None, memory)
+
+
+@pytest.mark.parametrize("count", ["2", 2.7, True, 10**9, -1, float("nan")])
+def test_7_with_budget_counts(count):
+    w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    with pytest.raises(DnnplaceError):
+        w.with_budget(count, None, None)
+    with pytest.raises(DnnplaceError):
+        w.with_budget(None, count, None)
+    with pytest.raises(DnnplaceError):
+        dnnplace.with_budget(w, accelerators=count)
+
+
+# ------------------------------------------------------------------ item 1: the Piper paths use the safe writer
+def test_1_piper_solve_output_is_the_workload(piper):
+    toy, _ = piper
+    before = toy.read_bytes()
+    clean_error(*invoke("solve", toy, "-o", toy), "refusing to overwrite it")
+    clean_error(*invoke("solve", toy, "--report", toy), "refusing to overwrite it")
+    assert toy.read_bytes() == before
+
+
+def test_1_piper_report_output_is_the_plan(piper):
+    toy, plan = piper
+    before = plan.read_bytes()
+    clean_error(*invoke("report", toy, plan, "-o", plan), "refusing to overwrite it")
+    clean_error(*invoke("report", toy, plan, "-o", toy), "refusing to overwrite it")
+    assert plan.read_bytes() == before
+
+
+def test_1_piper_outputs_never_follow_a_link(piper, tmp_path):
+    toy, plan = piper
+    target = write(tmp_path / "target.txt", "precious")
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    clean_error(*invoke("report", toy, plan, "-o", link), "is a symbolic link")
+    clean_error(*invoke("solve", toy, "-o", link), "is a symbolic link")
+    clean_error(*invoke("solve", toy, "-o", tmp_path / "p.json", "--report", link), "is a symbolic link")
+    assert target.read_text() == "precious" and link.is_symlink()
+
+
+def test_1_piper_output_fifo_does_not_hang(piper, tmp_path):
+    toy, plan = piper
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # a subprocess with a timeout: opening a FIFO for writing would block forever
+    r = cli("report", toy, plan, "-o", fifo, timeout=60)
+    clean_error(r.returncode, r.stdout, r.stderr, "is a FIFO")
+    r = cli("solve", toy, "-o", fifo, timeout=60)
+    clean_error(r.returncode, r.stdout, r.stderr, "is a FIFO")
+
+
+def test_1_full_disk_keeps_the_old_piper_report_and_plan(piper, tmp_path, monkeypatch):
+    toy, plan = piper
+    report = write(tmp_path / "r.html", "old report")
+    old_plan = plan.read_bytes()
+    real_write = os.write
+
+    def full(fd: int, data) -> int:
+        if fd > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    clean_error(*invoke("report", toy, plan, "-o", report), "No space left on device")
+    clean_error(*invoke("solve", toy, "-o", plan, "-q"), "No space left on device")
+    monkeypatch.undo()
+    assert report.read_text() == "old report" and plan.read_bytes() == old_plan
+    assert sorted(os.listdir(tmp_path)) == ["plan.json", "r.html", "toy.json"]
+
+
+# ------------------------------------------------------------------ item 8: the streams themselves
+@pytest.mark.parametrize("args", [["methods"], ["solve", "{w}", "--json"], ["solve", "{w}"], ["info", "{w}"]])
+def test_8_stdout_on_dev_full_is_one_line_exit_2(paper, args):
+    w, _ = paper
+    with open("/dev/full", "w") as full:
+        r = cli(*(a.format(w=w) for a in args), stdout=full, stderr=subprocess.PIPE)
+    clean_error(r.returncode, "", r.stderr, "cannot write to standard output (No space left on device)")
+
+
+def test_8_ascii_stdout_with_non_ascii_paths(tmp_path):
+    folder = tmp_path / "é中"
+    folder.mkdir()
+    w = write(folder / "wé.json", GOOD)
+    env = {"PYTHONIOENCODING": "ascii"}
+    r = cli("solve", w, "-o", folder / "sé.json", env=env)
+    assert r.returncode == 0 and "\\xe9" in r.stdout and "internal error" not in r.stderr, r.stderr
+    r = cli("compare", w, "--methods", "single", env=env)
+    assert r.returncode == 0 and "\\xe9" in r.stdout, r.stderr
+    r = cli("evaluate", w, folder / "sé.json", "--json", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["feasible"] is True, r.stderr
+    r = cli("solve", folder / "missé.json", env=env)
+    clean_error(r.returncode, r.stdout, r.stderr, "no such file")
+
+
+# ------------------------------------------------------------------ item 9: output silently lost
+@pytest.mark.parametrize("args", [["solve", "{w}", "--json"], ["evaluate", "{w}", "{s}", "--json"],
+                                  ["simulate", "{w}", "{s}", "--json"], ["info", "{w}"], ["methods"],
+                                  ["compare", "{w}", "--methods", "dp,single"], ["solve", "{w}"]])
+def test_9_columns_0_still_prints(paper, args):
+    w, s = paper
+    r = cli(*(a.format(w=w, s=s) for a in args), env={"COLUMNS": "0"})
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    if "--json" in args:
+        json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("args", [["solve", "{w}", "--json"], ["solve", "{w}"], ["evaluate", "{w}", "{s}"],
+                                  ["methods"], ["compare", "{w}", "--methods", "single"]])
+def test_9_closed_stdout_is_an_error(paper, args):
+    w, s = paper
+    r = cli(*(a.format(w=w, s=s) for a in args), stdout=None, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1))
+    clean_error(r.returncode, "", r.stderr, "standard output")
+
+
+def test_9_closed_stdout_is_fine_when_nothing_is_printed(paper, tmp_path):
+    w, _ = paper
+    r = cli("solve", w, "-q", "-o", tmp_path / "o.json", stdout=None, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1))
+    assert r.returncode == 0 and r.stderr == "" and (tmp_path / "o.json").exists()
+
+
+# ------------------------------------------------------------------ item 10: compare --format csv on stdout
+def test_10_compare_csv_on_stdout_has_plain_line_ends(paper, tmp_path):
+    w, _ = paper
+    code, out, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv")
+    assert code == 0, err
+    assert "\\x0d" not in out and "\r" not in out
+    lines = out.strip().split("\n")
+    assert lines[0].startswith("workload,method,") and len(lines) == 3
+    code, _, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv", "-o", tmp_path / "t.csv")
+    assert code == 0 and (tmp_path / "t.csv").read_bytes().count(b"\r\n") == 3
