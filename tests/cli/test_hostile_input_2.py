@@ -306,3 +306,107 @@ def test_10_compare_csv_on_stdout_has_plain_line_ends(paper, tmp_path):
     assert lines[0].startswith("workload,method,") and len(lines) == 3
     code, _, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv", "-o", tmp_path / "t.csv")
     assert code == 0 and (tmp_path / "t.csv").read_bytes().count(b"\r\n") == 3
+
+
+# ------------------------------------------------------------------ item 5: "optimal" only with a zero gap
+GNMT = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json"
+
+
+@pytest.mark.parametrize("args", [["-m", "ip", "--gap", "0.5"], ["-m", "ip-noncontig", "--gap", "0.3"],
+                                  ["-m", "ip-noncontig"], ["-m", "ip", "--gap", "0"], ["--gap", "0.5"]])
+def test_5_optimal_only_with_a_zero_gap(args):
+    code, out, err = invoke("solve", GNMT, *args, "--time-limit", "20", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    gap = doc.get("gap")
+    if doc["status"] == "optimal":
+        assert gap is None or gap <= 1e-9, doc
+    elif gap is not None and gap > 1e-9:
+        assert doc["status"] in ("bounded", "time_limit"), doc
+    code, out, err = invoke("solve", GNMT, *args, "--time-limit", "20")
+    title = out.splitlines()[0]
+    assert ("optimal" not in title) or ("gap 0.00 %" in title), title
+
+
+def test_5_api_ip_with_a_gap_says_bounded():
+    w = dnnplace.load(GNMT)
+    sol = dnnplace.solve(w, "ip", gap=0.5, time_limit=20)
+    assert sol.gap is not None
+    assert (sol.status == "optimal") == (sol.gap <= 1e-9), (sol.status, sol.gap)
+    assert sol.split.meta["status"] == sol.status
+
+
+# ------------------------------------------------------------------ item 4: deadlines and upper bounds
+@pytest.mark.parametrize("args,needle", [
+    (["solve", "{w}", "--time-limit", "nan"], "--time-limit must be a finite number"),
+    (["solve", "{w}", "--time-limit", "-1"], "--time-limit must be between 0 and"),
+    (["solve", "{w}", "--time-limit", "1e300"], "--time-limit must be between 0 and"),
+    (["compare", "{w}", "--time-limit", "nan"], "--time-limit must be a finite number"),
+    (["compare", "{w}", "--time-limit", "1e12"], "--time-limit must be between 0 and"),
+    (["solve", "{w}", "-m", "ip", "--threads", "100000"], "threads must be at most 256"),
+    (["solve", "{w}", "-m", "ip-latency", "--objective", "latency", "--subgraphs-per-accelerator", "1000"],
+     "at most 64"),
+    (["solve", "{w}", "-m", "local-search", "--restarts", str(10**12)], "restarts must be at most"),
+    (["solve", "{w}", "-k", str(10**12)], "--accelerators"),
+    (["solve", "{w}", "--cpus", str(10**12)], "--cpus"),
+    (["solve", str(TOY), "--batch", str(10**12)], "mbsInBatch"),
+    (["solve", str(TOY), "--bert-layers", str(10**12)], "--bert-layers"),
+    (["simulate", "{w}", "{s}", "-n", str(10**12)], "microbatches"),
+    (["report", "{w}", "{s}", "-n", str(10**12), "-o", "{r}"], "microbatches"),
+    (["run", "nomodule:f", "{s}", "-n", str(10**12)], "--microbatches must be at most"),
+    (["run", "nomodule:f", "{s}", "--steps", str(10**12)], "--steps must be at most"),
+    (["profile", "nomodule:f", "-o", "{r}", "--repeats", str(10**12)], "--repeats must be at most"),
+    (["profile", "nomodule:f", "-o", "{r}", "-k", str(10**12)], "--accelerators"),
+    (["info", "{w}", "--max-ideals", str(10**22)], "--max-ideals must be at most"),
+])
+def test_4_numeric_options_have_upper_bounds(paper, tmp_path, args, needle):
+    w, s = paper
+    clean_error(*invoke(*(a.format(w=w, s=s, r=tmp_path / "r.html") for a in args)), needle)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_4_time_limit_covers_building_the_latency_ip():
+    import time
+
+    big = DATA / "paper" / "latency-inputs" / "OperatorGraphs" / "bert_l-12_inference.json"
+    t0 = time.perf_counter()
+    code, out, err = invoke("solve", big, "-m", "ip-latency", "--objective", "latency",
+                            "--subgraphs-per-accelerator", "64", "--time-limit", "3", "--json")
+    took = time.perf_counter() - t0
+    assert code == 0, err
+    assert json.loads(out)["status"] == "time_limit"
+    assert took < 3 + 10, took  # reading, the warm start's evaluation, HiGHS winding down
+
+
+def test_4_deadline_while_building_returns_the_warm_start(monkeypatch):
+    from dnnplace.solvers.ip import builder
+
+    w = dnnplace.load(GNMT)
+
+    def late(self) -> None:  # as if the deadline passed while the model was being built
+        raise builder.BuildTimeout("the time limit ran out while building the IP model; raise --time-limit")
+
+    monkeypatch.setattr(builder.MipBuilder, "_tick", late)
+    for method, objective in (("ip", "throughput"), ("ip-noncontig", "throughput"), ("ip-latency", "latency")):
+        sol = dnnplace.solve(w, method, objective=objective, time_limit=30)
+        assert sol.status == "time_limit" and sol.evaluation.feasible, method
+
+
+def test_4_builder_checks_the_clock():
+    import time
+
+    from dnnplace.solvers.ip.builder import MipBuilder
+
+    m = MipBuilder(deadline=time.perf_counter() - 1)
+    with pytest.raises(DnnplaceError, match="time limit ran out while building"):
+        for _ in range(5000):
+            m.row([0], [1.0], hi=1.0)
+
+
+# ------------------------------------------------------------------ item 13: --time-limit inf is "no limit" everywhere
+def test_13_time_limit_inf_means_no_limit(paper):
+    w, _ = paper
+    code, out, err = invoke("solve", w, "-m", "ip", "--time-limit", "inf", "--json")
+    assert code == 0 and json.loads(out)["status"] == "optimal", err
+    code, out, err = invoke("compare", w, "--methods", "ip,single", "--time-limit", "inf", "--format", "json")
+    assert code == 0 and json.loads(out)[0]["status"] == "optimal", err

@@ -107,6 +107,23 @@ def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) 
     raise DnnplaceError(f"{name} must be a finite number, got {value}")
 
 
+MAX_SECONDS = 1e9  # a --time-limit above this (about 30 years) is a typo; inf means no limit
+
+
+def time_limit_option(name: str, value: float | None) -> float | None:
+    """A time limit in seconds: NaN refused, inf (or none given) means no limit, at most MAX_SECONDS."""
+    value = finite_option(name, value, inf_is_none=True)
+    if value is not None and not 0 <= value <= MAX_SECONDS:
+        raise DnnplaceError(f"{name} must be between 0 and {MAX_SECONDS:g} seconds (inf: no limit), got {value:g}")
+    return value
+
+
+def at_most(name: str, value: int | None, maximum: int) -> None:
+    """One line for a count option above its sane maximum (typer checks only the minimum)."""
+    if value is not None and value > maximum:
+        raise DnnplaceError(f"{name} must be at most {maximum:,}, got {value:,}")
+
+
 def model_file(spec: str) -> Path | None:
     """The .py file of a MODULE:FACTORY spec, when it names one (an input the outputs must not replace)."""
     module = spec.rpartition(":")[0] or spec
@@ -219,7 +236,8 @@ def solve(
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper: override bandwidth (B/s)."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Piper: override mbsInBatch."),
     bert_layers: Optional[int] = typer.Option(None, "--bert-layers", help="Piper: BERT-L from bert32a100.json."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0, help="Seconds before giving up."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit",
+                                               help="Seconds before giving up [default and inf: no limit]."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of tables."),
@@ -235,7 +253,7 @@ def solve(
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
-        time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
+        time_limit = time_limit_option("--time-limit", time_limit)
         check_budget(accelerators, cpus, finite_option("--memory", memory), source="command line", prefix="--")
         finite_option("--bandwidth", bandwidth)
         gap = solver_params.get("gap")
@@ -368,7 +386,11 @@ def profile(
         if fmt not in ("paper", "piper"):
             raise DnnplaceError(f"--format must be paper or piper, got '{fmt}'")
         training = training or fmt == "piper"
+        from dnnplace.model.limits import check_budget
         from dnnplace.utils.files import check_outputs
+
+        check_budget(accelerators, cpus, source="command line", prefix="--")
+        at_most("--repeats", repeats, 10_000)
 
         check_outputs([output], [model_file(model), devices_file])
         from dnnplace import api
@@ -433,6 +455,8 @@ def run(
 
         if not math.isfinite(lr):
             raise DnnplaceError("--lr must be a finite number")
+        at_most("--microbatches", microbatches, 100_000)
+        at_most("--steps", steps, 1_000_000)
         w = api.load_workload(workload, check_feasible=False) if workload is not None else None
         res = api.run(model, split, workload=w, training=training, microbatches=microbatches,
                       backend=backend.value, schedule=schedule.value, steps=steps, optimizer=optimizer.value, lr=lr)
@@ -553,7 +577,7 @@ def compare(
     methods_: str = typer.Option("dp,ip,ip-noncontig,pipedream,local-search,single", "--methods",
                                  help="Comma-separated methods (see `dnnplace methods`)."),
     objective: Objective = typer.Option(Objective.throughput, "--objective"),
-    time_limit: float = typer.Option(60.0, "--time-limit", min=0, help="Seconds per run."),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="Seconds per run (inf: no limit)."),
     fmt: Format = typer.Option(Format.markdown, "--format", help="markdown, csv or json."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here."),
 ) -> None:
@@ -564,6 +588,7 @@ def compare(
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], workloads)
+        limit = time_limit_option("--time-limit", time_limit)
         names = [m.strip() for m in methods_.split(",") if m.strip()]
         known = set(METHODS) | set(PSEUDO_METHODS)
         for m in names:
@@ -579,7 +604,7 @@ def compare(
                     progress(done[0], total, desc)
                 done[0] += 1
 
-            rows = run_compare(loaded, names, objective=objective.value, time_limit=time_limit, on_step=step)
+            rows = run_compare(loaded, names, objective=objective.value, time_limit=limit, on_step=step)
         text = {"markdown": to_markdown, "csv": to_csv, "json": to_json}[fmt.value](rows)
         if output is not None:
             from dnnplace.utils.files import write_text_atomic
@@ -653,8 +678,9 @@ def info(
     with user_errors():
         from dnnplace import api
 
+        at_most("--max-ideals", max_ideals, 10**9)
         w = api.load_workload(workload, check_feasible=False)
-        cap = max(1_000_000, max_ideals)
+        cap = max(1_000_000, min(max_ideals, 10_000_000))  # counting is bounded whatever the DP's budget
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{w.n_classes} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
