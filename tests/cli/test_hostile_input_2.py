@@ -410,3 +410,64 @@ def test_13_time_limit_inf_means_no_limit(paper):
     assert code == 0 and json.loads(out)["status"] == "optimal", err
     code, out, err = invoke("compare", w, "--methods", "ip,single", "--time-limit", "inf", "--format", "json")
     assert code == 0 and json.loads(out)[0]["status"] == "optimal", err
+
+
+# ------------------------------------------------------------------ item 2: export --to torch-pipelining injection
+HOSTILE_SPECS = [
+    'm.py:f"""\nimport os; os.system("touch /tmp/pwned")\n"""',
+    "m.py:f'''\nraise SystemExit(3)\n'''",
+    "m.py:f\\\"\\\"\\\" + __import__('os').getcwd() + \"\"\"",
+    'a"b\'c\nd\re\x00f\\\\:g',
+    "\u202e\u2028m.py:f# }{0}{spec}",
+]
+
+
+@pytest.fixture
+def fake_chain(monkeypatch):
+    """The export's checks of the profiled model pass (they need torch); the script template is real."""
+    from dnnplace.runtime import export
+
+    monkeypatch.setattr(export, "_stages", lambda w, s: [])
+    monkeypatch.setattr(export, "_chain_problem", lambda w, s, st: None)
+    monkeypatch.setattr(export, "export_pipelining",
+                        lambda w, s: {"notes": [], "split_spec": {"fc2": "BEGINNING"}, "num_stages": 2})
+
+
+def _spec_constant(text: str) -> object:
+    import ast
+
+    tree = ast.parse(text)  # parses: nothing was spliced into the code
+    found = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and [getattr(t, "id", None) for t in node.targets] == ["SPEC"]]
+    assert len(found) == 1
+    assert isinstance(found[0], ast.Constant) and isinstance(found[0].value, str)
+    # no statement other than the template's own: imports, the constants, functions and the main guard
+    assert {type(node).__name__ for node in tree.body} <= {"Expr", "Import", "ImportFrom", "Assign",
+                                                           "FunctionDef", "If"}
+    return found[0].value
+
+
+@pytest.mark.parametrize("spec", HOSTILE_SPECS)
+def test_2_model_spec_cannot_execute_in_the_script(fake_chain, spec):
+    from dnnplace.runtime.export import pipelining_script
+
+    w = dnnplace.load(write_tmp_workload())
+    text = pipelining_script(w, dnnplace.api.paper_json.parse_split(SPLIT), spec)
+    assert _spec_constant(text) == spec
+    docstring = text.split('"""')[1]
+    assert spec not in docstring and "pwned" not in docstring
+
+
+@pytest.mark.parametrize("spec", HOSTILE_SPECS[:3])
+def test_2_export_cli_with_a_hostile_model(fake_chain, paper, tmp_path, spec):
+    w, s = paper
+    out = tmp_path / "train.py"
+    code, _, err = invoke("export", s, "-w", w, "--to", "torch-pipelining", "--model", spec, "-o", out)
+    assert code == 0, err
+    assert _spec_constant(out.read_text()) == spec
+
+
+def write_tmp_workload() -> Path:
+    import tempfile
+
+    return write(Path(tempfile.mkdtemp()) / "w.json", GOOD)
