@@ -471,3 +471,76 @@ def write_tmp_workload() -> Path:
     import tempfile
 
     return write(Path(tempfile.mkdtemp()) / "w.json", GOOD)
+
+
+# ------------------------------------------------------------------ item 11: every flag on a Piper input
+PIPER_FLAGS = {
+    "solve": [(["--objective", "latency"], "does not optimise"), (["--objective", "fw+bw"], "does not optimise"),
+              (["-l", "2"], "cpus applies to"), (["--overlap-comm"], "overlap-comm applies to"),
+              (["--gap", "0.1"], "does not take --gap"), (["--threads", "2"], "does not take --threads"),
+              (["--contract-layers"], "does not take"), (["--linearize"], "does not take"),
+              (["--no-contiguous-cpus"], "does not take"), (["--subgraphs-per-accelerator", "2"], "does not take"),
+              (["--seed", "1"], "does not take"), (["--restarts", "2"], "does not take"),
+              (["-m", "dp"], "plans a workload in the paper's format"), (["--memory", "inf"], "finite"),
+              (["--bandwidth", "inf"], "finite"), (["--memory", "nan"], "finite"), (["--bert-layers", "40"],
+                                                                                  "bert32a100")],
+    "evaluate": [(["--overlap-comm"], "overlap-comm applies to")],
+    "simulate": [(["--schedule", "gpipe"], "schedule applies to"), (["--overlap-comm"], "overlap-comm applies to"),
+                 (["--trace", "{t}"], "--trace applies to"), (["--memory", "inf"], "finite")],
+    "report": [(["-n", "3"], "microbatches applies to"), (["--schedule", "gpipe"], "schedule applies to"),
+               (["--bandwidth", "inf"], "finite")],
+}
+PIPER_USED = {
+    "solve": [["--max-ideals", "5"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "2"],
+              ["--time-limit", "10"], ["--json"], ["-q"], ["--report", "{t}"], ["-m", "piper"]],
+    "evaluate": [["--json"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+    "simulate": [["--json"], ["-n", "3"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+    "report": [["-o", "{t}"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+}
+
+
+def _piper_args(command: str, toy: Path, plan: Path) -> list:
+    return [command, toy] if command == "solve" else [command, toy, plan]
+
+
+@pytest.mark.parametrize("command,flags,needle", [(c, f, n) for c, cases in PIPER_FLAGS.items() for f, n in cases])
+def test_11_piper_flags_that_do_not_apply_are_refused(piper, tmp_path, command, flags, needle):
+    toy, plan = piper
+    out = tmp_path / "out.file"
+    extra = ["-o", tmp_path / "r.html"] if command == "report" else []
+    clean_error(*invoke(*_piper_args(command, toy, plan), *[f.format(t=out) for f in flags], *extra), needle)
+    assert not out.exists() and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("command,flags", [(c, f) for c, cases in PIPER_USED.items() for f in cases])
+def test_11_piper_flags_that_apply_are_used(piper, tmp_path, command, flags):
+    toy, plan = piper
+    out = tmp_path / "out.file"
+    extra = ["-o", tmp_path / "r.html"] if command == "report" and "-o" not in flags else []
+    code, stdout, err = invoke(*_piper_args(command, toy, plan), *[f.format(t=out) for f in flags], *extra)
+    assert code == 0, err
+    if "{t}" in flags:
+        assert out.exists()
+    if command == "solve" and flags[0] in ("-k", "--memory", "--bandwidth", "--batch"):
+        code, stdout, err = invoke("solve", toy, *flags, "--json")
+        key = {"-k": "maxDevices", "--memory": "maxMemoryPerDevice", "--bandwidth": "bandwidth",
+               "--batch": "mbsInBatch"}[flags[0]]
+        assert json.loads(stdout)["instance"][key] == float(flags[1])
+
+
+def test_11_no_infinity_in_json(tmp_path):
+    doc = json.loads(json.dumps(GOOD))
+    for node in doc["nodes"]:
+        node["fpgaLatency"] = node["cpuLatency"] = 0.0
+    for edge in doc["edges"]:
+        edge["cost"] = 0.0
+    w = write(tmp_path / "zero.json", doc)
+    s = tmp_path / "s.json"
+    code, out, err = invoke("solve", w, "-o", s, "--json")
+    assert code == 0, err
+    assert "Infinity" not in out and "NaN" not in out and "Infinity" not in s.read_text()
+    code, out, err = invoke("simulate", w, s, "--json")
+    assert code == 0, err
+    assert "Infinity" not in out and json.loads(out)["throughput"] is None
+    code, out, err = invoke("evaluate", w, s, "--json")
+    assert code == 0 and "Infinity" not in out, err

@@ -156,7 +156,7 @@ def _accelerators_option() -> object:
 
 
 def _memory_option() -> object:
-    return typer.Option(None, "--memory", min=0, help="Piper: judge under this maxMemoryPerDevice (bytes).")
+    return typer.Option(None, "--memory", help="Piper: judge under this maxMemoryPerDevice (bytes).")
 
 
 def _bandwidth_option() -> object:
@@ -176,8 +176,9 @@ def judged(workload: Path, split: Path, *, accelerators: int | None, memory: flo
     """
     from dnnplace import api
     from dnnplace.api.models import refuse
+    from dnnplace.model.limits import check_budget
 
-    finite_option("--memory", memory)
+    check_budget(accelerators, None, finite_option("--memory", memory), source="command line", prefix="--")
     finite_option("--bandwidth", bandwidth)
     inst = api.load(workload)
     if isinstance(inst, Workload):
@@ -231,7 +232,7 @@ def solve(
     accelerators: Optional[int] = typer.Option(None, "--accelerators", "-k", min=0,
                                                help="Override the file's maxFPGAs (Piper: maxDevices)."),
     cpus: Optional[int] = typer.Option(None, "--cpus", "-l", min=0, help="Override the file's maxCPUs."),
-    memory: Optional[float] = typer.Option(None, "--memory", min=0,
+    memory: Optional[float] = typer.Option(None, "--memory",
                                            help="Override maxSizePerFPGA (Piper: maxMemoryPerDevice), bytes."),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper: override bandwidth (B/s)."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Piper: override mbsInBatch."),
