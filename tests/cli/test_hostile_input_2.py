@@ -544,3 +544,70 @@ def test_11_no_infinity_in_json(tmp_path):
     assert "Infinity" not in out and json.loads(out)["throughput"] is None
     code, out, err = invoke("evaluate", w, s, "--json")
     assert code == 0 and "Infinity" not in out, err
+
+
+# ------------------------------------------------------------------ item 13: smaller ones
+def test_13_split_recording_overlap_comm_is_noted(paper, tmp_path):
+    w, _ = paper
+    s = tmp_path / "ov.json"
+    code, _, err = invoke("solve", w, "--overlap-comm", "-o", s, "-q")
+    assert code == 0 and json.loads(s.read_text())["overlapComm"] is True, err
+    for command in ("evaluate", "simulate"):
+        code, out, err = invoke(command, w, s)
+        assert code == 0 and "overlapComm: true; judged without overlap" in err, err
+        code, out, err = invoke(command, w, s, "--overlap-comm")
+        assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize("options", [{"microbatches": 0}, {"microbatches": -3}, {"microbatches": 2.5},
+                                     {"microbatches": True}, {"schedule": "x"}, {"schedule": None}])
+def test_13_write_report_and_simulate_validate(tmp_path, options):
+    w = dnnplace.load(write(tmp_path / "w.json", GOOD))
+    split = dnnplace.api.paper_json.parse_split(SPLIT)
+    with pytest.raises(DnnplaceError):
+        dnnplace.write_report(w, split, tmp_path / "r.html", **options)
+    with pytest.raises(DnnplaceError):
+        dnnplace.simulate(w, split, **options)
+    assert not (tmp_path / "r.html").exists()
+
+
+BAD_INSTANCES = [None, Path("w.json"), "w.json", 3, {}]
+
+
+@pytest.mark.parametrize("bad", BAD_INSTANCES, ids=repr)
+def test_13_api_wants_an_instance(tmp_path, bad):
+    w = dnnplace.load(write(tmp_path / "w.json", GOOD))
+    split = dnnplace.api.paper_json.parse_split(SPLIT)
+    calls = [
+        lambda: dnnplace.with_budget(bad, accelerators=1), lambda: dnnplace.info(bad),
+        lambda: dnnplace.export(bad, split), lambda: dnnplace.evaluate(bad, split),
+        lambda: dnnplace.simulate(bad, split), lambda: dnnplace.solve(bad),
+        lambda: dnnplace.write_report(bad, split, tmp_path / "r.html"),
+        lambda: dnnplace.save_plan(bad, split, tmp_path / "p.json"), lambda: dnnplace.api.plan_document(bad, split),
+        lambda: dnnplace.api.default_method(bad), lambda: dnnplace.load_plan(bad, tmp_path / "w.json"),
+        lambda: dnnplace.api.piper_document(bad), lambda: dnnplace.save_workload(bad, tmp_path / "x.json"),
+        lambda: dnnplace.api.plan_notes(bad, split),
+        # and a plan where a plan is expected
+        lambda: dnnplace.evaluate(w, bad), lambda: dnnplace.simulate(w, bad),
+        lambda: dnnplace.write_report(w, bad, tmp_path / "r.html"), lambda: dnnplace.save_plan(w, bad, tmp_path / "p"),
+        lambda: dnnplace.save_split(bad, tmp_path / "x.json"), lambda: dnnplace.export(w, bad),
+    ]
+    for call in calls:
+        with pytest.raises(DnnplaceError):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["w.json"]
+
+
+def test_13_node_twice_on_one_device_is_refused(paper, tmp_path):
+    w, _ = paper
+    s = write(tmp_path / "dup.json", {"fpgas": [{"nodes": [1, 1, 2]}, {"nodes": [3]}], "cpus": []})
+    for command in ("evaluate", "simulate"):
+        clean_error(*invoke(command, w, s), "fpgas[0]: node id 1 is listed twice on this device")
+
+
+@pytest.mark.parametrize("args", [["info", "{p}"], ["compare", "{p}", "--methods", "single"],
+                                  ["export", "{s}", "-w", "{p}"]])
+def test_13_piper_file_given_to_a_paper_only_command(paper, args):
+    _, s = paper
+    line = clean_error(*invoke(*(a.format(p=TOY, s=s) for a in args)), "a Piper workload")
+    assert "maxSizePerFPGA" not in line

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dnnplace.api.models import MODELS, model_of, refuse
+from dnnplace.api.models import MODELS, check_plan, model_of, paper_instance, refuse
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation import evaluate as _evaluate
@@ -118,7 +118,7 @@ def save_workload(workload: Workload, path: PathLike, *, inputs: Iterable[PathLi
     >>> dnnplace.load_workload(out).n
     192
     """
-    paper_json.save_workload(workload, path, inputs=tuple(inputs))
+    paper_json.save_workload(paper_instance(workload, "save_workload"), path, inputs=tuple(inputs))
 
 
 def load_split(path: PathLike) -> Split:
@@ -150,6 +150,8 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
     >>> sol = dnnplace.solve(w)
     >>> dnnplace.save_split(sol.split, os.path.join(tempfile.mkdtemp(), "s.json"), sol.evaluation)
     """
+    if not isinstance(split, Split):
+        raise DnnplaceError(f"save_split expects a Split, got {type(split).__name__} (a Piper plan: save_plan)")
     paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
 
 
@@ -186,6 +188,7 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
     """
     from dnnplace.model.limits import check_budget
 
+    model_of(instance)
     check_budget(accelerators, cpus, memory)
     if isinstance(instance, PiperInstance):
         refuse("cpus", cpus, None, "paper")
@@ -213,12 +216,12 @@ def plan_notes(instance: Instance, plan: Split | PiperPlan, *, overlap_comm: boo
     A Piper plan records the devices, memory, bandwidth and batch it was made for; it is judged under
     the instance's (the workload file's, with any overrides).  A split may record ``overlapComm``.
     """
-    return model_of(instance).plan_notes(instance, plan, overlap_comm=overlap_comm)
+    return check_plan(instance, plan).plan_notes(instance, plan, overlap_comm=overlap_comm)
 
 
 def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any = None) -> dict[str, Any]:
     """The plan file's content (the paper's split format, or dnnplace's Piper plan format)."""
-    m = model_of(instance)
+    m = check_plan(instance, plan)
     return m.plan_document(instance, plan, evaluation if evaluation is not None else m.evaluate(instance, plan))
 
 
@@ -441,6 +444,7 @@ def info(workload: Workload, *, max_ideals: int = 200_000, cap: int = 1_000_000)
     """
     from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
 
+    workload = paper_instance(workload, "info")
     steps = lattice_steps(workload, max(cap, max_ideals))
     return WorkloadInfo(tuple(steps), default_path(steps, max_ideals))
 
@@ -463,7 +467,7 @@ def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, sour
     >>> round(ev.max_load, 3), ev.feasible
     (107.004, True)
     """
-    return model_of(workload).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
+    return check_plan(workload, split).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
 
 
 def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbatches: int = 32,
@@ -480,8 +484,17 @@ def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbat
     >>> round(sim.time_per_sample, 3)
     107.004
     """
-    return model_of(workload).simulate(workload, split, schedule=schedule, microbatches=microbatches,
+    _check_stream(schedule, microbatches)
+    return check_plan(workload, split).simulate(workload, split, schedule=schedule, microbatches=microbatches,
                                        overlap_comm=overlap_comm)
+
+
+def _check_stream(schedule: Any, microbatches: Any) -> None:
+    """The schedule and microbatch count of a simulation or a report's timeline, checked up front."""
+    if schedule not in ("1f1b", "gpipe"):
+        raise DnnplaceError(f"schedule must be '1f1b' or 'gpipe', got {schedule!r:.40}")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) or microbatches < 1:
+        raise DnnplaceError(f"microbatches must be a whole number >= 1, got {microbatches!r:.40}")
 
 
 def write_report(workload: Instance, split: Any, path: PathLike, *, title: str | None = None,
@@ -500,8 +513,9 @@ def write_report(workload: Instance, split: Any, path: PathLike, *, title: str |
     >>> p.read_text().startswith("<!DOCTYPE html>")
     True
     """
+    _check_stream(schedule, microbatches)
     options: dict[str, Any] = {"microbatches": microbatches, "schedule": schedule, "overlap_comm": overlap_comm}
-    return model_of(workload).write_report(workload, split, path, title=title, inputs=inputs, **options)
+    return check_plan(workload, split).write_report(workload, split, path, title=title, inputs=inputs, **options)
 
 
 # --------------------------------------------------------------------- PyTorch
@@ -513,6 +527,7 @@ def piper_document(workload: Workload, *, source: str = "profile") -> dict[str, 
     from dnnplace.frontends.piper_json import parse_piper
     from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
 
+    workload = paper_instance(workload, "piper_document")
     doc = paper_training_to_piper(paper_json.workload_to_dict(workload))
     parse_piper(doc, source=source)
     return doc
@@ -591,6 +606,9 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     from dnnplace.runtime.launch import run_pipeline, run_training
     from dnnplace.utils.files import read_json_file
 
+    if workload is not None:
+        workload = paper_instance(workload, "run")
+
     if not isinstance(split, Split):
         doc = read_json_file(split)
         value = doc.get("maxLoad") if isinstance(doc, dict) else None
@@ -627,6 +645,9 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     """
     from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
 
+    workload = paper_instance(workload, "export")
+    if not isinstance(split, Split):
+        raise DnnplaceError(f"export expects a Split, got {type(split).__name__}")
     if to == "stages":
         return export_stages(workload, split)
     if to == "torch-pipelining":
