@@ -611,3 +611,97 @@ def test_13_piper_file_given_to_a_paper_only_command(paper, args):
     _, s = paper
     line = clean_error(*invoke(*(a.format(p=TOY, s=s) for a in args)), "a Piper workload")
     assert "maxSizePerFPGA" not in line
+
+
+# ------------------------------------------------------------------ item 12: SIGTERM / SIGHUP behave as SIGINT
+def _signal_solve(tmp_path: Path, sig: int, args: list, after: float) -> None:
+    import signal  # noqa: F401 - the caller's constants
+    import time
+
+    out = write(tmp_path / "out.json", {"old": True})
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "solve", *map(str, args), "-o", str(out), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(after)
+    if proc.poll() is not None:
+        pytest.skip("the solve finished before the signal")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert len(err.strip().splitlines()) == 1 and "terminated" in err, err
+    assert json.loads(out.read_text()) == {"old": True}
+    assert sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_12_sigterm_and_sighup_stop_a_dp_solve_cleanly(tmp_path, signame):
+    import signal
+
+    big = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "inceptionv3_training.json"
+    _signal_solve(tmp_path, getattr(signal, signame), [big, "--max-ideals", "5000000"], 4.0)
+
+
+def test_12_sigterm_stops_an_ip_solve(tmp_path):
+    import signal
+
+    big = DATA / "paper" / "throughput-inputs" / "OperatorGraphs" / "bert_L-12_training.json"
+    _signal_solve(tmp_path, signal.SIGTERM, [big, "--method", "ip", "--time-limit", "120"], 6.0)
+
+
+def test_12_sigterm_while_writing_removes_the_temporary_file(tmp_path, monkeypatch):
+    import signal
+
+    from dnnplace.cli import app as cli_app
+    from dnnplace.utils import files
+
+    w = write(tmp_path / "w.json", GOOD)
+    s = write(tmp_path / "s.json", SPLIT)
+    real_write = os.write
+
+    def slow(fd: int, data) -> int:  # the signal arrives in the middle of writing the trace
+        if fd > 2:
+            cli_app._terminate(signal.SIGTERM, None)
+        return real_write(fd, data)
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(files.os, "write", slow)
+    try:
+        code, out, err = invoke("simulate", w, s, "--trace", tmp_path / "t.json")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        cli_app._TERMINATED_BY[0] = 0
+    assert code == 128 + signal.SIGTERM and err.strip() == "terminated (SIGTERM)", (code, err)
+    assert sorted(os.listdir(tmp_path)) == ["s.json", "w.json"]
+
+
+@pytest.mark.skipif(not (Path(SRC).parent / "examples" / "mlp_skip.py").exists(), reason="needs the examples")
+def test_12_sigterm_during_run_leaves_no_temp_dir(tmp_path):
+    import signal
+    import time
+
+    pytest.importorskip("torch")
+    root = Path(SRC).parent
+    tmp = tmp_path / "tmp"  # this run's own temporary folder: other runs on the machine use theirs
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "TMPDIR": str(tmp)}
+    w = tmp_path / "w.json"
+    r = subprocess.run([sys.executable, "-m", "dnnplace", "profile", "examples/mlp_skip.py:build", "-o", str(w),
+                        "--device", "a100", "--repeats", "1"], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    split = tmp_path / "s.json"
+    assert subprocess.run([sys.executable, "-m", "dnnplace", "solve", str(w), "-o", str(split), "-q"], env=env,
+                          timeout=300).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "run", "examples/mlp_skip.py:build", str(split),
+                             "-w", str(w), "--training", "--steps", "100000", "-n", "64"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp.glob("dnnplace-run-*")):
+        time.sleep(0.2)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "leaked semaphore" not in err and "Traceback" not in err, err
+    assert list(tmp.glob("dnnplace-run-*")) == [], sorted(os.listdir(tmp))

@@ -55,6 +55,30 @@ class Objective(StrEnum):
     fw_bw = "fw+bw"
 
 
+_TERMINATED_BY = [0]  # the signal (SIGTERM, SIGHUP) that stopped the command, 0 for none or Ctrl-C
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM / SIGHUP: stop as Ctrl-C does (temporary files removed, workers stopped), exit 128 + signal."""
+    import signal
+
+    _TERMINATED_BY[0] = signum
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a second one must not interrupt the clean-up
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def install_signal_handlers() -> None:
+    """Let SIGTERM and SIGHUP unwind like SIGINT (only the main thread can install handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _terminate)
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn library errors into one line on stderr and exit code 2."""
@@ -64,6 +88,12 @@ def user_errors() -> Iterator[None]:
         err.print(f"error: {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
+        signum = _TERMINATED_BY[0]
+        if signum:
+            import signal
+
+            err.print(f"terminated ({signal.Signals(signum).name})")
+            raise typer.Exit(128 + signum) from None
         err.print("interrupted")
         raise typer.Exit(130) from None
     except (typer.Exit, typer.Abort):
@@ -711,6 +741,7 @@ def _flush_stdout() -> str | None:
 
 def main() -> None:
     """Console-script entry point."""
+    install_signal_handlers()
     try:
         app(prog_name="dnnplace")
     except SystemExit as exc:
@@ -721,7 +752,7 @@ def main() -> None:
             except Exception:  # noqa: BLE001 - stderr gone too: the exit code still says it
                 pass
             raise SystemExit(2) from None
-        if exc.code == 130:
+        if exc.code in (130, 128 + 1, 128 + 15):  # SIGINT, SIGHUP, SIGTERM
             import threading
 
             if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
@@ -729,7 +760,7 @@ def main() -> None:
                 # seconds; nothing is left to write, so do not wait for it at interpreter exit.
                 sys.stdout.flush()
                 sys.stderr.flush()
-                os._exit(130)
+                os._exit(int(exc.code))
         raise
 
 
