@@ -62,6 +62,7 @@ SLOW = (
     "tests/cli/test_hostile_input.py::test_5_",
     "tests/cli/test_hostile_input.py::test_7_",
     "tests/cli/test_hostile_input.py::test_11_",
+    "tests/cli/test_hostile_input_2.py::test_12_sigterm_during_run",
     "src/dnnplace/api/__init__.py::dnnplace.api.run",
     "src/dnnplace/api/__init__.py::dnnplace.api.info",
     "src/dnnplace/api/__init__.py::dnnplace.api.profile",
@@ -69,6 +70,8 @@ SLOW = (
 )
 TIMING = (
     "tests/cli/test_hostile_input.py::test_12_",
+    "tests/cli/test_hostile_input_2.py::test_12_sigterm_and",
+    "tests/cli/test_hostile_input_2.py::test_12_sigterm_stops",
     "tests/cli/test_hostile_input.py::test_3_concurrent",
     "tests/cli/test_cli_errors.py::test_dp_time_limit_is_honoured",
     "tests/solvers/piper/test_piper_time_limit.py::test_a_real_deadline",

@@ -306,3 +306,402 @@ def test_10_compare_csv_on_stdout_has_plain_line_ends(paper, tmp_path):
     assert lines[0].startswith("workload,method,") and len(lines) == 3
     code, _, err = invoke("compare", w, "--methods", "dp,single", "--format", "csv", "-o", tmp_path / "t.csv")
     assert code == 0 and (tmp_path / "t.csv").read_bytes().count(b"\r\n") == 3
+
+
+# ------------------------------------------------------------------ item 5: "optimal" only with a zero gap
+GNMT = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json"
+
+
+@pytest.mark.parametrize("args", [["-m", "ip", "--gap", "0.5"], ["-m", "ip-noncontig", "--gap", "0.3"],
+                                  ["-m", "ip-noncontig"], ["-m", "ip", "--gap", "0"], ["--gap", "0.5"]])
+def test_5_optimal_only_with_a_zero_gap(args):
+    code, out, err = invoke("solve", GNMT, *args, "--time-limit", "20", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    gap = doc.get("gap")
+    if doc["status"] == "optimal":
+        assert gap is None or gap <= 1e-9, doc
+    elif gap is not None and gap > 1e-9:
+        assert doc["status"] in ("bounded", "time_limit"), doc
+    code, out, err = invoke("solve", GNMT, *args, "--time-limit", "20")
+    title = out.splitlines()[0]
+    assert ("optimal" not in title) or ("gap 0.00 %" in title), title
+
+
+def test_5_api_ip_with_a_gap_says_bounded():
+    w = dnnplace.load(GNMT)
+    sol = dnnplace.solve(w, "ip", gap=0.5, time_limit=20)
+    assert sol.gap is not None
+    assert (sol.status == "optimal") == (sol.gap <= 1e-9), (sol.status, sol.gap)
+    assert sol.split.meta["status"] == sol.status
+
+
+# ------------------------------------------------------------------ item 4: deadlines and upper bounds
+@pytest.mark.parametrize("args,needle", [
+    (["solve", "{w}", "--time-limit", "nan"], "--time-limit must be a finite number"),
+    (["solve", "{w}", "--time-limit", "-1"], "--time-limit must be between 0 and"),
+    (["solve", "{w}", "--time-limit", "1e300"], "--time-limit must be between 0 and"),
+    (["compare", "{w}", "--time-limit", "nan"], "--time-limit must be a finite number"),
+    (["compare", "{w}", "--time-limit", "1e12"], "--time-limit must be between 0 and"),
+    (["solve", "{w}", "-m", "ip", "--threads", "100000"], "threads must be at most 256"),
+    (["solve", "{w}", "-m", "ip-latency", "--objective", "latency", "--subgraphs-per-accelerator", "1000"],
+     "at most 64"),
+    (["solve", "{w}", "-m", "local-search", "--restarts", str(10**12)], "restarts must be at most"),
+    (["solve", "{w}", "-k", str(10**12)], "--accelerators"),
+    (["solve", "{w}", "--cpus", str(10**12)], "--cpus"),
+    (["solve", str(TOY), "--batch", str(10**12)], "mbsInBatch"),
+    (["solve", str(TOY), "--bert-layers", str(10**12)], "--bert-layers"),
+    (["simulate", "{w}", "{s}", "-n", str(10**12)], "microbatches"),
+    (["report", "{w}", "{s}", "-n", str(10**12), "-o", "{r}"], "microbatches"),
+    (["run", "nomodule:f", "{s}", "-n", str(10**12)], "--microbatches must be at most"),
+    (["run", "nomodule:f", "{s}", "--steps", str(10**12)], "--steps must be at most"),
+    (["profile", "nomodule:f", "-o", "{r}", "--repeats", str(10**12)], "--repeats must be at most"),
+    (["profile", "nomodule:f", "-o", "{r}", "-k", str(10**12)], "--accelerators"),
+    (["info", "{w}", "--max-ideals", str(10**22)], "--max-ideals must be at most"),
+])
+def test_4_numeric_options_have_upper_bounds(paper, tmp_path, args, needle):
+    w, s = paper
+    clean_error(*invoke(*(a.format(w=w, s=s, r=tmp_path / "r.html") for a in args)), needle)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_4_time_limit_covers_building_the_latency_ip():
+    import time
+
+    big = DATA / "paper" / "latency-inputs" / "OperatorGraphs" / "bert_l-12_inference.json"
+    t0 = time.perf_counter()
+    code, out, err = invoke("solve", big, "-m", "ip-latency", "--objective", "latency",
+                            "--subgraphs-per-accelerator", "64", "--time-limit", "3", "--json")
+    took = time.perf_counter() - t0
+    assert code == 0, err
+    assert json.loads(out)["status"] == "time_limit"
+    assert took < 3 + 10, took  # reading, the warm start's evaluation, HiGHS winding down
+
+
+def test_4_deadline_while_building_returns_the_warm_start(monkeypatch):
+    from dnnplace.solvers.ip import builder
+
+    w = dnnplace.load(GNMT)
+
+    def late(self) -> None:  # as if the deadline passed while the model was being built
+        raise builder.BuildTimeout("the time limit ran out while building the IP model; raise --time-limit")
+
+    monkeypatch.setattr(builder.MipBuilder, "_tick", late)
+    for method, objective in (("ip", "throughput"), ("ip-noncontig", "throughput"), ("ip-latency", "latency")):
+        sol = dnnplace.solve(w, method, objective=objective, time_limit=30)
+        assert sol.status == "time_limit" and sol.evaluation.feasible, method
+
+
+def test_4_builder_checks_the_clock():
+    import time
+
+    from dnnplace.solvers.ip.builder import MipBuilder
+
+    m = MipBuilder(deadline=time.perf_counter() - 1)
+    with pytest.raises(DnnplaceError, match="time limit ran out while building"):
+        for _ in range(5000):
+            m.row([0], [1.0], hi=1.0)
+
+
+# ------------------------------------------------------------------ item 13: --time-limit inf is "no limit" everywhere
+def test_13_time_limit_inf_means_no_limit(paper):
+    w, _ = paper
+    code, out, err = invoke("solve", w, "-m", "ip", "--time-limit", "inf", "--json")
+    assert code == 0 and json.loads(out)["status"] == "optimal", err
+    code, out, err = invoke("compare", w, "--methods", "ip,single", "--time-limit", "inf", "--format", "json")
+    assert code == 0 and json.loads(out)[0]["status"] == "optimal", err
+
+
+# ------------------------------------------------------------------ item 2: export --to torch-pipelining injection
+HOSTILE_SPECS = [
+    'm.py:f"""\nimport os; os.system("touch /tmp/pwned")\n"""',
+    "m.py:f'''\nraise SystemExit(3)\n'''",
+    "m.py:f\\\"\\\"\\\" + __import__('os').getcwd() + \"\"\"",
+    'a"b\'c\nd\re\x00f\\\\:g',
+    "\u202e\u2028m.py:f# }{0}{spec}",
+]
+
+
+@pytest.fixture
+def fake_chain(monkeypatch):
+    """The export's checks of the profiled model pass (they need torch); the script template is real."""
+    from dnnplace.runtime import export
+
+    monkeypatch.setattr(export, "_stages", lambda w, s: [])
+    monkeypatch.setattr(export, "_chain_problem", lambda w, s, st: None)
+    monkeypatch.setattr(export, "export_pipelining",
+                        lambda w, s: {"notes": [], "split_spec": {"fc2": "BEGINNING"}, "num_stages": 2})
+
+
+def _spec_constant(text: str) -> object:
+    import ast
+
+    tree = ast.parse(text)  # parses: nothing was spliced into the code
+    found = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and [getattr(t, "id", None) for t in node.targets] == ["SPEC"]]
+    assert len(found) == 1
+    assert isinstance(found[0], ast.Constant) and isinstance(found[0].value, str)
+    # no statement other than the template's own: imports, the constants, functions and the main guard
+    assert {type(node).__name__ for node in tree.body} <= {"Expr", "Import", "ImportFrom", "Assign",
+                                                           "FunctionDef", "If"}
+    return found[0].value
+
+
+@pytest.mark.parametrize("spec", HOSTILE_SPECS)
+def test_2_model_spec_cannot_execute_in_the_script(fake_chain, spec):
+    from dnnplace.runtime.export import pipelining_script
+
+    w = dnnplace.load(write_tmp_workload())
+    text = pipelining_script(w, dnnplace.api.paper_json.parse_split(SPLIT), spec)
+    assert _spec_constant(text) == spec
+    docstring = text.split('"""')[1]
+    assert spec not in docstring and "pwned" not in docstring
+
+
+@pytest.mark.parametrize("spec", HOSTILE_SPECS[:3])
+def test_2_export_cli_with_a_hostile_model(fake_chain, paper, tmp_path, spec):
+    w, s = paper
+    out = tmp_path / "train.py"
+    code, _, err = invoke("export", s, "-w", w, "--to", "torch-pipelining", "--model", spec, "-o", out)
+    assert code == 0, err
+    assert _spec_constant(out.read_text()) == spec
+
+
+def write_tmp_workload() -> Path:
+    import tempfile
+
+    return write(Path(tempfile.mkdtemp()) / "w.json", GOOD)
+
+
+# ------------------------------------------------------------------ item 11: every flag on a Piper input
+PIPER_FLAGS = {
+    "solve": [(["--objective", "latency"], "does not optimise"), (["--objective", "fw+bw"], "does not optimise"),
+              (["-l", "2"], "cpus applies to"), (["--overlap-comm"], "overlap-comm applies to"),
+              (["--gap", "0.1"], "does not take --gap"), (["--threads", "2"], "does not take --threads"),
+              (["--contract-layers"], "does not take"), (["--linearize"], "does not take"),
+              (["--no-contiguous-cpus"], "does not take"), (["--subgraphs-per-accelerator", "2"], "does not take"),
+              (["--seed", "1"], "does not take"), (["--restarts", "2"], "does not take"),
+              (["-m", "dp"], "plans a workload in the paper's format"), (["--memory", "inf"], "finite"),
+              (["--bandwidth", "inf"], "finite"), (["--memory", "nan"], "finite"), (["--bert-layers", "40"],
+                                                                                  "bert32a100")],
+    "evaluate": [(["--overlap-comm"], "overlap-comm applies to")],
+    "simulate": [(["--schedule", "gpipe"], "schedule applies to"), (["--overlap-comm"], "overlap-comm applies to"),
+                 (["--trace", "{t}"], "--trace applies to"), (["--memory", "inf"], "finite")],
+    "report": [(["-n", "3"], "microbatches applies to"), (["--schedule", "gpipe"], "schedule applies to"),
+               (["--bandwidth", "inf"], "finite")],
+}
+PIPER_USED = {
+    "solve": [["--max-ideals", "5"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "2"],
+              ["--time-limit", "10"], ["--json"], ["-q"], ["--report", "{t}"], ["-m", "piper"]],
+    "evaluate": [["--json"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+    "simulate": [["--json"], ["-n", "3"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+    "report": [["-o", "{t}"], ["-k", "2"], ["--memory", "200"], ["--bandwidth", "2"], ["--batch", "1"]],
+}
+
+
+def _piper_args(command: str, toy: Path, plan: Path) -> list:
+    return [command, toy] if command == "solve" else [command, toy, plan]
+
+
+@pytest.mark.parametrize("command,flags,needle", [(c, f, n) for c, cases in PIPER_FLAGS.items() for f, n in cases])
+def test_11_piper_flags_that_do_not_apply_are_refused(piper, tmp_path, command, flags, needle):
+    toy, plan = piper
+    out = tmp_path / "out.file"
+    extra = ["-o", tmp_path / "r.html"] if command == "report" else []
+    clean_error(*invoke(*_piper_args(command, toy, plan), *[f.format(t=out) for f in flags], *extra), needle)
+    assert not out.exists() and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("command,flags", [(c, f) for c, cases in PIPER_USED.items() for f in cases])
+def test_11_piper_flags_that_apply_are_used(piper, tmp_path, command, flags):
+    toy, plan = piper
+    out = tmp_path / "out.file"
+    extra = ["-o", tmp_path / "r.html"] if command == "report" and "-o" not in flags else []
+    code, stdout, err = invoke(*_piper_args(command, toy, plan), *[f.format(t=out) for f in flags], *extra)
+    assert code == 0, err
+    if "{t}" in flags:
+        assert out.exists()
+    if command == "solve" and flags[0] in ("-k", "--memory", "--bandwidth", "--batch"):
+        code, stdout, err = invoke("solve", toy, *flags, "--json")
+        key = {"-k": "maxDevices", "--memory": "maxMemoryPerDevice", "--bandwidth": "bandwidth",
+               "--batch": "mbsInBatch"}[flags[0]]
+        assert json.loads(stdout)["instance"][key] == float(flags[1])
+
+
+def test_11_no_infinity_in_json(tmp_path):
+    doc = json.loads(json.dumps(GOOD))
+    for node in doc["nodes"]:
+        node["fpgaLatency"] = node["cpuLatency"] = 0.0
+    for edge in doc["edges"]:
+        edge["cost"] = 0.0
+    w = write(tmp_path / "zero.json", doc)
+    s = tmp_path / "s.json"
+    code, out, err = invoke("solve", w, "-o", s, "--json")
+    assert code == 0, err
+    assert "Infinity" not in out and "NaN" not in out and "Infinity" not in s.read_text()
+    code, out, err = invoke("simulate", w, s, "--json")
+    assert code == 0, err
+    assert "Infinity" not in out and json.loads(out)["throughput"] is None
+    code, out, err = invoke("evaluate", w, s, "--json")
+    assert code == 0 and "Infinity" not in out, err
+
+
+# ------------------------------------------------------------------ item 13: smaller ones
+def test_13_split_recording_overlap_comm_is_noted(paper, tmp_path):
+    w, _ = paper
+    s = tmp_path / "ov.json"
+    code, _, err = invoke("solve", w, "--overlap-comm", "-o", s, "-q")
+    assert code == 0 and json.loads(s.read_text())["overlapComm"] is True, err
+    for command in ("evaluate", "simulate"):
+        code, out, err = invoke(command, w, s)
+        assert code == 0 and "overlapComm: true; judged without overlap" in err, err
+        code, out, err = invoke(command, w, s, "--overlap-comm")
+        assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize("options", [{"microbatches": 0}, {"microbatches": -3}, {"microbatches": 2.5},
+                                     {"microbatches": True}, {"schedule": "x"}, {"schedule": None}])
+def test_13_write_report_and_simulate_validate(tmp_path, options):
+    w = dnnplace.load(write(tmp_path / "w.json", GOOD))
+    split = dnnplace.api.paper_json.parse_split(SPLIT)
+    with pytest.raises(DnnplaceError):
+        dnnplace.write_report(w, split, tmp_path / "r.html", **options)
+    with pytest.raises(DnnplaceError):
+        dnnplace.simulate(w, split, **options)
+    assert not (tmp_path / "r.html").exists()
+
+
+BAD_INSTANCES = [None, Path("w.json"), "w.json", 3, {}]
+
+
+@pytest.mark.parametrize("bad", BAD_INSTANCES, ids=repr)
+def test_13_api_wants_an_instance(tmp_path, bad):
+    w = dnnplace.load(write(tmp_path / "w.json", GOOD))
+    split = dnnplace.api.paper_json.parse_split(SPLIT)
+    calls = [
+        lambda: dnnplace.with_budget(bad, accelerators=1), lambda: dnnplace.info(bad),
+        lambda: dnnplace.export(bad, split), lambda: dnnplace.evaluate(bad, split),
+        lambda: dnnplace.simulate(bad, split), lambda: dnnplace.solve(bad),
+        lambda: dnnplace.write_report(bad, split, tmp_path / "r.html"),
+        lambda: dnnplace.save_plan(bad, split, tmp_path / "p.json"), lambda: dnnplace.api.plan_document(bad, split),
+        lambda: dnnplace.api.default_method(bad), lambda: dnnplace.load_plan(bad, tmp_path / "w.json"),
+        lambda: dnnplace.api.piper_document(bad), lambda: dnnplace.save_workload(bad, tmp_path / "x.json"),
+        lambda: dnnplace.api.plan_notes(bad, split),
+        # and a plan where a plan is expected
+        lambda: dnnplace.evaluate(w, bad), lambda: dnnplace.simulate(w, bad),
+        lambda: dnnplace.write_report(w, bad, tmp_path / "r.html"), lambda: dnnplace.save_plan(w, bad, tmp_path / "p"),
+        lambda: dnnplace.save_split(bad, tmp_path / "x.json"), lambda: dnnplace.export(w, bad),
+    ]
+    for call in calls:
+        with pytest.raises(DnnplaceError):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["w.json"]
+
+
+def test_13_node_twice_on_one_device_is_refused(paper, tmp_path):
+    w, _ = paper
+    s = write(tmp_path / "dup.json", {"fpgas": [{"nodes": [1, 1, 2]}, {"nodes": [3]}], "cpus": []})
+    for command in ("evaluate", "simulate"):
+        clean_error(*invoke(command, w, s), "fpgas[0]: node id 1 is listed twice on this device")
+
+
+@pytest.mark.parametrize("args", [["info", "{p}"], ["compare", "{p}", "--methods", "single"],
+                                  ["export", "{s}", "-w", "{p}"]])
+def test_13_piper_file_given_to_a_paper_only_command(paper, args):
+    _, s = paper
+    line = clean_error(*invoke(*(a.format(p=TOY, s=s) for a in args)), "a Piper workload")
+    assert "maxSizePerFPGA" not in line
+
+
+# ------------------------------------------------------------------ item 12: SIGTERM / SIGHUP behave as SIGINT
+def _signal_solve(tmp_path: Path, sig: int, args: list, after: float) -> None:
+    import signal  # noqa: F401 - the caller's constants
+    import time
+
+    out = write(tmp_path / "out.json", {"old": True})
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "solve", *map(str, args), "-o", str(out), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(after)
+    if proc.poll() is not None:
+        pytest.skip("the solve finished before the signal")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert len(err.strip().splitlines()) == 1 and "terminated" in err, err
+    assert json.loads(out.read_text()) == {"old": True}
+    assert sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_12_sigterm_and_sighup_stop_a_dp_solve_cleanly(tmp_path, signame):
+    import signal
+
+    big = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "inceptionv3_training.json"
+    _signal_solve(tmp_path, getattr(signal, signame), [big, "--max-ideals", "5000000"], 4.0)
+
+
+def test_12_sigterm_stops_an_ip_solve(tmp_path):
+    import signal
+
+    big = DATA / "paper" / "throughput-inputs" / "OperatorGraphs" / "bert_L-12_training.json"
+    _signal_solve(tmp_path, signal.SIGTERM, [big, "--method", "ip", "--time-limit", "120"], 6.0)
+
+
+def test_12_sigterm_while_writing_removes_the_temporary_file(tmp_path, monkeypatch):
+    import signal
+
+    from dnnplace.cli import console as cli_app
+    from dnnplace.utils import files
+
+    w = write(tmp_path / "w.json", GOOD)
+    s = write(tmp_path / "s.json", SPLIT)
+    real_write = os.write
+
+    def slow(fd: int, data) -> int:  # the signal arrives in the middle of writing the trace
+        if fd > 2:
+            cli_app._terminate(signal.SIGTERM, None)
+        return real_write(fd, data)
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(files.os, "write", slow)
+    try:
+        code, out, err = invoke("simulate", w, s, "--trace", tmp_path / "t.json")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        cli_app._TERMINATED_BY[0] = 0
+    assert code == 128 + signal.SIGTERM and err.strip() == "terminated (SIGTERM)", (code, err)
+    assert sorted(os.listdir(tmp_path)) == ["s.json", "w.json"]
+
+
+@pytest.mark.skipif(not (Path(SRC).parent / "examples" / "mlp_skip.py").exists(), reason="needs the examples")
+def test_12_sigterm_during_run_leaves_no_temp_dir(tmp_path):
+    import signal
+    import time
+
+    pytest.importorskip("torch")
+    root = Path(SRC).parent
+    tmp = tmp_path / "tmp"  # this run's own temporary folder: other runs on the machine use theirs
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "TMPDIR": str(tmp)}
+    w = tmp_path / "w.json"
+    r = subprocess.run([sys.executable, "-m", "dnnplace", "profile", "examples/mlp_skip.py:build", "-o", str(w),
+                        "--device", "a100", "--repeats", "1"], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    split = tmp_path / "s.json"
+    assert subprocess.run([sys.executable, "-m", "dnnplace", "solve", str(w), "-o", str(split), "-q"], env=env,
+                          timeout=300).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "run", "examples/mlp_skip.py:build", str(split),
+                             "-w", str(w), "--training", "--steps", "100000", "-n", "64"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp.glob("dnnplace-run-*")):
+        time.sleep(0.2)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "leaked semaphore" not in err and "Traceback" not in err, err
+    assert list(tmp.glob("dnnplace-run-*")) == [], sorted(os.listdir(tmp))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dnnplace.api.models import MODELS, model_of, refuse
+from dnnplace.api.models import MODELS, check_plan, model_of, paper_instance, refuse
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.evaluation import evaluate as _evaluate
@@ -44,6 +44,8 @@ Instance = Workload | PiperInstance | LLMProblem
 
 PathLike = str | Path
 _DATA = Path(__file__).resolve().parents[1] / "data"
+OPTIMAL_GAP = 1e-9  # a solution is "optimal" only when its relative gap to the proven bound is at most this
+SOLVER_TOLERANCE = 1e-6  # a solver's own "gap zero" differs from the evaluator's exact sums by at most this
 
 
 # ------------------------------------------------------------------------ files
@@ -117,7 +119,7 @@ def save_workload(workload: Workload, path: PathLike, *, inputs: Iterable[PathLi
     >>> dnnplace.load_workload(out).n
     192
     """
-    paper_json.save_workload(workload, path, inputs=tuple(inputs))
+    paper_json.save_workload(paper_instance(workload, "save_workload"), path, inputs=tuple(inputs))
 
 
 def load_split(path: PathLike) -> Split:
@@ -149,6 +151,8 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
     >>> sol = dnnplace.solve(w)
     >>> dnnplace.save_split(sol.split, os.path.join(tempfile.mkdtemp(), "s.json"), sol.evaluation)
     """
+    if not isinstance(split, Split):
+        raise DnnplaceError(f"save_split expects a Split, got {type(split).__name__} (a Piper plan: save_plan)")
     paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
 
 
@@ -215,6 +219,7 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
     """
     from dnnplace.model.limits import check_budget
 
+    model_of(instance)
     check_budget(accelerators, cpus, memory)
     if isinstance(instance, LLMProblem):
         if any(v is not None for v in (accelerators, cpus, memory, bandwidth, batch)):
@@ -247,12 +252,12 @@ def plan_notes(instance: Instance, plan: Split | PiperPlan, *, overlap_comm: boo
     A Piper plan records the devices, memory, bandwidth and batch it was made for; it is judged under
     the instance's (the workload file's, with any overrides).  A split may record ``overlapComm``.
     """
-    return model_of(instance).plan_notes(instance, plan, overlap_comm=overlap_comm)
+    return check_plan(instance, plan).plan_notes(instance, plan, overlap_comm=overlap_comm)
 
 
 def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any = None) -> dict[str, Any]:
     """The plan file's content (the paper's split format, or dnnplace's Piper plan format)."""
-    m = model_of(instance)
+    m = check_plan(instance, plan)
     return m.plan_document(instance, plan, evaluation if evaluation is not None else m.evaluate(instance, plan))
 
 
@@ -403,14 +408,23 @@ def solve(
         ev = model.evaluate(workload, out.plan)
     value = ev.value(objective)
     bound = out.bound
+    if bound is not None and not np.isfinite(bound):
+        bound = None  # e.g. HiGHS stopped before its root LP: nothing was proven
     if bound is not None and out.status == "optimal":
         bound = min(bound, value)  # the evaluator's exact sum is the optimum's value
+        if np.isfinite(value) and value - bound <= SOLVER_TOLERANCE * max(abs(value), 1.0):
+            # the solver proved a zero gap on its own numbers (HiGHS's feasibility tolerance is 1e-6
+            # absolute): the evaluator's exact value is the optimum
+            bound = value
     gap = None
     if bound is not None and np.isfinite(value) and value > 0:
         gap = max(0.0, (value - bound) / value)
+    status = out.status
+    if status == "optimal" and gap is not None and gap > OPTIMAL_GAP:
+        status = "bounded"  # "optimal" within a tolerance is not optimal: say what was proven
     runtime = time.perf_counter() - t0
     meta: dict[str, Any] = {"method": solver.name if isinstance(method, Solver) else method,
-                            "objective": objective, "objectiveValue": value, "status": out.status,
+                            "objective": objective, "objectiveValue": value, "status": status,
                             "feasible": ev.feasible, "runtime_s": round(runtime, 6)}
     if objective == "latency":
         meta["totalLatency"] = value
@@ -425,7 +439,7 @@ def solve(
         plan = out.plan
         if hasattr(plan, "meta"):  # an LLM plan records its own status, bound and gap
             plan.meta.update(meta)
-    return Solution(plan, ev, meta["method"], objective, value, out.status, bound, gap, runtime, dict(out.stats))
+    return Solution(plan, ev, meta["method"], objective, value, status, bound, gap, runtime, dict(out.stats))
 
 
 def default_method(instance: Instance) -> str:
@@ -469,6 +483,7 @@ def info(workload: Workload, *, max_ideals: int = 200_000, cap: int = 1_000_000)
     """
     from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
 
+    workload = paper_instance(workload, "info")
     steps = lattice_steps(workload, max(cap, max_ideals))
     return WorkloadInfo(tuple(steps), default_path(steps, max_ideals))
 
@@ -491,7 +506,7 @@ def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, sour
     >>> round(ev.max_load, 3), ev.feasible
     (107.004, True)
     """
-    return model_of(workload).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
+    return check_plan(workload, split).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
 
 
 def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbatches: int = 32,
@@ -508,8 +523,17 @@ def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbat
     >>> round(sim.time_per_sample, 3)
     107.004
     """
-    return model_of(workload).simulate(workload, split, schedule=schedule, microbatches=microbatches,
+    _check_stream(schedule, microbatches)
+    return check_plan(workload, split).simulate(workload, split, schedule=schedule, microbatches=microbatches,
                                        overlap_comm=overlap_comm)
+
+
+def _check_stream(schedule: Any, microbatches: Any) -> None:
+    """The schedule and microbatch count of a simulation or a report's timeline, checked up front."""
+    if schedule not in ("1f1b", "gpipe"):
+        raise DnnplaceError(f"schedule must be '1f1b' or 'gpipe', got {schedule!r:.40}")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) or microbatches < 1:
+        raise DnnplaceError(f"microbatches must be a whole number >= 1, got {microbatches!r:.40}")
 
 
 def write_report(workload: Instance, split: Any, path: PathLike, *, title: str | None = None,
@@ -528,8 +552,9 @@ def write_report(workload: Instance, split: Any, path: PathLike, *, title: str |
     >>> p.read_text().startswith("<!DOCTYPE html>")
     True
     """
+    _check_stream(schedule, microbatches)
     options: dict[str, Any] = {"microbatches": microbatches, "schedule": schedule, "overlap_comm": overlap_comm}
-    return model_of(workload).write_report(workload, split, path, title=title, inputs=inputs, **options)
+    return check_plan(workload, split).write_report(workload, split, path, title=title, inputs=inputs, **options)
 
 
 # --------------------------------------------------------------------- PyTorch
@@ -541,6 +566,7 @@ def piper_document(workload: Workload, *, source: str = "profile") -> dict[str, 
     from dnnplace.frontends.piper_json import parse_piper
     from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
 
+    workload = paper_instance(workload, "piper_document")
     doc = paper_training_to_piper(paper_json.workload_to_dict(workload))
     parse_piper(doc, source=source)
     return doc
@@ -619,6 +645,9 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     from dnnplace.runtime.launch import run_pipeline, run_training
     from dnnplace.utils.files import read_json_file
 
+    if workload is not None:
+        workload = paper_instance(workload, "run")
+
     if not isinstance(split, Split):
         doc = read_json_file(split)
         value = doc.get("maxLoad") if isinstance(doc, dict) else None
@@ -655,6 +684,9 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     """
     from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
 
+    workload = paper_instance(workload, "export")
+    if not isinstance(split, Split):
+        raise DnnplaceError(f"export expects a Split, got {type(split).__name__}")
     if to == "stages":
         return export_stages(workload, split)
     if to == "torch-pipelining":

@@ -227,6 +227,28 @@ def model_of(instance: Any) -> PlannedModel:
     raise DnnplaceError(f"expected an instance of a planned model ({known}), got {type(instance).__name__}")
 
 
+def paper_instance(instance: Any, what: str) -> Workload:
+    """``instance`` when it is a workload in the paper's format; a clear error for anything else."""
+    if isinstance(instance, Workload):
+        return instance
+    if isinstance(instance, PiperInstance):
+        raise DnnplaceError(f"{what} takes a workload in the paper's format, not a Piper workload")
+    raise DnnplaceError(f"{what} expects a Workload (load one with dnnplace.load), got {type(instance).__name__}")
+
+
+def check_plan(instance: Any, plan: Any) -> PlannedModel:
+    """The model of ``instance``, checking that ``plan`` is one of its plans (a split, a Piper plan)."""
+    from dnnplace.model.piper import PiperPlan
+    from dnnplace.model.split import Split
+
+    m = model_of(instance)
+    want = Split if m.name == "paper" else PiperPlan
+    if not isinstance(plan, want):
+        raise DnnplaceError(f"expected a {want.__name__} for {m.describe} (read one with dnnplace.load_plan),"
+                            f" got {type(plan).__name__}")
+    return m
+
+
 def refuse(option: str, value: Any, default: Any, only_for: str) -> None:
     """An option another model uses, given for this one: an error, never silently ignored."""
     if value is not None and value != default:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 
 from dnnplace.api import Instance
-from dnnplace.cli.console import err, out, progress_bar, user_errors
+from dnnplace.cli.console import err, install_signal_handlers, out, progress_bar, user_errors
 from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, get_exporter
@@ -99,6 +99,23 @@ def finite_option(name: str, value: float | None, *, inf_is_none: bool = False) 
     raise DnnplaceError(f"{name} must be a finite number, got {value}")
 
 
+MAX_SECONDS = 1e9  # a --time-limit above this (about 30 years) is a typo; inf means no limit
+
+
+def time_limit_option(name: str, value: float | None) -> float | None:
+    """A time limit in seconds: NaN refused, inf (or none given) means no limit, at most MAX_SECONDS."""
+    value = finite_option(name, value, inf_is_none=True)
+    if value is not None and not 0 <= value <= MAX_SECONDS:
+        raise DnnplaceError(f"{name} must be between 0 and {MAX_SECONDS:g} seconds (inf: no limit), got {value:g}")
+    return value
+
+
+def at_most(name: str, value: int | None, maximum: int) -> None:
+    """One line for a count option above its sane maximum (typer checks only the minimum)."""
+    if value is not None and value > maximum:
+        raise DnnplaceError(f"{name} must be at most {maximum:,}, got {value:,}")
+
+
 def model_file(spec: str) -> Path | None:
     """The .py file of a MODULE:FACTORY spec, when it names one (an input the outputs must not replace)."""
     module = spec.rpartition(":")[0] or spec
@@ -113,7 +130,7 @@ def _accelerators_option() -> object:
 
 
 def _memory_option() -> object:
-    return typer.Option(None, "--memory", min=0, help="Piper: judge under this maxMemoryPerDevice (bytes).")
+    return typer.Option(None, "--memory", help="Piper: judge under this maxMemoryPerDevice (bytes).")
 
 
 def _bandwidth_option() -> object:
@@ -134,8 +151,9 @@ def judged(workload: Path, split: Path | None, *, accelerators: int | None, memo
     """
     from dnnplace import api
     from dnnplace.api.models import refuse
+    from dnnplace.model.limits import check_budget
 
-    finite_option("--memory", memory)
+    check_budget(accelerators, None, finite_option("--memory", memory), source="command line", prefix="--")
     finite_option("--bandwidth", bandwidth)
     inst, split = plan_arguments(workload, split)
     if isinstance(inst, (Workload, LLMProblem)):
@@ -190,12 +208,13 @@ def solve(
     accelerators: Optional[int] = typer.Option(None, "--accelerators", "-k", min=0,
                                                help="Override the file's maxFPGAs (Piper: maxDevices)."),
     cpus: Optional[int] = typer.Option(None, "--cpus", "-l", min=0, help="Override the file's maxCPUs."),
-    memory: Optional[float] = typer.Option(None, "--memory", min=0,
+    memory: Optional[float] = typer.Option(None, "--memory",
                                            help="Override maxSizePerFPGA (Piper: maxMemoryPerDevice), bytes."),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="Piper: override bandwidth (B/s)."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Piper: override mbsInBatch."),
     bert_layers: Optional[int] = typer.Option(None, "--bert-layers", help="Piper: BERT-L from bert32a100.json."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0, help="Seconds before giving up."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit",
+                                               help="Seconds before giving up [default and inf: no limit]."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm",
                                       help="Accelerator load = max(compute, communication)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of tables."),
@@ -211,7 +230,7 @@ def solve(
         from dnnplace.utils.files import check_outputs, write_json_atomic
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
-        time_limit = finite_option("--time-limit", time_limit, inf_is_none=True)
+        time_limit = time_limit_option("--time-limit", time_limit)
         check_budget(accelerators, cpus, finite_option("--memory", memory), source="command line", prefix="--")
         finite_option("--bandwidth", bandwidth)
         gap = solver_params.get("gap")
@@ -349,7 +368,11 @@ def profile(
         if fmt not in ("paper", "piper"):
             raise DnnplaceError(f"--format must be paper or piper, got '{fmt}'")
         training = training or fmt == "piper"
+        from dnnplace.model.limits import check_budget
         from dnnplace.utils.files import check_outputs
+
+        check_budget(accelerators, cpus, source="command line", prefix="--")
+        at_most("--repeats", repeats, 10_000)
 
         check_outputs([output], [model_file(model), devices_file])
         from dnnplace import api
@@ -414,6 +437,8 @@ def run(
 
         if not math.isfinite(lr):
             raise DnnplaceError("--lr must be a finite number")
+        at_most("--microbatches", microbatches, 100_000)
+        at_most("--steps", steps, 1_000_000)
         w = api.load_workload(workload, check_feasible=False) if workload is not None else None
         res = api.run(model, split, workload=w, training=training, microbatches=microbatches,
                       backend=backend.value, schedule=schedule.value, steps=steps, optimizer=optimizer.value, lr=lr)
@@ -545,7 +570,7 @@ def compare(
     methods_: str = typer.Option("dp,ip,ip-noncontig,pipedream,local-search,single", "--methods",
                                  help="Comma-separated methods (see `dnnplace methods`)."),
     objective: Objective = typer.Option(Objective.throughput, "--objective"),
-    time_limit: float = typer.Option(60.0, "--time-limit", min=0, help="Seconds per run."),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="Seconds per run (inf: no limit)."),
     fmt: Format = typer.Option(Format.markdown, "--format", help="markdown, csv or json."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table here."),
 ) -> None:
@@ -556,6 +581,7 @@ def compare(
         from dnnplace.utils.files import check_outputs
 
         check_outputs([output], workloads)
+        limit = time_limit_option("--time-limit", time_limit)
         names = [m.strip() for m in methods_.split(",") if m.strip()]
         known = set(METHODS) | set(PSEUDO_METHODS)
         for m in names:
@@ -571,7 +597,7 @@ def compare(
                     progress(done[0], total, desc)
                 done[0] += 1
 
-            rows = run_compare(loaded, names, objective=objective.value, time_limit=time_limit, on_step=step)
+            rows = run_compare(loaded, names, objective=objective.value, time_limit=limit, on_step=step)
         text = {"markdown": to_markdown, "csv": to_csv, "json": to_json}[fmt.value](rows)
         if output is not None:
             from dnnplace.utils.files import write_text_atomic
@@ -645,8 +671,9 @@ def info(
     with user_errors():
         from dnnplace import api
 
+        at_most("--max-ideals", max_ideals, 10**9)
         w = api.load_workload(workload, check_feasible=False)
-        cap = max(1_000_000, max_ideals)
+        cap = max(1_000_000, min(max_ideals, 10_000_000))  # counting is bounded whatever the DP's budget
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{w.n_classes} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
@@ -681,6 +708,7 @@ def _flush_stdout() -> str | None:
 
 def main() -> None:
     """Console-script entry point."""
+    install_signal_handlers()
     try:
         app(prog_name="dnnplace")
     except SystemExit as exc:
@@ -691,7 +719,7 @@ def main() -> None:
             except Exception:  # noqa: BLE001 - stderr gone too: the exit code still says it
                 pass
             raise SystemExit(2) from None
-        if exc.code == 130:
+        if exc.code in (130, 128 + 1, 128 + 15):  # SIGINT, SIGHUP, SIGTERM
             import threading
 
             if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
@@ -699,7 +727,7 @@ def main() -> None:
                 # seconds; nothing is left to write, so do not wait for it at interpreter exit.
                 sys.stdout.flush()
                 sys.stderr.flush()
-                os._exit(130)
+                os._exit(int(exc.code))
         raise
 
 

@@ -17,6 +17,30 @@ out = SafeConsole()
 err = SafeConsole(stderr=True)
 
 
+_TERMINATED_BY = [0]  # the signal (SIGTERM, SIGHUP) that stopped the command, 0 for none or Ctrl-C
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM / SIGHUP: stop as Ctrl-C does (temporary files removed, workers stopped), exit 128 + signal."""
+    import signal
+
+    _TERMINATED_BY[0] = signum
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a second one must not interrupt the clean-up
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def install_signal_handlers() -> None:
+    """Let SIGTERM and SIGHUP unwind like SIGINT (only the main thread can install handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _terminate)
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn library errors into one line on stderr and exit code 2."""
@@ -26,6 +50,12 @@ def user_errors() -> Iterator[None]:
         err.print(f"error: {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
+        signum = _TERMINATED_BY[0]
+        if signum:
+            import signal
+
+            err.print(f"terminated ({signal.Signals(signum).name})")
+            raise typer.Exit(128 + signum) from None
         err.print("interrupted")
         raise typer.Exit(130) from None
     except (typer.Exit, typer.Abort):

@@ -38,7 +38,12 @@ def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
     """Load and validate a workload file in the paper's format."""
     from dnnplace.model.validate import check_feasibility
 
-    w = parse_workload(read_json_file(path), source=str(path))
+    doc = read_json_file(path)
+    if isinstance(doc, dict) and "mbsInBatch" in doc and "maxDevices" in doc and "maxSizePerFPGA" not in doc:
+        raise InputError(f"{clip(path)}: a Piper workload (maxDevices, mbsInBatch, TMPCs), not the paper's format;"
+                         " this command takes the paper's format -- Piper workloads go to solve, evaluate,"
+                         " simulate and report")
+    w = parse_workload(doc, source=str(path))
     if check_feasible:
         check_feasibility(w, source=clip(path))
     return w
@@ -358,6 +363,10 @@ def parse_split(obj: Any, source: str = "split") -> Split:
                     raise InputError(f"{where}: node id {show_value(v, 30)} is outside the limit of {MAX_ID:,}"
                                      " in magnitude")
                 ids.append(v)
+            if len(set(ids)) != len(ids):
+                seen: set[int] = set()
+                twice = next(v for v in ids if v in seen or seen.add(v))  # type: ignore[func-returns-value]
+                raise InputError(f"{where}: node id {twice} is listed twice on this device")
             out.append(tuple(ids))
         lists[key] = out
     meta = {k: v for k, v in obj.items() if k not in ("fpgas", "cpus", "maxLoad")}

@@ -110,6 +110,10 @@ def launch_local(target: Callable, world: int, payload: Any, *, backend: str = "
             if p.is_alive():
                 p.kill()
                 p.join(5)
+        try:
+            queue.close()  # its semaphore must not outlive the run ("leaked semaphore" warnings)
+        except (AttributeError, OSError):  # pragma: no cover
+            pass
         shutil.rmtree(tmp, ignore_errors=True)
     errors = [results[r]["error"] for r in sorted(results) if "error" in results[r]]
     if errors:

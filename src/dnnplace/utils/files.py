@@ -178,8 +178,10 @@ def write_text_atomic(path: PathLike, text: str, *, inputs: Iterable[PathLike | 
 
 
 def write_json_atomic(path: PathLike, obj: Any, *, inputs: Iterable[PathLike | None] = ()) -> None:
-    """Write JSON (indent 1, a trailing newline) atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=1) + "\n", inputs=inputs)
+    """Write standard JSON (indent 1, a trailing newline; NaN and infinity as null) atomically."""
+    from dnnplace.utils.text import json_safe
+
+    write_text_atomic(path, json.dumps(json_safe(obj), indent=1, allow_nan=False) + "\n", inputs=inputs)
 
 
 MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before parsing

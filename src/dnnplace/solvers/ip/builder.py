@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.errors import DnnplaceError
+from dnnplace.errors import DnnplaceError, SolverTimeout
 from dnnplace.solvers.base import ProgressFn
 
 INF = float("inf")
@@ -26,7 +26,7 @@ INF = float("inf")
 class MipResult:
     """What HiGHS proved: status, incumbent values, objective, bound and gap."""
 
-    status: str  # optimal | time_limit | infeasible | no_solution
+    status: str  # optimal (gap 0) | bounded (optimal within a positive gap) | time_limit | infeasible | no_solution
     values: np.ndarray | None
     objective: float
     bound: float
@@ -73,10 +73,23 @@ def _run_interruptibly(h: Any) -> None:
         raise
 
 
-class MipBuilder:
-    """Collects variables and sparse rows, then solves with HiGHS."""
+class BuildTimeout(SolverTimeout):
+    """The deadline passed while the model was still being built (or before HiGHS could start)."""
 
-    def __init__(self) -> None:
+
+GAP_ZERO = 1e-9  # a relative gap at most this is "optimal"; above it the result is "bounded"
+
+
+class MipBuilder:
+    """Collects variables and sparse rows, then solves with HiGHS.
+
+    With a ``deadline`` (``time.perf_counter()`` seconds) building checks the clock every few thousand
+    rows and raises :class:`BuildTimeout` once it has passed; :meth:`solve` gives HiGHS what is left.
+    """
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
+        self._ticks = 0
         self.lb: list[float] = []
         self.ub: list[float] = []
         self.cost: list[float] = []
@@ -90,9 +103,21 @@ class MipBuilder:
     def n_cols(self) -> int:
         return len(self.lb)
 
+    def check_deadline(self) -> None:
+        """Raise :class:`BuildTimeout` when the deadline has passed."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise BuildTimeout("the time limit ran out while building the IP model; raise --time-limit")
+
+    def _tick(self) -> None:
+        self._ticks += 1
+        if self._ticks >= 2048:
+            self._ticks = 0
+            self.check_deadline()
+
     def add_vars(self, count: int, lb: float = 0.0, ub: float = INF, cost: float = 0.0,
                  integer: bool = False) -> np.ndarray:
         """Add ``count`` columns; return their indices."""
+        self._tick()
         start = len(self.lb)
         self.lb.extend([lb] * count)
         self.ub.extend([ub] * count)
@@ -101,6 +126,7 @@ class MipBuilder:
         return np.arange(start, start + count, dtype=np.int64)
 
     def fix(self, cols: np.ndarray, value: float) -> None:
+        self._tick()
         for c in np.atleast_1d(cols).tolist():
             self.lb[c] = value
             self.ub[c] = value
@@ -108,6 +134,7 @@ class MipBuilder:
     def row(self, idx: Sequence[Any] | np.ndarray, val: Sequence[float] | np.ndarray, lo: float = -INF,
             hi: float = INF) -> None:
         """Add ``lo <= sum(val * x[idx]) <= hi``."""
+        self._tick()
         self.row_idx.append(np.asarray(idx, dtype=np.int64))
         self.row_val.append(np.asarray(val, dtype=np.float64))
         self.row_lo.append(lo)
@@ -123,7 +150,15 @@ class MipBuilder:
         progress: ProgressFn | None = None,
         label: str = "IP",
     ) -> MipResult:
-        """Solve; ``start`` gives values of some integer columns as a MIP start."""
+        """Solve; ``start`` gives values of some integer columns as a MIP start.
+
+        ``time_limit`` None: no limit (but the builder's deadline, when it has one, still applies).
+        """
+        if self.deadline is not None:
+            left = self.deadline - time.perf_counter()
+            if left <= 0:
+                self.check_deadline()
+            time_limit = left if time_limit is None else min(time_limit, left)
         try:
             import highspy
         except ImportError:  # pragma: no cover - highspy is a dependency
@@ -132,6 +167,8 @@ class MipBuilder:
             h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", float(gap))
+        if gap <= GAP_ZERO:  # a proven optimum: no absolute tolerance either (HiGHS's default is 1e-6)
+            h.setOptionValue("mip_abs_gap", 0.0)
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
         if threads is not None:
@@ -179,7 +216,8 @@ class MipBuilder:
         objective = float(info.objective_function_value) if has_sol else INF
         bound = float(info.mip_dual_bound)
         if model_status == ms.kOptimal:
-            status = "optimal"
+            # HiGHS stops "optimal" within mip_rel_gap: only a zero gap proves the optimum
+            status = "optimal" if has_sol and float(info.mip_gap) <= GAP_ZERO else "bounded"
         elif has_sol:
             status = "time_limit"
         else:
@@ -189,8 +227,10 @@ class MipBuilder:
                 1.0, abs(objective)):
             # HiGHS can report the optimum's objective while handing back the MIP start's columns: those
             # are not the solution it found, so solve again without the start (in the time that is left)
-            left = None if time_limit is None else max(1.0, time_limit - seconds)
-            again = self.solve(time_limit=left, gap=gap, threads=threads, progress=progress, label=label)
+            again_limit = None if time_limit is None else max(1.0, time_limit - seconds)
+            if self.deadline is not None and time.perf_counter() >= self.deadline:
+                return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
+            again = self.solve(time_limit=again_limit, gap=gap, threads=threads, progress=progress, label=label)
             return MipResult(again.status, again.values, again.objective, again.bound, again.gap,
                              seconds + again.seconds)
         return MipResult(status, values, objective, bound, gap_v, seconds)

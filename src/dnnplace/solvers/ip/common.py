@@ -95,13 +95,18 @@ def class_devices(groups: Groups, w: Workload, split: Split, n_acc_cols: int) ->
     return dev_of_class
 
 
-def warm_start_dp(w: Workload) -> Split | None:
-    """The DP's optimal contiguous split, when the lattice is small enough to get it quickly."""
+def warm_start_dp(w: Workload, deadline: float | None = None) -> Split | None:
+    """The DP's optimal contiguous split, when the lattice is small enough to get it quickly (and by ``deadline``)."""
+    import time
+
     from dnnplace.errors import DnnplaceError
     from dnnplace.solvers.base import RunContext
     from dnnplace.solvers.dp.solver import DPSolver
 
     try:
-        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=30.0)).plan
+        limit = 30.0 if deadline is None else min(30.0, deadline - time.perf_counter())
+        if limit <= 0:
+            return None
+        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=limit)).plan
     except DnnplaceError:
         return None

@@ -10,6 +10,7 @@ objective is capped there -- rather than the sum of all CPU times.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,17 +20,17 @@ from dnnplace.evaluation import evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
-from dnnplace.solvers.ip.builder import MipBuilder
+from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
 from dnnplace.solvers.ip.common import Groups, add_contiguity, class_devices, warm_start_dp
 
 
-def best_known_latency_split(w: Workload) -> tuple[Split, float]:
+def best_known_latency_split(w: Workload, deadline: float | None = None) -> tuple[Split, float]:
     """The best of greedy, the throughput DP split and all-on-CPU, by the evaluator's latency."""
     from dnnplace.solvers.baselines.greedy import greedy_split
 
     candidates = [greedy_split(w)]
     # the latency model lets CPUs run free; for the DP a few cores are plenty (and keep it fast)
-    dp = warm_start_dp(w.with_budget(cpus=min(w.max_cpus, 8)))
+    dp = warm_start_dp(w.with_budget(cpus=min(w.max_cpus, 8)), deadline)
     if dp is not None:
         candidates.append(dp)
     candidates.append(Split.of([], [list(map(int, w.node_ids))]))  # CPUs are unlimited here
@@ -67,10 +68,16 @@ class _LatencyModel:
 
 def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverOutput:
     """Warm-start from the best known split, solve, decode; fall back to the start when it is better."""
+    deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
     k = w.max_accelerators
     groups = Groups.of(w)
-    warm, ub = best_known_latency_split(w)
-    model = _build_latency_model(w, groups, params.subgraphs_per_accelerator, ub * (1 + 1e-6) + 1e-6)
+    warm, ub = best_known_latency_split(w, deadline)
+    try:
+        model = _build_latency_model(w, groups, params.subgraphs_per_accelerator, ub * (1 + 1e-6) + 1e-6,
+                                     deadline)
+    except BuildTimeout:
+        return SolverOutput(plan=warm, status="time_limit", bound=None,
+                            stats={"note": "the time limit ran out while building the IP; the best known split"})
     m, x, q = model.m, model.x, model.q
     G, S = groups.count, q * k
     cls = groups.of_node
@@ -79,9 +86,12 @@ def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverO
     if dev is not None:
         column = np.where(dev < k, 1 + dev * q, 0)  # accelerator f -> its first slot; CPUs -> 0
         start_values = {int(x[g, j]): float(column[g] == j) for g in range(G) for j in range(S + 1)}
-    res = m.solve(time_limit=run.time_limit if run.time_limit is not None else 60.0,
-                  gap=params.gap, threads=params.threads, start=start_values, progress=run.progress,
-                  label="latency IP")
+    try:
+        res = m.solve(time_limit=None, gap=params.gap, threads=params.threads, start=start_values,
+                      progress=run.progress, label="latency IP")
+    except BuildTimeout:
+        return SolverOutput(plan=warm, status="time_limit", bound=None,
+                            stats={"note": "the time limit ran out before HiGHS started; the best known split"})
     if res.values is None:
         if res.status == "infeasible":
             raise InfeasibleError("the latency IP is infeasible (memory or support constraints)")
@@ -97,12 +107,13 @@ def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverO
                         stats={"ip_objective": res.objective, "ip_seconds": res.seconds, "start_latency": ub})
 
 
-def _build_latency_model(w: Workload, groups: Groups, q: int, big: float) -> _LatencyModel:
+def _build_latency_model(w: Workload, groups: Groups, q: int, big: float,
+                         deadline: float | None = None) -> _LatencyModel:
     """The MIP of SPEC's latency model with ``q`` slots per accelerator; ``big`` bounds every time."""
     k = w.max_accelerators
     G = groups.count
     S = q * k
-    m = MipBuilder()
+    m = MipBuilder(deadline)
     x = m.add_vars(G * (S + 1), 0.0, 1.0, integer=True).reshape(G, S + 1)  # column 0: CPUs
     lat = m.add_vars(w.n, 0.0, big)
     start = m.add_vars(S, 0.0, big)

@@ -9,6 +9,7 @@ The DP's split warm-starts the search; identical devices are symmetry-broken.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -19,7 +20,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import CommSources, comm_sources
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
-from dnnplace.solvers.ip.builder import MipBuilder
+from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
 from dnnplace.solvers.ip.common import Groups, add_contiguity, break_symmetry, class_devices, warm_start_dp
 
 
@@ -59,12 +60,13 @@ class ContiguousIP(NonContiguousIP):
 
 
 def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, contiguous_cpus: bool,
-                           objective: str, overlap: bool, relax: str = "") -> tuple[MipBuilder, np.ndarray]:
+                           objective: str, overlap: bool, relax: str = "",
+                           deadline: float | None = None) -> tuple[MipBuilder, np.ndarray]:
     """The MIP; ``relax`` names constraint families to drop ("memory", "support") for diagnosis."""
     k, l = w.max_accelerators, w.max_cpus
     D = k + l
     G = groups.count
-    m = MipBuilder()
+    m = MipBuilder(deadline)
     x = m.add_vars(G * D, 0.0, 1.0, integer=True).reshape(G, D)
     fwbw = objective == "fw+bw"
     if fwbw:
@@ -123,22 +125,32 @@ def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, con
 def solve_throughput_ip(w: Workload, run: RunContext, *, contiguous: bool, gap: float, threads: int | None,
                         contiguous_cpus: bool) -> SolverOutput:
     """Build, warm-start and solve the throughput MIP; name the binding constraints when infeasible."""
+    deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
     groups = Groups.of(w)
     k, l = w.max_accelerators, w.max_cpus
-    m, x = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=contiguous_cpus,
-                                  objective=run.objective, overlap=run.overlap_comm)
-    start = None
-    warm = warm_start_dp(w) if not run.overlap_comm else None
-    if warm is not None:
-        dev = class_devices(groups, w, warm, k)
-        if dev is not None:
-            start = {int(x[g, d]): float(dev[g] == d) for g in range(groups.count) for d in range(k + l)}
-    res = m.solve(time_limit=run.time_limit if run.time_limit is not None else 60.0,
-                  gap=gap, threads=threads, start=start, progress=run.progress, label="throughput IP")
+    warm = warm_start_dp(w, deadline) if not run.overlap_comm else None
+    try:
+        m, x = build_throughput_model(w, groups, contiguous=contiguous, contiguous_cpus=contiguous_cpus,
+                                      objective=run.objective, overlap=run.overlap_comm, deadline=deadline)
+        start = None
+        if warm is not None:
+            dev = class_devices(groups, w, warm, k)
+            if dev is not None:
+                start = {int(x[g, d]): float(dev[g] == d) for g in range(groups.count) for d in range(k + l)}
+        res = m.solve(time_limit=None, gap=gap, threads=threads, start=start, progress=run.progress,
+                      label="throughput IP")
+    except BuildTimeout:
+        if warm is None:
+            raise
+        return SolverOutput(plan=warm, status="time_limit", bound=None,
+                            stats={"note": "the time limit ran out while building the IP; the DP's split"})
     if res.status == "infeasible":
         why = _diagnose(w, groups, contiguous, contiguous_cpus, threads)
         raise InfeasibleError(f"the throughput IP is infeasible: {why}")
     if res.values is None:
+        if warm is not None:
+            return SolverOutput(plan=warm, status="time_limit", bound=None,
+                                stats={"note": "no IP solution in time; the DP's split is returned"})
         raise InfeasibleError("the throughput IP found no split within the time limit; raise --time-limit")
     xv = res.values[x]
     dev_of_class = np.argmax(xv, axis=1)
