@@ -20,6 +20,7 @@ import typer
 
 from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers import METHODS, ROUTES
@@ -198,7 +199,8 @@ def _batch_option() -> object:
 
 
 def judged(workload: Path, split: Path, *, accelerators: int | None, memory: float | None,
-           bandwidth: float | None, batch: int | None, overlap_comm: bool = False) -> tuple[object, object]:
+           bandwidth: float | None, batch: int | None, overlap_comm: bool = False) -> tuple[Workload | PiperInstance,
+                                                                                         object]:
     """The instance and plan to judge: the workload file's parameters with the command line's overrides.
 
     A Piper plan's own record of the parameters it was made for is never used; where it differs,

@@ -91,7 +91,7 @@ class SafeConsole(Console):
             self._width = None
 
     @property
-    def file(self):  # type: ignore[override]
+    def file(self):
         """The stream written to; a closed one (``sys.stdout`` is None) is an error, not silence."""
         stream = self._file or (sys.stderr if self.stderr else sys.stdout)
         stream = getattr(stream, "rich_proxied_file", stream)
@@ -101,7 +101,7 @@ class SafeConsole(Console):
     def file(self, new_file) -> None:
         self._file = new_file
 
-    def _render_buffer(self, buffer) -> str:  # type: ignore[no-untyped-def]
+    def _render_buffer(self, buffer) -> str:
         return encodable(super()._render_buffer(buffer), self.encoding)
 
     def _write_buffer(self) -> None:
