@@ -204,7 +204,7 @@ def judged(workload: Path, split: Path, *, accelerators: int | None, memory: flo
     """The instance and plan to judge: the workload file's parameters with the command line's overrides.
 
     A Piper plan's own record of the parameters it was made for is never used; where it differs,
-    one ``note:`` line on stderr says which, the plan's value and the one used.
+    :func:`print_notes` says which, the plan's value and the one used, once the plan was judged.
     """
     from dnnplace import api
     from dnnplace.api.models import refuse
@@ -220,9 +220,15 @@ def judged(workload: Path, split: Path, *, accelerators: int | None, memory: flo
     else:
         inst = api.with_budget(inst, accelerators=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
     inst, plan = api.load_plan(inst, split)
-    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):
-        err.print(f"note: {split}: {note}", soft_wrap=True)
     return inst, plan
+
+
+def print_notes(split: Path, inst: object, plan: object, overlap_comm: bool = False) -> None:
+    """After a plan was judged (an error prints only its own line): what it records but was not used."""
+    from dnnplace import api
+
+    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):  # type: ignore[arg-type]
+        err.print(f"note: {split}: {note}", soft_wrap=True)
 
 
 @app.command()
@@ -249,6 +255,7 @@ def evaluate(
             emit_json(evaluation_document(inst, ev))
         else:
             print_plan(out, inst, ev, title=f"{split.name} on {workload.name}")
+        print_notes(split, inst, plan, overlap_comm)
 
 
 @app.command()
@@ -357,6 +364,7 @@ def simulate(
                            overlap_comm=overlap_comm)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
+        print_notes(split, inst, plan, overlap_comm)
         if as_json:
             emit_json(sim.to_dict())
             return
@@ -387,6 +395,7 @@ def report(
                             batch=batch)
         api.write_report(inst, plan, output, title=f"{workload.stem} / {split.stem}",
                          microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
+        print_notes(split, inst, plan)
         out.print(f"report written to {output}")
 
 
