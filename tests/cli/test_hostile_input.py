@@ -683,7 +683,37 @@ def contents(draw, base: dict, paths: list) -> bytes:
     return json.dumps(doc).encode()
 
 
+PIPER_TOY = json.loads((Path(dnnplace.__file__).parent / "data" / "piper" / "toys" / "toy_a_knapsack.json")
+                       .read_text())
+PIPER_PLAN = {"format": "dnnplace-piper-plan", "timePerSample": 5.0, "status": "optimal", "bound": 5.0, "gap": 0.0,
+              "stages": [{"nodes": [0, 1, 2], "dataParallelDegree": 1, "tensorParallelDegree": 1,
+                          "tmpcs": {"0": "vanilla", "1": "activation recomp", "2": "vanilla"}}],
+              "instance": {"maxDevices": 1, "maxMemoryPerDevice": 109.0, "bandwidth": 1.0, "mbsInBatch": 1,
+                           "nodes": 3}}
+PIPER_PATHS = ([["maxDevices"], ["maxMemoryPerDevice"], ["bandwidth"], ["mbsInBatch"], ["nodes"], ["edges"],
+                ["nodes", 1], ["nodes", 0, "id"], ["nodes", 1, "TMPCs"], ["nodes", 1, "TMPCs", "1"],
+                ["nodes", 1, "TMPCs", "1", 0], ["edges", 0]]
+               + [["nodes", 1, "TMPCs", "1", 0, k] for k in ("id", "timePerSample", "parameterSize",
+                                                             "memoryUsageA", "memoryUsageB", "syncTimeFw",
+                                                             "syncTimeBw")])
+PIPER_PLAN_PATHS = ([["stages"], ["stages", 0], ["stages", 0, "nodes"], ["stages", 0, "nodes", 1],
+                     ["stages", 0, "dataParallelDegree"], ["stages", 0, "tensorParallelDegree"],
+                     ["stages", 0, "tmpcs"], ["stages", 0, "tmpcs", "1"], ["instance"]]
+                    + [["instance", k] for k in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch",
+                                                 "bertLayers")])
+# the bases a command's inputs are mutated from: (workload, plan)
+PAPER_BASES = ((GOOD, WORKLOAD_PATHS), (SPLIT, SPLIT_PATHS))
+PIPER_BASES = ((PIPER_TOY, PIPER_PATHS), (PIPER_PLAN, PIPER_PLAN_PATHS))
+
 COMMANDS = {
+    "piper-solve": ["solve", "{w}", "-o", "{out}", "-q"],
+    "piper-solve-overrides": ["solve", "{w}", "-o", "{out}", "-k", "2", "--memory", "200", "--batch", "2", "-q"],
+    "piper-evaluate": ["evaluate", "{w}", "{s}", "--json"],
+    "piper-evaluate-overrides": ["evaluate", "{w}", "{s}", "-k", "2", "--memory", "50"],
+    "piper-simulate": ["simulate", "{w}", "{s}", "-n", "4", "--json"],
+    "piper-report": ["report", "{w}", "{s}", "-o", "{out}"],
+    "export-pipelining": ["export", "{s}", "-w", "{w}", "--to", "torch-pipelining", "--json", "-o", "{out}"],
+    "export-script": ["export", "{s}", "-w", "{w}", "--to", "torch-pipelining", "--model", "m.py:f", "-o", "{out}"],
     "evaluate": ["evaluate", "{w}", "{s}"],
     "solve": ["solve", "{w}", "-o", "{out}", "-q"],
     "solve-ip": ["solve", "{w}", "-o", "{out}", "-q", "--method", "ip", "--time-limit", "5"],
@@ -700,14 +730,16 @@ COMMANDS = {
           suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzz_every_command_input(command, data):
+    bases = PIPER_BASES if command.startswith("piper") else PAPER_BASES
     which = data.draw(st.sampled_from(["w", "s"] if "{s}" in COMMANDS[command] else ["w"]), label="file")
-    blob = data.draw(contents(GOOD if which == "w" else SPLIT, WORKLOAD_PATHS if which == "w" else SPLIT_PATHS),
+    (wdoc, wpaths), (sdoc, spaths) = bases
+    blob = data.draw(contents(wdoc if which == "w" else sdoc, wpaths if which == "w" else spaths),
                      label="content")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         paths = {"w": d / "w.json", "s": d / "s.json", "out": d / "out.file"}
-        write(paths["w"], GOOD)
-        write(paths["s"], SPLIT)
+        write(paths["w"], wdoc)
+        write(paths["s"], sdoc)
         paths[which].write_bytes(blob)
         before = snapshot(d)
         code, out, err = invoke(*(a.format(**paths) for a in COMMANDS[command]))

@@ -705,3 +705,36 @@ def test_12_sigterm_during_run_leaves_no_temp_dir(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "leaked semaphore" not in err and "Traceback" not in err, err
     assert list(tmp.glob("dnnplace-run-*")) == [], sorted(os.listdir(tmp))
+
+
+# ------------------------------------------------------------------ item 3: info on a long chain
+def test_3_series_count_matches_brute_force():
+    import random
+
+    from dnnplace.solvers.dp.lattice_info import count_ideals_series
+
+    rng = random.Random(1)
+    for _ in range(500):
+        n = rng.randint(1, 8)
+        edges = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(rng.randint(0, 2 * n))} if n > 1
+                       else set())
+        if rng.random() < 0.3:
+            edges = sorted(set(edges) | {(i, i + 1) for i in range(n - 1)})
+        brute = sum(all(not mask >> b & 1 or mask >> a & 1 for a, b in edges) for mask in range(1 << n))
+        got = count_ideals_series(n, [a for a, _ in edges], [b for _, b in edges], 10**9)
+        assert got == brute, (n, edges)
+
+
+def test_3_info_on_a_200k_chain(tmp_path):
+    import resource
+
+    n = 200_000
+    path = tmp_path / "chain.json"
+    node = '{{"id":{},"fpgaLatency":1.0,"cpuLatency":2.0,"supportedOnFpga":1,"isBackwardNode":0,"size":1.0}}'
+    edge = '{{"sourceId":{},"destId":{},"cost":0.5}}'
+    path.write_text('{"maxSizePerFPGA":1e9,"maxFPGAs":4,"maxCPUs":1,"nodes":['
+                    + ",".join(node.format(i) for i in range(n)) + '],"edges":['
+                    + ",".join(edge.format(i, i + 1) for i in range(n - 1)) + "]}")
+    r = cli("info", path, timeout=120)
+    assert r.returncode == 0 and "200,001 ideals" in r.stdout, r.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 2**20  # KiB: under 2 GiB

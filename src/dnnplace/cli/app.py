@@ -146,8 +146,8 @@ def judged(workload: Path, split: Path | None, *, accelerators: int | None, memo
     """The instance and plan to judge: the workload file's parameters with the command line's overrides.
 
     A Piper plan's own record of the parameters it was made for is never used; where it differs,
-    one ``note:`` line on stderr says which, the plan's value and the one used.  An LLM plan file
-    names its own problem, so it may come alone.
+    :func:`print_notes` says which, the plan's value and the one used, once the plan was judged.  An
+    LLM plan file names its own problem, so it may come alone.
     """
     from dnnplace import api
     from dnnplace.api.models import refuse
@@ -163,9 +163,15 @@ def judged(workload: Path, split: Path | None, *, accelerators: int | None, memo
     else:
         inst = api.with_budget(inst, accelerators=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
     inst, plan = api.load_plan(inst, split)
-    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):
-        err.print(f"note: {split}: {note}", soft_wrap=True)
     return inst, plan
+
+
+def print_notes(split: Path, inst: object, plan: object, overlap_comm: bool = False) -> None:
+    """After a plan was judged (an error prints only its own line): what it records but was not used."""
+    from dnnplace import api
+
+    for note in api.plan_notes(inst, plan, overlap_comm=overlap_comm):  # type: ignore[arg-type]
+        err.print(f"note: {split}: {note}", soft_wrap=True)
 
 
 @app.command()
@@ -193,6 +199,7 @@ def evaluate(
             emit_json(evaluation_document(inst, ev))
         else:
             print_plan(out, inst, ev, title=f"{(split or workload).name} on {workload.name}")
+        print_notes(split or workload, inst, plan, overlap_comm)
 
 
 @app.command()
@@ -305,6 +312,7 @@ def simulate(
                            overlap_comm=overlap_comm)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
+        print_notes(split or workload, inst, plan, overlap_comm)
         if as_json:
             emit_json(sim.to_dict())
             return
@@ -336,6 +344,7 @@ def report(
                             batch=batch)
         api.write_report(inst, plan, output, title=f"{workload.stem} / {(split or workload).stem}",
                          microbatches=microbatches, schedule=schedule.value, inputs=[workload, split])
+        print_notes(split or workload, inst, plan)
         out.print(f"report written to {output}")
 
 

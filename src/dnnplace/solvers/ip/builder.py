@@ -155,10 +155,10 @@ class MipBuilder:
         ``time_limit`` None: no limit (but the builder's deadline, when it has one, still applies).
         """
         if self.deadline is not None:
-            left = self.deadline - time.perf_counter()
-            if left <= 0:
+            remaining = self.deadline - time.perf_counter()
+            if remaining <= 0:
                 self.check_deadline()
-            time_limit = left if time_limit is None else min(time_limit, left)
+            time_limit = remaining if time_limit is None else min(time_limit, remaining)
         try:
             import highspy
         except ImportError:  # pragma: no cover - highspy is a dependency
