@@ -529,7 +529,10 @@ def simulate(workload: Instance, split: Any, *, schedule: str = "1f1b", microbat
 
 
 def _check_stream(schedule: Any, microbatches: Any) -> None:
-    """The schedule and microbatch count of a simulation or a report's timeline, checked up front."""
+    """The schedule and microbatch count of a simulation or a report's timeline, checked up front
+    (``None`` microbatches: the plan's own, an LLM plan's; other models refuse it)."""
+    if microbatches is None:
+        return
     if schedule not in ("1f1b", "gpipe"):
         raise DnnplaceError(f"schedule must be '1f1b' or 'gpipe', got {schedule!r:.40}")
     if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) or microbatches < 1:

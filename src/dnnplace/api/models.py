@@ -43,7 +43,14 @@ def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, sour
 def _paper_simulate(w: Workload, split: Any, **options: Any) -> Any:
     from dnnplace.simulation.pipeline import simulate
 
+    _need_microbatches(options.get("microbatches"))
     return simulate(w, split, **options)
+
+
+def _need_microbatches(microbatches: Any) -> None:
+    """Only an LLM plan brings its own number of micro-batches."""
+    if microbatches is None:
+        raise DnnplaceError("microbatches must be a whole number >= 1, got None")
 
 
 def _paper_report(w: Workload, split: Any, path: Any, **options: Any) -> Any:
@@ -84,6 +91,7 @@ def _piper_simulate(inst: PiperInstance, plan: Any, *, schedule: str = "1f1b", m
 
     refuse("schedule", schedule, "1f1b", "paper")
     refuse("overlap_comm", overlap_comm, False, "paper")
+    _need_microbatches(microbatches)
     return simulate_piper(inst, plan, microbatches=microbatches)
 
 
@@ -237,12 +245,12 @@ def paper_instance(instance: Any, what: str) -> Workload:
 
 
 def check_plan(instance: Any, plan: Any) -> PlannedModel:
-    """The model of ``instance``, checking that ``plan`` is one of its plans (a split, a Piper plan)."""
+    """The model of ``instance``, checking that ``plan`` is one of its plans (a split, a Piper plan, an LLM plan)."""
     from dnnplace.model.piper import PiperPlan
     from dnnplace.model.split import Split
 
     m = model_of(instance)
-    want = Split if m.name == "paper" else PiperPlan
+    want = {"paper": Split, "piper": PiperPlan, "llm": LLMPlan}[m.name]
     if not isinstance(plan, want):
         raise DnnplaceError(f"expected a {want.__name__} for {m.describe} (read one with dnnplace.load_plan),"
                             f" got {type(plan).__name__}")
