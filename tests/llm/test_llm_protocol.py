@@ -1,0 +1,55 @@
+"""The LLM planner through the one protocol: load_llm, solve, evaluate, simulate, report, export, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+from conftest import ROOT
+
+import dnnplace
+from dnnplace.errors import DnnplaceError
+
+CONFIG = ROOT / "examples" / "llm" / "llama3.1-70b.json"
+ARGS = ["--gpus", "64", "--seq-len", "8192", "--global-batch", "128"]
+
+
+def test_solve_evaluate_simulate_on_the_api():
+    pr = dnnplace.load_llm(CONFIG, gpus=64, seq_len=8192, global_batch=128)
+    sol = dnnplace.solve(pr, tp=4, pp=4, cp=2, vp=5, mbs=1, recompute="none")
+    assert sol.method == "llm-search" and sol.value == pytest.approx(sol.plan.estimate.step_time_s)
+    ev = dnnplace.evaluate(pr, sol.plan)
+    assert ev.fits and ev.step_time_s == pytest.approx(sol.value, rel=1e-12)
+    sim = dnnplace.simulate(pr, sol.plan, microbatches=None)
+    # equal chunks: the schedule simulated task by task agrees with the closed form within 1 %
+    assert sim.step_time_s == pytest.approx(sol.value, rel=0.01)
+    with pytest.raises(DnnplaceError, match="schedule applies to"):
+        dnnplace.simulate(pr, sol.plan, schedule="gpipe", microbatches=None)
+    with pytest.raises(DnnplaceError, match="plans an LLM training problem"):
+        dnnplace.solve(dnnplace.load(dnnplace.example_path("gnmt_training")), "llm-search")
+
+
+def test_the_cli_round_trip(tmp_path: Path):
+    plan, report, trace = tmp_path / "plan.json", tmp_path / "plan.html", tmp_path / "trace.json"
+    res = run_cli("plan", CONFIG, *ARGS, "--fix", "tp=4,pp=4,cp=2,vp=5,mbs=1", "-o", plan, "--report", report)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(plan.read_text())
+    assert doc["format"] == "dnnplace.llm-plan" and doc["config"]["dp"] == 2
+    assert report.read_text().startswith("<!DOCTYPE html>") and "Pipeline timeline" in report.read_text()
+    res = run_cli("simulate", plan, "--json", "--trace", trace)
+    assert res.returncode == 0, res.stderr
+    sim = json.loads(res.stdout)
+    assert sim["microbatches"] == 64 and sim["pp"] == 4 and sim["vp"] == 5
+    assert len(json.loads(trace.read_text())["traceEvents"]) == 2 * 4 * 5 * 64
+    res = run_cli("evaluate", plan, "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["step_time_s"] == pytest.approx(
+        doc["prediction"]["step_time_s"], rel=1e-12)
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        res = run_cli("export", plan, "--to", target)
+        assert res.returncode == 0 and res.stdout, (target, res.stderr)
+    res = run_cli("simulate", plan, "-k", "8")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    res = run_cli("evaluate", dnnplace.example_path("gnmt_training"))
+    assert res.returncode == 2 and "name the plan" in res.stderr
