@@ -23,18 +23,8 @@ DATA = Path(dnnplace.__file__).parent / "data"
 TOY = DATA / "piper" / "toys" / "toy_a_knapsack.json"
 SRC = str(Path(dnnplace.__file__).resolve().parents[1])
 
-GOOD = {
-    "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,
-    "nodes": [
-        {"id": 1, "name": "a", "fpgaLatency": 1.0, "cpuLatency": 5.0, "supportedOnFpga": 1, "isBackwardNode": 0,
-         "size": 1.0},
-        {"id": 2, "name": "b", "fpgaLatency": 2.0, "cpuLatency": 6.0, "supportedOnFpga": 1, "isBackwardNode": 0,
-         "size": 1.0},
-        {"id": 3, "name": "c", "fpgaLatency": 2.0, "cpuLatency": 6.0, "supportedOnFpga": 1, "isBackwardNode": 0,
-         "size": 1.0},
-    ],
-    "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 2, "destId": 3, "cost": 0.5}],
-}
+from test_hostile_input import GOOD  # noqa: E402  (the same three-node workload as round 1)
+
 SPLIT = {"maxLoad": 3.5, "fpgas": [{"load": 3.5, "nodes": [1, 2]}, {"load": 2.5, "nodes": [3]}], "cpus": []}
 
 
