@@ -23,29 +23,14 @@ DATA = Path(dnnplace.__file__).parent / "data"
 TOY = DATA / "piper" / "toys" / "toy_a_knapsack.json"
 SRC = str(Path(dnnplace.__file__).resolve().parents[1])
 
-from test_hostile_input import GOOD  # noqa: E402  (the same three-node workload as round 1)
+from test_hostile_input import GOOD, clean_error, write  # noqa: E402  (round 1's workload and checks)
 
 SPLIT = {"maxLoad": 3.5, "fpgas": [{"load": 3.5, "nodes": [1, 2]}, {"load": 2.5, "nodes": [3]}], "cpus": []}
-
-
-def write(path: Path, doc: object) -> Path:
-    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    return path
 
 
 def invoke(*args: object) -> tuple[int, str, str]:
     r = run_cli(*args)
     return r.returncode, r.stdout, r.stderr
-
-
-def clean_error(code: int, stdout: str, stderr: str, needle: str = "") -> str:
-    """Exit 2, exactly one line on stderr (containing ``needle``), no traceback."""
-    assert code == 2, (code, stdout, stderr)
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stdout + stderr and "internal error" not in stderr
-    assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def cli(*args: object, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
