@@ -124,3 +124,12 @@ def test_invalid_configs_are_one_line_errors(kw: dict, msg: str) -> None:
     cfg = replace(uniform(a, 64, 4, 4, 2, vp=5), **kw)
     with pytest.raises(DnnplaceError, match=msg):
         evaluate(problem(a, 64, 128), cfg)
+
+
+def test_every_training_stack_figure_has_a_source() -> None:
+    import dataclasses
+
+    from dnnplace.model.catalogue import TRAINING_STACK, TrainingStack
+
+    names = {f.name for f in dataclasses.fields(TrainingStack)} - {"sources"}
+    assert set(TRAINING_STACK.sources) == names and all(TRAINING_STACK.sources.values())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DeviceSpec", "device_spec", "legacy_view"]
+__all__ = ["CATALOGUE", "TRAINING_STACK", "DeviceSpec", "TrainingStack", "device_spec", "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
@@ -190,3 +190,43 @@ def legacy_view() -> dict[str, dict[str, float]]:
                       "link_latency_ms": d.legacy_link_latency_ms}
     view["cpu"] = dict(CPU_CORE)
     return view
+
+
+@dataclass(frozen=True)
+class TrainingStack:
+    """Figures of the training software (Megatron-Core / NeMo / Transformer Engine) the LLM planner prices
+    with, beside the hardware's: byte counts and kernel facts, each with its source; the same for every model."""
+
+    weight_bytes: float = 2.0  # bf16 weights
+    grad_bytes: float = 4.0  # fp32 main gradients (NeMo's grad_reduce_in_fp32)
+    optimizer_bytes: float = 12.0  # fp32 master copy + Adam's two fp32 moments
+    buffer_fixed_bytes: float = 2e9  # CUDA context, cuBLAS workspaces, NCCL and TE comm-overlap buffers
+    fragmentation: float = 0.05  # share of activation memory the caching allocator cannot hand out
+    bucket_params: float = 40e6  # Megatron's DDP bucket
+    wgrad_out_bytes: float = 8.0  # fp32 main_grad read + written by the weight-gradient GEMM epilogue
+    flash_bwd_ratio: float = 2.5  # flash attention backward FLOPs / forward FLOPs
+    ce_bytes_fwd: float = 18.0  # bytes per logit, vocab-parallel cross entropy forward
+    ce_bytes_bwd: float = 6.0  # and backward
+    sources: dict[str, str] = field(default_factory=lambda: {
+        "weight_bytes": "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without the distributed "
+                        "optimizer, 6 + 12/dp with it (bf16 weight 2, fp32 grad 4, fp32 master + 2 moments 12)",
+        "grad_bytes": "NeMo llama31 recipes: DistributedDataParallelConfig(grad_reduce_in_fp32=True)",
+        "optimizer_bytes": "Megatron-LM theoretical_memory_usage.py (as weight_bytes)",
+        "buffer_fixed_bytes": "CUDA context ~0.5 GB (CUDA programming guide, lazy loading notes) plus cuBLAS "
+                              "workspaces and NCCL / TE userbuffers channel buffers: an allowance, not a "
+                              "measurement of any one run",
+        "fragmentation": "PyTorch CUDA semantics notes: the caching allocator rounds and splits blocks, so "
+                         "live bytes stay below reserved bytes; an allowance",
+        "bucket_params": "megatron.core.distributed.DistributedDataParallelConfig.bucket_size default (40M)",
+        "wgrad_out_bytes": "Megatron gradient_accumulation_fusion: the wgrad GEMM accumulates into fp32 "
+                           "main_grad (beta = 1): read 4 + write 4 bytes per element",
+        "flash_bwd_ratio": "FlashAttention (Dao 2022), Sec. 3.1: the backward runs 5 matmuls of the "
+                           "forward's size against its 2 (it recomputes QK^T)",
+        "ce_bytes_fwd": "Megatron vocab_parallel_cross_entropy passes: read 16-bit logits, write fp32, "
+                        "read for the max, read + write for exp, read for the sum",
+        "ce_bytes_bwd": "its backward reads the fp32 softmax and writes the 16-bit gradient",
+    }, compare=False)
+
+
+#: The training stack every LLM plan is priced for (one set of figures, never per model).
+TRAINING_STACK = TrainingStack()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnplace.model.catalogue import DeviceSpec
+from dnnplace.model.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.model.llm import TransformerArch
 
 Array = np.ndarray
@@ -67,7 +67,7 @@ def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[A
 
 
 #: fp32 main_grad read + written by the weight-gradient GEMM's epilogue (beta = 1), bytes per element.
-WGRAD_OUT_BYTES = 8.0
+WGRAD_OUT_BYTES = TRAINING_STACK.wgrad_out_bytes
 
 
 def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec,
@@ -93,7 +93,7 @@ def attention_fwd_flops(arch: TransformerArch, tokens: Array, seq: int, tp: Arra
 
 #: Flash attention's backward runs 5 matmuls of the forward's size against the forward's 2
 #: (it recomputes QK^T): executed backward FLOPs = 2.5 x forward (Dao 2022, FlashAttention, Sec. 3.1).
-FLASH_BWD_RATIO = 2.5
+FLASH_BWD_RATIO = TRAINING_STACK.flash_bwd_ratio
 
 
 def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array,
@@ -125,7 +125,7 @@ def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tup
 #: Bytes per logit moved by the vocab-parallel cross entropy: read the 16-bit logits, write fp32,
 #: read for the max, read + write for exp, read for the sum (fwd 18); backward reads fp32 softmax and
 #: writes the 16-bit gradient (6).  Counted from Megatron's vocab_parallel_cross_entropy passes.
-CE_BYTES_FWD, CE_BYTES_BWD = 18.0, 6.0
+CE_BYTES_FWD, CE_BYTES_BWD = TRAINING_STACK.ce_bytes_fwd, TRAINING_STACK.ce_bytes_bwd
 
 
 def hbm_time(nbytes: Array, dev: DeviceSpec) -> Array:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnplace.model.catalogue import TRAINING_STACK
 from dnnplace.model.llm import TransformerArch
 
 Array = np.ndarray
@@ -26,14 +27,15 @@ Array = np.ndarray
 #: Mixed-precision bytes per parameter: bf16 weights, fp32 main gradients (NeMo's
 #: grad_reduce_in_fp32), fp32 master copy + Adam's two fp32 moments (Megatron's
 #: theoretical_memory_usage.py: 18 bytes/param without, 6 + 12/dp with the distributed optimizer).
-WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2.0, 4.0, 12.0
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = (TRAINING_STACK.weight_bytes, TRAINING_STACK.grad_bytes,
+                                             TRAINING_STACK.optimizer_bytes)
 #: Allowance for what no formula sees: CUDA context (~0.5 GB), cuBLAS workspaces, NCCL channel
 #: buffers of the TP/CP/DP/PP communicators and Transformer Engine's comm-overlap buffers: 2 GB;
 #: plus 5 % of activation memory for the caching allocator's fragmentation (PyTorch CUDA
 #: semantics notes: blocks are rounded and split, so live bytes never reach the reserved total).
-BUFFER_FIXED_BYTES, FRAGMENTATION = 2e9, 0.05
+BUFFER_FIXED_BYTES, FRAGMENTATION = TRAINING_STACK.buffer_fixed_bytes, TRAINING_STACK.fragmentation
 #: Megatron's DDP bucket: 40 M parameters (distributed.DistributedDataParallelConfig.bucket_size).
-BUCKET_PARAMS = 40e6
+BUCKET_PARAMS = TRAINING_STACK.bucket_params
 
 
 def layer_params(arch: TransformerArch, tp: Array) -> Array:
