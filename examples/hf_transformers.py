@@ -149,3 +149,142 @@ def gpt2_small():
     cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257, use_cache=False,
                      bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
     return GPT2LMHeadModel(cfg).eval(), (_ids(vocab=50257, seq=1024),)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# More architecture families (issue #20), at the size the issue tried them: hidden 128, 4 layers (Jamba 4,
+# its attention every other layer), batch 2 x 64 tokens, random initialisation.  Each keeps what makes its
+# family hard to place: MoE routers and experts, Gemma's alternating local/global attention, DeBERTa's
+# disentangled relative-position attention, the state-space scans with their conv/gate branches, ALBERT's
+# one set of weights shared by every layer.
+
+FAMILY_BATCH, FAMILY_SEQ, FAMILY_WIDTH, FAMILY_LAYERS = 2, 64, 128, 4
+
+
+def _family_ids(seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (FAMILY_BATCH, FAMILY_SEQ), generator=g)
+
+
+def _decoder(config_cls, model_cls, **fields):
+    """A decoder LM of the family's config class with the common tiny shape (no cache, sdpa attention)."""
+    base = dict(hidden_size=FAMILY_WIDTH, num_hidden_layers=FAMILY_LAYERS, num_attention_heads=4,
+                num_key_value_heads=2, intermediate_size=2 * FAMILY_WIDTH, vocab_size=VOCAB,
+                max_position_embeddings=FAMILY_SEQ, use_cache=False, attn_implementation="sdpa")
+    base.update(fields)
+    return model_cls(config_cls(**base)).eval(), (_family_ids(),)
+
+
+def mixtral_4():
+    """Mixtral: 4 experts, top-2 routing, sliding-window attention off (the default grouped experts)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    return _decoder(MixtralConfig, MixtralForCausalLM, num_local_experts=4, num_experts_per_tok=2)
+
+
+def qwen2_moe_4():
+    """Qwen2-MoE: 4 routed experts (top-2) plus a gated shared expert in every layer."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    return _decoder(Qwen2MoeConfig, Qwen2MoeForCausalLM, num_experts=4, num_experts_per_tok=2,
+                    moe_intermediate_size=FAMILY_WIDTH, shared_expert_intermediate_size=2 * FAMILY_WIDTH,
+                    decoder_sparse_step=1)
+
+
+def qwen3_moe_4():
+    """Qwen3-MoE: 4 experts (top-2), q/k norms, no shared expert."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    return _decoder(Qwen3MoeConfig, Qwen3MoeForCausalLM, num_experts=4, num_experts_per_tok=2,
+                    moe_intermediate_size=FAMILY_WIDTH, head_dim=FAMILY_WIDTH // 4, decoder_sparse_step=1)
+
+
+def olmoe_4():
+    """OLMoE: 4 experts (top-2) in every layer, q/k norms."""
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    return _decoder(OlmoeConfig, OlmoeForCausalLM, num_experts=4, num_experts_per_tok=2, bos_token_id=0,
+                    eos_token_id=0, pad_token_id=0)
+
+
+def deepseek_v3_4():
+    """DeepSeek-V3: multi-head latent attention, one dense layer then MoE layers (4 routed, 1 shared expert)."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    return _decoder(DeepseekV3Config, DeepseekV3ForCausalLM, num_key_value_heads=4, n_routed_experts=4,
+                    num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=FAMILY_WIDTH,
+                    first_k_dense_replace=1, n_group=1, topk_group=1, q_lora_rank=64, kv_lora_rank=32,
+                    qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=32)
+
+
+def jamba_4():
+    """Jamba: Mamba layers with an attention layer every other layer and MoE every other layer."""
+    from transformers import JambaConfig, JambaForCausalLM
+
+    return _decoder(JambaConfig, JambaForCausalLM, num_experts=4, num_experts_per_tok=2, attn_layer_period=2,
+                    attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, mamba_d_state=8,
+                    mamba_d_conv=4, mamba_expand=2)
+
+
+def gemma2_4():
+    """Gemma 2: alternating sliding-window (local) and global attention, logit soft-capping."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    return _decoder(Gemma2Config, Gemma2ForCausalLM, head_dim=FAMILY_WIDTH // 4, sliding_window=16,
+                    attn_implementation="eager")  # transformers refuses sdpa for Gemma 2 (soft-capping)
+
+
+def gemma3_4():
+    """Gemma 3 (text): local/global attention pattern, q/k norms, two rotary bases."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    return _decoder(Gemma3TextConfig, Gemma3ForCausalLM, head_dim=FAMILY_WIDTH // 4, sliding_window=16,
+                    sliding_window_pattern=2)
+
+
+def deberta_v2_4():
+    """DeBERTa-v2: disentangled attention with relative-position (content-to-position) branches."""
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    cfg = DebertaV2Config(num_hidden_layers=FAMILY_LAYERS, hidden_size=FAMILY_WIDTH, num_attention_heads=4,
+                          intermediate_size=4 * FAMILY_WIDTH, vocab_size=VOCAB, max_position_embeddings=FAMILY_SEQ,
+                          relative_attention=True, position_buckets=32, pos_att_type=["p2c", "c2p"])
+    return DebertaV2Model(cfg).eval(), (_family_ids(),)
+
+
+def albert_4():
+    """ALBERT: one transformer layer's weights shared by all 4 layers, factorised embeddings."""
+    from transformers import AlbertConfig, AlbertModel
+
+    cfg = AlbertConfig(num_hidden_layers=FAMILY_LAYERS, hidden_size=FAMILY_WIDTH, num_attention_heads=4,
+                       intermediate_size=4 * FAMILY_WIDTH, embedding_size=64, vocab_size=VOCAB,
+                       max_position_embeddings=FAMILY_SEQ, attn_implementation="sdpa")
+    return AlbertModel(cfg, add_pooling_layer=False).eval(), (_family_ids(),)
+
+
+def _ssm(config_cls, model_cls, **fields):
+    base = dict(hidden_size=FAMILY_WIDTH, num_hidden_layers=FAMILY_LAYERS, vocab_size=VOCAB, use_cache=False)
+    base.update(fields)
+    return model_cls(config_cls(**base)).eval(), (_family_ids(),)
+
+
+def mamba_4():
+    """Mamba: selective state-space scan beside its causal conv and gate (the slow torch path, no kernels)."""
+    from transformers import MambaConfig, MambaForCausalLM
+
+    return _ssm(MambaConfig, MambaForCausalLM, state_size=8, conv_kernel=4, expand=2)
+
+
+def mamba2_4():
+    """Mamba-2: chunked state-space duality scan, grouped heads."""
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+
+    return _ssm(Mamba2Config, Mamba2ForCausalLM, state_size=16, num_heads=8, head_dim=32, n_groups=1,
+                expand=2, chunk_size=16)
+
+
+def falcon_mamba_4():
+    """Falcon-Mamba: Mamba with RMS-normalised B, C and dt."""
+    from transformers import FalconMambaConfig, FalconMambaForCausalLM
+
+    return _ssm(FalconMambaConfig, FalconMambaForCausalLM, state_size=8, conv_kernel=4, expand=2)
