@@ -26,11 +26,9 @@ table dominates; this is exact (PIPER-SPEC 4.5, "Why this is exact").
 Layout: this module is the DP driver (the walk over tails, which stages get tables,
 reconstruction); :mod:`.stage` evaluates one stage, :mod:`.pareto` holds the tables as
 Pareto points, :mod:`.bundles` names the arguments.  The one update of a tail's states
-from a stage table is in :func:`_eval_pair`, for both kinds of table.  The walk is
-written here and in :mod:`dnnplace.solvers.dp.kernel` alike, not shared: as an inlined
-helper its step made the DP kernel 2.7 times slower (numba's reference counting of the
-inlined helper's array arguments), and even as shared start/descend helpers with the
-step in the loop 5-10 % slower (bert_l-3_training, kernel 0.054-0.058 s vs 0.052 s).
+from a stage table is in :func:`_eval_pair`, for both kinds of table.  The walk
+(start, next unseen cover, descend) is :mod:`dnnplace.solvers.lattice_walk`, shared with
+the paper's DP (:mod:`dnnplace.solvers.dp.kernel`).
 """
 
 
@@ -39,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dnnplace.solvers import lattice_walk as walk
 from dnnplace.solvers.piper.bundles import Points, Window, new_scratch, new_stage
 from dnnplace.solvers.piper.knapsack import INF
 from dnnplace.solvers.piper.pareto import S_BIG, close_box, query
@@ -296,16 +295,15 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
         for k in range(k_lo, k_hi + 1):
             for s in range(s_lo, s_hi + 1):
                 Fb[k, s] = INF
-        sp = _start_walk(I, stamp, stack_j, stack_e, down_ptr)
+        sp = walk.start(I, stamp, stack_j, stack_e, down_ptr)
         while sp >= 0:
-            J = stack_j[sp]
-            e = stack_e[sp]
-            if e < down_ptr[J + 1]:
-                stack_e[sp] = e + 1
+            e = walk.next_cover(sp, I, stamp, stack_j, stack_e, down_ptr, down_ideal)
+            if e < 0:
+                sp -= 1
+                if sp >= 0:
+                    in_s[xs[sp]] = 0
+            else:
                 J2 = down_ideal[e]
-                if stamp[J2] == I:
-                    continue
-                stamp[J2] = I
                 # with later stages (J2 not empty) at least 2 micro-batches are in flight: if even that
                 # does not fit, only the single stage I (J = empty, y = 1) is left, handled after the walk
                 if J2 != 0:
@@ -320,9 +318,7 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
                 x = down_unit[e]
                 in_s[x] = 1
                 xs[sp] = x
-                sp += 1
-                stack_j[sp] = J2
-                stack_e[sp] = down_ptr[J2]
+                sp = walk.descend(sp, J2, stack_j, stack_e, down_ptr)
                 pairs += 1
                 if kmin[J2] > k_hi:
                     continue  # the rest cannot be planned within the window
@@ -347,10 +343,6 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
                 if not viable:
                     continue
                 tables += _eval_pair(I, J2, sp, stg, g, opts, tails, lim, win, pts, s_span, Fb, scr)
-            else:
-                sp -= 1
-                if sp >= 0:
-                    in_s[xs[sp]] = 0
         if stamp[0] != I and _s_feasible_any(I, 0, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
             # the one-stage plan of I: its nodes along one chain of covers down to the empty tail
             sp = 0
@@ -367,16 +359,6 @@ def run_dp(tails, g, opts, lim, row_ptr, kmin, ctl):
                 in_s[xs[q]] = 0
         pts, npts = close_box(Fb, I, K, win, pts, npts, s_span)
     return pairs, tables, pts.pts_s, pts.pts_v, npts
-
-
-@njit(cache=True)
-def _start_walk(root, stamp, stack_j, stack_e, down_ptr):
-    """Begin the depth-first walk down the tails below ``root`` (the DP's and the reconstruction's):
-    ``root`` marked as seen in this walk, on the stack with its first cover edge; returns the stack top."""
-    stamp[root] = root
-    stack_j[0] = root
-    stack_e[0] = down_ptr[root]
-    return 0
 
 
 @njit(cache=True)
@@ -403,24 +385,21 @@ def find_step(cur, ck, cs, target, tails, g, opts, lim, pts, out_nodes):
     scr = new_scratch(n, S)
     r, agg = scr.r, scr.agg
     goal = target * (1.0 + 1e-12)
-    sp = _start_walk(cur, stamp, stack_j, stack_e, down_ptr)
+    sp = walk.start(cur, stamp, stack_j, stack_e, down_ptr)
     while sp >= 0:
-        J = stack_j[sp]
-        e = stack_e[sp]
-        if e < down_ptr[J + 1]:
-            stack_e[sp] = e + 1
+        e = walk.next_cover(sp, cur, stamp, stack_j, stack_e, down_ptr, down_ideal)
+        if e < 0:
+            sp -= 1
+            if sp >= 0:
+                in_s[xs[sp]] = 0
+        else:
             J2 = down_ideal[e]
-            if stamp[J2] == cur:
-                continue
-            stamp[J2] = cur
             if not _s_feasible_any(cur, J2, n_t, miss_sum, pmin_sum, mmin_sum, dmax_t, memory, tau):
                 continue
             x = down_unit[e]
             in_s[x] = 1
             xs[sp] = x
-            sp += 1
-            stack_j[sp] = J2
-            stack_e[sp] = down_ptr[J2]
+            sp = walk.descend(sp, J2, stack_j, stack_e, down_ptr)
             if kmin[J2] + tvals[0] > ck:
                 continue  # no devices left for the rest
             stage_edges(stg, sp, g, n_t)
@@ -456,8 +435,4 @@ def find_step(cur, ck, cs, target, tails, g, opts, lim, pts, out_nodes):
                         for q in range(sp):
                             out_nodes[q] = xs[q]
                         return J2, ti, d, s1, sp
-        else:
-            sp -= 1
-            if sp >= 0:
-                in_s[xs[sp]] = 0
     return -1, -1, -1, -1, 0
