@@ -81,7 +81,8 @@ def check_feasibility(w: Workload, source: str = "workload") -> None:
             f"{source}: the nodes need {total:.6g} bytes but {k} accelerators hold only"
             f" {k * mem:.6g} and maxCPUs is 0"
         )
-    if w.n_classes > 0 and k > 0 and _min_bins(np.sort(class_size)[::-1], mem) > k:
+    own = np.bincount(w.class_of, weights=w.size, minlength=w.n_classes)  # shared groups are not additive
+    if w.n_classes > 0 and k > 0 and _min_bins(np.sort(own)[::-1], mem) > k:
         raise InfeasibleError(
             f"{source}: the colour classes cannot be packed into {k} accelerators of"
             f" {mem:.6g} bytes and maxCPUs is 0"
