@@ -405,6 +405,11 @@ def split_to_dict(split: Split, evaluation: Any | None = None) -> dict[str, Any]
         cpu_loads = [-1.0] * len(split.cpus)
     out["fpgas"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(acc_loads, split.accelerators)]
     out["cpus"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(cpu_loads, split.cpus)]
+    if evaluation is not None:  # the shared parameter groups each device holds a copy of (an extra key)
+        for entry, d in zip(out["fpgas"] + out["cpus"], [d for d in evaluation.devices if d.kind == "accelerator"]
+                            + [d for d in evaluation.devices if d.kind == "cpu"]):
+            if d.shared:
+                entry["sharedParameters"] = list(d.shared)
     for k, v in split.meta.items():
         out.setdefault(k, v)
     return out
