@@ -3,10 +3,12 @@
 For each ideal ``I`` (in id order, so all sub-ideals are final) a depth-first
 walk goes *down* the cover relation of the lattice: every step removes one
 maximal unit ``x`` from the current sub-ideal ``J``, i.e. adds ``x`` to the
-contiguous set ``S = I minus J``.  Compute, memory and support of ``S`` come
+contiguous set ``S = I minus J``.  Compute, own memory and support of ``S`` come
 from per-ideal prefix sums; communication is updated incrementally from
-per-source counters (how many of a source's targets are in ``S``), so no ideal
-pair is ever stored.  A walk stops descending once ``S`` is too slow for every
+per-source counters (how many of a source's targets are in ``S``), and the
+bytes of shared parameter groups from per-group counters (how many units of
+``S`` use the group: ``S`` holds it once while any does), so no ideal pair is
+ever stored.  A walk stops descending once ``S`` is too slow for every
 device kind (compute only grows as ``S`` grows) -- with a good upper bound
 ``ub`` on the optimum this skips most pairs while staying exact.
 
