@@ -81,3 +81,42 @@ def test_albert_split_charges_the_shared_layer_to_every_stage():
     holding = [d for d in used if d.shared]
     assert len(holding) >= 2
     assert sum(1 for d in holding if d.memory >= 0.5 * layer_bytes) >= 2
+
+
+class _Twice(torch.nn.Module):
+    """A block called at two depths (ALBERT-style) and a tied embedding / head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 16)
+        self.block = torch.nn.Linear(16, 16)
+        self.mid = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 32, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        x = torch.tanh(self.block(self.embed(tokens)))
+        x = torch.tanh(self.mid(x))
+        x = torch.tanh(self.block(x))
+        return self.head(x)
+
+
+@pytest.mark.parametrize("granularity", ["op", "module"])
+def test_a_module_called_twice_and_a_tied_weight_are_groups(granularity):
+    model, args = _Twice().eval(), (torch.randint(0, 32, (4, 8)),)
+    cap = capture(model, args, granularity=granularity, quiet=True)
+    doc = build_workload_dict(cap, cap.inputs, training=False, device="a100", accelerators=2, cpus=0, repeats=1)
+    groups = {g["name"]: g for g in doc["sharedParameters"]}
+    assert groups["head.weight"]["size"] == 32 * 16 * 4 and groups["block"]["size"] == (16 * 16 + 16) * 4
+    assert all(len(g["nodes"]) == 2 for g in groups.values())
+
+
+def test_module_calls_of_a_symbolic_trace_share_by_identity():
+    from dnnplace.frontends.torch_model.capture import Captured
+    from dnnplace.frontends.torch_model.shared import parameter_use
+
+    gm = torch.fx.symbolic_trace(_Twice())
+    calls = [[n] for n in gm.graph.nodes if n.op == "call_module"]  # embed, block, mid, block, head
+    use = parameter_use(Captured(gm, calls, {}, [], "module", "symbolic_trace"), range(len(calls)))
+    assert use.groups == [("embed.weight", 32 * 16 * 4, (0, 4)), ("block", (16 * 16 + 16) * 4, (1, 3))]
+    assert use.own == [0, 0, (16 * 16 + 16) * 4, 0, 0]
