@@ -46,13 +46,16 @@ def _attr(gm: Any, target: str) -> Any:
 
 
 def _reads(cap: Any, members: list) -> list[tuple[int, str, int]]:
-    """The tensors a capture group reads: (identity, name, bytes)."""
+    """The tensors a capture group reads: (identity, name, bytes); attributes that are not tensors weigh nothing."""
+    import torch
+
     out = []
     for node in members:
         for inp in node.all_input_nodes:
             if inp.op == "get_attr":
                 t = _attr(cap.gm, inp.target)
-                out.append((id(t), str(inp.target), _tensor_bytes(t)))
+                if isinstance(t, torch.Tensor):
+                    out.append((id(t), str(inp.target), _tensor_bytes(t)))
         if cap.method == "symbolic_trace" and node.op == "call_module":
             sub = cap.gm.get_submodule(node.target)
             for name, t in sub.state_dict(keep_vars=True).items():
