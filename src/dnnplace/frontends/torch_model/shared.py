@@ -41,7 +41,7 @@ def _tensor_bytes(t: Any) -> int:
 def _attr(gm: Any, target: str) -> Any:
     obj = gm
     for part in str(target).split("."):
-        obj = getattr(obj, part)
+        obj = getattr(obj, part, None)
     return obj
 
 
