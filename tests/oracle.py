@@ -35,6 +35,13 @@ def device_load(w: Workload, members: set[int], accelerator: bool, overlap: bool
     return max(compute, comm) if overlap else compute + comm
 
 
+def device_memory(w: Workload, members) -> float:
+    """SPEC: the members' own sizes plus one copy of every shared group any member uses."""
+    own = sum(float(w.size[v]) for v in members)
+    sh = w.shared
+    return own + sum(float(sh.size[g]) for g in range(sh.count) if set(sh.members(g).tolist()) & set(members))
+
+
 def max_load(w: Workload, acc_sets: list[set[int]], cpu_sets: list[set[int]], overlap: bool = False) -> float:
     loads = [device_load(w, s, True, overlap) for s in acc_sets] + [device_load(w, s, False) for s in cpu_sets]
     return max(loads, default=0.0)
@@ -107,7 +114,7 @@ def brute_force_contiguous_optimum(w: Workload, overlap: bool = False) -> float:
             sets[d].add(v)
         ok = True
         for d in range(k):
-            if any(not w.supported[v] for v in sets[d]) or sum(float(w.size[v]) for v in sets[d]) > w.memory:
+            if any(not w.supported[v] for v in sets[d]) or device_memory(w, sets[d]) > w.memory:
                 ok = False
                 break
         if not ok or not is_ideal_chain(w, device_of):
@@ -166,7 +173,7 @@ def brute_force_assignments(w: Workload, n_labels: int):
 def fits(w: Workload, labels: list[int], n_acc: int) -> bool:
     for d in range(n_acc):
         members = [v for v in range(w.n) if labels[v] == d]
-        if any(not w.supported[v] for v in members) or sum(float(w.size[v]) for v in members) > w.memory:
+        if any(not w.supported[v] for v in members) or device_memory(w, members) > w.memory:
             return False
     return True
 

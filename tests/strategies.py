@@ -9,8 +9,11 @@ from dnnplace.frontends.paper_json import workload_from_records
 
 @st.composite
 def small_workloads(draw, max_nodes: int = 7, training: bool | None = None, zero_times: bool = True,
-                    max_acc: int = 3, max_cpu: int = 2):
-    """A random DAG (chains, branches, residual skips), optionally with backward mirror nodes."""
+                    max_acc: int = 3, max_cpu: int = 2, shared: bool = False):
+    """A random DAG (chains, branches, residual skips), optionally with backward mirror nodes.
+
+    ``shared``: one to three shared parameter groups over random nodes (SPEC "Shared parameters").
+    """
     n = draw(st.integers(2, max_nodes))
     shape = draw(st.sampled_from(["random", "chain", "residual"]))
     edges: set[tuple[int, int]] = set()
@@ -68,8 +71,17 @@ def small_workloads(draw, max_nodes: int = 7, training: bool | None = None, zero
     k = draw(st.integers(1, max_acc))
     cpus = draw(st.integers(0, max_cpu))
     total = sum(nd.get("size", 0.0) for nd in nodes)
-    memory = float(draw(st.sampled_from([total, max(4.0, total / 2), 6.0, 1e9])))
-    return workload_from_records(nodes, edge_list, accelerators=k, cpus=cpus, memory=memory)
+    groups = None
+    if shared:
+        ids = [nd["id"] for nd in nodes]
+        groups = [{"name": f"g{g}", "size": float(draw(st.integers(1, 6))),
+                   "nodes": sorted(draw(st.sets(st.sampled_from(ids), min_size=1, max_size=len(ids))))}
+                  for g in range(draw(st.integers(1, 3)))]
+        total += sum(g["size"] for g in groups)
+        memory = float(draw(st.sampled_from([total, max(4.0, total / 2), 8.0, 12.0, 1e9])))
+    else:
+        memory = float(draw(st.sampled_from([total, max(4.0, total / 2), 6.0, 1e9])))
+    return workload_from_records(nodes, edge_list, accelerators=k, cpus=cpus, memory=memory, shared=groups)
 
 
 def examples(n: int) -> int:

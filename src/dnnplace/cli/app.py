@@ -686,6 +686,9 @@ def info(
         out.print(f"{workload.name}: {w.n} nodes ({int(w.backward.sum())} backward), {w.m} edges, "
                   f"{w.n_classes} colour classes")
         out.print(f"budget: {w.max_accelerators} accelerators of {w.memory:.6g} bytes, {w.max_cpus} CPU cores")
+        if w.shared.count:
+            out.print(f"shared parameters: {w.shared.count} group(s) of {w.shared.size.sum():.6g} bytes in all,"
+                      " one copy on every accelerator using a group")
         report = api.info(w, max_ideals=max_ideals, cap=cap)
         for st in report.steps:
             ideals = f"{st.ideals:,}" if st.ideals is not None else f"more than {cap:,}"

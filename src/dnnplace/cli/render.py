@@ -56,6 +56,7 @@ def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str |
         f" (throughput {format_number(1 / ev.max_load if ev.max_load > 0 else math.inf)} samples per time unit)",
         f", bottleneck {printable(bott.name)}" if bott else "",
     ))
+    print_shared_copies(console, w, ev)
     lat = format_number(ev.latency)
     note = f" ({printable(ev.latency_note)})" if ev.latency_note else ""
     console.print(Text(f"single-sample latency {lat}{note}"))
@@ -67,6 +68,21 @@ def print_evaluation(console: Console, w: Workload, ev: Evaluation, title: str |
             console.print(Text.assemble("  ", (printable(v.kind), "red"), ": ", printable(v.message)))
     else:
         console.print(Text("feasible", style="green"))
+
+
+def print_shared_copies(console: Console, w: Workload, ev: Evaluation, limit: int = 12) -> None:
+    """One line per shared parameter group: its bytes and the devices holding a copy (each pays them)."""
+    copies = ev.shared_copies()
+    if not copies:
+        return
+    size = dict(zip(w.shared.names, w.shared.size.tolist()))
+    total = sum(len(c["devices"]) for c in copies)
+    console.print(Text(f"shared parameters: {len(copies)} group(s), {total} copies"))
+    for c in copies[:limit]:
+        console.print(Text(f"  {printable(c['name'])} ({format_bytes(size[c['name']])}):"
+                           f" {', '.join(c['devices'])}"))
+    if len(copies) > limit:
+        console.print(Text(f"  ... and {len(copies) - limit} more (--json lists them all)"))
 
 
 def print_piper_stages(console: Console, inst: PiperInstance, ev: PiperEvaluation, title: str) -> None:

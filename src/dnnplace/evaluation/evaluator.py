@@ -3,7 +3,9 @@
 Every solver, report and runtime asks this module what a split costs; no other
 product module computes loads.  Communication is charged per *original* node:
 a device pays ``c_u`` once for every node ``u`` whose output crosses its
-boundary, in either direction; CPU cores pay none.
+boundary, in either direction; CPU cores pay none.  Memory: an accelerator
+holds its nodes' own bytes plus one copy of every shared parameter group one of
+its nodes uses (SPEC "Shared parameters").
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class DeviceReport:
     # the load's parts per direction: (received, computed, sent); CPUs send and receive for free
     forward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
     backward_parts: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    shared: tuple[str, ...] = ()  # the shared parameter groups this device holds a copy of (used by its nodes)
 
     @property
     def forward_load(self) -> float:
@@ -115,10 +118,20 @@ class Evaluation:
                     "communication": d.communication, "memory": d.memory,
                     "forwardLoad": d.forward_load, "backwardLoad": d.backward_load,
                     "contiguous": d.contiguous, "nodes": list(d.nodes),
+                    **({"sharedParameters": list(d.shared)} if d.shared else {}),
                 }
                 for d in self.devices
             ],
+            **({"sharedParameters": self.shared_copies()} if any(d.shared for d in self.devices) else {}),
         }
+
+    def shared_copies(self) -> list[dict]:
+        """Per shared parameter group held anywhere: its name and the devices holding a copy."""
+        holders: dict[str, list[str]] = {}
+        for d in self.devices:
+            for name in d.shared:
+                holders.setdefault(name, []).append(d.name)
+        return [{"name": name, "devices": devs} for name, devs in holders.items()]
 
 
 def evaluate(
@@ -149,6 +162,8 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
     for i, d in enumerate(dev.tolist()):
         if d >= 0:
             members[d].append(int(node_ids[i]))
+    held = lp.held[0]  # (groups, devices)
+    names = w.shared.names
     devices = tuple(
         DeviceReport(
             kind="accelerator" if d < a.n_acc else "cpu",
@@ -161,6 +176,7 @@ def evaluate_assignment(w: Workload, a: Assignment, *, overlap_comm: bool = Fals
             contiguous=bool(contiguous[d]),
             forward_parts=(float(recv_fw[d]), float(compute_fw[d]), float(send_fw[d])),
             backward_parts=(float(recv_bw[d]), float(compute_bw[d]), float(send_bw[d])),
+            shared=tuple(names[g] for g in np.flatnonzero(held[:, d]).tolist()),
         )
         for d in range(n_dev)
     )
@@ -182,7 +198,9 @@ class LoadParts:
     """Per assignment (rows) and device (columns): the parts of the load.
 
     Communication is split by the producing node's direction (forward or
-    backward) and into received / sent; it is zero on CPUs.
+    backward) and into received / sent; it is zero on CPUs.  ``held`` is
+    ``(B, groups, devices)``: which devices hold a copy of each shared
+    parameter group; an accelerator's ``memory`` includes the bytes of those it holds.
     """
 
     compute_fw: np.ndarray
@@ -193,6 +211,7 @@ class LoadParts:
     send_bw: np.ndarray
     memory: np.ndarray
     load: np.ndarray
+    held: np.ndarray
 
 
 def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: bool = False) -> LoadParts:
@@ -213,12 +232,15 @@ def device_loads(w: Workload, dev: np.ndarray, n_acc: int, n_dev: int, overlap: 
     memory = per_device(w.size * on_acc)
     recv_fw, recv_bw, send_fw, send_bw = _communication(w, safe, n_dev)
     acc_dev = np.arange(n_dev) < n_acc
+    held = w.shared.held(safe, n_dev)
+    if w.shared.count:  # one copy per accelerator holding a node that uses the group
+        memory += np.einsum("bgd,g->bd", held & acc_dev, w.shared.size)
     for part in (recv_fw, recv_bw, send_fw, send_bw):
         part[:, ~acc_dev] = 0.0
     compute = compute_fw + compute_bw
     comm = recv_fw + recv_bw + send_fw + send_bw
     load = np.where(acc_dev, combine(compute, comm, overlap), compute)
-    return LoadParts(compute_fw, compute_bw, recv_fw, recv_bw, send_fw, send_bw, memory, load)
+    return LoadParts(compute_fw, compute_bw, recv_fw, recv_bw, send_fw, send_bw, memory, load, held)
 
 
 def combine(compute: np.ndarray | float, comm: np.ndarray | float, overlap: bool) -> np.ndarray | float:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import InputError
+from dnnplace.frontends import shared_json
 from dnnplace.model.limits import MAX_COUNT, MAX_ID, MAX_STRING, MAX_VALUE
 from dnnplace.model.split import Split
 from dnnplace.model.validate import validate_structure
@@ -31,7 +32,7 @@ __all__ = ["MAX_COUNT", "MAX_ID", "MAX_STRING", "MAX_VALUE", "NUMERIC_META", "lo
 NODE_KEYS = ("id", "name", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
              "colorClass", "size", "layerId")
 EDGE_KEYS = ("sourceId", "destId", "cost")
-TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
+TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges", shared_json.KEY)
 
 
 def load_workload(path: str | Path, *, check_feasible: bool = True) -> Workload:
@@ -144,6 +145,7 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
         node_ids=nodes.ids, acc_time=nodes.acc, cpu_time=nodes.cpu, supported=nodes.sup, size=nodes.size,
         backward=nodes.bwd, color=nodes.color, layer=nodes.layer, names=tuple(nodes.names), edge_src=edges.src,
         edge_dst=edges.dst, edge_cost=edges.cost, max_accelerators=k, max_cpus=cpus, memory=memory, extras=extras,
+        shared=shared_json.parse_shared(f, obj.get(shared_json.KEY), nodes.index),
     )
     validate_structure(w, source=source)
     return w
@@ -294,6 +296,8 @@ def workload_to_dict(w: Workload) -> dict[str, Any]:
         "nodes": nodes,
         "edges": edges,
     }
+    if w.shared.count:
+        out[shared_json.KEY] = shared_json.shared_to_json(w)
     out.update(ex.get("top_extra", {}))
     return out
 
@@ -305,6 +309,7 @@ def workload_from_records(
     accelerators: int,
     cpus: int,
     memory: float = float(1 << 62),
+    shared: list[dict[str, Any]] | None = None,
 ) -> Workload:
     """Convenience constructor for Python users and tests.
 
@@ -320,6 +325,8 @@ def workload_from_records(
         "nodes": full,
         "edges": [{"sourceId": s, "destId": d, "cost": c} for s, d, c in edges],
     }
+    if shared is not None:
+        obj[shared_json.KEY] = shared
     return parse_workload(obj, source="workload")
 
 
@@ -398,6 +405,11 @@ def split_to_dict(split: Split, evaluation: Any | None = None) -> dict[str, Any]
         cpu_loads = [-1.0] * len(split.cpus)
     out["fpgas"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(acc_loads, split.accelerators)]
     out["cpus"] = [{"load": ld, "nodes": list(nodes)} for ld, nodes in zip(cpu_loads, split.cpus)]
+    if evaluation is not None:  # the shared parameter groups each device holds a copy of (an extra key)
+        for entry, d in zip(out["fpgas"] + out["cpus"], [d for d in evaluation.devices if d.kind == "accelerator"]
+                            + [d for d in evaluation.devices if d.kind == "cpu"]):
+            if d.shared:
+                entry["sharedParameters"] = list(d.shared)
     for k, v in split.meta.items():
         out.setdefault(k, v)
     return out

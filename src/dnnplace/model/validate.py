@@ -13,7 +13,13 @@ from dnnplace.model.workload import Workload
 
 
 def validate_structure(w: Workload, source: str = "workload") -> None:
-    """Reject cycles and backward-to-forward edges, naming the culprit."""
+    """Reject cycles, backward-to-forward edges and malformed shared groups, naming the culprit."""
+    sh = w.shared
+    if sh.nodes.size and (sh.nodes.min() < 0 or sh.nodes.max() >= w.n):
+        raise InputError(f"{source}: a shared parameter group names a node index outside 0..{w.n - 1}")
+    if (np.diff(sh.ptr) == 0).any():
+        g = int(np.flatnonzero(np.diff(sh.ptr) == 0)[0])
+        raise InputError(f"{source}: shared parameter group {sh.names[g]!r} is used by no node")
     bad = np.flatnonzero(w.backward[w.edge_src] & ~w.backward[w.edge_dst])
     if bad.size:
         j = int(bad[0])
@@ -53,14 +59,15 @@ def check_feasibility(w: Workload, source: str = "workload") -> None:
         raise InfeasibleError(
             f"{source}: {w.label(int(unsupported[0]))} is not supported on accelerators and maxCPUs is 0"
         )
-    too_big = np.flatnonzero(w.size > mem)
+    node_memory = w.node_memory  # a node's own bytes and those of the shared groups it uses
+    too_big = np.flatnonzero(node_memory > mem)
     if too_big.size:
         i = int(too_big[0])
         raise InfeasibleError(
-            f"{source}: {w.label(i)} needs {w.size[i]:.6g} bytes, more than maxSizePerFPGA"
+            f"{source}: {w.label(i)} needs {node_memory[i]:.6g} bytes, more than maxSizePerFPGA"
             f" = {mem:.6g}, and maxCPUs is 0"
         )
-    class_size = np.bincount(w.class_of, weights=w.size, minlength=w.n_classes)
+    class_size = w.class_memory
     over = np.flatnonzero(class_size > mem)
     if over.size:
         c = int(over[0])
@@ -68,13 +75,14 @@ def check_feasibility(w: Workload, source: str = "workload") -> None:
             f"{source}: colour class {w.color[w.class_of == c][0]} needs {class_size[c]:.6g} bytes on one device,"
             f" more than maxSizePerFPGA = {mem:.6g}, and maxCPUs is 0"
         )
-    total = float(w.size.sum())
+    total = float(w.size.sum() + w.shared.size.sum())  # every shared group is held at least once
     if total > k * mem:
         raise InfeasibleError(
             f"{source}: the nodes need {total:.6g} bytes but {k} accelerators hold only"
             f" {k * mem:.6g} and maxCPUs is 0"
         )
-    if w.n_classes > 0 and k > 0 and _min_bins(np.sort(class_size)[::-1], mem) > k:
+    own = np.bincount(w.class_of, weights=w.size, minlength=w.n_classes)  # shared groups are not additive
+    if w.n_classes > 0 and k > 0 and _min_bins(np.sort(own)[::-1], mem) > k:
         raise InfeasibleError(
             f"{source}: the colour classes cannot be packed into {k} accelerators of"
             f" {mem:.6g} bytes and maxCPUs is 0"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.model.profile_meta import ProfileMeta
+from dnnplace.model.shared import SharedParams
 from dnnplace.utils.graph import class_index, topological_order
 
 
@@ -39,6 +40,8 @@ class Workload:
     memory: float
     # What the file said beyond the model, kept so that writing back is lossless.
     extras: Mapping[str, Any] = field(default_factory=dict)
+    # Parameter bytes several nodes use, held once by every accelerator running one of them (model/shared.py).
+    shared: SharedParams = field(default_factory=SharedParams.empty)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -93,6 +96,17 @@ class Workload:
     def n_classes(self) -> int:
         """Number of colour classes."""
         return class_index(self.color)[1]
+
+    @cached_property
+    def node_memory(self) -> np.ndarray:
+        """Bytes an accelerator needs to run each node alone: its own size and the shared groups it uses."""
+        return self.size + self.shared.bytes_by_label(np.arange(self.n), self.n)
+
+    @cached_property
+    def class_memory(self) -> np.ndarray:
+        """Bytes one accelerator needs for each colour class alone (own sizes, each used group once)."""
+        own = np.bincount(self.class_of, weights=self.size, minlength=self.n_classes)
+        return own + self.shared.bytes_by_label(self.class_of, self.n_classes)
 
     def label(self, index: int) -> str:
         """Human-readable name of a node for messages."""

@@ -11,6 +11,8 @@ A *unit* is one forward vertex together with its colour class's backward
 nodes: a contiguous split of units is a split of the original graph in which
 every colour class stays together.  Communication is *not* contracted: it is
 described per original node by :class:`CommSources` so that costs stay exact.
+Shared parameter groups are not contracted either: :class:`UnitShared` says
+which groups each unit uses, so a piece of units holds each group once.
 """
 
 from __future__ import annotations
@@ -42,6 +44,44 @@ class CommSources:
 
 
 @dataclass(frozen=True)
+class UnitShared:
+    """The shared parameter groups each unit uses (CSR), and each group's bytes.
+
+    A set of units holds ``size[g]`` once for every group ``g`` used by at
+    least one of its units (SPEC "Shared parameters").
+    """
+
+    ptr: np.ndarray  # int64 (units+1,)
+    group: np.ndarray  # int64 group indices; unit u uses group[ptr[u]:ptr[u+1]]
+    size: np.ndarray  # float64 (groups,)
+
+    @staticmethod
+    def of(w: Workload, unit_of: np.ndarray, n_units: int) -> UnitShared:
+        """From a node -> unit map (unit -1: a node left out of the problem)."""
+        ptr, group = w.shared.by_label(unit_of, n_units)
+        return UnitShared(ptr, group, w.shared.size)
+
+    @property
+    def uses(self) -> np.ndarray:
+        """Per unit: does it use any shared group?"""
+        return np.diff(self.ptr) > 0
+
+    def unit_bytes(self) -> np.ndarray:
+        """Per unit: the bytes of the groups it uses (a device holding it alone keeps them)."""
+        n = self.ptr.size - 1
+        return np.bincount(np.repeat(np.arange(n), np.diff(self.ptr)), weights=self.size[self.group], minlength=n)
+
+    def kept(self, kept: np.ndarray) -> UnitShared:
+        """The same groups for a subset of the units, renumbered in the order of ``kept``."""
+        counts = np.diff(self.ptr)[kept]
+        ptr = np.zeros(kept.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        parts = [self.group[self.ptr[u]: self.ptr[u + 1]] for u in kept.tolist()]
+        group = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return UnitShared(ptr, group.astype(np.int64), self.size)
+
+
+@dataclass(frozen=True)
 class Prepared:
     """The forward unit DAG with per-unit costs and exact communication sources."""
 
@@ -54,6 +94,7 @@ class Prepared:
     edge_src: np.ndarray  # unit DAG edges (deduplicated, acyclic)
     edge_dst: np.ndarray
     comm: CommSources
+    shared: UnitShared
 
     @property
     def n_units(self) -> int:
@@ -73,6 +114,7 @@ class Prepared:
             edge_src=np.asarray(src, dtype=np.int64),
             edge_dst=np.asarray(dst, dtype=np.int64),
             comm=comm_sources(w, unit_of),
+            shared=UnitShared.of(w, unit_of, n),
         )
 
     def members(self) -> list[np.ndarray]:
@@ -191,6 +233,8 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     touches_bwd = np.zeros(n_groups, dtype=bool)
     fb = fwd[w.edge_src] & w.backward[w.edge_dst]
     touches_bwd[group[w.edge_src[fb]]] = True
+    shares = np.zeros(n_groups, dtype=bool)  # uses a shared parameter group: it has memory, so it is not free
+    shares[group[w.shared.nodes]] = True
     neighbours: dict[int, list[int]] = {}
     for a, b in (true_edges, mirror):
         ga, gb = group[a], group[b]
@@ -201,7 +245,8 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     live = set(np.unique(group[fwd]).tolist()) | set(neighbours)
 
     def zero(x: int) -> bool:
-        return fw_cpu[x] < ZERO and fw_acc[x] < ZERO and bw_sum[x] < ZERO and not touches_bwd[x]
+        return (fw_cpu[x] < ZERO and fw_acc[x] < ZERO and bw_sum[x] < ZERO and not touches_bwd[x]
+                and not shares[x])
 
     work = [x for x in sorted(live) if zero(x) and len(neighbours.get(x, ())) == 1]
     while work:
@@ -223,6 +268,7 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
         fw_acc[root] = fw_acc[x] + fw_acc[m]
         bw_sum[root] = bw_sum[x] + bw_sum[m]
         touches_bwd[root] = touches_bwd[x] or touches_bwd[m]
+        shares[root] = shares[x] or shares[m]
         live.discard(other)
         live.add(root)
         if zero(root) and len(nbm) == 1:
@@ -296,7 +342,7 @@ def merge_free_units(p: Prepared) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
     A unit ``x`` with zero accelerator time (and zero CPU time, unless the
-    budget has no CPU), zero size and no unsupported node is moved to the
+    budget has no CPU), zero size, no shared parameter group and no unsupported node is moved to the
     device of its only predecessor ``q`` (or only successor ``s``) when the
     transfers that may *start* crossing there cost no more than those that
     certainly *stop*.  Moving ``x`` from device B to the neighbour's device A
@@ -329,6 +375,8 @@ def merge_free_units(p: Prepared) -> Prepared:
         cpu = np.bincount(unit_of, weights=w.cpu_time, minlength=n) if cpu_matters else np.zeros(n)
         size = np.bincount(unit_of, weights=w.size, minlength=n)
         unsup = np.bincount(unit_of, weights=~w.supported, minlength=n)
+        shares = np.zeros(n, dtype=bool)
+        shares[unit_of[w.shared.nodes]] = True
         home = src.home.tolist()
         cost = src.cost.tolist()
         targets = [frozenset(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
@@ -341,7 +389,7 @@ def merge_free_units(p: Prepared) -> Prepared:
                 feeding[t].append(s)
 
         table = (feeding, homed, home, targets, cost)
-        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0)
+        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0) & ~shares
         # one pass applies every merge whose inputs no earlier merge of the pass has touched
         into = np.arange(n)
         dirty: set[int] = set()

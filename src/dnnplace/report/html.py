@@ -221,6 +221,10 @@ def render_report(w: Workload, split: Split, ev: Evaluation, sim: Simulation | N
         ("feasible", '<span class="ok">yes</span>' if ev.feasible else
          '<span class="bad">no: ' + html.escape("; ".join(v.message for v in ev.violations)) + "</span>"),
     ]
+    copies = ev.shared_copies()
+    if copies:  # every device using a shared parameter group holds (and pays for) a copy
+        rows.append(("shared parameter copies", "<br>".join(
+            f"{html.escape(c['name'])}: {', '.join(c['devices'])}" for c in copies)))
     if _number(meta.get("runtime_s")) is not None:
         rows.append(("solver runtime", f"{_number(meta['runtime_s']):.3f} s"))
     summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)

@@ -35,6 +35,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.frontends.torch_model.capture import Captured
 from dnnplace.frontends.torch_model.devices import CPU_CORE, load_catalogue, roofline_ms
+from dnnplace.frontends.torch_model.shared import parameter_use
 
 
 def _nbytes(value: Any) -> int:
@@ -484,6 +485,8 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
                 out.add(h)
         return out
 
+    # parameters several workload nodes read (tied weights, a module called twice): groups held once per device
+    shared = parameter_use(cap, kept, {g: set().union(*(consumers(x, set()) for x in cap.groups[g])) for g in views})
     out_bytes = [0] * n
     edges: set[tuple[int, int]] = set()
     const_bytes = [0] * n  # constants a group reads: each device holding a reader keeps a copy
@@ -525,7 +528,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     for g in kept:
         members = cap.groups[g]
         stash = out_bytes[g] if training and not metadata[g] else 0  # a view keeps its input's storage alive
-        size = param_bytes[g] * (4 if training else 1) + stash + const_bytes[g]
+        size = shared.own[g] * (4 if training else 1) + stash + const_bytes[g]
         nodes.append({
             "id": new_id[g], "name": members[0].name, "fpgaLatency": acc_ms(g, False),
             "cpuLatency": cpu_ms(g, False), "supportedOnFpga": 1, "isBackwardNode": 0, "colorClass": new_id[g],
@@ -549,6 +552,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     _one_cost_per_source(edge_list)
     return {
         "maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": cpus, "nodes": nodes, "edges": edge_list,
+        **shared.to_json(new_id, 4 if training else 1),
         "dnnplace": {"model": spec, "granularity": cap.granularity, "trace": cap.method, "device": device,
                      "training": training, "timeUnit": "ms", "linkLatencyMs": lat_ms, "linkBandwidth": bw,
                      "threads": 1,

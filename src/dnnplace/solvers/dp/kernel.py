@@ -3,10 +3,12 @@
 For each ideal ``I`` (in id order, so all sub-ideals are final) a depth-first
 walk goes *down* the cover relation of the lattice: every step removes one
 maximal unit ``x`` from the current sub-ideal ``J``, i.e. adds ``x`` to the
-contiguous set ``S = I minus J``.  Compute, memory and support of ``S`` come
+contiguous set ``S = I minus J``.  Compute, own memory and support of ``S`` come
 from per-ideal prefix sums; communication is updated incrementally from
-per-source counters (how many of a source's targets are in ``S``), so no ideal
-pair is ever stored.  A walk stops descending once ``S`` is too slow for every
+per-source counters (how many of a source's targets are in ``S``), and the
+bytes of shared parameter groups from per-group counters (how many units of
+``S`` use the group: ``S`` holds it once while any does), so no ideal pair is
+ever stored.  A walk stops descending once ``S`` is too slow for every
 device kind (compute only grows as ``S`` grows) -- with a good upper bound
 ``ub`` on the optimum this skips most pairs while staying exact.
 
@@ -52,6 +54,12 @@ Transfers = namedtuple("Transfers", [
 ])
 Limits = namedtuple("Limits", ["n_cpu", "n_acc", "memory", "ub", "overlap", "ratio", "piece_cap"])
 Tables = namedtuple("Tables", ["dp", "choice", "kind"])  # layout: ideal, cpus, accelerators
+Shared = namedtuple("Shared", [
+    "unit_ptr", "unit_group",  # per unit: the shared parameter groups it uses (CSR, prepare.contract.UnitShared)
+    "size",  # per group: bytes of one copy
+    "count",  # per group: units in S using it (scratch)
+    "whole",  # per ideal: bytes of the groups its units use (whole_ideal_shared)
+])
 Scratch = namedtuple("Scratch", [
     "stamp",  # per ideal: the last ideal whose walk visited it
     "stack_j", "stack_e", "stack_x",  # per level of the walk: ideal, next cover edge, unit that entered S
@@ -112,6 +120,27 @@ def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
 
 
 @njit(cache=True, inline="always")
+def _share(x, adding, unit_ptr, unit_group, size, count):
+    """Add (or remove) unit ``x`` to ``S``; return the change in the bytes of the shared groups ``S`` uses.
+
+    A group is held once by ``S`` however many of its units use it: its bytes
+    count while at least one does.
+    """
+    delta = 0.0
+    for k in range(unit_ptr[x], unit_ptr[x + 1]):
+        g = unit_group[k]
+        if adding:
+            count[g] += 1
+            if count[g] == 1:
+                delta += size[g]
+        else:
+            count[g] -= 1
+            if count[g] == 0:
+                delta -= size[g]
+    return delta
+
+
+@njit(cache=True, inline="always")
 def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
     """Can ``n_cpu`` CPUs and ``n_acc`` accelerators hold this much work within ``ub``?
 
@@ -130,7 +159,7 @@ def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
 
 
 @njit(cache=True)
-def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
+def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
     """Fill ``dp[lo:stop]`` (layout: ideal, cpus, accelerators); return ``(stop, pairs examined)``.
 
     ``stop`` is ``hi``, or the ideal after the one at which the work done (pairs
@@ -163,6 +192,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
     src_home, src_cost, src_ntgt = xfer.src_home, xfer.src_cost, xfer.src_ntgt
     stamp, stack_j, stack_e, stack_x = scr.stamp, scr.stack_j, scr.stack_e, scr.stack_x
     cnt, in_s, rel = scr.cnt, scr.in_s, scr.rel
+    sh_ptr, sh_group, sh_size, sh_count, sh_whole = shr.unit_ptr, shr.unit_group, shr.size, shr.count, shr.whole
     sum_mode = piece_cap < np.inf
     inf = np.inf
     pairs = 0
@@ -191,7 +221,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
                             dp[I, c, a] = cpu_sum[I]
                             choice[I, c, a] = 0
                             kind[I, c, a] = CPU_PIECE
-                    elif unsup_sum[I] == 0 and size_sum[I] <= memory:
+                    elif unsup_sum[I] == 0 and size_sum[I] + sh_whole[I] <= memory:
                         if overlap:
                             load = acc_sum[I] if acc_sum[I] > whole_comm[I] else whole_comm[I]
                         else:
@@ -213,6 +243,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
             sp = walk.start(I, stamp, stack_j, stack_e, down_ptr)
             stack_x[0] = -1
             comm = 0.0
+            shared = 0.0  # bytes of the shared groups S uses
             thr_cpu = piece_cap if sum_mode else ub
             thr_acc = piece_cap if sum_mode else ub
             while sp >= 0:
@@ -222,16 +253,18 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
                     if x >= 0:
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                         src_ntgt, cnt, in_s)
+                        shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
                     sp -= 1
                 else:
                     J2 = down_ideal[e]
                     x = down_unit[e]
                     comm += _toggle(x, True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                     src_ntgt, cnt, in_s)
+                    shared += _share(x, True, sh_ptr, sh_group, sh_size, sh_count)
                     pairs += 1
                     acc_t = acc_sum[I] - acc_sum[J2]
                     cpu_t = cpu_sum[I] - cpu_sum[J2]
-                    fits = unsup_sum[I] == unsup_sum[J2] and size_sum[I] - size_sum[J2] <= memory
+                    fits = unsup_sum[I] == unsup_sum[J2] and size_sum[I] - size_sum[J2] + shared <= memory
                     cpu_ok = n_cpu > 0 and cpu_t <= thr_cpu
                     acc_fast = n_acc > 0 and fits and acc_t <= thr_acc
                     improved = False
@@ -290,6 +323,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr):
                     else:
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                         src_ntgt, cnt, in_s)
+                        shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
         for c in range(n_cpu + 1):
             for a in range(n_acc + 1):
                 if c > 0 and dp[I, c - 1, a] < dp[I, c, a]:
@@ -354,6 +388,38 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s):
     return out
 
 
+@njit(cache=True)
+def whole_ideal_shared(down_ptr, down_ideal, down_unit, unit_ptr, unit_group, size):
+    """Bytes of the shared groups used by every ideal, along a spanning tree of the lattice.
+
+    Each ideal is its first lower cover plus one unit (ids grow with ideal
+    size, so the cover is done first); the groups an ideal uses are kept as a
+    bitset of 64-bit words per ideal.
+    """
+    n = down_ptr.shape[0] - 1
+    words = (size.shape[0] + 63) // 64
+    out = np.zeros(n)
+    if words == 0:
+        return out
+    touched = np.zeros((n, words), dtype=np.uint64)
+    for i in range(1, n):
+        if down_ptr[i + 1] == down_ptr[i]:
+            continue
+        parent = down_ideal[down_ptr[i]]
+        u = down_unit[down_ptr[i]]
+        total = out[parent]
+        for k in range(words):
+            touched[i, k] = touched[parent, k]
+        for k in range(unit_ptr[u], unit_ptr[u + 1]):
+            g = unit_group[k]
+            bit = np.uint64(1) << np.uint64(g % 64)
+            if (touched[i, g // 64] & bit) == 0:
+                touched[i, g // 64] |= bit
+                total += size[g]
+        out[i] = total
+    return out
+
+
 def warm_up() -> None:
     """Load (or compile) the cached kernel now, so that solve timings exclude it."""
     z = np.zeros(1, dtype=np.int64)
@@ -364,5 +430,7 @@ def warm_up() -> None:
     xfer = Transfers(z2, z, z2, z, z, f, z)
     tab = Tables(np.zeros((1, 1, 1)), np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8))
     scr = Scratch(z, z, z, z, z, i8, np.zeros((4, 1), dtype=np.int64))
-    dp_range(1, 1, 1, lat, xfer, Limits(0, 0, 1.0, 1.0, False, 1.0, np.inf), tab, scr)
+    shr = Shared(z2, z, f, z, f)
+    dp_range(1, 1, 1, lat, xfer, Limits(0, 0, 1.0, 1.0, False, 1.0, np.inf), tab, scr, shr)
     whole_ideal_comm(z2, z, z, xfer, z, i8)
+    whole_ideal_shared(z2, z, z, z2, z, f)

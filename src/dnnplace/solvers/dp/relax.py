@@ -83,7 +83,7 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
 
 
 def inert_units(p: Prepared) -> np.ndarray:
-    """Units that can be left out *exactly*: no compute, no memory, no transfer in or out.
+    """Units that can be left out *exactly*: no compute, no memory (shared groups included), no transfer in or out.
 
     ``cpu_time`` counts only when the budget has CPU cores.
     """
@@ -93,7 +93,7 @@ def inert_units(p: Prepared) -> np.ndarray:
     src = p.comm
     touched[src.home] = True
     touched[src.target_idx] = True
-    return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported & ~touched
+    return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & ~p.shared.uses & p.supported & ~touched
 
 
 def view_units(p: Prepared) -> np.ndarray:
@@ -112,7 +112,7 @@ def view_units(p: Prepared) -> np.ndarray:
     w = p.workload
     members = p.members()
     cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
-    free = (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported
+    free = (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & ~p.shared.uses & p.supported
     out = np.zeros(p.n_units, dtype=bool)
     c = w.comm_cost
     for u in np.flatnonzero(free).tolist():
@@ -178,6 +178,7 @@ def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None) -> R
         edge_dst=pairs[:, 1].copy(),
         comm=comm_sources(p.workload, unit_of,
                           forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
+        shared=p.shared.kept(kept),  # a left-out unit's groups are forgotten with its memory (a relaxation)
     )
     return Relaxed(relaxed, kept, drop)
 

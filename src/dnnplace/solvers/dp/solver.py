@@ -428,7 +428,8 @@ def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarr
 def _trivial_bound(p: Prepared) -> float:
     """Every unit runs somewhere, at its cheaper kind's speed: a lower bound without any search."""
     w = p.workload
-    acc = np.where(p.supported & (p.size <= w.memory) & (w.max_accelerators > 0), p.acc_time, np.inf)
+    fits = p.size + p.shared.unit_bytes() <= w.memory
+    acc = np.where(p.supported & fits & (w.max_accelerators > 0), p.acc_time, np.inf)
     cheapest = np.minimum(acc, p.cpu_time if w.max_cpus > 0 else np.inf)
     if not np.isfinite(cheapest).all():
         return 0.0
@@ -471,12 +472,22 @@ class KernelArgs(NamedTuple):
     limits: Any  # kernel.Limits
     tables: Any  # kernel.Tables: dp, choice, kind (filled in place)
     scratch: Any  # kernel.Scratch
+    shared: Any  # kernel.Shared: the shared parameter groups of the units
 
 
 def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bool, ub: float,
                  piece_cap: float) -> tuple[KernelArgs, np.ndarray, np.ndarray, np.ndarray]:
     """The kernel's arrays: lattice sums, per-source transfer tables, the DP tables and scratch space."""
-    from dnnplace.solvers.dp.kernel import LatticeSums, Limits, Scratch, Tables, Transfers, whole_ideal_comm
+    from dnnplace.solvers.dp.kernel import (
+        LatticeSums,
+        Limits,
+        Scratch,
+        Shared,
+        Tables,
+        Transfers,
+        whole_ideal_comm,
+        whole_ideal_shared,
+    )
 
     n_cpu, n_acc = w.max_cpus, w.max_accelerators
     N = lattice.n_ideals
@@ -498,6 +509,7 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
     whole_comm = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, transfers,
                                   np.zeros(n_src, dtype=np.int64), np.zeros(p.n_units, dtype=np.int8))
     work_acc, forced_cpu, ratio = _work_bounds(p, lattice, float(w.memory))
+    sh = p.shared
     args = KernelArgs(
         lattice=LatticeSums(
             down_ptr=lattice.down_ptr, down_ideal=lattice.down_ideal, down_unit=lattice.down_unit,
@@ -513,6 +525,10 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
                         stack_x=np.zeros(p.n_units + 2, dtype=np.int64), cnt=np.zeros(n_src, dtype=np.int64),
                         in_s=np.zeros(p.n_units, dtype=np.int8),
                         rel=np.zeros((4, (n_cpu + 1) * (n_acc + 1)), dtype=np.int64)),
+        shared=Shared(unit_ptr=sh.ptr, unit_group=sh.group, size=sh.size,
+                      count=np.zeros(sh.size.size, dtype=np.int64),
+                      whole=whole_ideal_shared(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, sh.ptr,
+                                               sh.group, sh.size)),
     )
     return args, dp, choice, kind
 
@@ -596,7 +612,7 @@ def _work_bounds(p: Prepared, lattice: IdealLattice, memory: float) -> tuple[np.
     time of units only a CPU can hold, and the most accelerator time one CPU
     second can stand in for (the largest acc/cpu ratio of a unit).
     """
-    capable = p.supported & (p.size <= memory)
+    capable = p.supported & (p.size + p.shared.unit_bytes() <= memory)
     work = np.where(capable, p.acc_time, 0.0)
     forced = np.where(capable, 0.0, p.cpu_time)
     with np.errstate(divide="ignore", invalid="ignore"):

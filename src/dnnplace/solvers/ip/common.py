@@ -21,10 +21,13 @@ class Groups:
     acc_bw: np.ndarray
     cpu_fw: np.ndarray
     cpu_bw: np.ndarray
-    size: np.ndarray
+    size: np.ndarray  # own bytes of each class (shared groups not included)
     unsupported: np.ndarray  # bool
     fw_edges: np.ndarray  # (e, 2) node pairs of forward edges between different classes
     fw_nodes: np.ndarray  # indices of forward nodes
+    memory: np.ndarray  # bytes one accelerator needs for the class alone: own bytes and the groups it uses
+    shared_ptr: np.ndarray  # the shared parameter groups each class uses (CSR)
+    shared_group: np.ndarray
 
     @staticmethod
     def of(w: Workload) -> Groups:
@@ -37,9 +40,32 @@ class Groups:
         both_fw = fw[w.edge_src] & fw[w.edge_dst]
         pairs = np.stack([w.edge_src[both_fw], w.edge_dst[both_fw]], axis=1)
         pairs = np.unique(pairs, axis=0) if pairs.size else np.zeros((0, 2), np.int64)
+        sh_ptr, sh_group = w.shared.by_label(cls, g)
         return Groups(cls, g, total(w.acc_time * fw), total(w.acc_time * ~fw), total(w.cpu_time * fw),
                       total(w.cpu_time * ~fw), total(w.size), total(~w.supported) > 0, pairs,
-                      np.flatnonzero(fw))
+                      np.flatnonzero(fw), w.class_memory, sh_ptr, sh_group)
+
+
+def add_memory(m: MipBuilder, cols: np.ndarray, groups: Groups, w: Workload) -> None:
+    """One accelerator's memory knapsack over its assignment columns ``cols`` (classes x slots).
+
+    Shared parameter group ``q`` is held when any class using it is in any
+    slot: ``y[q] >= x[c, j]``; ``y`` can stay continuous, since it only
+    appears with a positive weight in this row (SPEC "Shared parameters").
+    """
+    cols = cols.reshape(groups.count, -1)
+    sh = w.shared
+    idx = [cols.ravel()]
+    val = [np.repeat(groups.size, cols.shape[1])]
+    if sh.count:
+        y = m.add_vars(sh.count, 0.0, 1.0)
+        for c in range(groups.count):
+            for q in groups.shared_group[groups.shared_ptr[c]: groups.shared_ptr[c + 1]].tolist():
+                for x in cols[c].tolist():
+                    m.row([y[q], x], [1.0, -1.0], lo=0.0)
+        idx.append(y)
+        val.append(sh.size)
+    m.row(np.concatenate(idx), np.concatenate(val), hi=w.memory)
 
 
 def add_contiguity(m: MipBuilder, x: np.ndarray, groups: Groups) -> None:

@@ -21,7 +21,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
-from dnnplace.solvers.ip.common import Groups, add_contiguity, class_devices, warm_start_dp
+from dnnplace.solvers.ip.common import Groups, add_contiguity, add_memory, class_devices, warm_start_dp
 
 
 def best_known_latency_split(w: Workload, deadline: float | None = None) -> tuple[Split, float]:
@@ -121,7 +121,7 @@ def _build_latency_model(w: Workload, groups: Groups, q: int, big: float,
     total = m.add_vars(1, 0.0, big, cost=1.0)[0]
     for g in range(G):
         m.row(x[g], np.ones(S + 1), lo=1.0, hi=1.0)
-        if groups.unsupported[g] or groups.size[g] > w.memory:
+        if groups.unsupported[g] or groups.memory[g] > w.memory:
             m.fix(x[g, 1:], 0.0)
     # identical accelerators: class g may only use the first g+1 of them
     for f in range(k):
@@ -129,7 +129,7 @@ def _build_latency_model(w: Workload, groups: Groups, q: int, big: float,
             m.fix(x[g, 1 + f * q: 1 + (f + 1) * q], 0.0)
     for f in range(k):
         cols = x[:, 1 + f * q: 1 + (f + 1) * q]
-        m.row(cols.ravel(), np.repeat(groups.size, q), hi=w.memory)
+        add_memory(m, cols, groups, w)
         for j in range(1, q):
             m.row([start[f * q + j], finish[f * q + j - 1]], [1.0, -1.0], lo=0.0)
     cls = groups.of_node

@@ -21,7 +21,14 @@ from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import CommSources, comm_sources
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
-from dnnplace.solvers.ip.common import Groups, add_contiguity, break_symmetry, class_devices, warm_start_dp
+from dnnplace.solvers.ip.common import (
+    Groups,
+    add_contiguity,
+    add_memory,
+    break_symmetry,
+    class_devices,
+    warm_start_dp,
+)
 
 
 @dataclass
@@ -78,13 +85,13 @@ def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, con
         m.row(x[g], np.ones(D), lo=1.0, hi=1.0)
         if groups.unsupported[g] and "support" not in relax:
             m.fix(x[g, :k], 0.0)
-        if groups.size[g] > w.memory and "memory" not in relax:
+        if groups.memory[g] > w.memory and "memory" not in relax:
             m.fix(x[g, :k], 0.0)
     break_symmetry(m, x, range(0, k), groups)
     break_symmetry(m, x, range(k, D), groups)
     if "memory" not in relax:
         for d in range(k):
-            m.row(x[:, d], groups.size, hi=w.memory)
+            add_memory(m, x[:, d], groups, w)
     families: list[tuple[CommSources, np.ndarray, np.ndarray]] = []
     if fwbw:
         families.append((comm_sources(w, groups.of_node, ~w.backward), groups.acc_fw, groups.cpu_fw))
