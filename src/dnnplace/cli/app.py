@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 
 from dnnplace.api import Instance
-from dnnplace.cli.console import err, install_signal_handlers, out, progress_bar, user_errors
+from dnnplace.cli.console import OneLineUsageErrors, err, install_signal_handlers, out, progress_bar, user_errors
 from dnnplace.cli.options import flag_of, method_params, with_solver_options
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, get_exporter
@@ -42,6 +42,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=OneLineUsageErrors,
 )
 
 

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.2x carries its own copy of click; its exceptions are the ones raised
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.solvers.base import ProgressFn
@@ -39,6 +47,33 @@ def install_signal_handlers() -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is signal.SIG_DFL:
                 signal.signal(sig, _terminate)
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The command group: a usage mistake (unknown option, missing argument, a value click refuses) is one
+    line on stderr and exit 2, like every other bad input, instead of click's usage block."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        kw = dict(prog_name=prog_name, complete_var=complete_var, windows_expand_args=windows_expand_args, **extra)
+        if not standalone_mode:
+            return super().main(args, standalone_mode=False, **kw)
+        try:
+            rv = super().main(args, standalone_mode=False, **kw)
+        except click_errors.NoArgsIsHelpError as exc:  # bare `dnnplace CMD`: its help, as asked
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx is not None else ""
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            message = " ".join(printable(exc.format_message()).split())
+            err.print(f"error: {where}{message}{hint}", soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err.print("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 @contextmanager

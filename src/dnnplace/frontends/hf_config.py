@@ -16,7 +16,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.llm import TransformerArch
-from dnnplace.utils.text import clip
+from dnnplace.utils.text import clip, show_value
 
 __all__ = ["FAMILIES", "arch_from_dict", "load_arch"]
 
@@ -65,8 +65,9 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
     if experts is not None or (isinstance(mt, str) and "moe" in mt.lower()) or mt in MOE_TYPES:
         raise DnnplaceError(f"{where}: mixture-of-experts model ({clip(str(mt), 40)}, {experts or 'several'} experts)"
                             " is not planned: its expert parallelism and routing are not in the cost model")
-    if mt not in FAMILIES:
-        raise DnnplaceError(f"{where}: unknown or missing model_type {mt!r}; supported: {', '.join(FAMILIES)}")
+    if not isinstance(mt, str) or mt not in FAMILIES:
+        shown = "missing" if mt is None else show_value(mt)
+        raise DnnplaceError(f"{where}: unknown or missing model_type ({shown}); supported: {', '.join(FAMILIES)}")
     mlp, position, norm, tied, f = FAMILIES[mt]
     hidden = _int(cfg, f["hidden"], where)
     layers = _int(cfg, f["layers"], where)

@@ -34,6 +34,8 @@ def load_catalogue(path: str | Path | None) -> dict[str, dict[str, float]]:
         text = p.read_text()
     except OSError as exc:
         raise DnnplaceError(f"{p}: cannot read device file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise DnnplaceError(f"{p}: not a valid device file: not UTF-8 text (byte {exc.start})") from None
     try:
         if p.suffix in (".yaml", ".yml"):
             try:
