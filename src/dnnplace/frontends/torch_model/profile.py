@@ -4,7 +4,8 @@ Per workload node: FLOPs (``torch.utils.flop_counter``), output activation
 bytes and parameter bytes, and its times.  ``--device host``/``cuda`` measure
 them: forward time on this machine's CPU (one intra-op thread, warm-up, median
 of repeats) and, for ``--training``, the backward time of the same operators
-(measured in isolation with ``torch.autograd.grad``).  A catalogue device
+(measured in isolation with ``torch.autograd.grad``; none for operators whose
+outputs carry no gradient, :func:`grad_nodes`).  A catalogue device
 executes nothing: the values are fake tensors (:func:`fake_values`), so a
 model built on the meta device costs exactly what it costs built on the CPU.
 
