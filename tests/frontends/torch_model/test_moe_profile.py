@@ -157,3 +157,38 @@ def test_the_issue_families_profile_and_solve(name, tmp_path):
         assert mms and all(n["flops"] > 0 for n in mms)
         sol = dnnplace.solve(paper_json.parse_workload(doc, source=name), time_limit=120)
         assert sol.bound is not None and math.isfinite(sol.bound)
+
+
+def test_the_graph_calls_the_grouped_matmul_through_an_importable_function():
+    """A stage GraphModule is unpickled in a fresh worker process: naming ``torch.ops.transformers...`` there
+    fails (the operator is registered only once transformers is imported), a module function does not."""
+    from dnnplace.frontends.torch_model import moe
+
+    (built, _) = _tiny("mixtral")
+    cap = capture(*built, quiet=True)
+    targets = [n.target for n in cap.gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(moe.grouped_mm_fallback) == 2
+    assert not any(str(t).startswith("transformers.") for t in targets)
+
+
+@pytest.mark.slow
+def test_moe_stages_unpickle_in_a_process_without_transformers(tmp_path):
+    import pickle
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from dnnplace.runtime.launch import prepare
+
+    spec = "examples/hf_transformers.py:mixtral_4"
+    w = dnnplace.profile(spec, device="a100", accelerators=2, repeats=1)
+    _, _, plan = prepare(spec, dnnplace.solve(w).split, w)
+    path = tmp_path / "stages.pkl"
+    path.write_bytes(pickle.dumps(plan.modules))
+    code = ("import pickle, sys; mods = pickle.load(open(sys.argv[1], 'rb'));"
+            " print(sum('grouped_mm' in n.name for m in mods for n in m.graph.nodes))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.strip().splitlines()[-1]) == 8  # 4 layers x (gate+up, down)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends.torch_model.moe import TRACEABLE, traceable_experts
+from dnnplace.frontends.torch_model.moe import TRACEABLE, portable_graph, traceable_experts
 
 
 @dataclass
@@ -99,6 +99,7 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
     try:
         with _quiet_torch_logs(), traceable_experts(model) as switched:
             gm = torch.export.export(model, tuple(inputs), kwargs=kwargs).module()
+        portable_graph(gm)
         if switched and not quiet:
             print(f"note: {len(switched)} eager experts modules (data-dependent loops) traced with their"
                   f" '{TRACEABLE}' implementation, the same function (docs/torch.md)", file=sys.stderr)

@@ -69,6 +69,44 @@ def traceable_experts(model) -> Iterator[list[str]]:
             cfg.__dict__["_experts_implementation_internal"] = value
 
 
+_REGISTERED_BY = "transformers.integrations.moe"  # the module whose import defines transformers::grouped_mm_*
+
+
+def grouped_mm_fallback(input, weight, offs):
+    """``transformers::grouped_mm_fallback``, callable in a process that has not imported transformers yet.
+
+    The captured graph calls this function instead of the operator
+    (:func:`portable_graph`): a pipeline stage unpickled in a fresh worker
+    process imports this module by name, and the call imports the module that
+    registers the operator -- a graph naming ``torch.ops.transformers...``
+    directly cannot be unpickled there.
+    """
+    import importlib
+
+    import torch
+
+    importlib.import_module(_REGISTERED_BY)
+    return torch.ops.transformers.grouped_mm_fallback(input, weight, offs)
+
+
+def portable_graph(gm) -> int:
+    """Point the graph's calls of transformers' grouped matmul at :func:`grouped_mm_fallback`; how many."""
+    import torch
+
+    try:
+        op = torch.ops.transformers.grouped_mm_fallback.default
+    except (AttributeError, RuntimeError):
+        return 0
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is op:
+            node.target = grouped_mm_fallback
+            count += 1
+    if count:
+        gm.recompile()
+    return count
+
+
 def grouped_mm_flops(a_shape, b_shape, offs_shape=None, *args, out_shape=None, **kwargs) -> int:
     """FLOPs of ``aten._grouped_mm(a, b, offs)``, from shapes: every row is multiplied once, whatever the groups.
 
