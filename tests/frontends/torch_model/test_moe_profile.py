@@ -192,3 +192,15 @@ def test_moe_stages_unpickle_in_a_process_without_transformers(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout.strip().splitlines()[-1]) == 8  # 4 layers x (gate+up, down)
+
+
+def test_bf16_experts_use_torch_grouped_mm_and_count_the_same():
+    """In bf16 transformers exports ``torch.nn.functional.grouped_mm`` (``aten._grouped_mm``), which torch's
+    FLOP counter does not know either."""
+    (built, _), (fp32, _) = _tiny("mixtral"), _tiny("mixtral")
+    model = built[0].to(torch.bfloat16)
+    cap = capture(model, built[1], quiet=True)
+    assert any(n.target is torch.ops.aten._grouped_mm.default for n in cap.gm.graph.nodes)
+    doc = build_workload_dict(cap, cap.inputs, training=True, device="a100", accelerators=2, cpus=1)
+    assert sorted(n["flops"] for n in _expert_mms(doc)) == sorted(n["flops"] for n in _expert_mms(
+        _profile(fp32, training=True)))
