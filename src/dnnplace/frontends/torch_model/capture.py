@@ -11,6 +11,10 @@ A *group* is one workload node: one operator (``op`` granularity) or a
 contiguous run, in graph order, of operators of the same leaf module
 (``module`` granularity; runs of a topological order never create cycles).
 ``getitem`` nodes stay with the operator that produced the tuple.
+
+Mixture-of-experts layers that run transformers' eager loop over experts (a
+data-dependent trip count) are traced with the grouped implementation
+(:mod:`dnnplace.frontends.torch_model.moe`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.frontends.torch_model.moe import TRACEABLE, portable_graph, traceable_experts
 
 
 @dataclass
@@ -92,8 +97,12 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
         raise DnnplaceError(f"unknown granularity '{granularity}'; choose op or module")
     kwargs = dict(kwargs or {})
     try:
-        with _quiet_torch_logs():
+        with _quiet_torch_logs(), traceable_experts(model) as switched:
             gm = torch.export.export(model, tuple(inputs), kwargs=kwargs).module()
+        portable_graph(gm)
+        if switched and not quiet:
+            print(f"note: {len(switched)} eager experts modules (data-dependent loops) traced with their"
+                  f" '{TRACEABLE}' implementation, the same function (docs/torch.md)", file=sys.stderr)
         method = "export"
         flat = _flat_inputs(gm, tuple(inputs), kwargs)
     except Exception as exc:

@@ -4,7 +4,8 @@ Per workload node: FLOPs (``torch.utils.flop_counter``), output activation
 bytes and parameter bytes, and its times.  ``--device host``/``cuda`` measure
 them: forward time on this machine's CPU (one intra-op thread, warm-up, median
 of repeats) and, for ``--training``, the backward time of the same operators
-(measured in isolation with ``torch.autograd.grad``).  A catalogue device
+(measured in isolation with ``torch.autograd.grad``; none for operators whose
+outputs carry no gradient, :func:`grad_nodes`).  A catalogue device
 executes nothing: the values are fake tensors (:func:`fake_values`), so a
 model built on the meta device costs exactly what it costs built on the CPU.
 
@@ -200,7 +201,7 @@ def has_no_data(cap: Captured, inputs: tuple) -> bool:
     return any(isinstance(t, torch.Tensor) and (t.is_meta or isinstance(t, FakeTensor)) for t in tensors)
 
 
-def fake_values(gm, inputs: tuple) -> tuple[dict, Any, Callable[[Any], Any]]:
+def fake_values(gm, inputs: tuple, grad: bool = False) -> tuple[dict, Any, Callable[[Any], Any]]:
     """Every fx node's value as a fake tensor -- shape, dtype, strides, storage sharing -- with no kernel run.
 
     Returns the values, the ``FakeTensorMode`` they live in and the conversion
@@ -209,7 +210,8 @@ def fake_values(gm, inputs: tuple) -> tuple[dict, Any, Callable[[Any], Any]]:
     ``device=meta`` argument ``cpu``: kernels choose output layouts by device
     (SDPA's CPU kernel returns the layout that makes the next ``contiguous`` a
     no-op; meta decomposes it), so a meta-built model takes exactly the CPU
-    model's path and gets its costs.
+    model's path and gets its costs.  ``grad``: run with autograd on, so each
+    value's ``requires_grad`` says whether training differentiates it.
     """
     import torch
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -228,13 +230,30 @@ def fake_values(gm, inputs: tuple) -> tuple[dict, Any, Callable[[Any], Any]]:
                                 if value.is_meta else mode.from_tensor(value, static_shapes=True))
         return fakes[id(value)]
 
-    with torch.no_grad(), mode:
+    with (torch.enable_grad() if grad else torch.no_grad()), mode:
         env = forward_values(gm, tuple(convert(t) for t in inputs), convert)
     return env, mode, convert
 
 
+def grad_nodes(gm, inputs: tuple) -> set[str] | None:
+    """The fx nodes whose value carries a gradient in training; None where autograd cannot run on fake tensors.
+
+    Autograd decides, on fake tensors (no kernel runs): a value needs a gradient
+    when it is differentiable and depends on a trainable parameter.  Integer
+    values and what is computed from them -- a router's expert ids, their
+    ``sort``, ``histc`` and offsets (mixture-of-experts), masks built from token
+    ids -- have none: their operators have no backward work, and timing one
+    with a gradient would fail (``Autograd not support dtype: Int``).
+    """
+    try:
+        env, _, _ = fake_values(gm, inputs, grad=True)
+    except Exception:
+        return None
+    return {name for name, value in env.items() if any(t.requires_grad for t in _tensors(value))}
+
+
 def _flop_counter():
-    """``torch.utils.flop_counter`` that also counts SDPA's CPU kernel.
+    """``torch.utils.flop_counter`` that also counts SDPA's CPU kernel and grouped (mixture-of-experts) matmuls.
 
     On CPU tensors SDPA dispatches to ``_scaled_dot_product_flash_attention_for_cpu``,
     which torch's registry lacks (0 FLOPs); on meta tensors it decomposes into
@@ -244,8 +263,10 @@ def _flop_counter():
     import torch
     from torch.utils import flop_counter
 
+    from dnnplace.frontends.torch_model.moe import flop_formulas
+
     cpu_sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # the registry keys packets
-    return flop_counter.FlopCounterMode(display=False, custom_mapping={cpu_sdpa: _sdpa_flops})
+    return flop_counter.FlopCounterMode(display=False, custom_mapping={cpu_sdpa: _sdpa_flops, **flop_formulas()})
 
 
 def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -299,8 +320,8 @@ def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
 
 
 def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, warmup: int = 2,
-            device: str = "cpu") -> dict[str, Any]:
-    """Median forward (and backward) milliseconds per group, FLOPs and bytes."""
+            device: str = "cpu", grad: set[str] | None = None) -> dict[str, Any]:
+    """Median forward (and backward) milliseconds per group, FLOPs and bytes (``grad``: :func:`grad_nodes`)."""
     import torch
 
     gm = cap.gm
@@ -331,15 +352,22 @@ def measure(cap: Captured, inputs: tuple, *, training: bool, repeats: int = 7, w
     bwd = [0.0] * n_groups
     if training:
         for g, members in enumerate(cap.groups):
-            bwd[g] = _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock)
+            bwd[g] = _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock, grad)
     return {"fwd_ms": [statistics.median(t) for t in fwd], "bwd_ms": bwd, "flops": flops, "env": env}
 
 
-def _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock=time.perf_counter) -> float:
-    """Time the gradient of one group's operators, its inputs made leaves."""
+def _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock=time.perf_counter,
+                 grad: set[str] | None = None) -> float:
+    """Time the gradient of one group's operators, its inputs made leaves.
+
+    With ``grad`` (:func:`grad_nodes`) only the inputs that carry a gradient in
+    training become leaves, and a group whose outputs carry none has no backward.
+    """
     import torch
 
     names = {n.name for n in members}
+    if grad is not None and not any(n.name in grad for n in members):
+        return 0.0
     local = dict(env)
     leaves = []
     for node in members:
@@ -347,6 +375,8 @@ def _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock=time.perf
             if inp.name in names or inp.op == "get_attr":
                 continue
             v = env[inp.name]
+            if grad is not None and inp.name not in grad:
+                continue
             if isinstance(v, torch.Tensor) and v.is_floating_point():
                 leaf = v.detach().requires_grad_(True)
                 local[inp.name] = leaf
@@ -454,10 +484,12 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         raise DnnplaceError(f"--device {device} runs the model to time it, but it is on the meta device (no data);"
                             " profile it for a catalogue device (--device a100, ...) or build it with real weights")
     host = acc = None
+    grad = grad_nodes(cap.gm, inputs) if training else None
     if executed:
         with _neighbours(inputs, accelerators if device == "host" else 0):
-            host = measure(cap, inputs, training=training, repeats=repeats)
-        acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda") if device == "cuda" else host
+            host = measure(cap, inputs, training=training, repeats=repeats, grad=grad)
+        acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda", grad=grad) \
+            if device == "cuda" else host
         env, flops = host["env"], host["flops"]
     else:
         env, flops = estimate_values(cap, inputs)
@@ -504,6 +536,8 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         """Roofline time of group ``g`` on a device with these figures; nothing is executed."""
         if metadata[g]:
             return 0.0  # a view launches no kernel and moves no bytes (its gradient is a view too)
+        if backward and grad is not None and not any(x.name in grad for x in cap.groups[g]):
+            return 0.0  # nothing to differentiate (integer routing, masks from token ids): no backward kernel
         inp = sum(_nbytes(env[i.name]) for node in cap.groups[g] for i in node.all_input_nodes)
         moved = inp + out_bytes[g] + param_bytes[g]
         factor = 2.0 if backward else 1.0  # backward does about twice the forward's work
