@@ -23,6 +23,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.validate import validate_structure
 from dnnplace.model.workload import Workload
 from dnnplace.utils.files import read_json_file, write_json_atomic
+from dnnplace.utils.graph import sorted_distinct
 from dnnplace.utils.text import clip, show_value
 
 __all__ = ["MAX_COUNT", "MAX_ID", "MAX_STRING", "MAX_VALUE", "NUMERIC_META", "load_split", "load_workload",
@@ -315,7 +316,7 @@ def _parse_nodes_fast(raw: list) -> _Nodes | None:
         return None
     out = _Nodes(0)
     ids = _ints(*_column(raw, "id"))
-    if ids is None or np.unique(ids).size != n:
+    if ids is None or sorted_distinct(ids).size != n:
         return None
     out.ids = ids
     for attr, key in (("acc", "fpgaLatency"), ("cpu", "cpuLatency")):
