@@ -501,6 +501,10 @@ def _print_training(res: TrainingRunResult, backend: str) -> None:
         line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
                  f" ({100 * (res['error_vs_simulated'] or 0.0):+.1f}%)")
     out.print(line)
+    machine = res.get("machine")
+    if machine is not None:
+        colour = "yellow" if machine["loaded"] else "green"
+        out.print(f"machine: [{colour}]{escape(machine['note'])}[/{colour}]", markup=True)
     if res["predicted_max_load"] is not None:
         out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
                   f" ({100 * (res['error_cpu_vs_max_load'] or 0.0):+.1f}% vs max-load);"
