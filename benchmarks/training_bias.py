@@ -10,7 +10,8 @@ intra-op thread, as ``profile --device host`` and the stage processes use:
 * ``graph fwd (no grad)``: the captured graph run as one call, no grad -- the per-operator timing's own
   overhead or saving, and the Python dispatch between operators;
 * ``graph fwd (grad)``: the same with autograd recording, as a training stage runs it;
-* ``loss``: the loss's forward (the profile's graph ends at the model's output);
+* ``loss`` / ``loss backward``: the loss's forward and its own backward (to the model's outputs): the
+  profile's graph ends at the model's output, the last stage computes both every microbatch;
 * ``backward``: ``torch.autograd.backward`` of the loss, gradients accumulated into ``.grad`` as a stage does;
 * ``optimizer``: ``step`` + ``zero_grad`` once per N microbatches, per microbatch.
 
@@ -91,7 +92,7 @@ def terms(spec: str, microbatches: int, rounds: int) -> dict[str, float]:
     groups = range(len(cap.groups))
     per_op: dict[str, list[list[float]]] = {k: [[] for _ in groups] for k in ("fwd", "fwd grad", "bwd")}
     samples: dict[str, list[float]] = {k: [] for k in ("graph fwd (no grad)", "graph fwd (grad)", "loss",
-                                                       "backward", "optimizer")}
+                                                       "loss backward", "backward", "optimizer")}
     for _ in range(rounds):
         for g, members in enumerate(cap.groups):
             per_op["fwd"][g].append(op_forward(members, False))
@@ -102,7 +103,10 @@ def terms(spec: str, microbatches: int, rounds: int) -> dict[str, float]:
         samples["graph fwd (grad)"].append(_clock_ms(lambda: gm(*inputs)))
         outs = gm(*inputs)
         samples["loss"].append(_clock_ms(lambda outs=outs: loss_of(outs)))
-        del outs
+        cut = [o.detach().requires_grad_(True) if isinstance(o, torch.Tensor) and o.is_floating_point() else o
+               for o in outs]
+        samples["loss backward"].append(_clock_ms((loss_of(cut) / microbatches).backward))
+        del outs, cut
         samples["backward"].append(backward())
         samples["optimizer"].append(_clock_ms(step) / microbatches)
         backward()  # the next step's first microbatch (its .grad assigned, not accumulated)
