@@ -50,3 +50,15 @@ def test_a_training_run_reports_the_machine(monkeypatch):
     assert m["stages"] == 2 and m["timed_s"] > 0 and m["stages_cores"] > 0
     assert isinstance(m["loaded"], bool) and m["note"]
     assert all(0 < s["measured_compute_cpu_ms"] <= s["measured_cpu_ms"] * 1.05 for s in res["stages"])
+
+
+def test_a_forward_run_reports_the_machine(monkeypatch):
+    from dnnplace.model.split import Split
+    from dnnplace.runtime.launch import run_pipeline
+
+    monkeypatch.chdir(ROOT)
+    res = run_pipeline("examples/mlp_skip.py:build", Split.of([list(range(0, 5)), list(range(5, 12))]),
+                       microbatches=4, timeout_s=300)
+    assert res["outputs_match"]
+    m = res["machine"]
+    assert m["stages"] == 2 and m["timed_s"] > 0 and isinstance(m["loaded"], bool) and m["note"]

@@ -29,7 +29,7 @@ import time
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
-from dnnplace.runtime.machine import MachineLoad
+from dnnplace.runtime.machine import MachineLoad, cpu_counters
 from dnnplace.runtime.payloads import ForwardPayload, TrainPayload
 from dnnplace.runtime.results import ForwardRunResult, TrainingRunResult
 
@@ -95,9 +95,11 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
               if name in env and isinstance(env[name], torch.Tensor)}
     n = len(plan.modules)
     payload = ForwardPayload(plan=plan, shapes=shapes, inputs=inputs, microbatches=microbatches, warmup=warmup)
+    launch_t0, launch_cpu0 = time.perf_counter(), time.process_time()
     results = launch(_forward_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
+    machine = _machine_load(results, (time.process_time() - launch_cpu0) / max(time.perf_counter() - launch_t0, 1e-9))
     result = results[n - 1]
     with torch.no_grad():
         reference = [tree_flatten(model(*microbatch(loaded.args, warmup + m),
@@ -129,6 +131,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         "measured_mean_time_per_sample_less_runqueue_wait":
             result["seconds"] * 1e3 / microbatches - runqueue[cpu.index(max(cpu))],
         "load_average": _loadavg(),
+        "machine": machine,
         "microbatches": microbatches,
         "stages": [{"device": d, "operators": len(m.graph.nodes) - len(i) - 1, "measured_cpu_ms": c,
                     "measured_runqueue_wait_ms": q}
@@ -191,12 +194,14 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     in_flight: list[list] = []
     t0 = time.perf_counter()
     c0, q0 = time.process_time(), runqueue_s()
+    window = {"cpu0": c0, "counters0": cpu_counters()}  # the timed microbatches: this process's CPU, the machine's
     with torch.no_grad():
         for m in range(total):
             if m == warmup:
                 dist.barrier()
                 t0 = time.perf_counter()
                 c0, q0 = time.process_time(), runqueue_s()
+                window = {"cpu0": c0, "counters0": cpu_counters()}
             mine_in = prefetch.take(m)
             mb = microbatch(inputs, m)
             args = []
@@ -237,7 +242,8 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     for handles in in_flight:
         for h, _ in handles:
             h.wait()
-    usage = {"cpu": time.process_time() - c0, "runqueue": runqueue_s() - q0}
+    usage = {"cpu": time.process_time() - c0, "runqueue": runqueue_s() - q0,
+             "window": {**window, "cpu1": time.process_time(), "counters1": cpu_counters()}}
     if rank != last:
         return usage
     return {"outputs": outputs, "seconds": time.perf_counter() - t0 if microbatches else 0.0, "arrivals": arrivals,

@@ -29,6 +29,7 @@ class ForwardRunResult(TypedDict):
     measured_bottleneck_cpu_per_sample: float
     measured_mean_time_per_sample_less_runqueue_wait: float
     load_average: float | None
+    machine: MachineLoad  # how busy the machine was while timed ("loaded": the wall clock is not the prediction's)
     microbatches: int
     stages: list[ForwardStage]
     backend: str
