@@ -700,16 +700,40 @@ def test_3_series_count_matches_brute_force():
         assert got == brute, (n, edges)
 
 
-def test_3_info_on_a_200k_chain(tmp_path):
-    import resource
-
-    n = 200_000
-    path = tmp_path / "chain.json"
-    node = '{{"id":{},"fpgaLatency":1.0,"cpuLatency":2.0,"supportedOnFpga":1,"isBackwardNode":0,"size":1.0}}'
+def write_chain(path: Path, n: int) -> Path:
+    """A chain of ``n`` nodes as a user writes it compactly: the required fields only, no whitespace."""
+    node = '{{"id":{},"fpgaLatency":1,"cpuLatency":2,"supportedOnFpga":1,"isBackwardNode":0}}'
     edge = '{{"sourceId":{},"destId":{},"cost":0.5}}'
-    path.write_text('{"maxSizePerFPGA":1e9,"maxFPGAs":4,"maxCPUs":1,"nodes":['
-                    + ",".join(node.format(i) for i in range(n)) + '],"edges":['
-                    + ",".join(edge.format(i, i + 1) for i in range(n - 1)) + "]}")
-    r = cli("info", path, timeout=120)
-    assert r.returncode == 0 and "200,001 ideals" in r.stdout, r.stderr
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 2**20  # KiB: under 2 GiB
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write('{"maxSizePerFPGA":1e9,"maxFPGAs":4,"maxCPUs":1,"nodes":[')
+        fh.write(",".join(map(node.format, range(n))))
+        fh.write('],"edges":[')
+        fh.write(",".join(edge.format(i, i + 1) for i in range(n - 1)))
+        fh.write("]}")
+    return path
+
+
+def test_3_info_on_a_60k_chain(tmp_path):
+    """Large enough for the compiled loops and the series count (over 50,000 units), fast enough for every run."""
+    code, out, err = invoke("info", write_chain(tmp_path / "chain.json", 60_000))
+    assert code == 0, err
+    assert out.count("60000 units, 60,001 ideals") == 3, out
+
+
+def test_3_info_on_a_2m_chain(tmp_path):
+    """The issue's case: 2 M nodes (under the 256 MiB input cap) in at most 60 s of CPU and 2 GiB."""
+    from dnnplace.utils.files import MAX_FILE_BYTES
+
+    path = write_chain(tmp_path / "chain.json", 2_000_000)
+    assert path.stat().st_size <= MAX_FILE_BYTES
+    # a parent of its own, so that its children's usage is this command's alone
+    meter = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]);"
+             " u = resource.getrusage(resource.RUSAGE_CHILDREN);"
+             " print('usage', u.ru_utime + u.ru_stime, u.ru_maxrss); sys.exit(r.returncode)")
+    r = subprocess.run([sys.executable, "-c", meter, sys.executable, "-m", "dnnplace", "info", str(path)],
+                       text=True, capture_output=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("2000000 units, more than 1,000,000 ideals") == 3, r.stdout
+    cpu_s, rss_kib = map(float, r.stdout.split("usage ")[-1].split())
+    assert cpu_s <= 60 and rss_kib <= 2 * 2**20, (cpu_s, rss_kib)

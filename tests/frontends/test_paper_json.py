@@ -74,3 +74,53 @@ def test_python_construction_and_budget_override():
     assert w.max_accelerators == 2  # immutable original
     sol = dnnplace.solve(w, "dp")
     assert sol.value == pytest.approx(1.25)  # node 1 on the CPU (1.0); node 0 on an accelerator pays 1 + 0.25
+
+
+# ------------------------------------------------------------ the vectorised reader (issue 22 item 3)
+def _per_node(obj):
+    """The workload as the per-node readers alone build it."""
+    from unittest import mock
+
+    from dnnplace.frontends import paper_json
+
+    with mock.patch.object(paper_json, "_parse_nodes_fast", lambda raw: None), \
+            mock.patch.object(paper_json, "_parse_edges_fast", lambda raw, ids: None):
+        return parse_workload(obj)
+
+
+def _assert_same(a, b):
+    for field in ("node_ids", "acc_time", "cpu_time", "supported", "size", "backward", "color", "layer",
+                  "edge_src", "edge_dst", "edge_cost"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert x.dtype == y.dtype and np.array_equal(x, y), field
+    assert a.names == b.names
+    for key, y in b.extras.items():
+        x = a.extras[key]
+        assert np.array_equal(x, y) if isinstance(y, np.ndarray) else x == y, key
+    assert workload_to_dict(a) == workload_to_dict(b)
+
+
+@pytest.mark.parametrize("key", THROUGHPUT + [f"latency:{k}" for k in LATENCY])
+def test_vectorised_reader_equals_the_per_node_reader(key):
+    from dnnplace.frontends import paper_json
+
+    path = latency_path(key[8:]) if key.startswith("latency:") else throughput_path(key)
+    obj = json.loads(path.read_text())
+    assert paper_json._parse_nodes_fast(obj["nodes"]) is not None  # the paper's files take the fast path
+    assert paper_json._parse_edges_fast(obj["edges"], parse_workload(obj).node_ids) is not None
+    _assert_same(parse_workload(obj), _per_node(obj))
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["nodes"][1].update(id=2.0),  # an integral float id
+    lambda d: d["nodes"][0].update(fpgaLatency=2**80),  # a huge integer
+    lambda d: d["nodes"][0].update(supportedOnFpga=1.0, name=None),
+    lambda d: d["nodes"][0].update(size=0, colorClass=7),
+    lambda d: d["edges"][0].update(cost=1e-9, extra={"k": 1}),
+    lambda d: d["edges"].append({"sourceId": 1, "destId": 2, "cost": 0.5}),  # a duplicate edge
+    lambda d: d.update(edges=[]),
+])
+def test_vectorised_reader_on_unusual_but_valid_input(change):
+    doc = _doc()
+    change(doc)
+    _assert_same(parse_workload(doc), _per_node(doc))

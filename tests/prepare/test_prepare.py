@@ -58,3 +58,24 @@ def test_contract_layers_fuses_a_layer():
     w = dnnplace.workload_from_records(nodes, [(i, i + 1, 0.1) for i in range(3)], accelerators=2, cpus=0)
     p = prepare(w, contract_layers=True, merge_trivial=False)
     assert p.n_units == 2 and p.unit_of[0] == p.unit_of[1] and p.unit_of[2] == p.unit_of[3]
+
+
+def test_transfer_sources_by_arrays_equal_the_loop():
+    """comm_sources groups producers by arrays; the forwarding loop (no node forwarding) is the reference."""
+    import numpy as np
+
+    import dnnplace
+    from dnnplace.prepare.contract import comm_sources
+
+    rng = np.random.default_rng(3)
+    for name in ("bert_l-3_training", "gnmt_training", "resnet50_training"):
+        w = dnnplace.load_workload(dnnplace.example_path(name))
+        for _ in range(4):
+            unit_of = rng.integers(-1, 6, w.n)
+            mask = rng.random(w.n) < 0.8
+            for m in (None, mask):
+                a = comm_sources(w, unit_of, m)
+                b = comm_sources(w, unit_of, m, forward=np.zeros(w.n, dtype=bool))
+                for field in ("home", "cost", "target_ptr", "target_idx"):
+                    x, y = getattr(a, field), getattr(b, field)
+                    assert x.dtype == y.dtype and np.array_equal(x, y), (name, field)

@@ -43,3 +43,22 @@ def test_device_order_and_depths():
     assert stage_depths(4, [(3, 1), (1, 0), (3, 0)]).tolist() == [2, 1, 0, 0]
     with pytest.raises(DnnplaceError, match="cycle"):
         order_devices(2, [(0, 1), (1, 0)])
+
+
+def test_topological_order_of_edges_is_topological_order():
+    """The edge-array form (and its compiled loop for large graphs) orders as the list form does."""
+    import numpy as np
+
+    from dnnplace.utils._graph_kernels import kahn_stack
+    from dnnplace.utils.graph import distinct_edges, topological_order, topological_order_of_edges
+
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        n = int(rng.integers(1, 30))
+        s, d = rng.integers(0, n, 3 * n), rng.integers(0, n, 3 * n)
+        if t % 2:  # acyclic half the time
+            s, d = np.minimum(s, d), np.maximum(s, d)
+            s, d = s[s != d], d[s != d]
+        expected = topological_order(n, [sorted(set(d[s == v].tolist())) for v in range(n)]).tolist()
+        assert topological_order_of_edges(n, s, d).tolist() == expected
+        assert kahn_stack(n, *distinct_edges(n, s, d)).tolist() == expected

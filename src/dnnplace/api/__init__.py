@@ -612,16 +612,32 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
 
     require_torch()
     spec = ""
+    loss_fn = None
     if isinstance(model, str):
         spec = model
         loaded = load_factory(model)
         model, args, kwargs = loaded.model, loaded.args, loaded.kwargs
+        loss_fn = loaded.loss_fn
     args = args if isinstance(args, tuple) else (args,)
     cap = capture(model, args, granularity=granularity, kwargs=kwargs)
     doc = build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
                               cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=spec,
-                              repeats=repeats, link=link)
+                              repeats=repeats, link=link, loss=_training_loss(model, args, kwargs, loss_fn)
+                              if training and device == "host" else None)
     return paper_json.parse_workload(doc, source=spec or type(model).__name__)
+
+
+def _training_loss(model: Any, args: tuple, kwargs: dict | None, loss_fn: Any) -> tuple[Any, Any] | None:
+    """The loss ``run --training`` computes, as ``profile`` times it: (function, output pytree spec or None)."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    from dnnplace.frontends.torch_model.loader import default_loss
+
+    if loss_fn is None:
+        return default_loss, None  # it takes the flattened outputs, as the last stage gives them
+    with torch.no_grad():
+        return loss_fn, tree_flatten(model(*args, **(kwargs or {})))[1]
 
 
 def run(model: str, split: Split | PathLike, *, workload: Workload | None = None, training: bool = False,

@@ -25,7 +25,7 @@ from dnnplace.model.llm import LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.runtime.results import TrainingRunResult
+from dnnplace.runtime.results import RunResult, TrainingRunResult
 from dnnplace.solvers import METHODS, ROUTES
 from dnnplace.utils.text import printable
 
@@ -469,8 +469,19 @@ def run(
                       f"{'[green]yes[/green]' if res['outputs_match'] else '[red]NO[/red]'}", markup=True)
             out.print(f"measured time per sample {res['measured_time_per_sample']:.3f} ms"
                       + (f", predicted max-load {pred:.3f} ms" if pred is not None else ""))
+            _print_machine(res)
         if not ok:
             raise typer.Exit(1)
+
+
+def _print_machine(res: RunResult) -> None:
+    """The line that says whether the machine was quiet while the run was timed (beside the prediction)."""
+    from rich.markup import escape
+
+    machine = res.get("machine")
+    if machine is not None:
+        colour = "yellow" if machine["loaded"] else "green"
+        out.print(f"machine: [{colour}]{escape(machine['note'])}[/{colour}]", markup=True)
 
 
 def _print_training(res: TrainingRunResult, backend: str) -> None:
@@ -502,6 +513,7 @@ def _print_training(res: TrainingRunResult, backend: str) -> None:
         line += (f", simulated {res['predicted_simulated_time_per_sample']:.3f} ms"
                  f" ({100 * (res['error_vs_simulated'] or 0.0):+.1f}%)")
     out.print(line)
+    _print_machine(res)
     if res["predicted_max_load"] is not None:
         out.print(f"bottleneck stage CPU time per sample {res['measured_bottleneck_cpu_per_sample']:.3f} ms"
                   f" ({100 * (res['error_cpu_vs_max_load'] or 0.0):+.1f}% vs max-load);"

@@ -9,8 +9,10 @@ style (``true``/``false`` or ``0``/``1``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from dnnplace.model.split import Split
 from dnnplace.model.validate import validate_structure
 from dnnplace.model.workload import Workload
 from dnnplace.utils.files import read_json_file, write_json_atomic
+from dnnplace.utils.graph import sorted_distinct
 from dnnplace.utils.text import clip, show_value
 
 __all__ = ["MAX_COUNT", "MAX_ID", "MAX_STRING", "MAX_VALUE", "NUMERIC_META", "load_split", "load_workload",
@@ -101,15 +104,15 @@ class _Fields:
             raise self.fail(where, f"'{key}' is {show_value(v)}, outside the limit of {limit:,} in magnitude")
         return int(v)
 
-    def flag(self, obj: dict, key: str, where: str, styles: list[str]) -> bool:
+    def flag(self, obj: dict, key: str, where: str, nodes: _Nodes) -> bool:
         if key not in obj:
             raise self.fail(where, f"missing field '{key}'")
         v = obj[key]
+        nodes.flags += 1
         if isinstance(v, bool):
-            styles.append("bool")
+            nodes.bool_flags += 1
             return v
         if isinstance(v, (int, float)) and v in (0, 1):
-            styles.append("int")
             return bool(v)
         raise self.fail(where, f"'{key}' must be true/false or 0/1, got {show_value(v)}")
 
@@ -130,10 +133,10 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
             raise f.fail("top level", f"'{key}' must be a list")
     if not obj["nodes"]:
         raise f.fail("top level", "'nodes' is empty")
-    nodes = _parse_nodes(f, obj["nodes"])
-    edges = _parse_edges(f, obj["edges"], nodes.index)
+    nodes = _parse_nodes_fast(obj["nodes"]) or _parse_nodes(f, obj["nodes"])
+    edges = _parse_edges_fast(obj["edges"], nodes.ids) or _parse_edges(f, obj["edges"], nodes.id_index())
     extras = {
-        "bool_style": "bool" if nodes.styles and nodes.styles.count("bool") * 2 >= len(nodes.styles) else "int",
+        "bool_style": "bool" if nodes.flags and nodes.bool_flags * 2 >= nodes.flags else "int",
         "has_color": nodes.has_color,
         "has_layer": nodes.has_layer,
         "has_size": nodes.has_size,
@@ -145,7 +148,8 @@ def parse_workload(obj: Any, source: str = "workload") -> Workload:
         node_ids=nodes.ids, acc_time=nodes.acc, cpu_time=nodes.cpu, supported=nodes.sup, size=nodes.size,
         backward=nodes.bwd, color=nodes.color, layer=nodes.layer, names=tuple(nodes.names), edge_src=edges.src,
         edge_dst=edges.dst, edge_cost=edges.cost, max_accelerators=k, max_cpus=cpus, memory=memory, extras=extras,
-        shared=shared_json.parse_shared(f, obj.get(shared_json.KEY), nodes.index),
+        shared=shared_json.parse_shared(f, obj.get(shared_json.KEY),
+                                        nodes.id_index() if shared_json.KEY in obj else {}),
     )
     validate_structure(w, source=source)
     return w
@@ -161,9 +165,15 @@ class _Nodes:
         self.color, self.layer = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         self.has_color, self.has_layer, self.has_size = (np.zeros(n, dtype=bool) for _ in range(3))
         self.names: list[str | None] = []
-        self.extra: list[dict] = []
-        self.styles: list[str] = []  # how each boolean was written: "bool" or "int"
-        self.index: dict[int, int] = {}  # node id -> position
+        self.extra: list[Mapping] = []
+        self.flags = self.bool_flags = 0  # booleans read, and how many were written true/false (not 0/1)
+        self.index: dict[int, int] = {}  # node id -> position (filled by the per-node reader)
+
+    def id_index(self) -> dict[int, int]:
+        """Node id -> position (built here when the vectorised reader left it empty)."""
+        if not self.index:
+            self.index = dict(zip(self.ids.tolist(), range(self.ids.size), strict=True))
+        return self.index
 
 
 def _parse_nodes(f: _Fields, raw: list) -> _Nodes:
@@ -180,8 +190,8 @@ def _parse_nodes(f: _Fields, raw: list) -> _Nodes:
         out.ids[i] = nid
         out.acc[i] = f.number(node, "fpgaLatency", where)
         out.cpu[i] = f.number(node, "cpuLatency", where)
-        out.sup[i] = f.flag(node, "supportedOnFpga", where, out.styles)
-        out.bwd[i] = f.flag(node, "isBackwardNode", where, out.styles)
+        out.sup[i] = f.flag(node, "supportedOnFpga", where, out)
+        out.bwd[i] = f.flag(node, "isBackwardNode", where, out)
         if "size" in node:
             out.size[i] = f.number(node, "size", where)
             out.has_size[i] = True
@@ -208,7 +218,7 @@ class _Edges:
     src: np.ndarray
     dst: np.ndarray
     cost: np.ndarray
-    extra: list[dict]
+    extra: list[Mapping]
 
 
 def _parse_edges(f: _Fields, raw: list, index: dict[int, int]) -> _Edges:
@@ -239,6 +249,136 @@ def _parse_edges(f: _Fields, raw: list, index: dict[int, int]) -> _Edges:
         out.src[j], out.dst[j], out.cost[j] = index[s], index[d], c
         out.extra.append({k: v for k, v in edge.items() if k not in EDGE_KEYS})
     return out
+
+
+# ---------------------------------------------------------------- the vectorised readers
+# A file of millions of nodes is read column by column with numpy.  These readers only *accept*: on
+# anything unusual (a wrong type, a missing field, a value out of range, a duplicate or unknown id)
+# they return None and the per-node readers above run, so every error message stays theirs, word for
+# word, naming the first culprit in file order.
+_MISSING = object()
+_NO_EXTRA: Mapping = MappingProxyType({})  # shared by every node or edge without unknown keys (read-only)
+
+
+def _column(raw: list, key: str) -> tuple[list, set[type]]:
+    """The values of ``key`` in every object (``_MISSING`` where absent) and their types."""
+    col = [d.get(key, _MISSING) for d in raw]
+    return col, set(map(type, col))
+
+
+def _ints(col: list, types: set[type]) -> np.ndarray | None:
+    """int64 values, or None unless every value is a JSON integer within the id limit."""
+    if not types <= {int}:
+        return None
+    try:
+        arr = np.array(col, dtype=np.int64)
+    except OverflowError:
+        return None
+    return arr if arr.size == 0 or (arr.min() >= -MAX_ID and arr.max() <= MAX_ID) else None
+
+
+def _numbers(col: list, types: set[type]) -> np.ndarray | None:
+    """float64 values, or None unless every value is a finite, non-negative number below the limit."""
+    if not types <= {int, float}:
+        return None
+    try:
+        arr = np.array(col, dtype=np.float64)
+    except OverflowError:
+        return None
+    # ``< MAX_VALUE``, not ``<=``: an integer just above the limit may round down to it
+    return arr if np.isfinite(arr).all() and (arr >= 0).all() and (arr < MAX_VALUE).all() else None
+
+
+def _optional(raw: list, key: str, read: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values with 0 where absent, present mask), or None when a present value is not clean."""
+    col, types = _column(raw, key)
+    present = np.fromiter((v is not _MISSING for v in col), dtype=bool, count=len(col))
+    if not present.all():
+        col = [v for v in col if v is not _MISSING]
+        types.discard(object)
+    vals = read(col, types)
+    if vals is None:
+        return None
+    full = np.zeros(len(raw), dtype=vals.dtype)
+    full[present] = vals
+    return full, present
+
+
+def _extras(raw: list, known: np.ndarray, keys: tuple[str, ...]) -> list[Mapping]:
+    """Each object's unknown keys (``known``: how many of ``keys`` it has)."""
+    lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+    out: list[Mapping] = [_NO_EXTRA] * len(raw)
+    for i in np.flatnonzero(lengths != known).tolist():
+        out[i] = {k: v for k, v in raw[i].items() if k not in keys}
+    return out
+
+
+def _parse_nodes_fast(raw: list) -> _Nodes | None:
+    n = len(raw)
+    if set(map(type, raw)) != {dict}:
+        return None
+    out = _Nodes(0)
+    ids = _ints(*_column(raw, "id"))
+    if ids is None or sorted_distinct(ids).size != n:
+        return None
+    out.ids = ids
+    for attr, key in (("acc", "fpgaLatency"), ("cpu", "cpuLatency")):
+        vals = _numbers(*_column(raw, key))
+        if vals is None:
+            return None
+        setattr(out, attr, vals)
+    for attr, key in (("sup", "supportedOnFpga"), ("bwd", "isBackwardNode")):
+        col, types = _column(raw, key)
+        if not types <= {bool, int, float}:
+            return None
+        vals = np.array(col, dtype=np.float64)
+        if not ((vals == 0) | (vals == 1)).all():
+            return None
+        setattr(out, attr, vals == 1)
+        out.flags += n
+        out.bool_flags += list(map(type, col)).count(bool)
+    size, color, layer = (_optional(raw, "size", _numbers), _optional(raw, "colorClass", _ints),
+                          _optional(raw, "layerId", _ints))
+    if size is None or color is None or layer is None:
+        return None
+    (out.size, out.has_size), (out.color, out.has_color), (out.layer, out.has_layer) = size, color, layer
+    col, types = _column(raw, "name")
+    if not types <= {str, type(None), object}:
+        return None
+    has_name = np.fromiter((v is not _MISSING for v in col), dtype=bool, count=n)
+    if str in types and max(len(v) for v in col if type(v) is str) > MAX_STRING:
+        return None
+    out.names = [None if v is _MISSING else v for v in col] if object in types else col
+    known = 5 + has_name.astype(np.int64) + out.has_size + out.has_color + out.has_layer
+    out.extra = _extras(raw, known, NODE_KEYS)
+    _fill_fresh(out.color, out.has_color)
+    _fill_fresh(out.layer, out.has_layer)
+    return out
+
+
+def _parse_edges_fast(raw: list, ids: np.ndarray) -> _Edges | None:
+    m = len(raw)
+    if m == 0 or set(map(type, raw)) != {dict}:
+        return None
+    s, d, cost = _ints(*_column(raw, "sourceId")), _ints(*_column(raw, "destId")), _numbers(*_column(raw, "cost"))
+    if s is None or d is None or cost is None or (s == d).any():
+        return None
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    ends = []
+    for e in (s, d):
+        pos = np.minimum(np.searchsorted(sorted_ids, e), ids.size - 1)
+        if (sorted_ids[pos] != e).any():
+            return None  # an unknown id
+        ends.append(order[pos])
+    # every out-edge of a node costs what its first one (in file order) costs
+    by_src = np.argsort(s, kind="stable")
+    ss, cs = s[by_src], cost[by_src]
+    first = np.r_[True, ss[1:] != ss[:-1]]
+    first_cost = cs[np.flatnonzero(first)[np.cumsum(first) - 1]]
+    if (np.abs(first_cost - cs) > 1e-6 * np.maximum(1.0, np.abs(cs))).any():
+        return None
+    return _Edges(ends[0], ends[1], cost, _extras(raw, np.full(m, 3), EDGE_KEYS))
 
 
 def _fill_fresh(values: np.ndarray, given: np.ndarray) -> None:

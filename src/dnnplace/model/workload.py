@@ -16,7 +16,7 @@ import numpy as np
 
 from dnnplace.model.profile_meta import ProfileMeta
 from dnnplace.model.shared import SharedParams
-from dnnplace.utils.graph import class_index, topological_order
+from dnnplace.utils.graph import class_index, topological_order_of_edges
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,7 +85,7 @@ class Workload:
     @cached_property
     def topological_order(self) -> np.ndarray:
         """A topological order of all nodes (the graph is validated acyclic)."""
-        return topological_order(self.n, self.successors)
+        return topological_order_of_edges(self.n, self.edge_src, self.edge_dst)
 
     @cached_property
     def class_of(self) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.unionfind import UnionFind
-from dnnplace.utils.graph import class_index, topological_order
+from dnnplace.utils.graph import class_index, distinct_pairs, topological_order, topological_order_of_edges
 
 ZERO = 1e-6  # the reference's threshold for "costs nothing"
 
@@ -154,20 +154,25 @@ def prepare(
     true_fw = np.flatnonzero(fwd[w.edge_src] & fwd[w.edge_dst])
     true_edges = (w.edge_src[true_fw], w.edge_dst[true_fw])
 
-    # fuse strongly connected components of the contracted forward graph
-    g = nx.DiGraph()
-    g.add_nodes_from(np.unique(group).tolist())
-    for a, b in (true_edges, mirror):
-        ga, gb = group[a], group[b]
-        keep = ga != gb
-        g.add_edges_from(zip(ga[keep].tolist(), gb[keep].tolist(), strict=False))
-    for comp in nx.strongly_connected_components(g):
-        if len(comp) > 1:
-            it = iter(comp)
-            first = next(it)
-            for other in it:
-                uf.union(first, other)
-    group = _groups(uf, group0)
+    # fuse strongly connected components of the contracted forward graph (there are none when it is
+    # acyclic, which a topological order shows in linear time: networkx only for a graph with a cycle)
+    ga = np.concatenate([group[true_edges[0]], group[mirror[0]]])
+    gb = np.concatenate([group[true_edges[1]], group[mirror[1]]])
+    keep = ga != gb
+    if topological_order_of_edges(uf_size(uf), ga[keep], gb[keep]).size < uf_size(uf):
+        g = nx.DiGraph()
+        g.add_nodes_from(np.unique(group).tolist())
+        for a, b in (true_edges, mirror):
+            ga, gb = group[a], group[b]
+            keep = ga != gb
+            g.add_edges_from(zip(ga[keep].tolist(), gb[keep].tolist(), strict=False))
+        for comp in nx.strongly_connected_components(g):
+            if len(comp) > 1:
+                it = iter(comp)
+                first = next(it)
+                for other in it:
+                    uf.union(first, other)
+        group = _groups(uf, group0)
 
     if merge_trivial:
         _merge_zero_leaves(w, uf, group0, true_edges, mirror)
@@ -184,8 +189,7 @@ def prepare(
     src = np.concatenate(es) if es else np.zeros(0, np.int64)
     dst = np.concatenate(ed) if ed else np.zeros(0, np.int64)
     if src.size:
-        pairs = np.unique(np.stack([src, dst], axis=1), axis=0)
-        src, dst = pairs[:, 0], pairs[:, 1]
+        src, dst = distinct_pairs(int(unit_of.max()) + 1, src, dst)
     prepared = Prepared.of(w, unit_of, src, dst)
     return linearized(prepared) if linearize else prepared
 
@@ -201,8 +205,13 @@ def uf_size(uf: UnionFind) -> int:
 
 
 def _groups(uf: UnionFind, group0: np.ndarray) -> np.ndarray:
-    roots = np.array([uf.find(g) for g in range(uf_size(uf))], dtype=np.int64)
-    return roots[group0]
+    """Every class's group: the root ``uf.find`` returns, found for all at once by pointer jumping."""
+    roots = np.asarray(uf.parent, dtype=np.int64)
+    while True:
+        up = roots[roots]
+        if np.array_equal(up, roots):
+            return roots[group0]
+        roots = up
 
 
 def _union_by_label(uf: UnionFind, group0: np.ndarray, label: np.ndarray) -> None:
@@ -235,6 +244,8 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     touches_bwd[group[w.edge_src[fb]]] = True
     shares = np.zeros(n_groups, dtype=bool)  # uses a shared parameter group: it has memory, so it is not free
     shares[group[w.shared.nodes]] = True
+    if not ((fw_cpu < ZERO) & (fw_acc < ZERO) & (bw_sum < ZERO) & ~touches_bwd & ~shares).any():
+        return  # nothing costs nothing: no merge can start (and merges only start there)
     neighbours: dict[int, list[int]] = {}
     for a, b in (true_edges, mirror):
         ga, gb = group[a], group[b]
@@ -303,12 +314,14 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
     Nodes marked in ``forward`` (left out, unit -1) pass what they receive
     straight on: a producer feeding one counts as feeding its successors.
     """
-    merged: dict[tuple[int, tuple[int, ...]], float] = {}
     c = w.comm_cost
-    uo = unit_of.tolist()
     keep = (c > 0) & (unit_of >= 0)  # unit -1: a node left out of the problem (a relaxation)
     if mask is not None:
         keep &= mask
+    if forward is None:
+        return _comm_sources_direct(w, unit_of, keep)
+    merged: dict[tuple[int, tuple[int, ...]], float] = {}
+    uo = unit_of.tolist()
     reach: dict[int, set[int]] = {}
 
     def fed(v: int) -> set[int]:
@@ -338,6 +351,55 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
     )
 
 
+def _comm_sources_direct(w: Workload, unit_of: np.ndarray, keep: np.ndarray) -> CommSources:
+    """:func:`comm_sources` without forwarding nodes, by arrays: the producers that feed one other unit
+    (nearly all) are grouped by sorting, the few that feed several by a dictionary, in the same order
+    (home unit, then the target tuple) and with the same sums (in producer order) as the loop."""
+    c = w.comm_cost
+    span = max(w.n, int(unit_of.max(initial=0)) + 1, 1)
+    sel = keep[w.edge_src]
+    u, t = w.edge_src[sel], unit_of[w.edge_dst[sel]]
+    ok = (t != unit_of[u]) & (t >= 0)
+    u, t = distinct_pairs(span, u[ok], t[ok])  # by producer, then target
+    single = np.bincount(u, minlength=w.n)[u] == 1
+    # producers with one target: (home, target) keys, summed in producer order
+    su, st = u[single], t[single]
+    key = unit_of[su] * span + st
+    by_key = np.argsort(key, kind="stable")
+    first = np.r_[True, key[by_key][1:] != key[by_key][:-1]] if key.size else np.zeros(0, dtype=bool)
+    group = np.empty(key.size, dtype=np.int64)
+    group[by_key] = np.cumsum(first) - 1
+    s_keys = key[by_key][first]
+    s_cost = np.bincount(group, weights=c[su], minlength=s_keys.size)
+    # producers with several targets
+    merged: dict[tuple[int, tuple[int, ...]], float] = {}
+    mu, mt = u[~single], t[~single]
+    starts = np.flatnonzero(np.r_[True, mu[1:] != mu[:-1]]).tolist() if mu.size else []
+    for a, b in zip(starts, [*starts[1:], mu.size], strict=False):
+        k = (int(unit_of[mu[a]]), tuple(mt[a:b].tolist()))
+        merged[k] = merged.get(k, 0.0) + float(c[mu[a]])
+    m_keys = sorted(merged)
+    # one order for both kinds: home, first target, one target before several, then the tuples
+    home = np.r_[s_keys // span, np.array([k[0] for k in m_keys], dtype=np.int64)].astype(np.int64)
+    lead = np.r_[s_keys % span, np.array([k[1][0] for k in m_keys], dtype=np.int64)].astype(np.int64)
+    multi = np.r_[np.zeros(s_keys.size, dtype=np.int64), np.ones(len(m_keys), dtype=np.int64)]
+    rank = np.r_[np.zeros(s_keys.size, dtype=np.int64), np.arange(len(m_keys), dtype=np.int64)]
+    order = np.lexsort((rank, multi, lead, home))
+    cost = np.r_[s_cost, np.array([merged[k] for k in m_keys], dtype=np.float64)][order]
+    lengths = np.r_[np.ones(s_keys.size, dtype=np.int64),
+                    np.array([len(k[1]) for k in m_keys], dtype=np.int64)][order]
+    ptr = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    idx = np.zeros(int(ptr[-1]), dtype=np.int64)
+    pos = np.empty(order.size, dtype=np.int64)
+    pos[order] = np.arange(order.size)
+    idx[ptr[pos[: s_keys.size]]] = s_keys % span
+    for j, k in enumerate(m_keys):
+        at = int(ptr[pos[s_keys.size + j]])
+        idx[at: at + len(k[1])] = k[1]
+    return CommSources(home=home[order], cost=cost.astype(np.float64), target_ptr=ptr, target_idx=idx)
+
+
 def merge_free_units(p: Prepared) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
@@ -362,6 +424,8 @@ def merge_free_units(p: Prepared) -> Prepared:
     w = p.workload
     unit_of = p.unit_of.copy()
     cpu_matters = w.max_cpus > 0
+    if not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters)) & (p.size == 0) & p.supported).any():
+        return p  # no unit is free: nothing to fold (the loop below would find the same)
     while True:
         n = int(unit_of.max()) + 1
         src = comm_sources(w, unit_of)

@@ -29,6 +29,7 @@ import time
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
+from dnnplace.runtime.machine import MachineLoad, cpu_counters
 from dnnplace.runtime.payloads import ForwardPayload, TrainPayload
 from dnnplace.runtime.results import ForwardRunResult, TrainingRunResult
 
@@ -94,9 +95,11 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
               if name in env and isinstance(env[name], torch.Tensor)}
     n = len(plan.modules)
     payload = ForwardPayload(plan=plan, shapes=shapes, inputs=inputs, microbatches=microbatches, warmup=warmup)
+    launch_t0, launch_cpu0 = time.perf_counter(), time.process_time()
     results = launch(_forward_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
+    machine = _machine_load(results, (time.process_time() - launch_cpu0) / max(time.perf_counter() - launch_t0, 1e-9))
     result = results[n - 1]
     with torch.no_grad():
         reference = [tree_flatten(model(*microbatch(loaded.args, warmup + m),
@@ -128,6 +131,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         "measured_mean_time_per_sample_less_runqueue_wait":
             result["seconds"] * 1e3 / microbatches - runqueue[cpu.index(max(cpu))],
         "load_average": _loadavg(),
+        "machine": machine,
         "microbatches": microbatches,
         "stages": [{"device": d, "operators": len(m.graph.nodes) - len(i) - 1, "measured_cpu_ms": c,
                     "measured_runqueue_wait_ms": q}
@@ -190,12 +194,14 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     in_flight: list[list] = []
     t0 = time.perf_counter()
     c0, q0 = time.process_time(), runqueue_s()
+    window = {"cpu0": c0, "counters0": cpu_counters()}  # the timed microbatches: this process's CPU, the machine's
     with torch.no_grad():
         for m in range(total):
             if m == warmup:
                 dist.barrier()
                 t0 = time.perf_counter()
                 c0, q0 = time.process_time(), runqueue_s()
+                window = {"cpu0": c0, "counters0": cpu_counters()}
             mine_in = prefetch.take(m)
             mb = microbatch(inputs, m)
             args = []
@@ -236,7 +242,8 @@ def _stage(rank, plan, shapes, inputs, microbatches, warmup, tags) -> dict | Non
     for handles in in_flight:
         for h, _ in handles:
             h.wait()
-    usage = {"cpu": time.process_time() - c0, "runqueue": runqueue_s() - q0}
+    usage = {"cpu": time.process_time() - c0, "runqueue": runqueue_s() - q0,
+             "window": {**window, "cpu1": time.process_time(), "counters1": cpu_counters()}}
     if rank != last:
         return usage
     return {"outputs": outputs, "seconds": time.perf_counter() - t0 if microbatches else 0.0, "arrivals": arrivals,
@@ -314,9 +321,12 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         node_index={node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
         shared=shared,
     )
+    launch_t0, launch_cpu0 = time.perf_counter(), time.process_time()
     results = launch(train_worker, n, payload, backend=backend, timeout_s=timeout_s)
     if results is None:
         return None
+    launcher_cores = (time.process_time() - launch_cpu0) / max(time.perf_counter() - launch_t0, 1e-9)
+    machine = _machine_load(results, launcher_cores)
     ref_losses, ref_params, ref_buffers = reference_training(
         model, loaded.args, loss_fn, microbatches=microbatches, steps=steps, optimizer=optimizer, lr=lr,
         kwargs=loaded.kwargs)
@@ -364,6 +374,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "error_less_runqueue_vs_simulated": uncontended / pred["simulated"] - 1 if pred["simulated"] else None,
         "error_cpu_vs_max_load": busy_max / pred["max_load"] - 1 if pred["max_load"] else None,
         "load_average": _loadavg(),
+        "machine": machine,
         "error_vs_simulated": measured / pred["simulated"] - 1 if pred["simulated"] else None,
         "stages": [
             {"device": d, "operators": len(m.graph.nodes) - len(i) - 1, "later_stages": a,
@@ -371,6 +382,8 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
              "measured_backward_ms": 1e3 * b["backward"] / microbatches,
              "measured_blocked_ms": 1e3 * b["blocked"] / microbatches,
              "measured_cpu_ms": 1e3 * b["cpu"] / microbatches,
+             # the main thread's CPU alone (the operators); the rest of measured_cpu_ms is gloo's threads
+             "measured_compute_cpu_ms": 1e3 * b["thread_cpu"] / microbatches,
              # runnable but waiting for a CPU (main thread): time other processes took from this stage
              "measured_runqueue_wait_ms": 1e3 * b["runqueue"] / microbatches,
              "predicted_forward_ms": pf, "predicted_backward_ms": pb,
@@ -385,6 +398,18 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         "unit": "ms",
     }
     return doc
+
+
+def _machine_load(results: list[dict], launcher_cores: float) -> MachineLoad:
+    """How busy the machine was during the timed steps (rank 0's counters, every stage's own CPU)."""
+    from dnnplace.runtime.machine import machine_load
+
+    windows = [r.get("window") or {} for r in results]
+    first = windows[0] if windows else {}
+    start, end = first.get("counters0"), first.get("counters1")
+    stages_cpu = sum(w.get("cpu1", 0.0) - w.get("cpu0", 0.0) for w in windows)
+    timed = end[0] - start[0] if start and end else 0.0
+    return machine_load(start, end, stages_cpu, launcher_cores * timed, len(results))
 
 
 def _loadavg() -> float | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict, final
 
+from dnnplace.runtime.machine import MachineLoad
+
 
 class ForwardStage(TypedDict):
     device: str
@@ -27,6 +29,7 @@ class ForwardRunResult(TypedDict):
     measured_bottleneck_cpu_per_sample: float
     measured_mean_time_per_sample_less_runqueue_wait: float
     load_average: float | None
+    machine: MachineLoad  # how busy the machine was while timed ("loaded": the wall clock is not the prediction's)
     microbatches: int
     stages: list[ForwardStage]
     backend: str
@@ -46,6 +49,7 @@ class TrainingStage(TypedDict):
     measured_backward_ms: float
     measured_blocked_ms: float
     measured_cpu_ms: float
+    measured_compute_cpu_ms: float
     measured_runqueue_wait_ms: float
     predicted_forward_ms: float | None
     predicted_backward_ms: float | None
@@ -91,6 +95,7 @@ class TrainingRunResult(TypedDict):
     error_less_runqueue_vs_simulated: float | None
     error_cpu_vs_max_load: float | None
     load_average: float | None
+    machine: MachineLoad  # how busy the machine was while timed ("loaded": the wall clock is not the prediction's)
     error_vs_simulated: float | None
     stages: list[TrainingStage]
     backend: str

@@ -54,6 +54,7 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_device
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
+from dnnplace.runtime.machine import cpu_counters
 from dnnplace.runtime.payloads import TrainPayload
 
 OPTIMIZERS = ("sgd", "adam")
@@ -204,8 +205,11 @@ def train_worker(rank: int, world: int, p: TrainPayload) -> dict:
     live = peak = per_mb = 0
     tasks: list[list] = []
     losses: list[float] = []
+    window: dict[str, Any] = {}  # the timed steps (after the warm-up step): this process's CPU, the machine's
     for step in range(steps):
         dist.barrier()
+        if step == min(1, steps - 1):
+            window.update(cpu0=time.process_time(), counters0=cpu_counters())
         step_start = time.perf_counter()
         step_loss = 0.0
         prefetch = Prefetcher(lambda i: recv_of[order[i][0]], len(order), depth, shapes, device)
@@ -306,10 +310,11 @@ def train_worker(rank: int, world: int, p: TrainPayload) -> dict:
             losses.append(step_loss)
         del step_start
     dist.barrier()
+    window.update(cpu1=time.process_time(), counters1=cpu_counters())
     state = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_parameters()}
     buffers = {k: v.detach().cpu().numpy().copy() for k, v in mod.named_buffers() if v.is_floating_point()}
     return {"tasks": tasks, "losses": losses, "params": state, "buffers": buffers, "peak_saved_bytes": peak,
-            "saved_bytes_per_microbatch": per_mb, "device": plan.devices[rank]}
+            "saved_bytes_per_microbatch": per_mb, "device": plan.devices[rank], "window": window}
 
 
 def saved_bytes_per_microbatch(plan, env: dict, grad_values: set, loss_fn, out_spec) -> list[int]:

@@ -206,6 +206,7 @@ def read_json_file(path: str | Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    del data  # a large file's bytes are not kept beside its text and its objects
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

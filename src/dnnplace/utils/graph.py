@@ -14,7 +14,8 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CYCLE_MESSAGE", "class_index", "order_devices", "stage_depths", "topological_order"]
+__all__ = ["CYCLE_MESSAGE", "class_index", "order_devices", "stage_depths", "topological_order",
+           "distinct_edges", "distinct_pairs", "sorted_distinct", "topological_order_of_edges"]
 
 #: What a split whose devices feed each other in a cycle is told (it cannot run as a pipeline).
 CYCLE_MESSAGE = "the split's devices depend on each other in a cycle; it cannot be pipelined"
@@ -49,6 +50,41 @@ def topological_order(n: int, successors: Sequence[Iterable[int]],
             if indeg[w] == 0:
                 stack.append(int(w))
     return np.asarray(order, dtype=np.int64)
+
+
+#: Graphs with more nodes than this are ordered by the compiled loop (numba's import costs more below it).
+COMPILED_FROM = 50_000
+
+
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of integers by sorting (numpy 2's hash-based ``unique`` is ~20x slower on millions)."""
+    out = np.sort(np.asarray(values))
+    return out[np.r_[True, out[1:] != out[:-1]]] if out.size else out
+
+
+def distinct_pairs(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct edges ``src -> dst`` among ``n`` nodes, sorted by (source, destination)."""
+    keys = sorted_distinct(np.asarray(src, dtype=np.int64) * max(n, 1) + np.asarray(dst, dtype=np.int64))
+    return keys // max(n, 1), keys % max(n, 1)
+
+
+def distinct_edges(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct edges sorted by (source, destination): CSR pointers per source and the destinations."""
+    heads, tails = distinct_pairs(n, src, dst)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(heads, minlength=n), out=ptr[1:])
+    return ptr, tails
+
+
+def topological_order_of_edges(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """:func:`topological_order` of the graph with edges ``src -> dst`` (node indices, duplicates allowed),
+    each node's successors in increasing order -- the same order, compiled for a large graph."""
+    ptr, idx = distinct_edges(n, src, dst)
+    if n <= COMPILED_FROM:
+        return topological_order(n, [idx[ptr[v]: ptr[v + 1]].tolist() for v in range(n)])
+    from dnnplace.utils._graph_kernels import kahn_stack
+
+    return kahn_stack(n, ptr, idx)
 
 
 def class_index(labels: np.ndarray) -> tuple[np.ndarray, int]:

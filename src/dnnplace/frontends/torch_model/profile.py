@@ -402,6 +402,38 @@ def _backward_ms(gm, members, env, nodes, repeats, warmup, sync, clock=time.perf
     return statistics.median(times)
 
 
+def loss_ms(cap: Captured, env: dict, loss: tuple[Callable, Any], repeats: int, warmup: int = 2,
+            clock: Callable[[], float] = time.thread_time) -> tuple[float, float]:
+    """Median (forward, backward) milliseconds of the training loss on the model's outputs.
+
+    The captured graph ends at the model's output, but a training run's last stage computes the loss and
+    its backward every microbatch (``runtime.train``): without this, that stage is under-predicted by as
+    much (e.g. a 1024-token vocabulary's logits of a tiny GPT-2: about a third of its stage)."""
+    import torch
+    from torch.fx.node import map_arg
+    from torch.utils._pytree import tree_unflatten
+
+    loss_fn, out_spec = loss
+    out_node = next(n for n in cap.gm.graph.nodes if n.op == "output")
+    names: list[str] = []
+    map_arg(out_node.args, lambda n: names.append(n.name))
+    fwd, bwd = [], []
+    for rep in range(warmup + repeats):
+        leaves = [env[v].detach().requires_grad_(True) if isinstance(env[v], torch.Tensor)
+                  and env[v].is_floating_point() else env[v] for v in names]
+        with torch.enable_grad():
+            t0 = clock()
+            value = loss_fn(leaves if out_spec is None else tree_unflatten(leaves, out_spec))
+            t1 = clock()
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                value.backward()
+            t2 = clock()
+        if rep >= warmup:
+            fwd.append(1e3 * (t1 - t0))
+            bwd.append(1e3 * (t2 - t1))
+    return statistics.median(fwd), statistics.median(bwd)
+
+
 def ping_pong(size_bytes: int = 8 << 20, rounds: int = 20) -> tuple[float, float]:
     """(per-message cost in ms, bandwidth in bytes/s) of gloo between two processes here.
 
@@ -467,8 +499,11 @@ def _pp_worker(rank: int, port: int, size: int, rounds: int, q) -> None:
 
 def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device: str, accelerators: int,
                         cpus: int, devices_file: str | None = None, spec: str = "", repeats: int = 7,
-                        link: tuple[float, float] | None = None) -> dict:
-    """Profile and assemble the paper-format JSON object (plus a ``dnnplace`` metadata block)."""
+                        link: tuple[float, float] | None = None, loss: tuple[Callable, Any] | None = None) -> dict:
+    """Profile and assemble the paper-format JSON object (plus a ``dnnplace`` metadata block).
+
+    ``loss`` (training on the host): the loss function and the output's pytree spec (None: it takes the
+    flattened outputs); its time is added to the last operator group, whose stage computes it."""
     import torch
 
     torch.set_num_threads(1)
@@ -485,9 +520,15 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
                             " profile it for a catalogue device (--device a100, ...) or build it with real weights")
     host = acc = None
     grad = grad_nodes(cap.gm, inputs) if training else None
+    timed_loss: tuple[float, float] | None = None
     if executed:
         with _neighbours(inputs, accelerators if device == "host" else 0):
             host = measure(cap, inputs, training=training, repeats=repeats, grad=grad)
+            if training and loss is not None and device == "host":
+                try:
+                    timed_loss = loss_ms(cap, host["env"], loss, repeats)
+                except DnnplaceError:  # no loss on these outputs: `run --training` says so itself
+                    timed_loss = None
         acc = measure(cap, inputs, training=training, repeats=repeats, device="cuda", grad=grad) \
             if device == "cuda" else host
         env, flops = host["env"], host["flops"]
@@ -502,6 +543,9 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     kept = [g for g in range(n) if g not in const and g not in views]
     new_id = {g: i for i, g in enumerate(kept)}
     m = len(kept)
+    if host is not None and timed_loss is not None and kept:  # the last stage computes the loss
+        host["fwd_ms"][kept[-1]] += timed_loss[0]
+        host["bwd_ms"][kept[-1]] += timed_loss[1]
 
     def consumers(node, seen: set) -> set[int]:
         """Kept groups reading ``node``'s value, through replicated views (which every consumer recomputes)."""
@@ -590,6 +634,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
         "dnnplace": {"model": spec, "granularity": cap.granularity, "trace": cap.method, "device": device,
                      "training": training, "timeUnit": "ms", "linkLatencyMs": lat_ms, "linkBandwidth": bw,
                      "threads": 1,
+                     **({"lossMs": list(timed_loss)} if timed_loss is not None else {}),
                      "constants": sorted(x.name for g in const for x in cap.groups[g]),
                      "replicatedViews": sorted(x.name for g in views for x in cap.groups[g])},
     }

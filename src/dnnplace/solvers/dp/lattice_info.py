@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from dnnplace.errors import TooManyIdealsError
 from dnnplace.model.workload import Workload
 from dnnplace.prepare.contract import Prepared, merge_free_units, prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.dp.relax import inert_units, relax
+from dnnplace.utils.graph import distinct_edges, topological_order_of_edges
 
 
 @dataclass(frozen=True)
@@ -35,63 +39,37 @@ def count_ideals(p: Prepared, cap: int) -> int | None:
             return enumerate_ideals(p, cap + 1).n_ideals
         except TooManyIdealsError:
             return None
-    return count_ideals_series(p.n_units, p.edge_src.tolist(), p.edge_dst.tolist(), cap)
+    return count_ideals_series(p.n_units, p.edge_src, p.edge_dst, cap)
 
 
-def count_ideals_series(n: int, src: list[int], dst: list[int], cap: int) -> int | None:
+def count_ideals_series(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
+                        cap: int) -> int | None:
     """Ideals of the DAG on ``n`` units with edges ``src -> dst`` (None: more than ``cap``).
 
     A series cut splits a topological order into a prefix A and a suffix B with one maximal unit
     ``m`` in A, one minimal unit ``b`` in B and an edge m -> b: then every unit of A precedes every
     unit of B, an ideal is an ideal of A or all of A plus a non-empty ideal of B, and
-    I(G) = I(A) + I(B) - 1.  Blocks between cuts are enumerated (bit masks), each within the cap.
+    I(G) = I(A) + I(B) - 1.  The cuts are found by one compiled scan (linear); blocks of one unit
+    add one ideal each, larger blocks are enumerated (bit masks), each within the cap.
     """
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src, dst, strict=True):
-        succ[a].append(b)
-        pred[b].append(a)
-    indeg = [len(x) for x in pred]
-    order = [v for v in range(n) if indeg[v] == 0]
-    for v in order:  # Kahn's algorithm; the list grows while it is read
-        for x in succ[v]:
-            indeg[x] -= 1
-            if indeg[x] == 0:
-                order.append(x)
-    pos = [0] * n
-    for i, v in enumerate(order):
-        pos[v] = i
-    # maxima of each prefix order[:i], minima of each suffix order[i:]
-    unique_max = [-1] * (n + 1)  # the prefix's only maximal unit, or -1
-    maxima: set[int] = set()
-    later_succ = [0] * n  # successors inside the prefix
-    for i, v in enumerate(order):
-        maxima.add(v)
-        for u in pred[v]:
-            if later_succ[u] == 0:
-                maxima.discard(u)
-            later_succ[u] += 1
-        unique_max[i + 1] = next(iter(maxima)) if len(maxima) == 1 else -1
-    unique_min = [-1] * (n + 1)
-    minima: set[int] = set()
-    earlier_pred = [0] * n
-    for i in range(n - 1, -1, -1):
-        v = order[i]
-        minima.add(v)
-        for x in succ[v]:
-            if earlier_pred[x] == 0:
-                minima.discard(x)
-            earlier_pred[x] += 1
-        unique_min[i] = next(iter(minima)) if len(minima) == 1 else -1
-    cuts = [0]
-    for i in range(1, n):
-        m, b = unique_max[i], unique_min[i]
-        if m >= 0 and b >= 0 and b in succ[m]:
-            cuts.append(i)
-    cuts.append(n)
-    total = 1  # the empty ideal
-    for lo, hi in zip(cuts, cuts[1:], strict=False):
-        block = _block_ideals(order[lo:hi], pos, lo, pred, cap)
+    from dnnplace.solvers.dp.series_kernel import series_cuts
+
+    if n == 0:
+        return 1
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    sptr, sidx = distinct_edges(n, src, dst)
+    pptr, pidx = distinct_edges(n, dst, src)
+    order = topological_order_of_edges(n, src, dst)
+    cuts = series_cuts(order, sptr, sidx, pptr, pidx)
+    sizes = np.diff(cuts)
+    total = 1 + int(np.count_nonzero(sizes == 1))  # the empty ideal, and one per single-unit block
+    if total > cap:
+        return None
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    for lo in cuts[:-1][sizes > 1].tolist():
+        hi = int(cuts[np.searchsorted(cuts, lo) + 1])
+        block = _block_ideals(order[lo:hi].tolist(), pos, lo, pptr, pidx, cap)
         if block is None:
             return None
         total += block - 1  # each block adds its non-empty ideals (on top of all blocks before it)
@@ -100,16 +78,15 @@ def count_ideals_series(n: int, src: list[int], dst: list[int], cap: int) -> int
     return total
 
 
-def _block_ideals(units: list[int], pos: list[int], lo: int, pred: list[list[int]], cap: int) -> int | None:
+def _block_ideals(units: list[int], pos: np.ndarray, lo: int, pptr: np.ndarray, pidx: np.ndarray,
+                  cap: int) -> int | None:
     """Ideals of the sub-DAG on ``units`` (a contiguous run of the topological order), or None past ``cap``."""
     k = len(units)
-    if k == 1:
-        return 2
     need = [0] * k  # bit mask of each unit's predecessors inside the block
     for j, v in enumerate(units):
-        for u in pred[v]:
+        for u in pidx[pptr[v]: pptr[v + 1]].tolist():
             if pos[u] >= lo:
-                need[j] |= 1 << (pos[u] - lo)
+                need[j] |= 1 << (int(pos[u]) - lo)
     seen = {0}
     frontier = [0]
     while frontier:
