@@ -160,3 +160,74 @@ def test_replicating_a_view_never_raises_the_optimum(data):
     replicated = workload_from_records(kept, [(a, b, cost[a]) for a, b in sorted(rewired)],
                                        accelerators=w.max_accelerators, cpus=w.max_cpus, memory=1e9)
     assert brute_force_contiguous_optimum(replicated) <= brute_force_contiguous_optimum(original) + 1e-9
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_restriction_either_way_is_a_real_split(lazy, data):
+    """Fusing left-out units to a neighbour (their latest predecessor, or lazily their earliest successor) is a
+    restriction: its optimum is a contiguous split of the whole graph, never below the true optimum."""
+    import numpy as np
+
+    from dnnplace.prepare.contract import merge_free_units, prepare
+    from dnnplace.solvers.dp.relax import restriction_groups
+    from dnnplace.solvers.dp.solver import DPOptions, solve_dp
+
+    w = data.draw(graphs_with_views_and_side_chains(training=data.draw(st.booleans())))
+    p = merge_free_units(prepare(w))
+    drop = np.array(data.draw(st.lists(st.booleans(), min_size=p.n_units, max_size=p.n_units)), dtype=bool)
+    expected = brute_force_contiguous_optimum(w)
+    if math.isinf(expected):
+        return
+    try:
+        out = solve_dp(w, DPOptions(), extra_groups=restriction_groups(p, drop, lazy=lazy))
+    except dnnplace.DnnplaceError:
+        return  # the restriction may leave no feasible split
+    ev = dnnplace.evaluate(w, out.plan)
+    assert ev.feasible and ev.contiguous
+    assert ev.max_load >= expected - 1e-9
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_ip_second_phase_brackets_the_optimum(training, data):
+    """The default method's IP phase, forced after every relaxation: its split and bound still bracket the
+    optimum, the split is a pipeline, and "optimal" only with the brute-force value."""
+    from unittest import mock
+
+    from dnnplace.solvers.dp import solver
+    from dnnplace.solvers.dp.solver import is_pipeline
+
+    w = data.draw(graphs_with_views_and_side_chains(training=training))
+    expected = brute_force_contiguous_optimum(w)
+    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0):
+        sol = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0)
+    assert sol.evaluation.feasible and sol.evaluation.contiguous and is_pipeline(w, sol.split)
+    IP_PHASES.append("ip_status" in sol.stats)
+    assert sol.bound is not None and sol.bound <= expected + 1e-9, (sol.bound, expected)
+    assert expected <= sol.value + 1e-9
+    if sol.status == "optimal":
+        assert math.isclose(sol.value, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+IP_PHASES: list[bool] = []
+
+
+def test_the_ip_phase_ran():
+    """The test above reached the IP phase on some instances (it runs first: pytest keeps file order)."""
+    if IP_PHASES:
+        assert any(IP_PHASES)
+
+
+def test_is_pipeline_refuses_devices_feeding_each_other():
+    import numpy as np
+
+    from dnnplace.model.split import Split
+    from dnnplace.solvers.dp.solver import is_pipeline
+
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(4)]
+    w = workload_from_records(nodes, [(0, 1, 1.0), (2, 3, 1.0)], accelerators=2, cpus=0, memory=1e9)
+    assert is_pipeline(w, Split.from_assignment(w.node_ids, np.array([0, 1, 0, 1]), 2, 0))
+    assert not is_pipeline(w, Split.from_assignment(w.node_ids, np.array([0, 1, 1, 0]), 2, 0))

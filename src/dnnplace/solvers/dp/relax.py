@@ -212,24 +212,30 @@ def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: 
     return pos
 
 
-def restriction_groups(p: Prepared, drop: np.ndarray) -> np.ndarray:
+def restriction_groups(p: Prepared, drop: np.ndarray, lazy: bool = False) -> np.ndarray:
     """Per node, a label that fuses every left-out unit with one remaining neighbour.
 
     Fusing is a *restriction* (fewer splits, each one real), so the optimum of
     the fused graph is an upper bound.  A unit with predecessors joins the
     latest of them in topological order, a unit without joins its earliest
-    successor; neither can close a cycle, and the fused lattice is never
-    larger than the relaxed one.
+    successor; neither can close a cycle (no other path joins a unit to its
+    latest predecessor or its earliest successor), and the fused lattice is
+    never larger than the relaxed one.  ``lazy`` mirrors it: a unit with
+    successors joins the earliest of them, a sink its latest predecessor --
+    the better restriction for branches that float from a shared prologue to
+    the layer that reads them (DeBERTa's relative positions).
     """
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
     rank = np.empty(p.n_units, dtype=np.int64)
     rank[order] = np.arange(len(order))
     label = np.arange(p.n_units, dtype=np.int64)
-    for u in order:  # units with predecessors, front to back: their predecessors are settled
-        if drop[u] and pred[u]:
-            label[u] = label[max(pred[u], key=lambda v: rank[v])]
-    for u in reversed(order):  # sources, back to front: their successors are settled
-        if drop[u] and not pred[u] and succ[u]:
-            label[u] = label[min(succ[u], key=lambda v: rank[v])]
+    first, second = (succ, pred) if lazy else (pred, succ)
+    along = list(reversed(order)) if lazy else order
+    for u in along:  # units with a neighbour on the first side: that side is settled before them
+        if drop[u] and first[u]:
+            label[u] = label[(min if lazy else max)(first[u], key=lambda v: rank[v])]
+    for u in reversed(along):  # the rest, from the other end
+        if drop[u] and not first[u] and second[u]:
+            label[u] = label[(max if lazy else min)(second[u], key=lambda v: rank[v])]
     return label[p.unit_of]
