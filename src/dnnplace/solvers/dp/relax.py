@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared, comm_sources
+from dnnplace.prepare.contract import Prepared, comm_sources, memory_binds
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,11 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
 def inert_units(p: Prepared) -> np.ndarray:
     """Units that can be left out *exactly*: no compute, no memory, no transfer in or out.
 
-    ``cpu_time`` counts only when the budget has CPU cores.
+    ``cpu_time`` counts only when the budget has CPU cores, ``size`` only when
+    memory can bind (:func:`~dnnplace.prepare.contract.memory_binds`): an
+    isolated check that only holds a weight (Gemma's and Mamba's
+    ``_assert_tensor_metadata`` beside every norm) runs beside the whole graph
+    and would double the ideals each.
     """
     w = p.workload
     cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
@@ -93,7 +97,8 @@ def inert_units(p: Prepared) -> np.ndarray:
     src = p.comm
     touched[src.home] = True
     touched[src.target_idx] = True
-    return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & p.supported & ~touched
+    no_memory = (p.size == 0) | (not memory_binds(w))
+    return (p.acc_time == 0) & (cpu == 0) & no_memory & p.supported & ~touched
 
 
 def view_units(p: Prepared) -> np.ndarray:

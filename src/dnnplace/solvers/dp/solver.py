@@ -38,7 +38,7 @@ RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this lo
 COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum first tightens the exact DP's bound
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 DEFAULT_SECONDS = 9.0  # with a second phase and no --time-limit: the relaxation path's whole budget
-RELAX_SHARE = 0.35  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
+RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
 #: A second phase after the relaxations (:mod:`dnnplace.solvers.ip.certify`): given the workload, the incumbent
@@ -300,9 +300,8 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
                         best.offer(_split_of(p, result, rel, lazy=views))
                 soft = refine_until if deadline is None else min(deadline, refine_until)
                 try:  # optional improvements: bounded by the refinement time
-                    for lazy in (False, True):
-                        if best.gap() > options.gap:
-                            _restricted_split(p, drop, best, options, soft, lazy=lazy)
+                    if best.gap() > options.gap:
+                        _restricted_split(p, drop, best, options, soft, budget=max(4096, 4 * lattice.n_ideals))
                     if best.gap() > options.gap:
                         _fluid_bound(rel, lattice, best, options, soft)
                 except SolverTimeout:
@@ -343,17 +342,11 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOpti
     """
     inert = inert_units(p)
     candidates = _parallel_first(p, inert)
-    isolated = np.ones(p.n_units, dtype=bool)
-    isolated[p.edge_src] = False
-    isolated[p.edge_dst] = False
     k = min(8, candidates.size)
     while k > 0:
         drop = inert.copy()
         drop[candidates[:k]] = True
-        labels = restriction_groups(p, drop)
-        alone = (drop & isolated)[p.unit_of]  # no neighbour to join: any unit will do (they cost nothing)
-        if alone.any() and (~alone).any():
-            labels[alone] = labels[np.flatnonzero(~alone)[0]]
+        labels = _fusing_labels(p, drop)
         fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
                                          linearize=options.linearize, extra_groups=labels))
         try:
@@ -369,14 +362,33 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOpti
         return
 
 
+def _fusing_labels(p: Prepared, drop: np.ndarray) -> np.ndarray:
+    """:func:`restriction_groups`, with left-out units that have no neighbour at all joined to one other unit.
+
+    Such units are inert (they cost nothing: see :func:`inert_units`); left alone
+    each would double the fused lattice.
+    """
+    isolated = np.ones(p.n_units, dtype=bool)
+    isolated[p.edge_src] = False
+    isolated[p.edge_dst] = False
+    labels = restriction_groups(p, drop)
+    alone = (drop & isolated)[p.unit_of]
+    if alone.any() and (~alone).any():
+        labels[alone] = labels[np.flatnonzero(~alone)[0]]
+    return labels
+
+
 def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: DPOptions,
-                      deadline: float | None, lazy: bool = False) -> None:
-    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split)."""
+                      deadline: float | None, budget: int | None = None) -> None:
+    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split).
+
+    ``budget`` caps the fused lattice (a restriction is only worth a DP about
+    as large as the relaxation's).
+    """
     fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
-                                     linearize=options.linearize,
-                                     extra_groups=restriction_groups(p, drop, lazy=lazy)))
+                                     linearize=options.linearize, extra_groups=_fusing_labels(p, drop)))
     try:
-        lattice = enumerate_ideals(fused, options.max_ideals)
+        lattice = enumerate_ideals(fused, options.max_ideals if budget is None else min(budget, options.max_ideals))
     except TooManyIdealsError:
         return
     result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(), deadline=deadline)
