@@ -64,6 +64,38 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
     A unit parallel to many others multiplies the ideals; these are the
     units worth leaving out first.
     """
+    anc, desc = _closure(p)
+    n = p.n_units
+    return np.array([n - 1 - anc[u].bit_count() - desc[u].bit_count() for u in range(n)], dtype=np.int64)
+
+
+def surely_more_ideals(p: Prepared, budget: int) -> bool:
+    """Has ``p``'s unit DAG certainly more than ``budget`` ideals?  (Then enumerating them is wasted work.)
+
+    Every subset of an antichain generates a different ideal, so an antichain
+    of ``a`` units means at least ``2 ** a`` ideals; a greedy one (most
+    parallel units first) costs a fraction of an enumeration that fails at the
+    budget.
+    """
+    n = p.n_units
+    if n == 0 or budget >= 2 ** min(n, 62):
+        return False
+    anc, desc = _closure(p)
+    related = [anc[u] | desc[u] | (1 << u) for u in range(n)]
+    order = sorted(range(n), key=lambda u: related[u].bit_count())
+    chosen = 0
+    size = 0
+    for u in order:
+        if not related[u] & chosen:
+            chosen |= 1 << u
+            size += 1
+            if 2 ** size > budget:
+                return True
+    return False
+
+
+def _closure(p: Prepared) -> tuple[list[int], list[int]]:
+    """Ancestor and descendant bitsets of every unit."""
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
     anc = [0] * p.n_units
@@ -78,8 +110,7 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
         for v in succ[u]:
             m |= desc[v] | (1 << v)
         desc[u] = m
-    n = p.n_units
-    return np.array([n - 1 - anc[u].bit_count() - desc[u].bit_count() for u in range(n)], dtype=np.int64)
+    return anc, desc
 
 
 def inert_units(p: Prepared) -> np.ndarray:

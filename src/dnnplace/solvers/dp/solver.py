@@ -29,6 +29,7 @@ from dnnplace.solvers.dp.relax import (
     reinsert,
     relax,
     restriction_groups,
+    surely_more_ideals,
     unit_topological_order,
     view_units,
 )
@@ -39,6 +40,7 @@ COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum fir
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 DEFAULT_SECONDS = 9.0  # with a second phase and no --time-limit: the relaxation path's whole budget
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
+PROBE_IDEALS = 50_000  # the relaxations' first search (for any lattice that fits) enumerates at most this many
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
 #: A second phase after the relaxations (:mod:`dnnplace.solvers.ip.certify`): given the workload, the incumbent
@@ -145,7 +147,7 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     q = base.prepared if base is not None else p
     stats["inert_units"] = int(inert.sum())
     try:
-        lattice = enumerate_ideals(q, options.max_ideals)
+        lattice = None if surely_more_ideals(q, options.max_ideals) else enumerate_ideals(q, options.max_ideals)
     except TooManyIdealsError:
         lattice = None
     try:
@@ -267,6 +269,8 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
     candidates = _parallel_first(p, base)
     too_few, enough = -1, None
     k = 0  # first: views and inert units alone (a nearly exact relaxation)
+    if not views.any() and candidates.size:
+        too_few, k = 0, min(8, candidates.size)  # inert units alone: the lattice solve_dp already found too large
     tried = 0
     stats["view_units"] = int(views.sum())
     while True:
@@ -278,9 +282,11 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
         drop[candidates[:k]] = True
         rel = relax(p, drop, forward=views)
         lattice = None
-        if rel.prepared.n_units:
+        # until one relaxation fits, probe with a smaller lattice: a probe that fails costs its budget
+        cap = options.max_ideals if enough is not None else min(options.max_ideals, PROBE_IDEALS)
+        if rel.prepared.n_units and not surely_more_ideals(rel.prepared, cap):
             try:
-                lattice = enumerate_ideals(rel.prepared, options.max_ideals)
+                lattice = enumerate_ideals(rel.prepared, cap)
             except TooManyIdealsError:
                 lattice = None
         if lattice is None and rel.prepared.n_units:
