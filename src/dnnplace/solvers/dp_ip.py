@@ -15,22 +15,20 @@ from dataclasses import dataclass
 
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.solvers.base import RunContext, SolverOutput, param
+from dnnplace.solvers.base import RunContext, SolverOutput
 from dnnplace.solvers.dp.solver import DPOptions, DPSolver, solve_dp
 
 
 @dataclass
 class DPThenIP(DPSolver):
-    """The DP (exact when the lattice fits), its relaxations, then the IP where a gap remains."""
+    """The DP (exact when the lattice fits), its relaxations, then the IP where a gap remains.
 
-    ip: bool = param(True, "when the DP must relax and the gap stays above --gap, spend the rest of the time"
-                           " on the IP warm-started with the DP's split")
+    Same parameters as the DP alone (``--gap 1`` leaves the IP out: no gap is above it).
+    """
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        params = self.get_params()
-        use_ip = params.pop("ip")
-        return solve_dp(workload, DPOptions(**params, overlap_comm=run.overlap_comm, time_limit=run.time_limit,
-                                            progress=run.progress, finish=ip_finish if use_ip else None))
+        return solve_dp(workload, DPOptions(**self.get_params(), overlap_comm=run.overlap_comm,
+                                            time_limit=run.time_limit, progress=run.progress, finish=ip_finish))
 
 
 def ip_finish(w: Workload, split: Split, bound: float, deadline: float,
