@@ -55,7 +55,7 @@ def test_budget_is_enforced():
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(small_workloads(max_nodes=8))
+@given(small_workloads(max_nodes=12))
 def test_surely_more_ideals_never_refuses_a_lattice_that_fits(w):
     """The greedy-antichain test only says "too many" when the enumeration would indeed pass the budget."""
     from dnnplace.solvers.dp.relax import surely_more_ideals

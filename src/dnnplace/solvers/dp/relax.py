@@ -72,25 +72,45 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
 def surely_more_ideals(p: Prepared, budget: int) -> bool:
     """Has ``p``'s unit DAG certainly more than ``budget`` ideals?  (Then enumerating them is wasted work.)
 
-    Every subset of an antichain generates a different ideal, so an antichain
-    of ``a`` units means at least ``2 ** a`` ideals; a greedy one (most
-    parallel units first) costs a fraction of an enumeration that fails at the
-    budget.
+    Take chains ``C_1..C_m`` such that units of different chains are
+    incomparable: every choice of one prefix per chain generates a different
+    ideal (its down-closure meets each chain in exactly the chosen prefix), so
+    there are at least ``prod(|C_i| + 1)`` ideals -- ``2 ** a`` for an
+    antichain of ``a`` units.  Greedy chains (an antichain of the most
+    parallel units, then every other unit joined to the one chain whose
+    members it is all comparable to, if it is incomparable to every other
+    chain) cost a fraction of an enumeration that fails at the budget.
     """
     n = p.n_units
-    if n == 0 or budget >= 2 ** min(n, 62):
+    if n == 0:
         return False
     anc, desc = _closure(p)
     related = [anc[u] | desc[u] | (1 << u) for u in range(n)]
     order = sorted(range(n), key=lambda u: related[u].bit_count())
+    heads: list[int] = []
     chosen = 0
-    size = 0
     for u in order:
         if not related[u] & chosen:
             chosen |= 1 << u
-            size += 1
-            if 2 ** size > budget:
-                return True
+            heads.append(u)
+    chains = [1 << u for u in heads]  # members of each chain
+    common = [related[u] for u in heads]  # units comparable to every member
+    union = chosen
+    for v in order:
+        bit = 1 << v
+        if union & bit:
+            continue
+        hits = [i for i, c in enumerate(chains) if related[v] & c]
+        if len(hits) == 1 and common[hits[0]] & bit:
+            i = hits[0]
+            chains[i] |= bit
+            common[i] &= related[v]
+            union |= bit
+    count = 1
+    for c in chains:
+        count *= c.bit_count() + 1
+        if count > budget:
+            return True
     return False
 
 
