@@ -25,6 +25,7 @@ from dnnplace.solvers.ip.common import Groups, class_devices
 from dnnplace.solvers.ip.throughput import build_throughput_model
 
 BOUND_TOLERANCE = 1e-6  # HiGHS's bound is on its own (tolerance-limited) numbers: claim a hair less
+HIGHS_LATE_SECONDS = 1.0  # at most this much of the time left is kept back for HiGHS overrunning its limit
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,14 @@ def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, dea
     the caller accepts.
     """
     t0 = time.perf_counter()
+    allotted = deadline - t0
+    # HiGHS checks its clock between steps and was seen to stop up to a second late (under load): aim earlier
+    aim = deadline - min(HIGHS_LATE_SECONDS, 0.3 * max(allotted, 0.0))
     groups = Groups.of(w)
     k, l = w.max_accelerators, w.max_cpus
     try:
         m, x = build_throughput_model(w, groups, contiguous=True, contiguous_cpus=True, objective="throughput",
-                                      overlap=overlap, deadline=deadline)
+                                      overlap=overlap, deadline=aim)
         objective_cols = np.flatnonzero(np.asarray(m.cost) != 0.0)
         if objective_cols.size == 1 and lower_bound > 0:
             m.lb[int(objective_cols[0])] = float(lower_bound)
@@ -62,7 +66,8 @@ def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, dea
         res = m.solve(time_limit=None, gap=gap, threads=threads, start=warm, label="throughput IP")
     except BuildTimeout:
         return IPPhase(None, 0.0, {"ip_phase": "no time left after building the model"})
-    stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_status": res.status}
+    stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_allotted_s": round(allotted, 3),
+             "ip_status": res.status, "ip_solve_s": round(res.seconds, 3)}
     bound = float(res.bound) if np.isfinite(res.bound) else 0.0
     bound = max(0.0, bound - BOUND_TOLERANCE * abs(bound))
     stats["ip_bound"] = bound
