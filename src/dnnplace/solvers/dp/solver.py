@@ -40,7 +40,6 @@ COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum fir
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation path's whole budget
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
-PROBE_IDEALS = 50_000  # the relaxations' first search (for any lattice that fits) enumerates at most this many
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
 #: A second phase after the relaxations (:mod:`dnnplace.solvers.ip.certify`): given the workload, the incumbent
@@ -282,11 +281,9 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
         drop[candidates[:k]] = True
         rel = relax(p, drop, forward=views)
         lattice = None
-        # until one relaxation fits, probe with a smaller lattice: a probe that fails costs its budget
-        cap = options.max_ideals if enough is not None else min(options.max_ideals, PROBE_IDEALS)
-        if rel.prepared.n_units and not surely_more_ideals(rel.prepared, cap):
+        if rel.prepared.n_units and not surely_more_ideals(rel.prepared, options.max_ideals):
             try:
-                lattice = enumerate_ideals(rel.prepared, cap)
+                lattice = enumerate_ideals(rel.prepared, options.max_ideals)
             except TooManyIdealsError:
                 lattice = None
         if lattice is None and rel.prepared.n_units:
