@@ -58,7 +58,7 @@ def block_optimum(path: Path) -> tuple[float, str]:
         if m:
             labels[i] = first.setdefault(m.group(1), i)
     out = solve_dp(w, DPOptions(time_limit=120.0), extra_groups=labels)
-    return float(evaluate(w, out.split, complete=False).max_load), out.status
+    return float(evaluate(w, out.plan, complete=False).max_load), out.status
 
 
 def run(cmd: list[str]) -> tuple[str, float]:
