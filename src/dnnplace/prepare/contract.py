@@ -231,7 +231,10 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     Mirrors the reference: the vertex's forward time is zero on both device
     kinds, its colour class has no backward work, it touches no backward node,
     and it has exactly one contracted forward edge (true and artificial edges
-    counted separately, as the reference keeps both lists).
+    counted separately, as the reference keeps both lists).  Unlike the
+    reference, a leaf that stores something stays where memory can bind
+    (:func:`memory_binds`): fused to its neighbour it could leave no device
+    able to hold the pair, and the optimum would rise.
     """
     group = _groups(uf, group0)
     fwd = ~w.backward
@@ -255,9 +258,12 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
             neighbours.setdefault(y, []).append(x)
     live = set(np.unique(group[fwd]).tolist()) | set(neighbours)
 
+    # a leaf that stores something may not join its neighbour where memory binds: the pair might not fit
+    stored = np.bincount(group, weights=w.size, minlength=n_groups) if memory_binds(w) else np.zeros(n_groups)
+
     def zero(x: int) -> bool:
         return (fw_cpu[x] < ZERO and fw_acc[x] < ZERO and bw_sum[x] < ZERO and not touches_bwd[x]
-                and not shares[x])
+                and stored[x] == 0 and not shares[x])
 
     work = [x for x in sorted(live) if zero(x) and len(neighbours.get(x, ())) == 1]
     while work:
@@ -278,6 +284,7 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
         fw_cpu[root] = fw_cpu[x] + fw_cpu[m]
         fw_acc[root] = fw_acc[x] + fw_acc[m]
         bw_sum[root] = bw_sum[x] + bw_sum[m]
+        stored[root] = stored[x] + stored[m]
         touches_bwd[root] = touches_bwd[x] or touches_bwd[m]
         shares[root] = shares[x] or shares[m]
         live.discard(other)
@@ -400,6 +407,16 @@ def _comm_sources_direct(w: Workload, unit_of: np.ndarray, keep: np.ndarray) -> 
     return CommSources(home=home[order], cost=cost.astype(np.float64), target_ptr=ptr, target_idx=idx)
 
 
+def memory_binds(w: Workload) -> bool:
+    """Can an accelerator's memory limit ever bind?  Not when the whole workload fits on one.
+
+    Then a unit's size changes nothing any split is judged by, so a unit that
+    only stores something (a norm's weight read by a metadata check) counts as
+    free in the exact reductions.
+    """
+    return bool(float(w.size.sum()) + float(w.shared.size.sum()) > float(w.memory))
+
+
 def merge_free_units(p: Prepared) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
@@ -419,12 +436,15 @@ def merge_free_units(p: Prepared) -> Prepared:
     neighbour without raising any device's load: the optimum is unchanged
     while the lattice shrinks.  This folds views, reshapes and other
     metadata-only operators (free on a GPU) into their producers, forward and
-    backward alike, and the reference's zero-cost leaves too.
+    backward alike, and the reference's zero-cost leaves too.  Where memory
+    cannot bind (:func:`memory_binds`) a unit's size does not count.
     """
     w = p.workload
     unit_of = p.unit_of.copy()
     cpu_matters = w.max_cpus > 0
-    if not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters)) & (p.size == 0) & p.supported).any():
+    sizes_matter = memory_binds(w)
+    if not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters)) & ((p.size == 0) | (not sizes_matter))
+            & p.supported).any():
         return p  # no unit is free: nothing to fold (the loop below would find the same)
     while True:
         n = int(unit_of.max()) + 1
@@ -453,7 +473,8 @@ def merge_free_units(p: Prepared) -> Prepared:
                 feeding[t].append(s)
 
         table = (feeding, homed, home, targets, cost)
-        free = (acc == 0) & (cpu == 0) & (size == 0) & (unsup == 0) & ~shares
+        # a unit using a shared parameter group is never free (its copy is memory on the device it joins)
+        free = (acc == 0) & (cpu == 0) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
         # one pass applies every merge whose inputs no earlier merge of the pass has touched
         into = np.arange(n)
         dirty: set[int] = set()

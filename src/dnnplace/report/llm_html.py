@@ -39,8 +39,8 @@ def _timeline(sim: LLMSimulation, width: int = 900) -> str:
 
 def render_llm_report(plan: LLMPlan, title: str) -> str:
     """The page as a string (names from the plan escaped)."""
-    cfg, est, pr = plan.config, plan.estimate, plan.problem
     sim = simulate_llm(plan)
+    cfg, est, pr = plan.config, sim.estimate, plan.problem  # the evaluator's figures, not the file's claims
     head = [("model", pr.arch.name), ("cluster", f"{pr.cluster.gpus} x {pr.cluster.device},"
                                                  f" {pr.cluster.gpus_per_node} per node"),
             ("job", f"sequence {pr.job.seq_len}, global batch {pr.job.global_batch}, {pr.job.precision}"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dnnplace.evaluation.llm.step import StageTimes, stage_times
-from dnnplace.model.llm import LLMPlan
+from dnnplace.evaluation.llm.step import StageTimes, evaluate, stage_times
+from dnnplace.model.llm import LLMEstimate, LLMPlan
 from dnnplace.simulation.interleaved import ScheduleRun, simulate_schedule
 
 
@@ -16,13 +16,15 @@ class LLMSimulation:
 
     ``pipeline_s`` is the simulated makespan of the micro-batches (compute, TP and CP time per
     stage, a pipeline send between ranks); ``step_time_s`` adds the evaluator's data-parallel
-    tail and optimizer, so it differs from the plan's predicted step time only by how the
-    schedule itself plays out.
+    tail and optimizer, so it differs from the evaluator's predicted step time only by how the
+    schedule itself plays out.  ``estimate`` is the evaluator's, computed afresh: a plan file's
+    recorded prediction is a claim, not an input.
     """
 
     plan: LLMPlan
     times: StageTimes
     run: ScheduleRun
+    estimate: LLMEstimate
 
     @property
     def pipeline_s(self) -> float:
@@ -30,7 +32,7 @@ class LLMSimulation:
 
     @property
     def step_time_s(self) -> float:
-        t = self.plan.estimate.time_breakdown
+        t = self.estimate.time_breakdown
         return self.run.makespan + t.get("dp_comm_exposed", 0.0)
 
     @property
@@ -44,7 +46,7 @@ class LLMSimulation:
         cfg = self.plan.config
         return {"schedule": "interleaved 1f1b" if cfg.vp > 1 else "1f1b", "pp": cfg.pp, "vp": cfg.vp,
                 "microbatches": self.times.num_microbatches, "pipeline_s": self.pipeline_s,
-                "simulated_step_time_s": self.step_time_s, "predicted_step_time_s": self.plan.estimate.step_time_s,
+                "simulated_step_time_s": self.step_time_s, "predicted_step_time_s": self.estimate.step_time_s,
                 "bubble_fraction": self.bubble_fraction, "rank_busy_s": list(self.run.busy),
                 "stage_forward_s": list(self.times.forward), "stage_backward_s": list(self.times.backward),
                 "p2p_s": self.times.p2p}
@@ -56,4 +58,4 @@ def simulate_llm(plan: LLMPlan) -> LLMSimulation:
     times = stage_times(plan.problem, cfg)
     run = simulate_schedule(cfg.pp, cfg.vp, times.num_microbatches, list(times.forward), list(times.backward),
                             times.p2p if cfg.pp > 1 else 0.0)
-    return LLMSimulation(plan, times, run)
+    return LLMSimulation(plan, times, run, evaluate(plan.problem, cfg))

@@ -20,7 +20,7 @@ __all__ = ["METHODS", "OBJECTIVES", "RunContext", "Solver", "SolverOutput", "get
 
 #: Method name -> ``"module:Class"``, in display order.
 METHODS: dict[str, str] = {
-    "dp": "dnnplace.solvers.dp.solver:DPSolver",
+    "dp": "dnnplace.solvers.dp_ip:DPThenIP",
     "ip": "dnnplace.solvers.ip.throughput:ContiguousIP",
     "ip-noncontig": "dnnplace.solvers.ip.throughput:NonContiguousIP",
     "ip-latency": "dnnplace.solvers.ip.latency:LatencyIP",

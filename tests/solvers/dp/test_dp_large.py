@@ -57,3 +57,14 @@ def test_kernel_calls_stop_at_their_work_budget_and_resume_exactly(monkeypatch):
     chunked = dnnplace.solve(w, "dp")
     assert spans and max(spans) == 1
     assert chunked.value == whole.value and chunked.status == whole.status
+
+
+def test_time_limit_covers_the_relaxations_and_the_ip_phase():
+    """--time-limit bounds both phases of the default method; the answer still carries a certified bound."""
+    w = load_workload(throughput_path("LayerGraphs/inceptionv3_inference"))
+    exact = dnnplace.solve(w, "dp")
+    sol = dnnplace.solve(w, "dp", max_ideals=2_000, gap=0.0, time_limit=2.0)
+    assert sol.runtime_s <= 2.0 + 1.5  # HiGHS and the last DP chunk may stop a little late (shared CPUs)
+    assert sol.evaluation.feasible and sol.evaluation.contiguous
+    assert sol.bound <= exact.value + 1e-9 <= sol.value + 2e-9
+    assert sol.status in ("time_limit", "bounded", "optimal")

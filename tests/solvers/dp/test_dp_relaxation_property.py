@@ -160,3 +160,79 @@ def test_replicating_a_view_never_raises_the_optimum(data):
     replicated = workload_from_records(kept, [(a, b, cost[a]) for a, b in sorted(rewired)],
                                        accelerators=w.max_accelerators, cpus=w.max_cpus, memory=1e9)
     assert brute_force_contiguous_optimum(replicated) <= brute_force_contiguous_optimum(original) + 1e-9
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_free_units_that_only_store_keep_the_optimum(training, data):
+    """Free units holding a weight (and isolated ones, as Gemma's metadata checks) count as free where memory
+    cannot bind: the exact DP still finds the brute-force optimum, with memory ample or tight (where a
+    zero-cost leaf that stores something once joined its neighbour and pushed everything onto a CPU)."""
+    w = data.draw(graphs_with_views_and_side_chains(training=training))
+    ids = [int(v) for v in w.node_ids]
+    nodes = []
+    for i, v in enumerate(ids):
+        size = float(w.size[i])
+        if w.acc_time[i] == 0 and not w.backward[i]:
+            size = float(data.draw(st.integers(0, 3)))
+        nodes.append({"id": v, "fpgaLatency": float(w.acc_time[i]), "cpuLatency": float(w.cpu_time[i]),
+                      "size": size, "isBackwardNode": bool(w.backward[i]), "colorClass": int(w.color[i])})
+    extra = data.draw(st.integers(0, 2))
+    for j in range(extra):  # isolated free nodes that store something
+        nodes.append({"id": max(ids) + 1 + j, "fpgaLatency": 0.0, "cpuLatency": 0.0, "size": 2.0,
+                      "isBackwardNode": False, "colorClass": max(ids) + 1 + j})
+    edges = [(ids[a], ids[b], float(c)) for a, b, c in zip(w.edge_src.tolist(), w.edge_dst.tolist(),
+                                                          w.edge_cost.tolist(), strict=False)]
+    total = sum(nd["size"] for nd in nodes)
+    memory = data.draw(st.sampled_from([1e9, total, max(1.0, total - 2.0), max(1.0, total / 2)]))
+    w2 = workload_from_records(nodes, edges, accelerators=w.max_accelerators, cpus=w.max_cpus, memory=memory)
+    if math.isinf(brute_force_contiguous_optimum(w2)):
+        with pytest.raises(dnnplace.DnnplaceError):
+            dnnplace.solve(w2, "dp")
+        return
+    _check_exact(w2)
+
+
+@pytest.mark.parametrize("training", [False, True])
+@SETTINGS
+@given(data=st.data())
+def test_ip_second_phase_brackets_the_optimum(training, data):
+    """The default method's IP phase, forced after every relaxation: its split and bound still bracket the
+    optimum, the split is a pipeline, and "optimal" only with the brute-force value."""
+    from unittest import mock
+
+    from dnnplace.solvers.dp import solver
+    from dnnplace.solvers.dp.solver import is_pipeline
+
+    w = data.draw(graphs_with_views_and_side_chains(training=training))
+    expected = brute_force_contiguous_optimum(w)
+    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0):
+        sol = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0)
+    assert sol.evaluation.feasible and sol.evaluation.contiguous and is_pipeline(w, sol.split)
+    IP_PHASES.append("ip_status" in sol.stats)
+    assert sol.bound is not None and sol.bound <= expected + 1e-9, (sol.bound, expected)
+    assert expected <= sol.value + 1e-9
+    if sol.status == "optimal":
+        assert math.isclose(sol.value, expected, rel_tol=1e-9, abs_tol=1e-9)
+
+
+IP_PHASES: list[bool] = []
+
+
+def test_the_ip_phase_ran():
+    """The test above reached the IP phase on some instances (it runs first: pytest keeps file order)."""
+    if IP_PHASES:
+        assert any(IP_PHASES)
+
+
+def test_is_pipeline_refuses_devices_feeding_each_other():
+    import numpy as np
+
+    from dnnplace.model.split import Split
+    from dnnplace.solvers.dp.solver import is_pipeline
+
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(4)]
+    w = workload_from_records(nodes, [(0, 1, 1.0), (2, 3, 1.0)], accelerators=2, cpus=0, memory=1e9)
+    assert is_pipeline(w, Split.from_assignment(w.node_ids, np.array([0, 1, 0, 1]), 2, 0))
+    assert not is_pipeline(w, Split.from_assignment(w.node_ids, np.array([0, 1, 1, 0]), 2, 0))

@@ -52,3 +52,17 @@ def test_budget_is_enforced():
         enumerate_ideals(prepare(w, merge_trivial=False), 100)
     assert enumerate_ideals(prepare(w, merge_trivial=False), 5000).n_ideals == 2 ** 12
     assert np.all(np.diff(enumerate_ideals(prepare(w, merge_trivial=False), 5000).down_ptr) >= 0)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(small_workloads(max_nodes=12))
+def test_surely_more_ideals_never_refuses_a_lattice_that_fits(w):
+    """The greedy-antichain test only says "too many" when the enumeration would indeed pass the budget."""
+    from dnnplace.solvers.dp.relax import surely_more_ideals
+
+    p = prepare(w, merge_trivial=False)
+    count = enumerate_ideals(p, 1 << 20).n_ideals
+    for budget in range(1, count + 2):
+        if surely_more_ideals(p, budget):
+            assert count > budget, (count, budget)
+    assert not surely_more_ideals(p, count)

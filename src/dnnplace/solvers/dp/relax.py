@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared, comm_sources
+from dnnplace.prepare.contract import Prepared, comm_sources, memory_binds
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,58 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
     A unit parallel to many others multiplies the ideals; these are the
     units worth leaving out first.
     """
+    anc, desc = _closure(p)
+    n = p.n_units
+    return np.array([n - 1 - anc[u].bit_count() - desc[u].bit_count() for u in range(n)], dtype=np.int64)
+
+
+def surely_more_ideals(p: Prepared, budget: int) -> bool:
+    """Has ``p``'s unit DAG certainly more than ``budget`` ideals?  (Then enumerating them is wasted work.)
+
+    Take chains ``C_1..C_m`` such that units of different chains are
+    incomparable: every choice of one prefix per chain generates a different
+    ideal (its down-closure meets each chain in exactly the chosen prefix), so
+    there are at least ``prod(|C_i| + 1)`` ideals -- ``2 ** a`` for an
+    antichain of ``a`` units.  Greedy chains (an antichain of the most
+    parallel units, then every other unit joined to the one chain whose
+    members it is all comparable to, if it is incomparable to every other
+    chain) cost a fraction of an enumeration that fails at the budget.
+    """
+    n = p.n_units
+    if n == 0:
+        return False
+    anc, desc = _closure(p)
+    related = [anc[u] | desc[u] | (1 << u) for u in range(n)]
+    order = sorted(range(n), key=lambda u: related[u].bit_count())
+    heads: list[int] = []
+    chosen = 0
+    for u in order:
+        if not related[u] & chosen:
+            chosen |= 1 << u
+            heads.append(u)
+    chains = [1 << u for u in heads]  # members of each chain
+    common = [related[u] for u in heads]  # units comparable to every member
+    union = chosen
+    for v in order:
+        bit = 1 << v
+        if union & bit:
+            continue
+        hits = [i for i, c in enumerate(chains) if related[v] & c]
+        if len(hits) == 1 and common[hits[0]] & bit:
+            i = hits[0]
+            chains[i] |= bit
+            common[i] &= related[v]
+            union |= bit
+    count = 1
+    for c in chains:
+        count *= c.bit_count() + 1
+        if count > budget:
+            return True
+    return False
+
+
+def _closure(p: Prepared) -> tuple[list[int], list[int]]:
+    """Ancestor and descendant bitsets of every unit."""
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
     anc = [0] * p.n_units
@@ -78,14 +130,17 @@ def incomparable_counts(p: Prepared) -> np.ndarray:
         for v in succ[u]:
             m |= desc[v] | (1 << v)
         desc[u] = m
-    n = p.n_units
-    return np.array([n - 1 - anc[u].bit_count() - desc[u].bit_count() for u in range(n)], dtype=np.int64)
+    return anc, desc
 
 
 def inert_units(p: Prepared) -> np.ndarray:
     """Units that can be left out *exactly*: no compute, no memory (shared groups included), no transfer in or out.
 
-    ``cpu_time`` counts only when the budget has CPU cores.
+    ``cpu_time`` counts only when the budget has CPU cores, ``size`` only when
+    memory can bind (:func:`~dnnplace.prepare.contract.memory_binds`): an
+    isolated check that only holds a weight (Gemma's and Mamba's
+    ``_assert_tensor_metadata`` beside every norm) runs beside the whole graph
+    and would double the ideals each.
     """
     w = p.workload
     cpu = p.cpu_time if w.max_cpus > 0 else np.zeros(p.n_units)
@@ -93,7 +148,8 @@ def inert_units(p: Prepared) -> np.ndarray:
     src = p.comm
     touched[src.home] = True
     touched[src.target_idx] = True
-    return (p.acc_time == 0) & (cpu == 0) & (p.size == 0) & ~p.shared.uses & p.supported & ~touched
+    no_memory = (p.size == 0) | (not memory_binds(w))
+    return (p.acc_time == 0) & (cpu == 0) & no_memory & ~p.shared.uses & p.supported & ~touched
 
 
 def view_units(p: Prepared) -> np.ndarray:
@@ -213,24 +269,30 @@ def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: 
     return pos
 
 
-def restriction_groups(p: Prepared, drop: np.ndarray) -> np.ndarray:
+def restriction_groups(p: Prepared, drop: np.ndarray, lazy: bool = False) -> np.ndarray:
     """Per node, a label that fuses every left-out unit with one remaining neighbour.
 
     Fusing is a *restriction* (fewer splits, each one real), so the optimum of
     the fused graph is an upper bound.  A unit with predecessors joins the
     latest of them in topological order, a unit without joins its earliest
-    successor; neither can close a cycle, and the fused lattice is never
-    larger than the relaxed one.
+    successor; neither can close a cycle (no other path joins a unit to its
+    latest predecessor or its earliest successor), and the fused lattice is
+    never larger than the relaxed one.  ``lazy`` mirrors it: a unit with
+    successors joins the earliest of them, a sink its latest predecessor --
+    the better restriction for branches that float from a shared prologue to
+    the layer that reads them (DeBERTa's relative positions).
     """
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
     rank = np.empty(p.n_units, dtype=np.int64)
     rank[order] = np.arange(len(order))
     label = np.arange(p.n_units, dtype=np.int64)
-    for u in order:  # units with predecessors, front to back: their predecessors are settled
-        if drop[u] and pred[u]:
-            label[u] = label[max(pred[u], key=lambda v: rank[v])]
-    for u in reversed(order):  # sources, back to front: their successors are settled
-        if drop[u] and not pred[u] and succ[u]:
-            label[u] = label[min(succ[u], key=lambda v: rank[v])]
+    first, second = (succ, pred) if lazy else (pred, succ)
+    along = list(reversed(order)) if lazy else order
+    for u in along:  # units with a neighbour on the first side: that side is settled before them
+        if drop[u] and first[u]:
+            label[u] = label[(min if lazy else max)(first[u], key=lambda v: rank[v])]
+    for u in reversed(along):  # the rest, from the other end
+        if drop[u] and not first[u] and second[u]:
+            label[u] = label[(max if lazy else min)(second[u], key=lambda v: rank[v])]
     return label[p.unit_of]

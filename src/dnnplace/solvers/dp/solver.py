@@ -10,6 +10,7 @@ actual contiguous split already achieves.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,6 +29,7 @@ from dnnplace.solvers.dp.relax import (
     reinsert,
     relax,
     restriction_groups,
+    surely_more_ideals,
     unit_topological_order,
     view_units,
 )
@@ -36,6 +38,14 @@ REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some 
 RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this long with what they proved
 COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum first tightens the exact DP's bound
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
+DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation path's whole budget
+RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
+FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
+
+#: A second phase after the relaxations (:mod:`dnnplace.solvers.ip.certify`): given the workload, the incumbent
+#: split, the bound proven so far (for pipelines), the time to stop and the options, it returns a split (or
+#: None), a lower bound on every pipeline split, and stats.
+Finisher = Callable[[Workload, Split, float, float, "DPOptions"], tuple[Split | None, float, dict]]
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class DPOptions:
     overlap_comm: bool = False
     time_limit: float | None = None
     progress: ProgressFn | None = None
+    finish: Finisher | None = None  # the second phase when the relaxations leave a gap (see solve_dp)
 
 
 @dataclass
@@ -98,6 +109,11 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
        parallel to most others, from many to few, while the lattice fits;
        each relaxed optimum is a lower bound and, with the units put back, a
        split.  Stop once the gap is within ``options.gap``.
+    5. With ``options.finish`` (the default method's IP) and a gap still above
+       ``options.gap``: the relaxations get :data:`RELAX_SHARE` of the time and
+       the second phase the rest, starting from the best split; the better
+       split and the better bound are kept (both certified).  Without a
+       ``time_limit`` this path takes :data:`DEFAULT_SECONDS` in all.
 
     Every split is valued by the evaluator; ``extra_groups`` fuses further
     nodes (the PipeDream emulation's biconnected components).
@@ -130,7 +146,7 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     q = base.prepared if base is not None else p
     stats["inert_units"] = int(inert.sum())
     try:
-        lattice = enumerate_ideals(q, options.max_ideals)
+        lattice = None if surely_more_ideals(q, options.max_ideals) else enumerate_ideals(q, options.max_ideals)
     except TooManyIdealsError:
         lattice = None
     try:
@@ -150,13 +166,7 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             else:
                 best.bound = max(best.bound, best.value)  # nothing below the incumbent exists
         else:
-            budget = time.perf_counter() + RELAX_SECONDS
-            try:
-                _relaxations(p, inert, best, options, budget if deadline is None else min(deadline, budget), stats)
-            except SolverTimeout:
-                if deadline is not None and time.perf_counter() >= deadline:
-                    raise
-                stats["relaxation_stopped_after_s"] = RELAX_SECONDS  # an answer with its bound, not a hang
+            _relax_then_finish(p, inert, best, options, start, deadline, stats)
     except SolverTimeout:
         if best.split is None:
             raise
@@ -164,6 +174,61 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     if best.split is None:
         raise InfeasibleError(_infeasible_message(workload))
     return best.output(stats)
+
+
+def _relax_then_finish(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions, start: float,
+                       deadline: float | None, stats: dict) -> None:
+    """Step 4 and 5 of :func:`solve_dp`: the relaxations, then the second phase on the time that is left.
+
+    Raises :class:`SolverTimeout` only when the caller's ``time_limit`` ran out
+    (the answer's status is then ``time_limit``); the default budget ending is
+    not a time limit.
+    """
+    if options.finish is None:
+        end = time.perf_counter() + RELAX_SECONDS
+        relax_end = end if deadline is None else min(deadline, end)
+        refine_end = time.perf_counter() + REFINE_SECONDS
+    else:
+        end = start + DEFAULT_SECONDS if deadline is None else deadline
+        relax_end = refine_end = start + RELAX_SHARE * (end - start)
+    try:
+        _relaxations(p, inert, best, options, relax_end, stats, refine_until=min(refine_end, relax_end))
+    except SolverTimeout:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise
+        stats["relaxation_stopped_after_s"] = round(time.perf_counter() - start, 3)  # an answer with its bound
+    if options.finish is None or best.split is None or best.gap() <= options.gap:
+        return
+    if end - time.perf_counter() < FINISH_MIN_SECONDS:
+        return
+    split, bound, more = options.finish(p.workload, best.split, best.bound, end, options)
+    stats.update(more)
+    stats["relaxation_bound"] = best.bound
+    if split is not None:
+        if is_pipeline(p.workload, split):
+            best.offer(split)
+        else:
+            stats["ip_split_refused"] = "its devices feed each other in a cycle"
+    best.bound = max(best.bound, bound)  # the IP's bound holds for every contiguous split, chains included
+    if deadline is not None and best.gap() > options.gap:
+        best.timed_out = True  # the IP ran to (just before) the caller's limit without closing the gap
+
+
+def is_pipeline(w: Workload, split: Split) -> bool:
+    """Do the split's devices form a pipeline: no two of them feed each other through forward edges?"""
+    from dnnplace.errors import DnnplaceError
+    from dnnplace.evaluation import evaluate
+    from dnnplace.utils.graph import order_devices
+
+    dev = evaluate(w, split, complete=False).assignment.device
+    fwd = ~w.backward
+    crossing = fwd[w.edge_src] & fwd[w.edge_dst] & (dev[w.edge_src] != dev[w.edge_dst])
+    try:
+        order_devices(int(dev.max(initial=-1)) + 1,
+                      zip(dev[w.edge_src[crossing]].tolist(), dev[w.edge_dst[crossing]].tolist()))
+    except DnnplaceError:
+        return False
+    return True
 
 
 def _coarse_chain(p: Prepared, best: _Best, options: DPOptions, deadline: float | None, stats: dict) -> None:
@@ -188,7 +253,7 @@ def _coarse_chain(p: Prepared, best: _Best, options: DPOptions, deadline: float 
 
 
 def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions, deadline: float | None,
-                 stats: dict) -> None:
+                 stats: dict, refine_until: float) -> None:
     """Lower bounds (and splits) from relaxations that fit the ideal budget.
 
     Units are left out in order of how many units they run beside per unit
@@ -196,15 +261,16 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
     graph go first); the count doubles until the lattice fits, then each
     fitting relaxation is solved exactly, and the search narrows between the
     largest count that did not fit and the smallest that did while the gap
-    is above ``options.gap`` and time remains.
+    is above ``options.gap`` and until ``refine_until`` (once some bound is proven).
     """
     views = view_units(p) & ~inert
     base = inert | views
     candidates = _parallel_first(p, base)
     too_few, enough = -1, None
     k = 0  # first: views and inert units alone (a nearly exact relaxation)
+    if not views.any() and candidates.size:
+        too_few, k = 0, min(8, candidates.size)  # inert units alone: the lattice solve_dp already found too large
     tried = 0
-    refine_until = time.perf_counter() + REFINE_SECONDS
     stats["view_units"] = int(views.sum())
     while True:
         if deadline is not None and time.perf_counter() > deadline:
@@ -215,7 +281,7 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
         drop[candidates[:k]] = True
         rel = relax(p, drop, forward=views)
         lattice = None
-        if rel.prepared.n_units:
+        if rel.prepared.n_units and not surely_more_ideals(rel.prepared, options.max_ideals):
             try:
                 lattice = enumerate_ideals(rel.prepared, options.max_ideals)
             except TooManyIdealsError:
@@ -238,7 +304,7 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
                 soft = refine_until if deadline is None else min(deadline, refine_until)
                 try:  # optional improvements: bounded by the refinement time
                     if best.gap() > options.gap:
-                        _restricted_split(p, drop, best, options, soft)
+                        _restricted_split(p, drop, best, options, soft, budget=max(4096, 4 * lattice.n_ideals))
                     if best.gap() > options.gap:
                         _fluid_bound(rel, lattice, best, options, soft)
                 except SolverTimeout:
@@ -279,17 +345,11 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOpti
     """
     inert = inert_units(p)
     candidates = _parallel_first(p, inert)
-    isolated = np.ones(p.n_units, dtype=bool)
-    isolated[p.edge_src] = False
-    isolated[p.edge_dst] = False
     k = min(8, candidates.size)
     while k > 0:
         drop = inert.copy()
         drop[candidates[:k]] = True
-        labels = restriction_groups(p, drop)
-        alone = (drop & isolated)[p.unit_of]  # no neighbour to join: any unit will do (they cost nothing)
-        if alone.any() and (~alone).any():
-            labels[alone] = labels[np.flatnonzero(~alone)[0]]
+        labels = _fusing_labels(p, drop)
         fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
                                          linearize=options.linearize, extra_groups=labels))
         try:
@@ -305,13 +365,33 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOpti
         return
 
 
+def _fusing_labels(p: Prepared, drop: np.ndarray) -> np.ndarray:
+    """:func:`restriction_groups`, with left-out units that have no neighbour at all joined to one other unit.
+
+    Such units are inert (they cost nothing: see :func:`inert_units`); left alone
+    each would double the fused lattice.
+    """
+    isolated = np.ones(p.n_units, dtype=bool)
+    isolated[p.edge_src] = False
+    isolated[p.edge_dst] = False
+    labels = restriction_groups(p, drop)
+    alone = (drop & isolated)[p.unit_of]
+    if alone.any() and (~alone).any():
+        labels[alone] = labels[np.flatnonzero(~alone)[0]]
+    return labels
+
+
 def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: DPOptions,
-                      deadline: float | None) -> None:
-    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split)."""
+                      deadline: float | None, budget: int | None = None) -> None:
+    """Offer the optimum of the graph with the left-out units fused to a neighbour (a real split).
+
+    ``budget`` caps the fused lattice (a restriction is only worth a DP about
+    as large as the relaxation's).
+    """
     fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
-                                     linearize=options.linearize, extra_groups=restriction_groups(p, drop)))
+                                     linearize=options.linearize, extra_groups=_fusing_labels(p, drop)))
     try:
-        lattice = enumerate_ideals(fused, options.max_ideals)
+        lattice = enumerate_ideals(fused, options.max_ideals if budget is None else min(budget, options.max_ideals))
     except TooManyIdealsError:
         return
     result = run_dp(fused, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(), deadline=deadline)

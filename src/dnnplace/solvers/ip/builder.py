@@ -49,18 +49,24 @@ def _silenced_stdout():
         os.close(devnull)
 
 
-def _run_interruptibly(h: Any) -> None:
+def _run_interruptibly(h: Any, stop_at: float | None = None) -> None:
     """``h.run()`` in HiGHS's solver thread, so that Ctrl-C stops it within a fraction of a second.
 
     The main thread waits in short slices; on KeyboardInterrupt it asks HiGHS to
     stop (its interrupt callbacks poll the request), waits for the solver thread
     to wind down and re-raises, so the CLI exits 130 without writing anything.
+    Past ``stop_at`` (``time.perf_counter()`` seconds) it asks HiGHS to stop as
+    well and lets it return what it has: HiGHS checks its own time limit only
+    between steps, and on a large model was seen running 10 s past it.
     """
     h.HandleUserInterrupt = True  # subscribes the simplex / IPM / MIP interrupt callbacks
     h.startSolve()
+    cancelled = False
     try:
         while not h.wait(0.05)[0]:
-            pass
+            if stop_at is not None and not cancelled and time.perf_counter() > stop_at:
+                h.cancelSolve()
+                cancelled = True
     except KeyboardInterrupt:
         h.cancelSolve()
         give_up = time.monotonic() + 0.3
@@ -77,6 +83,7 @@ class BuildTimeout(SolverTimeout):
     """The deadline passed while the model was still being built (or before HiGHS could start)."""
 
 
+STOP_GRACE_SECONDS = 0.2  # past its time limit by this much, HiGHS is asked to stop (see _run_interruptibly)
 GAP_ZERO = 1e-9  # a relative gap at most this is "optimal"; above it the result is "bounded"
 
 
@@ -204,7 +211,7 @@ class MipBuilder:
 
             h.cbMipImprovingSolution.subscribe(on_log)
             h.cbMipLogging.subscribe(on_log)
-        _run_interruptibly(h)
+        _run_interruptibly(h, None if time_limit is None else t0 + float(time_limit) + STOP_GRACE_SECONDS)
         seconds = time.perf_counter() - t0
         model_status = h.getModelStatus()
         info = h.getInfo()
