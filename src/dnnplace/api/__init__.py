@@ -606,24 +606,36 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
     >>> w.n, w.max_accelerators
     (3, 2)
     """
-    from dnnplace.frontends.torch_model.capture import capture
-    from dnnplace.frontends.torch_model.loader import load_factory, require_torch
-    from dnnplace.frontends.torch_model.profile import build_workload_dict
+    from dnnplace.frontends.torch_model.capture import ExportFailed, capture
+    from dnnplace.frontends.torch_model.loader import load_factory, meta_failure, require_torch
+    from dnnplace.frontends.torch_model.profile import NoDataError, build_workload_dict
 
     require_torch()
     spec = ""
     loss_fn = None
-    if isinstance(model, str):
+    on_meta = False
+    if isinstance(model, str):  # a catalogue device prices shapes: build the model on meta (docs/torch.md)
         spec = model
-        loaded = load_factory(model)
+        loaded = load_factory(model, meta=device not in ("host", "cuda"))
         model, args, kwargs = loaded.model, loaded.args, loaded.kwargs
-        loss_fn = loaded.loss_fn
+        loss_fn, on_meta = loaded.loss_fn, loaded.on_meta
     args = args if isinstance(args, tuple) else (args,)
-    cap = capture(model, args, granularity=granularity, kwargs=kwargs)
-    doc = build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
-                              cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=spec,
-                              repeats=repeats, link=link, loss=_training_loss(model, args, kwargs, loss_fn)
-                              if training and device == "host" else None)
+
+    def workload_dict(model: Any, args: tuple, kwargs: dict | None, *, export_only: bool) -> dict:
+        cap = capture(model, args, granularity=granularity, kwargs=kwargs, export_only=export_only)
+        return build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
+                                   cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=spec,
+                                   repeats=repeats, link=link, loss=_training_loss(model, args, kwargs, loss_fn)
+                                   if training and device == "host" else None)
+
+    try:
+        doc = workload_dict(model, args, kwargs, export_only=on_meta)
+    except (ExportFailed, NoDataError) as exc:
+        if not on_meta:
+            raise
+        meta_failure(spec, str(exc))  # what the meta build lacked: build it with real weights, as before
+        loaded = load_factory(spec)
+        doc = workload_dict(loaded.model, loaded.args, loaded.kwargs, export_only=False)
     return paper_json.parse_workload(doc, source=spec or type(model).__name__)
 
 

@@ -83,9 +83,16 @@ def _cache_hint(exc: BaseException) -> str:
     return ""
 
 
+class ExportFailed(DnnplaceError):
+    """torch.export failed and the caller asked for no module-level fallback (``capture(export_only=True)``)."""
+
+
 def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
-            kwargs: dict | None = None) -> Captured:
+            kwargs: dict | None = None, export_only: bool = False) -> Captured:
     """Trace ``model`` on ``inputs`` (and keyword ``kwargs``); fall back to a module-level trace if export fails.
+
+    ``export_only``: raise :class:`ExportFailed` instead (a model built on the
+    meta device is then built for real and traced again).
 
     torch.export takes keyword inputs (encoder-decoders need ``decoder_input_ids=``);
     the captured graph's placeholders take them flattened after the positional
@@ -110,6 +117,8 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
         hint = _cache_hint(exc)
         if hint:
             raise DnnplaceError(f"cannot trace the model{hint}") from None
+        if export_only:
+            raise ExportFailed(f"torch.export failed ({reason})") from None
         if kwargs:
             raise DnnplaceError(f"cannot trace the model with keyword inputs ({', '.join(kwargs)}):"
                                 f" torch.export failed ({reason})") from None

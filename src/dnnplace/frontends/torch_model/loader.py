@@ -43,6 +43,7 @@ class LoadedModel:
     args: tuple  # positional example inputs (tensors)
     kwargs: dict = field(default_factory=dict)  # keyword example inputs (tensors)
     loss_fn: Callable | None = None  # loss_fn(output) -> scalar tensor; None: default_loss
+    on_meta: bool = False  # built inside torch.device("meta") by load_factory(meta=True)
 
     def __iter__(self):  # ``model, args = load_factory(spec)`` keeps working
         return iter((self.model, self.args))
@@ -76,8 +77,16 @@ def _import(spec: str, module_name: str):
     return importlib.import_module(module_name)
 
 
-def load_factory(spec: str) -> LoadedModel:
-    """Call the factory named by ``spec`` and check what it returned."""
+def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> LoadedModel:
+    """Call the factory named by ``spec`` and check what it returned.
+
+    ``meta``: call it inside ``torch.device("meta")``, so its parameters, buffers
+    and example inputs are shapes and dtypes without data -- no memory for the
+    weights and no time initialising them (a catalogue device prices shapes
+    only, on fake tensors).  A factory that fails there (it reads a value,
+    copies to a device, loads a file...) is called again as usual, after one
+    note line (unless ``quiet``); :attr:`LoadedModel.on_meta` says which it was.
+    """
     torch = require_torch()
     if ":" not in spec:
         raise DnnplaceError(f"'{spec}': expected MODULE:FACTORY (a .py file or dotted module, a colon, a function)")
@@ -93,12 +102,41 @@ def load_factory(spec: str) -> LoadedModel:
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise DnnplaceError(f"'{spec}': {module_name} has no function '{func_name}'")
+    if meta:
+        try:
+            loaded = _call(spec, factory, torch, meta=True)
+            loaded.on_meta = True
+            return loaded
+        except _MetaFailed as exc:
+            meta_failure(spec, str(exc), quiet)
+    return _call(spec, factory, torch, meta=False)
+
+
+class _MetaFailed(Exception):
+    """The factory raised inside ``torch.device("meta")``: call it again for real."""
+
+
+def meta_failure(spec: str, reason: str, quiet: bool = False) -> None:
+    """The one note line saying that ``spec`` is built with real weights after all, and why."""
+    if not quiet:
+        print(f"note: '{spec}' cannot be profiled on the meta device ({reason[:200]});"
+              " building it with real weights", file=sys.stderr)
+
+
+def _call(spec: str, factory: Callable, torch: Any, *, meta: bool) -> LoadedModel:
+    """Call the factory (under ``torch.device("meta")`` if ``meta``) and normalise what it returned."""
+    import contextlib
+
     torch.manual_seed(0)
     try:
-        result = factory()
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            result = factory()
     except SystemExit as exc:
         raise DnnplaceError(f"'{spec}': the factory called sys.exit({exc.code!r})") from None
     except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if meta:
+            raise _MetaFailed(f"{exc.__class__.__name__}: {first}") from None
         raise DnnplaceError(f"'{spec}': the factory failed: {exc.__class__.__name__}: {exc}") from None
     usage = "the factory must return (model, args), (model, args, kwargs) or (model, args, kwargs, loss_fn)"
     if not (isinstance(result, tuple) and 2 <= len(result) <= 4 and isinstance(result[0], torch.nn.Module)):

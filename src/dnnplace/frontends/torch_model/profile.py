@@ -297,6 +297,10 @@ def group_flops(cap: Captured, env: dict, mode: Any = None, convert: Callable[[A
     return flops
 
 
+class NoDataError(DnnplaceError):
+    """A model on the meta device needs data to be costed (an operator whose output shape depends on values)."""
+
+
 def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
     """Values and FLOPs per group without executing a kernel (fake tensors), for catalogue devices.
 
@@ -310,7 +314,7 @@ def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
     except Exception as exc:
         if has_no_data(cap, inputs):
             reason = str(exc).splitlines()[0][:160] if str(exc) else ""
-            raise DnnplaceError("cannot estimate the model on fake tensors and it has no data to run on"
+            raise NoDataError("cannot estimate the model on fake tensors and it has no data to run on"
                                 f" (meta device): {exc.__class__.__name__}: {reason}") from None
     import torch
 
