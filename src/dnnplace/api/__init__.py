@@ -633,7 +633,8 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
     except (ExportFailed, NoDataError) as exc:
         if not on_meta:
             raise
-        meta_failure(spec, str(exc))  # what the meta build lacked: build it with real weights, as before
+        # what the meta build lacked: build it with real weights, as before
+        meta_failure(spec, getattr(exc, "reason", "") or str(exc))
         loaded = load_factory(spec)
         doc = workload_dict(loaded.model, loaded.args, loaded.kwargs, export_only=False)
     return paper_json.parse_workload(doc, source=spec or type(model).__name__)

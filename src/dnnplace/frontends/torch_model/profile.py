@@ -300,6 +300,8 @@ def group_flops(cap: Captured, env: dict, mode: Any = None, convert: Callable[[A
 class NoDataError(DnnplaceError):
     """A model on the meta device needs data to be costed (an operator whose output shape depends on values)."""
 
+    reason = ""  # what failed, for the note of a meta build that falls back to real weights
+
 
 def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
     """Values and FLOPs per group without executing a kernel (fake tensors), for catalogue devices.
@@ -314,8 +316,10 @@ def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
     except Exception as exc:
         if has_no_data(cap, inputs):
             reason = str(exc).splitlines()[0][:160] if str(exc) else ""
-            raise NoDataError("cannot estimate the model on fake tensors and it has no data to run on"
-                                f" (meta device): {exc.__class__.__name__}: {reason}") from None
+            err = NoDataError("cannot estimate the model on fake tensors and it has no data to run on"
+                              f" (meta device): {exc.__class__.__name__}: {reason}")
+            err.reason = f"fake tensors cannot cost it: {exc.__class__.__name__}: {reason}"
+            raise err from None
     import torch
 
     with torch.no_grad():
