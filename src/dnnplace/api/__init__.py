@@ -595,6 +595,8 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
         Also profile the backward pass (adds backward nodes).
     device : str
         ``host`` (measured here), ``cuda``, or a catalogue device (``a100``, ``h100``, ...; deterministic).
+        For a catalogue device a ``"MODULE:FACTORY"`` model is built on the meta device (no weights; the
+        same costs); a factory or model that needs values is built with real weights after a note line.
     accelerators, cpus : int
         The device budget written into the workload.
 
