@@ -623,22 +623,22 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
         loss_fn, on_meta = loaded.loss_fn, loaded.on_meta
     args = args if isinstance(args, tuple) else (args,)
 
-    def workload_dict(model: Any, args: tuple, kwargs: dict | None, *, export_only: bool) -> dict:
-        cap = capture(model, args, granularity=granularity, kwargs=kwargs, export_only=export_only)
+    def workload_dict(model: Any, args: tuple, kwargs: dict | None, *, meta: bool) -> dict:
+        cap = capture(model, args, granularity=granularity, kwargs=kwargs, export_only=meta)
         return build_workload_dict(cap, cap.inputs, training=training, device=device, accelerators=accelerators,
                                    cpus=cpus, devices_file=str(devices_file) if devices_file else None, spec=spec,
                                    repeats=repeats, link=link, loss=_training_loss(model, args, kwargs, loss_fn)
-                                   if training and device == "host" else None)
+                                   if training and device == "host" else None, data=not meta)
 
     try:
-        doc = workload_dict(model, args, kwargs, export_only=on_meta)
+        doc = workload_dict(model, args, kwargs, meta=on_meta)
     except (ExportFailed, NoDataError) as exc:
         if not on_meta:
             raise
         # what the meta build lacked: build it with real weights, as before
         meta_failure(spec, getattr(exc, "reason", "") or str(exc))
         loaded = load_factory(spec)
-        doc = workload_dict(loaded.model, loaded.args, loaded.kwargs, export_only=False)
+        doc = workload_dict(loaded.model, loaded.args, loaded.kwargs, meta=False)
     return paper_json.parse_workload(doc, source=spec or type(model).__name__)
 
 

@@ -43,7 +43,7 @@ class LoadedModel:
     args: tuple  # positional example inputs (tensors)
     kwargs: dict = field(default_factory=dict)  # keyword example inputs (tensors)
     loss_fn: Callable | None = None  # loss_fn(output) -> scalar tensor; None: default_loss
-    on_meta: bool = False  # built inside torch.device("meta") by load_factory(meta=True)
+    on_meta: bool = False  # built inside torch.device("meta") by load_factory(meta=True): its values mean nothing
 
     def __iter__(self):  # ``model, args = load_factory(spec)`` keeps working
         return iter((self.model, self.args))
@@ -105,11 +105,47 @@ def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> Loade
     if meta:
         try:
             loaded = _call(spec, factory, torch, meta=True)
-            loaded.on_meta = True
-            return loaded
         except _MetaFailed as exc:
             meta_failure(spec, str(exc), quiet)
+        else:
+            return _uninitialised_on_cpu(loaded, torch)
     return _call(spec, factory, torch, meta=False)
+
+
+def _uninitialised_on_cpu(loaded: LoadedModel, torch: Any) -> LoadedModel:
+    """Give a meta-built model's tensors CPU storage that is never written: its pages are never touched.
+
+    Kernels choose output layouts by device, and torch.export records a ``contiguous`` that is a no-op
+    on the CPU layout but not on meta's (SDPA): tracing the meta model would give a graph that is not
+    the real model's (``run`` maps workload nodes to the real model's graph by name).  Parameters get
+    ``torch.empty`` (tied weights stay one tensor), buffers and example inputs zeros (integer ids stay
+    valid indices); nothing reads a value -- :func:`~dnnplace.api.profile` refuses to run the graph
+    (``build_workload_dict(data=False)``).
+    """
+    new: dict[int, tuple[Any, Any]] = {}  # id -> (the meta tensor, kept alive; its replacement)
+
+    def moved(t: Any, make: Callable) -> Any:
+        if id(t) not in new:
+            new[id(t)] = (t, make(t))
+        return new[id(t)][1]
+
+    def param(p: Any) -> Any:
+        return torch.nn.Parameter(torch.empty_like(p, device="cpu"), requires_grad=p.requires_grad)
+
+    def zeros(t: Any) -> Any:
+        return torch.zeros_like(t, device="cpu") if t.is_meta else t
+
+    for mod in loaded.model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None and p.is_meta:
+                mod._parameters[name] = moved(p, param)
+        for name, b in list(mod._buffers.items()):
+            if b is not None and b.is_meta:
+                mod._buffers[name] = moved(b, zeros)
+    loaded.args = tuple(zeros(t) for t in loaded.args)
+    loaded.kwargs = {k: v if v is None else zeros(v) for k, v in loaded.kwargs.items()}
+    loaded.on_meta = True
+    return loaded
 
 
 class _MetaFailed(Exception):

@@ -303,18 +303,19 @@ class NoDataError(DnnplaceError):
     reason = ""  # what failed, for the note of a meta build that falls back to real weights
 
 
-def estimate_values(cap: Captured, inputs: tuple) -> tuple[dict, list[float]]:
+def estimate_values(cap: Captured, inputs: tuple, data: bool = True) -> tuple[dict, list[float]]:
     """Values and FLOPs per group without executing a kernel (fake tensors), for catalogue devices.
 
     An operator whose output's shape depends on data (``nonzero``) cannot run
     on fake tensors: a model with real weights is then run once for real (no
-    timing); a model on the meta device is refused in one line.
+    timing); a model on the meta device, or one whose values mean nothing
+    (``data=False``), is refused in one line (:class:`NoDataError`).
     """
     try:
         env, mode, convert = fake_values(cap.gm, inputs)
         return env, group_flops(cap, env, mode, convert)
     except Exception as exc:
-        if has_no_data(cap, inputs):
+        if not data or has_no_data(cap, inputs):
             reason = str(exc).splitlines()[0][:160] if str(exc) else ""
             err = NoDataError("cannot estimate the model on fake tensors and it has no data to run on"
                               f" (meta device): {exc.__class__.__name__}: {reason}")
@@ -507,9 +508,12 @@ def _pp_worker(rank: int, port: int, size: int, rounds: int, q) -> None:
 
 def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device: str, accelerators: int,
                         cpus: int, devices_file: str | None = None, spec: str = "", repeats: int = 7,
-                        link: tuple[float, float] | None = None, loss: tuple[Callable, Any] | None = None) -> dict:
+                        link: tuple[float, float] | None = None, loss: tuple[Callable, Any] | None = None,
+                        data: bool = True) -> dict:
     """Profile and assemble the paper-format JSON object (plus a ``dnnplace`` metadata block).
 
+    ``data=False``: the model's values mean nothing (built on meta, then given uninitialised storage,
+    :func:`~dnnplace.frontends.torch_model.loader.load_factory`): nothing may run on them.
     ``loss`` (training on the host): the loss function and the output's pytree spec (None: it takes the
     flattened outputs); its time is added to the last operator group, whose stage computes it."""
     import torch
@@ -523,7 +527,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
     if device == "cuda" and not torch.cuda.is_available():
         raise DnnplaceError("--device cuda: no GPU is available here; use host or a catalogue device")
     inputs = cap.inputs or inputs
-    if executed and has_no_data(cap, inputs):
+    if executed and (not data or has_no_data(cap, inputs)):
         raise DnnplaceError(f"--device {device} runs the model to time it, but it is on the meta device (no data);"
                             " profile it for a catalogue device (--device a100, ...) or build it with real weights")
     host = acc = None
@@ -541,7 +545,7 @@ def build_workload_dict(cap: Captured, inputs: tuple, *, training: bool, device:
             if device == "cuda" else host
         env, flops = host["env"], host["flops"]
     else:
-        env, flops = estimate_values(cap, inputs)
+        env, flops = estimate_values(cap, inputs, data)
     n = len(cap.groups)
     param_bytes = _param_bytes(cap, env)
     lat_ms, bw, memory = _device_model(device, catalogue, link)
