@@ -80,10 +80,10 @@ def _import(spec: str, module_name: str):
 def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> LoadedModel:
     """Call the factory named by ``spec`` and check what it returned.
 
-    ``meta``: call it inside ``torch.device("meta")``, so its parameters, buffers
-    and example inputs are shapes and dtypes without data -- no memory for the
-    weights and no time initialising them (a catalogue device prices shapes
-    only, on fake tensors).  A factory that fails there (it reads a value,
+    ``meta``: call it inside ``torch.device("meta")``, so no time goes into
+    initialising weights, then give its tensors CPU storage nothing touches
+    (:func:`_uninitialised_on_cpu`), so no memory either -- a catalogue device
+    prices shapes only, on fake tensors.  A factory that fails there (it reads a value,
     copies to a device, loads a file...) is called again as usual, after one
     note line (unless ``quiet``); :attr:`LoadedModel.on_meta` says which it was.
     """
