@@ -148,3 +148,11 @@ def test_gpt2_small_profiles_in_seconds_and_without_its_weights(tmp_path):
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert after.ru_maxrss * 1024 < 700e6  # the largest child: no 0.5 GB of weights
     assert cpu < 40  # both commands together
+
+
+def test_a_factory_that_fails_anyway_says_only_why(tmp_path, capsys):
+    path = tmp_path / "broken.py"
+    path.write_text("def build():\n    raise ValueError('no such checkpoint')\n")
+    with pytest.raises(dnnplace.DnnplaceError, match="the factory failed: ValueError: no such checkpoint"):
+        dnnplace.profile(f"{path}:build", device="a100")
+    assert "note" not in capsys.readouterr().err

@@ -104,11 +104,11 @@ def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> Loade
         raise DnnplaceError(f"'{spec}': {module_name} has no function '{func_name}'")
     if meta:
         try:
-            loaded = _call(spec, factory, torch, meta=True)
+            return _uninitialised_on_cpu(_call(spec, factory, torch, meta=True), torch)
         except _MetaFailed as exc:
+            loaded = _call(spec, factory, torch, meta=False)  # failing here too: its error alone, no note
             meta_failure(spec, str(exc), quiet)
-        else:
-            return _uninitialised_on_cpu(loaded, torch)
+            return loaded
     return _call(spec, factory, torch, meta=False)
 
 
