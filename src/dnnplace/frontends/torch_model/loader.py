@@ -135,16 +135,19 @@ def _uninitialised_on_cpu(loaded: LoadedModel, torch: Any) -> LoadedModel:
     def zeros(t: Any) -> Any:
         return torch.zeros_like(t, device="cpu") if t.is_meta else t
 
-    for mod in loaded.model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is not None and p.is_meta:
-                mod._parameters[name] = moved(p, param)
-        for name, b in list(mod._buffers.items()):
-            if b is not None and b.is_meta:
-                mod._buffers[name] = moved(b, zeros)
-    loaded.args = tuple(zeros(t) for t in loaded.args)
-    loaded.kwargs = {k: v if v is None else zeros(v) for k, v in loaded.kwargs.items()}
-    loaded.on_meta = True
+    slots = [(table, name, t, param if table is mod._parameters else zeros)
+             for mod in loaded.model.modules() for table in (mod._parameters, mod._buffers)
+             for name, t in table.items() if t is not None and t.is_meta]
+    try:
+        storage = [moved(t, make) for _, _, t, make in slots]
+        args = tuple(zeros(t) for t in loaded.args)
+        kwargs = {k: v if v is None else zeros(v) for k, v in loaded.kwargs.items()}
+    except (RuntimeError, MemoryError):  # no address space for it (strict overcommit): stay on meta
+        loaded.on_meta = True
+        return loaded
+    for (table, name, _, _), t in zip(slots, storage):
+        table[name] = t
+    loaded.args, loaded.kwargs, loaded.on_meta = args, kwargs, True
     return loaded
 
 
