@@ -580,8 +580,11 @@ def test_10_unreadable_inputs(tmp_path):
 def _interrupt(args: list, after: float, tmp_path: Path) -> None:
     out = write(tmp_path / "out.json", {"old": True})
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # SIGINT back to its default in the child: a shell's background job (`make test-all &`) starts with it
+    # ignored, and Python then keeps ignoring it, as a user's `nohup` asks
     proc = subprocess.Popen([sys.executable, "-m", "dnnplace", "solve", *map(str, args), "-o", str(out), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), ln) for ln in proc.stderr))
     reader.start()
