@@ -246,7 +246,8 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     fb = fwd[w.edge_src] & w.backward[w.edge_dst]
     touches_bwd[group[w.edge_src[fb]]] = True
     shares = np.zeros(n_groups, dtype=bool)  # uses a shared parameter group: it has memory, so it is not free
-    shares[group[w.shared.nodes]] = True
+    if memory_binds(w):  # ... unless no memory limit can ever bind
+        shares[group[w.shared.nodes]] = True
     if not ((fw_cpu < ZERO) & (fw_acc < ZERO) & (bw_sum < ZERO) & ~touches_bwd & ~shares).any():
         return  # nothing costs nothing: no merge can start (and merges only start there)
     neighbours: dict[int, list[int]] = {}
@@ -421,7 +422,8 @@ def merge_free_units(p: Prepared) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
     A unit ``x`` with zero accelerator time (and zero CPU time, unless the
-    budget has no CPU), zero size, no shared parameter group and no unsupported node is moved to the
+    budget has no CPU), zero size and no shared parameter group (both only where memory can bind) and no
+    unsupported node is moved to the
     device of its only predecessor ``q`` (or only successor ``s``) when the
     transfers that may *start* crossing there cost no more than those that
     certainly *stop*.  Moving ``x`` from device B to the neighbour's device A
@@ -460,7 +462,8 @@ def merge_free_units(p: Prepared) -> Prepared:
         size = np.bincount(unit_of, weights=w.size, minlength=n)
         unsup = np.bincount(unit_of, weights=~w.supported, minlength=n)
         shares = np.zeros(n, dtype=bool)
-        shares[unit_of[w.shared.nodes]] = True
+        if sizes_matter:
+            shares[unit_of[w.shared.nodes]] = True
         home = src.home.tolist()
         cost = src.cost.tolist()
         targets = [frozenset(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
@@ -473,7 +476,7 @@ def merge_free_units(p: Prepared) -> Prepared:
                 feeding[t].append(s)
 
         table = (feeding, homed, home, targets, cost)
-        # a unit using a shared parameter group is never free (its copy is memory on the device it joins)
+        # a unit using a shared parameter group is not free where memory binds (its copy is memory on its device)
         free = (acc == 0) & (cpu == 0) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
         # one pass applies every merge whose inputs no earlier merge of the pass has touched
         into = np.arange(n)
