@@ -418,7 +418,7 @@ def memory_binds(w: Workload) -> bool:
     return bool(float(w.size.sum()) + float(w.shared.size.sum()) > float(w.memory))
 
 
-def merge_free_units(p: Prepared) -> Prepared:
+def merge_free_units(p: Prepared, *, compute_slack: bool = False) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
     A unit ``x`` with zero accelerator time (and zero CPU time, unless the
@@ -440,13 +440,22 @@ def merge_free_units(p: Prepared) -> Prepared:
     metadata-only operators (free on a GPU) into their producers, forward and
     backward alike, and the reference's zero-cost leaves too.  Where memory
     cannot bind (:func:`memory_binds`) a unit's size does not count.
+
+    ``compute_slack`` (only for budgets without CPU cores and without
+    overlapped communication, where a load is compute plus transfers): a unit
+    that *does* compute also folds when the transfers that certainly stop
+    outweigh those that may start by at least its compute -- A's load then
+    still does not rise, and B loses the compute too.  Gemma's ``1 + weight``
+    in every norm (a weight vector, no predecessor) costs less than sending
+    its output, so it joins the norm instead of floating beside the graph.
     """
     w = p.workload
     unit_of = p.unit_of.copy()
     cpu_matters = w.max_cpus > 0
     sizes_matter = memory_binds(w)
-    if not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters)) & ((p.size == 0) | (not sizes_matter))
-            & p.supported).any():
+    slack = compute_slack and not cpu_matters
+    if not slack and not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters))
+                          & ((p.size == 0) | (not sizes_matter)) & p.supported).any():
         return p  # no unit is free: nothing to fold (the loop below would find the same)
     while True:
         n = int(unit_of.max()) + 1
@@ -477,7 +486,7 @@ def merge_free_units(p: Prepared) -> Prepared:
 
         table = (feeding, homed, home, targets, cost)
         # a unit using a shared parameter group is not free where memory binds (its copy is memory on its device)
-        free = (acc == 0) & (cpu == 0) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
+        free = (slack | ((acc == 0) & (cpu == 0))) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
         # one pass applies every merge whose inputs no earlier merge of the pass has touched
         into = np.arange(n)
         dirty: set[int] = set()
@@ -485,9 +494,10 @@ def merge_free_units(p: Prepared) -> Prepared:
             if x in dirty:
                 continue
             nb = -1
-            if len(preds[x]) == 1 and _balance(x, next(iter(preds[x])), False, table):
+            margin = float(acc[x])
+            if len(preds[x]) == 1 and _balance(x, next(iter(preds[x])), False, table, margin):
                 nb = next(iter(preds[x]))
-            elif len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table):
+            elif len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table, margin):
                 nb = next(iter(succs[x]))
             if nb < 0 or nb in dirty:
                 continue
@@ -509,8 +519,8 @@ def merge_free_units(p: Prepared) -> Prepared:
                        np.array([b for _, b in edges], dtype=np.int64))
 
 
-def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:
-    """Do the transfers that certainly stop outweigh those that may start when ``x`` joins ``nb``?"""
+def _balance(x: int, nb: int, towards_successor: bool, table: tuple, margin: float = 0.0) -> bool:
+    """Do the transfers that certainly stop outweigh those that may start, by ``margin``, when ``x`` joins ``nb``?"""
     feeding, homed, home, targets, cost = table
     stop = start = 0.0
     for s in feeding[x]:
@@ -523,6 +533,8 @@ def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:
             stop += cost[s]
         else:
             start += cost[s]
+    if margin > 0:
+        return start + margin <= stop
     return start <= stop
 
 

@@ -125,7 +125,8 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
         workload = workload.with_budget(min(workload.max_accelerators, workload.n), min(workload.max_cpus, workload.n))
     p = merge_free_units(
         prepare(workload, contract_layers=options.contract_layers, linearize=options.linearize,
-                extra_groups=extra_groups)
+                extra_groups=extra_groups),
+        compute_slack=not options.overlap_comm,
     )
     stats: dict[str, float | int] = {"units": p.n_units}
     best = _Best(workload, options)
@@ -351,7 +352,8 @@ def _coarse_upper_bound(p: Prepared, n_ideals: int, best: _Best, options: DPOpti
         drop[candidates[:k]] = True
         labels = _fusing_labels(p, drop)
         fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
-                                         linearize=options.linearize, extra_groups=labels))
+                                         linearize=options.linearize, extra_groups=labels),
+                                 compute_slack=not options.overlap_comm)
         try:
             lattice = enumerate_ideals(fused, max(64, n_ideals // 10))
         except TooManyIdealsError:
@@ -389,7 +391,8 @@ def _restricted_split(p: Prepared, drop: np.ndarray, best: _Best, options: DPOpt
     as large as the relaxation's).
     """
     fused = merge_free_units(prepare(p.workload, contract_layers=options.contract_layers,
-                                     linearize=options.linearize, extra_groups=_fusing_labels(p, drop)))
+                                     linearize=options.linearize, extra_groups=_fusing_labels(p, drop)),
+                             compute_slack=not options.overlap_comm)
     try:
         lattice = enumerate_ideals(fused, options.max_ideals if budget is None else min(budget, options.max_ideals))
     except TooManyIdealsError:
