@@ -81,7 +81,7 @@ def test_transfer_sources_by_arrays_equal_the_loop():
                     assert x.dtype == y.dtype and np.array_equal(x, y), (name, field)
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(small_workloads(max_nodes=6, max_acc=3, max_cpu=0))
 def test_folding_cheap_computing_units_keeps_the_optimum(w):
     # without CPU cores a unit that computes less than the transfer it saves folds too (compute_slack)
@@ -105,3 +105,22 @@ def test_a_cheap_source_joins_its_only_consumer():
     p = merge_free_units(prepare(w), compute_slack=True)
     assert p.unit_of[0] == p.unit_of[2] and p.n_units == 3
     assert merge_free_units(prepare(w)).n_units == 4
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(small_workloads(max_nodes=6, max_acc=3, max_cpu=0))
+def test_folds_with_an_allowance_raise_the_optimum_by_at_most_their_deficit(w):
+    from dnnplace.solvers.dp.ideals import enumerate_ideals
+    from dnnplace.solvers.dp.solver import run_dp
+
+    p = merge_free_units(prepare(w), compute_slack=True, allowance=1e9)  # every cheap-enough fold, any shortfall
+    assert p.deficit >= 0
+    folded = run_dp(p, enumerate_ideals(p, 10_000), w, overlap=False, ub=np.inf).value
+    try:
+        best = brute_force_contiguous_optimum(w)
+    except dnnplace.DnnplaceError:
+        return
+    if not np.isfinite(best):
+        return
+    assert folded - p.deficit <= best * (1 + 1e-9) + 1e-9  # the certified bound: no higher than the optimum
+    assert folded >= best * (1 - 1e-9) - 1e-9  # a fold is a restriction
