@@ -39,7 +39,7 @@ RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this lo
 COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum first tightens the exact DP's bound
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation path's whole budget
-FOLD_ALLOWANCE = 0.05  # of --gap times the trivial bound: what the folds may add to the optimum in all
+FOLD_ALLOWANCE = 0.25  # of --gap times the trivial bound: what the folds may add to the optimum in all
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
