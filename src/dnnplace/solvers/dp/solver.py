@@ -40,6 +40,8 @@ COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum fir
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
 DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation path's whole budget
 FOLD_ALLOWANCE = 0.25  # of --gap times the trivial bound: what the folds may add to the optimum in all
+WIDER_UNITS = 1000  # above: no folds with an allowance (a second pass costs ~1 s on Mamba's 1,650 units and has
+#                     never made such a lattice fit; the relaxations need that time)
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
@@ -142,14 +144,16 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
     inert, base, lattice = _exact_lattice(p, options)
-    if lattice is None and not options.overlap_comm:
+    if lattice is None and not options.overlap_comm and p.n_units <= WIDER_UNITS:
         # too wide for the exact DP: fold the cheap units whose folds may raise a load a little as well
+        # (kept only if the exact DP then fits: the relaxations do better without the deficit)
         wider = merge_free_units(p, compute_slack=True, allowance=FOLD_ALLOWANCE * options.gap * best.bound)
         if wider.n_units < p.n_units:
-            p = wider
-            best.deficit = p.deficit
-            stats.update(units=p.n_units, fold_deficit=p.deficit)
-            inert, base, lattice = _exact_lattice(p, options)
+            w_inert, w_base, w_lattice = _exact_lattice(wider, options)
+            if w_lattice is not None:
+                p, inert, base, lattice = wider, w_inert, w_base, w_lattice
+                best.deficit = p.deficit
+                stats.update(units=p.n_units, fold_deficit=p.deficit)
     best.prove(_trivial_bound(p))
     q = base.prepared if base is not None else p
     stats["inert_units"] = int(inert.sum())
