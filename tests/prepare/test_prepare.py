@@ -79,3 +79,48 @@ def test_transfer_sources_by_arrays_equal_the_loop():
                 for field in ("home", "cost", "target_ptr", "target_idx"):
                     x, y = getattr(a, field), getattr(b, field)
                     assert x.dtype == y.dtype and np.array_equal(x, y), (name, field)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(small_workloads(max_nodes=6, max_acc=3, max_cpu=0))
+def test_folding_cheap_computing_units_keeps_the_optimum(w):
+    # without CPU cores a unit that computes less than the transfer it saves folds too (compute_slack)
+    assert merge_free_units(prepare(w), compute_slack=True).n_units <= merge_free_units(prepare(w)).n_units
+    try:
+        sol = dnnplace.solve(w, "dp")
+    except dnnplace.DnnplaceError:
+        return
+    assert sol.status == "optimal"
+    assert sol.value == pytest.approx(brute_force_contiguous_optimum(w), rel=1e-9, abs=1e-9)
+
+
+def test_a_cheap_source_joins_its_only_consumer():
+    from dnnplace.frontends.paper_json import workload_from_records
+
+    # node 0: a parameter-only op (no predecessor) cheaper than sending its output to node 2
+    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i}
+             for i, t in enumerate([0.5, 3.0, 3.0, 3.0])]
+    w = workload_from_records(nodes, [(0, 2, 1.0), (1, 2, 0.1), (2, 3, 0.1)], accelerators=2, cpus=0,
+                              memory=100.0)
+    p = merge_free_units(prepare(w), compute_slack=True)
+    assert p.unit_of[0] == p.unit_of[2] and p.n_units == 3
+    assert merge_free_units(prepare(w)).n_units == 4
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(small_workloads(max_nodes=6, max_acc=3, max_cpu=0))
+def test_folds_with_an_allowance_raise_the_optimum_by_at_most_their_deficit(w):
+    from dnnplace.solvers.dp.ideals import enumerate_ideals
+    from dnnplace.solvers.dp.solver import run_dp
+
+    p = merge_free_units(prepare(w), compute_slack=True, allowance=1e9)  # every cheap-enough fold, any shortfall
+    assert p.deficit >= 0
+    folded = run_dp(p, enumerate_ideals(p, 10_000), w, overlap=False, ub=np.inf).value
+    try:
+        best = brute_force_contiguous_optimum(w)
+    except dnnplace.DnnplaceError:
+        return
+    if not np.isfinite(best):
+        return
+    assert folded - p.deficit <= best * (1 + 1e-9) + 1e-9  # the certified bound: no higher than the optimum
+    assert folded >= best * (1 - 1e-9) - 1e-9  # a fold is a restriction

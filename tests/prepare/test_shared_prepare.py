@@ -9,12 +9,12 @@ from dnnplace.prepare.contract import merge_free_units, prepare
 from dnnplace.solvers.dp.relax import inert_units, relax
 
 
-def _chain(shared, colours=None, times=None):
+def _chain(shared, colours=None, times=None, memory=100.0):
     times = times or [1.0, 0.0, 1.0, 1.0]
     nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0 if t == 0 else 1.0,
               "colorClass": (colours or {}).get(i, i)} for i, t in enumerate(times)]
     edges = [(i, i + 1, 0.0) for i in range(len(times) - 1)]  # free transfers: every free unit could fold
-    return workload_from_records(nodes, edges, accelerators=2, cpus=0, memory=100.0, shared=shared)
+    return workload_from_records(nodes, edges, accelerators=2, cpus=0, memory=memory, shared=shared)
 
 
 def _groups_of_units(p):
@@ -31,12 +31,18 @@ def test_a_unit_uses_the_groups_of_all_its_nodes_once():
     assert p.shared.unit_bytes()[unit[2]] == 7.0
 
 
-def test_a_free_node_using_a_group_is_not_folded_away():
-    plain = merge_free_units(prepare(_chain(None)))
-    using = merge_free_units(prepare(_chain([{"name": "a", "size": 5.0, "nodes": [1]}])))
+def test_a_free_node_using_a_group_is_not_folded_away_where_memory_binds():
+    plain = merge_free_units(prepare(_chain(None, memory=7.0)))
+    using = merge_free_units(prepare(_chain([{"name": "a", "size": 5.0, "nodes": [1]}], memory=7.0)))
     assert plain.n_units == 3  # the free node 1 joins a neighbour
     assert using.n_units == 4  # it holds a group's bytes: moving it could change a device's memory
     assert not inert_units(using)[using.unit_of[1]]
+
+
+def test_a_free_node_using_a_group_folds_where_memory_cannot_bind():
+    # 3 bytes of nodes + 5 of the group fit one accelerator: no memory limit can change any split's value
+    using = merge_free_units(prepare(_chain([{"name": "a", "size": 5.0, "nodes": [1]}])))
+    assert using.n_units == 3
 
 
 def test_relaxation_keeps_the_groups_of_the_kept_units():

@@ -95,6 +95,9 @@ class Prepared:
     edge_dst: np.ndarray
     comm: CommSources
     shared: UnitShared
+    #: how much the optimum of these units may exceed the workload's (folds that may raise a load, see
+    #: :func:`merge_free_units`): a bound proven on them minus this is a bound on the workload
+    deficit: float = 0.0
 
     @property
     def n_units(self) -> int:
@@ -246,7 +249,8 @@ def _merge_zero_leaves(w: Workload, uf: UnionFind, group0: np.ndarray,
     fb = fwd[w.edge_src] & w.backward[w.edge_dst]
     touches_bwd[group[w.edge_src[fb]]] = True
     shares = np.zeros(n_groups, dtype=bool)  # uses a shared parameter group: it has memory, so it is not free
-    shares[group[w.shared.nodes]] = True
+    if memory_binds(w):  # ... unless no memory limit can ever bind
+        shares[group[w.shared.nodes]] = True
     if not ((fw_cpu < ZERO) & (fw_acc < ZERO) & (bw_sum < ZERO) & ~touches_bwd & ~shares).any():
         return  # nothing costs nothing: no merge can start (and merges only start there)
     neighbours: dict[int, list[int]] = {}
@@ -417,11 +421,12 @@ def memory_binds(w: Workload) -> bool:
     return bool(float(w.size.sum()) + float(w.shared.size.sum()) > float(w.memory))
 
 
-def merge_free_units(p: Prepared) -> Prepared:
+def merge_free_units(p: Prepared, *, compute_slack: bool = False, allowance: float = 0.0) -> Prepared:
     """Exact reduction: fold units that compute nothing into their only neighbour on one side.
 
     A unit ``x`` with zero accelerator time (and zero CPU time, unless the
-    budget has no CPU), zero size, no shared parameter group and no unsupported node is moved to the
+    budget has no CPU), zero size and no shared parameter group (both only where memory can bind) and no
+    unsupported node is moved to the
     device of its only predecessor ``q`` (or only successor ``s``) when the
     transfers that may *start* crossing there cost no more than those that
     certainly *stop*.  Moving ``x`` from device B to the neighbour's device A
@@ -438,13 +443,31 @@ def merge_free_units(p: Prepared) -> Prepared:
     metadata-only operators (free on a GPU) into their producers, forward and
     backward alike, and the reference's zero-cost leaves too.  Where memory
     cannot bind (:func:`memory_binds`) a unit's size does not count.
+
+    ``compute_slack`` (only for budgets without CPU cores and without
+    overlapped communication, where a load is compute plus transfers): a unit
+    that *does* compute also folds when the transfers that certainly stop
+    outweigh those that may start by at least its compute -- A's load then
+    still does not rise, and B loses the compute too.  Gemma's ``1 + weight``
+    in every norm (a weight vector, no predecessor) costs less than sending
+    its output, so it joins the norm instead of floating beside the graph.
+
+    ``allowance`` (with ``compute_slack``): folds whose balance falls short by
+    ``d > 0`` are applied too while the shortfalls sum to at most the
+    allowance.  Each raises no load by more than its ``d`` in the rewritten
+    optimal split, so the folded optimum exceeds the true one by at most the
+    sum, recorded as :attr:`Prepared.deficit` (a training graph's ``1 + weight``
+    with its backward costs 2.5 us more than the transfer it saves).
     """
     w = p.workload
     unit_of = p.unit_of.copy()
     cpu_matters = w.max_cpus > 0
     sizes_matter = memory_binds(w)
-    if not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters)) & ((p.size == 0) | (not sizes_matter))
-            & p.supported).any():
+    slack = compute_slack and not cpu_matters
+    left = allowance if slack else 0.0
+    deficit = p.deficit
+    if not slack and not ((p.acc_time == 0) & ((p.cpu_time == 0) | (not cpu_matters))
+                          & ((p.size == 0) | (not sizes_matter)) & p.supported).any():
         return p  # no unit is free: nothing to fold (the loop below would find the same)
     while True:
         n = int(unit_of.max()) + 1
@@ -460,7 +483,8 @@ def merge_free_units(p: Prepared) -> Prepared:
         size = np.bincount(unit_of, weights=w.size, minlength=n)
         unsup = np.bincount(unit_of, weights=~w.supported, minlength=n)
         shares = np.zeros(n, dtype=bool)
-        shares[unit_of[w.shared.nodes]] = True
+        if sizes_matter:
+            shares[unit_of[w.shared.nodes]] = True
         home = src.home.tolist()
         cost = src.cost.tolist()
         targets = [frozenset(src.target_idx[src.target_ptr[s]: src.target_ptr[s + 1]].tolist())
@@ -473,8 +497,8 @@ def merge_free_units(p: Prepared) -> Prepared:
                 feeding[t].append(s)
 
         table = (feeding, homed, home, targets, cost)
-        # a unit using a shared parameter group is never free (its copy is memory on the device it joins)
-        free = (acc == 0) & (cpu == 0) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
+        # a unit using a shared parameter group is not free where memory binds (its copy is memory on its device)
+        free = (slack | ((acc == 0) & (cpu == 0))) & ((size == 0) | (not sizes_matter)) & (unsup == 0) & ~shares
         # one pass applies every merge whose inputs no earlier merge of the pass has touched
         into = np.arange(n)
         dirty: set[int] = set()
@@ -482,12 +506,21 @@ def merge_free_units(p: Prepared) -> Prepared:
             if x in dirty:
                 continue
             nb = -1
-            if len(preds[x]) == 1 and _balance(x, next(iter(preds[x])), False, table):
-                nb = next(iter(preds[x]))
-            elif len(succs[x]) == 1 and _balance(x, next(iter(succs[x])), True, table):
-                nb = next(iter(succs[x]))
+            margin = float(acc[x])
+            short = np.inf
+            if len(preds[x]) == 1:
+                short = _balance(x, next(iter(preds[x])), False, table, margin)
+                if short <= left:
+                    nb = next(iter(preds[x]))
+            if nb < 0 and len(succs[x]) == 1:
+                short = _balance(x, next(iter(succs[x])), True, table, margin)
+                if short <= left:
+                    nb = next(iter(succs[x]))
             if nb < 0 or nb in dirty:
                 continue
+            if short > 0:
+                left -= short
+                deficit += short
             into[x] = nb
             for u in (x, nb):
                 dirty.add(u)
@@ -502,12 +535,14 @@ def merge_free_units(p: Prepared) -> Prepared:
     if int(unit_of.max()) + 1 == p.n_units:
         return p
     edges = _unit_edges(p, unit_of)
-    return Prepared.of(w, unit_of, np.array([a for a, _ in edges], dtype=np.int64),
-                       np.array([b for _, b in edges], dtype=np.int64))
+    out = Prepared.of(w, unit_of, np.array([a for a, _ in edges], dtype=np.int64),
+                      np.array([b for _, b in edges], dtype=np.int64))
+    return replace(out, deficit=deficit) if deficit > 0 else out
 
 
-def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:
-    """Do the transfers that certainly stop outweigh those that may start when ``x`` joins ``nb``?"""
+def _balance(x: int, nb: int, towards_successor: bool, table: tuple, margin: float = 0.0) -> float:
+    """How far the transfers that certainly stop fall short of those that may start plus ``margin`` (``x`` joining
+    ``nb``): at most 0 means the fold raises no load."""
     feeding, homed, home, targets, cost = table
     stop = start = 0.0
     for s in feeding[x]:
@@ -520,7 +555,7 @@ def _balance(x: int, nb: int, towards_successor: bool, table: tuple) -> bool:
             stop += cost[s]
         else:
             start += cost[s]
-    return start <= stop
+    return start + margin - stop
 
 
 def _unit_edges(p: Prepared, unit_of: np.ndarray) -> list[tuple[int, int]]:

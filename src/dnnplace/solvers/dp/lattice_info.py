@@ -107,11 +107,11 @@ def _block_ideals(units: list[int], pos: np.ndarray, lo: int, pptr: np.ndarray, 
 
 def lattice_steps(w: Workload, cap: int = 1_000_000) -> list[LatticeStep]:
     """Ideal counts of the raw graph (colour classes contracted), after the reference's reductions
-    (SCC fusion, zero-cost leaves) and after dnnplace's exact reductions (free units folded, inert
+    (SCC fusion, zero-cost leaves) and after dnnplace's exact reductions (free and cheap units folded, inert
     units left out)."""
     raw = prepare(w, merge_trivial=False)
     ref = prepare(w)
-    merged = merge_free_units(ref)
+    merged = merge_free_units(ref, compute_slack=True)  # as the default solve (no overlapped communication)
     inert = inert_units(merged)
     final = relax(merged, inert).prepared if inert.any() else merged
     return [

@@ -148,8 +148,9 @@ def inert_units(p: Prepared) -> np.ndarray:
     src = p.comm
     touched[src.home] = True
     touched[src.target_idx] = True
-    no_memory = (p.size == 0) | (not memory_binds(w))
-    return (p.acc_time == 0) & (cpu == 0) & no_memory & ~p.shared.uses & p.supported & ~touched
+    binds = memory_binds(w)
+    no_memory = ((p.size == 0) & ~p.shared.uses) | (not binds)
+    return (p.acc_time == 0) & (cpu == 0) & no_memory & p.supported & ~touched
 
 
 def view_units(p: Prepared) -> np.ndarray:
