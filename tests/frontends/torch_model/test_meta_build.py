@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import textwrap
@@ -134,19 +133,25 @@ def test_gpt2_small_profiles_in_seconds_and_without_its_weights(tmp_path):
     The command's peak memory stays under its 0.5 GB of fp32 weights plus the libraries (about 0.4 GB in
     all; 1.0 GB when the weights were built); its CPU time is dominated by importing torch and transformers
     and by torch.export (about 7 s on an idle core; the bound leaves room for a loaded machine)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # each command under a parent of its own, so that the usage measured is that command's alone (this
+    # worker's other children, from earlier tests, would count in RUSAGE_CHILDREN here)
+    meter = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]);"
+             " u = resource.getrusage(resource.RUSAGE_CHILDREN);"
+             " print('usage', u.ru_utime + u.ru_stime, u.ru_maxrss); sys.exit(r.returncode)")
+    cpu = 0.0
     for training in (False, True):
         out = tmp_path / f"w{training}.json"
-        cmd = [sys.executable, "-m", "dnnplace", "profile", "examples/hf_transformers.py:gpt2_small",
-               "--device", "a100", "-k", "4", "-o", str(out)] + (["--training"] if training else [])
+        cmd = [sys.executable, "-c", meter, sys.executable, "-m", "dnnplace", "profile",
+               "examples/hf_transformers.py:gpt2_small", "--device", "a100", "-k", "4", "-o", str(out)] + \
+            (["--training"] if training else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "meta device" not in proc.stderr  # no fallback
         doc = json.loads(out.read_text())
         assert len(doc["nodes"]) == (446 if training else 223)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    assert after.ru_maxrss * 1024 < 700e6  # the largest child: no 0.5 GB of weights
+        cpu_s, rss_kib = map(float, proc.stdout.split("usage ")[-1].split())
+        assert rss_kib * 1024 < 700e6, rss_kib  # no 0.5 GB of weights
+        cpu += cpu_s
     assert cpu < 40  # both commands together
 
 
