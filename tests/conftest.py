@@ -19,6 +19,16 @@ LATENCY = sorted(p.relative_to(PAPER / "latency-inputs").with_suffix("").as_posi
                  for p in (PAPER / "latency-inputs").glob("*/*.json"))
 
 
+def example_module(file: str):
+    """``examples/FILE.py`` imported as a module of its own (the examples are not a package on the path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"dnnplace_test_example_{file}", EXAMPLES / f"{file}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def throughput_path(key: str) -> Path:
     return PAPER / "throughput-inputs" / f"{key}.json"
 

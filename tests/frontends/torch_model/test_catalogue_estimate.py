@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, example_module
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -21,15 +20,7 @@ from dnnplace.frontends.torch_model import profile as profile_mod  # noqa: E402
 from dnnplace.frontends.torch_model.capture import capture  # noqa: E402
 from dnnplace.frontends.torch_model.profile import build_workload_dict  # noqa: E402
 
-
-def _examples():
-    spec = importlib.util.spec_from_file_location("dnnplace_test_hf_estimate", EXAMPLES / "hf_transformers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hf = _examples()
+hf = example_module("hf_transformers")
 
 
 def _mixtral_1():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import ROOT, example_module
 
 torch = pytest.importorskip("torch")
 
@@ -18,10 +17,7 @@ from dnnplace.frontends.torch_model.profile import build_workload_dict  # noqa: 
 
 
 def _factory(file: str, name: str):
-    spec = importlib.util.spec_from_file_location(f"dnnplace_test_{file}", EXAMPLES / f"{file}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+    return getattr(example_module(file), name)
 
 
 def _profile(built: tuple, device: str = "a100", training: bool = False, **kw) -> dict:

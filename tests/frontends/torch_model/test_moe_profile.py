@@ -6,11 +6,10 @@ the six families at the issue's size run in the slow lane.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
-from conftest import EXAMPLES
+from conftest import example_module
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -21,15 +20,7 @@ from dnnplace.frontends.torch_model.capture import capture  # noqa: E402
 from dnnplace.frontends.torch_model.moe import grouped_mm_flops  # noqa: E402
 from dnnplace.frontends.torch_model.profile import _flop_counter, build_workload_dict  # noqa: E402
 
-
-def _examples():
-    spec = importlib.util.spec_from_file_location("dnnplace_test_hf_moe", EXAMPLES / "hf_transformers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hf = _examples()
+hf = example_module("hf_transformers")
 
 
 def _tiny(family: str, experts: str | None = None, layers: int = 1):
