@@ -42,15 +42,20 @@ def test_prepare_partitions_and_conserves(w):
     assert chain.edge_src.size >= chain.n_units - 1
 
 
-@settings(max_examples=examples(40), deadline=None)
-@given(small_workloads(max_nodes=6, max_acc=2, max_cpu=1))
-def test_free_unit_folding_keeps_the_optimum(w):
+def _dp_is_the_brute_force_optimum(w) -> None:
+    """The default DP, after every reduction, proves the brute-force optimum (or refuses an infeasible w)."""
     try:
         sol = dnnplace.solve(w, "dp")
     except dnnplace.DnnplaceError:
         return
     assert sol.status == "optimal"
     assert sol.value == pytest.approx(brute_force_contiguous_optimum(w), rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(small_workloads(max_nodes=6, max_acc=2, max_cpu=1))
+def test_free_unit_folding_keeps_the_optimum(w):
+    _dp_is_the_brute_force_optimum(w)
 
 
 def test_contract_layers_fuses_a_layer():
@@ -86,12 +91,7 @@ def test_transfer_sources_by_arrays_equal_the_loop():
 def test_folding_cheap_computing_units_keeps_the_optimum(w):
     # without CPU cores a unit that computes less than the transfer it saves folds too (compute_slack)
     assert merge_free_units(prepare(w), compute_slack=True).n_units <= merge_free_units(prepare(w)).n_units
-    try:
-        sol = dnnplace.solve(w, "dp")
-    except dnnplace.DnnplaceError:
-        return
-    assert sol.status == "optimal"
-    assert sol.value == pytest.approx(brute_force_contiguous_optimum(w), rel=1e-9, abs=1e-9)
+    _dp_is_the_brute_force_optimum(w)
 
 
 def test_a_cheap_source_joins_its_only_consumer():

@@ -8,37 +8,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
+from shared_models import TWICE  # noqa: E402
 
 from dnnplace.model.split import Split  # noqa: E402
 
 TIED_LM = str(ROOT / "examples/tied_lm.py:build")
 
-# a block called at two depths (ALBERT-style sharing) and a tied embedding / head; op-level groups:
-# 0 embedding, 1 linear(block), 2 tanh, 3 linear(mid), 4 tanh, 5 linear(block), 6 tanh, 7 linear(head = embedding)
-TWICE = """
-import torch
-from torch import nn
-
-
-class Twice(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(32, 16)
-        self.block = nn.Linear(16, 16)
-        self.mid = nn.Linear(16, 16)
-        self.head = nn.Linear(16, 32, bias=False)
-        self.head.weight = self.embed.weight
-
-    def forward(self, tokens):
-        x = torch.tanh(self.block(self.embed(tokens)))
-        x = torch.tanh(self.mid(x))
-        x = torch.tanh(self.block(x))
-        return self.head(x)
-
-
-def build():
-    return Twice().eval(), (torch.randint(0, 32, (4, 8)),)
-"""
 
 
 def _ranges(*bounds: int) -> Split:

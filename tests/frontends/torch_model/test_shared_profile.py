@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import ROOT
+from shared_models import twice_module
 
 torch = pytest.importorskip("torch")
 
@@ -83,22 +84,7 @@ def test_albert_split_charges_the_shared_layer_to_every_stage():
     assert sum(1 for d in holding if d.memory >= 0.5 * layer_bytes) >= 2
 
 
-class _Twice(torch.nn.Module):
-    """A block called at two depths (ALBERT-style) and a tied embedding / head."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = torch.nn.Embedding(32, 16)
-        self.block = torch.nn.Linear(16, 16)
-        self.mid = torch.nn.Linear(16, 16)
-        self.head = torch.nn.Linear(16, 32, bias=False)
-        self.head.weight = self.embed.weight
-
-    def forward(self, tokens):
-        x = torch.tanh(self.block(self.embed(tokens)))
-        x = torch.tanh(self.mid(x))
-        x = torch.tanh(self.block(x))
-        return self.head(x)
+_Twice = twice_module().Twice  # a block called at two depths (ALBERT-style) and a tied embedding / head
 
 
 @pytest.mark.parametrize("granularity", ["op", "module"])
