@@ -3,18 +3,24 @@
 Wide operator graphs (alternating attention masks, relative-position
 branches, state-space scans, parallel experts) keep lattices far above the
 ideal budget after every exact reduction; there the DP's relaxations prove a
-bound a few percent short.  The throughput IP, warm-started with the DP's
-split, then both improves the split and raises the bound, within the same
-time budget (:func:`dnnplace.solvers.dp.solver.solve_dp`, step 5).  It lives
-beside both packages because the IP's own warm start already calls the DP.
+bound a few percent short.  An IP, warm-started with the DP's split, then
+both improves the split and raises the bound, within the same time budget
+(:func:`dnnplace.solvers.dp.solver.solve_dp`, step 5): on accelerator-only
+budgets the chain-of-ideals IP on the DP's own units
+(:mod:`dnnplace.solvers.ip.chain`), otherwise the contiguous assignment IP on
+the workload.  It lives beside both packages because the IP's own warm start
+already calls the DP.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+from dnnplace.prepare.contract import Prepared
 from dnnplace.solvers.base import RunContext, SolverOutput
 from dnnplace.solvers.dp.solver import DPOptions, DPSolver, solve_dp
 
@@ -31,11 +37,38 @@ class DPThenIP(DPSolver):
                                             time_limit=run.time_limit, progress=run.progress, finish=ip_finish))
 
 
-def ip_finish(w: Workload, split: Split, bound: float, deadline: float,
+def ip_finish(p: Prepared, split: Split, bound: float, deadline: float,
               options: DPOptions) -> tuple[Split | None, float, dict]:
-    """:data:`~dnnplace.solvers.dp.solver.Finisher` by the contiguous throughput IP."""
-    from dnnplace.solvers.ip.certify import improve_with_ip
+    """:data:`~dnnplace.solvers.dp.solver.Finisher`: the chain IP on ``p``'s units where it applies.
 
-    out = improve_with_ip(w, split, gap=options.gap, overlap=options.overlap_comm, deadline=deadline,
-                          lower_bound=bound)
-    return out.split, out.bound, out.stats
+    ``bound`` and the bound returned are on the workload; on the units they
+    differ by ``p.deficit`` (the folds with an allowance, see ``Prepared``).
+    """
+    from dnnplace.solvers.ip.chain import chain_ip_applies, solve_chain_ip
+
+    if not chain_ip_applies(p):
+        from dnnplace.solvers.ip.certify import improve_with_ip
+
+        out = improve_with_ip(p.workload, split, gap=options.gap, overlap=options.overlap_comm, deadline=deadline,
+                              lower_bound=bound)
+        return out.split, out.bound, out.stats
+    res = solve_chain_ip(p, unit_devices(p, split), deadline=deadline, gap=options.gap,
+                         overlap=options.overlap_comm, lower_bound=bound + p.deficit)
+    found = None if res.stage is None else split_of_stages(p, res.stage)
+    return found, max(0.0, res.bound - p.deficit), res.stats
+
+
+def unit_devices(p: Prepared, split: Split) -> np.ndarray | None:
+    """The device of every unit in ``split``, or None when some unit's nodes are on different devices."""
+    from dnnplace.evaluation import evaluate
+
+    dev = evaluate(p.workload, split, complete=False).assignment.device
+    unit = np.full(p.n_units, -1, dtype=np.int64)
+    unit[p.unit_of] = dev
+    return unit if (unit >= 0).all() and bool(np.all(unit[p.unit_of] == dev)) else None
+
+
+def split_of_stages(p: Prepared, stage: np.ndarray) -> Split:
+    """A split of the workload from a stage per unit (empty stages dropped, the order kept)."""
+    used, device = np.unique(stage, return_inverse=True)
+    return Split.from_assignment(p.workload.node_ids, device[p.unit_of], int(used.size), 0)

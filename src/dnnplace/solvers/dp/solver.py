@@ -43,12 +43,15 @@ FOLD_ALLOWANCE = 0.25  # of --gap times the trivial bound: what the folds may ad
 WIDER_UNITS = 1000  # above: no folds with an allowance (a second pass costs ~1 s on Mamba's 1,650 units and has
 #                     never made such a lattice fit; the relaxations need that time)
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
+IP_FIRST_UNITS = 600  # up to this many units the second phase (the chain IP) gets most of the budget instead:
+RELAX_SHARE_SMALL = 0.25  # HiGHS closes DeBERTa-v2 and DeepSeek-V3 there, the relaxations do not
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
-#: A second phase after the relaxations (:mod:`dnnplace.solvers.ip.certify`): given the workload, the incumbent
-#: split, the bound proven so far (for pipelines), the time to stop and the options, it returns a split (or
-#: None), a lower bound on every pipeline split, and stats.
-Finisher = Callable[[Workload, Split, float, float, "DPOptions"], tuple[Split | None, float, dict]]
+#: A second phase after the relaxations (:func:`dnnplace.solvers.dp_ip.ip_finish`): given the units the DP
+#: works on (their workload and deficit), the incumbent split, the bound proven so far on the workload (for
+#: pipelines), the time to stop and the options, it returns a split (or None), a lower bound on the workload
+#: for every pipeline split, and stats.
+Finisher = Callable[[Prepared, Split, float, float, "DPOptions"], tuple[Split | None, float, dict]]
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
     inert, base, lattice = _exact_lattice(p, options)
+    exact = p  # the units of the exact reductions alone (no deficit): the second phase works on these
     if lattice is None and not options.overlap_comm and p.n_units <= WIDER_UNITS:
         # too wide for the exact DP: fold the cheap units whose folds may raise a load a little as well
         # (the relaxations then work on the folded units too: Mamba-2 training 10.1 % -> 3.2 %)
@@ -173,7 +177,7 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             else:
                 best.prove(best.value)  # nothing below the incumbent exists
         else:
-            _relax_then_finish(p, inert, best, options, start, deadline, stats)
+            _relax_then_finish(p, exact, inert, best, options, start, deadline, stats)
     except SolverTimeout:
         if best.split is None:
             raise
@@ -195,9 +199,13 @@ def _exact_lattice(p: Prepared, options: DPOptions) -> tuple[np.ndarray, Relaxed
     return inert, base, lattice
 
 
-def _relax_then_finish(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions, start: float,
-                       deadline: float | None, stats: dict) -> None:
+def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _Best, options: DPOptions,
+                       start: float, deadline: float | None, stats: dict) -> None:
     """Step 4 and 5 of :func:`solve_dp`: the relaxations, then the second phase on the time that is left.
+
+    The relaxations work on ``p`` (perhaps folded with an allowance); the
+    second phase on ``exact``, the units before those folds, so that what it
+    proves needs no deficit subtracted (Mamba-2 training: proven optimal).
 
     Raises :class:`SolverTimeout` only when the caller's ``time_limit`` ran out
     (the answer's status is then ``time_limit``); the default budget ending is
@@ -209,7 +217,8 @@ def _relax_then_finish(p: Prepared, inert: np.ndarray, best: _Best, options: DPO
         refine_end = time.perf_counter() + REFINE_SECONDS
     else:
         end = start + DEFAULT_SECONDS if deadline is None else deadline
-        relax_end = refine_end = start + RELAX_SHARE * (end - start)
+        share = RELAX_SHARE_SMALL if exact.n_units <= IP_FIRST_UNITS else RELAX_SHARE
+        relax_end = refine_end = start + share * (end - start)
     try:
         _relaxations(p, inert, best, options, relax_end, stats, refine_until=min(refine_end, relax_end))
     except SolverTimeout:
@@ -220,7 +229,7 @@ def _relax_then_finish(p: Prepared, inert: np.ndarray, best: _Best, options: DPO
         return
     if end - time.perf_counter() < FINISH_MIN_SECONDS:
         return
-    split, bound, more = options.finish(p.workload, best.split, best.bound, end, options)
+    split, bound, more = options.finish(exact, best.split, best.bound, end, options)
     stats.update(more)
     stats["relaxation_bound"] = best.bound
     if split is not None:
