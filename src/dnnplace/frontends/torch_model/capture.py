@@ -15,6 +15,15 @@ contiguous run, in graph order, of operators of the same leaf module
 Mixture-of-experts layers that run transformers' eager loop over experts (a
 data-dependent trip count) are traced with the grouped implementation
 (:mod:`dnnplace.frontends.torch_model.moe`).
+
+torch.export's graph keeps in-place operators (``copy_`` into a slice of a
+``new_empty``, ``index_put_`` into an expert accumulator, ``div_`` of routing
+weights); their readers consume the *mutated base*, so the fx edges miss the
+writer -> reader dependency and its transfer (DeepSeek-V3's attention did not
+depend on its rotary keys; every MoE layer's output did not depend on its
+experts).  A graph with such a write is functionalized
+(:func:`functionalize_writes`): each write becomes an operator returning a new
+value (``slice_scatter``, ``index_put``), and every dependency is an edge.
 """
 
 from __future__ import annotations
@@ -105,7 +114,7 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
     kwargs = dict(kwargs or {})
     try:
         with _quiet_torch_logs(), traceable_experts(model) as switched:
-            gm = torch.export.export(model, tuple(inputs), kwargs=kwargs).module()
+            gm = functionalize_writes(torch.export.export(model, tuple(inputs), kwargs=kwargs))
         portable_graph(gm)
         if switched and not quiet:
             print(f"note: {len(switched)} eager experts modules (data-dependent loops) traced with their"
@@ -155,6 +164,42 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
     if not groups:
         raise DnnplaceError("the traced model has no operators")
     return Captured(gm, groups, group_of, module_of, granularity, method, flat)
+
+
+def mutating(node) -> bool:
+    """An in-place ATen operator (its schema writes one of its arguments)."""
+    schema = getattr(node.target, "_schema", None)
+    return bool(node.op == "call_function" and schema is not None and schema.is_mutable)
+
+
+def functionalize_writes(ep) -> Any:
+    """The exported program's module, functionalized when an in-place write touches a non-constant value.
+
+    Writes to constants (T5's ``add_`` on its position buckets) are evaluated
+    once with the constant, so such graphs are kept as exported; any other
+    write is rewritten by ``run_decompositions({})`` (functionalization only,
+    no operator decomposed).
+    """
+    import torch
+
+    gm = ep.module()
+    const = constant_nodes(gm)
+    if not any(mutating(x) and x.name not in const for x in gm.graph.nodes):
+        return gm
+    gm = ep.run_decompositions({}).module()
+    for x in gm.graph.nodes:  # functional ``copy`` has no derivative: training backpropagates through this one
+        if x.op == "call_function" and x.target is torch.ops.aten.copy.default:
+            x.target = copy_into
+    gm.recompile()
+    return gm
+
+
+def copy_into(dst, src) -> Any:
+    """``aten.copy`` (a functionalized ``copy_``): ``dst``'s shape, dtype and device, ``src``'s values.
+
+    Differentiable in ``src``; ``dst``'s values are overwritten, so it gets no gradient.
+    """
+    return src.to(dtype=dst.dtype, device=dst.device).expand(dst.shape).clone()
 
 
 def _flat_inputs(gm, args: tuple, kwargs: dict) -> tuple:

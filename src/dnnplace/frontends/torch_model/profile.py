@@ -50,7 +50,7 @@ def _nbytes(value: Any) -> int:
 
 
 def _mutates(node) -> bool:
-    """An in-place ATen operator (torch.export keeps some, e.g. ``add_`` in T5's position buckets)."""
+    """An in-place ATen operator (left only on constants, e.g. ``add_`` in T5's position buckets: see capture)."""
     schema = getattr(node.target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
 

@@ -42,6 +42,8 @@ DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation
 FOLD_ALLOWANCE = 0.25  # of --gap times the trivial bound: what the folds may add to the optimum in all
 WIDER_UNITS = 1000  # above: no folds with an allowance (a second pass costs ~1 s on Mamba's 1,650 units and has
 #                     never made such a lattice fit; the relaxations need that time)
+EXACT_SHARE = 0.3  # of that budget: an exact DP over more than COARSE_FIRST ideals (DeepSeek-V3: 105k ideals, 676 M
+#                    pairs, 46 s), then the relaxations and the IP on the rest
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 IP_FIRST_UNITS = 600  # up to this many units the second phase (the chain IP) gets most of the budget instead:
 RELAX_SHARE_SMALL = 0.25  # HiGHS closes DeBERTa-v2 and DeepSeek-V3 there, the relaxations do not
@@ -110,13 +112,17 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     1. Prepare units and apply the exact reductions.
     2. Upper bound: the DP on one topological order of the units (a chain,
        tiny lattice) -- a real split.
-    3. If the lattice (inert units left out) fits ``max_ideals``: the exact DP.
+    3. If the lattice (inert units left out) fits ``max_ideals``: the exact DP
+       (for the default method without a ``time_limit``, one over more than
+       :data:`COARSE_FIRST` ideals gets :data:`EXACT_SHARE` of
+       :data:`DEFAULT_SECONDS`; if it does not finish, steps 4-5 use the rest).
     4. Otherwise relax (:mod:`dnnplace.solvers.dp.relax`): leave out the units
        parallel to most others, from many to few, while the lattice fits;
        each relaxed optimum is a lower bound and, with the units put back, a
        split.  Stop once the gap is within ``options.gap``.
     5. With ``options.finish`` (the default method's IP) and a gap still above
-       ``options.gap``: the relaxations get :data:`RELAX_SHARE` of the time and
+       ``options.gap``: the relaxations get :data:`RELAX_SHARE` (up to
+       :data:`IP_FIRST_UNITS` units: :data:`RELAX_SHARE_SMALL`) of the time and
        the second phase the rest, starting from the best split; the better
        split and the better bound are kept (both certified).  Without a
        ``time_limit`` this path takes :data:`DEFAULT_SECONDS` in all.
@@ -165,8 +171,18 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             stats["ideals"] = lattice.n_ideals
             if lattice.n_ideals > COARSE_FIRST and not options.linearize:
                 _coarse_upper_bound(p, lattice.n_ideals, best, options, deadline, stats)
-            result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
-                            deadline=deadline, progress=options.progress)
+            # the default method without a time limit: a large exact DP gets a share of the budget, then the IP
+            budgeted = options.finish is not None and deadline is None and lattice.n_ideals > COARSE_FIRST
+            try:
+                result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                                deadline=start + EXACT_SHARE * DEFAULT_SECONDS if budgeted else deadline,
+                                progress=options.progress)
+            except SolverTimeout:
+                if not budgeted:
+                    raise
+                stats["exact_dp_stopped_after_s"] = round(time.perf_counter() - start, 3)
+                _relax_then_finish(p, exact, inert, best, options, start, deadline, stats)
+                return best.output(stats)
             stats["pairs_examined"] = result.pairs
             if np.isfinite(result.value):
                 best.offer(_split_of(p, result, base))
