@@ -47,6 +47,8 @@ EXACT_SHARE = 0.3  # of that budget: an exact DP over more than COARSE_FIRST ide
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 IP_FIRST_UNITS = 600  # up to this many units the second phase (the chain IP) gets most of the budget instead:
 RELAX_SHARE_SMALL = 0.25  # HiGHS closes DeBERTa-v2 and DeepSeek-V3 there, the relaxations do not
+IP_MAX_UNITS = 800  # above this many units no second phase: HiGHS's root LP alone outlasts the budget (Mamba-1:
+#                     1,650 units, 13 s) and was seen overrunning its deadline by 6 s
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
 #: A second phase after the relaxations (:func:`dnnplace.solvers.dp_ip.ip_finish`): given the units the DP
@@ -242,6 +244,9 @@ def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _B
             raise
         stats["relaxation_stopped_after_s"] = round(time.perf_counter() - start, 3)  # an answer with its bound
     if options.finish is None or best.split is None or best.gap() <= options.gap:
+        return
+    if exact.n_units > IP_MAX_UNITS:
+        stats["ip_phase"] = f"left out: more than {IP_MAX_UNITS} units"
         return
     if end - time.perf_counter() < FINISH_MIN_SECONDS:
         return
