@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from torch._subclasses.fake_tensor import FakeTensor  # noqa: E402
+from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_leaves  # noqa: E402
 
@@ -30,6 +31,14 @@ def _mixtral_1():
                        num_hidden_layers=1)
 
 
+def _holds_data(t: torch.Tensor) -> bool:
+    """A tensor with real data: not fake, not meta, not empty -- looking through functionalization's wrappers
+    (``capture`` functionalizes graphs with in-place writes on fake tensors, the wrappers reach this mode)."""
+    if isinstance(t, FunctionalTensor):
+        t = torch._from_functional_tensor(t.elem)
+    return not isinstance(t, FakeTensor) and not t.is_meta and t.numel() > 0
+
+
 class _RealKernels(TorchDispatchMode):
     """Records every operator that reaches a kernel with a real (data-holding) tensor among its arguments."""
 
@@ -39,8 +48,7 @@ class _RealKernels(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if any(isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) and not t.is_meta
-               for t in tree_leaves((args, kwargs))):
+        if any(isinstance(t, torch.Tensor) and _holds_data(t) for t in tree_leaves((args, kwargs))):
             self.ran.append(str(func))
         return func(*args, **kwargs)
 
