@@ -10,15 +10,13 @@ writes and their readers on different stages computes what the model does.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from conftest import ROOT  # noqa: E402
+from cli_runner import run_cli  # noqa: E402
 
 from dnnplace.model.split import Split  # noqa: E402
 
@@ -53,11 +51,9 @@ def build():
 def _profiled(tmp_path: Path, training: bool) -> tuple[Path, dict]:
     (tmp_path / "writes.py").write_text(MODEL)
     w = tmp_path / "w.json"
-    proc = subprocess.run([sys.executable, "-m", "dnnplace", "profile", "writes.py:build", "--device", "a100",
-                           "-k", "3", "-o", str(w), *(["--training"] if training else [])],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
-    assert proc.returncode == 0, proc.stderr
+    res = run_cli("profile", "writes.py:build", "--device", "a100", "-k", "3", "-o", w,
+                  *(["--training"] if training else []), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
     return w, json.loads(w.read_text())
 
 
