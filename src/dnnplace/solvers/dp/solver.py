@@ -47,8 +47,9 @@ EXACT_SHARE = 0.3  # of that budget: an exact DP over more than COARSE_FIRST ide
 RELAX_SHARE = 0.7  # with a second phase: the relaxations' share of the budget, the rest is the second phase's
 IP_FIRST_UNITS = 600  # up to this many units the second phase (the chain IP) gets most of the budget instead:
 RELAX_SHARE_SMALL = 0.25  # HiGHS closes DeBERTa-v2 and DeepSeek-V3 there, the relaxations do not
-IP_MAX_UNITS = 800  # above this many units no second phase: HiGHS's root LP alone outlasts the budget (Mamba-1:
-#                     1,650 units, 13 s) and was seen overrunning its deadline by 6 s
+IP_MAX_UNITS = 800  # above this many units no second phase in the default budget: HiGHS's root LP alone outlasts
+#                     it (Mamba-1: 1,650 units, 13 s) and was seen overrunning its deadline by 6 s; with
+#                     --time-limit it runs (Jamba: 965 units, within 0.5 % of the optimum after 73 s)
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
 
 #: A second phase after the relaxations (:func:`dnnplace.solvers.dp_ip.ip_finish`): given the units the DP
@@ -235,7 +236,8 @@ def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _B
         refine_end = time.perf_counter() + REFINE_SECONDS
     else:
         end = start + DEFAULT_SECONDS if deadline is None else deadline
-        share = RELAX_SHARE_SMALL if exact.n_units <= IP_FIRST_UNITS else RELAX_SHARE
+        # the IP gets most of a caller's time limit whatever the size (the relaxations plateau on wide graphs)
+        share = RELAX_SHARE_SMALL if exact.n_units <= IP_FIRST_UNITS or deadline is not None else RELAX_SHARE
         relax_end = refine_end = start + share * (end - start)
     try:
         _relaxations(p, inert, best, options, relax_end, stats, refine_until=min(refine_end, relax_end))
@@ -245,8 +247,8 @@ def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _B
         stats["relaxation_stopped_after_s"] = round(time.perf_counter() - start, 3)  # an answer with its bound
     if options.finish is None or best.split is None or best.gap() <= options.gap:
         return
-    if exact.n_units > IP_MAX_UNITS:
-        stats["ip_phase"] = f"left out: more than {IP_MAX_UNITS} units"
+    if exact.n_units > IP_MAX_UNITS and deadline is None:
+        stats["ip_phase"] = f"left out: more than {IP_MAX_UNITS} units (give --time-limit to run it)"
         return
     if end - time.perf_counter() < FINISH_MIN_SECONDS:
         return
