@@ -94,3 +94,17 @@ def test_fuzz_llm_and_device_inputs(command, llm_plan, data):
 def test_usage_mistakes_are_one_line(args, culprit):
     code, out, err = invoke(*args)
     assert code == 2 and culprit in err and len(err.strip().splitlines()) == 1 and "Usage" not in err, (out, err)
+
+
+@pytest.mark.parametrize("key, value", [("bound", None), ("gap", "0"), ("runtime_s", float("nan")),
+                                        ("status", 3)])
+@pytest.mark.parametrize("command", ["llm-report", "llm-evaluate"])
+def test_a_plans_claims_must_be_numbers(llm_plan, tmp_path, key, value, command):
+    """The fuzz test's find: a plan whose "bound" is null crashed the report (``None:.4g``); such a file is
+    refused in one line naming the field."""
+    args, _ = COMMANDS[command]
+    files = {"w": tmp_path / "w.json", "out": tmp_path / "out.file"}
+    files["w"].write_text(json.dumps({**llm_plan, key: value}))
+    code, _, err = invoke(*(a.format(**files) for a in args))
+    assert code == 2 and key in err and len(err.strip().splitlines()) == 1, err
+    assert not files["out"].exists()

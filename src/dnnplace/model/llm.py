@@ -216,7 +216,21 @@ class LLMPlan:
                               memory_breakdown=dict(p["memory_breakdown"]),
                               time_breakdown=dict(p["time_breakdown"]), fits=p["fits"], overflow=p["overflow"],
                               num_microbatches=g["num_microbatches"])
-            return LLMPlan(problem, cfg, est, status=doc["status"], bound=doc["bound"], gap=doc["gap"],
-                           exhaustive=doc["exhaustive"], runtime_s=doc["runtime_s"])
+            if not isinstance(doc["status"], str):
+                raise DnnplaceError("plan document: 'status' must be a string")
+            return LLMPlan(problem, cfg, est, status=doc["status"], bound=_claimed_number(doc, "bound"),
+                           gap=_claimed_number(doc, "gap"), exhaustive=doc["exhaustive"],
+                           runtime_s=_claimed_number(doc, "runtime_s"))
         except (KeyError, TypeError) as exc:
             raise DnnplaceError(f"plan document lacks or mistypes {exc}") from None
+
+
+def _claimed_number(doc: dict, key: str) -> float:
+    """What a plan file claims as a number (bound, gap, runtime): a finite one, or the file is refused."""
+    import math
+
+    v = doc[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        shown = "null" if v is None else repr(v)[:20]
+        raise DnnplaceError(f"plan document: {key!r} must be a finite number, not {shown}")
+    return float(v)

@@ -116,9 +116,9 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     2. Upper bound: the DP on one topological order of the units (a chain,
        tiny lattice) -- a real split.
     3. If the lattice (inert units left out) fits ``max_ideals``: the exact DP
-       (for the default method without a ``time_limit``, one over more than
-       :data:`COARSE_FIRST` ideals gets :data:`EXACT_SHARE` of
-       :data:`DEFAULT_SECONDS`; if it does not finish, steps 4-5 use the rest).
+       (for the default method, one over more than :data:`COARSE_FIRST` ideals
+       gets :data:`EXACT_SHARE` of :data:`DEFAULT_SECONDS`, or of the
+       ``time_limit``; if it does not finish, steps 4-5 use the rest).
     4. Otherwise relax (:mod:`dnnplace.solvers.dp.relax`): leave out the units
        parallel to most others, from many to few, while the lattice fits;
        each relaxed optimum is a lower bound and, with the units put back, a
@@ -174,11 +174,12 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             stats["ideals"] = lattice.n_ideals
             if lattice.n_ideals > COARSE_FIRST and not options.linearize:
                 _coarse_upper_bound(p, lattice.n_ideals, best, options, deadline, stats)
-            # the default method without a time limit: a large exact DP gets a share of the budget, then the IP
-            budgeted = options.finish is not None and deadline is None and lattice.n_ideals > COARSE_FIRST
+            # the default method: a large exact DP gets a share of the budget (or of --time-limit), then the IP
+            budgeted = options.finish is not None and lattice.n_ideals > COARSE_FIRST
+            budget = DEFAULT_SECONDS if options.time_limit is None else options.time_limit
             try:
                 result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
-                                deadline=start + EXACT_SHARE * DEFAULT_SECONDS if budgeted else deadline,
+                                deadline=start + EXACT_SHARE * budget if budgeted else deadline,
                                 progress=options.progress)
             except SolverTimeout:
                 if not budgeted:
