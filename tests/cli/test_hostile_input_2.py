@@ -613,7 +613,8 @@ def test_12_sigterm_and_sighup_stop_a_dp_solve_cleanly(tmp_path, signame):
     import signal
 
     big = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "inceptionv3_training.json"
-    _signal_solve(tmp_path, getattr(signal, signame), [big, "--max-ideals", "5000000"], 4.0)
+    # --time-limit: the default budget would stop this exact DP after 2.6 s and finish with the IP before the signal
+    _signal_solve(tmp_path, getattr(signal, signame), [big, "--max-ideals", "5000000", "--time-limit", "60"], 4.0)
 
 
 def test_12_sigterm_stops_an_ip_solve(tmp_path):

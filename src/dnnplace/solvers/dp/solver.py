@@ -221,6 +221,14 @@ def _exact_lattice(p: Prepared, options: DPOptions) -> tuple[np.ndarray, Relaxed
 
 def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _Best, options: DPOptions,
                        start: float, deadline: float | None, stats: dict) -> None:
+    """:func:`_relax_and_finish`; a caller's time limit that ends with the gap above ``--gap`` is ``time_limit``."""
+    _relax_and_finish(p, exact, inert, best, options, start, deadline, stats)
+    if deadline is not None and best.gap() > options.gap:
+        best.timed_out = True
+
+
+def _relax_and_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _Best, options: DPOptions,
+                      start: float, deadline: float | None, stats: dict) -> None:
     """Step 4 and 5 of :func:`solve_dp`: the relaxations, then the second phase on the time that is left.
 
     The relaxations work on ``p`` (perhaps folded with an allowance); the
@@ -262,8 +270,6 @@ def _relax_then_finish(p: Prepared, exact: Prepared, inert: np.ndarray, best: _B
         else:
             stats["ip_split_refused"] = "its devices feed each other in a cycle"
     best.bound = max(best.bound, bound)  # the IP's bound holds for every contiguous split, chains included
-    if deadline is not None and best.gap() > options.gap:
-        best.timed_out = True  # the IP ran to (just before) the caller's limit without closing the gap
 
 
 def is_pipeline(w: Workload, split: Split) -> bool:
