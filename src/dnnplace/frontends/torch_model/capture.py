@@ -167,7 +167,8 @@ def capture(model, inputs: tuple, granularity: str = "op", quiet: bool = False,
 
 
 def mutating(node) -> bool:
-    """An in-place ATen operator (its schema writes one of its arguments)."""
+    """An in-place ATen operator (its schema writes one of its arguments; after :func:`functionalize_writes`
+    only writes to constants are left, e.g. ``add_`` in T5's position buckets)."""
     schema = getattr(node.target, "_schema", None)
     return bool(node.op == "call_function" and schema is not None and schema.is_mutable)
 

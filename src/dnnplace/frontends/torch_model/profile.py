@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends.torch_model.capture import Captured
+from dnnplace.frontends.torch_model.capture import Captured, mutating
 from dnnplace.frontends.torch_model.devices import CPU_CORE, load_catalogue, roofline_ms
 from dnnplace.frontends.torch_model.shared import parameter_use
 
@@ -49,12 +49,6 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
-def _mutates(node) -> bool:
-    """An in-place ATen operator (left only on constants, e.g. ``add_`` in T5's position buckets: see capture)."""
-    schema = getattr(node.target, "_schema", None)
-    return bool(schema is not None and schema.is_mutable)
-
-
 def _run_node(gm, node, env: dict, convert: Callable[[Any], Any] | None = None) -> Any:
     """Execute one fx node on the values in ``env``; in-place operators work on copies, so replays repeat.
 
@@ -64,7 +58,7 @@ def _run_node(gm, node, env: dict, convert: Callable[[Any], Any] | None = None) 
     from torch.fx.node import map_arg
     from torch.utils._pytree import tree_map
 
-    get = (lambda n: _copy(env[n.name])) if _mutates(node) else (lambda n: env[n.name])
+    get = (lambda n: _copy(env[n.name])) if mutating(node) else (lambda n: env[n.name])
     args = map_arg(node.args, get)
     kwargs = map_arg(node.kwargs, get)
     if convert is not None and node.op != "get_attr":
@@ -113,7 +107,7 @@ def _metadata_only(node, env: dict) -> bool:
     """
     import torch
 
-    if _mutates(node):
+    if mutating(node):
         return False
     outs = _tensors(env.get(node.name))
     if not outs:
@@ -159,7 +153,7 @@ def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
         if g in const or len(members) != 1 or not metadata[g]:
             continue
         x = members[0]
-        if x.op != "call_function" or _mutates(x) or not isinstance(env.get(x.name), torch.Tensor):
+        if x.op != "call_function" or mutating(x) or not isinstance(env.get(x.name), torch.Tensor):
             continue
         ins = x.all_input_nodes
         if len(ins) != 1 or cap.group_of.get(ins[0].name) is None or cap.group_of[ins[0].name] in const:
@@ -169,7 +163,7 @@ def hoisted_groups(cap: Captured, env: dict, metadata: list[bool], *,
             continue
         if x.name in out_names or not x.users or any(cap.group_of.get(u.name) is None for u in x.users):
             continue
-        if any(_mutates(u) for u in base.users):
+        if any(mutating(u) for u in base.users):
             continue
         views.add(g)
         base_of[x.name] = base

@@ -28,6 +28,17 @@ BOUND_TOLERANCE = 1e-6  # HiGHS's bound is on its own (tolerance-limited) number
 HIGHS_LATE_SECONDS = 1.0  # at most this much of the time left is kept back for HiGHS overrunning its limit
 
 
+def aim_before(deadline: float, now: float) -> float:
+    """When to stop HiGHS: it checks its clock between steps and was seen a second late (under load)."""
+    return deadline - min(HIGHS_LATE_SECONDS, 0.3 * max(deadline - now, 0.0))
+
+
+def certified_bound(raw: float) -> float:
+    """HiGHS's dual bound as a claim: 0 when none, and a hair less (it is on tolerance-limited numbers)."""
+    bound = float(raw) if np.isfinite(raw) else 0.0
+    return max(0.0, bound - BOUND_TOLERANCE * abs(bound))
+
+
 @dataclass(frozen=True)
 class IPPhase:
     """What the IP found by the deadline: a split (or None) and a certified lower bound (0 when none)."""
@@ -49,8 +60,7 @@ def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, dea
     """
     t0 = time.perf_counter()
     allotted = deadline - t0
-    # HiGHS checks its clock between steps and was seen to stop up to a second late (under load): aim earlier
-    aim = deadline - min(HIGHS_LATE_SECONDS, 0.3 * max(allotted, 0.0))
+    aim = aim_before(deadline, t0)
     groups = Groups.of(w)
     k, l = w.max_accelerators, w.max_cpus
     try:
@@ -68,8 +78,7 @@ def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, dea
         return IPPhase(None, 0.0, {"ip_phase": "no time left after building the model"})
     stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_allotted_s": round(allotted, 3),
              "ip_status": res.status, "ip_solve_s": round(res.seconds, 3)}
-    bound = float(res.bound) if np.isfinite(res.bound) else 0.0
-    bound = max(0.0, bound - BOUND_TOLERANCE * abs(bound))
+    bound = certified_bound(res.bound)
     stats["ip_bound"] = bound
     if res.values is None:
         return IPPhase(None, bound, stats)

@@ -30,9 +30,7 @@ import numpy as np
 
 from dnnplace.prepare.contract import Prepared
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
-
-BOUND_TOLERANCE = 1e-6  # HiGHS's bound is on its own (tolerance-limited) numbers: claim a hair less
-HIGHS_LATE_SECONDS = 1.0  # at most this much of the time left is kept back for HiGHS overrunning its limit
+from dnnplace.solvers.ip.certify import aim_before, certified_bound
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ def solve_chain_ip(p: Prepared, start: np.ndarray | None, *, deadline: float, ga
     bounds every pipeline of the units.
     """
     t0 = time.perf_counter()
-    aim = deadline - min(HIGHS_LATE_SECONDS, 0.3 * max(deadline - t0, 0.0))
+    aim = aim_before(deadline, t0)
     # more stages than units help only to spread the fluid (a relaxation of one unit still has k devices)
     k = max(1, p.workload.max_accelerators if fluid > 0 else min(p.workload.max_accelerators, p.n_units))
     try:
@@ -76,8 +74,7 @@ def solve_chain_ip(p: Prepared, start: np.ndarray | None, *, deadline: float, ga
         return ChainIP(None, 0.0, {"ip_phase": "no time left after building the model"})
     stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_allotted_s": round(deadline - t0, 3),
              "ip_status": res.status, "ip_solve_s": round(res.seconds, 3), "ip_units": p.n_units}
-    bound = float(res.bound) if np.isfinite(res.bound) else 0.0
-    bound = max(0.0, bound - BOUND_TOLERANCE * abs(bound))
+    bound = certified_bound(res.bound)
     stats["ip_bound"] = bound
     if res.values is None:
         return ChainIP(None, bound, stats)
