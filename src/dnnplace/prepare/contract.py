@@ -318,17 +318,22 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
 
 
 def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None,
-                 forward: np.ndarray | None = None) -> CommSources:
+                 forward: np.ndarray | None = None, via: np.ndarray | None = None) -> CommSources:
     """Group original producers by (home unit, set of other units they feed).
 
     ``mask`` restricts the producers considered (e.g. forward nodes only).
     Nodes marked in ``forward`` (left out, unit -1) pass what they receive
     straight on: a producer feeding one counts as feeding its successors.
+    ``via`` (per node: the one predecessor a left-out node passes on, -1 for
+    none) does the same for left-out nodes with several inputs, at the
+    cheapest cost along the way (:func:`_comm_sources_via`).
     """
     c = w.comm_cost
     keep = (c > 0) & (unit_of >= 0)  # unit -1: a node left out of the problem (a relaxation)
     if mask is not None:
         keep &= mask
+    if via is not None:
+        return _comm_sources_via(w, unit_of, keep, via)
     if forward is None:
         return _comm_sources_direct(w, unit_of, keep)
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
@@ -348,6 +353,11 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
         if targets:
             key = (home, targets)
             merged[key] = merged.get(key, 0.0) + float(c[u])
+    return _sources_of(merged)
+
+
+def _sources_of(merged: dict[tuple[int, tuple[int, ...]], float]) -> CommSources:
+    """CSR :class:`CommSources` of costs keyed by (home unit, sorted target units), in key order."""
     keys = sorted(merged)
     ptr = np.zeros(len(keys) + 1, dtype=np.int64)
     idx: list[int] = []
@@ -360,6 +370,62 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
         target_ptr=ptr,
         target_idx=np.array(idx, dtype=np.int64),
     )
+
+
+def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: np.ndarray) -> CommSources:
+    """:func:`comm_sources` where a left-out node ``x`` with ``via[x] = q`` passes ``q``'s output on.
+
+    Producer ``u`` then counts as feeding the kept units reached through
+    chains of such nodes, at the cost ``min(c_u, c_x)`` over the nodes ``x``
+    on those chains.  This is a relaxation: if a set ``S`` of units splits
+    the producer's widened target set, it splits the closed neighbourhood
+    (node and consumers) of ``u`` or of one ``x`` on a chain (these overlap
+    along the chain), and each ``x`` belongs to one chain only, so the true
+    load of ``S`` pays at least that minimum once.  Inputs of a left-out
+    node other than ``via`` simply stop feeding it (fewer targets, a
+    relaxation too).
+    """
+    c = w.comm_cost
+    uo = unit_of.tolist()
+    succ = w.successors
+    vi = via.tolist()
+    memo: dict[int, tuple[set[int], float]] = {}
+
+    def passed(x: int) -> tuple[set[int], float]:
+        """Kept units that left-out ``x`` passes its input on to, and the cheapest cost on the way."""
+        if x in memo:
+            return memo[x]
+        targets: set[int] = set()
+        cheapest = np.inf
+        for y in succ[x].tolist():
+            if uo[y] >= 0:
+                targets.add(uo[y])
+            elif vi[y] == x:
+                more, m = passed(y)
+                if more:
+                    targets |= more
+                    cheapest = min(cheapest, m)
+        memo[x] = (targets, min(cheapest, float(c[x])) if targets else np.inf)
+        return memo[x]
+
+    merged: dict[tuple[int, tuple[int, ...]], float] = {}
+    for u in np.flatnonzero(keep).tolist():
+        home = uo[u]
+        targets: set[int] = set()
+        cost = float(c[u])
+        for x in succ[u].tolist():
+            if uo[x] >= 0:
+                targets.add(uo[x])
+            elif vi[x] == u:
+                more, m = passed(x)
+                if more:
+                    targets |= more
+                    cost = min(cost, m)
+        targets -= {home, -1}
+        if targets and cost > 0:
+            key = (home, tuple(sorted(targets)))
+            merged[key] = merged.get(key, 0.0) + cost
+    return _sources_of(merged)
 
 
 def _comm_sources_direct(w: Workload, unit_of: np.ndarray, keep: np.ndarray) -> CommSources:

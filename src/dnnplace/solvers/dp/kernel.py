@@ -60,6 +60,12 @@ Shared = namedtuple("Shared", [
     "count",  # per group: units in S using it (scratch)
     "whole",  # per ideal: bytes of the groups its units use (whole_ideal_shared)
 ])
+Anchored = namedtuple("Anchored", [
+    "unit_ptr", "unit_item", "side",  # per unit: the left-out units it anchors (CSR) and on which side (0: before)
+    "weight",  # per left-out unit: its compute
+    "before", "after",  # per left-out unit: anchors before it / after it in S (scratch)
+    "whole",  # per ideal: compute of the left-out units anchored inside it (whole_ideal_comm)
+])
 Scratch = namedtuple("Scratch", [
     "stamp",  # per ideal: the last ideal whose walk visited it
     "stack_j", "stack_e", "stack_x",  # per level of the walk: ideal, next cover edge, unit that entered S
@@ -141,6 +147,28 @@ def _share(x, adding, unit_ptr, unit_group, size, count):
 
 
 @njit(cache=True, inline="always")
+def _anchor(x, adding, unit_ptr, unit_item, side, weight, before, after):
+    """Add (or remove) unit ``x`` to ``S``; return the change in the compute of the left-out units ``S`` must hold.
+
+    A left-out unit with a remaining unit before it and one after it in ``S``
+    lies between them, so a contiguous ``S`` holds it (relax.anchors).
+    """
+    delta = 0.0
+    step = 1 if adding else -1
+    for k in range(unit_ptr[x], unit_ptr[x + 1]):
+        it = unit_item[k]
+        was = before[it] > 0 and after[it] > 0
+        if side[k] == 0:
+            before[it] += step
+        else:
+            after[it] += step
+        now = before[it] > 0 and after[it] > 0
+        if was != now:
+            delta += weight[it] if now else -weight[it]
+    return delta
+
+
+@njit(cache=True, inline="always")
 def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
     """Can ``n_cpu`` CPUs and ``n_acc`` accelerators hold this much work within ``ub``?
 
@@ -159,7 +187,7 @@ def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
 
 
 @njit(cache=True)
-def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
+def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
     """Fill ``dp[lo:stop]`` (layout: ideal, cpus, accelerators); return ``(stop, pairs examined)``.
 
     ``stop`` is ``hi``, or the ideal after the one at which the work done (pairs
@@ -193,6 +221,8 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
     stamp, stack_j, stack_e, stack_x = scr.stamp, scr.stack_j, scr.stack_e, scr.stack_x
     cnt, in_s, rel = scr.cnt, scr.in_s, scr.rel
     sh_ptr, sh_group, sh_size, sh_count, sh_whole = shr.unit_ptr, shr.unit_group, shr.size, shr.count, shr.whole
+    an_ptr, an_item, an_side, an_w = anc.unit_ptr, anc.unit_item, anc.side, anc.weight
+    an_before, an_after, an_whole = anc.before, anc.after, anc.whole
     sum_mode = piece_cap < np.inf
     inf = np.inf
     pairs = 0
@@ -222,12 +252,14 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
                             choice[I, c, a] = 0
                             kind[I, c, a] = CPU_PIECE
                     elif unsup_sum[I] == 0 and size_sum[I] + sh_whole[I] <= memory:
+                        work = acc_sum[I] + an_whole[I]
                         if overlap:
-                            load = acc_sum[I] if acc_sum[I] > whole_comm[I] else whole_comm[I]
+                            load = work if work > whole_comm[I] else whole_comm[I]
                         else:
-                            load = acc_sum[I] + whole_comm[I]
+                            load = work + whole_comm[I]
                         if load <= cap:
-                            dp[I, c, a] = load
+                            # the sum counts the anchored compute with the rest of the left-out work
+                            dp[I, c, a] = load - an_whole[I] if sum_mode else load
                             choice[I, c, a] = 0
                             kind[I, c, a] = ACC_PIECE
                     continue
@@ -243,6 +275,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
             sp = walk.start(I, stamp, stack_j, stack_e, down_ptr)
             stack_x[0] = -1
             comm = 0.0
+            anchored = 0.0  # compute of the left-out units S must hold
             shared = 0.0  # bytes of the shared groups S uses
             thr_cpu = piece_cap if sum_mode else ub
             thr_acc = piece_cap if sum_mode else ub
@@ -254,6 +287,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                         src_ntgt, cnt, in_s)
                         shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
+                        anchored += _anchor(x, False, an_ptr, an_item, an_side, an_w, an_before, an_after)
                     sp -= 1
                 else:
                     J2 = down_ideal[e]
@@ -261,12 +295,13 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
                     comm += _toggle(x, True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                     src_ntgt, cnt, in_s)
                     shared += _share(x, True, sh_ptr, sh_group, sh_size, sh_count)
+                    anchored += _anchor(x, True, an_ptr, an_item, an_side, an_w, an_before, an_after)
                     pairs += 1
                     acc_t = acc_sum[I] - acc_sum[J2]
                     cpu_t = cpu_sum[I] - cpu_sum[J2]
                     fits = unsup_sum[I] == unsup_sum[J2] and size_sum[I] - size_sum[J2] + shared <= memory
                     cpu_ok = n_cpu > 0 and cpu_t <= thr_cpu
-                    acc_fast = n_acc > 0 and fits and acc_t <= thr_acc
+                    acc_fast = n_acc > 0 and fits and acc_t + anchored <= thr_acc  # both only grow with S
                     improved = False
                     if cpu_ok:
                         for q in range(n_cs):
@@ -283,17 +318,18 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
                                 kind[I, c, a] = CPU_PIECE
                                 improved = True
                     if acc_fast:
+                        work = acc_t + anchored
                         if overlap:
-                            load = acc_t if acc_t > comm else comm
+                            load = work if work > comm else comm
                         else:
-                            load = acc_t + comm
+                            load = work + comm
                         if load <= thr_acc:
                             for q in range(n_as):
                                 c = rel[2, q]
                                 a = rel[3, q]
                                 prev = dp[J2, c, a - 1]
                                 if sum_mode:
-                                    cand = prev + load
+                                    cand = prev + load - anchored
                                 else:
                                     cand = prev if prev > load else load
                                 if cand < dp[I, c, a]:
@@ -324,6 +360,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
                                         src_ntgt, cnt, in_s)
                         shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
+                        anchored += _anchor(x, False, an_ptr, an_item, an_side, an_w, an_before, an_after)
         for c in range(n_cpu + 1):
             for a in range(n_acc + 1):
                 if c > 0 and dp[I, c - 1, a] < dp[I, c, a]:
@@ -338,14 +375,16 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr):
 
 
 @njit(cache=True)
-def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s):
-    """Communication of every ideal taken as one piece, by a depth-first walk of a spanning tree of the lattice.
+def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
+    """Communication of every ideal taken as one piece, and the anchored compute it holds (:func:`_anchor`).
 
-    Each ideal's parent is its first lower cover; entering a child adds its
-    unit to the piece and leaving removes it, so each ideal costs two updates.
+    A depth-first walk of a spanning tree of the lattice: each ideal's parent
+    is its first lower cover; entering a child adds its unit to the piece and
+    leaving removes it, so each ideal costs two updates.
     """
     n = down_ptr.shape[0] - 1
     out = np.zeros(n)
+    held = np.zeros(n)
     n_child = np.zeros(n + 1, dtype=np.int64)
     parent = np.full(n, -1, dtype=np.int64)
     unit = np.full(n, -1, dtype=np.int64)
@@ -369,6 +408,7 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s):
     stack[0] = 0
     pos[0] = ptr[0]
     comm = 0.0
+    anchored = 0.0
     while sp >= 0:
         v = stack[sp]
         if pos[sp] < ptr[v + 1]:
@@ -376,7 +416,10 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s):
             pos[sp] += 1
             comm += _toggle(unit[w], True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt,
                             in_s)
+            anchored += _anchor(unit[w], True, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
+                                anc.after)
             out[w] = comm
+            held[w] = anchored
             sp += 1
             stack[sp] = w
             pos[sp] = ptr[w]
@@ -384,8 +427,10 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s):
             if v != 0:
                 comm += _toggle(unit[v], False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
                                 cnt, in_s)
+                anchored += _anchor(unit[v], False, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
+                                    anc.after)
             sp -= 1
-    return out
+    return out, held
 
 
 @njit(cache=True)
@@ -420,6 +465,13 @@ def whole_ideal_shared(down_ptr, down_ideal, down_unit, unit_ptr, unit_group, si
     return out
 
 
+def no_anchors(n_units: int, n_ideals: int) -> Anchored:
+    """An :class:`Anchored` bundle with no left-out unit (the exact DP, or a relaxation without anchors)."""
+    z = np.zeros(0, dtype=np.int64)
+    return Anchored(unit_ptr=np.zeros(n_units + 1, dtype=np.int64), unit_item=z, side=z.astype(np.int8),
+                    weight=np.zeros(0), before=z.copy(), after=z.copy(), whole=np.zeros(n_ideals))
+
+
 def warm_up() -> None:
     """Load (or compile) the cached kernel now, so that solve timings exclude it."""
     z = np.zeros(1, dtype=np.int64)
@@ -431,6 +483,7 @@ def warm_up() -> None:
     tab = Tables(np.zeros((1, 1, 1)), np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8))
     scr = Scratch(z, z, z, z, z, i8, np.zeros((4, 1), dtype=np.int64))
     shr = Shared(z2, z, f, z, f)
-    dp_range(1, 1, 1, lat, xfer, Limits(0, 0, 1.0, 1.0, False, 1.0, np.inf), tab, scr, shr)
-    whole_ideal_comm(z2, z, z, xfer, z, i8)
+    anc = no_anchors(1, 1)
+    dp_range(1, 1, 1, lat, xfer, Limits(0, 0, 1.0, 1.0, False, 1.0, np.inf), tab, scr, shr, anc)
+    whole_ideal_comm(z2, z, z, xfer, z, i8, anc)
     whole_ideal_shared(z2, z, z, z2, z, f)

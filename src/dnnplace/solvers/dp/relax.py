@@ -18,6 +18,13 @@ left-out unit joins the stage of its last predecessor, or, for a unit with no
 predecessor, the stage of its first successor -- whose value the evaluator
 computes exactly: an **upper bound**.  A unit that costs nothing, stores
 nothing and sends and receives nothing is left out exactly (both bounds meet).
+
+Two refinements keep the bound close where the left-out units carry real
+work and transfers (Mamba's read-outs): a left-out unit *passes an input on*
+to its successors at the cheaper of the two transfer costs
+(:func:`passed_inputs`), and a piece that holds a remaining unit before a
+left-out one and another after it is charged the left-out unit's compute,
+since a contiguous piece holds everything between (:func:`anchors`).
 """
 
 from __future__ import annotations
@@ -183,11 +190,38 @@ def view_units(p: Prepared) -> np.ndarray:
     return out
 
 
-def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None) -> Relaxed:
+PASS_ON_RATIO = 0.7  # a left-out node passes an input on only if its own output costs at least this share of it
+
+
+def passed_inputs(p: Prepared, drop: np.ndarray, ratio: float = PASS_ON_RATIO) -> np.ndarray:
+    """Per node of a left-out unit, the input it passes on in the relaxation (-1: none; see :func:`relax`).
+
+    The input ``q`` with the dearest ``min(c_q, c_x)`` is chosen, if that is
+    at least ``ratio * c_q``: passing ``q`` on lowers ``q``'s cost to that
+    minimum for all its consumers, which would forget most of a large
+    tensor's transfers for one small read-out of it.
+    """
+    w = p.workload
+    c = w.comm_cost
+    via = np.full(w.n, -1, dtype=np.int64)
+    for x in np.flatnonzero(np.asarray(drop, dtype=bool)[p.unit_of]).tolist():
+        best, best_cost = -1, 0.0
+        for q in w.predecessors[x].tolist():
+            m = min(float(c[q]), float(c[x]))
+            if m > best_cost and m >= ratio * float(c[q]):
+                best, best_cost = q, m
+        via[x] = best
+    return via
+
+
+def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None, pass_on: bool = False) -> Relaxed:
     """Leave the units marked in ``drop`` out of ``p`` (see the module docstring).
 
     Units also marked in ``forward`` (views, :func:`view_units`) keep passing
-    their input on to their successors in the relaxed transfer costs.
+    their input on to their successors in the relaxed transfer costs; with
+    ``pass_on`` every left-out node passes one input on (:func:`passed_inputs`),
+    at the cheaper of the two costs, so that a left-out read-out still costs
+    the transfer its input would need (Mamba's per-step ``h_t @ C_t``).
     """
     drop = np.asarray(drop, dtype=bool)
     kept = np.flatnonzero(~drop)
@@ -233,11 +267,72 @@ def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None) -> R
         supported=p.supported[kept],
         edge_src=pairs[:, 0].copy(),
         edge_dst=pairs[:, 1].copy(),
-        comm=comm_sources(p.workload, unit_of,
-                          forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
+        comm=comm_sources(p.workload, unit_of, via=passed_inputs(p, drop)) if pass_on else
+        comm_sources(p.workload, unit_of,
+                     forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
         shared=p.shared.kept(kept),  # a left-out unit's groups are forgotten with its memory (a relaxation)
     )
     return Relaxed(relaxed, kept, drop)
+
+
+@dataclass(frozen=True)
+class UnitAnchors:
+    """Left-out units that lie between remaining ones, in the relaxed units' numbering (see :func:`anchors`)."""
+
+    ptr: np.ndarray  # int64 (m+1,): CSR over remaining units
+    item: np.ndarray  # int64: the left-out unit, numbered 0..t-1
+    side: np.ndarray  # int8: 0 if the remaining unit comes before it, 1 if after
+    weight: np.ndarray  # float64 (t,): its accelerator compute
+
+
+def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
+    """For every left-out unit with compute, the remaining units nearest before and after it.
+
+    A contiguous piece holding a remaining unit before a left-out unit ``x``
+    (an ancestor reached through left-out units only) and one after it holds
+    ``x`` too, since it holds every path between them; so its compute can be
+    charged to that piece while the relaxation stays a lower bound.  Without
+    this, left-out compute is fluid and the bound forgets where it must run
+    (Mamba's read-outs ``h_t @ C_t``: a quarter of the work, between the scan
+    step and the stack of its layer).
+    """
+    succ, pred = unit_adjacency(p)
+    new_index = np.full(p.n_units, -1, dtype=np.int64)
+    new_index[rel.kept] = np.arange(rel.kept.size)
+    dropped = rel.dropped
+
+    def frontier(u: int, nbrs: list[list[int]]) -> set[int]:
+        out: set[int] = set()
+        seen = {u}
+        stack = [u]
+        while stack:
+            for y in nbrs[stack.pop()]:
+                if y in seen:
+                    continue
+                seen.add(y)
+                if dropped[y]:
+                    stack.append(y)
+                else:
+                    out.add(int(new_index[y]))
+        return out
+
+    rows: list[list[tuple[int, int]]] = [[] for _ in range(rel.kept.size)]
+    weight: list[float] = []
+    for u in np.flatnonzero(dropped & (p.acc_time > 0)).tolist():
+        before, after = frontier(u, pred), frontier(u, succ)
+        if not before or not after:
+            continue
+        t = len(weight)
+        weight.append(float(p.acc_time[u]))
+        for a in before:
+            rows[a].append((t, 0))
+        for b in after:
+            rows[b].append((t, 1))
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=ptr[1:])
+    flat = [e for r in rows for e in r]
+    return UnitAnchors(ptr=ptr, item=np.array([e[0] for e in flat], dtype=np.int64),
+                       side=np.array([e[1] for e in flat], dtype=np.int8), weight=np.array(weight, dtype=np.float64))
 
 
 def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: int,
