@@ -87,6 +87,7 @@ TIMING = (
     "tests/cli/test_hostile_input.py::test_3_concurrent",
     "tests/cli/test_cli_errors.py::test_dp_time_limit_is_honoured",
     "tests/solvers/piper/test_piper_time_limit.py::test_a_real_deadline",
+    "tests/solvers/dp/test_second_phase_thread.py::test_a_set_stop_event",
 )
 
 

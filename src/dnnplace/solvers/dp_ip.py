@@ -14,6 +14,7 @@ already calls the DP.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,8 +40,8 @@ class DPThenIP(DPSolver):
                                             time_limit=run.time_limit, progress=run.progress, finish=ip_finish))
 
 
-def ip_finish(p: Prepared, split: Split, bound: float, deadline: float,
-              options: DPOptions) -> tuple[Split | None, float, dict]:
+def ip_finish(p: Prepared, split: Split, bound: float, deadline: float, options: DPOptions,
+              stop: threading.Event | None = None) -> tuple[Split | None, float, dict]:
     """:data:`~dnnplace.solvers.dp.solver.Finisher`: the chain IP on ``p``'s units where it applies.
 
     ``bound`` and the bound returned are on the workload; on the units they
@@ -52,11 +53,11 @@ def ip_finish(p: Prepared, split: Split, bound: float, deadline: float,
         from dnnplace.solvers.ip.certify import improve_with_ip
 
         out = improve_with_ip(p.workload, split, gap=options.gap, overlap=options.overlap_comm, deadline=deadline,
-                              lower_bound=bound)
+                              lower_bound=bound, stop=stop)
         return out.split, out.bound, out.stats
     # HiGHS stops at its gap; the bound then loses its tolerance and the deficit: aim a little lower
     res = solve_chain_ip(p, unit_devices(p, split), deadline=deadline, gap=GAP_MARGIN * options.gap,
-                         overlap=options.overlap_comm, lower_bound=bound + p.deficit)
+                         overlap=options.overlap_comm, lower_bound=bound + p.deficit, stop=stop)
     found = None if res.stage is None else split_of_stages(p, res.stage)
     return found, max(0.0, res.bound - p.deficit), res.stats
 

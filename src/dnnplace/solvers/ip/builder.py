@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -49,7 +50,7 @@ def _silenced_stdout():
         os.close(devnull)
 
 
-def _run_interruptibly(h: Any, stop_at: float | None = None) -> None:
+def _run_interruptibly(h: Any, stop_at: float | None = None, stop: threading.Event | None = None) -> None:
     """``h.run()`` in HiGHS's solver thread, so that Ctrl-C stops it within a fraction of a second.
 
     The main thread waits in short slices; on KeyboardInterrupt it asks HiGHS to
@@ -57,14 +58,17 @@ def _run_interruptibly(h: Any, stop_at: float | None = None) -> None:
     to wind down and re-raises, so the CLI exits 130 without writing anything.
     Past ``stop_at`` (``time.perf_counter()`` seconds) it asks HiGHS to stop as
     well and lets it return what it has: HiGHS checks its own time limit only
-    between steps, and on a large model was seen running 10 s past it.
+    between steps, and on a large model was seen running 10 s past it.  Once
+    ``stop`` is set (by a caller running this in a thread of its own, which
+    receives no KeyboardInterrupt) it stops HiGHS the same way.
     """
     h.HandleUserInterrupt = True  # subscribes the simplex / IPM / MIP interrupt callbacks
     h.startSolve()
     cancelled = False
     try:
         while not h.wait(0.05)[0]:
-            if stop_at is not None and not cancelled and time.perf_counter() > stop_at:
+            late = stop_at is not None and time.perf_counter() > stop_at
+            if not cancelled and (late or (stop is not None and stop.is_set())):
                 h.cancelSolve()
                 cancelled = True
     except KeyboardInterrupt:
@@ -156,6 +160,7 @@ class MipBuilder:
         start: dict[int, float] | None = None,
         progress: ProgressFn | None = None,
         label: str = "IP",
+        stop: threading.Event | None = None,
     ) -> MipResult:
         """Solve; ``start`` gives values of some integer columns as a MIP start.
 
@@ -211,7 +216,7 @@ class MipBuilder:
 
             h.cbMipImprovingSolution.subscribe(on_log)
             h.cbMipLogging.subscribe(on_log)
-        _run_interruptibly(h, None if time_limit is None else t0 + float(time_limit) + STOP_GRACE_SECONDS)
+        _run_interruptibly(h, None if time_limit is None else t0 + float(time_limit) + STOP_GRACE_SECONDS, stop)
         seconds = time.perf_counter() - t0
         model_status = h.getModelStatus()
         info = h.getInfo()
@@ -237,7 +242,10 @@ class MipBuilder:
             again_limit = None if time_limit is None else max(1.0, time_limit - seconds)
             if self.deadline is not None and time.perf_counter() >= self.deadline:
                 return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
-            again = self.solve(time_limit=again_limit, gap=gap, threads=threads, progress=progress, label=label)
+            if stop is not None and stop.is_set():
+                return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
+            again = self.solve(time_limit=again_limit, gap=gap, threads=threads, progress=progress, label=label,
+                               stop=stop)
             return MipResult(again.status, again.values, again.objective, again.bound, again.gap,
                              seconds + again.seconds)
         return MipResult(status, values, objective, bound, gap_v, seconds)

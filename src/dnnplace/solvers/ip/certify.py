@@ -13,6 +13,7 @@ from the DP's split; whatever it proves is certified on its own:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -49,7 +50,8 @@ class IPPhase:
 
 
 def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, deadline: float,
-                    lower_bound: float = 0.0, threads: int | None = None) -> IPPhase:
+                    lower_bound: float = 0.0, threads: int | None = None,
+                    stop: threading.Event | None = None) -> IPPhase:
     """The throughput IP (contiguous, CPUs too) warm-started with ``start``, stopped at ``deadline``.
 
     ``lower_bound``, a bound the caller proved for the splits it accepts (the
@@ -73,7 +75,7 @@ def improve_with_ip(w: Workload, start: Split, *, gap: float, overlap: bool, dea
         dev = class_devices(groups, w, start, k)
         if dev is not None:
             warm = {int(x[g, d]): float(dev[g] == d) for g in range(groups.count) for d in range(k + l)}
-        res = m.solve(time_limit=None, gap=gap, threads=threads, start=warm, label="throughput IP")
+        res = m.solve(time_limit=None, gap=gap, threads=threads, start=warm, label="throughput IP", stop=stop)
     except BuildTimeout:
         return IPPhase(None, 0.0, {"ip_phase": "no time left after building the model"})
     stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_allotted_s": round(allotted, 3),

@@ -23,6 +23,7 @@ the IP's bound on the relaxed units still bounds the whole graph.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -49,13 +50,15 @@ def chain_ip_applies(p: Prepared) -> bool:
 
 
 def solve_chain_ip(p: Prepared, start: np.ndarray | None, *, deadline: float, gap: float, overlap: bool,
-                   lower_bound: float = 0.0, fluid: float = 0.0, threads: int | None = None) -> ChainIP:
+                   lower_bound: float = 0.0, fluid: float = 0.0, threads: int | None = None,
+                   stop: threading.Event | None = None) -> ChainIP:
     """Min max-load over pipelines of ``p``'s units, warm-started with ``start`` (a stage per unit), by ``deadline``.
 
     ``lower_bound``, proven for these units by the caller, floors the max-load
     column: HiGHS stops once its incumbent is within ``gap`` of it, and its
     dual bound (the optimum of "max-load at least ``lower_bound``") still
-    bounds every pipeline of the units.
+    bounds every pipeline of the units.  Setting ``stop`` ends HiGHS early
+    with what it has (a caller running this beside other work).
     """
     t0 = time.perf_counter()
     aim = aim_before(deadline, t0)
@@ -69,7 +72,7 @@ def solve_chain_ip(p: Prepared, start: np.ndarray | None, *, deadline: float, ga
             stage = _stages_in_order(p, start)
             warm = {int(y[u, j]): float(stage[u] <= j) for u in range(p.n_units) for j in range(k)}
             warm.update({int(x[u, j]): float(stage[u] == j) for u in range(p.n_units) for j in range(k)})
-        res = m.solve(time_limit=None, gap=gap, threads=threads, start=warm, label="chain IP")
+        res = m.solve(time_limit=None, gap=gap, threads=threads, start=warm, label="chain IP", stop=stop)
     except BuildTimeout:
         return ChainIP(None, 0.0, {"ip_phase": "no time left after building the model"})
     stats = {"ip_phase_s": round(time.perf_counter() - t0, 3), "ip_allotted_s": round(deadline - t0, 3),
