@@ -23,7 +23,7 @@ def _wide(branches: int = 6, length: int = 5, k: int = 4, seed: int = 0):
     nodes = [{"id": 0, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": 0}]
     edges = []
     cost = {0: 0.5}  # one transfer cost per source (its output)
-    for b in range(branches):
+    for _ in range(branches):
         prev = 0
         for _ in range(length):
             i = len(nodes)
