@@ -186,7 +186,7 @@ def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
     return work_acc - absorbed <= n_acc * ub + slack
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the IP thread builds its model meanwhile
 def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
     """Fill ``dp[lo:stop]`` (layout: ideal, cpus, accelerators); return ``(stop, pairs examined)``.
 

@@ -54,6 +54,12 @@ IP_MAX_UNITS = 800  # above this many units no second phase in the default budge
 #                     it (Mamba-1: 1,650 units, 13 s) and was seen overrunning its deadline by 6 s; with
 #                     --time-limit it runs (Jamba: 965 units, within 0.5 % of the optimum after 73 s)
 FINISH_MIN_SECONDS = 0.5  # a second phase with less time left than this is not started
+PROBE_SECONDS = 0.5  # a budgeted exact DP runs this long alone before the IP starts beside it: HiGHS's presolve
+#                      cannot be cancelled, and started at once it held up exact DPs that end in 0.2 s by seconds
+#                      (Llama-16's 647 units)
+IP_AT_ONCE_IDEALS = 50_000  # above this many ideals the IP starts with the exact DP: its work grows with the
+#                             square of the ideals and it has not finished in its share on any graph this size
+#                             (T5-2, 47k ideals: 1.2 s; DeepSeek-V3, 105k: 46 s), while the IP needs all the time
 
 #: A second phase after the relaxations (:func:`dnnplace.solvers.dp_ip.ip_finish`): given the units the DP
 #: works on (their workload and deficit), the incumbent split, the bound proven so far on the workload (for
@@ -128,11 +134,13 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
        each relaxed optimum is a lower bound and, with the units put back, a
        split.  Stop once the gap is within ``options.gap``.
     5. With ``options.finish`` (the default method's IP) and a gap still above
-       ``options.gap``: the relaxations get :data:`RELAX_SHARE` (up to
-       :data:`IP_FIRST_UNITS` units: :data:`RELAX_SHARE_SMALL`) of the time and
-       the second phase the rest, starting from the best split; the better
-       split and the better bound are kept (both certified).  Without a
-       ``time_limit`` this path takes :data:`DEFAULT_SECONDS` in all.
+       ``options.gap``: the second phase runs in a thread beside steps 3-4
+       from the moment a budgeted exact DP's pace shows that it will not
+       finish in its share, or the relaxations start (:class:`_SecondPhase`),
+       from the best split then, until the budget ends; the relaxations get :data:`RELAX_SHARE` (up to
+       :data:`IP_FIRST_UNITS` units: :data:`RELAX_SHARE_SMALL`) of the time.
+       The better split and the better bound are kept (both certified).
+       Without a ``time_limit`` this path takes :data:`DEFAULT_SECONDS` in all.
 
     Every split is valued by the evaluator; ``extra_groups`` fuses further
     nodes (the PipeDream emulation's biconnected components).
@@ -159,8 +167,9 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
         if np.isfinite(first.value):
             best.offer(_split_of(p, first, None))
         stats["upper_bound"] = float(first.value)
-    inert, base, lattice = _exact_lattice(p, options)
     exact = p  # the units of the exact reductions alone (no deficit): the second phase works on these
+    second: _SecondPhase | None = None
+    inert, base, lattice = _exact_lattice(p, options)
     if lattice is None and not options.overlap_comm and p.n_units <= WIDER_UNITS:
         # too wide for the exact DP: fold the cheap units whose folds may raise a load a little as well
         # (the relaxations then work on the folded units too: Mamba-2 training 10.1 % -> 3.2 %)
@@ -173,29 +182,38 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
     best.prove(_trivial_bound(p))
     q = base.prepared if base is not None else p
     stats["inert_units"] = int(inert.sum())
-    second: _SecondPhase | None = None
     try:
         if lattice is not None:
             stats["ideals"] = lattice.n_ideals
             if lattice.n_ideals > COARSE_FIRST and not options.linearize:
                 _coarse_upper_bound(p, lattice.n_ideals, best, options, deadline, stats)
             # the default method: a large exact DP gets a share of the budget (or of --time-limit), with the IP
-            # beside it from the start
+            # beside it as soon as its pace shows that it will not finish
             budgeted = options.finish is not None and lattice.n_ideals > COARSE_FIRST
             budget = DEFAULT_SECONDS if options.time_limit is None else options.time_limit
-            if budgeted:
-                second = _SecondPhase.start(exact, best, options, start, deadline, stats)
+            exact_end = start + EXACT_SHARE * budget
+            began = time.perf_counter()
+            holder: list[_SecondPhase | None] = []
+
+            def watch(done: float) -> None:
+                """Start the IP beside the exact DP: at once on a huge lattice, else once it has run a while."""
+                huge = lattice.n_ideals > IP_AT_ONCE_IDEALS
+                if not holder and (huge or time.perf_counter() - began >= PROBE_SECONDS):
+                    holder.append(_SecondPhase.start(exact, best, options, start, deadline, stats))
+
             try:
                 result = run_dp(q, lattice, workload, overlap=options.overlap_comm, ub=best.cutoff(),
-                                deadline=start + EXACT_SHARE * budget if budgeted else deadline,
-                                progress=options.progress)
+                                deadline=exact_end if budgeted else deadline,
+                                progress=options.progress, on_chunk=watch if budgeted else None)
             except SolverTimeout:
                 if not budgeted:
                     raise
                 stats["exact_dp_stopped_after_s"] = round(time.perf_counter() - start, 3)
-                _relax_then_finish(p, exact, inert, best, options, start, deadline, stats, second)
-                second = None
+                _relax_then_finish(p, exact, inert, best, options, start, deadline, stats,
+                                   holder[0] if holder else None)
                 return best.output(stats)
+            finally:
+                second = holder[0] if holder else None  # cancelled below if the exact DP ended first
             stats["pairs_examined"] = result.pairs
             if np.isfinite(result.value):
                 best.offer(_split_of(p, result, base))
@@ -206,7 +224,8 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             else:
                 best.prove(best.value)  # nothing below the incumbent exists
         else:
-            _relax_then_finish(p, exact, inert, best, options, start, deadline, stats)
+            running, second = second, None
+            _relax_then_finish(p, exact, inert, best, options, start, deadline, stats, running)
     except SolverTimeout:
         if best.split is None:
             raise
@@ -342,9 +361,11 @@ class _SecondPhase:
         return self.out
 
     def cancel(self) -> None:
-        """Stop it and wait (briefly: HiGHS answers a cancel within a fraction of a second)."""
+        """Stop it and wait until it has: HiGHS answers a cancel between steps (its presolve is one step, up to
+        2 s on DeepSeek-V3), and highspy lets one solver run at a time in a process."""
         self.stop.set()
-        self.thread.join(2.0)
+        while self.thread.is_alive():
+            self.thread.join(0.05)
 
 
 def is_pipeline(w: Workload, split: Split) -> bool:
@@ -681,16 +702,18 @@ def run_dp(
     progress: Any = None,
     piece_cap: float = np.inf,
     anchored: UnitAnchors | None = None,
+    on_chunk: Callable[[float], None] | None = None,
 ) -> DPResult:
     """Run the kernel over the whole lattice and backtrack the optimal chain.
 
     A finite ``piece_cap`` asks for the least *total* load of pieces each at
     most ``piece_cap`` instead (see :func:`fluid_certifies`).  ``anchored``:
     left-out units a piece must hold, for a relaxation (:func:`relax.anchors`).
+    ``on_chunk`` hears the share of ideals done after each call of the kernel.
     """
     args, dp, choice, kind = _kernel_args(p, lattice, w, overlap=overlap, ub=ub, piece_cap=piece_cap,
                                           anchored=anchored)
-    pairs = _run_chunks(args, lattice.n_ideals, deadline, progress)
+    pairs = _run_chunks(args, lattice.n_ideals, deadline, progress, on_chunk)
     return _backtrack(p, lattice, w, dp, choice, kind, pairs)
 
 
@@ -775,7 +798,8 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
     return args, dp, choice, kind
 
 
-def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any) -> int:
+def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any,
+                on_chunk: Callable[[float], None] | None = None) -> int:
     """The kernel over ideals 1..N-1 in calls of about 20 ms (Ctrl-C and deadlines between them).
 
     A call is bounded by work (pairs examined plus ideals filled), not by a
@@ -800,6 +824,8 @@ def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any)
         lo = hi
         if progress is not None:
             progress(lo, N, "DP over ideals")
+        if on_chunk is not None:
+            on_chunk(lo / N)
         if deadline is not None and time.perf_counter() > deadline and lo < N:
             raise SolverTimeout(f"dp: time limit reached after {lo:,} of {N:,} ideals; raise --time-limit"
                                 " or use --contract-layers / --linearize")

@@ -161,6 +161,7 @@ class MipBuilder:
         progress: ProgressFn | None = None,
         label: str = "IP",
         stop: threading.Event | None = None,
+        highs_options: dict[str, Any] | None = None,
     ) -> MipResult:
         """Solve; ``start`` gives values of some integer columns as a MIP start.
 
@@ -185,6 +186,8 @@ class MipBuilder:
             h.setOptionValue("time_limit", float(time_limit))
         if threads is not None:
             h.setOptionValue("threads", int(threads))
+        for key, value in (highs_options or {}).items():
+            h.setOptionValue(key, value)
         n = self.n_cols
         inf = highspy.kHighsInf
         lb = np.array(self.lb)
@@ -245,7 +248,7 @@ class MipBuilder:
             if stop is not None and stop.is_set():
                 return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
             again = self.solve(time_limit=again_limit, gap=gap, threads=threads, progress=progress, label=label,
-                               stop=stop)
+                               stop=stop, highs_options=highs_options)
             return MipResult(again.status, again.values, again.objective, again.bound, again.gap,
                              seconds + again.seconds)
         return MipResult(status, values, objective, bound, gap_v, seconds)

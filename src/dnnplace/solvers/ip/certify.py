@@ -26,7 +26,8 @@ from dnnplace.solvers.ip.common import Groups, class_devices
 from dnnplace.solvers.ip.throughput import build_throughput_model
 
 BOUND_TOLERANCE = 1e-6  # HiGHS's bound is on its own (tolerance-limited) numbers: claim a hair less
-HIGHS_LATE_SECONDS = 1.0  # at most this much of the time left is kept back for HiGHS overrunning its limit
+HIGHS_LATE_SECONDS = 0.5  # at most this much of the time left is kept back for HiGHS overrunning its limit
+#                           (builder._run_interruptibly cancels it 0.2 s past its limit)
 
 
 def aim_before(deadline: float, now: float) -> float:
