@@ -391,10 +391,8 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
     vi = via.tolist()
     memo: dict[int, tuple[set[int], float]] = {}
 
-    def passed(x: int) -> tuple[set[int], float]:
-        """Kept units that left-out ``x`` passes its input on to, and the cheapest cost on the way."""
-        if x in memo:
-            return memo[x]
+    def onward(x: int) -> tuple[set[int], float]:
+        """Kept units that ``x``'s output reaches (directly or passed on), and the cheapest passing node's cost."""
         targets: set[int] = set()
         cheapest = np.inf
         for y in succ[x].tolist():
@@ -405,22 +403,20 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
                 if more:
                     targets |= more
                     cheapest = min(cheapest, m)
-        memo[x] = (targets, min(cheapest, float(c[x])) if targets else np.inf)
+        return targets, cheapest
+
+    def passed(x: int) -> tuple[set[int], float]:
+        """What left-out ``x`` passes its input on to, at the cheapest cost on the way (its own included)."""
+        if x not in memo:
+            targets, cheapest = onward(x)
+            memo[x] = (targets, min(cheapest, float(c[x])) if targets else np.inf)
         return memo[x]
 
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
     for u in np.flatnonzero(keep).tolist():
         home = uo[u]
-        targets: set[int] = set()
-        cost = float(c[u])
-        for x in succ[u].tolist():
-            if uo[x] >= 0:
-                targets.add(uo[x])
-            elif vi[x] == u:
-                more, m = passed(x)
-                if more:
-                    targets |= more
-                    cost = min(cost, m)
+        targets, cheapest = onward(u)
+        cost = min(float(c[u]), cheapest)
         targets -= {home, -1}
         if targets and cost > 0:
             key = (home, tuple(sorted(targets)))
