@@ -735,7 +735,14 @@ def main() -> None:
     """Console-script entry point."""
     install_signal_handlers()
     try:
-        app(prog_name="dnnplace")
+        try:
+            app(prog_name="dnnplace")
+        except KeyboardInterrupt:  # Ctrl-C outside a command's guard (a lazy import, typer's own code)
+            try:
+                err.print("interrupted")
+            except Exception:  # noqa: BLE001 - stderr gone: the exit code still says it
+                pass
+            raise SystemExit(130) from None
     except SystemExit as exc:
         failed = _flush_stdout()
         if failed is not None and exc.code in (0, None):
