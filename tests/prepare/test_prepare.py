@@ -66,7 +66,7 @@ def test_contract_layers_fuses_a_layer():
 
 
 def test_transfer_sources_by_arrays_equal_the_loop():
-    """comm_sources groups producers by arrays; the forwarding loop (no node forwarding) is the reference."""
+    """comm_sources groups producers by arrays; the loop that passes inputs on (passing nothing) is the reference."""
     import numpy as np
 
     import dnnplace
@@ -80,7 +80,7 @@ def test_transfer_sources_by_arrays_equal_the_loop():
             mask = rng.random(w.n) < 0.8
             for m in (None, mask):
                 a = comm_sources(w, unit_of, m)
-                b = comm_sources(w, unit_of, m, forward=np.zeros(w.n, dtype=bool))
+                b = comm_sources(w, unit_of, m, via=np.full(w.n, -1))  # the loop, passing nothing on
                 for field in ("home", "cost", "target_ptr", "target_idx"):
                     x, y = getattr(a, field), getattr(b, field)
                     assert x.dtype == y.dtype and np.array_equal(x, y), (name, field)

@@ -318,15 +318,13 @@ def _linearize(n_units: int, src: np.ndarray, dst: np.ndarray, unit_of: np.ndarr
 
 
 def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = None,
-                 forward: np.ndarray | None = None, via: np.ndarray | None = None) -> CommSources:
+                 via: np.ndarray | None = None) -> CommSources:
     """Group original producers by (home unit, set of other units they feed).
 
     ``mask`` restricts the producers considered (e.g. forward nodes only).
-    Nodes marked in ``forward`` (left out, unit -1) pass what they receive
-    straight on: a producer feeding one counts as feeding its successors.
-    ``via`` (per node: the one predecessor a left-out node passes on, -1 for
-    none) does the same for left-out nodes with several inputs, at the
-    cheapest cost along the way (:func:`_comm_sources_via`).
+    ``via`` (per node: the one input a left-out node, unit -1, passes on to
+    its successors, -1 for none) widens each producer's targets through such
+    nodes, at the cheapest cost along the way (:func:`_comm_sources_via`).
     """
     c = w.comm_cost
     keep = (c > 0) & (unit_of >= 0)  # unit -1: a node left out of the problem (a relaxation)
@@ -334,26 +332,7 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
         keep &= mask
     if via is not None:
         return _comm_sources_via(w, unit_of, keep, via)
-    if forward is None:
-        return _comm_sources_direct(w, unit_of, keep)
-    merged: dict[tuple[int, tuple[int, ...]], float] = {}
-    uo = unit_of.tolist()
-    reach: dict[int, set[int]] = {}
-
-    def fed(v: int) -> set[int]:
-        if forward is None or not forward[v]:
-            return {uo[v]}
-        if v not in reach:
-            reach[v] = set().union(*(fed(x) for x in w.successors[v].tolist())) if w.successors[v].size else set()
-        return reach[v]
-
-    for u in np.flatnonzero(keep).tolist():
-        home = uo[u]
-        targets = tuple(sorted(set().union(*(fed(x) for x in w.successors[u].tolist())) - {home, -1}))
-        if targets:
-            key = (home, targets)
-            merged[key] = merged.get(key, 0.0) + float(c[u])
-    return _sources_of(merged)
+    return _comm_sources_direct(w, unit_of, keep)
 
 
 def _sources_of(merged: dict[tuple[int, tuple[int, ...]], float]) -> CommSources:
@@ -425,9 +404,10 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
 
 
 def _comm_sources_direct(w: Workload, unit_of: np.ndarray, keep: np.ndarray) -> CommSources:
-    """:func:`comm_sources` without forwarding nodes, by arrays: the producers that feed one other unit
+    """:func:`comm_sources` without nodes passing inputs on, by arrays: the producers that feed one other unit
     (nearly all) are grouped by sorting, the few that feed several by a dictionary, in the same order
-    (home unit, then the target tuple) and with the same sums (in producer order) as the loop."""
+    (home unit, then the target tuple) and with the same sums (in producer order) as the loop of
+    :func:`_comm_sources_via`."""
     c = w.comm_cost
     span = max(w.n, int(unit_of.max(initial=0)) + 1, 1)
     sel = keep[w.edge_src]

@@ -164,7 +164,7 @@ def view_units(p: Prepared) -> np.ndarray:
     """Units that are one free operator re-describing its only input (a view), forward only.
 
     Such a unit ``x`` with predecessor ``q`` can be left out while ``q``'s
-    output is counted as feeding ``x``'s successors directly (``forward`` of
+    output is counted as feeding ``x``'s successors directly (``pass_on`` of
     :func:`relax`): in any split, a device holding a successor of ``x`` but not
     ``x`` receives ``x``'s output, which costs at least ``q``'s (the condition
     checked here), and a device holding ``x`` but not ``q`` receives ``q``'s
@@ -214,14 +214,14 @@ def passed_inputs(p: Prepared, drop: np.ndarray, ratio: float = PASS_ON_RATIO) -
     return via
 
 
-def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None, pass_on: bool = False) -> Relaxed:
+def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False) -> Relaxed:
     """Leave the units marked in ``drop`` out of ``p`` (see the module docstring).
 
-    Units also marked in ``forward`` (views, :func:`view_units`) keep passing
-    their input on to their successors in the relaxed transfer costs; with
-    ``pass_on`` every left-out node passes one input on (:func:`passed_inputs`),
-    at the cheaper of the two costs, so that a left-out read-out still costs
-    the transfer its input would need (Mamba's per-step ``h_t @ C_t``).
+    With ``pass_on`` every left-out node passes one input on to its
+    successors in the relaxed transfer costs (:func:`passed_inputs`), at the
+    cheaper of the two costs -- a view (:func:`view_units`) its base's, and a
+    left-out read-out still the transfer its input would need (Mamba's
+    per-step ``h_t @ C_t``).
     """
     drop = np.asarray(drop, dtype=bool)
     kept = np.flatnonzero(~drop)
@@ -267,9 +267,7 @@ def relax(p: Prepared, drop: np.ndarray, forward: np.ndarray | None = None, pass
         supported=p.supported[kept],
         edge_src=pairs[:, 0].copy(),
         edge_dst=pairs[:, 1].copy(),
-        comm=comm_sources(p.workload, unit_of, via=passed_inputs(p, drop)) if pass_on else
-        comm_sources(p.workload, unit_of,
-                     forward=None if forward is None else (np.asarray(forward, dtype=bool) & drop)[p.unit_of]),
+        comm=comm_sources(p.workload, unit_of, via=passed_inputs(p, drop) if pass_on else None),
         shared=p.shared.kept(kept),  # a left-out unit's groups are forgotten with its memory (a relaxation)
     )
     return Relaxed(relaxed, kept, drop)

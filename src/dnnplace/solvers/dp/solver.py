@@ -135,8 +135,9 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
        split.  Stop once the gap is within ``options.gap``.
     5. With ``options.finish`` (the default method's IP) and a gap still above
        ``options.gap``: the second phase runs in a thread beside steps 3-4
-       from the moment a budgeted exact DP's pace shows that it will not
-       finish in its share, or the relaxations start (:class:`_SecondPhase`),
+       from the moment a budgeted exact DP starts (above
+       :data:`IP_AT_ONCE_IDEALS` ideals) or has run :data:`PROBE_SECONDS`, or
+       the relaxations start (:class:`_SecondPhase`),
        from the best split then, until the budget ends; the relaxations get :data:`RELAX_SHARE` (up to
        :data:`IP_FIRST_UNITS` units: :data:`RELAX_SHARE_SMALL`) of the time.
        The better split and the better bound are kept (both certified).
@@ -188,17 +189,18 @@ def solve_dp(workload: Workload, options: DPOptions, extra_groups: np.ndarray | 
             if lattice.n_ideals > COARSE_FIRST and not options.linearize:
                 _coarse_upper_bound(p, lattice.n_ideals, best, options, deadline, stats)
             # the default method: a large exact DP gets a share of the budget (or of --time-limit), with the IP
-            # beside it as soon as its pace shows that it will not finish
+            # beside it (at once on a huge lattice, else once the DP has run a while)
             budgeted = options.finish is not None and lattice.n_ideals > COARSE_FIRST
             budget = DEFAULT_SECONDS if options.time_limit is None else options.time_limit
             exact_end = start + EXACT_SHARE * budget
-            began = time.perf_counter()
             holder: list[_SecondPhase | None] = []
+            if budgeted and lattice.n_ideals > IP_AT_ONCE_IDEALS:
+                holder.append(_SecondPhase.start(exact, best, options, start, deadline, stats))
+            began = time.perf_counter()
 
-            def watch(done: float) -> None:
-                """Start the IP beside the exact DP: at once on a huge lattice, else once it has run a while."""
-                huge = lattice.n_ideals > IP_AT_ONCE_IDEALS
-                if not holder and (huge or time.perf_counter() - began >= PROBE_SECONDS):
+            def watch() -> None:
+                """Start the IP beside the exact DP once it has run a while."""
+                if not holder and time.perf_counter() - began >= PROBE_SECONDS:
                     holder.append(_SecondPhase.start(exact, best, options, start, deadline, stats))
 
             try:
@@ -351,19 +353,22 @@ class _SecondPhase:
         return cls(lambda stop: finish(exact, split, bound, end, options, stop))
 
     def join(self, cancel: bool = False) -> tuple[Split | None, float, dict] | None:
-        """Its split, bound and stats (asking it to stop first with ``cancel``); waits in slices for Ctrl-C."""
+        """Its split, bound and stats (asking it to stop first with ``cancel``)."""
         if cancel:
             self.stop.set()
-        while self.thread.is_alive():
-            self.thread.join(0.05)
+        self._wait()
         if self.error is not None:
             raise self.error
         return self.out
 
     def cancel(self) -> None:
-        """Stop it and wait until it has: HiGHS answers a cancel between steps (its presolve is one step, up to
-        2 s on DeepSeek-V3), and highspy lets one solver run at a time in a process."""
+        """Stop it and wait until it has (its result and any error are dropped)."""
         self.stop.set()
+        self._wait()
+
+    def _wait(self) -> None:
+        """Until the thread ends, in slices so that Ctrl-C gets through: HiGHS answers a cancel between steps (its
+        presolve is one step, up to 2 s on DeepSeek-V3), and highspy lets one solver run at a time in a process."""
         while self.thread.is_alive():
             self.thread.join(0.05)
 
@@ -702,14 +707,14 @@ def run_dp(
     progress: Any = None,
     piece_cap: float = np.inf,
     anchored: UnitAnchors | None = None,
-    on_chunk: Callable[[float], None] | None = None,
+    on_chunk: Callable[[], None] | None = None,
 ) -> DPResult:
     """Run the kernel over the whole lattice and backtrack the optimal chain.
 
     A finite ``piece_cap`` asks for the least *total* load of pieces each at
     most ``piece_cap`` instead (see :func:`fluid_certifies`).  ``anchored``:
     left-out units a piece must hold, for a relaxation (:func:`relax.anchors`).
-    ``on_chunk`` hears the share of ideals done after each call of the kernel.
+    ``on_chunk`` is called after each call of the kernel.
     """
     args, dp, choice, kind = _kernel_args(p, lattice, w, overlap=overlap, ub=ub, piece_cap=piece_cap,
                                           anchored=anchored)
@@ -799,7 +804,7 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
 
 
 def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any,
-                on_chunk: Callable[[float], None] | None = None) -> int:
+                on_chunk: Callable[[], None] | None = None) -> int:
     """The kernel over ideals 1..N-1 in calls of about 20 ms (Ctrl-C and deadlines between them).
 
     A call is bounded by work (pairs examined plus ideals filled), not by a
@@ -825,7 +830,7 @@ def _run_chunks(args: KernelArgs, N: int, deadline: float | None, progress: Any,
         if progress is not None:
             progress(lo, N, "DP over ideals")
         if on_chunk is not None:
-            on_chunk(lo / N)
+            on_chunk()
         if deadline is not None and time.perf_counter() > deadline and lo < N:
             raise SolverTimeout(f"dp: time limit reached after {lo:,} of {N:,} ideals; raise --time-limit"
                                 " or use --contract-layers / --linearize")

@@ -243,9 +243,8 @@ class MipBuilder:
             # HiGHS can report the optimum's objective while handing back the MIP start's columns: those
             # are not the solution it found, so solve again without the start (in the time that is left)
             again_limit = None if time_limit is None else max(1.0, time_limit - seconds)
-            if self.deadline is not None and time.perf_counter() >= self.deadline:
-                return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
-            if stop is not None and stop.is_set():
+            out_of_time = self.deadline is not None and time.perf_counter() >= self.deadline
+            if out_of_time or (stop is not None and stop.is_set()):
                 return MipResult("time_limit", values, float(np.dot(self.cost, values)), bound, gap_v, seconds)
             again = self.solve(time_limit=again_limit, gap=gap, threads=threads, progress=progress, label=label,
                                stop=stop, highs_options=highs_options)
