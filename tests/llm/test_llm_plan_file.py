@@ -68,3 +68,17 @@ def test_cli_json_output_and_errors(tmp_path: Path) -> None:
     r = runner.invoke(_app(), ["plan", model, "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
                                "-o", model])
     assert r.exit_code == 2
+
+
+def test_a_breakdown_that_is_not_an_object_of_numbers_is_refused() -> None:
+    """Found by the CLI fuzz test: ``"memory_breakdown": [[]]`` was an internal error, not a refusal."""
+    import pytest
+
+    from dnnplace.errors import DnnplaceError
+
+    d = search(problem(llama("8b"), 16, 32), {"tp": 2, "pp": 1, "mbs": 4}).to_dict()
+    for key, bad in (("memory_breakdown", [[]]), ("time_breakdown", {"compute": "1"}), ("memory_breakdown", None)):
+        doc = json.loads(json.dumps(d))
+        doc["prediction"][key] = bad
+        with pytest.raises(DnnplaceError, match=key):
+            LLMPlan.from_dict(doc)

@@ -213,8 +213,8 @@ class LLMPlan:
             est = LLMEstimate(step_time_s=p["step_time_s"], tokens_per_s=p["tokens_per_s"], mfu=p["mfu"],
                               model_flops_per_step=p["model_flops_per_step"],
                               memory_per_gpu_bytes=p["memory_per_gpu_bytes"],
-                              memory_breakdown=dict(p["memory_breakdown"]),
-                              time_breakdown=dict(p["time_breakdown"]), fits=p["fits"], overflow=p["overflow"],
+                              memory_breakdown=_breakdown(p, "memory_breakdown"),
+                              time_breakdown=_breakdown(p, "time_breakdown"), fits=p["fits"], overflow=p["overflow"],
                               num_microbatches=g["num_microbatches"])
             if not isinstance(doc["status"], str):
                 raise DnnplaceError("plan document: 'status' must be a string")
@@ -223,6 +223,15 @@ class LLMPlan:
                            runtime_s=_claimed_number(doc, "runtime_s"))
         except (KeyError, TypeError) as exc:
             raise DnnplaceError(f"plan document lacks or mistypes {exc}") from None
+
+
+def _breakdown(prediction: dict, key: str) -> dict[str, float]:
+    """A prediction's breakdown (part name -> seconds or bytes): an object of numbers, or the file is refused."""
+    v = prediction[key]
+    if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, (int, float))
+                                          and not isinstance(x, bool) for k, x in v.items()):
+        raise DnnplaceError(f"plan document: prediction {key!r} must map part names to numbers")
+    return {k: float(x) for k, x in v.items()}
 
 
 def _claimed_number(doc: dict, key: str) -> float:
