@@ -159,3 +159,35 @@ def test_an_input_passed_on_costs_the_cheaper_of_the_two_transfers():
     value, expected = _relaxed_optimum(nodes, [(0, 1, 0.12), (1, 2, 0.1)], 2, [1])
     assert abs(expected - 1.11) < 1e-9
     assert value <= expected + 1e-9
+
+
+def _one_left_out(nodes, edges, k, left_out):
+    w = workload_from_records(nodes, edges, accelerators=k, cpus=0, memory=1e9)
+    p = merge_free_units(prepare(w))
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[[int(p.unit_of[i]) for i in left_out]] = True
+    rel = relax(p, drop, pass_on=True)
+    return w, p, rel, enumerate_ideals(rel.prepared, 100)
+
+
+def test_the_fluid_test_keeps_left_out_work_between_the_pieces_of_its_ends():
+    """a (2) -> y (1.5) -> b (2) -> c (0.1) on three devices, y left out: the optimum is 2.1 ({a}, {y}, {b, c}).
+    Spread anywhere, y's work would fit beside c and no cap above the largest unit (2) be certain; kept between
+    a's piece and b's it fits neither, so every cap below 2.1 is certified."""
+    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i}
+             for i, t in enumerate([2.0, 1.5, 2.0, 0.1])]
+    w, p, rel, lattice = _one_left_out(nodes, [(0, 1, 0.0), (1, 2, 0.0), (2, 3, 0.0)], 3, [1])
+    assert brute_force_contiguous_optimum(w) == 2.1
+    anchored = anchors(p, rel)
+    assert fluid_certifies(rel, lattice, 2.09, False, None, anchored)
+    assert not fluid_certifies(rel, lattice, 2.1 + 1e-9, False, None, anchored)
+    assert not fluid_certifies(rel, lattice, 2.05, False, None, None)  # y spread anywhere: it fits beside c
+
+
+def test_the_fluid_test_lets_left_out_work_fill_an_accelerator_of_its_own():
+    """The left-out unit after the last kept one (or before the first) may run alone on a device."""
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(2)]
+    for left_out in ([0], [1]):
+        w, p, rel, lattice = _one_left_out(nodes, [(0, 1, 0.0)], 2, left_out)
+        assert not fluid_certifies(rel, lattice, 1.0 + 1e-9, False, None, anchors(p, rel))
+        assert fluid_certifies(rel, lattice, 0.99, False, None, anchors(p, rel))

@@ -65,6 +65,8 @@ Anchored = namedtuple("Anchored", [
     "weight",  # per left-out unit: its compute
     "before", "after",  # per left-out unit: anchors before it / after it in S (scratch)
     "whole",  # per ideal: compute of the left-out units anchored inside it (whole_ideal_comm)
+    "n_before",  # per left-out unit: its anchors before it
+    "avail", "due",  # per ideal: left-out compute that may run within it / must run within it (fluid test)
 ])
 Scratch = namedtuple("Scratch", [
     "stamp",  # per ideal: the last ideal whose walk visited it
@@ -169,6 +171,37 @@ def _anchor(x, adding, unit_ptr, unit_item, side, weight, before, after):
 
 
 @njit(cache=True, inline="always")
+def _window_change(x, adding, unit_ptr, unit_item, side, weight, before, after, n_before):
+    """Before :func:`_anchor` adds (or removes) unit ``x`` to an *ideal*: the change in its available and due
+    left-out compute.
+
+    A left-out unit may run within an ideal once all its anchors before are in
+    it, and must once any anchor after is (relax.anchors).
+    """
+    d_avail = 0.0
+    d_due = 0.0
+    for k in range(unit_ptr[x], unit_ptr[x + 1]):
+        it = unit_item[k]
+        if side[k] == 0:
+            if before[it] + (1 if adding else 0) == n_before[it]:
+                d_avail += weight[it] if adding else -weight[it]
+        elif after[it] == (0 if adding else 1):
+            d_due += weight[it] if adding else -weight[it]
+    return d_avail, d_due
+
+
+@njit(cache=True, inline="always")
+def _unplaced(v, avail, due, cap):
+    """Fluid test: ``-v`` left-out compute placed so far, capped by what may run so far; ``inf`` if less than
+    what must."""
+    if v < -avail:
+        v = -avail
+    if v > -due + 1e-9 * (cap + due):
+        return np.inf
+    return v
+
+
+@njit(cache=True, inline="always")
 def _fits_budget(work_acc, forced_cpu, n_cpu, n_acc, ub, ratio):
     """Can ``n_cpu`` CPUs and ``n_acc`` accelerators hold this much work within ``ub``?
 
@@ -200,9 +233,14 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
     within ``ub`` (:func:`_fits_budget`); states on an optimal chain always
     are, so the others are left at infinity and never extended.
 
-    With a finite ``piece_cap`` the recurrence is the *sum* of the pieces'
-    loads instead of their maximum, over pieces whose load is at most
-    ``piece_cap`` (the fluid lower bound of :mod:`dnnplace.solvers.dp.relax`).
+    With a finite ``piece_cap`` (accelerators only) the kernel runs the fluid
+    test of ``solver.fluid_certifies`` instead: over pieces whose load is at
+    most ``piece_cap``, the least ``-P``, where ``P`` is the left-out compute
+    the pieces so far can hold in their spare capacity (``piece_cap`` minus
+    the load; the anchored compute is placed where it is charged), never more
+    than ``avail`` of the ideal reached, and never less than its ``due``
+    (:func:`_unplaced`; infinity if not).  More placed so far never hurts the
+    pieces to come, so the least ``-P`` per state is exact for this test.
 
     The states with one device in all (one CPU, or one accelerator) have a
     single candidate, ``I`` as one piece (its communication ``whole_comm[I]``,
@@ -223,6 +261,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
     sh_ptr, sh_group, sh_size, sh_count, sh_whole = shr.unit_ptr, shr.unit_group, shr.size, shr.count, shr.whole
     an_ptr, an_item, an_side, an_w = anc.unit_ptr, anc.unit_item, anc.side, anc.weight
     an_before, an_after, an_whole = anc.before, anc.after, anc.whole
+    an_avail, an_due = anc.avail, anc.due
     sum_mode = piece_cap < np.inf
     inf = np.inf
     pairs = 0
@@ -258,8 +297,8 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                         else:
                             load = work + whole_comm[I]
                         if load <= cap:
-                            # the sum counts the anchored compute with the rest of the left-out work
-                            dp[I, c, a] = load - an_whole[I] if sum_mode else load
+                            dp[I, c, a] = _unplaced(load - an_whole[I] - cap, an_avail[I], an_due[I],
+                                                    cap) if sum_mode else load
                             choice[I, c, a] = 0
                             kind[I, c, a] = ACC_PIECE
                     continue
@@ -328,8 +367,9 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                                 c = rel[2, q]
                                 a = rel[3, q]
                                 prev = dp[J2, c, a - 1]
-                                if sum_mode:
-                                    cand = prev + load - anchored
+                                if sum_mode:  # the anchored compute is placed where it is charged
+                                    cand = _unplaced(prev + load - anchored - piece_cap, an_avail[I], an_due[I],
+                                                     piece_cap)
                                 else:
                                     cand = prev if prev > load else load
                                 if cand < dp[I, c, a]:
@@ -367,8 +407,11 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                     dp[I, c, a] = dp[I, c - 1, a]
                     choice[I, c, a] = I
                     kind[I, c, a] = FEWER_CPUS
-                if a > 0 and dp[I, c, a - 1] < dp[I, c, a]:
-                    dp[I, c, a] = dp[I, c, a - 1]
+                fewer = dp[I, c, a - 1] if a > 0 else inf
+                if sum_mode and fewer < inf:  # an accelerator left empty here holds piece_cap of left-out work
+                    fewer = _unplaced(fewer - piece_cap, an_avail[I], an_due[I], piece_cap)
+                if fewer < dp[I, c, a]:
+                    dp[I, c, a] = fewer
                     choice[I, c, a] = I
                     kind[I, c, a] = FEWER_ACCS
     return hi, pairs
@@ -376,7 +419,8 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
 
 @njit(cache=True)
 def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
-    """Communication of every ideal taken as one piece, and the anchored compute it holds (:func:`_anchor`).
+    """Communication of every ideal taken as one piece, the anchored compute it holds (:func:`_anchor`), and
+    the left-out compute available and due within it (:func:`_window_change`).
 
     A depth-first walk of a spanning tree of the lattice: each ideal's parent
     is its first lower cover; entering a child adds its unit to the piece and
@@ -385,6 +429,8 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
     n = down_ptr.shape[0] - 1
     out = np.zeros(n)
     held = np.zeros(n)
+    avail = np.zeros(n)
+    due = np.zeros(n)
     n_child = np.zeros(n + 1, dtype=np.int64)
     parent = np.full(n, -1, dtype=np.int64)
     unit = np.full(n, -1, dtype=np.int64)
@@ -409,6 +455,8 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
     pos[0] = ptr[0]
     comm = 0.0
     anchored = 0.0
+    in_avail = 0.0
+    in_due = 0.0
     while sp >= 0:
         v = stack[sp]
         if pos[sp] < ptr[v + 1]:
@@ -416,10 +464,16 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
             pos[sp] += 1
             comm += _toggle(unit[w], True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt,
                             in_s)
+            da, dd = _window_change(unit[w], True, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
+                                    anc.after, anc.n_before)
+            in_avail += da
+            in_due += dd
             anchored += _anchor(unit[w], True, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
                                 anc.after)
             out[w] = comm
             held[w] = anchored
+            avail[w] = in_avail
+            due[w] = in_due
             sp += 1
             stack[sp] = w
             pos[sp] = ptr[w]
@@ -427,10 +481,14 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
             if v != 0:
                 comm += _toggle(unit[v], False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
                                 cnt, in_s)
+                da, dd = _window_change(unit[v], False, anc.unit_ptr, anc.unit_item, anc.side, anc.weight,
+                                        anc.before, anc.after, anc.n_before)
+                in_avail += da
+                in_due += dd
                 anchored += _anchor(unit[v], False, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
                                     anc.after)
             sp -= 1
-    return out, held
+    return out, held, avail, due
 
 
 @njit(cache=True)
@@ -469,7 +527,8 @@ def no_anchors(n_units: int, n_ideals: int) -> Anchored:
     """An :class:`Anchored` bundle with no left-out unit (the exact DP, or a relaxation without anchors)."""
     z = np.zeros(0, dtype=np.int64)
     return Anchored(unit_ptr=np.zeros(n_units + 1, dtype=np.int64), unit_item=z, side=z.astype(np.int8),
-                    weight=np.zeros(0), before=z.copy(), after=z.copy(), whole=np.zeros(n_ideals))
+                    weight=np.zeros(0), before=z.copy(), after=z.copy(), whole=np.zeros(n_ideals), n_before=z.copy(),
+                    avail=np.zeros(n_ideals), due=np.zeros(n_ideals))
 
 
 def warm_up() -> None:

@@ -281,6 +281,7 @@ class UnitAnchors:
     item: np.ndarray  # int64: the left-out unit, numbered 0..t-1
     side: np.ndarray  # int8: 0 if the remaining unit comes before it, 1 if after
     weight: np.ndarray  # float64 (t,): its accelerator compute
+    n_before: np.ndarray  # int64 (t,): how many remaining units come before it (0: it may run on the first piece)
 
 
 def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
@@ -292,7 +293,9 @@ def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
     charged to that piece while the relaxation stays a lower bound.  Without
     this, left-out compute is fluid and the bound forgets where it must run
     (Mamba's read-outs ``h_t @ C_t``: a quarter of the work, between the scan
-    step and the stack of its layer).
+    step and the stack of its layer).  Units with remaining units on one side
+    only (or none) are items too: the fluid test keeps each item between the
+    pieces of its nearest units (:func:`~dnnplace.solvers.dp.solver.fluid_certifies`).
     """
     succ, pred = unit_adjacency(p)
     new_index = np.full(p.n_units, -1, dtype=np.int64)
@@ -316,12 +319,12 @@ def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
 
     rows: list[list[tuple[int, int]]] = [[] for _ in range(rel.kept.size)]
     weight: list[float] = []
+    n_before: list[int] = []
     for u in np.flatnonzero(dropped & (p.acc_time > 0)).tolist():
         before, after = frontier(u, pred), frontier(u, succ)
-        if not before or not after:
-            continue
         t = len(weight)
         weight.append(float(p.acc_time[u]))
+        n_before.append(len(before))
         for a in before:
             rows[a].append((t, 0))
         for b in after:
@@ -330,31 +333,91 @@ def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
     np.cumsum([len(r) for r in rows], out=ptr[1:])
     flat = [e for r in rows for e in r]
     return UnitAnchors(ptr=ptr, item=np.array([e[0] for e in flat], dtype=np.int64),
-                       side=np.array([e[1] for e in flat], dtype=np.int8), weight=np.array(weight, dtype=np.float64))
+                       side=np.array([e[1] for e in flat], dtype=np.int8), weight=np.array(weight, dtype=np.float64),
+                       n_before=np.array(n_before, dtype=np.int64))
+
+
+def spine(p: Prepared) -> np.ndarray:
+    """The units of a longest path of the unit DAG (most units), as a mask.
+
+    Keeping only these gives a relaxation whose lattice is a chain, whatever
+    the width of the graph; with the fluid test's windows
+    (:func:`anchors`) it still prices a cut through a scan, whose steps are
+    the longest path of a state-space layer (Jamba, Mamba).
+    """
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(range(p.n_units))
+    g.add_edges_from(zip(p.edge_src.tolist(), p.edge_dst.tolist(), strict=True))
+    out = np.zeros(p.n_units, dtype=bool)
+    out[nx.dag_longest_path(g)] = True
+    return out
+
+
+def follow_roots(p: Prepared, drop: np.ndarray) -> np.ndarray:
+    """Per unit, the unit whose stage a left-out unit takes when put back by :func:`reinsert` (``-1``: its own rule).
+
+    A free left-out unit (a slice, a view) goes with its earliest successor, so
+    that a tensor sliced per scan step crosses once rather than once per
+    slice; any other goes with its latest predecessor outside its own group
+    (a read-out ``h_t @ C_t`` with its step ``h_t``, not with ``C``, whose
+    slice joined the read-out).  Resolved through chains of left-out units;
+    a unit that reaches no remaining one keeps ``-1``.
+    """
+    succ, pred = unit_adjacency(p)
+    order = unit_topological_order(p)
+    rank = np.empty(p.n_units, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    label = np.arange(p.n_units, dtype=np.int64)
+    free = p.acc_time == 0
+
+    def find(x: int) -> int:
+        while label[x] != x:
+            x = int(label[x])
+        return x
+
+    for u in reversed(order):
+        if drop[u] and free[u] and succ[u]:
+            label[u] = find(min(succ[u], key=lambda v: rank[v]))
+    for u in order:
+        if drop[u] and not (free[u] and succ[u]):
+            outside = [v for v in pred[u] if find(v) != find(u)]
+            if outside:
+                label[u] = find(max(outside, key=lambda v: rank[v]))
+            elif succ[u]:
+                label[u] = find(min(succ[u], key=lambda v: rank[v]))
+    root = np.array([find(u) for u in range(p.n_units)], dtype=np.int64)
+    return np.where(drop[root], -1, root)
 
 
 def reinsert(p: Prepared, rel: Relaxed, kept_position: np.ndarray, n_positions: int,
-             lazy: np.ndarray | None = None) -> np.ndarray:
+             lazy: np.ndarray | None = None, follow: np.ndarray | None = None) -> np.ndarray:
     """Chain position (stage index in pipeline order) of every full unit.
 
     Remaining units keep the position the relaxed split gave them; a left-out
     unit joins its last predecessor's stage, or, without predecessors or when
     marked ``lazy``, its first successor's (the first stage if it has
     neither).  Precedence holds because the relaxed order kept every path
-    through left-out units.
+    through left-out units.  ``follow`` (:func:`follow_roots`) puts left-out
+    units with the remaining unit named instead; the split may then not be a
+    pipeline, which the evaluator checks.
     """
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)
     pos = np.full(p.n_units, -1, dtype=np.int64)
     pos[rel.kept] = kept_position
+    if follow is not None:
+        led = rel.dropped & (follow >= 0)
+        pos[led] = pos[follow[led]]
     first_after = np.full(p.n_units, n_positions - 1, dtype=np.int64)
     for u in reversed(order):
-        if not rel.dropped[u]:
+        if pos[u] >= 0:
             first_after[u] = pos[u]
         elif succ[u]:
             first_after[u] = min(int(first_after[v]) for v in succ[u])
     for u in order:
-        if rel.dropped[u]:
+        if rel.dropped[u] and pos[u] < 0:
             after = max(int(pos[v]) for v in pred[u]) if pred[u] else 0
             if not pred[u] or (lazy is not None and lazy[u]):
                 pos[u] = max(after, int(first_after[u]))

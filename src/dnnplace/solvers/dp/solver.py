@@ -27,11 +27,13 @@ from dnnplace.solvers.dp.relax import (
     Relaxed,
     UnitAnchors,
     anchors,
+    follow_roots,
     incomparable_counts,
     inert_units,
     reinsert,
     relax,
     restriction_groups,
+    spine,
     surely_more_ideals,
     unit_topological_order,
     view_units,
@@ -431,12 +433,22 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
     views = view_units(p) & ~inert
     base = inert | views
     candidates = _parallel_first(p, base)
+    stats["view_units"] = int(views.sum())
+    tried = 0
+    if deadline is not None and time.perf_counter() > deadline:
+        raise SolverTimeout("dp: time limit reached while relaxing")
+    # first the spine: everything parallel to a longest path left out, a chain lattice (a cut through a scan)
+    drop = base.copy()
+    drop[candidates[~spine(p)[candidates]]] = True
+    if drop.sum() > base.sum() and _solve_relaxation(p, drop, views, best, options, deadline, refine_until, stats):
+        tried += 1
+        if best.gap() <= options.gap:
+            stats["relaxations"] = tried
+            return
     too_few, enough = -1, None
-    k = 0  # first: views and inert units alone (a nearly exact relaxation)
+    k = 0  # then: views and inert units alone (a nearly exact relaxation)
     if not views.any() and candidates.size:
         too_few, k = 0, min(8, candidates.size)  # inert units alone: the lattice solve_dp already found too large
-    tried = 0
-    stats["view_units"] = int(views.sum())
     while True:
         if deadline is not None and time.perf_counter() > deadline:
             raise SolverTimeout("dp: time limit reached while relaxing")
@@ -444,38 +456,11 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
             break
         drop = base.copy()
         drop[candidates[:k]] = True
-        rel = relax(p, drop, pass_on=True)  # views pass their input on as before (passed_inputs)
-        lattice = None
-        if rel.prepared.n_units and not surely_more_ideals(rel.prepared, options.max_ideals):
-            try:
-                lattice = enumerate_ideals(rel.prepared, options.max_ideals)
-            except TooManyIdealsError:
-                lattice = None
-        if lattice is None and rel.prepared.n_units:
+        if not _solve_relaxation(p, drop, views, best, options, deadline, refine_until, stats):
             too_few = k
         else:
             enough = k
             tried += 1
-            if lattice is not None:
-                anchored = anchors(p, rel)
-                result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
-                                deadline=deadline, progress=options.progress, anchored=anchored)
-                stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals,
-                             pairs_examined=result.pairs)
-                if np.isfinite(result.value):
-                    best.prove(result.value)
-                    best.offer(_split_of(p, result, rel))
-                    if views.any():
-                        best.offer(_split_of(p, result, rel, lazy=views))
-                soft = refine_until if deadline is None else min(deadline, refine_until)
-                try:  # optional improvements: bounded by the refinement time
-                    if best.gap() > options.gap:
-                        _restricted_split(p, drop, best, options, soft, budget=max(4096, 4 * lattice.n_ideals))
-                    if best.gap() > options.gap:
-                        _fluid_bound(rel, lattice, best, options, soft, anchored)
-                except SolverTimeout:
-                    if deadline is not None and time.perf_counter() > deadline:
-                        raise
             if best.gap() <= options.gap:
                 break
         if enough is None:
@@ -488,6 +473,39 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
                 break
             k = nxt
     stats["relaxations"] = tried
+
+
+def _solve_relaxation(p: Prepared, drop: np.ndarray, views: np.ndarray, best: _Best, options: DPOptions,
+                      deadline: float | None, refine_until: float, stats: dict) -> bool:
+    """One relaxation of :func:`_relaxations`: its bound and splits offered to ``best``; does its lattice fit?"""
+    rel = relax(p, drop, pass_on=True)  # views pass their input on as before (passed_inputs)
+    lattice = None
+    if rel.prepared.n_units and not surely_more_ideals(rel.prepared, options.max_ideals):
+        try:
+            lattice = enumerate_ideals(rel.prepared, options.max_ideals)
+        except TooManyIdealsError:
+            lattice = None
+    if lattice is None:
+        return not rel.prepared.n_units
+    anchored = anchors(p, rel)
+    result = run_dp(rel.prepared, lattice, p.workload, overlap=options.overlap_comm, ub=best.cutoff(),
+                    deadline=deadline, progress=options.progress, anchored=anchored)
+    stats.update(relaxed_units_left_out=int(drop.sum()), ideals=lattice.n_ideals, pairs_examined=result.pairs)
+    if np.isfinite(result.value):
+        best.prove(result.value)
+        best.offer(_split_of(p, result, rel))
+        if views.any():
+            best.offer(_split_of(p, result, rel, lazy=views))
+    soft = refine_until if deadline is None else min(deadline, refine_until)
+    try:  # optional improvements: bounded by the refinement time
+        if best.gap() > options.gap:
+            _restricted_split(p, drop, best, options, soft, budget=max(4096, 4 * lattice.n_ideals))
+        if best.gap() > options.gap:
+            _fluid_bound(p, rel, lattice, best, options, soft, anchored)
+    except SolverTimeout:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise
+    return True
 
 
 def _parallel_first(p: Prepared, exclude: np.ndarray) -> np.ndarray:
@@ -571,46 +589,78 @@ def fluid_certifies(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bo
                     deadline: float | None, anchored: UnitAnchors | None = None) -> bool:
     """Is ``cap`` a proven lower bound: does *no* split of the whole graph keep every load within it?
 
-    The relaxation forgets the left-out units' compute ``W``; yet in any split
+    The relaxation forgets where most left-out compute runs; yet in any split
     of the whole graph with every load at most ``cap``, each device's relaxed
-    load plus the left-out compute it runs is at most ``cap``, so the
-    accelerators' relaxed loads sum to at most ``k * cap - W`` (an unused
-    accelerator counts with load 0).  The kernel's sum mode finds the least
-    such sum over relaxed splits whose pieces are each within ``cap``; if even
-    that exceeds ``k * cap - W``, no such split exists.  Only for budgets
-    without CPU cores and without overlapped communication (a CPU would absorb
-    left-out work at another speed; overlapped loads do not add up).
+    load plus the left-out compute it runs is at most ``cap``, and a left-out
+    unit runs on a piece no earlier than those of its remaining units before
+    it and no later than those of its remaining units after it
+    (:func:`relax.anchors`).  So along the chain of pieces, the left-out
+    compute placed up to an ideal is at most the spare capacity so far, at
+    most the compute that may run within the ideal, and at least the compute
+    that must (a unit with a remaining unit after it inside).  The kernel
+    finds, per ideal, the most that can be placed (more placed never hurts
+    the pieces to come); if no chain of at most ``k`` pieces (an unused
+    accelerator holds ``cap`` of left-out work) places it all, no split
+    exists.  Without anchors this is the sum test: relaxed loads summing to at
+    most ``k * cap - W``.  Read-outs of a scan cut between two pieces must run
+    on one of the two, not on a light device elsewhere (Jamba).  Only for
+    budgets without CPU cores and without overlapped communication (a CPU
+    would absorb left-out work at another speed; overlapped loads do not add
+    up).
     """
+    return _fluid_chain(rel, lattice, cap, overlap, deadline, anchored) is None
+
+
+def _fluid_chain(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bool, deadline: float | None,
+                 anchored: UnitAnchors | None) -> DPResult | None:
+    """:func:`fluid_certifies`' test: ``None`` if ``cap`` is certified, else a relaxed chain within it."""
     p = rel.prepared
     w = p.workload
     if w.max_cpus > 0 or overlap:
-        return False
+        return DPResult(np.inf, np.full(p.n_units, -1, dtype=np.int64), 0, 0, 0)  # certifies nothing
     work = float(w.acc_time[p.unit_of < 0].sum())  # the left-out nodes' compute
-    result = run_dp(p, lattice, w, ub=np.inf, deadline=deadline, piece_cap=cap, anchored=anchored)
-    return bool(result.value > w.max_accelerators * cap - work + 1e-9 * max(cap, 1e-300))
+    result = run_dp(p, lattice, w, ub=np.inf, deadline=deadline, piece_cap=cap, anchored=anchored,
+                    left_out_work=work)
+    if not result.value <= -work + 1e-9 * (cap + work):  # not all left-out work placed (or no chain at all)
+        return None
+    return result
 
 
-def _fluid_bound(rel: Relaxed, lattice: IdealLattice, best: _Best, options: DPOptions,
+FLUID_STEPS = 6  # bisection steps of the fluid bound on a lattice ...
+FLUID_STEPS_SMALL = 12  # ... and on one of at most FLUID_SMALL ideals (a spine: milliseconds per step)
+FLUID_SMALL = 5000
+
+
+def _fluid_bound(p: Prepared, rel: Relaxed, lattice: IdealLattice, best: _Best, options: DPOptions,
                  deadline: float | None, anchored: UnitAnchors | None = None) -> None:
-    """Raise ``best.bound`` by :func:`fluid_certifies`: first at the target gap, then by bisection."""
+    """Raise ``best.bound`` by :func:`fluid_certifies`: first at the target gap, then by bisection.
+
+    The relaxed chain within the least cap not certified is put back as a split
+    too (left-out units following :func:`follow_roots`): its cuts are priced
+    with the left-out work in place, unlike the relaxed optimum's.
+    """
     if not np.isfinite(best.value):
         return
     target = best.value * (1 - options.gap) + best.deficit  # caps on the folded units (see _Best.prove)
     if target <= best.bound + best.deficit:
         return
-    if fluid_certifies(rel, lattice, target, options.overlap_comm, deadline, anchored):
+    within = _fluid_chain(rel, lattice, target, options.overlap_comm, deadline, anchored)
+    if within is None:
         best.prove(target)
         return
     lo, hi = best.bound + best.deficit, target  # hi is not certified
-    for _ in range(6):
+    for _ in range(FLUID_STEPS_SMALL if lattice.n_ideals <= FLUID_SMALL else FLUID_STEPS):
         mid = 0.5 * (lo + hi)
         if mid <= lo * (1 + 1e-6):
             break
-        if fluid_certifies(rel, lattice, mid, options.overlap_comm, deadline, anchored):
+        chain = _fluid_chain(rel, lattice, mid, options.overlap_comm, deadline, anchored)
+        if chain is None:
             lo = mid
         else:
-            hi = mid
+            hi, within = mid, chain
     best.prove(lo)
+    if np.isfinite(within.value) and within.chain:
+        best.offer(_split_of(p, within, rel, follow=follow_roots(p, rel.dropped)))
 
 
 class _Best:
@@ -658,7 +708,8 @@ class _Best:
         return SolverOutput(plan=self.split, status=status, bound=float(bound), stats=stats)
 
 
-def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarray | None = None) -> Split:
+def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarray | None = None,
+              follow: np.ndarray | None = None) -> Split:
     """The DP's chain as a split of the workload; left-out units are put back (:func:`reinsert`)."""
     w = p.workload
     if rel is not None and not result.chain:  # everything left out was inert: one device holds it all
@@ -673,7 +724,7 @@ def _split_of(p: Prepared, result: DPResult, rel: Relaxed | None, lazy: np.ndarr
         for u in range(rel.kept.size):
             kept_pos[u] = chain_pos[int(result.unit_device[u])]
         position[:] = result.chain
-        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)), lazy)
+        unit_pos = reinsert(p, rel, kept_pos, max(1, len(result.chain)), lazy, follow)
         device = position[unit_pos][p.unit_of]
     return Split.from_assignment(w.node_ids, device, result.n_acc_used, result.n_cpu_used)
 
@@ -708,16 +759,18 @@ def run_dp(
     piece_cap: float = np.inf,
     anchored: UnitAnchors | None = None,
     on_chunk: Callable[[], None] | None = None,
+    left_out_work: float = 0.0,
 ) -> DPResult:
     """Run the kernel over the whole lattice and backtrack the optimal chain.
 
-    A finite ``piece_cap`` asks for the least *total* load of pieces each at
-    most ``piece_cap`` instead (see :func:`fluid_certifies`).  ``anchored``:
-    left-out units a piece must hold, for a relaxation (:func:`relax.anchors`).
-    ``on_chunk`` is called after each call of the kernel.
+    A finite ``piece_cap`` runs the fluid test instead (:func:`fluid_certifies`;
+    ``left_out_work``: the left-out compute in all, of which what ``anchored``
+    does not place may run anywhere).  ``anchored``: left-out units a piece
+    must hold, for a relaxation (:func:`relax.anchors`).  ``on_chunk`` is
+    called after each call of the kernel.
     """
     args, dp, choice, kind = _kernel_args(p, lattice, w, overlap=overlap, ub=ub, piece_cap=piece_cap,
-                                          anchored=anchored)
+                                          anchored=anchored, left_out_work=left_out_work)
     pairs = _run_chunks(args, lattice.n_ideals, deadline, progress, on_chunk)
     return _backtrack(p, lattice, w, dp, choice, kind, pairs)
 
@@ -735,7 +788,7 @@ class KernelArgs(NamedTuple):
 
 
 def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bool, ub: float,
-                 piece_cap: float, anchored: UnitAnchors | None = None
+                 piece_cap: float, anchored: UnitAnchors | None = None, left_out_work: float = 0.0
                  ) -> tuple[KernelArgs, np.ndarray, np.ndarray, np.ndarray]:
     """The kernel's arrays: lattice sums, per-source transfer tables, the DP tables and scratch space."""
     from dnnplace.solvers.dp.kernel import (
@@ -773,10 +826,16 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
     else:
         t = anchored.weight.size
         anc = Anchored(unit_ptr=anchored.ptr, unit_item=anchored.item, side=anchored.side, weight=anchored.weight,
-                       before=np.zeros(t, dtype=np.int64), after=np.zeros(t, dtype=np.int64), whole=np.zeros(N))
-    whole_comm, held = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit, transfers,
-                                        np.zeros(n_src, dtype=np.int64), np.zeros(p.n_units, dtype=np.int8), anc)
-    anc = anc._replace(whole=held)
+                       before=np.zeros(t, dtype=np.int64), after=np.zeros(t, dtype=np.int64), whole=np.zeros(N),
+                       n_before=anchored.n_before, avail=np.zeros(N), due=np.zeros(N))
+    whole_comm, held, avail, due = whole_ideal_comm(lattice.down_ptr, lattice.down_ideal, lattice.down_unit,
+                                                    transfers, np.zeros(n_src, dtype=np.int64),
+                                                    np.zeros(p.n_units, dtype=np.int8), anc)
+    # the fluid test: items without anchors before may run from the start, other left-out work anywhere
+    avail += left_out_work - float(anc.weight[anc.n_before > 0].sum())
+    if np.isfinite(piece_cap):  # accelerators left empty before the first piece hold left-out work too
+        dp[0] = -np.minimum(avail[0], np.arange(n_acc + 1) * piece_cap)[None, :]
+    anc = anc._replace(whole=held, avail=avail, due=due)
     work_acc, forced_cpu, ratio = _work_bounds(p, lattice, float(w.memory))
     sh = p.shared
     args = KernelArgs(
