@@ -35,12 +35,22 @@ class CommSources:
 
     A source crosses a set ``S`` of units when its home is in ``S`` and some
     target is not, or its home is not and some target is.
+
+    A relaxation's *sliced* source (``slice_cost`` finite, see
+    :func:`_comm_sources_via`) reaches each target through its own chain of
+    left-out nodes: ``S`` then pays at least ``min(trunk_cost, m *
+    slice_cost)`` for the ``m`` targets on the other side of its boundary
+    (Mamba's discretised tensors, one ``select`` per scan step); ``cost`` is
+    that charge for ``m = 1``, which is all a reader ignoring the slices
+    charges.
     """
 
     home: np.ndarray  # int64 (s,)
     cost: np.ndarray  # float64 (s,)
     target_ptr: np.ndarray  # int64 (s+1,) CSR into target_idx
     target_idx: np.ndarray  # int64
+    slice_cost: np.ndarray | None = None  # float64 (s,): per target's own chain; inf for a plain source
+    trunk_cost: np.ndarray | None = None  # float64 (s,): of the part the chains share
 
 
 @dataclass(frozen=True)
@@ -335,19 +345,28 @@ def comm_sources(w: Workload, unit_of: np.ndarray, mask: np.ndarray | None = Non
     return _comm_sources_direct(w, unit_of, keep)
 
 
-def _sources_of(merged: dict[tuple[int, tuple[int, ...]], float]) -> CommSources:
-    """CSR :class:`CommSources` of costs keyed by (home unit, sorted target units), in key order."""
+def _sources_of(merged: dict[tuple[int, tuple[int, ...]], float],
+                sliced: list[tuple[int, tuple[int, ...], float, float]] | None = None) -> CommSources:
+    """CSR :class:`CommSources` of costs keyed by (home unit, sorted target units), in key order; then the
+    ``sliced`` sources (home, targets, slice cost, trunk cost), each on its own."""
+    sliced = sliced or []
     keys = sorted(merged)
-    ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    ptr = np.zeros(len(keys) + len(sliced) + 1, dtype=np.int64)
     idx: list[int] = []
     for i, (_, targets) in enumerate(keys):
         idx.extend(targets)
         ptr[i + 1] = len(idx)
+    for i, (_, targets, _, _) in enumerate(sliced, start=len(keys)):
+        idx.extend(targets)
+        ptr[i + 1] = len(idx)
+    plain = np.full(len(keys), np.inf)
     return CommSources(
-        home=np.array([k[0] for k in keys], dtype=np.int64),
-        cost=np.array([merged[k] for k in keys], dtype=np.float64),
+        home=np.array([k[0] for k in keys] + [e[0] for e in sliced], dtype=np.int64),
+        cost=np.array([merged[k] for k in keys] + [min(e[2], e[3]) for e in sliced], dtype=np.float64),
         target_ptr=ptr,
         target_idx=np.array(idx, dtype=np.int64),
+        slice_cost=np.concatenate([plain, np.array([e[2] for e in sliced], dtype=np.float64)]),
+        trunk_cost=np.concatenate([plain, np.array([e[3] for e in sliced], dtype=np.float64)]),
     )
 
 
@@ -363,6 +382,16 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
     load of ``S`` pays at least that minimum once.  Inputs of a left-out
     node other than ``via`` simply stop feeding it (fewer targets, a
     relaxation too).
+
+    Where the chains from ``u`` share a trunk (``u``, then left-out nodes
+    passing it on one to the next) and then part into branches that each
+    reach exactly one kept unit of their own, the source is *sliced*
+    (:class:`CommSources`): ``S`` with ``m`` targets across its boundary pays
+    for a trunk node crossing (at least the trunk's cheapest) or for ``m``
+    distinct branch nodes crossing (each at least the cheapest branch's
+    cost), as the branches share no node; a target fed by the trunk itself
+    costs at least the trunk's cheapest, so counting it as a branch keeps
+    the charge a lower bound.
     """
     c = w.comm_cost
     uo = unit_of.tolist()
@@ -391,7 +420,27 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
             memo[x] = (targets, min(cheapest, float(c[x])) if targets else np.inf)
         return memo[x]
 
+    def branches(u: int) -> tuple[float, float] | None:
+        """(slice cost, trunk cost) if ``u``'s chains part into branches with a kept unit each, else ``None``."""
+        x, trunk = u, float(c[u])
+        while True:  # kept consumers of the trunk pay for it (at least its cheapest node) whatever m is
+            passing = [y for y in succ[x].tolist() if vi[y] == x and passed(y)[0]]
+            if len(passing) != 1:
+                break
+            x = passing[0]
+            trunk = min(trunk, float(c[x]))
+        if len(passing) < 2:
+            return None
+        seen: set[int] = set()
+        for y in passing:
+            reached = passed(y)[0]
+            if len(reached) != 1 or reached & seen:
+                return None
+            seen |= reached
+        return min(passed(y)[1] for y in passing), trunk
+
     merged: dict[tuple[int, tuple[int, ...]], float] = {}
+    sliced: list[tuple[int, tuple[int, ...], float, float]] = []
     for u in np.flatnonzero(keep).tolist():
         home = uo[u]
         targets, cheapest = onward(u)
@@ -399,8 +448,12 @@ def _comm_sources_via(w: Workload, unit_of: np.ndarray, keep: np.ndarray, via: n
         targets -= {home, -1}
         if targets and cost > 0:
             key = (home, tuple(sorted(targets)))
-            merged[key] = merged.get(key, 0.0) + cost
-    return _sources_of(merged)
+            parts = branches(u) if len(targets) > 1 else None
+            if parts is not None and parts[0] < parts[1]:
+                sliced.append((home, key[1], parts[0], parts[1]))
+            else:
+                merged[key] = merged.get(key, 0.0) + cost
+    return _sources_of(merged, sliced)
 
 
 def _comm_sources_direct(w: Workload, unit_of: np.ndarray, keep: np.ndarray) -> CommSources:

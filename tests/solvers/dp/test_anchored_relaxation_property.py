@@ -71,8 +71,47 @@ def scans(draw, training: bool):
     return workload_from_records(nodes, edge_list, accelerators=k, cpus=draw(st.integers(0, 1)), memory=1e9)
 
 
+@st.composite
+def sliced_scans(draw):
+    """``x -> D``; steps ``h_t(h_{t-1}, s_t)`` each reading its own slice ``s_t`` of ``D`` (free, or nearly);
+    read-outs ``y_t(h_t)`` or none; a join.  Left out, the slices make ``D`` a sliced source (contract.CommSources):
+    a device with ``m`` steps pays ``min(c_D, m * c_s)``, never more than the whole graph would."""
+    steps = draw(st.integers(2, 3))
+    times = st.floats(0.0, 3.0, allow_nan=False).map(lambda v: round(v, 2))
+    costs = st.floats(0.0, 2.0, allow_nan=False).map(lambda v: round(v, 2))
+    nodes: list[dict] = []
+    edges: list[tuple[int, int]] = []
+
+    def add(t: float) -> int:
+        nodes.append({"id": len(nodes), "fpgaLatency": t, "cpuLatency": t, "supportedOnFpga": True, "size": 0.0,
+                      "isBackwardNode": False, "colorClass": len(nodes)})
+        return len(nodes) - 1
+
+    x = add(draw(times))
+    d = add(draw(times))
+    edges.append((x, d))
+    prev, ends, slices = x, [], []
+    for _ in range(steps):
+        s = add(draw(st.sampled_from([0.0, 0.0, 0.01])))
+        slices.append(s)
+        h = add(draw(times))
+        edges += [(d, s), (s, h), (prev, h)]
+        if draw(st.booleans()):
+            y = add(draw(times))
+            edges.append((h, y))
+            ends.append(y)
+        prev = h
+    join = add(draw(times))
+    edges += [(e, join) for e in ends] + [(prev, join)]
+    cost = {i: draw(costs) for i in range(len(nodes))}
+    for s in slices:  # a slice costs most of the tensor (a latency-bound transfer), so it passes the tensor on
+        cost[s] = round(cost[d] * draw(st.sampled_from([0.75, 0.9, 1.0])), 3)
+    return workload_from_records(nodes, [(a, b, cost[a]) for a, b in edges], accelerators=draw(st.integers(2, 3)),
+                                 cpus=0, memory=1e9)
+
+
 def _graphs():
-    return st.one_of(scans(training=False), scans(training=True),
+    return st.one_of(scans(training=False), scans(training=True), sliced_scans(),
                      small_workloads(max_nodes=7, max_acc=3, max_cpu=1))
 
 
@@ -191,3 +230,62 @@ def test_the_fluid_test_lets_left_out_work_fill_an_accelerator_of_its_own():
         w, p, rel, lattice = _one_left_out(nodes, [(0, 1, 0.0)], 2, left_out)
         assert not fluid_certifies(rel, lattice, 1.0 + 1e-9, False, None, anchors(p, rel))
         assert fluid_certifies(rel, lattice, 0.99, False, None, anchors(p, rel))
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=sliced_scans(), data=st.data())
+def test_a_tensor_read_through_slices_left_out_is_charged_a_lower_bound(w, data):
+    """The slices of ``D`` left out (and perhaps ``D`` and read-outs with them): ``D`` becomes a sliced source, and
+    the relaxed optimum and the fluid test stay at or below the brute-force optimum."""
+    expected = brute_force_contiguous_optimum(w)
+    p = merge_free_units(prepare(w))
+    slices = [x for x in range(w.n) if w.predecessors[x].tolist() == [1]]
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[p.unit_of[slices]] = True
+    if data.draw(st.booleans()):
+        drop[p.unit_of[1]] = True
+    extra = data.draw(st.lists(st.booleans(), min_size=p.n_units, max_size=p.n_units))
+    drop |= np.array(extra) & np.array(data.draw(st.lists(st.booleans(), min_size=p.n_units, max_size=p.n_units)))
+    if drop.all():
+        drop[p.unit_of[0]] = False
+    rel = relax(p, drop, pass_on=True)
+    lattice = enumerate_ideals(rel.prepared, 10_000)
+    anchored = anchors(p, rel)
+    assert run_dp(rel.prepared, lattice, w, anchored=anchored).value <= expected + 1e-9
+    assert not fluid_certifies(rel, lattice, expected * (1 + 1e-9) + 1e-12, False, None, anchored)
+
+
+def test_slices_of_one_tensor_make_it_a_sliced_source():
+    """D (costs 1.0 to send) read by three steps through slices costing 0.8: a device holding two of the steps pays
+    min(1.0, 2 * 0.8) = 1.0 for D, not the 0.8 of one slice."""
+    times = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0]  # x, D, (s, h) x 3, join
+    pairs = [(0, 1), (1, 2), (2, 3), (0, 3), (1, 4), (4, 5), (3, 5), (1, 6), (6, 7), (5, 7), (7, 8)]
+    cost = {0: 0.1, 1: 1.0, 2: 0.8, 3: 0.1, 4: 0.8, 5: 0.1, 6: 0.8, 7: 0.1, 8: 0.0}
+    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i} for i, t in enumerate(times)]
+    w = workload_from_records(nodes, [(a, b, cost[a]) for a, b in pairs], accelerators=2, cpus=0, memory=1e9)
+    p = prepare(w)
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[p.unit_of[[2, 4, 6]]] = True
+    src = relax(p, drop, pass_on=True).prepared.comm
+    sliced = np.flatnonzero(np.isfinite(src.slice_cost))
+    assert sliced.size == 1
+    s = int(sliced[0])
+    assert (src.slice_cost[s], src.trunk_cost[s], src.cost[s]) == (0.8, 1.0, 0.8)
+
+
+def test_a_sliced_source_costs_the_whole_tensor_at_most():
+    """x -> D (heavy, sends 1.0) -> three slices (0.9 each) -> steps: the optimum sends D once (4.2 on two devices);
+    with the slices left out, a piece receiving three steps pays min(1.0, 3 * 0.9), not 2.7."""
+    times = [0.1, 3.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]  # x, D, (s, h) x 3, join
+    pairs = [(0, 1), (1, 2), (2, 3), (0, 3), (1, 4), (4, 5), (3, 5), (1, 6), (6, 7), (5, 7), (7, 8)]
+    cost = {0: 0.1, 1: 1.0, 2: 0.9, 3: 0.1, 4: 0.9, 5: 0.1, 6: 0.9, 7: 0.1, 8: 0.0}
+    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i} for i, t in enumerate(times)]
+    w = workload_from_records(nodes, [(a, b, cost[a]) for a, b in pairs], accelerators=2, cpus=0, memory=1e9)
+    expected = brute_force_contiguous_optimum(w)
+    assert abs(expected - 4.2) < 1e-9
+    p = prepare(w)
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[p.unit_of[[2, 4, 6]]] = True
+    rel = relax(p, drop, pass_on=True)
+    relaxed = run_dp(rel.prepared, enumerate_ideals(rel.prepared, 100), w).value
+    assert expected - 0.05 <= relaxed <= expected + 1e-9  # the slices' own transfers are all it may forget

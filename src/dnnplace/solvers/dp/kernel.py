@@ -51,6 +51,7 @@ Transfers = namedtuple("Transfers", [
     "home_ptr", "home_src",  # per unit: the sources it sends (CSR)
     "tgt_ptr", "tgt_src",  # per unit: the sources it receives (CSR)
     "src_home", "src_cost", "src_ntgt",  # per source: sending unit, bytes-time, number of targets
+    "src_slice", "src_trunk",  # per source: a sliced source's costs (prepare.contract.CommSources), else inf
 ])
 Limits = namedtuple("Limits", ["n_cpu", "n_acc", "memory", "ub", "overlap", "ratio", "piece_cap"])
 Tables = namedtuple("Tables", ["dp", "choice", "kind"])  # layout: ideal, cpus, accelerators
@@ -84,17 +85,34 @@ def _crosses(home_in: bool, count: int, n_targets: int) -> bool:
 
 
 @njit(cache=True, inline="always")
-def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt, in_s):
+def _sliced(home_in: bool, count: int, n_targets: int, slc: float, trunk: float) -> float:
+    """What ``S`` pays for a sliced source: the trunk, or one slice per target across its boundary."""
+    m = n_targets - count if home_in else count
+    if m <= 0:
+        return 0.0
+    v = m * slc
+    return trunk if trunk < v else v
+
+
+@njit(cache=True, inline="always")
+def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, src_slice, src_trunk,
+            cnt, in_s):
     """Add (or remove) unit ``x`` to ``S``; return the change in communication.
 
     Takes the :class:`Transfers` arrays one by one, unpacked once by its caller: it is
     inlined into the walk's loop, where numba would take a reference (an atomic
-    increment and decrement) each time an array is read out of a bundle.
+    increment and decrement) each time an array is read out of a bundle.  A sliced
+    source (``src_slice`` finite) is charged by :func:`_sliced`, the rest once while
+    they cross.
     """
     delta = 0.0
     if adding:
         for k in range(home_ptr[x], home_ptr[x + 1]):
             s = home_src[k]
+            if src_slice[s] < np.inf:
+                delta += (_sliced(True, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s])
+                          - _sliced(False, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s]))
+                continue
             before = cnt[s] > 0
             after = cnt[s] < src_ntgt[s]
             if before != after:
@@ -103,6 +121,11 @@ def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
         for k in range(tgt_ptr[x], tgt_ptr[x + 1]):
             s = tgt_src[k]
             h = in_s[src_home[s]] == 1
+            if src_slice[s] < np.inf:
+                was = _sliced(h, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s])
+                cnt[s] += 1
+                delta += _sliced(h, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s]) - was
+                continue
             before = _crosses(h, cnt[s], src_ntgt[s])
             cnt[s] += 1
             after = _crosses(h, cnt[s], src_ntgt[s])
@@ -112,6 +135,11 @@ def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
         for k in range(tgt_ptr[x], tgt_ptr[x + 1]):
             s = tgt_src[k]
             h = in_s[src_home[s]] == 1
+            if src_slice[s] < np.inf:
+                was = _sliced(h, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s])
+                cnt[s] -= 1
+                delta += _sliced(h, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s]) - was
+                continue
             before = _crosses(h, cnt[s], src_ntgt[s])
             cnt[s] -= 1
             after = _crosses(h, cnt[s], src_ntgt[s])
@@ -120,6 +148,10 @@ def _toggle(x, adding, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
         in_s[x] = 0
         for k in range(home_ptr[x], home_ptr[x + 1]):
             s = home_src[k]
+            if src_slice[s] < np.inf:
+                delta += (_sliced(False, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s])
+                          - _sliced(True, cnt[s], src_ntgt[s], src_slice[s], src_trunk[s]))
+                continue
             before = cnt[s] < src_ntgt[s]
             after = cnt[s] > 0
             if before != after:
@@ -256,6 +288,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
     dp, choice, kind = tab.dp, tab.choice, tab.kind
     home_ptr, home_src, tgt_ptr, tgt_src = xfer.home_ptr, xfer.home_src, xfer.tgt_ptr, xfer.tgt_src
     src_home, src_cost, src_ntgt = xfer.src_home, xfer.src_cost, xfer.src_ntgt
+    src_slice, src_trunk = xfer.src_slice, xfer.src_trunk
     stamp, stack_j, stack_e, stack_x = scr.stamp, scr.stack_j, scr.stack_e, scr.stack_x
     cnt, in_s, rel = scr.cnt, scr.in_s, scr.rel
     sh_ptr, sh_group, sh_size, sh_count, sh_whole = shr.unit_ptr, shr.unit_group, shr.size, shr.count, shr.whole
@@ -324,7 +357,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                     x = stack_x[sp]
                     if x >= 0:
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
-                                        src_ntgt, cnt, in_s)
+                                        src_ntgt, src_slice, src_trunk, cnt, in_s)
                         shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
                         anchored += _anchor(x, False, an_ptr, an_item, an_side, an_w, an_before, an_after)
                     sp -= 1
@@ -332,7 +365,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                     J2 = down_ideal[e]
                     x = down_unit[e]
                     comm += _toggle(x, True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
-                                    src_ntgt, cnt, in_s)
+                                    src_ntgt, src_slice, src_trunk, cnt, in_s)
                     shared += _share(x, True, sh_ptr, sh_group, sh_size, sh_count)
                     anchored += _anchor(x, True, an_ptr, an_item, an_side, an_w, an_before, an_after)
                     pairs += 1
@@ -398,7 +431,7 @@ def dp_range(lo, hi, max_work, lat, xfer, lim, tab, scr, shr, anc):
                         stack_x[sp] = x
                     else:
                         comm += _toggle(x, False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost,
-                                        src_ntgt, cnt, in_s)
+                                        src_ntgt, src_slice, src_trunk, cnt, in_s)
                         shared += _share(x, False, sh_ptr, sh_group, sh_size, sh_count)
                         anchored += _anchor(x, False, an_ptr, an_item, an_side, an_w, an_before, an_after)
         for c in range(n_cpu + 1):
@@ -448,6 +481,7 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
             fill[parent[i]] += 1
     home_ptr, home_src, tgt_ptr, tgt_src = xfer.home_ptr, xfer.home_src, xfer.tgt_ptr, xfer.tgt_src
     src_home, src_cost, src_ntgt = xfer.src_home, xfer.src_cost, xfer.src_ntgt
+    src_slice, src_trunk = xfer.src_slice, xfer.src_trunk
     stack = np.zeros(n + 1, dtype=np.int64)
     pos = np.zeros(n + 1, dtype=np.int64)
     sp = 0
@@ -462,8 +496,8 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
         if pos[sp] < ptr[v + 1]:
             w = child[pos[sp]]
             pos[sp] += 1
-            comm += _toggle(unit[w], True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt, cnt,
-                            in_s)
+            comm += _toggle(unit[w], True, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
+                            src_slice, src_trunk, cnt, in_s)
             da, dd = _window_change(unit[w], True, anc.unit_ptr, anc.unit_item, anc.side, anc.weight, anc.before,
                                     anc.after, anc.n_before)
             in_avail += da
@@ -480,7 +514,7 @@ def whole_ideal_comm(down_ptr, down_ideal, down_unit, xfer, cnt, in_s, anc):
         else:
             if v != 0:
                 comm += _toggle(unit[v], False, home_ptr, home_src, tgt_ptr, tgt_src, src_home, src_cost, src_ntgt,
-                                cnt, in_s)
+                                src_slice, src_trunk, cnt, in_s)
                 da, dd = _window_change(unit[v], False, anc.unit_ptr, anc.unit_item, anc.side, anc.weight,
                                         anc.before, anc.after, anc.n_before)
                 in_avail += da
@@ -538,7 +572,7 @@ def warm_up() -> None:
     f = np.zeros(1)
     i8 = np.zeros(1, dtype=np.int8)
     lat = LatticeSums(z2, z, z, f, f, f, z, f, f, f)
-    xfer = Transfers(z2, z, z2, z, z, f, z)
+    xfer = Transfers(z2, z, z2, z, z, f, z, f, f)
     tab = Tables(np.zeros((1, 1, 1)), np.zeros((1, 1, 1), dtype=np.int64), np.zeros((1, 1, 1), dtype=np.int8))
     scr = Scratch(z, z, z, z, z, i8, np.zeros((4, 1), dtype=np.int64))
     shr = Shared(z2, z, f, z, f)

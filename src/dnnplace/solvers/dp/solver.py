@@ -848,6 +848,8 @@ def _kernel_args(p: Prepared, lattice: IdealLattice, w: Workload, *, overlap: bo
         home_ptr=_ptr(src.home, p.n_units), home_src=home_order.astype(np.int64),
         tgt_ptr=_ptr(src.target_idx, p.n_units), tgt_src=tgt_owner[tgt_order],
         src_home=src.home, src_cost=src.cost, src_ntgt=n_tgt.astype(np.int64),
+        src_slice=np.full(n_src, np.inf) if src.slice_cost is None else src.slice_cost,
+        src_trunk=np.full(n_src, np.inf) if src.trunk_cost is None else src.trunk_cost,
     )
     if anchored is None:
         anc = no_anchors(p.n_units, N)
