@@ -255,18 +255,24 @@ def test_a_tensor_read_through_slices_left_out_is_charged_a_lower_bound(w, data)
     assert not fluid_certifies(rel, lattice, expected * (1 + 1e-9) + 1e-12, False, None, anchored)
 
 
-def test_slices_of_one_tensor_make_it_a_sliced_source():
-    """D (costs 1.0 to send) read by three steps through slices costing 0.8: a device holding two of the steps pays
-    min(1.0, 2 * 0.8) = 1.0 for D, not the 0.8 of one slice."""
-    times = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0]  # x, D, (s, h) x 3, join
+def _three_slices(times: list[float], slice_cost: float):
+    """x -> D (sends 1.0) -> three slices ``s_t`` (each sending ``slice_cost``) -> steps ``h_t`` -> join, the slices
+    left out: the workload, its units and the relaxation."""
     pairs = [(0, 1), (1, 2), (2, 3), (0, 3), (1, 4), (4, 5), (3, 5), (1, 6), (6, 7), (5, 7), (7, 8)]
-    cost = {0: 0.1, 1: 1.0, 2: 0.8, 3: 0.1, 4: 0.8, 5: 0.1, 6: 0.8, 7: 0.1, 8: 0.0}
+    cost = {0: 0.1, 1: 1.0, 2: slice_cost, 3: 0.1, 4: slice_cost, 5: 0.1, 6: slice_cost, 7: 0.1, 8: 0.0}
     nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i} for i, t in enumerate(times)]
     w = workload_from_records(nodes, [(a, b, cost[a]) for a, b in pairs], accelerators=2, cpus=0, memory=1e9)
     p = prepare(w)
     drop = np.zeros(p.n_units, dtype=bool)
     drop[p.unit_of[[2, 4, 6]]] = True
-    src = relax(p, drop, pass_on=True).prepared.comm
+    return w, p, relax(p, drop, pass_on=True)
+
+
+def test_slices_of_one_tensor_make_it_a_sliced_source():
+    """D (costs 1.0 to send) read by three steps through slices costing 0.8: a device holding two of the steps pays
+    min(1.0, 2 * 0.8) = 1.0 for D, not the 0.8 of one slice."""
+    _, _, rel = _three_slices([1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0], 0.8)
+    src = rel.prepared.comm
     sliced = np.flatnonzero(np.isfinite(src.slice_cost))
     assert sliced.size == 1
     s = int(sliced[0])
@@ -276,16 +282,8 @@ def test_slices_of_one_tensor_make_it_a_sliced_source():
 def test_a_sliced_source_costs_the_whole_tensor_at_most():
     """x -> D (heavy, sends 1.0) -> three slices (0.9 each) -> steps: the optimum sends D once (4.2 on two devices);
     with the slices left out, a piece receiving three steps pays min(1.0, 3 * 0.9), not 2.7."""
-    times = [0.1, 3.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]  # x, D, (s, h) x 3, join
-    pairs = [(0, 1), (1, 2), (2, 3), (0, 3), (1, 4), (4, 5), (3, 5), (1, 6), (6, 7), (5, 7), (7, 8)]
-    cost = {0: 0.1, 1: 1.0, 2: 0.9, 3: 0.1, 4: 0.9, 5: 0.1, 6: 0.9, 7: 0.1, 8: 0.0}
-    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i} for i, t in enumerate(times)]
-    w = workload_from_records(nodes, [(a, b, cost[a]) for a, b in pairs], accelerators=2, cpus=0, memory=1e9)
+    w, _, rel = _three_slices([0.1, 3.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0], 0.9)
     expected = brute_force_contiguous_optimum(w)
     assert abs(expected - 4.2) < 1e-9
-    p = prepare(w)
-    drop = np.zeros(p.n_units, dtype=bool)
-    drop[p.unit_of[[2, 4, 6]]] = True
-    rel = relax(p, drop, pass_on=True)
     relaxed = run_dp(rel.prepared, enumerate_ideals(rel.prepared, 100), w).value
     assert expected - 0.05 <= relaxed <= expected + 1e-9  # the slices' own transfers are all it may forget
