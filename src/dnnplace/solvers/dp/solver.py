@@ -43,7 +43,7 @@ REFINE_SECONDS = 10.0  # narrowing a relaxation stops after this long once some 
 RELAX_SECONDS = 30.0  # without --time-limit, the relaxations stop after this long with what they proved
 COARSE_FIRST = 10_000  # above this many ideals, a coarser lattice's optimum first tightens the exact DP's bound
 LARGE_UNITS = 4000  # above this many units the ideal machinery is skipped (see _coarse_chain)
-DEFAULT_SECONDS = 8.5  # with a second phase and no --time-limit: the relaxation path's whole budget
+DEFAULT_SECONDS = 9.0  # with a second phase and no --time-limit: the relaxation path's whole budget
 FOLD_ALLOWANCE = 0.25  # of --gap times the trivial bound: what the folds may add to the optimum in all
 WIDER_UNITS = 1000  # above: no folds with an allowance (a second pass costs ~1 s on Mamba's 1,650 units and has
 #                     never made such a lattice fit; the relaxations need that time)
