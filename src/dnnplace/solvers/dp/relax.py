@@ -203,13 +203,17 @@ def passed_inputs(p: Prepared, drop: np.ndarray, ratio: float = PASS_ON_RATIO) -
     """
     w = p.workload
     c = w.comm_cost
+    left_out = np.asarray(drop, dtype=bool)[p.unit_of]
     via = np.full(w.n, -1, dtype=np.int64)
-    for x in np.flatnonzero(np.asarray(drop, dtype=bool)[p.unit_of]).tolist():
-        best, best_cost = -1, 0.0
+    for x in np.flatnonzero(left_out).tolist():
+        best, best_key = -1, (0.0, False)
         for q in w.predecessors[x].tolist():
             m = min(float(c[q]), float(c[x]))
-            if m > best_cost and m >= ratio * float(c[q]):
-                best, best_cost = q, m
+            # on a tie, an input a remaining unit produces: one left out may already stand for other tensors
+            # (a select_backward's forward select, passing on the sliced tensor, instead of its step's gradient)
+            key = (round(m, 12), not left_out[q])
+            if key > best_key and m > 0 and m >= ratio * float(c[q]):
+                best, best_key = q, key
         via[x] = best
     return via
 
