@@ -442,7 +442,9 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
     tried = 0
     if deadline is not None and time.perf_counter() > deadline:
         raise SolverTimeout("dp: time limit reached while relaxing")
-    if _spine_relaxation(p if exact is None else exact, best, options, deadline, refine_until, stats):
+    mine = (views, base, candidates)  # the spine of p itself needs no second look at its units
+    if _spine_relaxation(p if exact is None else exact, best, options, deadline, refine_until, stats,
+                         mine if exact is None or exact is p else None):
         tried += 1
         if best.gap() > options.gap and best.split is not None:  # its cut through a scan, a step or two better
             from dnnplace.solvers.polish import polish
@@ -485,12 +487,17 @@ def _relaxations(p: Prepared, inert: np.ndarray, best: _Best, options: DPOptions
 
 
 def _spine_relaxation(q: Prepared, best: _Best, options: DPOptions, deadline: float | None, refine_until: float,
-                      stats: dict) -> bool:
-    """Everything parallel to a longest path of ``q`` left out (a chain lattice: a cut through a scan)."""
-    inert = inert_units(q)
-    views = view_units(q) & ~inert
-    base = inert | views
-    candidates = _parallel_first(q, base)
+                      stats: dict, parts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> bool:
+    """Everything parallel to a longest path of ``q`` left out (a chain lattice: a cut through a scan).
+
+    ``parts``: ``q``'s views, views-and-inert units and :func:`_parallel_first` order, when the caller has them.
+    """
+    if parts is None:
+        inert = inert_units(q)
+        views = view_units(q) & ~inert
+        base = inert | views
+        parts = (views, base, _parallel_first(q, base))
+    views, base, candidates = parts
     drop = base.copy()
     drop[candidates[~spine(q)[candidates]]] = True
     if drop.sum() == base.sum():
