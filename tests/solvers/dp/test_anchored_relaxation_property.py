@@ -19,7 +19,7 @@ from strategies import examples, small_workloads
 from dnnplace.frontends.paper_json import workload_from_records
 from dnnplace.prepare.contract import merge_free_units, prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
-from dnnplace.solvers.dp.relax import anchors, passed_inputs, relax
+from dnnplace.solvers.dp.relax import anchors, gathering_units, passed_inputs, receivers, relax
 from dnnplace.solvers.dp.solver import fluid_certifies, run_dp
 
 SETTINGS = settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -123,7 +123,7 @@ def _check(w, data) -> None:
     drop = np.array(data.draw(st.lists(st.booleans(), min_size=p.n_units, max_size=p.n_units)), dtype=bool)
     if drop.all():
         drop[0] = False
-    rel = relax(p, drop, pass_on=True)
+    rel = relax(p, drop, pass_on=True, receive=data.draw(st.booleans()))
     lattice = enumerate_ideals(rel.prepared, 10_000)
     anchored = anchors(p, rel)
     relaxed = run_dp(rel.prepared, lattice, w, anchored=anchored).value
@@ -248,7 +248,7 @@ def test_a_tensor_read_through_slices_left_out_is_charged_a_lower_bound(w, data)
     drop |= np.array(extra) & np.array(data.draw(st.lists(st.booleans(), min_size=p.n_units, max_size=p.n_units)))
     if drop.all():
         drop[p.unit_of[0]] = False
-    rel = relax(p, drop, pass_on=True)
+    rel = relax(p, drop, pass_on=True, receive=data.draw(st.booleans()))
     lattice = enumerate_ideals(rel.prepared, 10_000)
     anchored = anchors(p, rel)
     assert run_dp(rel.prepared, lattice, w, anchored=anchored).value <= expected + 1e-9
@@ -287,3 +287,83 @@ def test_a_sliced_source_costs_the_whole_tensor_at_most():
     assert abs(expected - 4.2) < 1e-9
     relaxed = run_dp(rel.prepared, enumerate_ideals(rel.prepared, 100), w).value
     assert expected - 0.05 <= relaxed <= expected + 1e-9  # the slices' own transfers are all it may forget
+
+
+def _fan_out(k: int):
+    """q -> x1, x2 -> r1, r2 (x_t read by r_t), everything costing 1 to send and 1 to run; x1, x2 left out."""
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(5)]
+    w = workload_from_records(nodes, [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 4, 1.0)], accelerators=k, cpus=0,
+                              memory=1e9)
+    p = prepare(w)
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[p.unit_of[[1, 2]]] = True
+    return w, p, drop
+
+
+def test_receivers_charge_a_left_out_unit_to_its_reader_and_stop_its_pass_on():
+    """Both x_t pass q on, so q stands for both: each r_t's device holds x_t or receives it, and is charged
+    min(t_x, c_x) = 1, while x_t passes nothing on any more (both charges would stand for receiving x_t)."""
+    w, p, drop = _fan_out(3)
+    via, moved, extra = receivers(p, drop, passed_inputs(p, drop))
+    assert via[1] == via[2] == -1
+    assert moved[p.unit_of[[1, 2]]].tolist() == [1.0, 1.0]
+    assert extra[p.unit_of[[3, 4]]].tolist() == [1.0, 1.0]
+    rel = relax(p, drop, pass_on=True, receive=True)
+    assert rel.left_out_compute(p)[p.unit_of[[1, 2]]].tolist() == [0.0, 0.0]
+
+
+def _fluid_bound(w, p, drop, receive: bool) -> float:
+    rel = relax(p, drop, pass_on=True, receive=receive)
+    lattice = enumerate_ideals(rel.prepared, 1000)
+    anchored = anchors(p, rel)
+    lo, hi = 0.0, brute_force_contiguous_optimum(w)
+    assert not fluid_certifies(rel, lattice, hi * (1 + 1e-9), False, None, anchored)
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if fluid_certifies(rel, lattice, mid, False, None, anchored) else (lo, mid)
+    return lo
+
+
+def test_receivers_keep_the_bound_a_lower_bound_and_may_raise_it():
+    """q -> x1..x3 (each 2 to run) -> r1 -> r2 -> r3 (r_t reads x_t), the x_t left out, three devices (optimum 5.1).
+    Passing q on, the three x_t stand for one transfer of q; charged to their readers, each r_t pays for its x_t
+    (run or received): the fluid bound rises from 4.0 to 4.1.  Neither form bounds better everywhere (on two devices
+    it falls), which is why the spine tries both."""
+    nodes = [{"id": i, "fpgaLatency": 2.0 if 1 <= i <= 3 else 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i}
+             for i in range(7)]
+    edges = [(0, i, 1.0) for i in (1, 2, 3)] + [(i, 3 + i, 1.0) for i in (1, 2, 3)] + [(4, 5, 0.1), (5, 6, 0.1)]
+    for k, without, with_ in ((3, 4.0, 4.1), (2, 6.0, 5.1)):
+        w = workload_from_records(nodes, edges, accelerators=k, cpus=0, memory=1e9)
+        p = prepare(w)
+        drop = np.zeros(p.n_units, dtype=bool)
+        drop[p.unit_of[[1, 2, 3]]] = True
+        assert abs(_fluid_bound(w, p, drop, False) - without) < 1e-6
+        assert abs(_fluid_bound(w, p, drop, True) - with_) < 1e-6
+
+
+def test_gathering_units_are_those_reading_many_tensors():
+    """A join of eight read-outs gathers; the steps and the read-outs do not."""
+    nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(10)]
+    edges = [(0, i, 0.1) for i in range(1, 9)] + [(i, 9, 0.1) for i in range(1, 9)]
+    w = workload_from_records(nodes, edges, accelerators=2, cpus=0, memory=1e9)
+    p = prepare(w)
+    gather = gathering_units(p)
+    assert gather[p.unit_of[9]] and gather.sum() == 1
+
+
+def test_a_charged_reader_no_longer_receives_the_passed_input():
+    """q (0.1) -> x1, x2 (1 each, sending 1) -> r (10), q sending 1, two devices: the optimum (12) keeps x1, x2 with q
+    and r receives both outputs.  Charged to r (1 each), the x_t must stop passing q on: r would pay for receiving
+    them twice (13 > 12), and the relaxed optimum would pass the optimum (12.1, one device)."""
+    nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i}
+             for i, t in enumerate([0.1, 1.0, 1.0, 10.0])]
+    w = workload_from_records(nodes, [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 3, 1.0)], accelerators=2, cpus=0,
+                              memory=1e9)
+    assert abs(brute_force_contiguous_optimum(w) - 12.0) < 1e-9
+    p = prepare(w)
+    drop = np.zeros(p.n_units, dtype=bool)
+    drop[p.unit_of[[1, 2]]] = True
+    rel = relax(p, drop, pass_on=True, receive=True)
+    lattice = enumerate_ideals(rel.prepared, 100)
+    assert run_dp(rel.prepared, lattice, w, anchored=anchors(p, rel)).value <= 12.0 + 1e-9
+    assert not fluid_certifies(rel, lattice, 12.0 + 1e-9, False, None, anchors(p, rel))

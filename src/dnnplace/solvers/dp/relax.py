@@ -24,7 +24,10 @@ work and transfers (Mamba's read-outs): a left-out unit *passes an input on*
 to its successors at the cheaper of the two transfer costs
 (:func:`passed_inputs`), and a piece that holds a remaining unit before a
 left-out one and another after it is charged the left-out unit's compute,
-since a contiguous piece holds everything between (:func:`anchors`).
+since a contiguous piece holds everything between (:func:`anchors`).  Where
+many left-out nodes pass on one input, a remaining reader of a left-out unit
+can be charged its compute instead: its device runs the unit or receives its
+output (:func:`receivers`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ class Relaxed:
     prepared: Prepared  # remaining units only, renumbered 0..m-1
     kept: np.ndarray  # full unit index of every remaining unit
     dropped: np.ndarray  # bool per full unit
+    moved: np.ndarray | None = None  # float per full unit: compute charged to a remaining reader (:func:`receivers`)
+
+    def left_out_compute(self, p: Prepared) -> np.ndarray:
+        """Per unit of ``p`` (the full units), the accelerator compute the fluid test still places (0 if kept)."""
+        work = np.where(self.dropped, p.acc_time, 0.0)
+        return work if self.moved is None else work - self.moved
 
 
 def unit_adjacency(p: Prepared) -> tuple[list[list[int]], list[list[int]]]:
@@ -218,16 +227,66 @@ def passed_inputs(p: Prepared, drop: np.ndarray, ratio: float = PASS_ON_RATIO) -
     return via
 
 
-def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False) -> Relaxed:
+RECEIVER_FANOUT = 2  # receivers: an input passed on by at least this many left-out nodes
+
+
+def receivers(p: Prepared, drop: np.ndarray, via: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Left-out units whose compute is charged to a remaining reader of theirs: (via, moved, extra), per unit.
+
+    A remaining unit ``r`` reading the output ``o`` of a node ``b`` of a
+    left-out unit ``x`` runs on a device that either holds ``x`` (its compute
+    ``t_x``) or receives ``o`` (``c_o``); so ``min(t_x, c_o)`` can be charged
+    to ``r`` whatever the split, and the fluid test places only the rest of
+    ``t_x``, provided ``b`` passes nothing on (else its pass-on charge and this
+    one would both stand for receiving ``o``).  Worth it where ``b`` passed on
+    an input that many left-out nodes pass on: such a source is charged once
+    per piece however many outputs it stands for (a training scan's per-step
+    read-outs each turn the stacked output's gradient into a gradient of
+    their step; cut from their steps, every one of those crosses).  One
+    reader per left-out unit (two on one device would count its compute
+    twice).  Only without overlapped communication: ``t_x`` is compute, ``c_o``
+    a transfer.
+    """
+    w = p.workload
+    c = w.comm_cost
+    via = via.copy()
+    passers = np.bincount(via[via >= 0], minlength=w.n)
+    moved = np.zeros(p.n_units)
+    extra = np.zeros(p.n_units)
+    uo = p.unit_of
+    nodes = np.argsort(uo, kind="stable")
+    starts = np.searchsorted(uo[nodes], np.arange(p.n_units + 1))
+    for x in np.flatnonzero(drop & (p.acc_time > 0)).tolist():
+        best: tuple[float, int, int] | None = None
+        for b in nodes[starts[x]:starts[x + 1]].tolist():
+            if via[b] < 0 or passers[via[b]] < RECEIVER_FANOUT or c[b] <= 0:
+                continue
+            readers = [int(uo[s]) for s in w.successors[b].tolist() if not drop[uo[s]]]
+            if readers and (best is None or c[b] > best[0]):
+                best = (float(c[b]), b, readers[0])
+        if best is not None:
+            cost, b, r = best
+            via[b] = -1
+            moved[x] = min(float(p.acc_time[x]), cost)
+            extra[r] += moved[x]
+    return via, moved, extra
+
+
+def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False, receive: bool = False) -> Relaxed:
     """Leave the units marked in ``drop`` out of ``p`` (see the module docstring).
 
     With ``pass_on`` every left-out node passes one input on to its
     successors in the relaxed transfer costs (:func:`passed_inputs`), at the
     cheaper of the two costs -- a view (:func:`view_units`) its base's, and a
     left-out read-out still the transfer its input would need (Mamba's
-    per-step ``h_t @ C_t``).
+    per-step ``h_t @ C_t``).  With ``receive`` (and ``pass_on``) some left-out
+    compute is charged to remaining readers instead (:func:`receivers`).
     """
     drop = np.asarray(drop, dtype=bool)
+    via = passed_inputs(p, drop) if pass_on else None
+    moved = extra = None
+    if via is not None and receive:
+        via, moved, extra = receivers(p, drop, via)
     kept = np.flatnonzero(~drop)
     new_index = np.full(p.n_units, -1, dtype=np.int64)
     new_index[kept] = np.arange(kept.size)
@@ -265,16 +324,16 @@ def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False) -> Relaxed:
     relaxed = Prepared(
         workload=p.workload,
         unit_of=unit_of,
-        acc_time=p.acc_time[kept],
+        acc_time=p.acc_time[kept] if extra is None else p.acc_time[kept] + extra[kept],
         cpu_time=p.cpu_time[kept],
         size=p.size[kept],
         supported=p.supported[kept],
         edge_src=pairs[:, 0].copy(),
         edge_dst=pairs[:, 1].copy(),
-        comm=comm_sources(p.workload, unit_of, via=passed_inputs(p, drop) if pass_on else None),
+        comm=comm_sources(p.workload, unit_of, via=via),
         shared=p.shared.kept(kept),  # a left-out unit's groups are forgotten with its memory (a relaxation)
     )
-    return Relaxed(relaxed, kept, drop)
+    return Relaxed(relaxed, kept, drop, moved)
 
 
 @dataclass(frozen=True)
@@ -324,10 +383,11 @@ def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
     rows: list[list[tuple[int, int]]] = [[] for _ in range(rel.kept.size)]
     weight: list[float] = []
     n_before: list[int] = []
-    for u in np.flatnonzero(dropped & (p.acc_time > 0)).tolist():
+    work = rel.left_out_compute(p)
+    for u in np.flatnonzero(dropped & (work > 0)).tolist():
         before, after = frontier(u, pred), frontier(u, succ)
         t = len(weight)
-        weight.append(float(p.acc_time[u]))
+        weight.append(float(work[u]))
         n_before.append(len(before))
         for a in before:
             rows[a].append((t, 0))
@@ -356,6 +416,26 @@ def spine(p: Prepared) -> np.ndarray:
     g.add_edges_from(zip(p.edge_src.tolist(), p.edge_dst.tolist(), strict=True))
     out = np.zeros(p.n_units, dtype=bool)
     out[nx.dag_longest_path(g)] = True
+    return out
+
+
+GATHER_INPUTS = 8  # gathering_units: a node with at least this many inputs
+
+
+def gathering_units(p: Prepared) -> np.ndarray:
+    """Units holding a node that reads many tensors (at least :data:`GATHER_INPUTS`), as a mask.
+
+    Left out, such a node passes one input on and forgets the rest, so the
+    tensors it gathers cross a cut for free; kept beside the spine, each
+    crosses on its own.  A training scan's per-step gradients of a sliced
+    tensor all flow into the gradient of that tensor: cut a scan in the
+    middle, and the steps on the far side send one each.
+    """
+    w = p.workload
+    indeg = np.array([q.size for q in w.predecessors], dtype=np.int64)
+    out = np.zeros(p.n_units, dtype=bool)
+    units = p.unit_of[indeg >= GATHER_INPUTS]
+    out[units[units >= 0]] = True
     return out
 
 
