@@ -261,7 +261,7 @@ def receivers(p: Prepared, drop: np.ndarray, via: np.ndarray) -> tuple[np.ndarra
         for b in nodes[starts[x]:starts[x + 1]].tolist():
             if via[b] < 0 or passers[via[b]] < RECEIVER_FANOUT or c[b] <= 0:
                 continue
-            readers = [int(uo[s]) for s in w.successors[b].tolist() if not drop[uo[s]]]
+            readers = [int(uo[s]) for s in w.successors[b].tolist() if uo[s] >= 0 and not drop[uo[s]]]
             if readers and (best is None or c[b] > best[0]):
                 best = (float(c[b]), b, readers[0])
         if best is not None:
