@@ -46,12 +46,16 @@ class Relaxed:
     prepared: Prepared  # remaining units only, renumbered 0..m-1
     kept: np.ndarray  # full unit index of every remaining unit
     dropped: np.ndarray  # bool per full unit
-    moved: np.ndarray | None = None  # float per full unit: compute charged to a remaining reader (:func:`receivers`)
+    moved: np.ndarray  # float per full unit: compute charged to a remaining reader (:func:`receivers`)
 
     def left_out_compute(self, p: Prepared) -> np.ndarray:
         """Per unit of ``p`` (the full units), the accelerator compute the fluid test still places (0 if kept)."""
-        work = np.where(self.dropped, p.acc_time, 0.0)
-        return work if self.moved is None else work - self.moved
+        return np.where(self.dropped, p.acc_time, 0.0) - self.moved
+
+    def fluid_work(self) -> float:
+        """All the accelerator compute the fluid test places: the left-out nodes' less what readers were charged."""
+        p = self.prepared
+        return float(p.workload.acc_time[p.unit_of < 0].sum()) - float(self.moved.sum())
 
 
 def unit_adjacency(p: Prepared) -> tuple[list[list[int]], list[list[int]]]:
@@ -254,11 +258,10 @@ def receivers(p: Prepared, drop: np.ndarray, via: np.ndarray) -> tuple[np.ndarra
     moved = np.zeros(p.n_units)
     extra = np.zeros(p.n_units)
     uo = p.unit_of
-    nodes = np.argsort(uo, kind="stable")
-    starts = np.searchsorted(uo[nodes], np.arange(p.n_units + 1))
+    members = p.members()
     for x in np.flatnonzero(drop & (p.acc_time > 0)).tolist():
         best: tuple[float, int, int] | None = None
-        for b in nodes[starts[x]:starts[x + 1]].tolist():
+        for b in members[x].tolist():
             if via[b] < 0 or passers[via[b]] < RECEIVER_FANOUT or c[b] <= 0:
                 continue
             readers = [int(uo[s]) for s in w.successors[b].tolist() if uo[s] >= 0 and not drop[uo[s]]]
@@ -284,7 +287,7 @@ def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False, receive: bool = 
     """
     drop = np.asarray(drop, dtype=bool)
     via = passed_inputs(p, drop) if pass_on else None
-    moved = extra = None
+    moved = extra = np.zeros(p.n_units)
     if via is not None and receive:
         via, moved, extra = receivers(p, drop, via)
     kept = np.flatnonzero(~drop)
@@ -324,7 +327,7 @@ def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False, receive: bool = 
     relaxed = Prepared(
         workload=p.workload,
         unit_of=unit_of,
-        acc_time=p.acc_time[kept] if extra is None else p.acc_time[kept] + extra[kept],
+        acc_time=p.acc_time[kept] + extra[kept],
         cpu_time=p.cpu_time[kept],
         size=p.size[kept],
         supported=p.supported[kept],

@@ -507,9 +507,9 @@ def _spine_relaxation(q: Prepared, best: _Best, options: DPOptions, deadline: fl
     views, base, candidates = parts
     drop = base.copy()
     drop[candidates[~spine(q)[candidates]]] = True
-    gather = drop & ~base & gathering_units(q)
     if drop.sum() == base.sum():
         return False
+    gather = drop & ~base & gathering_units(q)
     saved, best.deficit = best.deficit, q.deficit  # bounds proven on q lose q's deficit alone
     try:
         gathered = bool(gather.any()) and not options.overlap_comm and _solve_relaxation(
@@ -671,9 +671,7 @@ def _fluid_chain(rel: Relaxed, lattice: IdealLattice, cap: float, overlap: bool,
     w = p.workload
     if w.max_cpus > 0 or overlap:
         return DPResult(np.inf, np.full(p.n_units, -1, dtype=np.int64), 0, 0, 0)  # certifies nothing
-    work = float(w.acc_time[p.unit_of < 0].sum())  # the left-out nodes' compute (less what readers were charged)
-    if rel.moved is not None:
-        work -= float(rel.moved.sum())
+    work = rel.fluid_work()
     result = run_dp(p, lattice, w, ub=np.inf, deadline=deadline, piece_cap=cap, anchored=anchored,
                     left_out_work=work)
     if not result.value <= -work + 1e-9 * (cap + work):  # not all left-out work placed (or no chain at all)
