@@ -29,7 +29,7 @@ ARRAY = "DNNPLACE_MEGATRON_ARGS"
 
 _NORM = {"rms": "RMSNorm", "layer": "LayerNorm"}
 _POSITION = {"rope": "rope", "learned": "learned_absolute"}
-_MLP_FLAGS = {"swiglu": ["--swiglu"], "relu2": ["--squared-relu"], "gelu": []}
+_MLP_FLAGS = {"swiglu": ["--swiglu"], "geglu": ["--swiglu"], "relu2": ["--squared-relu"], "gelu": []}
 _RECOMPUTE: dict[str, list[list[str]]] = {
     "none": [],
     "selective": [["--recompute-activations"]],

@@ -30,8 +30,8 @@ FAMILIES: dict[str, tuple[str, str, str, bool, dict[str, str]]] = {
     "mistral": ("swiglu", "rope", "rms", False, _STD),
     "qwen2": ("swiglu", "rope", "rms", False, _STD),
     "qwen3": ("swiglu", "rope", "rms", False, _STD),
-    "gemma": ("swiglu", "rope", "rms", True, _STD),
-    "gemma2": ("swiglu", "rope", "rms", True, _STD),
+    "gemma": ("geglu", "rope", "rms", True, _STD),
+    "gemma2": ("geglu", "rope", "rms", True, _STD),
     "nemotron": ("relu2", "rope", "layer", False, _STD),
     "gpt_neox": ("gelu", "rope", "layer", False, _STD),
     "gpt2": ("gelu", "learned", "layer", True, _GPT2),
@@ -93,12 +93,58 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
     if cfg.get("num_local_experts") or cfg.get("num_experts"):
         raise DnnplaceError(f"{where}: mixture-of-experts configs are not modelled")
     archs = cfg.get("architectures")
+    window, every = _window(cfg, mt, layers, where)
     return TransformerArch(
         name=name or Path(where).stem, family=mt, num_layers=layers, hidden=hidden, ffn_hidden=ffn, heads=heads,
         kv_heads=kv, head_dim=head_dim, vocab=vocab, tied_embeddings=tie, mlp=mlp, position=position, norm=norm,
         max_position=_int(cfg, f["pos"], where, 4096), dropout=drop,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "",
-        source=where)
+        source=where, rope_theta=_rope_theta(cfg, where), qkv_bias=_flag(cfg, "attention_bias", mt == "qwen2", where),
+        linear_bias=mt in ("gpt2", "gpt_neox") or _flag(cfg, "mlp_bias", False, where), qk_norm=mt == "qwen3",
+        sliding_window=window, global_every=every)
+
+
+def _flag(cfg: dict[str, Any], key: str, default: bool, where: str) -> bool:
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise DnnplaceError(f"{where}: field '{key}' must be true or false")
+    return v
+
+
+def _rope_theta(cfg: dict[str, Any], where: str) -> float:
+    import math
+
+    v = cfg.get("rope_theta", 10_000.0)
+    if v is None:
+        return 10_000.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 < v <= 1e12):
+        raise DnnplaceError(f"{where}: field 'rope_theta' must be a positive number up to 1e12, got {show_value(v)}")
+    return float(v)
+
+
+def _window(cfg: dict[str, Any], mt: str, layers: int, where: str) -> tuple[int, int]:
+    """(sliding window, every n-th layer global) from the family's rule or the config's ``layer_types``."""
+    window = cfg.get("sliding_window")
+    if window is None or window is False or (mt == "qwen2" and not cfg.get("use_sliding_window")):
+        return 0, 0
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise DnnplaceError(f"{where}: field 'sliding_window' must be a positive integer or null, got "
+                            f"{show_value(window)}")
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not (isinstance(types, list) and len(types) == layers and all(isinstance(t, str) for t in types)):
+            raise DnnplaceError(f"{where}: field 'layer_types' must list one string per layer")
+        glob = [i for i, t in enumerate(types) if t != "sliding_attention"]
+        if not glob:
+            return window, 0
+        every = glob[0] + 1
+        if glob != list(range(every - 1, layers, every)):
+            raise DnnplaceError(f"{where}: field 'layer_types': this pattern of global and sliding layers is "
+                                "not modelled (every n-th layer global, or all sliding)")
+        return window, every
+    return window, 2 if mt == "gemma2" else 0
 
 
 def load_arch(spec: str | Path) -> TransformerArch:

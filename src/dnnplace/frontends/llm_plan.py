@@ -22,7 +22,7 @@ from dnnplace.utils.text import clip, show_value
 FORMAT = "dnnplace.llm-plan"
 VERSION = 1
 
-MLPS = ("swiglu", "gelu", "relu2")
+MLPS = ("swiglu", "geglu", "gelu", "relu2")
 POSITIONS = ("rope", "learned")
 NORMS = ("rms", "layer")
 RECOMPUTES = ("none", "selective", "full")

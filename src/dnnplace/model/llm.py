@@ -19,7 +19,7 @@ from dnnplace.model.catalogue import DeviceSpec
 __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMProblem", "ParallelConfig",
            "TrainingJob", "TransformerArch"]
 
-MLP_KINDS = ("swiglu", "gelu", "relu2")  # swiglu is gated (3 matrices); gelu and squared-ReLU are not
+MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
 FORMAT = "dnnplace.llm-plan"
@@ -53,10 +53,27 @@ class TransformerArch:
     top_k: int = 1
     expert_ffn: int = 0
     shared_experts: int = 0
+    # What the trainer must be told to build exactly this model (the exporters spell each out) and what
+    # the attention cost depends on beyond the widths.
+    rope_theta: float = 10_000.0  # RoPE base frequency (config's rope_theta)
+    qkv_bias: bool = False  # biases on the Q, K, V projections only (Qwen2)
+    linear_bias: bool = False  # biases on every linear layer (GPT-2, GPT-NeoX)
+    qk_norm: bool = False  # a norm on queries and keys per head (Qwen3, Gemma 3)
+    sliding_window: int = 0  # keys each query sees in a windowed layer; 0: every layer attends to all
+    global_every: int = 0  # with a window: every n-th layer (n-1, 2n-1, ...) is global; 0: all windowed
 
     @property
     def gated(self) -> bool:
-        return self.mlp == "swiglu"
+        return self.mlp in ("swiglu", "geglu")
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers whose attention is limited to :attr:`sliding_window` keys."""
+        if not self.sliding_window:
+            return 0
+        if not self.global_every:
+            return self.num_layers
+        return self.num_layers - self.num_layers // self.global_every
 
     @property
     def q_width(self) -> int:
