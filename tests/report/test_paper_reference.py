@@ -7,6 +7,8 @@ from conftest import LATENCY, REFERENCE, THROUGHPUT, expert_path, latency_path, 
 
 import dnnplace
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 EXPERTS = sorted(REFERENCE["expert_maxload"])
 
 
