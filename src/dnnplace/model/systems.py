@@ -1,0 +1,182 @@
+"""The systems catalogue: whole machines a plan runs on, each figure with its datasheet source.
+
+A GPU's peaks live in :mod:`dnnplace.model.catalogue`; a *system* says how many of them share one
+NVLink domain (8 in a DGX, 72 in an NVL72 rack, whose compute trays hold 4), how fast each GPU reaches
+the others over NVLink and over its NICs, and how much of its memory a job can use.  The LLM planner
+prices a collective on NVLink when its group fits in ``nvlink_domain`` -- not in ``gpus_per_node``,
+which on an NVL72 rack is the tray (a host), not the domain.
+
+Bandwidths are bytes/s per GPU in ONE direction (datasheets quote NVLink bidirectionally: 900 GB/s
+NVLink4 = 450 GB/s each way; 1.8 TB/s NVLink5 = 900 GB/s each way).  NIC figures are the compute
+fabric only (the storage / in-band NICs carry no training traffic).
+
+Where a system's GPU is not in the device catalogue yet, :data:`PENDING_DEVICES` holds the figures
+that must be added there, with their sources; :func:`system_device` builds a stand-in from them so
+the planner can price the system today, and says so in the device's sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.model.catalogue import CATALOGUE, MIB, DeviceSpec
+
+__all__ = ["PENDING_DEVICES", "PENDING_PEAKS", "SYSTEMS", "SystemSpec", "system_device", "system_spec"]
+
+GBIT = 1e9 / 8  # bytes/s in one Gb/s
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One machine: its GPU, how they are grouped and linked, and the memory a job may use per GPU."""
+
+    name: str
+    gpu: str  # a device-catalogue name (or a PENDING_DEVICES one until phase B adds it)
+    gpus_per_node: int  # GPUs under one host OS: a DGX's 8, an NVL72 compute tray's 4
+    nvlink_domain: int  # GPUs that reach each other over NVLink/NVSwitch
+    nvlink_bandwidth: float  # bytes/s per GPU, one direction
+    nics_per_gpu: float  # compute-fabric NICs per GPU
+    nic_bandwidth: float  # bytes/s of one NIC, one direction
+    usable_memory_bytes: float  # what CUDA reports per GPU (nominal where no reading is published)
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def internode_bandwidth(self) -> float:
+        """Bytes/s per GPU, one direction, leaving the NVLink domain."""
+        return self.nics_per_gpu * self.nic_bandwidth
+
+
+_DGX_H100 = ("NVIDIA DGX H100 datasheet / DGX H100 user guide (nvidia.com/en-us/data-center/dgx-h100): 8x H100 "
+             "SXM5 80GB, 640 GB total; 4x NVSwitch, 18 NVLink4 links per GPU = 900 GB/s GPU-to-GPU; 4x OSFP "
+             "ports serving 8x single-port ConnectX-7, 400 Gb/s InfiniBand/Ethernet (compute fabric)")
+_DGX_H200 = ("NVIDIA DGX H200 datasheet (nvidia.com/en-us/data-center/dgx-h200): 8x H200 141GB, 1,128 GB total; "
+             "18 NVLink4 links per GPU, 900 GB/s GPU-to-GPU; 4x OSFP ports serving 8x single-port ConnectX-7, "
+             "400 Gb/s")
+_DGX_B200 = ("NVIDIA DGX B200 datasheet (nvidia.com/en-us/data-center/dgx-b200): 8x B200, 1,440 GB total HBM3e, "
+             "64 TB/s; 2x NVSwitch, 14.4 TB/s aggregate NVLink = 1.8 TB/s per GPU; 4x OSFP ports serving 8x "
+             "single-port ConnectX-7, 400 Gb/s; FP8 training 72 PFLOPS (sparse), FP4 inference 144 PFLOPS "
+             "(sparse)")
+_DGX_B300 = ("NVIDIA DGX B300 datasheet (nvidia.com/en-us/data-center/dgx-b300): 8x B300 (Blackwell Ultra), 2.3 TB "
+             "total HBM3e; 14.4 TB/s aggregate NVLink5 = 1.8 TB/s per GPU; 8x OSFP ports serving 8x ConnectX-8 "
+             "SuperNIC, 800 Gb/s; FP8 training 72 PFLOPS, FP4 inference 144 PFLOPS (sparse) / 108 PFLOPS dense")
+_GB200 = ("NVIDIA GB200 NVL72 product page and datasheet (nvidia.com/en-us/data-center/gb200-nvl72): 72 Blackwell "
+          "GPUs, 36 Grace CPUs, 18 compute trays of 2 Grace + 4 GPUs; one NVLink domain, 130 TB/s aggregate = "
+          "1.8 TB/s per GPU; up to 13.4 TB HBM3e, 576 TB/s; FP8 720 PFLOPS, BF16 360 PFLOPS, FP4 1,440 PFLOPS "
+          "(all sparse)")
+_GB200_NIC = ("NVIDIA DGX SuperPOD GB200 reference architecture (docs.nvidia.com/dgx-superpod): each compute tray "
+              "has 4x ConnectX-7 400 Gb/s for the compute fabric, one per GPU (plus 2x BlueField-3 for storage "
+              "and in-band); MLPerf system descriptions list 4 GPUs per node, 186 GB HBM3e each")
+_GB300 = ("NVIDIA GB300 NVL72 product page (nvidia.com/en-us/data-center/gb300-nvl72): 72 Blackwell Ultra GPUs, "
+          "36 Grace CPUs, 18 trays of 4 GPUs; 130 TB/s NVLink = 1.8 TB/s per GPU; up to 21 TB HBM3e (288 GB per "
+          "GPU), 576 TB/s; FP4 1,440 PFLOPS sparse / 1,080 dense, FP8 720 PFLOPS, BF16 360 PFLOPS (sparse); "
+          "ConnectX-8 SuperNIC 800 Gb/s per GPU")
+_SMI_B200 = ("nvidia-smi on DGX B200 reports 183359 MiB per GPU (a NeMo performance-script log of "
+             "pretrain_llama3_8b -g b200 shows 'NVIDIA B200 | ... / 183359 MB')")
+_NOMINAL = "no CUDA-reported total found: the datasheet's nominal capacity (an upper bound on what a job gets)"
+
+
+def _system(name: str, gpu: str, gpn: int, domain: int, nvlink_bidir: float, nic_gbit: float, usable: float,
+            src: str, usable_src: str, nic_src: str | None = None) -> SystemSpec:
+    return SystemSpec(
+        name=name, gpu=gpu, gpus_per_node=gpn, nvlink_domain=domain, nvlink_bandwidth=nvlink_bidir / 2,
+        nics_per_gpu=1.0, nic_bandwidth=nic_gbit * GBIT, usable_memory_bytes=usable,
+        sources={"gpu": src, "gpus_per_node": src, "nvlink_domain": src,
+                 "nvlink_bandwidth": f"{src} (bidirectional figure halved)",
+                 "nics_per_gpu": nic_src or src, "nic_bandwidth": nic_src or src,
+                 "usable_memory_bytes": usable_src})
+
+
+SYSTEMS: dict[str, SystemSpec] = {
+    "dgx-h100": _system("dgx-h100", "h100", 8, 8, 900e9, 400, 81559 * MIB, _DGX_H100,
+                        "nvidia-smi / torch.cuda total memory of H100 80GB HBM3: 81559 MiB"),
+    "dgx-h200": _system("dgx-h200", "h200", 8, 8, 900e9, 400, 143771 * MIB, _DGX_H200,
+                        "nvidia-smi total memory of H200 141GB: 143771 MiB"),
+    "dgx-b200": _system("dgx-b200", "b200", 8, 8, 1.8e12, 400, 183359 * MIB, _DGX_B200, _SMI_B200),
+    "dgx-b300": _system("dgx-b300", "b300", 8, 8, 1.8e12, 800, 2.3e12 / 8, _DGX_B300,
+                        f"{_NOMINAL}: 2.3 TB / 8 GPUs"),
+    "gb200-nvl72": _system("gb200-nvl72", "gb200", 4, 72, 1.8e12, 400, 13.4e12 / 72, _GB200,
+                           f"{_NOMINAL}: 13.4 TB / 72 GPUs = 186 GB (the MLPerf descriptions' 186 GB)", _GB200_NIC),
+    "gb300-nvl72": _system("gb300-nvl72", "gb300", 4, 72, 1.8e12, 800, 288e9, _GB300,
+                           f"{_NOMINAL}: 288 GB per GPU"),
+}
+
+
+@dataclass(frozen=True)
+class PendingDevice:
+    """A GPU a system needs that the device catalogue lacks: its datasheet figures, to add in phase B.
+
+    ``like`` is the catalogue GPU whose efficiency constants (MAMF, attention and NCCL fractions, SM
+    count, tiles) it shares until a published measurement of its own exists.
+    """
+
+    name: str
+    like: str
+    peak_flops: dict[str, float]  # dense tensor-core FLOP/s per format
+    hbm_bandwidth: float
+    memory_bytes: float
+    sources: dict[str, str]
+
+
+PENDING_DEVICES: dict[str, PendingDevice] = {
+    # The GB200 superchip runs its B200s at up to 1,200 W, against 1,000 W in a DGX B200: higher clocks.
+    "gb200": PendingDevice(
+        "gb200", "b200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15}, 8e12, 186e9,
+        {"peak_flops": f"{_GB200}: per GPU BF16 5 PF, FP8 10 PF, FP4 20 PF sparse -> 2.5 / 5 / 10 PF dense",
+         "hbm_bandwidth": f"{_GB200}: 576 TB/s / 72", "memory_bytes": f"{_GB200}: 13.4 TB / 72"}),
+    "b300": PendingDevice(
+        "b300", "b200", {"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 13.5e15}, 8e12, 288e9,
+        {"peak_flops": f"{_DGX_B300}: per GPU FP8 9 PF sparse -> 4.5 PF dense, FP4 108 / 8 = 13.5 PF dense; "
+                       "BF16 half of FP8 (2.25 PF dense), as on every Blackwell datasheet",
+         "hbm_bandwidth": "NVIDIA HGX B300 platform page: up to 8 TB/s per GPU",
+         "memory_bytes": f"{_DGX_B300}: 2.3 TB / 8"}),
+    "gb300": PendingDevice(
+        "gb300", "b200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 15e15}, 8e12, 288e9,
+        {"peak_flops": f"{_GB300}: per GPU BF16 5 PF, FP8 10 PF sparse -> 2.5 / 5 PF dense; FP4 1,080 / 72 = "
+                       "15 PF dense",
+         "hbm_bandwidth": f"{_GB300}: 576 TB/s / 72", "memory_bytes": f"{_GB300}: 288 GB"}),
+}
+
+
+#: Formats a catalogue GPU supports that its entry lacks (to add to model/catalogue.py in phase B).
+PENDING_PEAKS: dict[str, dict[str, float]] = {"b200": {"fp4": 9e15}}
+PENDING_PEAK_SOURCES = {"b200": f"{_DGX_B200}: FP4 144 PF sparse / 8 GPUs = 18 PF -> 9 PF dense per GPU"}
+
+
+def system_spec(name: str) -> SystemSpec:
+    """The system ``name``; one-line error naming the known systems otherwise."""
+    try:
+        return SYSTEMS[name.lower()]
+    except (KeyError, AttributeError):
+        raise DnnplaceError(f"unknown system {name!r}; the systems catalogue has: {', '.join(SYSTEMS)}") from None
+
+
+def system_device(system: SystemSpec) -> DeviceSpec:
+    """The DeviceSpec a plan on ``system`` is priced with.
+
+    The catalogue's GPU with the system's links and usable memory (a DGX's figures equal the catalogue's,
+    so ``--device h100 --gpus-per-node 8`` and ``dgx-h100`` price alike); for a GPU still pending, a
+    stand-in built from its datasheet figures and the efficiency constants of the GPU it is ``like``,
+    its sources saying so.
+    """
+    if system.gpu in CATALOGUE:
+        base = CATALOGUE[system.gpu]
+        peaks = {**base.peak_flops, **PENDING_PEAKS.get(system.gpu, {})}
+        hbm, memory = base.hbm_bandwidth, base.memory_bytes
+        extra = {"pending_peaks": PENDING_PEAK_SOURCES[system.gpu]} if system.gpu in PENDING_PEAKS else {}
+    elif system.gpu in PENDING_DEVICES:
+        pend = PENDING_DEVICES[system.gpu]
+        base = CATALOGUE[pend.like]
+        peaks, hbm, memory = pend.peak_flops, pend.hbm_bandwidth, pend.memory_bytes
+        extra = dict(pend.sources)
+        extra["stand_in"] = (f"PENDING: {pend.name} is not in model/catalogue.py yet; efficiency constants "
+                             f"are {pend.like}'s")
+    else:
+        raise DnnplaceError(f"system {system.name}: GPU {system.gpu!r} is in neither catalogue")
+    sources = {**base.sources, **extra,
+               "nvlink_bandwidth": system.sources.get("nvlink_bandwidth", ""),
+               "internode_bandwidth": system.sources.get("nic_bandwidth", ""),
+               "usable_memory_bytes": system.sources.get("usable_memory_bytes", "")}
+    return replace(base, name=system.gpu, peak_flops=dict(peaks), hbm_bandwidth=hbm, memory_bytes=memory,
+                   usable_memory_bytes=system.usable_memory_bytes, nvlink_bandwidth=system.nvlink_bandwidth,
+                   internode_bandwidth=system.internode_bandwidth, sources=sources)
