@@ -1,0 +1,74 @@
+"""Precision recipes: byte counts against Transformer Engine's and NeMo's documented layouts."""
+
+from __future__ import annotations
+
+import pytest
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation.llm.precision import HIGH_PRECISION_OPS, RECIPES, recipe
+from dnnplace.model.catalogue import CATALOGUE
+from dnnplace.model.systems import system_device, system_spec
+
+
+def test_bf16_keeps_today_s_byte_counts() -> None:
+    r = recipe("bf16")
+    assert (r.weight_bytes("hopper"), r.grad_bytes, r.cast_bytes("hopper"), r.quantized_layers(80)) == (2, 4, 0, 0)
+    assert r.param_allgather_bytes() == 2 and r.saved_input_bytes() == 2
+
+
+def test_fp8_parameters_on_hopper_are_fp8_value_and_transpose() -> None:
+    # fp8_param_gather: no BF16 copy; Hopper's TN-only FP8 GEMMs need the transpose for dgrad.
+    r = recipe("fp8")
+    assert r.weight_bytes("hopper") == 2.0
+    assert r.weight_bytes("blackwell") == 1.0  # any layout: one copy
+    assert r.param_allgather_bytes() == 1.0 and r.grad_bytes == 2.0  # NeMo's FP8 perf scripts: bf16 grads
+    assert r.saved_input_bytes() == 1.0
+
+
+def test_cast_bytes_per_element() -> None:
+    assert recipe("fp8").cast_bytes("hopper") == 2 + 1 + 1  # read bf16, write value + transpose
+    assert recipe("fp8").cast_bytes("blackwell") == 2 + 1
+    assert recipe("fp8-cs").cast_bytes("hopper") == 2 + 2 + 1 + 1  # the amax pass reads once more
+    assert recipe("mxfp8").cast_bytes("blackwell") == 2 + 2 * (1 + 1 / 32)  # row- and column-wise + E8M0
+    assert recipe("nvfp4").cast_bytes("blackwell") == 2 + 2 + 2 * (0.5 + 1 / 16)  # + global amax pass
+
+
+def test_block_scaled_weights_keep_bf16_and_two_copies() -> None:
+    assert recipe("mxfp8").weight_bytes("blackwell") == 2 + 2 * 1.03125
+    assert recipe("nvfp4").weight_bytes("blackwell") == 2 + 2 * 0.5625
+    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # NeMo bf16_with_mxfp8_mixed: no fp8_param_gather
+
+
+def test_delayed_scaling_state_is_the_amax_history() -> None:
+    # 3 quantized tensors per GEMM (input, weight, grad), 1024 fp32 amax entries + scale + scale_inv each
+    assert recipe("fp8").scaling_state_bytes(3) == 3 * 4 * 1026
+    assert recipe("fp8-cs").scaling_state_bytes(3) == 3 * 4 * 2
+    assert recipe("mxfp8").scaling_state_bytes(3) == 0
+
+
+def test_layers_kept_in_bf16() -> None:
+    assert recipe("fp8").quantized_layers(32) == 32
+    assert recipe("fp8-cs").quantized_layers(32) == 30  # first and last layer in BF16
+    assert recipe("nvfp4").quantized_layers(32) == 27  # about 16 % kept in BF16
+    assert recipe("fp8-cs").quantized_layers(1) == 0
+
+
+def test_peaks_and_architectures() -> None:
+    h100, b200 = CATALOGUE["h100"], system_device(system_spec("dgx-b200"))
+    assert recipe("fp8").gemm_peak(h100) == 1979e12
+    assert recipe("nvfp4").gemm_peak(b200) == 9e15
+    recipe("fp8-cs").check(h100)
+    recipe("mxfp8").check(b200)
+    with pytest.raises(DnnplaceError, match="mxfp8 runs on blackwell GPUs; h100 is hopper"):
+        recipe("mxfp8").check(h100)
+    with pytest.raises(DnnplaceError, match="no fp4 tensor cores"):
+        recipe("nvfp4").check(CATALOGUE["b200"])  # the catalogue entry still lacks FP4 (phase B)
+    with pytest.raises(DnnplaceError, match="fp8 runs on hopper or blackwell"):
+        recipe("fp8").check(CATALOGUE["a100"])
+
+
+def test_unknown_recipe_and_sixteen_bit_operators() -> None:
+    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, mxfp8, nvfp4"):
+        recipe("fp16")
+    assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
+    assert all(r.source for r in RECIPES.values())
