@@ -24,7 +24,7 @@ def test_nvl72_domain_is_the_rack_not_the_tray() -> None:
     assert (s.gpus_per_node, s.nvlink_domain) == (4, 72)
     assert s.nvlink_bandwidth == 900e9  # 130 TB/s / 72 ~ 1.8 TB/s bidirectional, halved
     assert s.internode_bandwidth == 50e9  # one 400 Gb/s ConnectX-7 per GPU
-    assert s.usable_memory_bytes == pytest.approx(186.1e9, rel=1e-3)  # 13.4 TB / 72
+    assert s.usable_memory_bytes == 189471 * MIB  # nvidia-smi on a GB200 tray
 
 
 def test_gb200_stand_in_uses_its_own_clocks_and_says_so() -> None:

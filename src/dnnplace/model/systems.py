@@ -73,6 +73,8 @@ _GB300 = ("NVIDIA GB300 NVL72 product page (nvidia.com/en-us/data-center/gb300-n
           "ConnectX-8 SuperNIC 800 Gb/s per GPU")
 _SMI_B200 = ("nvidia-smi on DGX B200 reports 183359 MiB per GPU (a NeMo performance-script log of "
              "pretrain_llama3_8b -g b200 shows 'NVIDIA B200 | ... / 183359 MB')")
+_SMI_GB200 = ("nvidia-smi on GB200 NVL72 compute trays reports 189471 MiB per GPU and a 1200 W power limit "
+              "(nvidia-smi listings in public repositories); the datasheet's '186 GB' is this total in GiB")
 _NOMINAL = "no CUDA-reported total found: the datasheet's nominal capacity (an upper bound on what a job gets)"
 
 
@@ -95,8 +97,8 @@ SYSTEMS: dict[str, SystemSpec] = {
     "dgx-b200": _system("dgx-b200", "b200", 8, 8, 1.8e12, 400, 183359 * MIB, _DGX_B200, _SMI_B200),
     "dgx-b300": _system("dgx-b300", "b300", 8, 8, 1.8e12, 800, 2.3e12 / 8, _DGX_B300,
                         f"{_NOMINAL}: 2.3 TB / 8 GPUs"),
-    "gb200-nvl72": _system("gb200-nvl72", "gb200", 4, 72, 1.8e12, 400, 13.4e12 / 72, _GB200,
-                           f"{_NOMINAL}: 13.4 TB / 72 GPUs = 186 GB (the MLPerf descriptions' 186 GB)", _GB200_NIC),
+    "gb200-nvl72": _system("gb200-nvl72", "gb200", 4, 72, 1.8e12, 400, 189471 * MIB, _GB200, _SMI_GB200,
+                           _GB200_NIC),
     "gb300-nvl72": _system("gb300-nvl72", "gb300", 4, 72, 1.8e12, 800, 288e9, _GB300,
                            f"{_NOMINAL}: 288 GB per GPU"),
 }

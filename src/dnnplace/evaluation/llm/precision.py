@@ -66,9 +66,11 @@ SOURCES: dict[str, str] = {
                     "all-gather moves 1 byte per parameter",
     "lm_head": "megatron/core/models/gpt/gpt_model.py: output_layer = tensor_parallel.ColumnParallelLinear "
                "(not a TE module), so the LM head GEMM runs in BF16 under fp8_autocast",
-    "grad_dtype": "NeMo scripts/llm/performance/pretrain_llama3_8b.py (and llama3_8b.py): with --compute_dtype "
-                  "fp8, plugins = bf16_with_fp8_mixed() and plugins.grad_reduce_in_fp32 = False (BF16 main "
-                  "gradients); bf16_mixed() itself defaults to grad_reduce_in_fp32=True",
+    # The gradient buffer's dtype is a trainer setting, not part of a recipe: NeMo's performance scripts
+    # set it per script (docs/dev/fidelity.md), so it is a knob of its own.
+    "grad_dtype": "NeMo scripts/llm/performance/llama3_8b.py (2024): plugins.grad_reduce_in_fp32 = False "
+                  "for every compute dtype; pretrain_llama3_8b.py (2025): only with --compute_dtype fp8; "
+                  "pretrain_llama31_405b.py: not set, so bf16_mixed()'s grad_reduce_in_fp32=True",
 }
 
 
@@ -89,7 +91,6 @@ class Recipe:
     bf16_layers_end: int
     bf16_layers_fraction: float  # share of the remaining layers kept in BF16 (NVFP4's selective layers)
     param_gather: bool  # FP8 parameters (fp8_param_gather): no BF16 weight copy, 1-byte all-gather
-    grad_bytes: float  # main-gradient bytes per parameter the recipe's trainer setup uses
     source: str
 
     @property
@@ -164,18 +165,18 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     "bf16": Recipe("bf16", "bf16", "none", ("ampere", "hopper", "blackwell"), BF16_BYTES, 0, 0.0, 0, False,
-                   0, 0, 0.0, False, FP32_BYTES, "BF16 mixed precision (NeMo bf16_mixed: grad_reduce_in_fp32=True)"),
-    # Tensorwise delayed scaling as NeMo's FP8 recipes run it: FP8 parameters, BF16 main gradients.
+                   0, 0, 0.0, False, "BF16 mixed precision (NeMo bf16_mixed)"),
+    # Tensorwise delayed scaling as NeMo's FP8 recipes run it: FP8 parameters.
     "fp8": Recipe("fp8", "fp8", "delayed", ("hopper", "blackwell"), 1.0, 0, 0.0, 1024, False, 0, 0, 0.0, True,
-                  BF16_BYTES, SOURCES["delayed"]),
+                  SOURCES["delayed"]),
     "fp8-cs": Recipe("fp8-cs", "fp8", "current", ("hopper", "blackwell"), 1.0, 0, 0.0, 0, True, 1, 1, 0.0, True,
-                     BF16_BYTES, SOURCES["current"]),
+                     SOURCES["current"]),
     "mxfp8": Recipe("mxfp8", "fp8", "block", ("blackwell",), 1.0, 32, 1.0, 0, False, 0, 0, 0.0, False,
-                    BF16_BYTES, SOURCES["mxfp8"]),
+                    SOURCES["mxfp8"]),
     # NVFP4: the paper keeps about 16 % of the linear layers (the last ones) in BF16; the per-tensor amax
     # is a pass of its own.
     "nvfp4": Recipe("nvfp4", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.16, False,
-                    BF16_BYTES, SOURCES["nvfp4"]),
+                    SOURCES["nvfp4"]),
 }
 
 
