@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation.llm import evaluate
+from dnnplace.evaluation.llm.band import HELD_IN, held_in_band
 from dnnplace.frontends.hf_config import load_arch
 from dnnplace.model.catalogue import DeviceSpec, device_spec
 from dnnplace.model.llm import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
@@ -65,10 +66,9 @@ class Row:
 
 
 _BF16 = "dgxc-benchmarking, NeMo 24.09"
-ROWS = ([Row("8b", "h100", "bf16", g, 1, 1, 2, 1, 128 * g // 8, t, _BF16, True) for g, t in
-         ((8, 12.91), (16, 13.00), (32, 13.05), (64, 13.08), (128, 13.10))]
-        + [Row("70b", "h100", "bf16", g, 4, 4, 2, 5, 128 * g // 64, t, _BF16, True) for g, t in
-           ((64, 14.72), (128, 14.73), (256, 14.80), (512, 14.89), (1024, 14.92), (2048, 14.98))]
+# The held-in rows are the error band's own (evaluation/llm/band.py), so the two cannot drift apart.
+ROWS = ([Row(h.arch.name.rsplit("-", 1)[1], "h100", "bf16", h.gpus, h.tp, h.pp, h.cp, h.vp, h.global_batch,
+             h.measured_s, _BF16, True) for h in HELD_IN]
         # NeMo 24.12's performance scripts (scripts/llm/performance/llama3_8b.py, llama3_70b.py) set
         # plugins.grad_reduce_in_fp32 = False; the 405B script of 25.04 keeps the recipe's FP32 default.
         + [Row("8b", "h100", "fp8", 8, 1, 1, 2, 1, 128, 9.44, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
@@ -169,8 +169,9 @@ def main() -> int:
     ok &= runtime <= MAX_RUNTIME and plan.estimate.fits
     print(f"| Llama 3.1 405B H100 BF16 (timing) | 2048 | - | - | - | - | - | - | - | - | - |"
           f" {cfg_text(plan.config)} | {plan.estimate.step_time_s:.2f} | {plan.estimate.fits} | {runtime:.2f} | |")
-    if held:
-        print(f"error band of the held-in rows: {100 * min(held):+.1f} % .. {100 * max(held):+.1f} %")
+    band = held_in_band()
+    assert (band.low, band.high) == (min(held), max(held)), "benchmark and band disagree on the held-in rows"
+    print(band.text())
     if new_missed:
         print("rows not built on that miss: " + "; ".join(new_missed))
     print("all targets met" if ok else "some targets missed")
