@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from llm_helpers import llama
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm.precision import HIGH_PRECISION_OPS, RECIPES, recipe
+from dnnplace.evaluation.llm.precision import (
+    HIGH_PRECISION_OPS,
+    RECIPES,
+    cast_bytes_per_token,
+    recipe,
+    saved_input_delta,
+)
 from dnnplace.model.catalogue import CATALOGUE
 from dnnplace.model.systems import system_device, system_spec
 
@@ -72,3 +80,22 @@ def test_unknown_recipe_and_sixteen_bit_operators() -> None:
         recipe("fp16")
     assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
     assert all(r.source for r in RECIPES.values())
+
+
+def test_saved_input_delta_of_an_8b_layer() -> None:
+    # 4096 tokens, TP 1: LN1 out and LN2 out (4096 wide) and SwiGLU out (14336) saved at 1 byte, not 2;
+    # plus a 1-byte copy of the out projection's 4096-wide input: -75.5 MB (docs/dev/fidelity.md).
+    a = llama("8b")
+    one = np.array([1.0])
+    got = float(saved_input_delta(a, recipe("fp8"), np.array([4096.0]), one, one)[0])
+    assert got == 4096 * (-(4096 + 4096 + 14336) + 4096)
+    assert float(saved_input_delta(a, recipe("bf16"), np.array([4096.0]), one, one)[0]) == 0.0
+
+
+def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
+    a, one = llama("8b"), np.array([1.0])
+    fwd, bwd = cast_bytes_per_token(a, recipe("fp8"), "hopper", one, one)
+    assert float(fwd[0]) == 0 * (2 * 4096 + 14336) + 4 * 4096  # fused casts write 2 x 1 byte for 2
+    assert float(bwd[0]) == 4 * (2 * 4096 + 2 * 14336 + 4096 + 2 * 1024)  # 43,008 gradients x 4 bytes
+    fwd_mx, _ = cast_bytes_per_token(a, recipe("mxfp8"), "blackwell", one, one)
+    assert float(fwd_mx[0]) == pytest.approx((2 * 1.03125 - 2) * (2 * 4096 + 14336) + 4.0625 * 4096)

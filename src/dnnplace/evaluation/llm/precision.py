@@ -25,10 +25,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.catalogue import DeviceSpec
+from dnnplace.model.llm import TransformerArch
 
-__all__ = ["ARCHITECTURES", "HIGH_PRECISION_OPS", "RECIPES", "SOURCES", "Recipe", "architecture", "recipe"]
+__all__ = ["ARCHITECTURES", "HIGH_PRECISION_OPS", "RECIPES", "SOURCES", "Recipe", "architecture",
+           "cast_bytes_per_token", "recipe", "saved_input_delta"]
+
+Array = np.ndarray
 
 BF16_BYTES = 2.0
 FP32_BYTES = 4.0
@@ -195,3 +201,38 @@ def architecture(device_name: str) -> str:
     except KeyError:
         raise DnnplaceError(f"device {device_name}: GPU generation unknown, no precision recipe can be "
                             "checked") from None
+
+
+def cast_bytes_per_token(arch: TransformerArch, r: Recipe, gpu_arch: str, tp: Array,
+                         sp_div: Array) -> tuple[Array, Array]:
+    """HBM bytes per local token that one quantized layer's casts add (forward, backward).
+
+    Forward: the norms and the MLP activation write their output quantized (TE's LayerNormLinear and
+    LayerNormMLP fuse the cast), which costs the copies' bytes instead of the 16-bit write they replace;
+    the attention output entering the out projection is cast by a kernel of its own.  Backward: every
+    output gradient entering a quantized GEMM is cast (and on Hopper transposed) by a kernel of its own:
+    fc2's and the out projection's (hidden wide, sequence-parallel shards), fc1's (gated: 2 ffn) and QKV's.
+    ``sp_div`` = tp with sequence parallelism, else 1.
+    """
+    if not r.quantized:
+        zero = np.zeros_like(np.asarray(tp, dtype=float))
+        return zero, zero
+    h, f = arch.hidden, arch.ffn_hidden
+    fused = r.copies(gpu_arch) * r.copy_bytes() - BF16_BYTES
+    fwd = fused * (2.0 * h / sp_div + f / tp) + r.cast_bytes(gpu_arch) * arch.q_width / tp
+    grads = 2.0 * h / sp_div + (2 if arch.gated else 1) * f / tp + (arch.q_width + 2 * arch.kv_width) / tp
+    return fwd, r.cast_bytes(gpu_arch) * grads
+
+
+def saved_input_delta(arch: TransformerArch, r: Recipe, tokens: Array, tp: Array, sp_div: Array) -> Array:
+    """Change of one quantized layer's activation bytes per micro-batch against the 16-bit count.
+
+    TE saves the quantized QKV, fc1 and fc2 inputs (one column-wise copy) instead of the 16-bit ones,
+    and keeps a quantized copy of the out projection's input beside the 16-bit output flash attention
+    saves for its own backward.
+    """
+    if not r.quantized:
+        return np.zeros_like(np.asarray(tokens, dtype=float))
+    h, f = arch.hidden, arch.ffn_hidden
+    replaced = 2.0 * h / sp_div + f / tp  # LN1 output, LN2 output, activation output
+    return tokens * ((r.saved_input_bytes() - BF16_BYTES) * replaced + r.saved_input_bytes() * arch.q_width / tp)
