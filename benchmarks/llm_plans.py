@@ -12,8 +12,9 @@ published configuration fits, the search is at least as fast and fits, and every
 
 GB200 NVL72 rows are priced with the systems catalogue's stand-in GPU (``model/systems.py``: the
 GB200's own clocks and memory, B200's efficiency constants) and the job's NVLink domain as the
-"node": 128 GPUs = 2 racks x 64, so TP, CP and DP groups (span <= 16) stay on NVLink and pipeline
-neighbours cross racks -- what ``--system gb200-nvl72`` is to do once the cost model prices by system.
+"node" (``SystemSpec.job_domain``: 64 GPUs of a rack, NVIDIA's segment size for large jobs), so TP,
+CP and DP groups (span <= 16) stay on NVLink and pipeline neighbours cross racks -- what
+``--system gb200-nvl72`` is to do once the cost model prices by system.
 
     PYTHONPATH=src python benchmarks/llm_plans.py
 """
@@ -76,10 +77,6 @@ ROWS = ([Row(h.arch.name.rsplit("-", 1)[1], "h100", "bf16", h.gpus, h.tp, h.pp, 
            Row("405b", "gb200-nvl72", "bf16", 128, 4, 8, 2, 8, 64, 9.347, "dgxc-benchmarking, NeMo 25.04.01", False),
            Row("405b", "gb200-nvl72", "fp8", 128, 4, 8, 2, 8, 64, 6.131, "dgxc-benchmarking, NeMo 25.04.01", False)])
 
-#: GPUs of one NVL72 rack a 128-GPU job uses (2 racks x 64); the "node" of the comm model until phase B.
-NVL72_JOB_DOMAIN = 64
-
-
 def arch_of(model: str) -> TransformerArch:
     return LLAMA_405B if model == "405b" else load_arch(EXAMPLES / f"llama3.1-{model}.json")
 
@@ -88,7 +85,8 @@ def machine(row: Row) -> tuple[DeviceSpec, int]:
     """The device priced with and the comm model's NVLink group size."""
     if row.system == "h100":
         return device_spec("h100"), 8
-    return system_device(system_spec(row.system)), NVL72_JOB_DOMAIN
+    system = system_spec(row.system)
+    return system_device(system), system.job_domain
 
 
 def make_problem(arch: TransformerArch, gpus: int, gbs: int, precision: str = "bf16",

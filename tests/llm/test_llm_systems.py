@@ -21,7 +21,8 @@ def test_dgx_hopper_prices_like_the_catalogue_gpu(name: str, gpu: str) -> None:
 
 def test_nvl72_domain_is_the_rack_not_the_tray() -> None:
     s = system_spec("gb200-nvl72")
-    assert (s.gpus_per_node, s.nvlink_domain) == (4, 72)
+    assert (s.gpus_per_node, s.nvlink_domain, s.job_domain) == (4, 72, 64)  # 16 of the 18 trays per job
+    assert system_spec("dgx-h100").job_domain == 8
     assert s.nvlink_bandwidth == 900e9  # 130 TB/s / 72 ~ 1.8 TB/s bidirectional, halved
     assert s.internode_bandwidth == 50e9  # one 400 Gb/s ConnectX-7 per GPU
     assert s.usable_memory_bytes == 189471 * MIB  # nvidia-smi on a GB200 tray
@@ -49,7 +50,7 @@ def test_b200_usable_memory_is_the_cuda_total() -> None:
 def test_every_figure_has_a_source() -> None:
     for s in SYSTEMS.values():
         for f in ("gpu", "gpus_per_node", "nvlink_domain", "nvlink_bandwidth", "nics_per_gpu", "nic_bandwidth",
-                  "usable_memory_bytes"):
+                  "usable_memory_bytes", "segment_gpus"):
             assert s.sources.get(f), (s.name, f)
         assert s.gpu in CATALOGUE or s.gpu in PENDING_DEVICES
     for p in PENDING_DEVICES.values():

@@ -39,7 +39,13 @@ class SystemSpec:
     nics_per_gpu: float  # compute-fabric NICs per GPU
     nic_bandwidth: float  # bytes/s of one NIC, one direction
     usable_memory_bytes: float  # what CUDA reports per GPU (nominal where no reading is published)
+    segment_gpus: int = 0  # GPUs of one NVLink domain a large job is placed on (0: the whole domain)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def job_domain(self) -> int:
+        """GPUs per NVLink domain a large job's ranks fill, consecutively: what the comm model's domain is."""
+        return self.segment_gpus or self.nvlink_domain
 
     @property
     def internode_bandwidth(self) -> float:
@@ -75,18 +81,25 @@ _SMI_B200 = ("nvidia-smi on DGX B200 reports 183359 MiB per GPU (a NeMo performa
              "pretrain_llama3_8b -g b200 shows 'NVIDIA B200 | ... / 183359 MB')")
 _SMI_GB200 = ("nvidia-smi on GB200 NVL72 compute trays reports 189471 MiB per GPU and a 1200 W power limit "
               "(nvidia-smi listings in public repositories); the datasheet's '186 GB' is this total in GiB")
+#: Compute trays of one NVL72 rack a large job is placed on (Slurm --segment), the rest left for spares.
+_SEGMENT_TRAYS = 16
+_SEGMENT = ("NVIDIA technical blog, 'Unlock Exascale Performance on NVIDIA GB200 NVL72 with Slurm Topology-Aware "
+            "Job Scheduling': segment size 16 nodes (64 GPUs per NVL72 domain) recommended for large jobs of "
+            "128+ GPUs; crossing a domain drops to ~50 GB/s (400 Gb/s) per GPU")
 _NOMINAL = "no CUDA-reported total found: the datasheet's nominal capacity (an upper bound on what a job gets)"
 
 
 def _system(name: str, gpu: str, gpn: int, domain: int, nvlink_bidir: float, nic_gbit: float, usable: float,
             src: str, usable_src: str, nic_src: str | None = None) -> SystemSpec:
+    rack = domain > gpn
     return SystemSpec(
         name=name, gpu=gpu, gpus_per_node=gpn, nvlink_domain=domain, nvlink_bandwidth=nvlink_bidir / 2,
         nics_per_gpu=1.0, nic_bandwidth=nic_gbit * GBIT, usable_memory_bytes=usable,
+        segment_gpus=_SEGMENT_TRAYS * gpn if rack else domain,
         sources={"gpu": src, "gpus_per_node": src, "nvlink_domain": src,
                  "nvlink_bandwidth": f"{src} (bidirectional figure halved)",
                  "nics_per_gpu": nic_src or src, "nic_bandwidth": nic_src or src,
-                 "usable_memory_bytes": usable_src})
+                 "usable_memory_bytes": usable_src, "segment_gpus": _SEGMENT if rack else src})
 
 
 SYSTEMS: dict[str, SystemSpec] = {
