@@ -7,16 +7,93 @@ always written explicitly as ``module_fqns_per_model_part`` (llama module names:
 virtual stage in model order, which torchtitan's looped schedules place on rank
 ``i % pp`` exactly like the plan.  Strings are written as TOML basic strings
 with every quote, backslash and control character escaped.
+
+torchtitan builds the model named by ``[model] name`` and ``flavor`` from its
+own registry (the default is llama3's ``debugmodel``), so the export names the
+registry entry whose architecture is exactly the priced one (:data:`FLAVORS`,
+copied from torchtitan 0.2.2's ``llama3_args`` and ``qwen3_args``; the tests
+check the table against the installed package) and refuses a model that has
+none, and a pipelined plan for a train spec without pipelining.  The plan is
+checked by the planner's own rules first (:mod:`dnnplace.exporters.checked`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from dnnplace.exporters.checked import CheckedPlan, checked_plan, refuse
 from dnnplace.frontends.llm_plan import stage_bounds
+from dnnplace.model.llm import LLMPlan, TransformerArch
 
 _AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
-_MODEL_NAME = {"llama": "llama3"}  # families whose torchtitan train spec uses the llama FQNs
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One dense entry of a torchtitan train spec's model registry, as the sizes it builds."""
+
+    name: str  # [model] name: the train spec
+    flavor: str  # [model] flavor: the key in its model_args table
+    num_layers: int
+    hidden: int
+    ffn_hidden: int  # the FeedForward width it computes (llama3: from ffn_dim_multiplier and multiple_of)
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied_embeddings: bool
+    rope_theta: float
+    qk_norm: bool
+    pipelining: bool  # whether the train spec has a pipelining_fn (qwen3 has none in 0.2.2)
+
+    def builds(self, a: TransformerArch) -> bool:
+        """True when this entry is exactly ``a``: every size, and the layer kind both train specs fix
+        (SwiGLU, RMSNorm, RoPE, no biases, no dropout, full causal attention, dense)."""
+        return ((a.num_layers, a.hidden, a.ffn_hidden, a.heads, a.kv_heads, a.head_dim, a.vocab,
+                 a.tied_embeddings, float(a.rope_theta), a.qk_norm)
+                == (self.num_layers, self.hidden, self.ffn_hidden, self.heads, self.kv_heads, self.head_dim,
+                    self.vocab, self.tied_embeddings, self.rope_theta, self.qk_norm)
+                and (a.mlp, a.norm, a.position) == ("swiglu", "rms", "rope")
+                and not (a.qkv_bias or a.linear_bias or a.dropout or a.sliding_window)
+                and a.num_experts == 1)
+
+
+def _l3(flavor: str, layers: int, dim: int, ffn: int, heads: int, kv: int, vocab: int = 128256) -> Flavor:
+    return Flavor("llama3", flavor, layers, dim, ffn, heads, kv, dim // heads, vocab, False, 500000.0, False, True)
+
+
+def _q3(flavor: str, layers: int, dim: int, ffn: int, heads: int, tied: bool, vocab: int = 151936) -> Flavor:
+    return Flavor("qwen3", flavor, layers, dim, ffn, heads, 8, 128, vocab, tied, 1e6, True, False)
+
+
+#: torchtitan 0.2.2's dense registry entries (the _flex/_varlen variants build the same model as their base).
+FLAVORS: tuple[Flavor, ...] = (
+    _l3("debugmodel", 6, 256, 768, 16, 16, vocab=2048),
+    _l3("8B", 32, 4096, 14336, 32, 8),
+    _l3("70B", 80, 8192, 28672, 64, 8),
+    _l3("405B", 126, 16384, 53248, 128, 8),
+    _q3("debugmodel", 8, 256, 3072, 16, True, vocab=2048),
+    _q3("0.6B", 28, 1024, 3072, 16, True),
+    _q3("1.7B", 28, 2048, 6144, 16, True),
+    _q3("4B", 36, 2560, 9728, 32, True),
+    _q3("8B", 36, 4096, 12288, 32, False),
+    _q3("14B", 40, 5120, 17408, 40, False),
+    _q3("32B", 64, 5120, 25600, 64, False),
+)
+
+
+def flavor_of(a: TransformerArch) -> Flavor:
+    """The registry entry that builds exactly ``a``, or a one-line refusal (never the default debugmodel)."""
+    for f in FLAVORS:
+        if f.builds(a):
+            return f
+    names = {n: ", ".join(f.flavor for f in FLAVORS if f.name == n) for n in ("llama3", "qwen3")}
+    raise refuse("torchtitan", a, f"torchtitan 0.2.2 has no model of this architecture ({a.family}, "
+                                  f"{a.num_layers} layers, hidden {a.hidden}, ffn {a.ffn_hidden}, {a.heads}/"
+                                  f"{a.kv_heads} heads of {a.head_dim}, vocab {a.vocab}); its dense models are "
+                                  + "; ".join(f"{n}: {v}" for n, v in names.items())
+                                  + " (add a flavor to its registry and name it yourself)")
 
 
 def toml_string(s: str) -> str:
@@ -45,21 +122,23 @@ def _value(v: Any) -> str:
     raise TypeError(f"no TOML form for {type(v).__name__}")  # pragma: no cover - only the types above are built
 
 
-def model_parts(plan: dict[str, Any]) -> list[list[str]]:
+def model_parts(plan: CheckedPlan) -> list[list[str]]:
     """Module FQNs of each virtual stage: the embedding on the first, the norm and LM head on the last."""
-    bounds = stage_bounds(plan["config"]["layers_per_stage"])
+    bounds = stage_bounds(plan.config["layers_per_stage"])
     parts = [[f"layers.{i}" for i in range(a, b)] for a, b in bounds]
     parts[0].insert(0, "tok_embeddings")
     parts[-1] += ["norm", "output"]
     return parts
 
 
-def sections(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
     """The TOML tables, section -> key -> value (bools, ints, strings and lists of them)."""
-    m, c, j = plan["model"], plan["config"], plan["job"]
-    model: dict[str, Any] = {}
-    if m["family"] in _MODEL_NAME:
-        model["name"] = _MODEL_NAME[m["family"]]
+    a, c, j = plan.arch, plan.config, plan.job
+    flavor = flavor_of(a)
+    if c["pp"] > 1 and not flavor.pipelining:
+        raise refuse("torchtitan", a, f"torchtitan 0.2.2's {flavor.name} train spec has no pipelining "
+                                      f"(pp={c['pp']}); plan with --fix pp=1")
+    model: dict[str, Any] = {"name": flavor.name, "flavor": flavor.flavor}
     if j["precision"] == "fp8":
         model["converters"] = ["float8"]
     sharded = c["distributed_optimizer"]
@@ -77,9 +156,7 @@ def sections(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ac: dict[str, Any] = {"mode": _AC_MODE[c["recompute"]]}
     if c["recompute"] == "selective":
         ac["selective_ac_option"] = "op"
-    out: dict[str, dict[str, Any]] = {"job": {"description": m["name"]}}
-    if model:
-        out["model"] = model
+    out: dict[str, dict[str, Any]] = {"job": {"description": a.name}, "model": model}
     out["training"] = {
         "local_batch_size": j["global_batch"] // c["dp"],
         "global_batch_size": j["global_batch"],
@@ -91,14 +168,16 @@ def sections(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def render(plan: dict[str, Any]) -> str:
+def render(plan: dict[str, Any] | LLMPlan) -> str:
     """The TOML text; merge it with (or pass it as) the job's ``--job.config_file``."""
-    c, cl = plan["config"], plan["cluster"]
+    checked = checked_plan(plan, "torchtitan")
+    tables = sections(checked)
+    c, cl = checked.config, checked.doc["cluster"]
     lines = [
         "# torchtitan job config written by dnnplace from an LLM plan (TOML JobConfig, torchtitan 0.2.x).",
         f"# {cl['gpus']} GPUs: tp={c['tp']} pp={c['pp']} vp={c['vp']} cp={c['cp']} dp={c['dp']};"
-        " add [model] flavor, tokenizer, dataset and optimizer settings for your run.",
+        " add the tokenizer, dataset and optimizer settings for your run.",
     ]
-    for name, table in sections(plan).items():
+    for name, table in tables.items():
         lines += ["", f"[{name}]"] + [f"{k} = {_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
