@@ -292,6 +292,99 @@ def test_megatron_core_config_from_the_arguments(tmp_path: Path) -> None:
         assert cfg.window_size == ((a.sliding_window - 1, 0) if a.sliding_window else None)
 
 
+TINY = {"num_layers": 2, "hidden": 64, "ffn_hidden": 96, "heads": 4, "kv_heads": 2, "vocab": 128,
+        "max_position": 64}
+TINY_ARCHS = {
+    "qwen3-like": {**TINY, "family": "qwen3", "head_dim": 24, "qk_norm": True, "rope_theta": 1e6},
+    "qwen2-like": {**TINY, "family": "qwen2", "qkv_bias": True, "tied_embeddings": True},
+    "gpt2-like": {**TINY, "family": "gpt2", "kv_heads": 4, "mlp": "gelu", "position": "learned", "norm": "layer",
+                  "linear_bias": True, "tied_embeddings": True, "dropout": True},
+    "nemotron-like": {**TINY, "family": "nemotron", "mlp": "relu2", "norm": "layer", "rope_theta": 10000.0},
+    "windowed": {**TINY, "family": "mistral", "sliding_window": 16, "global_every": 2},
+}
+
+
+def priced_parameters(a: Any) -> dict[str, tuple[int, ...]]:
+    """The parameters of the priced model, one decoder layer and the rest, under megatron-core's local names."""
+    bias, qkv_bias, ln = a.linear_bias, a.linear_bias or a.qkv_bias, a.norm == "layer"
+    qkv = a.heads * a.head_dim + 2 * a.kv_heads * a.head_dim
+    layer = {"input_layernorm.weight": (a.hidden,), "self_attention.linear_qkv.weight": (qkv, a.hidden),
+             "self_attention.linear_proj.weight": (a.hidden, a.heads * a.head_dim),
+             "pre_mlp_layernorm.weight": (a.hidden,),
+             "mlp.linear_fc1.weight": ((2 if a.gated else 1) * a.ffn_hidden, a.hidden),
+             "mlp.linear_fc2.weight": (a.hidden, a.ffn_hidden)}
+    if ln:
+        layer.update({"input_layernorm.bias": (a.hidden,), "pre_mlp_layernorm.bias": (a.hidden,)})
+    if qkv_bias:
+        layer["self_attention.linear_qkv.bias"] = (qkv,)
+    if bias:
+        layer.update({"self_attention.linear_proj.bias": (a.hidden,), "mlp.linear_fc1.bias": (
+            (2 if a.gated else 1) * a.ffn_hidden,), "mlp.linear_fc2.bias": (a.hidden,)})
+    if a.qk_norm:
+        for n in ("q_layernorm", "k_layernorm"):
+            layer[f"self_attention.{n}.weight"] = (a.head_dim,)
+            if ln:
+                layer[f"self_attention.{n}.bias"] = (a.head_dim,)
+    out = {f"decoder.layers.{k}.{n}": v for k in range(a.num_layers) for n, v in layer.items()}
+    out["embedding.word_embeddings.weight"] = (a.vocab, a.hidden)
+    if a.position == "learned":
+        out["embedding.position_embeddings.weight"] = (a.max_position, a.hidden)
+    out["decoder.final_layernorm.weight"] = (a.hidden,)
+    if ln:
+        out["decoder.final_layernorm.bias"] = (a.hidden,)
+    if not a.tied_embeddings:
+        out["output_layer.weight"] = (a.vocab, a.hidden)
+    return out
+
+
+def test_megatron_core_builds_the_priced_parameters(tmp_path: Path) -> None:
+    """megatron-core's GPTModel, built from the exported arguments as Megatron-LM builds it, holds exactly the
+    priced model's parameters (head width, GQA, biases, qk-norm, gating, tying, position table) and RoPE base."""
+    if importlib.util.find_spec("megatron") is None:
+        pytest.skip("megatron-core is not installed (pip install '.[trainers]')")
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from megatron.core import parallel_state
+    from megatron.core.activations import squared_relu
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    names = {f.name for f in dataclasses.fields(TransformerConfig)}
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        parallel_state.initialize_model_parallel(1, 1)
+        for key, fields in TINY_ARCHS.items():
+            p = plan(arch={"name": key, **fields}, gpus=8, tp=1, pp=1, vp=1, cp=1, dp=8, job={"seq_len": 64})
+            a = p.problem.arch
+            ns = megatron_namespace(p, tmp_path)
+            kw = {k: v for k, v in vars(ns).items() if k in names and v is not None and k in (
+                "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels",
+                "add_bias_linear", "add_qkv_bias", "qk_layernorm", "normalization", "hidden_dropout",
+                "attention_dropout", "window_size", "window_attn_skip_freq")}
+            if ns.swiglu:
+                kw.update(activation_func=F.silu, gated_linear_unit=True)
+            if ns.squared_relu:
+                kw.update(activation_func=squared_relu)
+            cfg = TransformerConfig(**kw, num_query_groups=ns.num_query_groups if ns.group_query_attention else None,
+                                    use_cpu_initialization=True, pipeline_dtype=torch.float32)
+            spec = get_gpt_layer_local_spec(qk_layernorm=ns.qk_layernorm, normalization=ns.normalization)
+            model = GPTModel(cfg, spec, vocab_size=a.vocab, max_sequence_length=ns.max_position_embeddings,
+                             position_embedding_type=ns.position_embedding_type,
+                             rotary_base=ns.rotary_base if ns.rotary_base is not None else 10000,
+                             share_embeddings_and_output_weights=not ns.untie_embeddings_and_output_weights)
+            built = {n: tuple(t.shape) for n, t in model.named_parameters()}
+            assert built == priced_parameters(a), key
+            if a.position == "rope":
+                d = a.head_dim
+                want = 1.0 / (a.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+                assert torch.allclose(model.rotary_pos_emb.inv_freq.float().cpu(), want), key
+    finally:
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+
+
 def test_megatron_refuses_what_its_command_line_cannot_build(tmp_path: Path) -> None:
     """Gemma's gated GELU is not --swiglu; a fractional RoPE base does not fit --rotary-base."""
     gemma = plan(arch={"name": "gemma-7b", "family": "gemma", "mlp": "geglu", "tied_embeddings": True},
