@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -26,6 +27,8 @@ from typing import Any
 
 import pytest
 from cli_runner import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.exporters import EXPORTERS, export
@@ -221,7 +224,11 @@ def test_megatron_round_trip(key: str, tmp_path: Path) -> None:
 def test_megatron_builds_the_priced_architecture(key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every architecture field the cost model read is spelled out, none left to Megatron's defaults."""
     a = PLANS[key].problem.arch
-    ns = megatron_namespace(PLANS[key], tmp_path)
+    assert_megatron_arch(megatron_namespace(PLANS[key], tmp_path), a, monkeypatch)
+
+
+def assert_megatron_arch(ns: argparse.Namespace, a: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parsed arguments say every architecture field of ``a`` (and megatron-core windows as priced)."""
     assert ns.kv_channels == a.head_dim  # Megatron's default is hidden / heads
     assert ns.num_query_groups == (a.kv_heads if a.kv_heads < a.heads else None)
     assert ns.position_embedding_type == {"rope": "rope", "learned": "learned_absolute"}[a.position]
@@ -254,6 +261,64 @@ def test_megatron_builds_the_priced_architecture(key: str, tmp_path: Path, monke
         s = a.sliding_window + 5
         masked = get_sliding_window_causal_mask(s, s, ns.window_size)
         assert [int((~masked[i]).sum()) for i in range(s)] == [min(i + 1, a.sliding_window) for i in range(s)]
+
+
+@settings(max_examples=int(os.environ.get("DNNPLACE_FUZZ_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_megatron_spells_out_any_architecture(data: st.DataObject, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Property: for any architecture, the export says every field, or refuses for exactly the reasons
+    Megatron's command line has (gated GELU, fractional RoPE base, a learned table shorter than the run)."""
+    heads = data.draw(st.sampled_from([1, 2, 4, 8]), label="heads")
+    layers = data.draw(st.integers(1, 6), label="layers")
+    window = data.draw(st.sampled_from([0, 0, 1, 7, 64]), label="window")
+    fields = {
+        "name": "random", "num_layers": layers, "heads": heads,
+        "kv_heads": data.draw(st.sampled_from([k for k in (1, 2, 4, 8) if heads % k == 0]), label="kv"),
+        "hidden": data.draw(st.sampled_from([32, 64, 96]), label="hidden"),
+        "head_dim": data.draw(st.sampled_from([8, 16, 24, 40]), label="head_dim"),
+        "ffn_hidden": data.draw(st.integers(8, 300), label="ffn"),
+        "vocab": data.draw(st.integers(16, 4096), label="vocab"),
+        "mlp": data.draw(st.sampled_from(["swiglu", "gelu", "relu2", "geglu"]), label="mlp"),
+        "position": data.draw(st.sampled_from(["rope", "learned"]), label="position"),
+        "norm": data.draw(st.sampled_from(["rms", "layer"]), label="norm"),
+        "tied_embeddings": data.draw(st.booleans(), label="tied"),
+        "rope_theta": data.draw(st.sampled_from([10000.0, 500000.0, 1e6, 75000.5]), label="theta"),
+        "max_position": data.draw(st.sampled_from([16, 128, 4096]), label="max_position"),
+        "qkv_bias": data.draw(st.booleans(), label="qkv_bias"),
+        "linear_bias": data.draw(st.booleans(), label="linear_bias"),
+        "qk_norm": data.draw(st.booleans(), label="qk_norm"),
+        "dropout": data.draw(st.booleans(), label="dropout"),
+        "sliding_window": window,
+        "global_every": data.draw(st.integers(0, 3), label="global_every") if window else 0,
+    }
+    seq = data.draw(st.sampled_from([16, 64, 256]), label="seq_len")
+    p = plan(arch=fields, gpus=8, tp=1, pp=1, vp=1, cp=1, dp=8, job={"seq_len": seq})
+    a = p.problem.arch
+    why = ("gated GELU" if a.mlp == "geglu" else
+           "rotary-base" if a.position == "rope" and a.rope_theta != int(a.rope_theta) else
+           "learned position table" if a.position == "learned" and seq > a.max_position else None)
+    if why is not None:
+        with pytest.raises(DnnplaceError, match=why) as info:
+            export(p, "megatron")
+        assert "\n" not in str(info.value)
+        return
+    ns = megatron_namespace(p, tmp_path)
+    assert (ns.num_layers, ns.hidden_size, ns.ffn_hidden_size, ns.num_attention_heads) == (
+        a.num_layers, a.hidden, a.ffn_hidden, a.heads)
+    assert ns.swiglu == (a.mlp == "swiglu") and ns.squared_relu == (a.mlp == "relu2")
+    assert ns.max_position_embeddings == (a.max_position if a.position == "learned" else max(a.max_position, seq))
+    assert_megatron_arch(ns, a, monkeypatch)
+    doc = json.loads(export(p, "deepspeed"))
+    assert doc["architecture"] == json.loads(json.dumps(dataclasses.asdict(a)))
+    try:
+        flavor = flavor_of(a)
+    except DnnplaceError:
+        with pytest.raises(DnnplaceError, match="no model of this architecture"):
+            export(p, "torchtitan")
+    else:
+        assert flavor.builds(a)
 
 
 def test_megatron_core_config_from_the_arguments(tmp_path: Path) -> None:
