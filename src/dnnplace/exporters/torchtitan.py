@@ -47,16 +47,19 @@ class Flavor:
     qk_norm: bool
     pipelining: bool  # whether the train spec has a pipelining_fn (qwen3 has none in 0.2.2)
 
-    def builds(self, a: TransformerArch) -> bool:
-        """True when this entry is exactly ``a``: every size, and the layer kind both train specs fix
+    def differences(self, a: TransformerArch) -> dict[str, tuple[Any, Any]]:
+        """Field -> (``a``'s value, this entry's) wherever they differ; both train specs fix the layer kind
         (SwiGLU, RMSNorm, RoPE, no biases, no dropout, full causal attention, dense)."""
-        return ((a.num_layers, a.hidden, a.ffn_hidden, a.heads, a.kv_heads, a.head_dim, a.vocab,
-                 a.tied_embeddings, float(a.rope_theta), a.qk_norm)
-                == (self.num_layers, self.hidden, self.ffn_hidden, self.heads, self.kv_heads, self.head_dim,
-                    self.vocab, self.tied_embeddings, self.rope_theta, self.qk_norm)
-                and (a.mlp, a.norm, a.position) == ("swiglu", "rms", "rope")
-                and not (a.qkv_bias or a.linear_bias or a.dropout or a.sliding_window)
-                and a.num_experts == 1)
+        mine = {"num_layers": self.num_layers, "hidden": self.hidden, "ffn_hidden": self.ffn_hidden,
+                "heads": self.heads, "kv_heads": self.kv_heads, "head_dim": self.head_dim, "vocab": self.vocab,
+                "tied_embeddings": self.tied_embeddings, "rope_theta": self.rope_theta, "qk_norm": self.qk_norm,
+                "mlp": "swiglu", "norm": "rms", "position": "rope", "qkv_bias": False, "linear_bias": False,
+                "dropout": False, "sliding_window": 0, "num_experts": 1}
+        return {k: (getattr(a, k), v) for k, v in mine.items() if getattr(a, k) != v}
+
+    def builds(self, a: TransformerArch) -> bool:
+        """True when this entry is exactly ``a``."""
+        return not self.differences(a)
 
 
 def _l3(flavor: str, layers: int, dim: int, ffn: int, heads: int, kv: int, vocab: int = 128256) -> Flavor:
@@ -84,16 +87,16 @@ FLAVORS: tuple[Flavor, ...] = (
 
 
 def flavor_of(a: TransformerArch) -> Flavor:
-    """The registry entry that builds exactly ``a``, or a one-line refusal (never the default debugmodel)."""
-    for f in FLAVORS:
-        if f.builds(a):
-            return f
-    names = {n: ", ".join(f.flavor for f in FLAVORS if f.name == n) for n in ("llama3", "qwen3")}
-    raise refuse("torchtitan", a, f"torchtitan 0.2.2 has no model of this architecture ({a.family}, "
-                                  f"{a.num_layers} layers, hidden {a.hidden}, ffn {a.ffn_hidden}, {a.heads}/"
-                                  f"{a.kv_heads} heads of {a.head_dim}, vocab {a.vocab}); its dense models are "
-                                  + "; ".join(f"{n}: {v}" for n, v in names.items())
-                                  + " (add a flavor to its registry and name it yourself)")
+    """The registry entry that builds exactly ``a``, or a one-line refusal naming how the nearest one differs
+    (never torchtitan's default debugmodel)."""
+    nearest = min(FLAVORS, key=lambda f: len(f.differences(a)))
+    diff = nearest.differences(a)
+    if not diff:
+        return nearest
+    shown = ", ".join(f"{k} {mine} (not {theirs})" for k, (mine, theirs) in list(diff.items())[:2])
+    more = f" and {len(diff) - 2} more" if len(diff) > 2 else ""
+    raise refuse("torchtitan", a, f"torchtitan 0.2.2 has no such model (nearest: {nearest.name} {nearest.flavor}, "
+                                  f"which differs in {shown}{more})")
 
 
 def toml_string(s: str) -> str:
