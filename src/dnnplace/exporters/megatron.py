@@ -119,9 +119,11 @@ def max_position_embeddings(a: TransformerArch, seq_len: int) -> int:
 
 def model_args(a: TransformerArch, seq_len: int) -> list[list[str]]:
     """The architecture flags, each written wherever Megatron's default is not the priced model's."""
-    if a.mlp not in _MLP_FLAGS:  # geglu: gated GELU, which Megatron-LM's command line cannot build
-        raise refuse("megatron", a, f"its MLP is a gated GELU ({a.mlp}); Megatron-LM's command line gates only "
+    if a.mlp == "geglu":
+        raise refuse("megatron", a, "its MLP is a gated GELU (geglu); Megatron-LM's command line gates only "
                                     "SiLU (--swiglu) or quick-GELU (--quick-geglu), a different activation")
+    if a.mlp not in _MLP_FLAGS:
+        raise refuse("megatron", a, f"its MLP kind {a.mlp!r} has no Megatron-LM flag")
     groups = [
         ["--num-layers", str(a.num_layers)],
         ["--hidden-size", str(a.hidden)],
