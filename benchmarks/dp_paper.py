@@ -30,7 +30,7 @@ REF_NOTE = {"LayerGraphs/inceptionv3_inference": "OOM after 23 min",
 
 def one(key: str) -> dict:
     """Solve one workload in this process; report timings and peak memory."""
-    from dnnplace.prepare.contract import prepare
+    from dnnplace.solvers.prepare import prepare
     from dnnplace.solvers.dp.ideals import enumerate_ideals
     from dnnplace.solvers.dp.kernel import warm_up
 

@@ -11,7 +11,7 @@ from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
 import dnnplace
-from dnnplace.prepare.contract import linearized, merge_free_units, prepare
+from dnnplace.solvers.prepare import linearized, merge_free_units, prepare
 
 
 def _check_units(w: dnnplace.Workload, p) -> None:
@@ -70,7 +70,7 @@ def test_transfer_sources_by_arrays_equal_the_loop():
     import numpy as np
 
     import dnnplace
-    from dnnplace.prepare.contract import comm_sources
+    from dnnplace.solvers.prepare import comm_sources
 
     rng = np.random.default_rng(3)
     for name in ("bert_l-3_training", "gnmt_training", "resnet50_training"):

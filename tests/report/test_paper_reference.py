@@ -60,7 +60,7 @@ def test_latency_workloads_load(key):
 
 def test_all_ideal_counts_match_reference():
     """SPEC's preparation (before dnnplace's extra exact reduction) gives the reference lattice."""
-    from dnnplace.prepare.contract import prepare
+    from dnnplace.solvers.prepare import prepare
     from dnnplace.solvers.dp.ideals import enumerate_ideals
 
     for key in THROUGHPUT:

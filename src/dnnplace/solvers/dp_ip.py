@@ -21,7 +21,7 @@ import numpy as np
 
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.contract import Prepared
+from dnnplace.solvers.prepare import Prepared
 from dnnplace.solvers.base import RunContext, SolverOutput
 from dnnplace.solvers.dp.solver import DPOptions, DPSolver, solve_dp
 

@@ -17,7 +17,7 @@ from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
 from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.prepare.contract import merge_free_units, prepare
+from dnnplace.solvers.prepare import merge_free_units, prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.dp.relax import anchors, gathering_units, passed_inputs, receivers, relax
 from dnnplace.solvers.dp.solver import fluid_certifies, run_dp

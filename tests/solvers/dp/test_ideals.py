@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from strategies import examples, small_workloads
 
 from dnnplace.errors import TooManyIdealsError
-from dnnplace.prepare.contract import prepare
+from dnnplace.solvers.prepare import prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 
 

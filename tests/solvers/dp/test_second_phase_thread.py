@@ -11,7 +11,7 @@ import pytest
 
 import dnnplace
 from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.prepare.contract import merge_free_units, prepare
+from dnnplace.solvers.prepare import merge_free_units, prepare
 from dnnplace.solvers.ip.chain import solve_chain_ip
 
 pytest.importorskip("highspy")

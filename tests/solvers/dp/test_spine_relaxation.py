@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.prepare.contract import prepare
+from dnnplace.solvers.prepare import prepare
 from dnnplace.solvers.dp.relax import follow_roots, spine
 
 

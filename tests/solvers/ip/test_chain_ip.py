@@ -19,7 +19,7 @@ from strategies import examples, small_workloads
 
 import dnnplace
 from dnnplace.evaluation import evaluate
-from dnnplace.prepare.contract import prepare
+from dnnplace.solvers.prepare import prepare
 from dnnplace.solvers.dp.relax import relax
 from dnnplace.solvers.dp.solver import is_pipeline
 from dnnplace.solvers.dp_ip import split_of_stages, unit_devices

@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.unionfind import UnionFind
+from dnnplace.solvers.prepare.unionfind import UnionFind
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared, comm_sources, memory_binds
+from dnnplace.solvers.prepare import Prepared, comm_sources, memory_binds
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def inert_units(p: Prepared) -> np.ndarray:
     """Units that can be left out *exactly*: no compute, no memory (shared groups included), no transfer in or out.
 
     ``cpu_time`` counts only when the budget has CPU cores, ``size`` only when
-    memory can bind (:func:`~dnnplace.prepare.contract.memory_binds`): an
+    memory can bind (:func:`~dnnplace.solvers.prepare.memory_binds`): an
     isolated check that only holds a weight (Gemma's and Mamba's
     ``_assert_tensor_metadata`` beside every norm) runs beside the whole graph
     and would double the ideals each.

@@ -20,7 +20,7 @@ import numpy as np
 from dnnplace.errors import InfeasibleError, SolverTimeout, TooManyIdealsError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.contract import Prepared, linearized, merge_free_units, prepare
+from dnnplace.solvers.prepare import Prepared, linearized, merge_free_units, prepare
 from dnnplace.solvers.base import ProgressFn, RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.dp.ideals import IdealLattice, enumerate_ideals
 from dnnplace.solvers.dp.relax import (

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared
+from dnnplace.solvers.prepare import Prepared
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
 from dnnplace.solvers.ip.certify import aim_before, certified_bound
 
@@ -114,7 +114,7 @@ def _stages_in_order(p: Prepared, stage: np.ndarray) -> np.ndarray:
 def _build(p: Prepared, k: int, *, overlap: bool, fluid: float,
            deadline: float | None) -> tuple[MipBuilder, np.ndarray, np.ndarray, int]:
     """The model: ``y`` (units x k, the last column fixed to 1), stage shares ``x``, and the max-load column."""
-    from dnnplace.prepare.contract import memory_binds
+    from dnnplace.solvers.prepare import memory_binds
 
     w = p.workload
     n = p.n_units
