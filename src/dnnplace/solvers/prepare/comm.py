@@ -28,7 +28,7 @@ class CommSources:
     :func:`_comm_sources_via`) reaches each target through its own chain of
     left-out nodes: ``S`` then pays at least ``min(trunk_cost, m *
     slice_cost)`` for the ``m`` targets on the other side of its boundary
-    (Mamba's discretised tensors, one ``select`` per scan step); ``cost`` is
+    (a scan's discretised tensors, one ``select`` per step); ``cost`` is
     that charge for ``m = 1``, which is all a reader ignoring the slices
     charges.
     """

@@ -38,8 +38,8 @@ def merge_free_units(p: Prepared, *, compute_slack: bool = False, allowance: flo
     overlapped communication, where a load is compute plus transfers): a unit
     that *does* compute also folds when the transfers that certainly stop
     outweigh those that may start by at least its compute -- A's load then
-    still does not rise, and B loses the compute too.  Gemma's ``1 + weight``
-    in every norm (a weight vector, no predecessor) costs less than sending
+    still does not rise, and B loses the compute too.  The ``1 + weight`` of
+    an RMS norm (a weight vector, no predecessor) costs less than sending
     its output, so it joins the norm instead of floating beside the graph.
 
     ``allowance`` (with ``compute_slack``): folds whose balance falls short by
