@@ -100,6 +100,7 @@ class _Portfolio:
         self.deadline = deadline  # the caller's; None: only the policy's budgets
         self.stats: dict[str, Any] = {}
         self.best: Incumbent | None = None
+        self.phases: list[_SecondPhase] = []  # every second phase started: none outlives the solve
 
     @property
     def end(self) -> float:
@@ -107,7 +108,14 @@ class _Portfolio:
         return self.start + self.policy.default_seconds if self.deadline is None else self.deadline
 
     def solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
-        """Steps 1-5 of :func:`solve_dp`."""
+        """Steps 1-5 of :func:`solve_dp`; every thread it started has ended when it returns or raises."""
+        try:
+            return self._solve(workload, extra_groups)
+        finally:
+            for phase in self.phases:  # a time limit or an error can leave one running (its answer is not needed)
+                phase.cancel()
+
+    def _solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
         options, policy, stats = self.options, self.policy, self.stats
         if max(workload.max_accelerators, workload.max_cpus) > workload.n:
             # no split uses more devices than there are nodes; the DP's tables grow with the budget
@@ -131,7 +139,6 @@ class _Portfolio:
                 best.offer(split_of(p, first, None))
             stats["upper_bound"] = float(first.value)
         exact = p  # the units of the exact reductions alone (no deficit): the second phase works on these
-        second: _SecondPhase | None = None
         inert, base, lattice = exact_lattice(p, options)
         if lattice is None and not options.overlap_comm and p.n_units <= policy.wider_units:
             # too wide for the exact DP: fold the cheap units whose folds may raise a load a little as well
@@ -175,8 +182,7 @@ class _Portfolio:
                     stats["exact_dp_stopped_after_s"] = round(time.perf_counter() - self.start, 3)
                     self._relax_then_finish(p, exact, inert, holder[0] if holder else None)
                     return best.output(stats)
-                finally:
-                    second = holder[0] if holder else None  # cancelled below if the exact DP ended first
+                # the exact DP ended first: the IP beside it is not needed (solve cancels it)
                 stats["pairs_examined"] = result.pairs
                 if np.isfinite(result.value):
                     best.offer(split_of(p, result, base))
@@ -192,9 +198,6 @@ class _Portfolio:
             if best.split is None:
                 raise
             best.timed_out = True
-        finally:
-            if second is not None:  # the exact DP ended first (or an error or Ctrl-C came): the IP is not needed
-                second.cancel()
         if best.split is None:
             raise InfeasibleError(infeasible_message(workload))
         return best.output(stats)
@@ -203,11 +206,7 @@ class _Portfolio:
                            second: _SecondPhase | None) -> None:
         """:meth:`_relax_and_finish`; a caller's time limit that ends with the gap above target is ``time_limit``."""
         assert self.best is not None
-        try:
-            self._relax_and_finish(p, exact, inert, second)
-        finally:
-            if second is not None:
-                second.cancel()
+        self._relax_and_finish(p, exact, inert, second)
         if self.deadline is not None and self.best.gap() > self.options.gap:
             self.best.timed_out = True
 
@@ -301,7 +300,9 @@ class _Portfolio:
         if end - time.perf_counter() < policy.finish_min_seconds:
             return None
         split, bound = best.split, best.bound
-        return _SecondPhase(lambda stop: finish(exact, split, bound, end, options, stop))
+        phase = _SecondPhase(lambda stop: finish(exact, split, bound, end, options, stop))
+        self.phases.append(phase)
+        return phase
 
 
 class _SecondPhase:
