@@ -78,9 +78,10 @@ class ParallelConfig:
     """Data-parallel size: replicas of the model; tp x pp x cp x dp is the number of GPUs."""
     mbs: int = knob("pin the micro-batch size", "count")
     """Sequences per micro-batch on one data-parallel replica."""
-    recompute: Recompute = knob("pin activation recomputation", "choice", choices=RECOMPUTE,
-                                default=Recompute.NONE)
-    """What the backward pass recomputes instead of storing: none, selective (attention core) or full."""
+    recompute: Recompute | str = knob("pin activation recomputation", "choice", choices=RECOMPUTE,
+                                      default=Recompute.NONE)
+    """What the backward pass recomputes instead of storing: none, selective (attention core) or full
+    (given as text, it is kept as the :class:`Recompute` it names)."""
     sequence_parallel: bool = knob("sequence parallelism", "switch", pin=False, default=True)
     """Megatron's sequence parallelism: the norms and dropouts run on a 1/tp shard of the sequence
     (the search turns it on whenever tp > 1)."""

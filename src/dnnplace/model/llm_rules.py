@@ -236,12 +236,12 @@ def check_config(problem: Any, config: ParallelConfig) -> None:
 
 
 def describe_removed(removed: Counter[str], last: str | None) -> str:
-    """Which rules emptied a search: the one that removed the last candidates, and the most common."""
+    """Which rules emptied a search: the one that removed the last candidates, and the two most common."""
     if not removed:
         return "no candidate to begin with"
-    common = ", ".join(f"{k} ({v:,})" for k, v in removed.most_common(3))
-    return (f"the last candidates were removed by rule {last}; candidates removed by rule: {common}" if last
-            else f"candidates removed by rule: {common}")
+    common = ", ".join(f"{k} {v:,}" for k, v in removed.most_common(2))
+    return (f"rule {last} removed the last candidates; most removed by {common}" if last
+            else f"most candidates removed by {common}")
 
 
 assert RECOMPUTE == ("none", "selective", "full")  # the cost model's recompute codes 0, 1, 2 follow this order
