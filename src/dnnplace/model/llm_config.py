@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.errors import DnnplaceError
+from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.utils.text import clip
 
@@ -133,20 +133,20 @@ def check_value(name: str, value: object, where: str, key: str | None = None) ->
         return check_llm_count(name, value, where, label)
     if kind == "switch":
         if not isinstance(value, (bool, np.bool_)):
-            raise DnnplaceError(f"{where}: {label} must be true or false, got {shown(value)}")
+            raise InputError(f"{where}: {label} must be true or false, got {shown(value)}")
         return bool(value)
     if kind == "choice":
         choices = FIELDS[name].metadata["choices"]
         if not isinstance(value, str) or value not in choices:
-            raise DnnplaceError(f"{where}: {label} must be one of {', '.join(choices)}, got {shown(value)}")
+            raise InputError(f"{where}: {label} must be one of {', '.join(choices)}, got {shown(value)}")
         return Recompute(value) if name == "recompute" else value
     most = LLM_LIMITS["num_layers"][1]
     if not isinstance(value, (tuple, list)) or len(value) > most:
-        raise DnnplaceError(f"{where}: {label} must be a list of at most {most} layer counts, got "
+        raise InputError(f"{where}: {label} must be a list of at most {most} layer counts, got "
                             f"{shown(value)}")
     for i, n in enumerate(value):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= most:
-            raise DnnplaceError(f"{where}: {label}[{i}] must be a whole number of layers, got {shown(n)}")
+            raise InputError(f"{where}: {label}[{i}] must be a whole number of layers, got {shown(n)}")
     return tuple(int(n) for n in value)
 
 
@@ -181,7 +181,7 @@ def check_pins(pins: Mapping[str, object], where: str = "fixed") -> dict[str, ob
     names = [f.name for f in pin_fields()]
     unknown = sorted(set(pins) - set(names))
     if unknown:
-        raise DnnplaceError(f"cannot fix {', '.join(map(clip, unknown))}; fixable: {', '.join(names)}")
+        raise InputError(f"cannot fix {', '.join(map(clip, unknown))}; fixable: {', '.join(names)}")
     return {k: check_value(k, v, where) for k, v in pins.items()}
 
 
@@ -193,19 +193,19 @@ def parse_pins(text: str | None, where: str = "--fix") -> dict[str, object]:
         key, sep, value = part.partition("=")
         key, value = key.strip().replace("-", "_"), value.strip()
         if not sep or key not in names:
-            raise DnnplaceError(f"{where}: '{clip(part, 60)}' is not KEY=VALUE with KEY one of {', '.join(names)}")
+            raise InputError(f"{where}: '{clip(part, 60)}' is not KEY=VALUE with KEY one of {', '.join(names)}")
         if key in out:
-            raise DnnplaceError(f"{where}: {key} is given twice")
+            raise InputError(f"{where}: {key} is given twice")
         kind = kind_of(key)
         parsed: object = value
         if kind == "count":
             try:
                 parsed = int(value, 10)
             except ValueError:
-                raise DnnplaceError(f"{where}: {key} must be an integer, got '{clip(value, 40)}'") from None
+                raise InputError(f"{where}: {key} must be an integer, got '{clip(value, 40)}'") from None
         elif kind == "switch":
             if value.lower() not in _BOOL_TEXT:
-                raise DnnplaceError(f"{where}: {key} must be true or false, got '{clip(value, 40)}'")
+                raise InputError(f"{where}: {key} must be true or false, got '{clip(value, 40)}'")
             parsed = _BOOL_TEXT[value.lower()]
         out[key] = check_value(key, parsed, where)
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.errors import DnnplaceError
+from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.model.llm_config import RECOMPUTE, ParallelConfig, check_fields, columns
 from dnnplace.utils.text import clip
@@ -146,24 +146,24 @@ def check_field(kind: str, arg: Any, value: Any, where: str, key: str) -> Any:
         return check_llm_count(arg, value, where, key)
     if kind == "whole":
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= arg:
-            raise DnnplaceError(f"{where}: {key} must be a whole number in 0..{arg:,}, got {shown(value)}")
+            raise InputError(f"{where}: {key} must be a whole number in 0..{arg:,}, got {shown(value)}")
         return int(value)
     if kind == "flag":
         if not isinstance(value, bool):
-            raise DnnplaceError(f"{where}: {key} must be true or false, got {shown(value)}")
+            raise InputError(f"{where}: {key} must be true or false, got {shown(value)}")
         return value
     if kind == "choice":
         if not isinstance(value, str) or value not in arg:
-            raise DnnplaceError(f"{where}: {key} must be one of {', '.join(arg)}, got {shown(value)}")
+            raise InputError(f"{where}: {key} must be one of {', '.join(arg)}, got {shown(value)}")
         return value
     if kind == "real":
         lo, hi = arg
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or not lo < value <= hi:
-            raise DnnplaceError(f"{where}: {key} must be a number in ({lo:g}, {hi:g}], got {shown(value)}")
+            raise InputError(f"{where}: {key} must be a number in ({lo:g}, {hi:g}], got {shown(value)}")
         return float(value)
     if not isinstance(value, str):
-        raise DnnplaceError(f"{where}: {key} must be a string, got {shown(value)}")
+        raise InputError(f"{where}: {key} must be a string, got {shown(value)}")
     return value
 
 
@@ -220,7 +220,7 @@ def check_problem(problem: Any, where: str = "problem") -> None:
     broken = first_broken(PROBLEM_RULES, problem_columns(problem))
     if broken is not None:
         rule, row = broken
-        raise DnnplaceError(f"{rule.message(row)} (rule {rule.name})")
+        raise InputError(f"{rule.message(row)} (rule {rule.name})")
     problem.device.peak(j.precision)
 
 
@@ -232,7 +232,7 @@ def check_config(problem: Any, config: ParallelConfig) -> None:
     broken = first_broken(CONFIG_RULES, cols)
     if broken is not None:
         rule, row = broken
-        raise DnnplaceError(f"config {rule.message(row)} (rule {rule.name})")
+        raise InputError(f"config {rule.message(row)} (rule {rule.name})")
 
 
 def describe_removed(removed: Counter[str], last: str | None) -> str:
