@@ -144,9 +144,9 @@ def test_progress_is_reported() -> None:
 
 @pytest.mark.parametrize("gpus,gbs,fixed,msg", [
     (60, 128, None, "not a multiple of gpus_per_node"),
-    (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, r"rule batch_divisible \(e.g. global batch 1 not"),
-    (64, 128, {"tp": 3, "pp": 7}, r"rule tp_heads \(e.g. tp=3 must divide the 64 attention heads"),
-    (64, 128, {"tp": 8, "pp": 7}, r"rule world_size \(e.g. tp\*pp\*cp\*dp = 56 != 64 GPUs"),
+    (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, r"rule batch_divisible \(global batch 1 not"),
+    (64, 128, {"tp": 3, "pp": 7}, r"rule tp_heads \(tp=3 must divide the 64 attention heads"),
+    (64, 128, {"tp": 8, "pp": 7}, r"rule world_size \(tp\*pp\*cp\*dp = 56 != 64 GPUs"),
     (64, 128, {"tp": 0}, "tp 0 is outside 1..1,048,576"),
     (64, 128, {"pp": 1.5}, "pp must be a whole number, got 1.5"),
     (64, 128, {"distributed_optimizer": "yes"}, "distributed_optimizer must be true or false"),
@@ -182,3 +182,49 @@ def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
         if res.fits.any():
             best = min(best, float(res.step[res.fits].min()))
     assert plan.estimate.step_time_s == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("limit", [0.5, 2.0])
+def test_time_limit_is_honoured_on_a_long_search(limit: float) -> None:
+    """A search of ~20 s (1,024 layers: long split lists) stops within 10 % + 1 s of --time-limit and never
+    says optimal; with no fitting plan yet, it says so in one line."""
+    import time
+
+    a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
+    started = time.perf_counter()
+    try:
+        plan = search(problem(a, 128, 128, seq=4096), time_limit=limit)
+        assert plan.status == "time_limit" and not plan.exhaustive
+        assert plan.bound <= plan.estimate.step_time_s and 0 <= plan.gap <= 1
+    except DnnplaceError as exc:
+        assert "time limit" in str(exc)
+    assert time.perf_counter() - started <= 1.1 * limit + 1.0
+
+
+@pytest.mark.parametrize("change,key", [
+    ({"num_layers": 2**70}, "num_layers"), ({"num_layers": 10**4}, "num_layers"),
+    ({"num_layers": 10**6}, "num_layers"), ({"hidden": 2**40}, "hidden"), ({"vocab": 10**30}, "vocab"),
+    ({"heads": 0}, "heads"), ({"head_dim": True}, "head_dim"), ({"rope_theta": float("inf")}, "rope_theta"),
+])
+def test_input_limits_are_checked_before_any_enumeration(change: dict, key: str) -> None:
+    """10**4 layers was a 9999 x 9999 meshgrid (MemoryError), 2**70 a hang: now one line, at once."""
+    import time
+    from dataclasses import replace
+
+    a = replace(llama("8b"), **change)
+    started = time.perf_counter()
+    with pytest.raises(DnnplaceError, match=key) as info:
+        search(problem(a, 64, 128))
+    assert time.perf_counter() - started < 1.0 and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("gpus,gbs,key", [(10**12, 128, "gpus"), (64, 2**40, "global_batch"), (2**21, 128, "gpus")])
+def test_cluster_and_batch_limits(gpus: int, gbs: int, key: str) -> None:
+    with pytest.raises(DnnplaceError, match=key):
+        search(problem(llama("8b"), gpus, gbs))
+
+
+def test_a_space_too_large_to_search_is_refused_before_it_is_built() -> None:
+    a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
+    with pytest.raises(DnnplaceError, match="pin some knobs"):
+        search(problem(a, 4096, 4096, seq=4096))

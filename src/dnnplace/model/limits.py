@@ -77,7 +77,9 @@ def shown(value: object, limit: int = 40) -> str:
     from dnnplace.utils.text import clip
 
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)) >= 10**15:
-        return f"a {int(abs(int(value)).bit_length() * 0.30103) + 1}-digit number"
+        big = abs(int(value))
+        digits = len(str(big)) if big.bit_length() < 13_000 else int(big.bit_length() * 0.30103) + 1
+        return f"a {digits}-digit number"
     if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
         return f"{value:.3g}"
     if isinstance(value, (list, tuple, dict)):

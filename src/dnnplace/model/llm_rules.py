@@ -201,7 +201,7 @@ def filter_rows(rules: Sequence[Rule], cols: dict[str, Any], n: int, have: set[s
         if gone and emptied is not None and not (keep & ok).any():
             at = int(np.argmax(keep & ~ok))
             row = {k: (v[at].item() if isinstance(v, np.ndarray) and v.shape == (n,) else v) for k, v in cols.items()}
-            emptied.append(f"{rule.name} (e.g. {rule.message(row)})")
+            emptied.append(f"{rule.name} ({rule.message(row)})")
         keep &= ok
     return keep
 
@@ -240,8 +240,8 @@ def describe_removed(removed: Counter[str], last: str | None) -> str:
     if not removed:
         return "no candidate to begin with"
     common = ", ".join(f"{k} {v:,}" for k, v in removed.most_common(2))
-    return (f"rule {last} removed the last candidates; most removed by {common}" if last
-            else f"most candidates removed by {common}")
+    return (f"rule {last} removed the last candidates; most removed: {common}" if last
+            else f"most candidates removed by: {common}")
 
 
 assert RECOMPUTE == ("none", "selective", "full")  # the cost model's recompute codes 0, 1, 2 follow this order

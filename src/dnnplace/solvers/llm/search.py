@@ -128,7 +128,8 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     have |= {"cp", "dp", "sequence_parallel"}
     if "dp" in fixed:
         ok = cols["dp"] == fixed["dp"]
-        removed["pinned dp"] += int(np.count_nonzero(~ok))
+        if not ok.all():
+            removed["pinned dp"] += int(np.count_nonzero(~ok))
         if emptied is not None and len(ok) and not ok.any():
             emptied.append("pinned dp")
         cols = {k: v[ok] for k, v in cols.items()}
@@ -347,5 +348,5 @@ def _why_empty(problem: LLMProblem, fixed: dict[str, object], removed: Counter[s
     """No configuration left: say which rule removed the last candidates (and the most common ones)."""
     n, j = problem.cluster.gpus, problem.job
     what = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "no fixed values"
-    return (f"no valid configuration for {n} GPUs, global batch {j.global_batch}, seq {j.seq_len} ({what}): "
+    return (f"no valid configuration for {n} GPUs, batch {j.global_batch}, seq {j.seq_len} ({what}): "
             + describe_removed(removed, last))
