@@ -101,18 +101,20 @@ def test_fixed_everything_is_status_fixed() -> None:
 
 
 def test_time_limit_returns_best_so_far_with_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clock runs out after the first evaluated batch: the best plan so far, a proven bound below it."""
+    """The clock runs out after three evaluated batches: the best plan so far, a proven bound below it."""
     module = importlib.import_module("dnnplace.solvers.llm.search")
 
     a = llama("70b")
     pr = problem(a, 64, 128)
     full = search(pr)
-    calls = {"n": 0}
+    batches = {"n": 0}
+    real = module.evaluate_batch
 
-    def over(self: object) -> bool:
-        calls["n"] += 1
-        return calls["n"] > 9  # the enumeration's and the bounds' checks pass, then a batch or two
-    monkeypatch.setattr(module._Clock, "over", over)
+    def counting(*args: object) -> object:
+        batches["n"] += 1
+        return real(*args)
+    monkeypatch.setattr(module, "evaluate_batch", counting)
+    monkeypatch.setattr(module._Clock, "over", lambda self: batches["n"] >= 3)  # out after three batches
     monkeypatch.setattr(module, "CHUNK_ROWS", 2000)
     plan = search(pr, time_limit=1.0)
     assert plan.status == "time_limit" and not plan.exhaustive

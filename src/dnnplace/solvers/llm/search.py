@@ -81,7 +81,11 @@ def _divisors(n: int) -> list[int]:
 def _expand(cols: Columns, name: str, keys: np.ndarray, options: Callable[[int], list[int]]) -> Columns:
     """Each row repeated once per value of knob ``name`` (``options(key)`` for the row's key), in order."""
     table = {int(k): np.asarray(options(int(k)), dtype=np.int64) for k in np.unique(keys)}
-    parts = [table[int(k)] for k in keys]
+    if len(table) == 1:  # the same values for every row: no loop over the rows
+        (values,) = table.values()
+        rows = np.repeat(np.arange(len(keys)), len(values))
+        return {**{k: v[rows] for k, v in cols.items()}, name: np.tile(values, len(keys))}
+    parts = [table[int(k)] for k in keys.tolist()]
     counts = np.array([len(p) for p in parts], dtype=np.int64)
     rows = np.repeat(np.arange(len(keys)), counts)
     out = {k: v[rows] for k, v in cols.items()}
@@ -240,7 +244,11 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
     B = len(cols["tp"])
-    split_rows = {key: splits(L, *key) for key in set(zip(cols["pp"].tolist(), cols["vp"].tolist(), strict=True))}
+    split_rows: dict[tuple[int, int], np.ndarray] = {}
+    for key in sorted(set(zip(cols["pp"].tolist(), cols["vp"].tolist(), strict=True))):
+        if clock.over():
+            raise DnnplaceError(_out_of_time(time_limit, "while the layer splits were enumerated"))
+        split_rows[key] = splits(L, *key)
     has_split = np.array([len(split_rows[(p, v)]) > 0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
                                                                         strict=True)], dtype=bool)
     if B and not has_split.all():
