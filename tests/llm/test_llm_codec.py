@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cli_runner import run_cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from llm_helpers import EXAMPLES, problem
 
@@ -71,7 +71,9 @@ def test_plan_file_round_trip_gives_the_same_prediction(a: TransformerArch, gpus
     try:
         plan = search(pr)
     except DnnplaceError:
+        event("refused")
         return  # refused (no configuration, nothing fits, learned positions): nothing written
+    event("planned")
     back = LLMPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
     assert back.config == plan.config and back.problem.job == pr.job and back.problem.cluster == pr.cluster
     got, want = asdict(back.problem.arch), asdict(a)

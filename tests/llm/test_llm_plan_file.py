@@ -130,3 +130,17 @@ def test_refusals_name_the_rule_and_stay_short(args: list[str], culprit: str) ->
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and len(lines[0]) <= 210, r.output
     assert not any(len(w) > 12 and w.replace(",", "").replace(".", "").isdigit() for w in lines[0].split())
+
+
+@pytest.mark.parametrize("flag,value,key", [("--global-batch", str(2**40), "global_batch"),
+                                            ("--gpus", str(10**12), "gpus"), ("--seq-len", str(2**30), "seq_len"),
+                                            ("--gpus-per-node", "4096", "gpus_per_node")])
+def test_cli_input_limits_are_one_line_and_quick(flag: str, value: str, key: str) -> None:
+    import time
+
+    base = {"--gpus": "8", "--seq-len": "4096", "--global-batch": "32", flag: value}
+    started = time.perf_counter()
+    r = CliRunner().invoke(_app(), ["plan", str(EXAMPLES / "llama3.1-8b.json"), *[x for kv in base.items()
+                                                                                  for x in kv]])
+    assert r.exit_code == 2 and key in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert time.perf_counter() - started < 5

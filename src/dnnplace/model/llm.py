@@ -316,7 +316,9 @@ def _read_estimate(p: Any, where: str, num_microbatches: int) -> LLMEstimate:
                 raise InputError(f"{where}: prediction.{f.name}: missing")
             continue
         v = p[f.name]
-        if f.name.endswith("_breakdown"):
+        if v is None and f.default is None:  # an optional figure the evaluator may leave out
+            vals[f.name] = None
+        elif f.name.endswith("_breakdown"):
             if not isinstance(v, dict) or len(v) > 64 or not all(
                     isinstance(k, str) and len(k) <= 64 for k in v):
                 raise InputError(f"{where}: prediction {f.name!r} must map part names to numbers")

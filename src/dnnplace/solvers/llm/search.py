@@ -69,6 +69,18 @@ class _Clock:
         return self.limit is not None and self.elapsed() > self.limit
 
 
+class _Pace:
+    """Rows per numpy batch: at most ``cap``, fewer when a batch takes longer than ``target`` seconds, so that
+    the clock is read often whatever one row costs (the cost model's price per row varies by orders)."""
+
+    def __init__(self, cap: int, target: float = 0.25) -> None:
+        self.cap, self.rows, self.target = cap, cap, target
+
+    def timed(self, rows: int, seconds: float) -> None:
+        if rows and seconds > self.target:
+            self.rows = max(16, min(self.cap, int(rows * self.target / seconds)))
+
+
 class _TimeUp(Exception):
     """The deadline passed while the space was still being built or bounded."""
 
@@ -260,17 +272,22 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     if not B:
         raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
     lb, lb_time = np.empty(B), np.empty(B)
-    for lo in range(0, B, BOUND_ROWS):
+    bound_pace, lo = _Pace(BOUND_ROWS), 0
+    while lo < B:
         if clock.over():
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
-        rows = np.arange(lo, min(lo + BOUND_ROWS, B))
+        rows = np.arange(lo, min(lo + bound_pace.rows, B))
+        t0 = time.perf_counter()
         lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows)
+        bound_pace.timed(len(rows), time.perf_counter() - t0)
+        lo += len(rows)
     order = np.argsort(lb, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
     best: tuple[Candidates, BatchResult, int] | None = None
     best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
     pending = math.inf  # the smallest bound of a chunk the clock stopped half-way
+    pace = _Pace(CHUNK_ROWS)
     i = 0
     while i < len(order) and lb[order[i]] < best_t:
         if clock.over():
@@ -278,7 +295,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         count = 0
-        while i < len(order) and count < CHUNK_ROWS and lb[order[i]] < best_t:
+        while i < len(order) and count < pace.rows and lb[order[i]] < best_t:
             k = int(order[i])
             s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
@@ -287,12 +304,17 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
-            for lo in range(0, len(own), CHUNK_ROWS):  # a long split list in slices, the clock between them
+            lo = 0
+            while lo < len(own):  # a long split list in slices, the clock between them
                 if lo and clock.over():
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
-                cand = as_candidates(cols, own[lo:lo + CHUNK_ROWS], layers[lo:lo + CHUNK_ROWS])
+                hi = lo + pace.rows
+                cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
+                t0 = time.perf_counter()
                 res = evaluate_batch(problem, cand)
+                pace.timed(len(cand), time.perf_counter() - t0)
+                lo = hi
                 step = np.where(res.fits, res.step, np.inf)
                 j = int(np.argmin(step))
                 if step[j] < best_t:
