@@ -292,3 +292,31 @@ def test_fuzz_plan_files_through_the_cli(tmp_path: Path, command: list[str], doc
     assert "Traceback" not in res.stdout + res.stderr and "internal error" not in res.stderr
     if res.returncode == 2:
         assert len(res.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_every_field_has_one_declaration() -> None:
+    """Adding an architecture field or a knob without its check, its plan key or its pin fails here."""
+    import dataclasses
+
+    from dnnplace.model.llm_config import FIELDS, pin_fields
+    from dnnplace.model.llm_rules import ARCH_CHECKS
+    from dnnplace.solvers.llm.method import LLMSearch
+
+    arch_fields = [f.name for f in dataclasses.fields(TransformerArch)]
+    assert sorted(name for name, _, _ in ARCH_CHECKS) == sorted(arch_fields)
+    doc = _doc()
+    assert len(doc["model"]) == len(arch_fields)
+    assert set(FIELDS) <= set(doc["config"]) and set(doc["config"]) - set(FIELDS) == {
+        "num_microbatches", "first_stage_layers", "last_stage_layers"}
+    assert LLMSearch.param_names() == tuple(f.name for f in pin_fields())
+    assert all(f.metadata["doc"] for f in FIELDS.values())
+
+
+def test_a_family_the_cost_model_does_not_price_is_refused() -> None:
+    from dnnplace.evaluation.llm.rules import check_problem
+
+    pr = problem(TransformerArch("x", "mixtral", 4, 512, 1024, 8, 8, 64, 1000), 8, 16, seq=1024)
+    with pytest.raises(DnnplaceError, match="rule priced_family"):
+        check_problem(pr)
+    with pytest.raises(DnnplaceError, match="rule dense"):
+        check_problem(replace(pr, arch=replace(pr.arch, num_experts=8)))

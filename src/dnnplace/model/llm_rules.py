@@ -108,6 +108,9 @@ CONFIG_RULES: tuple[Rule, ...] = (
 PROBLEM_RULES: tuple[Rule, ...] = (
     Rule("dense", (), lambda c: c["num_experts"] == 1,
          lambda r: f"{clip(r['name'], 60)}: mixture-of-experts ({r['num_experts']} experts) is not modelled"),
+    Rule("priced_family", (), lambda c: c["family"] in PRICED_FAMILIES,
+         lambda r: f"family {clip(r['family'], 40)!r} is not one of the priced families "
+                   f"({', '.join(PRICED_FAMILIES)})"),
     Rule("kv_groups", (), lambda c: c["heads"] % c["kv_heads"] == 0,
          lambda r: f"{r['kv_heads']} kv heads do not divide {r['heads']} attention heads"),
     Rule("plannable_device", (), lambda c: c["plannable"],
