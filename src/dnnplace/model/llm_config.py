@@ -18,7 +18,10 @@ Adding a knob (expert parallel size, token dispatcher, per-module recomputation,
 precision recipe) is therefore: a field here (with :func:`knob` metadata and a default that
 means "as before", so old plan files read back unchanged), its limit in ``LLM_LIMITS`` when it is
 a count, and its rules in :data:`~dnnplace.model.llm_rules.CONFIG_RULES` (each a named vectorised
-predicate over the columns it reads).  The cost model then reads the new column.
+predicate over the columns it reads).  The cost model then reads the new column.  Counts
+(expert, expert-tensor and expert-data parallel sizes) and choices (token dispatcher, precision
+recipe, a ZeRO/FSDP stage written as its name) fit the kinds above; a knob of a new shape (say,
+the set of modules recomputed) adds its kind once, to :func:`check_value` and :func:`columns`.
 """
 
 from __future__ import annotations
