@@ -215,7 +215,8 @@ class LLMPlan:
         for name in _ARCH_FIELDS:
             v = getattr(a, name)
             if isinstance(v, str):
-                v = clip(v, _TEXT_LIMIT.get(name, LLM_NAME_CHARS)) or ("unnamed" if name == "name" else "")
+                v = clip(v, _TEXT_LIMIT.get(name, LLM_NAME_CHARS))
+                v = "unnamed" if name == "name" and not v.strip() else v
             model[_ARCH_KEY.get(name, name)] = v
         config: dict[str, Any] = {}
         for key in _config_keys():
