@@ -174,7 +174,7 @@ def test_hostile_plan_fields_are_one_line_and_quick(edit: dict, msg: str) -> Non
     started = time.perf_counter()
     with pytest.raises(InputError, match=msg) as info:
         LLMPlan.from_dict(doc)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 3.0
     text = str(info.value)
     assert "\n" not in text and len(text) < 300
 
