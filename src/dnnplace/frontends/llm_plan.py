@@ -15,16 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import InputError
-from dnnplace.model.llm import FORMAT, MLP_KINDS, READ_VERSIONS, RECOMPUTE, VERSION, LLMPlan
-from dnnplace.model.llm_rules import NORMS, POSITIONS, PRECISIONS
+from dnnplace.model.llm import FORMAT, READ_VERSIONS, VERSION, LLMPlan
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip
 
 __all__ = ["FORMAT", "READ_VERSIONS", "VERSION", "load_plan", "rank_layers", "read_llm_plan", "stage_bounds",
            "validate_plan"]
-
-MLPS, RECOMPUTES = MLP_KINDS, RECOMPUTE  # the choices, as the codec checks them
-_ = (NORMS, POSITIONS, PRECISIONS)
 
 
 def load_plan(path: str | Path) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from dnnplace.model.llm_config import FIELDS as CONFIG_FIELDS
 from dnnplace.model.llm_config import RECOMPUTE, ParallelConfig, Recompute, check_value
 from dnnplace.model.llm_rules import (
     ARCH_CHECKS,
-    CONFIG_RULES,
     MLP_KINDS,
     PRECISIONS,
     PRICED_FAMILIES,
@@ -49,7 +48,6 @@ TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed",
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
 #: What a plan may claim the search proved (solvers/llm/search.py writes these).
 PLAN_STATUSES = ("optimal", "fixed", "time_limit")
-_ = (CONFIG_RULES, PRECISIONS)  # re-exported for callers that read the rule set through this module
 
 
 @dataclass(frozen=True)
