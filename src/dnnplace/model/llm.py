@@ -35,6 +35,7 @@ from dnnplace.model.llm_rules import (
     check_config,
     check_field,
     check_problem,
+    check_problem_fields,
 )
 from dnnplace.utils.text import clip
 
@@ -133,12 +134,20 @@ class TrainingJob:
 
 @dataclass(frozen=True)
 class LLMProblem:
-    """A model to train on a cluster: what the planner plans and the evaluator prices."""
+    """A model to train on a cluster: what the planner plans and the evaluator prices.
+
+    Built, its fields are of their kinds and inside ``LLM_LIMITS`` (one line naming the field
+    otherwise), so that whoever builds one -- ``load_llm``, the plan reader, a caller -- has the
+    limits checked before any enumeration or arithmetic; the rules are :func:`check_problem`'s.
+    """
 
     arch: TransformerArch
     cluster: Cluster
     job: TrainingJob
     device: DeviceSpec
+
+    def __post_init__(self) -> None:
+        check_problem_fields(self)
 
 
 @dataclass(frozen=True)

@@ -209,9 +209,8 @@ def filter_rows(rules: Sequence[Rule], cols: dict[str, Any], n: int, have: set[s
     return keep
 
 
-def check_problem(problem: Any, where: str = "problem") -> None:
-    """Refuse what the model cannot price, in one line naming the field or the rule: every count inside
-    LLM_LIMITS (before any enumeration), then :data:`PROBLEM_RULES`."""
+def check_problem_fields(problem: Any, where: str = "problem") -> None:
+    """Every field of the problem of its kind and inside LLM_LIMITS (no arithmetic has run on them yet)."""
     a, c, j = problem.arch, problem.cluster, problem.job
     for name, kind, arg in ARCH_CHECKS:
         check_field(kind, arg, getattr(a, name), where, name)
@@ -220,11 +219,18 @@ def check_problem(problem: Any, where: str = "problem") -> None:
     for name in ("seq_len", "global_batch"):
         check_llm_count(name, getattr(j, name), where)
     check_field("choice", PRECISIONS, j.precision, where, "precision")
+    check_field("text", None, c.device, where, "device")
+
+
+def check_problem(problem: Any, where: str = "problem") -> None:
+    """Refuse what the model cannot price, in one line naming the field or the rule: every count inside
+    LLM_LIMITS (before any enumeration), then :data:`PROBLEM_RULES`."""
+    check_problem_fields(problem, where)
     broken = first_broken(PROBLEM_RULES, problem_columns(problem))
     if broken is not None:
         rule, row = broken
         raise InputError(f"{rule.message(row)} (rule {rule.name})")
-    problem.device.peak(j.precision)
+    problem.device.peak(problem.job.precision)
 
 
 def check_config(problem: Any, config: ParallelConfig) -> None:
