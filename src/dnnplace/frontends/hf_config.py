@@ -172,7 +172,7 @@ def _read_config(p: Path) -> tuple[Any, Path]:
         try:
             mode = p.stat().st_mode
         except FileNotFoundError:
-            raise DnnplaceError(f"{clip(p, 200)}: no such file") from None
+            raise DnnplaceError(f"{clip(p, 200)}: cannot read (no such file)") from None
         except (OSError, ValueError) as exc:
             raise DnnplaceError(f"{clip(p, 200)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
         if stat.S_ISDIR(mode):
