@@ -320,9 +320,13 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
     mf = flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch)
     mem = {k: float(v[i]) for k, v in res.memory.items()}
     fits = bool(res.fits[i])
+    flop_rate = mf / (step * problem.cluster.gpus)
+    bf16 = problem.device.peak_flops.get("bf16")
     return LLMEstimate(
+        # against the peak of the format the GEMMs run at, so never above 100 %; NVIDIA's tables divide FP8
+        # runs by the BF16 peak too, which is the separate, labelled figure
         step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
-        mfu=mf / (step * problem.cluster.gpus * problem.device.peak("bf16")),  # the recipes' denominator
+        mfu=flop_rate / problem.device.peak(job.precision), mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
         model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
         time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
         overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
