@@ -115,3 +115,23 @@ def pr_dev():  # noqa: ANN201
     from dnnplace.model.catalogue import device_spec
 
     return device_spec("h100")
+
+
+@pytest.mark.parametrize("gpus,gbs", [(8, 16), (16, 8)])
+def test_the_search_bound_holds_against_the_exact_schedule(gpus: int, gbs: int) -> None:
+    # the textbook m max + (sum - max)/v exceeds the schedule on ~40 % of Megatron's own splits, so it
+    # cannot bound a search; the split bound must stay below every split's exact step
+    from dnnplace.evaluation.llm.step import evaluate_batch
+    from dnnplace.solvers.llm.search import _as_candidates, base_configs, lower_bounds, splits
+
+    a = replace(llama("8b"), num_layers=12)
+    pr = problem(a, gpus, gbs, seq=2048)
+    bases = np.array(base_configs(pr, {}), dtype=np.int64)
+    rows = {k: splits(12, *k) for k in {(int(b[1]), int(b[2])) for b in bases}}
+    lb, _ = lower_bounds(pr, bases, rows)
+    for k in range(len(bases)):
+        s = rows[(int(bases[k, 1]), int(bases[k, 2]))]
+        if not len(s):
+            continue
+        res = evaluate_batch(pr, _as_candidates(bases[np.full(len(s), k)], s.astype(float)))
+        assert lb[k] <= res.step.min() * (1 + 1e-12), bases[k]

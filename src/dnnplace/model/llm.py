@@ -234,7 +234,7 @@ class LLMPlan:
                               memory_per_gpu_bytes=p["memory_per_gpu_bytes"],
                               memory_breakdown=_breakdown(p, "memory_breakdown"),
                               time_breakdown=_breakdown(p, "time_breakdown"), fits=p["fits"], overflow=p["overflow"],
-                              num_microbatches=g["num_microbatches"])
+                              num_microbatches=g["num_microbatches"], mfu_bf16_peak=p.get("mfu_bf16_peak"))
             if not isinstance(doc["status"], str):
                 raise DnnplaceError("plan document: 'status' must be a string")
             return LLMPlan(problem, cfg, est, status=doc["status"], bound=_claimed_number(doc, "bound"),

@@ -10,6 +10,7 @@ share every formula.  docs/llm_planner.md explains each term.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -64,6 +65,10 @@ class Candidates:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
         if self.stage_layers is not None:
             return self.stage_layers
+        return self._cut_stages
+
+    @cached_property
+    def _cut_stages(self) -> Array:
         pp, vp = self.pp.astype(np.int64), self.vp.astype(np.int64)
         width = int((pp * vp).max())
         s = np.arange(width)[None, :]
@@ -211,6 +216,38 @@ def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Arr
                                  np.concatenate([d, np.zeros_like(d)]))
         with_p2p[rows], without[rows] = both[:len(rows)], both[len(rows):]
     return with_p2p, without
+
+
+def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[tuple[int, int], Array]) -> Array:
+    """A proven lower bound on the schedule's makespan (transfers included) over each candidate's layer splits.
+
+    ``rows[(pp, vp)]``: the per-rank layer counts a search may choose, cut into chunks as
+    :meth:`Candidates.config` does.  For every rank r the step takes at least the forward of the first
+    micro-batch through the chunk-0 stages before r, r's own work on all m micro-batches, and the backward
+    of the last one through those stages again (the last task of rank r is chunk 0's), with r transfers each
+    way: max_r [m S_r + sum_{q<r} (F + B of rank q's chunk 0) + 2 r p2p]; then the smallest over the splits.
+    """
+    out = np.full(len(c), np.inf)
+    layer, ef, el = costs.per_layer(), costs.extras("first"), costs.extras("last")
+    keys = np.stack([c.pp, c.vp], axis=1).astype(np.int64)
+    for (pp, vp), split in rows.items():
+        idx = np.flatnonzero((keys[:, 0] == pp) & (keys[:, 1] == vp))
+        if not len(idx) or not len(split):
+            continue
+        n = np.asarray(split, dtype=float)  # (rows, pp)
+        r = np.arange(pp)
+        full = np.ceil(n / vp)
+        short_first = (r != pp - 1) | (r == 0)
+        c0 = np.where(short_first, n - (vp - 1) * full, full)
+        before = np.cumsum(c0, axis=1) - c0  # chunk-0 layers of the ranks before r
+        block = max(1, 2_000_000 // (len(n) * pp))
+        for lo in range(0, len(idx), block):
+            b = idx[lo:lo + block]
+            lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
+            work = n * lay + (r == 0) * f + (r == pp - 1) * last
+            fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
+            out[b] = (mm * work + fill).max(axis=2).min(axis=1)
+    return out
 
 
 def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None = None) -> BatchResult:

@@ -33,6 +33,7 @@ from dnnplace.evaluation.llm.step import (
     evaluate_batch,
     overflow_text,
     p2p_time,
+    split_lower_bound,
     stage_costs,
 )
 from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem
@@ -111,7 +112,8 @@ def _as_candidates(base: np.ndarray, layers: np.ndarray) -> Candidates:
                       base[:, 7].astype(bool), layers)
 
 
-def lower_bounds(problem: LLMProblem, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def lower_bounds(problem: LLMProblem, base: np.ndarray,
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
     infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
     L = problem.arch.num_layers
@@ -123,8 +125,10 @@ def lower_bounds(problem: LLMProblem, base: np.ndarray) -> tuple[np.ndarray, np.
     total = L * layer + first + last
     one = np.where(pp == 1, total, 0.0)
     lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
-    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(
-        p2p_time(problem, c, costs.tokens), c.pp, c.vp, costs.m)
+    p2p = p2p_time(problem, c, costs.tokens)
+    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
+    if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
+        lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
     return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
 
 
@@ -187,7 +191,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     if not bases:
         raise DnnplaceError(_why_empty(problem, fixed))
     base = np.array(bases, dtype=np.int64)
-    lb, lb_time = lower_bounds(problem, base)
+    lb, lb_time = lower_bounds(problem, base, split_rows)
     order = np.argsort(lb, kind="stable")
     best_t, best, best_bad = math.inf, None, None
     best_bad_t = math.inf
