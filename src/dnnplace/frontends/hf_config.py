@@ -161,8 +161,8 @@ def load_arch(spec: str | Path) -> TransformerArch:
     if ":" in text and text.rpartition(":")[0].endswith(".py"):
         path, _, fn = text.rpartition(":")
         return arch_from_dict(_call_factory(Path(path), fn), text)
-    data, path = _read_config(Path(text))
-    return arch_from_dict(data, str(path))
+    data, where = _read_config(Path(text))
+    return arch_from_dict(data, str(where))
 
 
 def _read_config(p: Path) -> tuple[Any, Path]:

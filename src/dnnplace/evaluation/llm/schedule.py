@@ -147,11 +147,11 @@ def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
         if not progressed:  # pragma: no cover - Megatron's orders never deadlock
             raise RuntimeError("internal error: the pipeline schedule deadlocked")
     lv = level[:sentinel]
-    order = np.argsort(lv, kind="stable")
-    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
+    by_level = np.argsort(lv, kind="stable")
+    bounds = np.searchsorted(lv[by_level], np.arange(lv.max() + 2))
     levels = []
     for k in range(len(bounds) - 1):
-        idx = order[bounds[k]:bounds[k + 1]]
+        idx = by_level[bounds[k]:bounds[k + 1]]
         levels.append(_Level(idx, prev[idx], prev_send[idx], dep[idx], cross[idx], col[idx]))
     return sentinel, tuple(levels)
 

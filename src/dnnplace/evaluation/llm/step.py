@@ -130,7 +130,7 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
 
     # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
     # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
-    tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, 1, domain), domain, gpus, dev)
+    tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, np.ones_like(tp), domain), domain, gpus, dev)
     coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
     tp_f = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
     tp_b = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
@@ -195,9 +195,10 @@ def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
     first, last = (s == 0), (s == (c.pp * c.vp)[:, None] - 1)
     out = []
     for part in (0, 1):
-        per_layer = sum(costs.layer[k][part] for k in KINDS)
-        out.append(layers * per_layer[:, None] + first * sum(costs.first[k][part] for k in KINDS)[:, None]
-                   + last * sum(costs.last[k][part] for k in KINDS)[:, None])
+        per_layer = np.sum([costs.layer[k][part] for k in KINDS], axis=0)
+        emb = np.sum([costs.first[k][part] for k in KINDS], axis=0)
+        head = np.sum([costs.last[k][part] for k in KINDS], axis=0)
+        out.append(layers * per_layer[:, None] + first * emb[:, None] + last * head[:, None])
     return out[0], out[1]
 
 
