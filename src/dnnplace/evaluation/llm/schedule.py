@@ -184,7 +184,7 @@ def makespan(pp: int, vp: int, m: int, fwd: Array, bwd: Array, p2p: Array) -> Ar
     groups = m // unit
     out = np.empty(fwd.shape[0])
     todo = np.arange(fwd.shape[0])
-    g = (pp + 2) if vp == 1 else 4  # past the warm-up: (v-1) p + 2 (p-1) forwards < 2 groups of p v
+    g = (pp + 2) if vp == 1 else 2  # past the warm-up: (v-1) p + 2 (p-1) forwards < 2 groups of p v
     # the steady state's increment per period is at least the busiest rank's work in one period (its tasks
     # and, for 1F1B, its blocking sends): an increment below that is still a transient
     work = (fwd + bwd).reshape(len(out), vp, pp).sum(axis=1)
