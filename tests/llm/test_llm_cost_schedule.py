@@ -12,7 +12,8 @@ from llm_helpers import llama, problem, uniform
 
 from dnnplace.evaluation.llm import evaluate
 from dnnplace.evaluation.llm.schedule import MAX_EXACT_TASKS, makespan
-from dnnplace.model.llm import Cluster, LLMPlan, LLMProblem, ParallelConfig, TransformerArch
+from dnnplace.model.catalogue import device_spec
+from dnnplace.model.llm import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 from dnnplace.simulation.interleaved import simulate_schedule
 from dnnplace.simulation.llm import simulate_llm
 
@@ -98,23 +99,12 @@ def test_a_tensor_parallel_group_across_nodes_runs_on_the_nics() -> None:
     # 6 GPUs per node, tp 4: ranks 4-7 straddle two nodes, so every layer's TP collectives wait for the NICs
     a = TransformerArch("t", "llama", 8, 4096, 14336, 32, 8, 128, 32000)
     cfg = uniform(a, 12, 4, 1, 1)
-    on_6 = evaluate(LLMProblem(a, Cluster("h100", 12, 6), pr_job(), pr_dev()), cfg).time_breakdown
-    on_12 = evaluate(LLMProblem(a, Cluster("h100", 12, 12), pr_job(), pr_dev()), cfg).time_breakdown
-    on_4 = evaluate(LLMProblem(a, Cluster("h100", 12, 4), pr_job(), pr_dev()), cfg).time_breakdown
+    job, dev = TrainingJob(4096, 12), device_spec("h100")
+    on_6 = evaluate(LLMProblem(a, Cluster("h100", 12, 6), job, dev), cfg).time_breakdown
+    on_12 = evaluate(LLMProblem(a, Cluster("h100", 12, 12), job, dev), cfg).time_breakdown
+    on_4 = evaluate(LLMProblem(a, Cluster("h100", 12, 4), job, dev), cfg).time_breakdown
     assert on_6["tp_comm_exposed"] > 3 * on_12["tp_comm_exposed"]
     assert on_4["tp_comm_exposed"] == pytest.approx(on_12["tp_comm_exposed"])  # 4 divides 4: inside a node
-
-
-def pr_job():  # noqa: ANN201
-    from dnnplace.model.llm import TrainingJob
-
-    return TrainingJob(4096, 12)
-
-
-def pr_dev():  # noqa: ANN201
-    from dnnplace.model.catalogue import device_spec
-
-    return device_spec("h100")
 
 
 @pytest.mark.parametrize("gpus,gbs", [(8, 16), (16, 8)])
@@ -135,3 +125,30 @@ def test_the_search_bound_holds_against_the_exact_schedule(gpus: int, gbs: int) 
             continue
         res = evaluate_batch(pr, _as_candidates(bases[np.full(len(s), k)], s.astype(float)))
         assert lb[k] <= res.step.min() * (1 + 1e-12), bases[k]
+
+
+@st.composite
+def small_plans(draw: st.DrawFn) -> tuple[LLMProblem, ParallelConfig]:
+    layers = draw(st.integers(2, 12))
+    a = TransformerArch("t", "llama", layers, 1024, 2816, 8, 4, 128, 32000)
+    pp = draw(st.sampled_from([p for p in (1, 2, 4) if p <= layers]))
+    tp = draw(st.sampled_from([t for t in (1, 2, 4) if t * pp <= 8]))
+    gpus = 8
+    dp = gpus // (tp * pp)
+    gbs = dp * pp * draw(st.integers(1, 3))
+    vp = draw(st.integers(1, max(1, layers // pp))) if pp > 1 else 1
+    n = pp * vp
+    cuts = sorted(draw(st.sets(st.integers(1, layers - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
+    stages = tuple(b - a_ for a_, b in zip([0, *cuts], [*cuts, layers], strict=True))
+    rc = draw(st.sampled_from(["none", "selective", "full"]))
+    pr = LLMProblem(a, Cluster("h100", gpus, 8), TrainingJob(1024, gbs), device_spec("h100"))
+    return pr, ParallelConfig(tp, pp, vp, 1, dp, 1, rc, tp > 1, draw(st.booleans()), stages)
+
+
+@settings(max_examples=25, deadline=None)
+@given(small_plans())
+def test_any_accepted_split_is_predicted_as_simulated(case: tuple[LLMProblem, ParallelConfig]) -> None:
+    # every configuration evaluate() accepts -- arbitrary chunk sizes included -- simulates to its prediction
+    pr, cfg = case
+    predicted, simulated = _simulated(pr, cfg)
+    assert predicted == pytest.approx(simulated, rel=1e-9)
