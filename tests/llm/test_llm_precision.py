@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from llm_helpers import llama
+from llm_helpers import llama, uniform
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation.llm import evaluate
+from dnnplace.evaluation.llm.memory import embedding_params, head_params, layer_params
 from dnnplace.evaluation.llm.precision import (
     HIGH_PRECISION_OPS,
     RECIPES,
@@ -15,6 +17,7 @@ from dnnplace.evaluation.llm.precision import (
     saved_input_delta,
 )
 from dnnplace.model.catalogue import CATALOGUE
+from dnnplace.model.llm import LLMProblem
 from dnnplace.model.systems import system_device, system_spec
 
 
@@ -99,3 +102,55 @@ def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
     assert float(bwd[0]) == 4 * (2 * 4096 + 2 * 14336 + 4096 + 2 * 1024)  # 43,008 gradients x 4 bytes
     fwd_mx, _ = cast_bytes_per_token(a, recipe("mxfp8"), "blackwell", one, one)
     assert float(fwd_mx[0]) == pytest.approx((2 * 1.03125 - 2) * (2 * 4096 + 14336) + 4.0625 * 4096)
+
+
+# --- the recipes in the cost model -------------------------------------------------------------------------------
+
+def _fp8_problem(size: str, gpus: int, gbs: int, prec: str, device: str = "h100") -> LLMProblem:
+    from dnnplace.model.llm import Cluster, TrainingJob
+
+    dev = CATALOGUE[device] if device in CATALOGUE else system_device(system_spec(device))
+    return LLMProblem(llama(size), Cluster(dev.name, gpus, 8), TrainingJob(8192, gbs, prec), dev)
+
+
+def test_model_level_recipe_table_agrees() -> None:
+    from dnnplace.model.llm_rules import PRECISION_RECIPES
+
+    assert set(PRECISION_RECIPES) == set(RECIPES)
+    for name, (fmt, gens) in PRECISION_RECIPES.items():
+        assert (RECIPES[name].gemm_format, RECIPES[name].architectures) == (fmt, gens)
+
+
+def test_published_fp8_8b_run_fits_and_70b_unsharded_does_not() -> None:
+    # NVIDIA ran Llama 3.1 8B FP8 with TP1 PP1 CP2 on 8 H100s: FP8 parameters (value + transpose, 2 bytes)
+    # and FP8-saved GEMM inputs bring it under 85.5 GB (docs/dev/fidelity.md).
+    pr = _fp8_problem("8b", 8, 128, "fp8")
+    est = evaluate(pr, uniform(pr.arch, 8, 1, 1, 2))
+    assert est.fits, est.memory_per_gpu_bytes
+    layers = pr.arch.num_layers * float(layer_params(pr.arch, np.array([1.0]))[0])
+    one = np.array([1.0])
+    extras = float(np.sum(embedding_params(pr.arch, one))) + float(np.sum(head_params(pr.arch, one, one)))
+    assert est.memory_breakdown["weights"] == pytest.approx(2.0 * layers + 2.0 * extras)
+    big = _fp8_problem("70b", 8, 128, "fp8")
+    assert not evaluate(big, uniform(big.arch, 8, 1, 1, 1)).fits
+
+
+def test_lm_head_stays_bf16_and_casts_cost_time() -> None:
+    from dnnplace.evaluation.llm.step import Candidates, stage_costs
+
+    bf, f8 = _fp8_problem("8b", 8, 128, "bf16"), _fp8_problem("8b", 8, 128, "fp8")
+    c = Candidates.of([uniform(bf.arch, 8, 1, 1, 2)])
+    head_bf, head_f8 = stage_costs(bf, c).last["compute"], stage_costs(f8, c).last["compute"]
+    assert float(head_bf[0][0]) == float(head_f8[0][0]) and float(head_bf[1][0]) == float(head_f8[1][0])
+    layer_bf, layer_f8 = stage_costs(bf, c).layer["compute"], stage_costs(f8, c).layer["compute"]
+    assert float(layer_f8[0][0]) < float(layer_bf[0][0])  # FP8 GEMMs, even with the casts
+
+
+def test_block_recipes_need_blackwell() -> None:
+    pr = _fp8_problem("8b", 8, 128, "mxfp8")
+    with pytest.raises(DnnplaceError, match="precision mxfp8 runs on blackwell GPUs; h100 is hopper"):
+        evaluate(pr, uniform(pr.arch, 8, 1, 1, 2))
+    b = _fp8_problem("8b", 8, 128, "nvfp4", "dgx-b200")
+    est = evaluate(b, uniform(b.arch, 8, 1, 1, 2))
+    assert est.step_time_s < evaluate(_fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200"),
+                                      uniform(b.arch, 8, 1, 1, 2)).step_time_s

@@ -30,7 +30,8 @@ def plan(
     device: str = typer.Option("h100", "--device", help="Catalogue device: h100, h200, a100, b200."),
     seq_len: int = typer.Option(..., "--seq-len", help="Sequence length."),
     global_batch: int = typer.Option(..., "--global-batch", help="Global batch (sequences per step)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8."),
+    precision: str = typer.Option("bf16", "--precision", help="Precision recipe: bf16, fp8 (delayed"
+                                     " scaling), fp8-cs (current scaling), mxfp8 or nvfp4 (Blackwell)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),

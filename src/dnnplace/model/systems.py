@@ -22,9 +22,15 @@ from dataclasses import dataclass, field, replace
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.catalogue import CATALOGUE, MIB, DeviceSpec
 
-__all__ = ["PENDING_DEVICES", "PENDING_PEAKS", "SYSTEMS", "SystemSpec", "system_device", "system_spec"]
+__all__ = ["GPU_GENERATIONS", "PENDING_DEVICES", "PENDING_PEAKS", "SYSTEMS", "SystemSpec", "system_device",
+           "system_spec"]
 
 GBIT = 1e9 / 8  # bytes/s in one Gb/s
+
+#: GPU generation of each catalogue / system GPU: what decides the GEMM layouts and the precision
+#: recipes Transformer Engine runs on it.
+GPU_GENERATIONS: dict[str, str] = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell",
+                                   "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
 
 
 @dataclass(frozen=True)

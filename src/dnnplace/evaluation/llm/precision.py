@@ -30,6 +30,7 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.catalogue import DeviceSpec
 from dnnplace.model.llm import TransformerArch
+from dnnplace.model.systems import GPU_GENERATIONS
 
 __all__ = ["ARCHITECTURES", "HIGH_PRECISION_OPS", "RECIPES", "SOURCES", "Recipe", "architecture",
            "cast_bytes_per_token", "recipe", "saved_input_delta"]
@@ -39,9 +40,8 @@ Array = np.ndarray
 BF16_BYTES = 2.0
 FP32_BYTES = 4.0
 
-#: GPU generation of each catalogue / system GPU: what decides the GEMM layouts and formats available.
-ARCHITECTURES: dict[str, str] = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell",
-                                 "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
+#: GPU generation of each catalogue / system GPU (model/systems.py).
+ARCHITECTURES = GPU_GENERATIONS
 
 #: Operators no recipe quantizes (module docstring).
 HIGH_PRECISION_OPS = ("attention core", "norms", "softmax / cross entropy", "embedding", "LM head", "MoE router")
