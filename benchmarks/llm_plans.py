@@ -86,7 +86,7 @@ def machine(row: Row) -> tuple[DeviceSpec, int]:
     if row.system == "h100":
         return device_spec("h100"), 8
     system = system_spec(row.system)
-    return system_device(system), system.job_domain
+    return system_device(system), system.domain_for(row.gpus)
 
 
 def make_problem(arch: TransformerArch, gpus: int, gbs: int, precision: str = "bf16",

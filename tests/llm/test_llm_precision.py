@@ -73,7 +73,7 @@ def test_peaks_and_architectures() -> None:
     with pytest.raises(DnnplaceError, match="mxfp8 runs on blackwell GPUs; h100 is hopper"):
         recipe("mxfp8").check(h100)
     with pytest.raises(DnnplaceError, match="no fp4 tensor cores"):
-        recipe("nvfp4").check(CATALOGUE["b200"])  # the catalogue entry still lacks FP4 (phase B)
+        recipe("nvfp4").gemm_peak(CATALOGUE["h100"])
     with pytest.raises(DnnplaceError, match="fp8 runs on hopper or blackwell"):
         recipe("fp8").check(CATALOGUE["a100"])
 

@@ -26,8 +26,13 @@ def parse_fix(text: str | None) -> dict[str, Any]:
 def plan(
     model: str = typer.Argument(..., help="Hugging Face config.json (or its folder), or file.py:fn."),
     gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)."),
-    device: str = typer.Option("h100", "--device", help="Catalogue device: h100, h200, a100, b200."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs per node (NVLink domain);"
+                                                " default 8."),
+    device: Optional[str] = typer.Option(None, "--device", help="Catalogue device: h100 (default), h200, a100,"
+                                         " b200, gb200, b300, gb300."),
+    system: Optional[str] = typer.Option(None, "--system", help="A whole system instead of --device and"
+                                         " --gpus-per-node: dgx-h100, dgx-h200, dgx-b200, dgx-b300,"
+                                         " gb200-nvl72, gb300-nvl72 (NVLink domain from the system)."),
     seq_len: int = typer.Option(..., "--seq-len", help="Sequence length."),
     global_batch: int = typer.Option(..., "--global-batch", help="Global batch (sequences per step)."),
     precision: str = typer.Option("bf16", "--precision", help="Precision recipe: bf16, fp8 (delayed"
@@ -52,6 +57,7 @@ def plan(
         check_outputs([output, report], inputs)
         if time_limit is not None and not (time_limit > 0 and time_limit != float("inf")):
             raise DnnplaceError(f"--time-limit must be a positive number, got {time_limit}")
+        device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
         with progress_bar(not as_json) as progress:
@@ -71,6 +77,18 @@ def plan(
                 out.print(f"plan written to {output}")
             if report is not None:
                 out.print(f"report written to {report}")
+
+
+def machine(system: str | None, device: str | None, gpus_per_node: int | None, gpus: int) -> tuple[str, int]:
+    """(catalogue device, NVLink group size) from ``--system`` or from ``--device`` / ``--gpus-per-node``."""
+    if system is None:
+        return device or "h100", 8 if gpus_per_node is None else gpus_per_node
+    if device is not None or gpus_per_node is not None:
+        raise DnnplaceError("give --system or --device / --gpus-per-node, not both")
+    from dnnplace.model.systems import system_spec
+
+    spec = system_spec(system)
+    return spec.gpu, spec.domain_for(gpus)
 
 
 def print_plan(console: object, doc: dict) -> None:

@@ -10,9 +10,8 @@ Bandwidths are bytes/s per GPU in ONE direction (datasheets quote NVLink bidirec
 NVLink4 = 450 GB/s each way; 1.8 TB/s NVLink5 = 900 GB/s each way).  NIC figures are the compute
 fabric only (the storage / in-band NICs carry no training traffic).
 
-Where a system's GPU is not in the device catalogue yet, :data:`PENDING_DEVICES` holds the figures
-that must be added there, with their sources; :func:`system_device` builds a stand-in from them so
-the planner can price the system today, and says so in the device's sources.
+Every system's GPU is a device-catalogue entry (the GB200, B300 and GB300 ones carry their own
+datasheet peaks and memory, and B200's efficiency constants until published figures of their own).
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.catalogue import CATALOGUE, MIB, DeviceSpec
 
-__all__ = ["GPU_GENERATIONS", "PENDING_DEVICES", "PENDING_PEAKS", "SYSTEMS", "SystemSpec", "system_device",
-           "system_spec"]
+__all__ = ["GPU_GENERATIONS", "SYSTEMS", "SystemSpec", "system_device", "system_spec"]
 
 GBIT = 1e9 / 8  # bytes/s in one Gb/s
 
@@ -38,7 +36,7 @@ class SystemSpec:
     """One machine: its GPU, how they are grouped and linked, and the memory a job may use per GPU."""
 
     name: str
-    gpu: str  # a device-catalogue name (or a PENDING_DEVICES one until phase B adds it)
+    gpu: str  # a device-catalogue name
     gpus_per_node: int  # GPUs under one host OS: a DGX's 8, an NVL72 compute tray's 4
     nvlink_domain: int  # GPUs that reach each other over NVLink/NVSwitch
     nvlink_bandwidth: float  # bytes/s per GPU, one direction
@@ -52,6 +50,10 @@ class SystemSpec:
     def job_domain(self) -> int:
         """GPUs per NVLink domain a large job's ranks fill, consecutively: what the comm model's domain is."""
         return self.segment_gpus or self.nvlink_domain
+
+    def domain_for(self, gpus: int) -> int:
+        """The NVLink group a job of ``gpus`` GPUs sees: the whole domain when it fits in one, else the segment."""
+        return self.nvlink_domain if gpus <= self.nvlink_domain else self.job_domain
 
     @property
     def internode_bandwidth(self) -> float:
@@ -114,54 +116,13 @@ SYSTEMS: dict[str, SystemSpec] = {
     "dgx-h200": _system("dgx-h200", "h200", 8, 8, 900e9, 400, 143771 * MIB, _DGX_H200,
                         "nvidia-smi total memory of H200 141GB: 143771 MiB"),
     "dgx-b200": _system("dgx-b200", "b200", 8, 8, 1.8e12, 400, 183359 * MIB, _DGX_B200, _SMI_B200),
-    "dgx-b300": _system("dgx-b300", "b300", 8, 8, 1.8e12, 800, 2.3e12 / 8, _DGX_B300,
-                        f"{_NOMINAL}: 2.3 TB / 8 GPUs"),
+    "dgx-b300": _system("dgx-b300", "b300", 8, 8, 1.8e12, 800, 288e9, _DGX_B300,
+                        f"{_NOMINAL}: 288 GB per GPU (2.3 TB / 8)"),
     "gb200-nvl72": _system("gb200-nvl72", "gb200", 4, 72, 1.8e12, 400, 189471 * MIB, _GB200, _SMI_GB200,
                            _GB200_NIC),
     "gb300-nvl72": _system("gb300-nvl72", "gb300", 4, 72, 1.8e12, 800, 288e9, _GB300,
                            f"{_NOMINAL}: 288 GB per GPU"),
 }
-
-
-@dataclass(frozen=True)
-class PendingDevice:
-    """A GPU a system needs that the device catalogue lacks: its datasheet figures, to add in phase B.
-
-    ``like`` is the catalogue GPU whose efficiency constants (MAMF, attention and NCCL fractions, SM
-    count, tiles) it shares until a published measurement of its own exists.
-    """
-
-    name: str
-    like: str
-    peak_flops: dict[str, float]  # dense tensor-core FLOP/s per format
-    hbm_bandwidth: float
-    memory_bytes: float
-    sources: dict[str, str]
-
-
-PENDING_DEVICES: dict[str, PendingDevice] = {
-    # The GB200 superchip runs its B200s at up to 1,200 W, against 1,000 W in a DGX B200: higher clocks.
-    "gb200": PendingDevice(
-        "gb200", "b200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15}, 8e12, 186e9,
-        {"peak_flops": f"{_GB200}: per GPU BF16 5 PF, FP8 10 PF, FP4 20 PF sparse -> 2.5 / 5 / 10 PF dense",
-         "hbm_bandwidth": f"{_GB200}: 576 TB/s / 72", "memory_bytes": f"{_GB200}: 13.4 TB / 72"}),
-    "b300": PendingDevice(
-        "b300", "b200", {"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 13.5e15}, 8e12, 288e9,
-        {"peak_flops": f"{_DGX_B300}: per GPU FP8 9 PF sparse -> 4.5 PF dense, FP4 108 / 8 = 13.5 PF dense; "
-                       "BF16 half of FP8 (2.25 PF dense), as on every Blackwell datasheet",
-         "hbm_bandwidth": "NVIDIA HGX B300 platform page: up to 8 TB/s per GPU",
-         "memory_bytes": f"{_DGX_B300}: 2.3 TB / 8"}),
-    "gb300": PendingDevice(
-        "gb300", "b200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 15e15}, 8e12, 288e9,
-        {"peak_flops": f"{_GB300}: per GPU BF16 5 PF, FP8 10 PF sparse -> 2.5 / 5 PF dense; FP4 1,080 / 72 = "
-                       "15 PF dense",
-         "hbm_bandwidth": f"{_GB300}: 576 TB/s / 72", "memory_bytes": f"{_GB300}: 288 GB"}),
-}
-
-
-#: Formats a catalogue GPU supports that its entry lacks (to add to model/catalogue.py in phase B).
-PENDING_PEAKS: dict[str, dict[str, float]] = {"b200": {"fp4": 9e15}}
-PENDING_PEAK_SOURCES = {"b200": f"{_DGX_B200}: FP4 144 PF sparse / 8 GPUs = 18 PF -> 9 PF dense per GPU"}
 
 
 def system_spec(name: str) -> SystemSpec:
@@ -173,31 +134,12 @@ def system_spec(name: str) -> SystemSpec:
 
 
 def system_device(system: SystemSpec) -> DeviceSpec:
-    """The DeviceSpec a plan on ``system`` is priced with.
-
-    The catalogue's GPU with the system's links and usable memory (a DGX's figures equal the catalogue's,
-    so ``--device h100 --gpus-per-node 8`` and ``dgx-h100`` price alike); for a GPU still pending, a
-    stand-in built from its datasheet figures and the efficiency constants of the GPU it is ``like``,
-    its sources saying so.
-    """
-    if system.gpu in CATALOGUE:
+    """The DeviceSpec a plan on ``system`` is priced with: the catalogue's GPU, whose links and usable memory
+    are the system's (a test keeps the two catalogues equal, so ``--system dgx-h100`` and ``--device h100
+    --gpus-per-node 8`` price alike and a plan file, which names the GPU, reads back to the same device)."""
+    try:
         base = CATALOGUE[system.gpu]
-        peaks = {**base.peak_flops, **PENDING_PEAKS.get(system.gpu, {})}
-        hbm, memory = base.hbm_bandwidth, base.memory_bytes
-        extra = {"pending_peaks": PENDING_PEAK_SOURCES[system.gpu]} if system.gpu in PENDING_PEAKS else {}
-    elif system.gpu in PENDING_DEVICES:
-        pend = PENDING_DEVICES[system.gpu]
-        base = CATALOGUE[pend.like]
-        peaks, hbm, memory = pend.peak_flops, pend.hbm_bandwidth, pend.memory_bytes
-        extra = dict(pend.sources)
-        extra["stand_in"] = (f"PENDING: {pend.name} is not in model/catalogue.py yet; efficiency constants "
-                             f"are {pend.like}'s")
-    else:
-        raise DnnplaceError(f"system {system.name}: GPU {system.gpu!r} is in neither catalogue")
-    sources = {**base.sources, **extra,
-               "nvlink_bandwidth": system.sources.get("nvlink_bandwidth", ""),
-               "internode_bandwidth": system.sources.get("nic_bandwidth", ""),
-               "usable_memory_bytes": system.sources.get("usable_memory_bytes", "")}
-    return replace(base, name=system.gpu, peak_flops=dict(peaks), hbm_bandwidth=hbm, memory_bytes=memory,
-                   usable_memory_bytes=system.usable_memory_bytes, nvlink_bandwidth=system.nvlink_bandwidth,
-                   internode_bandwidth=system.internode_bandwidth, sources=sources)
+    except KeyError:
+        raise DnnplaceError(f"system {system.name}: GPU {system.gpu!r} is not in the device catalogue") from None
+    return replace(base, usable_memory_bytes=system.usable_memory_bytes, nvlink_bandwidth=system.nvlink_bandwidth,
+                   internode_bandwidth=system.internode_bandwidth)
