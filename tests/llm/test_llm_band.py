@@ -43,3 +43,16 @@ def test_band_covers_only_its_evidence() -> None:
     assert not ErrorBand.covers("fp8", "h100")
     assert not ErrorBand.covers("bf16", "b200")
     assert "11 published BF16 H100 runs" in held_in_band().text()
+
+
+def test_plan_prints_the_band_and_the_comparison() -> None:
+    from cli_runner import run_cli
+    from llm_helpers import EXAMPLES
+
+    base = ["plan", EXAMPLES / "llama3.1-8b.json", "--gpus", "8", "--seq-len", "8192", "--global-batch", "128"]
+    r = run_cli(*base, "--compare", "tp=1,pp=1,cp=2,mbs=1,recompute=none")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "a measured step of" in text and "compared configuration:" in text
+    r = run_cli(*base, "--precision", "fp8")
+    assert r.returncode == 0 and "no measured error band for fp8 on h100" in " ".join(r.stdout.split())

@@ -38,6 +38,8 @@ def plan(
     precision: str = typer.Option("bf16", "--precision", help="Precision recipe: bf16, fp8 (delayed"
                                      " scaling), fp8-cs (current scaling), mxfp8 or nvfp4 (Blackwell)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
+    compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
+                                          ' --fix) and say whether the error band can tell it from the plan.'),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report (with the simulated"
@@ -64,6 +66,9 @@ def plan(
             sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress, **parse_fix(fix))
         result = sol.plan
         doc = result.to_dict()
+        rival = None
+        if compare is not None:
+            rival = api.solve(problem, "llm-search", time_limit=time_limit, **parse_fix(compare)).plan
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)
         if report is not None:
@@ -73,6 +78,8 @@ def plan(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             print_plan(out, doc)
+            for line in band_lines(problem, result.estimate.step_time_s, rival):
+                out.print(line)
             if output is not None:
                 out.print(f"plan written to {output}")
             if report is not None:
@@ -89,6 +96,28 @@ def machine(system: str | None, device: str | None, gpus_per_node: int | None, g
 
     spec = system_spec(system)
     return spec.gpu, spec.domain_for(gpus)
+
+
+def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]:
+    """What the model's measured error band says of a prediction, and of a configuration to compare with."""
+    from dnnplace.evaluation.llm.band import ErrorBand, held_in_band
+
+    band = held_in_band()
+    prec, dev = problem.job.precision, problem.device.name
+    if ErrorBand.covers(prec, dev):
+        lo, hi = band.measured_range(predicted_s)
+        lines = [f"{band.text()}: a measured step of {lo:.2f}-{hi:.2f} s"]
+    else:
+        lines = [f"no measured error band for {prec} on {dev} ({band.text()}; docs/dev/fidelity.md lists"
+                 " how far FP8 and Blackwell runs fall outside it)"]
+    if rival is not None:
+        t = rival.estimate.step_time_s
+        fits = "fits" if rival.estimate.fits else "does not fit"
+        verdict = ("within the error band of each other: the model cannot order them"
+                   if band.indistinguishable(predicted_s, t) else "further apart than the error band")
+        lines.append(f"compared configuration: {t:.3f} s ({fits}), {100 * (t / predicted_s - 1):+.1f} % against"
+                     f" the plan; {verdict}")
+    return lines
 
 
 def print_plan(console: object, doc: dict) -> None:
