@@ -154,3 +154,17 @@ def test_block_recipes_need_blackwell() -> None:
     est = evaluate(b, uniform(b.arch, 8, 1, 1, 2))
     assert est.step_time_s < evaluate(_fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200"),
                                       uniform(b.arch, 8, 1, 1, 2)).step_time_s
+
+
+def test_exports_refuse_recipes_they_do_not_write_and_fp8_gathers_fp8_parameters() -> None:
+    from dnnplace.exporters import export
+    from dnnplace.solvers.llm import search
+
+    b = _fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200")
+    plan = search(b, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"})
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        with pytest.raises(DnnplaceError, match="precision mxfp8 is priced but not yet written"):
+            export(plan, target)
+    h = _fp8_problem("8b", 8, 128, "fp8")
+    text = export(search(h, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"}), "megatron")
+    assert "--fp8-param-gather" in text
