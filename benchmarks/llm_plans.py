@@ -10,8 +10,8 @@ Llama 3.1 405B / 2048-GPU timing row.  Exit 0 only when every target holds: |err
 published configuration fits, the search is at least as fast and fits, and every search takes
 <= 10 s.  A row the code cannot price is printed as MISSED with the reason, never left out.
 
-GB200 NVL72 rows are priced with the systems catalogue's stand-in GPU (``model/systems.py``: the
-GB200's own clocks and memory, B200's efficiency constants) and the job's NVLink domain as the
+GB200 NVL72 rows are priced with the catalogue's ``gb200`` (the GB200's own clocks and memory,
+B200's efficiency constants) and the job's NVLink domain as the
 "node" (``SystemSpec.job_domain``: 64 GPUs of a rack, NVIDIA's segment size for large jobs), so TP,
 CP and DP groups (span <= 16) stay on NVLink and pipeline neighbours cross racks -- what
 ``--system gb200-nvl72`` is to do once the cost model prices by system.
