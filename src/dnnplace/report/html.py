@@ -166,10 +166,11 @@ def timeline_svg(sim: Simulation) -> str:
         y = t.device * row + 3
         r, c, s = t.parts
         x = left + t.start * scale
-        fill = "#4e79a7" if t.kind == "F" else "#f28e2b"
-        segs = [(r, "#bbb", "recv"), (c, fill, f"{t.kind}{t.micro}"), (s, "#bbb", "send")]
+        action = t.action
+        fill = "#4e79a7" if action.kind == "F" else "#f28e2b"
+        segs = [(r, "#bbb", "recv"), (c, fill, str(action)), (s, "#bbb", "send")]
         if t.overlap:
-            segs = [(c, fill, f"{t.kind}{t.micro}")]
+            segs = [(c, fill, str(action))]
         for dur, col, label in segs:
             if dur <= 0:
                 continue
