@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.simulation.schedule import (
+from dnnplace.model.schedule import (
     Action,
     Schedule,
     by_name,
@@ -76,6 +76,18 @@ def test_interleaved_generator_reproduces_the_old_rank_order():
                 for r in range(pp):
                     got = [(a.kind == "B", a.microbatch, a.chunk) for a in s.ranks[r]]
                     assert got == legacy_rank_order(r, pp, vp, m), (pp, vp, m, r)
+
+
+def test_the_llm_evaluator_and_simulator_read_the_shared_order():
+    from dnnplace.evaluation.llm.schedule import megatron_order
+    from dnnplace.simulation.interleaved import rank_order
+
+    for pp, vp, m in [(1, 1, 3), (3, 1, 5), (2, 2, 4), (4, 3, 8), (3, 4, 9)]:
+        s = interleaved_1f1b(pp, vp, m)
+        for r in range(pp):
+            expected = [(a.kind == "B", a.microbatch, a.chunk) for a in s.ranks[r]]
+            assert rank_order(r, pp, vp, m) == megatron_order(r, pp, vp, m) == expected
+            assert expected == legacy_rank_order(r, pp, vp, m)
 
 
 def test_one_f_one_b_is_interleaved_with_one_chunk():

@@ -266,6 +266,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
 
     from dnnplace.frontends.torch_model.loader import default_loss
     from dnnplace.frontends.torch_model.profile import forward_values
+    from dnnplace.model.schedule import SCHEDULES
     from dnnplace.runtime.procs import launch
     from dnnplace.runtime.train import (
         OPTIMIZERS,
@@ -280,7 +281,6 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         steady_time_per_sample,
         train_worker,
     )
-    from dnnplace.simulation.schedule import SCHEDULES
 
     _check_backend(backend)
     if schedule not in SCHEDULES:

@@ -26,9 +26,9 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation, evaluate
 from dnnplace.evaluation.evaluator import combine
+from dnnplace.model.schedule import SCHEDULES, Action, Schedule, by_name
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.simulation.schedule import SCHEDULES, Action, Schedule, by_name
 from dnnplace.utils.graph import CYCLE_MESSAGE, stage_depths, topological_order
 
 __all__ = ["SCHEDULES", "Simulation", "Task", "simulate"]

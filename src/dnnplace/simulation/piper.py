@@ -1,6 +1,6 @@
 """A Piper plan streamed through 1F1B: after the pipeline fills, the bottleneck stage sets the pace.
 
-The stream is the shared :func:`~dnnplace.simulation.schedule.one_f_one_b` over the plan's stages
+The stream is the shared :func:`~dnnplace.model.schedule.one_f_one_b` over the plan's stages
 (the order whose in-flight counts Piper's memory model charges).  Piper's model gives a stage one
 time per sample, forward and backward together; timed as one pass per micro-batch, that order
 finishes after one pass through every stage plus one bottleneck period per further micro-batch,
@@ -14,7 +14,7 @@ from typing import Any
 
 from dnnplace.evaluation.piper import PiperEvaluation, evaluate_piper, stage_rows
 from dnnplace.model.piper import PiperInstance, PiperPlan
-from dnnplace.simulation.schedule import Schedule, one_f_one_b
+from dnnplace.model.schedule import Schedule, one_f_one_b
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@ A :class:`Schedule` is a list of :class:`Action` per rank (a device of the paper
 model, a stage process of the runtime, a pipeline rank of the LLM planner), in
 issue order.  It is built by one of the generators below, checked by
 :meth:`Schedule.validate`, printed by :meth:`Schedule.text`, saved and read back
-by :meth:`Schedule.to_dict` / :meth:`Schedule.from_dict`; the simulators time it
-and the runtime executes it, so that the order priced is the order run.
+by :meth:`Schedule.to_dict` / :meth:`Schedule.from_dict`; the LLM evaluator prices
+it, the simulators time it, the runtime executes it and the reports draw it, so that
+the order priced is the order run.  It lives with the model's types, below every
+layer that uses it.
 
 An action names a kind (``F`` forward, ``B`` backward, ``W`` weight gradient),
 a micro-batch and a chunk (the model chunk of an interleaved schedule: virtual
@@ -192,14 +194,23 @@ def one_f_one_b(ranks: int, microbatches: int, *, after: Sequence[int] | None = 
 def interleaved_1f1b(pp: int, vp: int, microbatches: int) -> Schedule:
     """Megatron-Core's interleaved 1F1B, each rank's tasks in the order it issues them (1F1B when ``vp`` is 1).
 
-    A rank holds ``vp`` chunks (virtual stage ``chunk * pp + rank``); forwards go in groups of
-    ``pp`` micro-batches per chunk, backwards likewise from the last chunk.  Warm-up forwards:
-    ``(pp - rank - 1) * 2 + (vp - 1) * pp`` when interleaving (``pp - rank - 1`` without), capped at
-    all of them; then one forward, one backward; then the remaining backwards.
+    A rank holds ``vp`` chunks (virtual stage ``chunk * pp + rank``); see :func:`megatron_rank`.
     """
     _check_counts(pp=pp, vp=vp, microbatches=microbatches)
     if vp > 1 and microbatches % pp:
         raise DnnplaceError(f"interleaving needs the micro-batches ({microbatches}) to be a multiple of pp ({pp})")
+    return Schedule("interleaved 1f1b" if vp > 1 else "1f1b", microbatches, vp,
+                    tuple(megatron_rank(r, pp, vp, microbatches) for r in range(pp)))
+
+
+def megatron_rank(rank: int, pp: int, vp: int, microbatches: int) -> tuple[Action, ...]:
+    """One rank's actions of :func:`interleaved_1f1b`, for callers that need a rank at a time.
+
+    Forwards go chunk after chunk in groups of ``pp`` micro-batches, backwards likewise from
+    the last chunk.  Warm-up forwards: ``(pp - rank - 1) * 2 + (vp - 1) * pp`` when interleaving
+    (``pp - rank - 1`` without), capped at all of them; then one forward, one backward; then the
+    remaining backwards.  Unchecked: interleaving needs ``microbatches % pp == 0`` (the caller's rule).
+    """
     total = microbatches * vp
 
     def task(kind: str, k: int) -> Action:
@@ -207,15 +218,12 @@ def interleaved_1f1b(pp: int, vp: int, microbatches: int) -> Schedule:
         chunk = within // pp
         return Action(kind, group * pp + within % pp, chunk if kind == "F" else vp - 1 - chunk)
 
-    seqs = []
-    for rank in range(pp):
-        warm = min((pp - rank - 1) * 2 + (vp - 1) * pp if vp > 1 else pp - rank - 1, total)
-        seq = [task("F", k) for k in range(warm)]
-        for i in range(total - warm):
-            seq += [task("F", warm + i), task("B", i)]
-        seq += [task("B", k) for k in range(total - warm, total)]
-        seqs.append(tuple(seq))
-    return Schedule("interleaved 1f1b" if vp > 1 else "1f1b", microbatches, vp, tuple(seqs))
+    warm = min((pp - rank - 1) * 2 + (vp - 1) * pp if vp > 1 else pp - rank - 1, total)
+    seq = [task("F", k) for k in range(warm)]
+    for i in range(total - warm):
+        seq += [task("F", warm + i), task("B", i)]
+    seq += [task("B", k) for k in range(total - warm, total)]
+    return tuple(seq)
 
 
 def by_name(name: str, ranks: int, microbatches: int, *, after: Sequence[int] | None = None,
