@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from dnnplace.errors import DnnplaceError
 
@@ -136,14 +136,17 @@ class Schedule:
         """Read :meth:`to_dict`'s form, refusing in one line anything malformed or unrunnable."""
         if not isinstance(data, dict) or not isinstance(data.get("ranks"), list):
             raise DnnplaceError("a schedule is an object with a list of ranks, each a list of actions")
-        name = data.get("name", "schedule")
-        counts = [data.get(k, 1 if k == "chunks" else None) for k in ("microbatches", "chunks")]
-        if not isinstance(name, str) or any(isinstance(c, bool) or not isinstance(c, int) for c in counts):
+        name, microbatches, chunks = data.get("name", "schedule"), data.get("microbatches"), data.get("chunks", 1)
+        if not isinstance(name, str) or not _whole(microbatches) or not _whole(chunks):
             raise DnnplaceError("a schedule's name is a string and its microbatches and chunks are integers")
         if not all(isinstance(seq, list) for seq in data["ranks"]):
             raise DnnplaceError("each rank of a schedule is a list of actions")
         ranks = tuple(tuple(Action.parse(a) for a in seq) for seq in data["ranks"])
-        return cls(name, counts[0], counts[1], ranks).validate()
+        return cls(name, microbatches, chunks, ranks).validate()
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _chain(ranks: int, after: Sequence[int] | None) -> list[int]:
