@@ -28,6 +28,7 @@ PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
 MAX_GRAPH_VERTICES = 1500
 MAX_TIMELINE_MICROBATCHES = 1000  # the timeline draws every task as SVG
+MAX_ORDER_ACTIONS = 4_000  # the issue order is printed as text up to this many tasks
 DOT_TIMEOUT_S = 60
 
 
@@ -190,6 +191,18 @@ def timeline_svg(sim: Simulation) -> str:
     return "".join(parts)
 
 
+def issue_order(sim: Simulation) -> str:
+    """Each device's actions in the order the simulation ran them, as text, when short enough to read."""
+    order = sim.order
+    if order is None:
+        return ""
+    if len(sim.tasks) > MAX_ORDER_ACTIONS:
+        return f"<p class='note'>(issue order omitted: more than {MAX_ORDER_ACTIONS:,} tasks)</p>"
+    names = "; ".join(f"rank {r}: {html.escape(d)}" for r, d in enumerate(sim.devices))
+    return (f"<p class='note'>Issue order per device ({names}): F forward, B backward, then the microbatch."
+            f"</p><pre class='order'>{html.escape(order.text())}</pre>")
+
+
 CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
@@ -255,7 +268,7 @@ def render_report(w: Workload, split: Split, ev: Evaluation, sim: Simulation | N
         timeline = (f"<h2>Simulated pipeline ({sim.schedule}, {sim.microbatches} microbatches)</h2>"
                     f"<p class='note'>time per sample {_f(sim.time_per_sample)} (max-load {_f(ev.max_load)}), "
                     f"bubble fraction {100 * sim.bubble_fraction:.1f}%. Blue: forward, orange: backward, "
-                    f"grey: transfers.</p><div class='timelinebox'>{timeline_svg(sim)}</div>")
+                    f"grey: transfers.</p><div class='timelinebox'>{timeline_svg(sim)}</div>{issue_order(sim)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{CSS}</style></head>
 <body>
