@@ -8,14 +8,22 @@ never on a file's format.  Adding a model is one :class:`PlannedModel` entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.llm import LLMPlan, LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.workload import Workload
+
+#: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
+Instance = Workload | PiperInstance | LLMProblem
+
+
+def _frozen(**options: Any) -> Mapping[str, Any]:
+    return field(default_factory=lambda: MappingProxyType(dict(options)))
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,10 @@ class PlannedModel:
     plan_document: Callable[[Any, Any, Any], dict[str, Any]]  # (instance, plan, evaluation) -> plan file
     read_plan: Callable[[Any, Any, str], tuple[Any, Any]]  # (instance, decoded JSON, source) -> (instance, plan)
     plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
+    #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
+    #: (an LLM plan brings its schedule and micro-batches, so it has none).
+    simulate_defaults: Mapping[str, Any] = _frozen()
+    report_defaults: Mapping[str, Any] = _frozen()
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
@@ -218,9 +230,12 @@ def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, L
 
 MODELS: dict[str, PlannedModel] = {
     "paper": PlannedModel("paper", Workload, "dp", "a workload in the paper's format", _paper_evaluate,
-                          _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes),
+                          _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes,
+                          simulate_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 64}),
+                          report_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 8})),
     "piper": PlannedModel("piper", PiperInstance, "piper", "a Piper workload", _piper_evaluate, _piper_simulate,
-                          _piper_report, _piper_document, _piper_read, _piper_notes),
+                          _piper_report, _piper_document, _piper_read, _piper_notes,
+                          simulate_defaults=MappingProxyType({"microbatches": 64})),
     "llm": PlannedModel("llm", LLMProblem, "llm-search", "an LLM training problem", _llm_evaluate, _llm_simulate,
                         _llm_report, _llm_document, _llm_read, _llm_notes),
 }
