@@ -94,7 +94,13 @@ _LAZY: dict[str, str] = {
     "Simulation": "dnnplace.simulation", "Solver": "dnnplace.solvers",
 }
 
-__all__ = ["DnnplaceError", "InfeasibleError", "InputError", *_LAZY]
+__all__ = [
+    "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "PiperInstance", "Simulation", "Solution",
+    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "export_llm_plan", "info", "load",
+    "load_llm", "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run",
+    "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "workload_from_records",
+    "write_report",
+]
 __version__ = "0.1.0"
 
 

@@ -14,8 +14,18 @@ from dnnplace.frontends import paper_json
 from dnnplace.model.limits import MAX_COUNT
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.utils.params import any_of, boolean, choice, instance_of, integer, optional, path_like, real, text
-from dnnplace.utils.params import validate_params
+from dnnplace.utils.params import (
+    any_of,
+    boolean,
+    choice,
+    instance_of,
+    integer,
+    optional,
+    path_like,
+    real,
+    text,
+    validate_params,
+)
 
 if TYPE_CHECKING:
     from dnnplace.runtime.results import RunResult

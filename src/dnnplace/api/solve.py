@@ -21,8 +21,17 @@ from dnnplace.model.workload import Workload
 from dnnplace.solvers import OBJECTIVES, RunContext, Solver, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
-from dnnplace.utils.params import any_of, boolean, choice, function, instance_of, optional, seconds, text
-from dnnplace.utils.params import validate_params
+from dnnplace.utils.params import (
+    any_of,
+    boolean,
+    choice,
+    function,
+    instance_of,
+    optional,
+    seconds,
+    text,
+    validate_params,
+)
 
 __all__ = ["OPTIMAL_GAP", "SOLVER_TOLERANCE", "Solution", "default_method", "methods", "solve", "with_runtime"]
 

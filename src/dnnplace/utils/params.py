@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 
 from dnnplace.errors import ParamError
 
-__all__ = ["MAX_SECONDS", "Constraint", "any_of", "boolean", "choice", "function", "instance_of", "integer",
-           "optional", "path_like", "real", "seconds", "text", "validate_params"]
+__all__ = ["MAX_SECONDS", "Constraint", "any_of", "boolean", "check_arguments", "choice", "function", "instance_of",
+           "integer", "optional", "path_like", "real", "seconds", "text", "validate_params"]
 
 #: A time limit above this (about 30 years) is a typo; ``inf`` means no limit.
 MAX_SECONDS = 1e9
@@ -65,12 +65,16 @@ def _in_range(v: float, lo: float | None, hi: float | None, lo_open: bool, hi_op
     return not (hi is not None and (v >= hi if hi_open else v > hi))
 
 
+def _bound(v: float) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+
 def _range_text(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
     parts = []
     if lo is not None:
-        parts.append(f"{'>' if lo_open else '>='} {lo:g}")
+        parts.append(f"{'>' if lo_open else '>='} {_bound(lo)}")
     if hi is not None:
-        parts.append(f"{'<' if hi_open else '<='} {hi:g}")
+        parts.append(f"{'<' if hi_open else '<='} {_bound(hi)}")
     return " and ".join(parts)
 
 
@@ -229,3 +233,16 @@ def validate_params(**constraints: Constraint) -> Callable[[F], F]:
         return checked  # type: ignore[return-value]
 
     return decorate
+
+
+def check_arguments(fn: Callable[..., Any], **values: Any) -> dict[str, Any]:
+    """``values`` checked against ``fn``'s declared constraints, as a call would check them; normalised.
+
+    For a caller that must refuse a bad argument before the work that precedes the call (the CLI
+    reading a large workload before it solves): the rule stays the function's own, declared once.
+    """
+    table: dict[str, Constraint] = getattr(fn, "__param_constraints__", {})
+    unknown = set(values) - set(table)
+    if unknown:
+        raise TypeError(f"{fn.__qualname__} declares no constraint for {', '.join(sorted(unknown))}")
+    return {name: table[name].check(name, v, where=fn.__name__) for name, v in values.items()}
