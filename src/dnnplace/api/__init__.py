@@ -8,7 +8,7 @@ is checked once, here, before any work (:mod:`dnnplace.utils.params`).  The impl
 small modules named by what they do; this namespace only re-exports them:
 
 - :mod:`~dnnplace.api.files`: ``load``, ``load_plan``, ``save_plan``, ``with_budget``, the paper's formats;
-- :mod:`~dnnplace.api.solve`: ``methods``, ``solve``;
+- :mod:`~dnnplace.api.planning`: ``methods``, ``solve``;
 - :mod:`~dnnplace.api.judge`: ``evaluate``, ``simulate``, ``write_report``;
 - :mod:`~dnnplace.api.llm`: ``load_llm``, ``export_llm_plan``;
 - :mod:`~dnnplace.api.lattice`: ``info``;
@@ -35,8 +35,8 @@ from dnnplace.api.judge import evaluate, simulate, write_report
 from dnnplace.api.lattice import LatticeStep, WorkloadInfo, info
 from dnnplace.api.llm import export_llm_plan, load_llm
 from dnnplace.api.models import Instance
+from dnnplace.api.planning import Solution, default_method, methods, solve, with_runtime
 from dnnplace.api.pytorch import export, piper_document, profile, run
-from dnnplace.api.solve import Solution, default_method, methods, solve, with_runtime
 
 __all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
            "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_with_plan",

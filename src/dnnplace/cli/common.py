@@ -67,7 +67,7 @@ def model_file(spec: str) -> Path | None:
 
 
 def accelerators_option() -> Any:
-    return typer.Option(None, "--accelerators", "-k", min=0, help="Piper: judge under this maxDevices.")
+    return typer.Option(None, "--accelerators", "-k", help="Piper: judge under this maxDevices.")
 
 
 def memory_option() -> Any:
@@ -79,7 +79,7 @@ def bandwidth_option() -> Any:
 
 
 def batch_option() -> Any:
-    return typer.Option(None, "--batch", min=1, help="Piper: judge under this mbsInBatch.")
+    return typer.Option(None, "--batch", help="Piper: judge under this mbsInBatch.")
 
 
 def judged(workload: Path, split: Path | None, **overrides: Any) -> tuple[Any, Any]:

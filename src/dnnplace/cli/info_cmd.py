@@ -30,7 +30,7 @@ def methods() -> None:
 
 def info(
     workload: Path = typer.Argument(..., help="Workload JSON (paper format)."),
-    max_ideals: int = typer.Option(200_000, "--max-ideals", min=1, help="The exact DP's lattice budget."),
+    max_ideals: int = typer.Option(200_000, "--max-ideals", help="The exact DP's lattice budget."),
 ) -> None:
     """Describe a workload: size, budget, its ideal lattice at each reduction, and what `solve` will do."""
     with user_errors():

@@ -61,7 +61,7 @@ def simulate(
     schedule: Optional[Schedule] = typer.Option(None, "--schedule", show_default=False,
                                                 help="1f1b (PipeDream) or gpipe [default: 1f1b; an LLM plan's"
                                                      " own]."),
-    microbatches: Optional[int] = typer.Option(None, "--microbatches", "-n", min=1, show_default=False,
+    microbatches: Optional[int] = typer.Option(None, "--microbatches", "-n", show_default=False,
                                                help="Microbatches to stream [default: 64; an LLM plan's own]."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
@@ -104,7 +104,7 @@ def report(
     split: Optional[Path] = typer.Argument(None, help="Its plan: a split or a Piper plan (an LLM plan file is the"
                                                      " first argument alone)."),
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write."),
-    microbatches: Optional[int] = typer.Option(None, "--microbatches", "-n", min=1, show_default=False,
+    microbatches: Optional[int] = typer.Option(None, "--microbatches", "-n", show_default=False,
                                                help="Microbatches in the timeline [default: 8] (paper workloads)."),
     schedule: Optional[Schedule] = typer.Option(None, "--schedule", show_default=False,
                                                 help="Timeline schedule [default: 1f1b] (paper workloads)."),

@@ -32,9 +32,9 @@ def profile(
     device: str = typer.Option("host", "--device",
                                help="host (worker processes here), cuda, or a catalogue device (a100, h100, ...)."),
     devices_file: Optional[Path] = typer.Option(None, "--devices-file", help="JSON/YAML device catalogue entries."),
-    accelerators: int = typer.Option(2, "--accelerators", "-k", min=0, help="maxFPGAs of the workload."),
-    cpus: int = typer.Option(0, "--cpus", "-l", min=0, help="maxCPUs of the workload."),
-    repeats: int = typer.Option(7, "--repeats", min=1, help="Timed repetitions per operator (median)."),
+    accelerators: int = typer.Option(2, "--accelerators", "-k", help="maxFPGAs of the workload."),
+    cpus: int = typer.Option(0, "--cpus", "-l", help="maxCPUs of the workload."),
+    repeats: int = typer.Option(7, "--repeats", help="Timed repetitions per operator (median)."),
     link_latency_ms: Optional[float] = typer.Option(None, "--link-latency-ms", min=0,
                                                     help="host: use this per-message latency instead of measuring."),
     link_bandwidth: Optional[float] = typer.Option(None, "--link-bandwidth", min=1,
@@ -90,14 +90,14 @@ def run(
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="The profiled workload: maps node ids to operators and gives"
                                                  " the predicted max-load (without it: the split's maxLoad)."),
-    microbatches: int = typer.Option(16, "--microbatches", "-n", min=1, help="Microbatches to stream (per step)."),
+    microbatches: int = typer.Option(16, "--microbatches", "-n", help="Microbatches to stream (per step)."),
     backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPU)."),
     training: bool = typer.Option(False, "--training", help="Train: forward and backward per stage, exact"
                                                              " gradients, checked against unsplit training."),
     schedule: Schedule = typer.Option(Schedule.one_f_one_b, "--schedule", help="Training: 1f1b or gpipe."),
-    steps: int = typer.Option(3, "--steps", min=1, help="Training: optimizer steps (one per N microbatches)."),
+    steps: int = typer.Option(3, "--steps", help="Training: optimizer steps (one per N microbatches)."),
     optimizer: Optimizer = typer.Option(Optimizer.sgd, "--optimizer", help="Training: sgd or adam."),
-    lr: float = typer.Option(0.01, "--lr", min=0.0, help="Training: learning rate."),
+    lr: float = typer.Option(0.01, "--lr", help="Training: learning rate."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Run the split for real: one process per device, outputs (or trained parameters) checked against the

@@ -121,7 +121,7 @@ def seconds(maximum: float = MAX_SECONDS) -> Constraint:
 def boolean() -> Constraint:
     """True or False (also numpy's), never 0, 1 or a string."""
     def accept(v: Any) -> bool:
-        if isinstance(v, bool) or type(v).__name__ == "bool_":
+        if isinstance(v, bool) or (type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")):
             return bool(v)
         raise _Refused
 

@@ -18,13 +18,12 @@ from dnnplace.evaluation import evaluate as _evaluate
 from dnnplace.model.split import Split
 from dnnplace.model.validate import check_feasibility
 from dnnplace.model.workload import Workload
-from dnnplace.solvers import OBJECTIVES, RunContext, Solver, make_solver, resolve_method
+from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.params import (
     any_of,
     boolean,
-    choice,
     function,
     instance_of,
     optional,
@@ -86,7 +85,7 @@ def methods() -> dict[str, type[Solver]]:
 
 
 @validate_params(method=optional(any_of(text(100), instance_of(Solver, what="a Solver"))),
-                 objective=choice(*OBJECTIVES), time_limit=seconds(), overlap_comm=boolean(),
+                 time_limit=seconds(), overlap_comm=boolean(),
                  progress=optional(function()))
 def solve(
     workload: Instance,
