@@ -91,7 +91,9 @@ def flag_name(param: str) -> str:
     for p in ctx.command.params if ctx is not None else ():
         if p.name == param:
             opts = [o for o in p.opts if o.startswith("--")] or list(p.opts)
-            return max(opts, key=len) if p.param_type_name == "option" else p.human_readable_name
+            if p.param_type_name == "option":
+                return max(opts, key=len)
+            return str(getattr(p, "human_readable_name", p.name))
     return "--" + param.replace("_", "-")
 
 

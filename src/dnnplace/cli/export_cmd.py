@@ -16,12 +16,13 @@ from dnnplace.exporters import EXPORTERS, get_exporter
 
 # The export registry's names (dnnplace.exporters.EXPORTERS): the CLI never lists targets itself.
 ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # type: ignore[misc]
+_TO_HELP = ("Target: " + "; ".join(f"{target.name}: {target.summary}" for target in EXPORTERS.values())
+            + " [default: stages, for a split with -w].")
 
 
 def export_plan(
     plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), or a split of a profiled workload."),
-    to: Optional[ExportTarget] = typer.Option(None, "--to", show_default=False, help="Target: " + "; ".join(
-        f"{e.name}: {e.summary}" for e in EXPORTERS.values()) + " [default: stages, for a split with -w]."),
+    to: Optional[ExportTarget] = typer.Option(None, "--to", show_default=False, help=_TO_HELP),
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="Split targets: the profiled workload (from `profile`)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -48,7 +48,7 @@ def solve(
         from dnnplace.utils.params import check_arguments
 
         check_outputs([output, report], [workload])  # refuse before the solve, not after it
-        budget = {k: v for k, v in (("accelerators", accelerators), ("cpus", cpus), ("memory", memory),
+        budget: dict[str, Any] = {k: v for k, v in (("accelerators", accelerators), ("cpus", cpus), ("memory", memory),
                                     ("bandwidth", bandwidth), ("batch", batch)) if v is not None}
         check_arguments(api.with_budget, **budget)  # the API's own rules, before the workload is read
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]
