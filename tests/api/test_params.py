@@ -42,6 +42,7 @@ def test_each_constraint_accepts_and_normalises():
     assert P.path_like().check("p", Path("x")) == Path("x")
     assert P.optional(P.integer()).check("x", None) is None
     assert P.any_of(P.integer(), P.text()).check("x", "s") == "s"
+    assert P.paths().check("inputs", (p for p in ["a", None, Path("b")])) == ("a", None, Path("b"))
 
 
 @pytest.mark.parametrize("constraint,value", [
@@ -115,6 +116,9 @@ def test_solve_takes_inf_and_none_as_no_limit(workload):
     (lambda w: dnnplace.load_workload(3), "path"),
     (lambda w: dnnplace.load_plan(w, {"fpgas": []}), "path"),
     (lambda w: dnnplace.save_plan(w, dnnplace.solve(w).plan, {"x": 1}), "path"),
+    (lambda w: dnnplace.save_plan(w, dnnplace.solve(w).plan, "p.json", inputs=5), "inputs"),
+    (lambda w: dnnplace.save_plan(w, dnnplace.solve(w).plan, "p.json", inputs="w.json"), "inputs"),
+    (lambda w: dnnplace.save_workload(w, "x.json", inputs=[{"a": 1}]), "inputs"),
     (lambda w: dnnplace.with_budget(w, accelerators=2.5), "accelerators"),
     (lambda w: dnnplace.with_budget(w, memory=math.nan), "memory"),
     (lambda w: dnnplace.with_budget(w, cpus=-1), "cpus"),

@@ -19,7 +19,7 @@ from dnnplace.model.llm import LLMProblem
 from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.utils.params import boolean, integer, optional, path_like, real, text, validate_params
+from dnnplace.utils.params import boolean, integer, optional, path_like, paths, real, text, validate_params
 
 if TYPE_CHECKING:
     from dnnplace.model.piper import PiperPlan
@@ -92,7 +92,7 @@ def load_workload(path: PathLike, *, check_feasible: bool = True) -> Workload:
     return paper_json.load_workload(path, check_feasible=check_feasible)
 
 
-@validate_params(path=_PATH)
+@validate_params(path=_PATH, inputs=paths())
 def save_workload(workload: Workload, path: PathLike, *, inputs: Iterable[PathLike | None] = ()) -> None:
     """Write a workload in the paper's format, atomically and losslessly (never over one of ``inputs``).
 
@@ -124,7 +124,7 @@ def load_split(path: PathLike) -> Split:
     return paper_json.load_split(path)
 
 
-@validate_params(path=_PATH)
+@validate_params(path=_PATH, inputs=paths())
 def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = None, *,
                inputs: Iterable[PathLike | None] = ()) -> None:
     """Write a split atomically in the paper's format (per-device loads from ``evaluation`` when given).
@@ -240,7 +240,7 @@ def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any =
     return m.plan_document(instance, plan, evaluation if evaluation is not None else m.evaluate(instance, plan))
 
 
-@validate_params(path=_PATH)
+@validate_params(path=_PATH, inputs=paths())
 def save_plan(instance: Instance, plan: Split | PiperPlan, path: PathLike, evaluation: Any = None, *,
               inputs: Iterable[PathLike | None] = ()) -> None:
     """Write a plan atomically (never over one of ``inputs``, never through a link).

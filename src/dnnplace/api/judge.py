@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.api.models import Instance, check_plan
-from dnnplace.utils.params import boolean, choice, integer, optional, path_like, text, validate_params
+from dnnplace.utils.params import boolean, choice, integer, optional, path_like, paths, text, validate_params
 
 __all__ = ["evaluate", "simulate", "write_report"]
 
@@ -70,7 +70,7 @@ def simulate(workload: Instance, split: Any, *, schedule: str | None = None, mic
 
 
 @validate_params(path=path_like(), title=optional(text()), microbatches=_MICROBATCHES, schedule=_SCHEDULE,
-                 overlap_comm=boolean())
+                 overlap_comm=boolean(), inputs=paths())
 def write_report(workload: Instance, split: Any, path: PathLike, *, title: str | None = None,
                  microbatches: int | None = None, schedule: str | None = None, overlap_comm: bool = False,
                  inputs: Iterable[PathLike | None] = ()) -> Path:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from dnnplace.errors import ParamError
 
 __all__ = ["MAX_SECONDS", "Constraint", "any_of", "boolean", "check_arguments", "choice", "function", "instance_of",
-           "integer", "optional", "path_like", "real", "seconds", "text", "validate_params"]
+           "integer", "optional", "path_like", "paths", "real", "seconds", "text", "validate_params"]
 
 #: A time limit above this (about 30 years) is a typo; ``inf`` means no limit.
 MAX_SECONDS = 1e9
@@ -162,6 +162,21 @@ def path_like() -> Constraint:
         return v
 
     return Constraint("a file path (a string or a pathlib.Path)", accept)
+
+
+def paths() -> Constraint:
+    """Files an output must never replace: an iterable (not a string) of paths or None; reaches it as a tuple."""
+    one = optional(path_like())
+
+    def accept(v: Any) -> tuple:
+        if isinstance(v, (str, bytes, os.PathLike, dict)) or not hasattr(v, "__iter__"):
+            raise _Refused
+        items = tuple(v)
+        for item in items:
+            one.accept(item)
+        return items
+
+    return Constraint("a list of file paths (or None)", accept)
 
 
 def function() -> Constraint:
