@@ -128,6 +128,7 @@ def test_solve_takes_inf_and_none_as_no_limit(workload):
     (lambda w: dnnplace.info(w, max_ideals=0), "max_ideals"),
     (lambda w: dnnplace.load_llm(LLAMA, gpus=8, seq_len=4096, global_batch=8, device=None), "device"),
     (lambda w: dnnplace.load_llm(LLAMA, gpus=8.0, seq_len=4096, global_batch=8), "gpus"),
+    (lambda w: dnnplace.load_llm(LLAMA, gpus=8, seq_len=4096, global_batch=8, precision="fp3"), "precision"),
     (lambda w: dnnplace.load_llm({"hidden_size": 1}, gpus=8, seq_len=4096, global_batch=8), "model"),
     (lambda w: dnnplace.export_llm_plan({"a": 1}, "megatron"), "path"),
     (lambda w: dnnplace.run("m.py:f", {"fpgas": []}), "split"),
@@ -149,3 +150,20 @@ def test_the_cli_words_the_same_rule_with_its_flags(tmp_path):
         assert res.returncode == 2 and res.stderr.startswith("error: --time-limit must be a number of seconds > 0")
     res = run_cli("info", "w.json", "--max-ideals", "0", cwd=tmp_path)  # the API's rule, not the parser's
     assert res.returncode == 2 and "error: --max-ideals must be a whole number >= 1" in res.stderr
+
+
+def test_every_public_function_declares_its_arguments():
+    import inspect
+
+    import dnnplace.api
+
+    undeclared = []
+    for name in dnnplace.api.__all__:
+        fn = getattr(dnnplace.api, name)
+        if not inspect.isfunction(fn) or name in ("methods",):
+            continue
+        declared = getattr(fn, "__param_constraints__", None)
+        if declared is None:
+            undeclared.append(name)
+    # these take only instances and plans, which their model's registry entry checks
+    assert set(undeclared) <= {"default_method", "plan_document"}, undeclared

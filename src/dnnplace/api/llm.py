@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dnnplace.model.llm import LLMProblem
-from dnnplace.utils.params import integer, path_like, text, validate_params
+from dnnplace.model.llm import PRECISIONS, LLMProblem
+from dnnplace.utils.params import choice, integer, path_like, text, validate_params
 
 __all__ = ["export_llm_plan", "load_llm"]
 
@@ -17,7 +17,7 @@ _COUNT = integer(1)  # the planner's own limits (LLM_LIMITS) bound them above, n
 
 
 @validate_params(model=path_like(), gpus=_COUNT, seq_len=_COUNT, global_batch=_COUNT, gpus_per_node=_COUNT,
-                 device=text(64), precision=text(64))
+                 device=text(64), precision=choice(*PRECISIONS))
 def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpus_per_node: int = 8,
              device: str = "h100", precision: str = "bf16") -> LLMProblem:
     """An LLM training problem: a Hugging Face ``config.json`` (or its folder, or ``file.py:fn``) on a cluster.

@@ -27,6 +27,7 @@ from dnnplace.utils.params import (
     function,
     instance_of,
     optional,
+    real,
     seconds,
     text,
     validate_params,
@@ -207,6 +208,7 @@ def default_method(instance: Instance) -> str:
     return model_of(instance).default_method
 
 
+@validate_params(runtime_s=real(0))
 def with_runtime(solution: Solution, runtime_s: float) -> Solution:
     """The solution with its ``runtime_s`` (and the plan's) replaced: a command counts its reading time too."""
     from dataclasses import replace
