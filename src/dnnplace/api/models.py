@@ -42,6 +42,7 @@ class PlannedModel:
     plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
     #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
     #: (an LLM plan brings its schedule and micro-batches, so it has none).
+    plan_noun: str = "plan"  # what messages call its plans ("split" in the paper's model)
     simulate_defaults: Mapping[str, Any] = _frozen()
     report_defaults: Mapping[str, Any] = _frozen()
 
@@ -231,6 +232,7 @@ def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, L
 MODELS: dict[str, PlannedModel] = {
     "paper": PlannedModel("paper", Workload, "dp", "a workload in the paper's format", _paper_evaluate,
                           _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes,
+                          plan_noun="split",
                           simulate_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 64}),
                           report_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 8})),
     "piper": PlannedModel("piper", PiperInstance, "piper", "a Piper workload", _piper_evaluate, _piper_simulate,

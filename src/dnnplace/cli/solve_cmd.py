@@ -72,14 +72,14 @@ def solve(
         if as_json:
             emit_json(doc)
         elif not quiet:
+            from dnnplace.api.models import model_of
             from dnnplace.cli.render import print_plan, proven_text
-            from dnnplace.model.split import Split
 
             proven = proven_text(sol.bound, sol.gap)
             print_plan(out, inst, sol.evaluation,
                        title=f"{sol.method} on {workload.name}: {sol.status}{proven}, {sol.runtime_s:.3f} s")
             if output is not None:
-                out.print(f"{'split' if isinstance(sol.plan, Split) else 'plan'} written to {output}")
+                out.print(f"{model_of(inst).plan_noun} written to {output}")
             if report is not None:
                 out.print(f"report written to {report}")
 
