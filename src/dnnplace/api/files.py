@@ -15,11 +15,9 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.frontends import paper_json
 from dnnplace.model.limits import MAX_COUNT, MAX_VALUE
-from dnnplace.model.llm import LLMProblem
-from dnnplace.model.piper import PiperInstance
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.utils.params import boolean, integer, optional, path_like, paths, real, text, validate_params
+from dnnplace.utils.params import boolean, instance_of, integer, optional, path_like, paths, real, text, validate_params
 
 if TYPE_CHECKING:
     from dnnplace.model.piper import PiperPlan
@@ -124,7 +122,7 @@ def load_split(path: PathLike) -> Split:
     return paper_json.load_split(path)
 
 
-@validate_params(path=_PATH, inputs=paths())
+@validate_params(split=instance_of(Split, what="a Split (a Piper plan: save_plan)"), path=_PATH, inputs=paths())
 def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = None, *,
                inputs: Iterable[PathLike | None] = ()) -> None:
     """Write a split atomically in the paper's format (per-device loads from ``evaluation`` when given).
@@ -139,8 +137,6 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
     >>> sol = dnnplace.solve(w)
     >>> dnnplace.save_split(sol.split, os.path.join(tempfile.mkdtemp(), "s.json"), sol.evaluation)
     """
-    if not isinstance(split, Split):
-        raise DnnplaceError(f"save_split expects a Split, got {type(split).__name__} (a Piper plan: save_plan)")
     paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
 
 
@@ -197,18 +193,8 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
     Accelerators and memory apply to both models; CPU cores to the paper's; bandwidth and the
     batch (micro-batches per batch) to Piper's.  An option the model does not have is an error.
     """
-    model_of(instance)
-    if isinstance(instance, LLMProblem):
-        if any(v is not None for v in (accelerators, cpus, memory, bandwidth, batch)):
-            raise DnnplaceError("an LLM training problem takes its GPUs and batch from load_llm (--gpus,"
-                                " --global-batch), not budget overrides")
-        return instance
-    if isinstance(instance, PiperInstance):
-        refuse("cpus", cpus, None, "paper")
-        return instance.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
-    refuse("bandwidth", bandwidth, None, "piper")
-    refuse("batch", batch, None, "piper")
-    return instance.with_budget(accelerators, cpus, memory)
+    return model_of(instance).with_budget(instance, accelerators=accelerators, cpus=cpus, memory=memory,
+                                          bandwidth=bandwidth, batch=batch)
 
 
 @validate_params(path=_PATH)

@@ -12,12 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.api.models import MODELS, Instance, model_of, refuse
+from dnnplace.api.models import MODELS, Instance, model_of, model_of_plan
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation import evaluate as _evaluate
 from dnnplace.model.split import Split
-from dnnplace.model.validate import check_feasibility
-from dnnplace.model.workload import Workload
 from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
 from dnnplace.solvers import methods as _methods
 from dnnplace.solvers.base import ProgressFn
@@ -63,7 +60,7 @@ class Solution:
     @property
     def split(self) -> Split:
         """The plan of a paper workload: which accelerator or CPU core runs each node."""
-        if not isinstance(self.plan, Split):
+        if model_of_plan(self.plan).name != "paper":
             raise DnnplaceError(f"this solution holds a {type(self.plan).__name__}, not a split; use .plan")
         return self.plan
 
@@ -152,19 +149,14 @@ def solve(
         others = ", ".join(n for n, c in _methods().items() if c.model == model.name)
         raise DnnplaceError(f"method '{solver.name}' plans {MODELS[solver.model].describe}, not"
                             f" {model.describe}; methods for it: {others}")
-    if not isinstance(workload, Workload):
-        refuse("overlap_comm", overlap_comm, False, "paper")
-    elif objective == "latency":
-        # the latency model has as many CPU cores as it needs; maxCPUs does not bind
-        workload = workload.with_budget(cpus=max(workload.max_cpus, workload.n))
+    workload = model.for_objective(workload, objective, overlap_comm)
     solver.warm_up()  # loading compiled code is start-up cost, not solving time
     t0 = time.perf_counter()
-    if isinstance(workload, Workload):
-        check_feasibility(workload)
+    model.check_solvable(workload)
     out = solver.solve(workload, RunContext(objective=objective, time_limit=time_limit, overlap_comm=overlap_comm,
                                             progress=progress))
-    if isinstance(workload, Workload):
-        ev = _evaluate(workload, out.plan, overlap_comm=overlap_comm, complete=False)
+    if model.judge_solution is not None:
+        ev = model.judge_solution(workload, out.plan, overlap_comm)
     else:
         ev = model.evaluate(workload, out.plan)
     value = ev.value(objective)
@@ -194,12 +186,7 @@ def solve(
         meta["gap"] = gap
     if overlap_comm:
         meta["overlapComm"] = True
-    if isinstance(out.plan, Split):
-        plan: Any = out.plan.with_meta(**meta)
-    else:
-        plan = out.plan
-        if hasattr(plan, "meta"):  # an LLM plan records its own status, bound and gap
-            plan.meta.update(meta)
+    plan = model.with_proof(out.plan, meta)
     return Solution(plan, ev, meta["method"], objective, value, status, bound, gap, runtime, dict(out.stats))
 
 
@@ -213,13 +200,7 @@ def with_runtime(solution: Solution, runtime_s: float) -> Solution:
     """The solution with its ``runtime_s`` (and the plan's) replaced: a command counts its reading time too."""
     from dataclasses import replace
 
-    plan = solution.plan
-    if isinstance(plan, Split):
-        plan = plan.with_meta(runtime_s=round(runtime_s, 6))
-    elif hasattr(plan, "meta"):
-        plan.meta["runtime_s"] = runtime_s
-    else:
-        plan = replace(plan, runtime_s=runtime_s)
+    plan = model_of_plan(solution.plan).with_runtime(solution.plan, runtime_s)
     return replace(solution, plan=plan, runtime_s=runtime_s)
 
 

@@ -182,7 +182,7 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
                         predicted_max_load=predicted_max_load)
 
 
-@validate_params(to=text(64), model=optional(_SPEC))
+@validate_params(split=instance_of(Split, what="a Split"), to=text(64), model=optional(_SPEC))
 def export(workload: Workload, split: Split, *, to: str = "stages", model: str | None = None) -> dict | str:
     """Export a split of a profiled workload for other runtimes.
 
@@ -202,8 +202,6 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
     from dnnplace.runtime.export import export_pipelining, export_stages, pipelining_script
 
     workload = paper_instance(workload, "export")
-    if not isinstance(split, Split):
-        raise DnnplaceError(f"export expects a Split, got {type(split).__name__}")
     if to == "stages":
         return export_stages(workload, split)
     if to == "torch-pipelining":
