@@ -133,6 +133,8 @@ def test_solve_takes_inf_and_none_as_no_limit(workload):
     (lambda w: dnnplace.export_llm_plan({"a": 1}, "megatron"), "path"),
     (lambda w: dnnplace.run("m.py:f", {"fpgas": []}), "split"),
     (lambda w: dnnplace.profile("m.py:f", device=None), "device"),
+    (lambda w: dnnplace.profile(5), "model"),
+    (lambda w: dnnplace.profile("m.py:f", kwargs=[1]), "kwargs"),
     (lambda w: dnnplace.profile("m.py:f", repeats=10**12), "repeats"),
 ])
 def test_every_public_function_names_its_bad_argument(workload, call, param):

@@ -18,6 +18,7 @@ from dnnplace.utils.params import (
     any_of,
     boolean,
     choice,
+    function,
     instance_of,
     integer,
     optional,
@@ -51,7 +52,8 @@ def piper_document(workload: Workload, *, source: str = "profile") -> dict[str, 
     return doc
 
 
-@validate_params(granularity=choice("op", "module"), training=boolean(), device=text(64),
+@validate_params(model=any_of(_SPEC, function()), kwargs=optional(instance_of(dict, what="a dict of tensors")),
+                 granularity=choice("op", "module"), training=boolean(), device=text(64),
                  accelerators=integer(0, MAX_COUNT), cpus=integer(0, MAX_COUNT), repeats=integer(1, 10_000),
                  devices_file=optional(path_like()))
 def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *, granularity: str = "op",
