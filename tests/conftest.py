@@ -63,11 +63,6 @@ if __import__("os").environ.get("CI"):
 #  slow:   spawns worker processes (torch.distributed runs, torchrun) or profiles / traces real models;
 #  timing: asserts how fast something answers (a time limit, Ctrl-C, concurrent writers).
 SLOW = (
-    "tests/runtime/",
-    "tests/frontends/torch_model/test_torch_frontend.py",
-    "tests/frontends/torch_model/test_real_models.py",
-    "tests/frontends/torch_model/test_piper_profile.py",
-    "tests/report/test_paper_reference.py",
     "tests/solvers/dp/test_dp_large.py",
     "tests/cli/test_hostile_input.py::test_5_",
     "tests/cli/test_hostile_input.py::test_7_",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402

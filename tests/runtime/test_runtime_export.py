@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 
 LINK = ["--link-latency-ms", "0.5", "--link-bandwidth", "7.5e8"]

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 
 from cli_runner import run_cli  # noqa: E402

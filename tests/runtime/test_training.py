@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 torch = pytest.importorskip("torch")
 
 

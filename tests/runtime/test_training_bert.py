@@ -9,6 +9,8 @@ from conftest import ROOT
 import dnnplace
 from dnnplace.runtime.train import compare_params
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 BERT = f"{ROOT / 'examples' / 'hf_transformers.py'}:bert_nomask_4"
 
 

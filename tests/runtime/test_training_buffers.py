@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 torch = pytest.importorskip("torch")
 
 from dnnplace.model.split import Split  # noqa: E402

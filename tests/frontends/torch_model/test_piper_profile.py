@@ -13,6 +13,8 @@ from dnnplace.frontends.piper_json import parse_piper
 from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
 from dnnplace.solvers.piper.solver import solve_piper
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 
 def paper_doc():
     fwd = [{"id": g, "name": f"n{g}", "module": f"m{g}", "fpgaLatency": 2.0 + g, "isBackwardNode": 0,

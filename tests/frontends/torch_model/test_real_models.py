@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

@@ -12,6 +12,8 @@ from conftest import ROOT
 
 import dnnplace
 
+pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
+
 torch = pytest.importorskip("torch")  # the [torch] extra; `make test` installs it
 
 EXAMPLES = ["residual_cnn", "transformer_encoder", "mlp_skip"]
