@@ -3,7 +3,8 @@
 One table (:data:`MODELS`) binds every planned model to its pieces, so that
 :func:`dnnplace.solve`, :func:`dnnplace.evaluate`, :func:`dnnplace.simulate`,
 :func:`dnnplace.write_report` and the CLI dispatch on the instance's type and
-never on a file's format.  Adding a model is one :class:`PlannedModel` entry.
+never on a file's format.  Adding a model is one :class:`PlannedModel` entry (and,
+for the command line, one entry in each of :mod:`dnnplace.cli.render`'s tables).
 """
 
 from __future__ import annotations
@@ -60,8 +61,6 @@ class PlannedModel:
     plan_document: Callable[[Any, Any, Any], dict[str, Any]]  # (instance, plan, evaluation) -> plan file
     read_plan: Callable[[Any, Any, str], tuple[Any, Any]]  # (instance, decoded JSON, source) -> (instance, plan)
     plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
-    #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
-    #: (an LLM plan brings its schedule and micro-batches, so it has none).
     plan_noun: str = "plan"  # what messages call its plans ("split" in the paper's model)
     #: (instance, accelerators=, cpus=, memory=, bandwidth=, batch=) -> the instance under that budget
     with_budget: Callable[..., Any] = lambda inst, **budget: _no_budget(inst, **budget)
@@ -72,6 +71,8 @@ class PlannedModel:
     judge_solution: Callable[[Any, Any, bool], Any] | None = None  # (inst, plan, overlap_comm); None: evaluate
     with_proof: Callable[[Any, dict[str, Any]], Any] = lambda plan, meta: _in_meta(plan, meta)
     with_runtime: Callable[[Any, float], Any] = lambda plan, runtime_s: _in_meta(plan, {"runtime_s": runtime_s})
+    #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
+    #: (an LLM plan brings its schedule and micro-batches, so it has none).
     simulate_defaults: Mapping[str, Any] = _frozen()
     report_defaults: Mapping[str, Any] = _frozen()
 
