@@ -70,10 +70,10 @@ SLOW = (
     "tests/cli/test_hostile_input_2.py::test_5_optimal_only_with_a_zero_gap",  # IP solves to their limit
     "tests/cli/test_hostile_input_2.py::test_12_sigterm_during_run",
     "tests/cli/test_hostile_input_2.py::test_3_info_on_a_2m_chain",
-    "src/dnnplace/api/__init__.py::dnnplace.api.run",
-    "src/dnnplace/api/__init__.py::dnnplace.api.info",
-    "src/dnnplace/api/__init__.py::dnnplace.api.profile",
-    "src/dnnplace/api/__init__.py::dnnplace.api.export",
+    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.run",
+    "src/dnnplace/api/lattice.py::dnnplace.api.lattice.info",
+    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.profile",
+    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.export",
 )
 TIMING = (
     "tests/cli/test_hostile_input.py::test_12_",

@@ -1,9 +1,12 @@
-"""dnnplace: optimal placement of DNN operators on accelerators and CPU cores.
+"""dnnplace: plan how a deep-learning model is spread over devices, with a proven bound beside every answer.
 
-Decide which device runs each operator of a deep-learning graph so that a
-pipeline of devices reaches the highest throughput (or the lowest
-single-sample latency), with a proven bound beside every answer
-(Tarnawski et al., NeurIPS 2020; Piper's model, NeurIPS 2021).
+Three models are planned, each by its own methods and judged by its own cost model:
+
+- the paper's placement: which accelerator or CPU core runs each operator of a DNN graph, for
+  the highest pipeline throughput or the lowest single-sample latency (Tarnawski et al., NeurIPS 2020);
+- Piper's: pipeline stages with data and tensor parallelism and recomputation (NeurIPS 2021);
+- the LLM training planner: TP x PP x VP x CP x DP, micro-batch and recomputation for a Hugging Face
+  config.json on a GPU cluster, exported to Megatron-LM, torchtitan or DeepSpeed.
 
 Everything the ``dnnplace`` command does is here:
 
@@ -22,8 +25,9 @@ PyTorch
     profile (trace + profile a model into a workload), run (execute or train a
     split on torch.distributed), export (stage lists, torch.distributed.pipelining)
 
-Every function above takes an instance of either model -- the paper's :class:`Workload`, or
-Piper's :class:`PiperInstance` (data / tensor parallelism, recomputation) -- and dispatches on it.
+Every function above takes an instance of any model -- the paper's :class:`Workload`, Piper's
+:class:`PiperInstance` or an LLM training problem (:func:`load_llm`) -- and dispatches on it.
+``import dnnplace`` itself loads almost nothing: each name is imported when first used.
 
 Types: :class:`Workload`, :class:`PiperInstance`, :class:`Split`, :class:`Solution`, :class:`Evaluation`,
 :class:`Simulation`, :class:`Solver` (the base of every method), and the errors
@@ -38,38 +42,57 @@ Examples
 ('optimal', 107.004)
 """
 
-from dnnplace.api import (
-    Solution,
-    evaluate,
-    example_path,
-    export,
-    export_llm_plan,
-    info,
-    load,
-    load_llm,
-    load_plan,
-    load_split,
-    load_workload,
-    methods,
-    plan_document,
-    profile,
-    run,
-    save_plan,
-    save_split,
-    save_workload,
-    simulate,
-    solve,
-    with_budget,
-    write_report,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dnnplace.errors import DnnplaceError, InfeasibleError, InputError
-from dnnplace.evaluation import Evaluation
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.model.piper import PiperInstance
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
-from dnnplace.simulation import Simulation
-from dnnplace.solvers import Solver
+
+if TYPE_CHECKING:
+    from dnnplace.api import (
+        Solution,
+        evaluate,
+        example_path,
+        export,
+        export_llm_plan,
+        info,
+        load,
+        load_llm,
+        load_plan,
+        load_split,
+        load_workload,
+        methods,
+        plan_document,
+        profile,
+        run,
+        save_plan,
+        save_split,
+        save_workload,
+        simulate,
+        solve,
+        with_budget,
+        write_report,
+    )
+    from dnnplace.evaluation import Evaluation
+    from dnnplace.frontends.paper_json import workload_from_records
+    from dnnplace.model.piper import PiperInstance
+    from dnnplace.model.split import Split
+    from dnnplace.model.workload import Workload
+    from dnnplace.simulation import Simulation
+    from dnnplace.solvers import Solver
+
+# Where each public name lives; it is imported on first use (PEP 562), so that ``import dnnplace`` (and the
+# CLI's start-up) does not pay for numpy, networkx, numba, HiGHS or torch before it needs them.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(["Solution", "evaluate", "example_path", "export", "export_llm_plan", "info", "load", "load_llm",
+                     "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run",
+                     "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget",
+                     "write_report"], "dnnplace.api"),
+    "Evaluation": "dnnplace.evaluation", "workload_from_records": "dnnplace.frontends.paper_json",
+    "PiperInstance": "dnnplace.model.piper", "Split": "dnnplace.model.split", "Workload": "dnnplace.model.workload",
+    "Simulation": "dnnplace.simulation", "Solver": "dnnplace.solvers",
+}
 
 __all__ = [
     "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "PiperInstance", "Simulation", "Solution",
@@ -79,3 +102,17 @@ __all__ = [
     "write_report",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module the first time it is asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dnnplace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

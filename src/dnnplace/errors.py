@@ -29,3 +29,36 @@ class TooManyIdealsError(DnnplaceError):
 
 class SolverTimeout(DnnplaceError):
     """A solver ran past its time limit without an answer."""
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """A short, printable rendering of an argument for a message (never its whole content)."""
+    if isinstance(value, dict):
+        return f"a dict with {len(value)} keys"
+    if isinstance(value, (list, tuple)) and len(value) > 4:
+        return f"a {type(value).__name__} of {len(value)} items"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not hide the real message
+        text = f"a {type(value).__name__}"
+    text = text.encode("unicode_escape").decode("ascii")  # control characters shown, never printed
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ParamError(DnnplaceError):
+    """An argument of a public function outside what the function declares (see :mod:`dnnplace.utils.params`).
+
+    It keeps the parameter's name apart from the words, so the CLI can say the same with its flag
+    (``--time-limit``) instead of the Python name (``time_limit``).
+    """
+
+    def __init__(self, param: str, requirement: str, value: object, *, where: str = "") -> None:
+        self.param, self.requirement, self.where = param, requirement, where
+        self.shown = _shown(value)
+        super().__init__((f"{where}: " if where else "") + self.worded(param))
+
+    def worded(self, name: str) -> str:
+        """The message with ``name`` standing for the parameter (its flag, on the command line)."""
+        return " ".join(f"{name} must be {self.requirement}, got {self.shown}".split())

@@ -559,7 +559,7 @@ def test_10_simulate_microbatches_bounded_by_memory(files):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--memory", "1e300"], "at most 1e+100"),
+    (["--memory", "1e300"], "<= 1e+100"),
     (["--memory", "inf"], "--memory must be a finite number"),
     (["-k", str(10**30)], "--accelerators"),
     (["-l", str(10**7)], "--cpus"),

@@ -151,7 +151,7 @@ def test_cli_overrides_and_bert64(tmp_path):
 @pytest.mark.parametrize("args,needle", [
     (["--bert-layers", "64", "-k", "8", "--memory", str(8 * GIB), "--bandwidth", str(25 * GIB)], "infeasible"),
     (["-k", "0"], "maxDevices"),
-    (["--batch", "0"], "mbsInBatch"),
+    (["--batch", "0"], "--batch"),  # the flag given, not the file field it overrides
     (["--bert-layers", "20"], "--bert-layers"),
 ])
 def test_cli_bad_input_exit_2(args, needle):

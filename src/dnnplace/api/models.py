@@ -3,19 +3,47 @@
 One table (:data:`MODELS`) binds every planned model to its pieces, so that
 :func:`dnnplace.solve`, :func:`dnnplace.evaluate`, :func:`dnnplace.simulate`,
 :func:`dnnplace.write_report` and the CLI dispatch on the instance's type and
-never on a file's format.  Adding a model is one :class:`PlannedModel` entry.
+never on a file's format.  Adding a model is one :class:`PlannedModel` entry (and,
+for the command line, one entry in each of :mod:`dnnplace.cli.render`'s tables).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.llm import LLMPlan, LLMProblem
-from dnnplace.model.piper import PiperInstance
+from dnnplace.model.piper import PiperInstance, PiperPlan
+from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
+
+#: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
+Instance = Workload | PiperInstance | LLMProblem
+
+
+def _frozen(**options: Any) -> Mapping[str, Any]:
+    return field(default_factory=lambda: MappingProxyType(dict(options)))
+
+
+def _no_overlap(inst: Any, overlap_comm: bool) -> Any:
+    refuse("overlap_comm", overlap_comm, False, "paper")
+    return inst
+
+
+def _no_budget(inst: Any, **budget: Any) -> Any:
+    if any(v is not None for v in budget.values()):
+        raise DnnplaceError("an LLM training problem takes its GPUs and batch from load_llm (--gpus,"
+                            " --global-batch), not budget overrides")
+    return inst
+
+
+def _in_meta(plan: Any, meta: dict[str, Any]) -> Any:
+    """A plan that keeps what was proven in its ``meta`` dict (a Piper plan) records it there."""
+    plan.meta.update(meta)
+    return plan
 
 
 @dataclass(frozen=True)
@@ -24,6 +52,7 @@ class PlannedModel:
 
     name: str  # the value of Solver.model
     instance_type: type
+    plan_type: type
     default_method: str
     describe: str  # how errors name its instances
     evaluate: Callable[..., Any]  # (instance, plan, **options) -> evaluation
@@ -32,6 +61,20 @@ class PlannedModel:
     plan_document: Callable[[Any, Any, Any], dict[str, Any]]  # (instance, plan, evaluation) -> plan file
     read_plan: Callable[[Any, Any, str], tuple[Any, Any]]  # (instance, decoded JSON, source) -> (instance, plan)
     plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
+    plan_noun: str = "plan"  # what messages call its plans ("split" in the paper's model)
+    #: (instance, accelerators=, cpus=, memory=, bandwidth=, batch=) -> the instance under that budget
+    with_budget: Callable[..., Any] = lambda inst, **budget: _no_budget(inst, **budget)
+    # solve's steps that differ by model (dnnplace.api.planning.solve runs them in this order):
+    for_objective: Callable[[Any, str, bool], Any] = lambda inst, objective, overlap_comm: _no_overlap(inst,
+                                                                                                   overlap_comm)
+    check_solvable: Callable[[Any], None] = lambda inst: None  # inside the timed part, before the method runs
+    judge_solution: Callable[[Any, Any, bool], Any] | None = None  # (inst, plan, overlap_comm); None: evaluate
+    with_proof: Callable[[Any, dict[str, Any]], Any] = lambda plan, meta: _in_meta(plan, meta)
+    with_runtime: Callable[[Any, float], Any] = lambda plan, runtime_s: _in_meta(plan, {"runtime_s": runtime_s})
+    #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
+    #: (an LLM plan brings its schedule and micro-batches, so it has none).
+    simulate_defaults: Mapping[str, Any] = _frozen()
+    report_defaults: Mapping[str, Any] = _frozen()
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
@@ -76,6 +119,36 @@ def _paper_notes(w: Workload, split: Any, *, overlap_comm: bool = False) -> list
     if meta.get("overlapComm") is True and not overlap_comm:
         return ["the split records overlapComm: true; judged without overlap (add --overlap-comm to use it)"]
     return []
+
+
+def _paper_for_objective(w: Workload, objective: str, overlap_comm: bool) -> Workload:
+    """The latency model has as many CPU cores as it needs: maxCPUs does not bind."""
+    return w.with_budget(cpus=max(w.max_cpus, w.n)) if objective == "latency" else w
+
+
+def _paper_budget(w: Workload, *, accelerators: int | None, cpus: int | None, memory: float | None,
+                  bandwidth: float | None, batch: int | None) -> Workload:
+    refuse("bandwidth", bandwidth, None, "piper")
+    refuse("batch", batch, None, "piper")
+    return w.with_budget(accelerators, cpus, memory)
+
+
+def _piper_budget(inst: PiperInstance, *, accelerators: int | None, cpus: int | None, memory: float | None,
+                  bandwidth: float | None, batch: int | None) -> PiperInstance:
+    refuse("cpus", cpus, None, "paper")
+    return inst.with_overrides(devices=accelerators, memory=memory, bandwidth=bandwidth, batch=batch)
+
+
+def _paper_check(w: Workload) -> None:
+    from dnnplace.model.validate import check_feasibility
+
+    check_feasibility(w)
+
+
+def _paper_judge(w: Workload, split: Any, overlap_comm: bool) -> Any:
+    from dnnplace.evaluation import evaluate
+
+    return evaluate(w, split, overlap_comm=overlap_comm, complete=False)
 
 
 def _piper_evaluate(inst: PiperInstance, plan: Any, *, overlap_comm: bool = False, source: str = "plan") -> Any:
@@ -208,6 +281,12 @@ def _llm_notes(problem: LLMProblem, plan: LLMPlan, **options: Any) -> list[str]:
     return []
 
 
+def _llm_with_runtime(plan: LLMPlan, runtime_s: float) -> LLMPlan:
+    from dataclasses import replace
+
+    return replace(plan, runtime_s=runtime_s)
+
+
 def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, LLMPlan]:
     """An LLM plan file carries its model, cluster and job: it is judged under those."""
     from dnnplace.frontends.llm_plan import read_llm_plan
@@ -217,12 +296,21 @@ def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, L
 
 
 MODELS: dict[str, PlannedModel] = {
-    "paper": PlannedModel("paper", Workload, "dp", "a workload in the paper's format", _paper_evaluate,
-                          _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes),
-    "piper": PlannedModel("piper", PiperInstance, "piper", "a Piper workload", _piper_evaluate, _piper_simulate,
-                          _piper_report, _piper_document, _piper_read, _piper_notes),
-    "llm": PlannedModel("llm", LLMProblem, "llm-search", "an LLM training problem", _llm_evaluate, _llm_simulate,
-                        _llm_report, _llm_document, _llm_read, _llm_notes),
+    "paper": PlannedModel("paper", Workload, Split, "dp", "a workload in the paper's format", _paper_evaluate,
+                          _paper_simulate, _paper_report, _paper_document, _paper_read, _paper_notes,
+                          plan_noun="split", with_budget=_paper_budget, for_objective=_paper_for_objective,
+                          check_solvable=_paper_check,
+                          judge_solution=_paper_judge, with_proof=lambda split, meta: split.with_meta(**meta),
+                          with_runtime=lambda split, runtime_s: split.with_meta(runtime_s=round(runtime_s, 6)),
+                          simulate_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 64}),
+                          report_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 8})),
+    "piper": PlannedModel("piper", PiperInstance, PiperPlan, "piper", "a Piper workload", _piper_evaluate,
+                          _piper_simulate, _piper_report, _piper_document, _piper_read, _piper_notes,
+                          with_budget=_piper_budget, simulate_defaults=MappingProxyType({"microbatches": 64})),
+    "llm": PlannedModel("llm", LLMProblem, LLMPlan, "llm-search", "an LLM training problem", _llm_evaluate,
+                        _llm_simulate, _llm_report, _llm_document, _llm_read, _llm_notes,
+                        with_proof=lambda plan, meta: plan,  # the plan records its own status, bound and gap
+                        with_runtime=_llm_with_runtime),
 }
 
 
@@ -246,15 +334,20 @@ def paper_instance(instance: Any, what: str) -> Workload:
 
 def check_plan(instance: Any, plan: Any) -> PlannedModel:
     """The model of ``instance``, checking that ``plan`` is one of its plans (a split, a Piper plan, an LLM plan)."""
-    from dnnplace.model.piper import PiperPlan
-    from dnnplace.model.split import Split
-
     m = model_of(instance)
-    want = {"paper": Split, "piper": PiperPlan, "llm": LLMPlan}[m.name]
-    if not isinstance(plan, want):
-        raise DnnplaceError(f"expected a {want.__name__} for {m.describe} (read one with dnnplace.load_plan),"
-                            f" got {type(plan).__name__}")
+    if not isinstance(plan, m.plan_type):
+        raise DnnplaceError(f"expected a {m.plan_type.__name__} for {m.describe} (read one with"
+                            f" dnnplace.load_plan), got {type(plan).__name__}")
     return m
+
+
+def model_of_plan(plan: Any) -> PlannedModel:
+    """The model whose plans ``plan`` is one of (a clear error for anything else)."""
+    for m in MODELS.values():
+        if isinstance(plan, m.plan_type):
+            return m
+    known = ", ".join(m.plan_type.__name__ for m in MODELS.values())
+    raise DnnplaceError(f"expected a plan of a planned model ({known}), got {type(plan).__name__}")
 
 
 def refuse(option: str, value: Any, default: Any, only_for: str) -> None:

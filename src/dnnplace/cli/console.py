@@ -16,7 +16,7 @@ try:  # typer >= 0.2x carries its own copy of click; its exceptions are the ones
 except ImportError:  # pragma: no cover - older typer on the real click
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
-from dnnplace.errors import DnnplaceError
+from dnnplace.errors import DnnplaceError, ParamError
 from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.text import SafeConsole, printable
 
@@ -76,11 +76,35 @@ class OneLineUsageErrors(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def flag_name(param: str) -> str:
+    """How the running command spells an API parameter: its option (``--time-limit``) or argument (``MODEL``).
+
+    The CLI's options carry the API's parameter names, so the running command's own declaration
+    answers; a parameter it does not show is written as the option it would be.
+    """
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on the real click
+        from click import get_current_context  # type: ignore[no-redef]
+
+    ctx = get_current_context(silent=True)
+    for p in ctx.command.params if ctx is not None else ():
+        if p.name == param:
+            opts = [o for o in p.opts if o.startswith("--")] or list(p.opts)
+            if p.param_type_name == "option":
+                return max(opts, key=len)
+            return str(getattr(p, "human_readable_name", p.name))
+    return "--" + param.replace("_", "-")
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn library errors into one line on stderr and exit code 2."""
     try:
         yield
+    except ParamError as exc:  # the API's own check, worded with this command's name for the parameter
+        err.print(f"error: {exc.worded(flag_name(exc.param))}", soft_wrap=True)
+        raise typer.Exit(2) from None
     except DnnplaceError as exc:
         err.print(f"error: {exc}", soft_wrap=True)
         raise typer.Exit(2) from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console, JustifyMethod
 from rich.table import Table
@@ -104,48 +106,30 @@ def print_piper_stages(console: Console, inst: PiperInstance, ev: PiperEvaluatio
                        f"sum of data-parallel degrees {ev.data_parallel_sum} (batch {inst.batch}); * = bottleneck"))
 
 
-def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
-    """The table of a judged plan, for whichever model ``inst`` belongs to."""
-    if isinstance(inst, LLMProblem):
-        assert isinstance(ev, LLMEstimate)
-        console.print(Text(printable(title)))
-        for k, v in ev.prediction_dict().items():
-            console.print(Text(f"  {k}: {format_number(v) if isinstance(v, float) else printable(v)}"))
-        return
-    if isinstance(inst, PiperInstance):
-        assert isinstance(ev, PiperEvaluation)
-        print_piper_stages(console, inst, ev, title)
-    else:
-        assert isinstance(inst, Workload) and isinstance(ev, Evaluation)
-        print_evaluation(console, inst, ev, title)
+def _llm_plan(console: Console, inst: LLMProblem, ev: LLMEstimate, title: str) -> None:
+    console.print(Text(printable(title)))
+    for k, v in ev.prediction_dict().items():
+        console.print(Text(f"  {k}: {format_number(v) if isinstance(v, float) else printable(v)}"))
 
 
-def evaluation_document(inst: object, ev: object) -> dict:
-    """``evaluate --json``: the evaluation of any model as one JSON object."""
-    if isinstance(ev, LLMEstimate):
-        return ev.prediction_dict()
-    if isinstance(inst, PiperInstance):
-        assert isinstance(ev, PiperEvaluation)
-        return evaluation_dict(inst, ev)
-    assert isinstance(ev, Evaluation)
-    return ev.to_dict()
+def _llm_simulation(console: Console, inst: LLMProblem, sim: Any, title: str, schedule: str) -> None:
+    doc = sim.to_dict()
+    console.print(Text(f"{printable(title)}: {doc['schedule']}, pp {doc['pp']} x vp {doc['vp']},"
+                       f" {doc['microbatches']} micro-batches: pipeline {doc['pipeline_s']:.4g} s, simulated step"
+                       f" {doc['simulated_step_time_s']:.4g} s (predicted {doc['predicted_step_time_s']:.4g} s),"
+                       f" bubble {100 * doc['bubble_fraction']:.1f}%"))
 
 
-def print_simulation(console: Console, inst: object, sim: object, title: str, schedule: str) -> None:
-    """The summary line and the per-device (paper) or per-stage (Piper) table of a simulation."""
-    doc = sim.to_dict()  # type: ignore[attr-defined]
-    if isinstance(inst, LLMProblem):
-        console.print(Text(f"{printable(title)}: {doc['schedule']}, pp {doc['pp']} x vp {doc['vp']},"
-                           f" {doc['microbatches']} micro-batches: pipeline {doc['pipeline_s']:.4g} s, simulated step"
-                           f" {doc['simulated_step_time_s']:.4g} s (predicted {doc['predicted_step_time_s']:.4g} s),"
-                           f" bubble {100 * doc['bubble_fraction']:.1f}%"))
-        return
-    if isinstance(inst, PiperInstance):
-        print_piper_stages(console, inst, sim.evaluation, title)  # type: ignore[attr-defined]
-        if doc["makespan"] is not None:
-            console.print(Text(f"1f1b, {doc['microbatches']} microbatches: makespan {doc['makespan']:.6g},"
-                               f" bubble fraction {100 * doc['bubble_fraction']:.1f}%"))
-        return
+def _piper_simulation(console: Console, inst: PiperInstance, sim: Any, title: str, schedule: str) -> None:
+    doc = sim.to_dict()
+    print_piper_stages(console, inst, sim.evaluation, title)
+    if doc["makespan"] is not None:
+        console.print(Text(f"1f1b, {doc['microbatches']} microbatches: makespan {doc['makespan']:.6g},"
+                           f" bubble fraction {100 * doc['bubble_fraction']:.1f}%"))
+
+
+def _paper_simulation(console: Console, inst: Workload, sim: Any, title: str, schedule: str) -> None:
+    doc = sim.to_dict()
     console.print(Text.assemble(
         f"{schedule}, {doc['microbatches']} microbatches: time per sample ",
         (f"{doc['time_per_sample']:.6g}", "bold"),
@@ -157,3 +141,33 @@ def print_simulation(console: Console, inst: object, sim: object, title: str, sc
     for d in doc["devices"]:
         table.add_row(Text(printable(d["device"])), f"{d['busy']:.6g}", f"{100 * d['busy_share']:.1f}%")
     console.print(table)
+
+
+# How each planned model's results are shown, by the model's registry name (dnnplace.api.models.MODELS):
+# adding a model is one entry in each table.
+_PLAN: dict[str, Callable[..., None]] = {"paper": print_evaluation, "piper": print_piper_stages, "llm": _llm_plan}
+_DOCUMENT: dict[str, Callable[[Any, Any], dict]] = {
+    "paper": lambda inst, ev: ev.to_dict(), "piper": evaluation_dict, "llm": lambda inst, ev: ev.prediction_dict()}
+_SIMULATION: dict[str, Callable[..., None]] = {"paper": _paper_simulation, "piper": _piper_simulation,
+                                               "llm": _llm_simulation}
+
+
+def _model(inst: object) -> str:
+    from dnnplace.api.models import model_of
+
+    return model_of(inst).name
+
+
+def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
+    """The table of a judged plan, for whichever model ``inst`` belongs to."""
+    _PLAN[_model(inst)](console, inst, ev, title)
+
+
+def evaluation_document(inst: object, ev: object) -> dict:
+    """``evaluate --json``: the evaluation of any model as one JSON object."""
+    return _DOCUMENT[_model(inst)](inst, ev)
+
+
+def print_simulation(console: Console, inst: object, sim: object, title: str, schedule: str) -> None:
+    """The summary line and the per-device (paper), per-stage (Piper) or per-step (LLM) view of a simulation."""
+    _SIMULATION[_model(inst)](console, inst, sim, title, schedule)

@@ -185,12 +185,21 @@ def _read_config(p: Path) -> tuple[Any, Path]:
 
 
 def _call_factory(path: Path, fn: str) -> Any:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    if spec is None or spec.loader is None or not path.is_file():
-        raise DnnplaceError(f"{path}: cannot import")
+    """Import ``path`` and call ``fn`` behind the user-code guard: its errors, exits and prints are one line."""
+    from dnnplace.utils.guard import user_code
+
+    name = clip(f"{path}:{fn}", 200)
+    try:
+        spec = importlib.util.spec_from_file_location(path.stem, path) if path.is_file() else None
+    except (OSError, ValueError):
+        spec = None
+    if spec is None or spec.loader is None:
+        raise DnnplaceError(f"'{name}': cannot import {clip(path, 200)} (no such file)")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    with user_code(f"'{name}': importing {clip(path, 200)}"):
+        spec.loader.exec_module(mod)
     if not callable(getattr(mod, fn, None)):
-        raise DnnplaceError(f"{path}: no function '{fn}'")
-    cfg = getattr(mod, fn)()
-    return cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+        raise DnnplaceError(f"'{name}': {clip(path, 200)} has no function '{clip(fn, 100)}'")
+    with user_code(f"'{name}': the factory"):
+        cfg = getattr(mod, fn)()
+        return cfg.to_dict() if hasattr(cfg, "to_dict") else cfg

@@ -28,6 +28,7 @@ PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
 MAX_GRAPH_VERTICES = 1500
 MAX_TIMELINE_MICROBATCHES = 1000  # the timeline draws every task as SVG
+MAX_ORDER_ACTIONS = 4_000  # the issue order is printed as text up to this many tasks
 DOT_TIMEOUT_S = 60
 
 
@@ -166,10 +167,11 @@ def timeline_svg(sim: Simulation) -> str:
         y = t.device * row + 3
         r, c, s = t.parts
         x = left + t.start * scale
-        fill = "#4e79a7" if t.kind == "F" else "#f28e2b"
-        segs = [(r, "#bbb", "recv"), (c, fill, f"{t.kind}{t.micro}"), (s, "#bbb", "send")]
+        action = t.action
+        fill = "#4e79a7" if action.kind == "F" else "#f28e2b"
+        segs = [(r, "#bbb", "recv"), (c, fill, str(action)), (s, "#bbb", "send")]
         if t.overlap:
-            segs = [(c, fill, f"{t.kind}{t.micro}")]
+            segs = [(c, fill, str(action))]
         for dur, col, label in segs:
             if dur <= 0:
                 continue
@@ -187,6 +189,18 @@ def timeline_svg(sim: Simulation) -> str:
                      f'{_f(span * k / 5, 4)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def issue_order(sim: Simulation) -> str:
+    """Each device's actions in the order the simulation ran them, as text, when short enough to read."""
+    order = sim.order
+    if order is None:
+        return ""
+    if len(sim.tasks) > MAX_ORDER_ACTIONS:
+        return f"<p class='note'>(issue order omitted: more than {MAX_ORDER_ACTIONS:,} tasks)</p>"
+    names = "; ".join(f"rank {r}: {html.escape(d)}" for r, d in enumerate(sim.devices))
+    return (f"<p class='note'>Issue order per device ({names}): F forward, B backward, then the microbatch."
+            f"</p><pre class='order'>{html.escape(order.text())}</pre>")
 
 
 CSS = """
@@ -254,7 +268,7 @@ def render_report(w: Workload, split: Split, ev: Evaluation, sim: Simulation | N
         timeline = (f"<h2>Simulated pipeline ({sim.schedule}, {sim.microbatches} microbatches)</h2>"
                     f"<p class='note'>time per sample {_f(sim.time_per_sample)} (max-load {_f(ev.max_load)}), "
                     f"bubble fraction {100 * sim.bubble_fraction:.1f}%. Blue: forward, orange: backward, "
-                    f"grey: transfers.</p><div class='timelinebox'>{timeline_svg(sim)}</div>")
+                    f"grey: transfers.</p><div class='timelinebox'>{timeline_svg(sim)}</div>{issue_order(sim)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{CSS}</style></head>
 <body>

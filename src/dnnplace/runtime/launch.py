@@ -266,6 +266,7 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
 
     from dnnplace.frontends.torch_model.loader import default_loss
     from dnnplace.frontends.torch_model.profile import forward_values
+    from dnnplace.model.schedule import SCHEDULES
     from dnnplace.runtime.procs import launch
     from dnnplace.runtime.train import (
         OPTIMIZERS,
@@ -280,7 +281,6 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         steady_time_per_sample,
         train_worker,
     )
-    from dnnplace.simulation.pipeline import SCHEDULES
 
     _check_backend(backend)
     if schedule not in SCHEDULES:
@@ -304,19 +304,19 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         raise DnnplaceError("the model has no trainable parameters")
     shapes = {name: (tuple(env[name].shape), env[name].dtype) for name in plan.producer
               if name in env and isinstance(env[name], torch.Tensor)}
-    orders, after = stage_orders(plan, schedule, microbatches)
+    order, after = stage_orders(plan, schedule, microbatches)
     n = len(plan.modules)
     loss_fn = loaded.loss_fn or default_loss
     per_mb = saved_bytes_per_microbatch(plan, env, grad_values, loss_fn, out_spec)
     restore_buffers(initial_buffers)  # the passes above moved running statistics
-    in_flight = [microbatches if schedule == "gpipe" else min(a + 1, microbatches) for a in after]
+    in_flight = [order.in_flight(r) for r in range(len(after))]
     # parameters several stages hold (tied weights, a module called on two stages): gradients summed across them
     shared = shared_parameters(plan.modules)
     payload = TrainPayload(
         plan=plan, shapes=shapes, args=inputs, grad_values=grad_values,
         tags={name: i for i, name in enumerate(sorted(plan.producer))},
         out_spec=pickle.dumps(out_spec), loss_spec=spec if loaded.loss_fn is not None else None,
-        microbatches=microbatches, steps=steps, optimizer=optimizer, lr=lr, orders=orders,
+        microbatches=microbatches, steps=steps, optimizer=optimizer, lr=lr, schedule=order,
         module_training=[bool(model.training)] * n, pin=pin,
         node_index={node.name: i for i, node in enumerate(cap.gm.graph.nodes)},
         shared=shared,
@@ -338,7 +338,8 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
         [r["buffers"] for r in results], ref_buffers, every_reference=False)
     timing = steady_time_per_sample(results, schedule, microbatches, max(after) + 1 if after else 1)
     busy = busy_per_stage(results)
-    pred = _training_predictions(workload, split, plan, schedule, microbatches, after, predicted_max_load)
+    pred = _training_predictions(workload, split, plan, schedule, microbatches, in_flight,
+                                 predicted_max_load)
     measured = 1e3 * timing["time_per_sample"]
     # the bottleneck stage's CPU time per sample: what the pipeline's time per sample would be with a core per
     # stage and nothing else running (the quantity the max-load predicts); robust to other tenants
@@ -421,7 +422,7 @@ def _loadavg() -> float | None:
         return None
 
 
-def _training_predictions(workload, split, plan, schedule: str, microbatches: int, after: list[int],
+def _training_predictions(workload, split, plan, schedule: str, microbatches: int, in_flight: list[int],
                           fallback: float | None) -> dict:
     """Predicted max-load and simulated time per sample (ms), per-stage loads and activation memory."""
     n = len(plan.modules)
@@ -443,7 +444,7 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
     forward: list[float | None] = []
     backward: list[float | None] = []
     memory: list[int | None] = []
-    for name, a in zip(plan.devices, after):
+    for name, k in zip(plan.devices, in_flight):
         d = by_name.get(name)
         if d is None:
             forward.append(None)
@@ -454,7 +455,6 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
         backward.append(float(d.backward_load))
         idx = [workload.index_of[nid] for nid in d.nodes]
         stash = sum(stashed[i] for i in idx if not workload.backward[i])
-        in_flight = microbatches if schedule == "gpipe" else min(a + 1, microbatches)
-        memory.append(stash * in_flight)
+        memory.append(stash * k)
     return {"max_load": float(ev.max_load), "simulated": float(sim.time_per_sample), "source": "workload",
             "forward": forward, "backward": backward, "memory": memory}

@@ -32,7 +32,7 @@ class TrainPayload:
     steps: int
     optimizer: str
     lr: float
-    orders: list  # per stage: its (kind, microbatch) tasks in schedule order
+    schedule: Any  # simulation.schedule.Schedule: per stage, its actions in issue order
     module_training: list[bool]  # per stage: train() or eval() mode, as the unsplit model
     node_index: dict[str, int]  # fx name -> position in the graph (receive order)
     shared: list = field(default_factory=list)  # (ranks, {rank: parameter name}) held by several stages

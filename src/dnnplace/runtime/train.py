@@ -16,9 +16,9 @@ The last stage (in topological order) receives every model output produced
 elsewhere and computes the loss; each microbatch's loss is divided by the
 number of microbatches N, so one optimizer step per N microbatches equals one
 step on the mean loss.  The order of forward and backward tasks per stage is
-the one :mod:`dnnplace.simulation` uses for the schedule (1F1B: ``after``
-warm-up forwards, then one forward one backward; GPipe: all forwards, then
-all backwards).  Sends are never waited on before the next task, and a stage
+the :class:`~dnnplace.model.schedule.Schedule` the simulator times (1F1B:
+``after`` warm-up forwards, then one forward one backward; GPipe: all
+forwards, then all backwards), handed to every worker.  Sends are never waited on before the next task, and a stage
 posts the receives of its next tasks before computing the current one
 (:func:`~dnnplace.runtime.comm.prefetch_depth`), so transfers overlap compute; waiting for a task's receives is
 the only synchronisation, so a stage runs its tasks as the simulated task
@@ -47,7 +47,7 @@ import pickle
 import statistics
 import time
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from dnnplace.runtime.comm import Prefetcher, isend, prefetch_depth, stage_devic
 from dnnplace.runtime.host import microbatch, microbatch_kwargs, pin, runqueue_s
 from dnnplace.runtime.machine import cpu_counters
 from dnnplace.runtime.payloads import TrainPayload
+
+if TYPE_CHECKING:
+    from dnnplace.model.schedule import Schedule
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -104,9 +107,10 @@ def sum_shared_gradients(mod, groups: list) -> None:
             offset += q.numel()
 
 
-def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tuple[str, int]]], list[int]]:
-    """Per stage, its (kind, microbatch) sequence as the simulator orders it, and its count of later stages."""
-    from dnnplace.simulation.pipeline import device_order, stage_depths
+def stage_orders(plan, schedule: str, microbatches: int) -> tuple[Schedule, list[int]]:
+    """The schedule the simulator would time for these stages, and each stage's count of later stages."""
+    from dnnplace.model.schedule import by_name
+    from dnnplace.utils.graph import stage_depths
 
     n = len(plan.modules)
     deps = {(plan.producer[v], c) for v, cs in plan.consumers.items() for c in cs
@@ -115,7 +119,7 @@ def stage_orders(plan, schedule: str, microbatches: int) -> tuple[list[list[tupl
     depth = stage_depths(n, deps)
     stages = int(depth.max()) + 1 if n else 0
     after = [stages - 1 - int(depth[r]) for r in range(n)]
-    return [device_order(schedule, microbatches, True, a) for a in after], after
+    return by_name(schedule, n, microbatches, after=after), after
 
 
 def make_optimizer(name: str, params, lr: float):
@@ -179,7 +183,7 @@ def train_worker(rank: int, world: int, p: TrainPayload) -> dict:
     params = [q for q in mod.parameters() if q.requires_grad]
     opt = make_optimizer(p.optimizer, params, p.lr) if params else None
     frozen = {t.untyped_storage().data_ptr() for t in list(mod.parameters()) + list(mod.buffers())}
-    order = p.orders[rank]
+    order = p.schedule.ranks[rank]
     # one process group per set of stages sharing parameters; every rank creates every group, in the same order
     shared_groups = []
     for ranks, shared in p.shared:
@@ -212,8 +216,8 @@ def train_worker(rank: int, world: int, p: TrainPayload) -> dict:
             window.update(cpu0=time.process_time(), counters0=cpu_counters())
         step_start = time.perf_counter()
         step_loss = 0.0
-        prefetch = Prefetcher(lambda i: recv_of[order[i][0]], len(order), depth, shapes, device)
-        for i, (kind, m) in enumerate(order):
+        prefetch = Prefetcher(lambda i: recv_of[order[i].kind], len(order), depth, shapes, device)
+        for i, (kind, m, _) in enumerate(order):
             t0 = time.perf_counter()
             c0, th0, q0 = time.process_time(), time.thread_time(), runqueue_s()
             recv_s = 0.0

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm.schedule import megatron_order, sends
+from dnnplace.evaluation.llm.schedule import sends
+from dnnplace.model.schedule import megatron_rank
 
 MAX_TASKS = 2_000_000  # tasks simulated at most (p * v * m * 2): a few seconds of Python
 
@@ -59,8 +60,8 @@ class ScheduleRun:
 
 def rank_order(rank: int, pp: int, vp: int, m: int) -> list[tuple[bool, int, int]]:
     """Rank ``rank``'s tasks in issue order: (backward, micro-batch, chunk), as Megatron-Core issues them
-    (:func:`dnnplace.evaluation.llm.schedule.megatron_order`, the one definition the evaluator prices)."""
-    return megatron_order(rank, pp, vp, m)
+    (the shared schedule's :func:`~dnnplace.model.schedule.megatron_rank`, the order the evaluator prices)."""
+    return [(a.kind == "B", a.microbatch, a.chunk) for a in megatron_rank(rank, pp, vp, m)]
 
 
 def simulate_schedule(pp: int, vp: int, m: int, fwd: list[float], bwd: list[float], p2p: float = 0.0) -> ScheduleRun:

@@ -18,6 +18,7 @@ is full.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,11 +26,12 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation, evaluate
 from dnnplace.evaluation.evaluator import combine
+from dnnplace.model.schedule import SCHEDULES, Action, Schedule, by_name
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.utils.graph import CYCLE_MESSAGE, stage_depths, topological_order
 
-SCHEDULES = ("1f1b", "gpipe")
+__all__ = ["SCHEDULES", "Simulation", "Task", "simulate"]
 #: The simulator keeps every task in a graph (about 1.5 KB each): more than this many would need
 #: gigabytes, so they are refused up front (devices x microbatches, twice that for training).
 MAX_TASKS = 1_000_000
@@ -57,6 +59,11 @@ class Task:
     def end(self) -> float:
         return self.start + self.duration
 
+    @property
+    def action(self) -> Action:
+        """The schedule's action this task times."""
+        return Action(self.kind, self.micro)
+
 
 @dataclass(frozen=True)
 class Simulation:
@@ -70,6 +77,7 @@ class Simulation:
     time_per_sample: float
     max_load: float
     evaluation: Evaluation = field(repr=False)
+    order: Schedule | None = field(default=None, repr=False)  # what each device ran, in order
 
     @property
     def throughput(self) -> float:
@@ -164,10 +172,11 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
     fw_deps, bw_deps, stash = _dependencies(w, dev)
     depth = stage_depths(len(used), fw_deps)
     stages = int(depth.max()) + 1 if len(used) else 0
-    order = [device_order(schedule, microbatches, w.is_training, stages - 1 - int(depth[i]))
-             for i in range(len(used))]
+    order = by_name(schedule, len(used), microbatches, after=[stages - 1 - int(d) for d in depth],
+                    training=w.is_training) if used else None
     parts = {"F": [ev.devices[d].forward_parts for d in used], "B": [ev.devices[d].backward_parts for d in used]}
-    tasks = _run_tasks(order, _task_deps(order, microbatches, fw_deps, bw_deps, stash, w.is_training), parts,
+    seqs = order.ranks if order is not None else ()
+    tasks = _run_tasks(seqs, _task_deps(seqs, microbatches, fw_deps, bw_deps, stash, w.is_training), parts,
                        overlap_comm)
     makespan = max((t.end for t in tasks), default=0.0)
     if schedule == "gpipe" or microbatches == 1:
@@ -176,7 +185,7 @@ def simulate(w: Workload, split: Split, *, schedule: str = "1f1b", microbatches:
         tps = _steady_spacing(tasks, microbatches, stages, "B" if w.is_training else "F")
     names = tuple(ev.devices[d].name for d in used)
     return Simulation(schedule, microbatches, names, tuple(sorted(tasks, key=lambda t: (t.device, t.start))),
-                      makespan, tps, ev.max_load, ev)
+                      makespan, tps, ev.max_load, ev, order)
 
 
 def _check_size(devices: int, microbatches: int, training: bool) -> None:
@@ -192,12 +201,12 @@ def _check_size(devices: int, microbatches: int, training: bool) -> None:
 TaskKey = tuple[int, str, int]  # (device, "F" or "B", microbatch)
 
 
-def _task_deps(order: list[list[tuple[str, int]]], microbatches: int, fw_deps: set, bw_deps: set, stash: set,
+def _task_deps(order: Sequence[Sequence[Action]], microbatches: int, fw_deps: set, bw_deps: set, stash: set,
                training: bool) -> list[tuple[TaskKey, TaskKey]]:
     """Each device's own order, then the data dependencies of every microbatch."""
     deps: list[tuple[TaskKey, TaskKey]] = []
     for i, seq in enumerate(order):
-        deps += [((i, *a), (i, *b)) for a, b in zip(seq, seq[1:])]
+        deps += [((i, a.kind, a.microbatch), (i, b.kind, b.microbatch)) for a, b in zip(seq, seq[1:])]
     for m in range(microbatches):
         deps += [((a, "F", m), (b, "F", m)) for a, b in fw_deps]
         if training:
@@ -206,10 +215,10 @@ def _task_deps(order: list[list[tuple[str, int]]], microbatches: int, fw_deps: s
     return deps
 
 
-def _run_tasks(order: list[list[tuple[str, int]]], deps: list[tuple[TaskKey, TaskKey]], parts: dict,
+def _run_tasks(order: Sequence[Sequence[Action]], deps: list[tuple[TaskKey, TaskKey]], parts: dict,
                overlap_comm: bool) -> list[Task]:
     """Start every task as soon as its device order and its inputs allow (longest path)."""
-    keys = [(i, kind, m) for i, seq in enumerate(order) for kind, m in seq]
+    keys = [(i, a.kind, a.microbatch) for i, seq in enumerate(order) for a in seq]
     number = {k: j for j, k in enumerate(keys)}
     succ: list[list[int]] = [[] for _ in keys]
     for a, b in deps:
@@ -253,16 +262,3 @@ def _dependencies(w: Workload, dev: np.ndarray) -> tuple[set, set, set]:
 
     return (pairs(cross & fw[s] & fw[d]), pairs(cross & bw[s] & bw[d]), pairs(cross & fw[s] & bw[d]))
 
-
-def device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:
-    """The order in which one device runs its tasks; ``after`` = stages downstream of it."""
-    if not training:
-        return [("F", m) for m in range(n)]
-    if schedule == "gpipe":
-        return [("F", m) for m in range(n)] + [("B", m) for m in range(n)]
-    warm = min(after, n)
-    seq = [("F", m) for m in range(warm)]
-    for m in range(n - warm):
-        seq += [("F", warm + m), ("B", m)]
-    seq += [("B", m) for m in range(n - warm, n)]
-    return seq

@@ -1,4 +1,11 @@
-"""A Piper plan streamed through 1F1B: after the pipeline fills, the bottleneck stage sets the pace."""
+"""A Piper plan streamed through 1F1B: after the pipeline fills, the bottleneck stage sets the pace.
+
+The stream is the shared :func:`~dnnplace.model.schedule.one_f_one_b` over the plan's stages
+(the order whose in-flight counts Piper's memory model charges).  Piper's model gives a stage one
+time per sample, forward and backward together; timed as one pass per micro-batch, that order
+finishes after one pass through every stage plus one bottleneck period per further micro-batch,
+the closed form below.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Any
 
 from dnnplace.evaluation.piper import PiperEvaluation, evaluate_piper, stage_rows
 from dnnplace.model.piper import PiperInstance, PiperPlan
+from dnnplace.model.schedule import Schedule, one_f_one_b
 
 
 @dataclass(frozen=True)
@@ -17,6 +25,11 @@ class PiperSimulation:
     stages: list[dict[str, Any]]
     microbatches: int
     makespan: float | None
+
+    @property
+    def order(self) -> Schedule:
+        """What each stage runs, in order (built on demand: the makespan needs only its closed form)."""
+        return one_f_one_b(len(self.stages), self.microbatches)
 
     @property
     def time_per_sample(self) -> float | None:

@@ -35,6 +35,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from dnnplace.model.schedule import megatron_rank
+
 Array = np.ndarray
 
 #: Tasks (2 p v m) up to which the recurrence runs the whole step; beyond, it extrapolates.
@@ -44,32 +46,9 @@ MAX_EXTRAPOLATED_TASKS = 400_000
 
 
 def megatron_order(rank: int, pp: int, vp: int, m: int) -> list[tuple[bool, int, int]]:
-    """Rank ``rank``'s tasks in issue order: (backward, micro-batch, chunk), as Megatron-Core issues them.
-
-    Warm-up forwards: ``(p - r - 1) * 2 + (v - 1) * p`` when interleaving (``p - r - 1`` without),
-    capped at all of them; then one forward, one backward; then the remaining backwards.
-    Forwards run chunk after chunk in groups of p micro-batches; backwards the chunks in reverse.
-    """
-    total = m * vp
-    if vp > 1:
-        warmup = min((pp - rank - 1) * 2 + (vp - 1) * pp, total)
-    else:
-        warmup = min(pp - rank - 1, total)
-
-    def forward(k: int) -> tuple[bool, int, int]:
-        group, within = divmod(k, pp * vp)
-        return False, group * pp + within % pp, within // pp
-
-    def backward(k: int) -> tuple[bool, int, int]:
-        group, within = divmod(k, pp * vp)
-        return True, group * pp + within % pp, vp - 1 - within // pp
-
-    order = [forward(k) for k in range(warmup)]
-    for i in range(total - warmup):
-        order.append(forward(warmup + i))
-        order.append(backward(i))
-    order.extend(backward(k) for k in range(total - warmup, total))
-    return order
+    """Rank ``rank``'s tasks in issue order: (backward, micro-batch, chunk), as Megatron-Core issues them
+    (the shared schedule's :func:`~dnnplace.model.schedule.megatron_rank`)."""
+    return [(a.kind == "B", a.microbatch, a.chunk) for a in megatron_rank(rank, pp, vp, m)]
 
 
 def sends(pp: int, vp: int, stage: int, backward: bool) -> bool:

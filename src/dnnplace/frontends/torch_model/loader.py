@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.utils.guard import UserCodeError, user_code
 
 
 def require_torch():
@@ -72,9 +73,11 @@ def _import(spec: str, module_name: str):
             raise DnnplaceError(f"'{spec}': cannot import {module_name}")
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = module
-        mod_spec.loader.exec_module(module)
+        with user_code(f"'{spec}': importing {module_name}"):  # its errors, exits and prints: one line
+            mod_spec.loader.exec_module(module)
         return module
-    return importlib.import_module(module_name)
+    with user_code(f"'{spec}': importing {module_name}"):
+        return importlib.import_module(module_name)
 
 
 def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> LoadedModel:
@@ -91,14 +94,7 @@ def load_factory(spec: str, *, meta: bool = False, quiet: bool = False) -> Loade
     if ":" not in spec:
         raise DnnplaceError(f"'{spec}': expected MODULE:FACTORY (a .py file or dotted module, a colon, a function)")
     module_name, _, func_name = spec.rpartition(":")
-    try:
-        module = _import(spec, module_name)
-    except DnnplaceError:
-        raise
-    except SystemExit as exc:  # sys.exit at import time: an error, never a silent exit
-        raise DnnplaceError(f"'{spec}': importing {module_name} called sys.exit({exc.code!r})") from None
-    except Exception as exc:  # the user's module failed to import
-        raise DnnplaceError(f"'{spec}': cannot import {module_name}: {exc.__class__.__name__}: {exc}") from None
+    module = _import(spec, module_name)
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise DnnplaceError(f"'{spec}': {module_name} has no function '{func_name}'")
@@ -168,15 +164,12 @@ def _call(spec: str, factory: Callable, torch: Any, *, meta: bool) -> LoadedMode
 
     torch.manual_seed(0)
     try:
-        with torch.device("meta") if meta else contextlib.nullcontext():
+        with user_code(f"'{spec}': the factory"), torch.device("meta") if meta else contextlib.nullcontext():
             result = factory()
-    except SystemExit as exc:
-        raise DnnplaceError(f"'{spec}': the factory called sys.exit({exc.code!r})") from None
-    except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        if meta:
-            raise _MetaFailed(f"{exc.__class__.__name__}: {first}") from None
-        raise DnnplaceError(f"'{spec}': the factory failed: {exc.__class__.__name__}: {exc}") from None
+    except UserCodeError as exc:
+        if meta and not exc.exited:  # what meta lacked: the caller builds it for real
+            raise _MetaFailed(exc.reason.removeprefix("failed: ")) from None
+        raise
     usage = "the factory must return (model, args), (model, args, kwargs) or (model, args, kwargs, loss_fn)"
     if not (isinstance(result, tuple) and 2 <= len(result) <= 4 and isinstance(result[0], torch.nn.Module)):
         raise DnnplaceError(f"'{spec}': {usage}")

@@ -56,7 +56,9 @@ class LatencyIP(Solver):
     subgraphs_per_accelerator: int = param(1, "contiguous pieces per accelerator (q)", minimum=1, maximum=64)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return solve_latency_ip(workload, run, self)
+        # the method's one conversion from seconds: the algorithm below reads only the absolute deadline
+        deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
+        return solve_latency_ip(workload, run, self, deadline)
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,11 @@ class _LatencyModel:
     q: int
 
 
-def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP) -> SolverOutput:
-    """Warm-start from the best known split, solve, decode; fall back to the start when it is better."""
-    deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
+def solve_latency_ip(w: Workload, run: RunContext, params: LatencyIP, deadline: float | None) -> SolverOutput:
+    """Warm-start from the best known split, solve by ``deadline``, decode; fall back to the start when better.
+
+    ``deadline`` is absolute (``time.perf_counter()`` seconds; None: no limit); ``run.time_limit`` is not read.
+    """
     k = w.max_accelerators
     groups = Groups.of(w)
     warm, ub = best_known_latency_split(w, deadline)

@@ -44,8 +44,10 @@ class NonContiguousIP(Solver):
     threads: int | None = param(None, "HiGHS threads", minimum=1, maximum=256)
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return solve_throughput_ip(workload, run, contiguous=self.contiguous, gap=self.gap, threads=self.threads,
-                                   contiguous_cpus=self.cpus_contiguous())
+        # the method's one conversion from seconds: the algorithm below reads only the absolute deadline
+        deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
+        return solve_throughput_ip(workload, run, deadline=deadline, contiguous=self.contiguous, gap=self.gap,
+                                   threads=self.threads, contiguous_cpus=self.cpus_contiguous())
 
     def cpus_contiguous(self) -> bool:
         """Whether CPU cores must hold contiguous sets too (never without contiguity)."""
@@ -129,10 +131,12 @@ def build_throughput_model(w: Workload, groups: Groups, *, contiguous: bool, con
     return m, x
 
 
-def solve_throughput_ip(w: Workload, run: RunContext, *, contiguous: bool, gap: float, threads: int | None,
-                        contiguous_cpus: bool) -> SolverOutput:
-    """Build, warm-start and solve the throughput MIP; name the binding constraints when infeasible."""
-    deadline = None if run.time_limit is None else time.perf_counter() + run.time_limit
+def solve_throughput_ip(w: Workload, run: RunContext, *, deadline: float | None, contiguous: bool, gap: float,
+                        threads: int | None, contiguous_cpus: bool) -> SolverOutput:
+    """Build, warm-start and solve the throughput MIP by ``deadline``; name the binding constraints when infeasible.
+
+    ``deadline`` is absolute (``time.perf_counter()`` seconds; None: no limit); ``run.time_limit`` is not read.
+    """
     groups = Groups.of(w)
     k, l = w.max_accelerators, w.max_cpus
     warm = warm_start_dp(w, deadline) if not run.overlap_comm else None

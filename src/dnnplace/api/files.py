@@ -1,0 +1,249 @@
+"""Reading and writing what dnnplace plans: workloads of every model, their plans, budgets, bundled examples.
+
+Each reader reads its file once; :func:`load_with_plan` gives an LLM plan file's problem and plan
+together, so a command judging such a file never reads it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dnnplace.api.models import Instance, check_plan, model_of, paper_instance, refuse
+from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation import Evaluation
+from dnnplace.frontends import paper_json
+from dnnplace.model.limits import MAX_COUNT, MAX_VALUE
+from dnnplace.model.split import Split
+from dnnplace.model.workload import Workload
+from dnnplace.utils.params import boolean, instance_of, integer, optional, path_like, paths, real, text, validate_params
+
+if TYPE_CHECKING:
+    from dnnplace.model.piper import PiperPlan
+
+__all__ = ["example_path", "load", "load_plan", "load_split", "load_with_plan", "load_workload", "plan_document",
+           "plan_notes", "save_plan", "save_split", "save_workload", "with_budget"]
+
+PathLike = str | Path
+_DATA = Path(__file__).resolve().parents[1] / "data"
+_PATH = path_like()
+
+
+@validate_params(name=text(200))
+def example_path(name: str) -> Path:
+    """The path of a workload bundled with dnnplace (the paper's inputs), by file stem.
+
+    Parameters
+    ----------
+    name : str
+        A file stem such as ``"bert24_inference"`` (layer graphs are found
+        before operator graphs of the same name).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> dnnplace.example_path("gnmt_training").name
+    'gnmt_training.json'
+    """
+    for folder in ("LayerGraphs", "OperatorGraphs"):
+        p = _DATA / "paper" / "throughput-inputs" / folder / f"{name}.json"
+        if p.is_file():
+            return p
+    found = sorted(_DATA.glob(f"**/{name}.json"))
+    if not found:
+        raise DnnplaceError(f"no bundled workload named '{name}'")
+    return found[0]
+
+
+@validate_params(path=_PATH, check_feasible=boolean())
+def load_workload(path: PathLike, *, check_feasible: bool = True) -> Workload:
+    """Read and validate a workload in the paper's JSON format.
+
+    Parameters
+    ----------
+    path : str or Path
+        The JSON file (msr-fiddle/dnn-partitioning format, see ``SPEC.md``).
+    check_feasible : bool, default True
+        Also refuse workloads that no split can fit (one line naming why).
+
+    Returns
+    -------
+    Workload
+
+    Raises
+    ------
+    InputError
+        Malformed input: the message names the file, the node or edge, and the field.
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    >>> w.n, w.max_accelerators, w.is_training
+    (192, 6, True)
+    """
+    return paper_json.load_workload(path, check_feasible=check_feasible)
+
+
+@validate_params(path=_PATH, inputs=paths())
+def save_workload(workload: Workload, path: PathLike, *, inputs: Iterable[PathLike | None] = ()) -> None:
+    """Write a workload in the paper's format, atomically and losslessly (never over one of ``inputs``).
+
+    Examples
+    --------
+    >>> import dnnplace, tempfile, os
+    >>> w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    >>> out = os.path.join(tempfile.mkdtemp(), "w.json")
+    >>> dnnplace.save_workload(w, out)
+    >>> dnnplace.load_workload(out).n
+    192
+    """
+    paper_json.save_workload(paper_instance(workload, "save_workload"), path, inputs=tuple(inputs))
+
+
+@validate_params(path=_PATH)
+def load_split(path: PathLike) -> Split:
+    """Read a split (the paper's ``fpgas`` / ``cpus`` lists, plus dnnplace's metadata).
+
+    Examples
+    --------
+    >>> import dnnplace, tempfile, os
+    >>> w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    >>> out = os.path.join(tempfile.mkdtemp(), "split.json")
+    >>> dnnplace.save_split(dnnplace.solve(w, "single").split, out)
+    >>> len(dnnplace.load_split(out).accelerators)
+    1
+    """
+    return paper_json.load_split(path)
+
+
+@validate_params(split=instance_of(Split, what="a Split (a Piper plan: save_plan)"), path=_PATH, inputs=paths())
+def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = None, *,
+               inputs: Iterable[PathLike | None] = ()) -> None:
+    """Write a split atomically in the paper's format (per-device loads from ``evaluation`` when given).
+
+    ``inputs`` are files the output must never replace (the workload it was
+    solved from): writing over one of them is refused.
+
+    Examples
+    --------
+    >>> import dnnplace, tempfile, os
+    >>> w = dnnplace.load_workload(dnnplace.example_path("gnmt_training"))
+    >>> sol = dnnplace.solve(w)
+    >>> dnnplace.save_split(sol.split, os.path.join(tempfile.mkdtemp(), "s.json"), sol.evaluation)
+    """
+    paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
+
+
+@validate_params(path=_PATH, bert_layers=optional(integer(1, MAX_COUNT)))
+def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
+    """Read a workload of any planned model, once: Piper's (its nodes carry ``TMPCs``) or the paper's.
+
+    ``bert_layers`` builds BERT-L from Piper's ``bert32a100.json`` (Piper workloads only).
+
+    Examples
+    --------
+    >>> import dnnplace
+    >>> type(dnnplace.load(dnnplace.example_path("gnmt_training"))).__name__
+    'Workload'
+    >>> type(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).__name__
+    'PiperInstance'
+
+    An LLM plan file (from ``dnnplace plan``) loads as its :class:`~dnnplace.model.llm.LLMProblem`.
+    """
+    return load_with_plan(path, bert_layers=bert_layers)[0]
+
+
+@validate_params(path=_PATH, bert_layers=optional(integer(1, MAX_COUNT)))
+def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[Instance, Any]:
+    """The instance a file holds and the plan it carries (an LLM plan file's; None for a workload), read once.
+
+    A command that judges an LLM plan file alone needs both: reading the file a second time for the
+    plan would parse and validate it twice.
+    """
+    from dnnplace.frontends.piper_json import bert_l, is_piper_json, parse_piper
+    from dnnplace.utils.files import read_json_file
+
+    doc = read_json_file(path)
+    if isinstance(doc, dict) and doc.get("format") == "dnnplace.llm-plan":
+        from dnnplace.frontends.llm_plan import read_llm_plan
+
+        refuse("bert_layers", bert_layers, None, "piper")
+        plan = read_llm_plan(doc, str(path))
+        return plan.problem, plan
+    if is_piper_json(doc):
+        inst = parse_piper(doc, source=str(path))
+        return (bert_l(inst, bert_layers) if bert_layers is not None else inst), None
+    refuse("bert_layers", bert_layers, None, "piper")
+    return paper_json.parse_workload(doc, source=str(path)), None
+
+
+@validate_params(accelerators=optional(integer(0, MAX_COUNT)), cpus=optional(integer(0, MAX_COUNT)),
+                 memory=optional(real(0, MAX_VALUE)), bandwidth=optional(real(0, MAX_VALUE, lo_open=True)),
+                 batch=optional(integer(1, MAX_COUNT)))
+def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: int | None = None,
+                memory: float | None = None, bandwidth: float | None = None, batch: int | None = None) -> Instance:
+    """The instance with some of its budget replaced (``None``: keep the file's); checked like the file.
+
+    Accelerators and memory apply to both models; CPU cores to the paper's; bandwidth and the
+    batch (micro-batches per batch) to Piper's.  An option the model does not have is an error.
+    """
+    return model_of(instance).with_budget(instance, accelerators=accelerators, cpus=cpus, memory=memory,
+                                          bandwidth=bandwidth, batch=batch)
+
+
+@validate_params(path=_PATH)
+def load_plan(instance: Instance, path: PathLike) -> tuple[Instance, Split | PiperPlan]:
+    """Read a plan for ``instance``: a split (paper) or a Piper plan; one-line errors for malformed files.
+
+    Returns the instance to judge it under and the plan: ``instance`` itself, except that a Piper
+    plan made for BERT-L (``bertLayers``) builds that graph.  The devices, memory, bandwidth and
+    batch a Piper plan records are not used: :func:`plan_notes` says where they differ.
+    """
+    from dnnplace.utils.files import read_json_file
+
+    return model_of(instance).read_plan(instance, read_json_file(path), str(path))
+
+
+@validate_params(overlap_comm=boolean())
+def plan_notes(instance: Instance, plan: Split | PiperPlan, *, overlap_comm: bool = False) -> list[str]:
+    """What the plan file records but the judgement does not use, one line each (empty when nothing).
+
+    A Piper plan records the devices, memory, bandwidth and batch it was made for; it is judged under
+    the instance's (the workload file's, with any overrides).  A split may record ``overlapComm``.
+    """
+    return check_plan(instance, plan).plan_notes(instance, plan, overlap_comm=overlap_comm)
+
+
+def plan_document(instance: Instance, plan: Split | PiperPlan, evaluation: Any = None) -> dict[str, Any]:
+    """The plan file's content (the paper's split format, or dnnplace's Piper plan format)."""
+    m = check_plan(instance, plan)
+    return m.plan_document(instance, plan, evaluation if evaluation is not None else m.evaluate(instance, plan))
+
+
+@validate_params(path=_PATH, inputs=paths())
+def save_plan(instance: Instance, plan: Split | PiperPlan, path: PathLike, evaluation: Any = None, *,
+              inputs: Iterable[PathLike | None] = ()) -> None:
+    """Write a plan atomically (never over one of ``inputs``, never through a link).
+
+    Examples
+    --------
+    >>> import dnnplace, tempfile, os
+    >>> inst = dnnplace.load(dnnplace.example_path("toy_a_knapsack"))
+    >>> sol = dnnplace.solve(inst)
+    >>> out = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> dnnplace.save_plan(inst, sol.plan, out, sol.evaluation)
+    >>> _, plan = dnnplace.load_plan(inst, out)
+    >>> dnnplace.evaluate(inst, plan).tps
+    5.0
+    """
+    from dnnplace.utils.files import write_json_atomic
+
+    write_json_atomic(path, plan_document(instance, plan, evaluation), inputs=tuple(inputs))
+
+

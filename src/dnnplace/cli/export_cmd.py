@@ -1,0 +1,65 @@
+"""``dnnplace export``: a plan in the format another trainer reads (LLM plans: Megatron-LM, torchtitan,
+DeepSpeed; splits of a profiled workload: torch.distributed.pipelining, stage lists)."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dnnplace.cli.console import user_errors
+from dnnplace.errors import DnnplaceError
+from dnnplace.exporters import EXPORTERS, get_exporter
+
+# The export registry's names (dnnplace.exporters.EXPORTERS): the CLI never lists targets itself.
+ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # type: ignore[misc]
+_TO_HELP = ("Target: " + "; ".join(f"{target.name}: {target.summary}" for target in EXPORTERS.values())
+            + " [default: stages, for a split with -w].")
+
+
+def export_plan(
+    plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), or a split of a profiled workload."),
+    to: Optional[ExportTarget] = typer.Option(None, "--to", show_default=False, help=_TO_HELP),
+    workload: Optional[Path] = typer.Option(None, "--workload", "-w",
+                                            help="Split targets: the profiled workload (from `profile`)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
+                                                       " a runnable training script."),
+    model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
+                                                              " (default: the one the workload was profiled from)."),
+) -> None:
+    """Export a plan in the format another trainer reads: Megatron-LM arguments, a torchtitan TOML or a DeepSpeed
+    config (LLM plans); a torch.distributed.pipelining training script or stage lists (splits)."""
+    with user_errors():
+        from dnnplace import api
+        from dnnplace.utils.files import check_outputs, write_text_atomic
+
+        check_outputs([output], [plan, workload])
+        if to is None and workload is None:
+            raise DnnplaceError(f"name an export target with --to: {', '.join(EXPORTERS)}")
+        target = get_exporter(str(to.value) if to is not None else "stages")
+        if target.takes == "split":
+            if workload is None:
+                raise DnnplaceError(f"--to {target.name} exports a split: name its profiled workload with -w")
+            if as_json and target.name == "torch-pipelining":
+                target = get_exporter("torch-pipelining-points")
+            text = target.render(api.load_workload(workload, check_feasible=False), api.load_split(plan),
+                                 model=model)
+        else:
+            for flag, given in (("-w/--workload", workload is not None), ("--model", model is not None),
+                                ("--json", as_json)):
+                if given:
+                    raise DnnplaceError(f"{flag} applies to split targets only, not --to {target.name}")
+            text = api.export_llm_plan(plan, target.name)
+        if output is not None:
+            write_text_atomic(output, text, inputs=[plan, workload])
+        else:
+            sys.stdout.write(text)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``export`` to a typer app."""
+    app.command("export")(export_plan)
