@@ -26,12 +26,20 @@ def parse_fix(text: str | None) -> dict[str, Any]:
 def plan(
     model: str = typer.Argument(..., help="Hugging Face config.json (or its folder), or file.py:fn."),
     gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)."),
-    device: str = typer.Option("h100", "--device", help="Catalogue device: h100, h200, a100, b200."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs per node (NVLink domain);"
+                                                " default 8."),
+    device: Optional[str] = typer.Option(None, "--device", help="Catalogue device: h100 (default), h200, a100,"
+                                         " b200, gb200, b300, gb300."),
+    system: Optional[str] = typer.Option(None, "--system", help="A whole system instead of --device and"
+                                         " --gpus-per-node: dgx-h100, dgx-h200, dgx-b200, dgx-b300,"
+                                         " gb200-nvl72, gb300-nvl72 (NVLink domain from the system)."),
     seq_len: int = typer.Option(..., "--seq-len", help="Sequence length."),
     global_batch: int = typer.Option(..., "--global-batch", help="Global batch (sequences per step)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 or fp8."),
+    precision: str = typer.Option("bf16", "--precision", help="Precision recipe: bf16, fp8 (delayed"
+                                     " scaling), fp8-cs (current scaling), mxfp8 or nvfp4 (Blackwell)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
+    compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
+                                          ' --fix) and say whether the error band can tell it from the plan.'),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report (with the simulated"
@@ -51,12 +59,16 @@ def plan(
         check_outputs([output, report], inputs)
         if time_limit is not None and not (time_limit > 0 and time_limit != float("inf")):
             raise DnnplaceError(f"--time-limit must be a positive number, got {time_limit}")
+        device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
         with progress_bar(not as_json) as progress:
             sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress, **parse_fix(fix))
         result = sol.plan
         doc = result.to_dict()
+        rival = None
+        if compare is not None:
+            rival = api.solve(problem, "llm-search", time_limit=time_limit, **parse_fix(compare)).plan
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)
         if report is not None:
@@ -66,10 +78,46 @@ def plan(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             print_plan(out, doc)
+            for line in band_lines(problem, result.estimate.step_time_s, rival):
+                out.print(line)
             if output is not None:
                 out.print(f"plan written to {output}")
             if report is not None:
                 out.print(f"report written to {report}")
+
+
+def machine(system: str | None, device: str | None, gpus_per_node: int | None, gpus: int) -> tuple[str, int]:
+    """(catalogue device, NVLink group size) from ``--system`` or from ``--device`` / ``--gpus-per-node``."""
+    if system is None:
+        return device or "h100", 8 if gpus_per_node is None else gpus_per_node
+    if device is not None or gpus_per_node is not None:
+        raise DnnplaceError("give --system or --device / --gpus-per-node, not both")
+    from dnnplace.model.systems import system_spec
+
+    spec = system_spec(system)
+    return spec.gpu, spec.domain_for(gpus)
+
+
+def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]:
+    """What the model's measured error band says of a prediction, and of a configuration to compare with."""
+    from dnnplace.evaluation.llm.band import ErrorBand, held_in_band
+
+    band = held_in_band()
+    prec, dev = problem.job.precision, problem.device.name
+    if ErrorBand.covers(prec, dev):
+        lo, hi = band.measured_range(predicted_s)
+        lines = [f"{band.text()}: a measured step of {lo:.2f}-{hi:.2f} s"]
+    else:
+        lines = [f"no measured error band for {prec} on {dev} ({band.text()}; docs/dev/fidelity.md lists"
+                 " how far FP8 and Blackwell runs fall outside it)"]
+    if rival is not None:
+        t = rival.estimate.step_time_s
+        fits = "fits" if rival.estimate.fits else "does not fit"
+        verdict = ("within the error band of each other: the model cannot order them"
+                   if band.indistinguishable(predicted_s, t) else "further apart than the error band")
+        lines.append(f"compared configuration: {t:.3f} s ({fits}), {100 * (t / predicted_s - 1):+.1f} % against"
+                     f" the plan; {verdict}")
+    return lines
 
 
 def print_plan(console: object, doc: dict) -> None:

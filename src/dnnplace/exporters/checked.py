@@ -46,6 +46,10 @@ class CheckedPlan:
         return j
 
 
+#: Precision recipes the exporters spell out (the others are priced, not yet exported).
+EXPORTED_PRECISIONS = ("bf16", "fp8")
+
+
 def checked_plan(plan: dict[str, Any] | LLMPlan, target: str) -> CheckedPlan:
     """``plan`` (a plan document or an in-memory :class:`LLMPlan`) read and checked by the project's rules.
 
@@ -61,6 +65,10 @@ def checked_plan(plan: dict[str, Any] | LLMPlan, target: str) -> CheckedPlan:
         check_config(parsed.problem, parsed.config)
     except DnnplaceError as exc:
         raise DnnplaceError(f"export --to {target}: the plan breaks a planner rule: {exc}") from None
+    precision = parsed.problem.job.precision
+    if precision not in EXPORTED_PRECISIONS:
+        raise refuse(target, parsed.problem.arch, f"precision {precision} is priced but not yet written by the "
+                                                  "exports (bf16 and fp8 are); plan with --precision bf16 or fp8")
     return CheckedPlan(doc, parsed.problem)
 
 

@@ -183,7 +183,9 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     groups += model_args(plan.arch, j["seq_len"])
     groups.append(["--bf16"])
     if j["precision"] == "fp8":
+        # the fp8 recipe is priced with FP8 parameters (NeMo's bf16_with_fp8_mixed: fp8_param_gather=True)
         groups.append(["--fp8-format", "hybrid"])
+        groups.append(["--fp8-param-gather"])
     return groups
 
 

@@ -13,7 +13,7 @@ link_latency_ms) with exactly the values that module uses, so it can read from h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
@@ -128,15 +128,16 @@ CATALOGUE: dict[str, DeviceSpec] = {
                  "nvlink_fraction": "nccl-tests DGX A100 all_reduce ~230-240 GB/s of 300 -> 0.8",
                  "internode_fraction": "nccl-tests HDR 200 Gb/s: ~22-23 GB/s of 25 -> 0.9"}),
     "b200": DeviceSpec(
-        name="b200", peak_flops={"bf16": 2.25e15, "fp8": 4.5e15}, hbm_bandwidth=8e12, memory_bytes=180e9,
-        usable_memory_bytes=180e9, nvlink_bandwidth=900e9, internode_bandwidth=50e9,
+        name="b200", peak_flops={"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15}, hbm_bandwidth=8e12,
+        memory_bytes=180e9, usable_memory_bytes=183359 * MIB, nvlink_bandwidth=900e9, internode_bandwidth=50e9,
         nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=148, gemm_tile=(256, 256),
         gemm_fraction=792.1 / 989, attn_fwd_fraction=614 / 989, attn_bwd_fraction=450 / 989,
         hbm_fraction=0.85, nvlink_fraction=0.8, internode_fraction=0.9,
         sources={"peak_flops": f"{_DS_B200}: 72 PF FP8 training / 8 GPUs = 9 PF sparse -> 4.5 PF dense FP8, "
-                               "2.25 PF dense BF16",
+                               "2.25 PF dense BF16; FP4 144 PF sparse / 8 -> 9 PF dense",
                  "hbm_bandwidth": f"{_DS_B200}: 64 TB/s / 8", "memory_bytes": f"{_DS_B200}: 1,440 GB / 8",
-                 "usable_memory_bytes": "no published CUDA total: nominal used",
+                 "usable_memory_bytes": "nvidia-smi on DGX B200: 183359 MiB per GPU (NeMo performance-script "
+                                        "log, pretrain_llama3_8b -g b200)",
                  "nvlink_bandwidth": f"{_DS_B200}: NVLink5 1.8 TB/s bidirectional per GPU",
                  "internode_bandwidth": f"{_DS_B200}: 8x ConnectX-7 400 Gb/s",
                  "sm_count": "Blackwell B200: 148 SMs", "gemm_tile": "CUTLASS Blackwell 2-SM 256x256 tiles",
@@ -163,6 +164,37 @@ CATALOGUE: dict[str, DeviceSpec] = {
         sources={"peak_flops": "NVIDIA T4 datasheet: 65 TFLOP/s FP16 tensor", "hbm_bandwidth": "T4: 320 GB/s",
                  "nvlink_bandwidth": "T4 has no NVLink: PCIe Gen3 x16 16 GB/s"}),
 }
+
+
+_LIKE_B200 = "ASSUMPTION: B200's constant (no published figure of its own)"
+_GB200 = ("NVIDIA GB200 NVL72 datasheet (per GPU of 72): BF16 5 / FP8 10 / FP4 20 PF sparse -> 2.5 / 5 / 10 PF "
+          "dense at up to 1,200 W; 13.4 TB and 576 TB/s HBM3e; one 400 Gb/s ConnectX-7 per GPU")
+_B300 = ("NVIDIA DGX B300 datasheet (per GPU of 8): FP8 72 PF sparse / 8 -> 4.5 PF dense, FP4 108 PF dense / 8, "
+         "BF16 half of FP8; 2.3 TB HBM3e / 8; HGX B300 up to 8 TB/s; one 800 Gb/s ConnectX-8 per GPU")
+_GB300 = ("NVIDIA GB300 NVL72 datasheet (per GPU of 72): BF16 5 / FP8 10 PF sparse -> 2.5 / 5 dense, FP4 1,080 "
+          "PF dense / 72; 288 GB HBM3e, 576 TB/s / 72; one 800 Gb/s ConnectX-8 per GPU")
+
+
+def _blackwell(name: str, peaks: dict[str, float], memory: float, usable: float, internode: float, ds: str,
+               usable_src: str) -> DeviceSpec:
+    """A Blackwell GPU of the NVL72 / B300 systems (model/systems.py): its datasheet figures, B200's constants."""
+    b200 = CATALOGUE["b200"]
+    own = {k: ds for k in ("peak_flops", "hbm_bandwidth", "memory_bytes", "internode_bandwidth")}
+    assumed = {k: _LIKE_B200 for k in ("sm_count", "gemm_tile", "gemm_fraction", "attn_fwd_fraction",
+                                       "attn_bwd_fraction", "nvlink_fraction")}
+    return replace(b200, name=name, peak_flops=peaks, hbm_bandwidth=8e12, memory_bytes=memory,
+                   usable_memory_bytes=usable, internode_bandwidth=internode,
+                   sources={**b200.sources, **assumed, **own, "usable_memory_bytes": usable_src})
+
+
+CATALOGUE.update({
+    "gb200": _blackwell("gb200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15}, 186e9, 189471 * MIB, 50e9, _GB200,
+                        "nvidia-smi on GB200 NVL72 trays: 189471 MiB per GPU (1200 W limit)"),
+    "b300": _blackwell("b300", {"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 13.5e15}, 288e9, 288e9, 100e9, _B300,
+                       "no CUDA-reported total found: nominal (an upper bound)"),
+    "gb300": _blackwell("gb300", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 15e15}, 288e9, 288e9, 100e9, _GB300,
+                        "no CUDA-reported total found: nominal (an upper bound)"),
+})
 
 
 def device_spec(name: str) -> DeviceSpec:

@@ -129,7 +129,7 @@ class TrainingJob:
     global_batch: int
     """Sequences per optimizer step (over every data-parallel replica)."""
     precision: str = "bf16"
-    """GEMM precision: bf16 or fp8."""
+    """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, mxfp8 or nvfp4."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.model.llm_config import RECOMPUTE, ParallelConfig, check_fields, columns
+from dnnplace.model.systems import GPU_GENERATIONS
 from dnnplace.utils.text import clip
 
 __all__ = ["CONFIG_RULES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES", "PROBLEM_RULES",
@@ -40,7 +41,12 @@ Cols = Mapping[str, Any]
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
 POSITIONS = ("rope", "learned")
 NORMS = ("rms", "layer")
-PRECISIONS = ("bf16", "fp8")
+#: Precision recipes (priced term by term in evaluation/llm/precision.py): the tensor-core format their
+#: GEMMs run at and the GPU generations Transformer Engine runs them on.
+PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "bf16": ("bf16", ("ampere", "hopper", "blackwell")), "fp8": ("fp8", ("hopper", "blackwell")),
+    "fp8-cs": ("fp8", ("hopper", "blackwell")), "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",))}
+PRECISIONS = tuple(PRECISION_RECIPES)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
 PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
 
@@ -230,7 +236,12 @@ def check_problem(problem: Any, where: str = "problem") -> None:
     if broken is not None:
         rule, row = broken
         raise InputError(f"{rule.message(row)} (rule {rule.name})")
-    problem.device.peak(problem.job.precision)
+    gemm_format, generations = PRECISION_RECIPES[problem.job.precision]
+    generation = GPU_GENERATIONS.get(problem.device.name)
+    if generation is not None and generation not in generations:
+        raise InputError(f"precision {problem.job.precision} runs on {' or '.join(generations)} GPUs; "
+                         f"{problem.device.name} is {generation}")
+    problem.device.peak(gemm_format)
 
 
 def check_config(problem: Any, config: ParallelConfig) -> None:

@@ -14,8 +14,9 @@ from functools import cached_property
 
 import numpy as np
 
-from dnnplace.evaluation.llm import comm, flops, memory, schedule
+from dnnplace.evaluation.llm import comm, flops, memory, precision, schedule
 from dnnplace.model.llm import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
+from dnnplace.model.llm_rules import PRECISION_RECIPES
 
 Array = np.ndarray
 
@@ -116,17 +117,30 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     """Forward / backward seconds per micro-batch of one layer and of the first / last extras."""
     a, dev = problem.arch, problem.device
     domain, gpus = comm.nvlink_domain(problem.cluster), problem.cluster.gpus
-    s, peak = problem.job.seq_len, problem.device.peak(problem.job.precision)
+    s, bf16 = problem.job.seq_len, problem.device.peak("bf16")
     tp = c.tp
     m = problem.job.global_batch / (c.dp * c.mbs)
     tokens = c.mbs * s / c.cp
     sp_div = np.where(c.sp, tp, 1.0)
 
-    gf, gb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp), dev, peak)
+    # The recipe's layers run their linear GEMMs in its format and add its casts; the layers it keeps in
+    # BF16 do not (priced as the average layer: ``q`` is the quantized share).
+    rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
+    shapes = flops.layer_gemms(a, tokens, tp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16)
+    q = rec.quantized_layers(a.num_layers) / a.num_layers
+    if rec.quantized:
+        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev))
+        gf = [q * x + (1 - q) * y for x, y in zip(qf, gf)]
+        gb = [q * x + (1 - q) * y for x, y in zip(qb, gb)]
     attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
     comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
+    if rec.quantized:
+        cast_f, cast_b = precision.cast_bytes_per_token(a, rec, gen, tp, sp_div)
+        comp_f = comp_f + q * flops.hbm_time(tokens * cast_f, dev)
+        comp_b = comp_b + q * flops.hbm_time(tokens * cast_b, dev)
 
     # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
     # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
@@ -154,9 +168,9 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
     first = {"compute": (flops.hbm_time(4.0 * hid / sp_div, dev), flops.hbm_time(12.0 * hid / sp_div, dev)),
              "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp)}
-    # LM head (last rank): final norm, vocab-parallel GEMM, cross entropy on the logits.
+    # LM head (last rank): final norm, vocab-parallel GEMM (BF16 in every recipe), cross entropy on the logits.
     head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
-    hf, hb = flops.fwd_bwd_gemm_times(head, dev, peak)
+    hf, hb = flops.fwd_bwd_gemm_times(head, dev, bf16)
     logits = tokens * a.vocab / tp
     last = {"compute": (hf[0] + flops.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
                         hb[0] + flops.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
@@ -286,7 +300,8 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
                               problem.cluster.gpus, dev)
     buckets = np.ceil(params / memory.BUCKET_PARAMS)
     rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
-    ag = comm.ring_time(memory.WEIGHT_BYTES * params, group, bw, lat)
+    gather = precision.recipe(problem.job.precision).param_allgather_bytes()  # FP8 parameters gather 1 byte
+    ag = comm.ring_time(gather * params, group, bw, lat)
     f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
     dist = c.dist[:, None]
     dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
@@ -335,16 +350,26 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     """Peak bytes per pipeline rank by component (MEMORY_KEYS)."""
     a = problem.arch
     col = (lambda x: x[:, None])  # noqa: E731
-    weight_bytes = memory.WEIGHT_BYTES + (1.0 if problem.job.precision == "fp8" else 0.0)  # + fp8 weight copy
+    rec = precision.recipe(problem.job.precision)
     seq_loc = problem.job.seq_len / c.cp
     act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
+    weights = memory.WEIGHT_BYTES * params
+    if rec.quantized:
+        # Quantized layers keep the recipe's weight copies (FP8 parameters, or BF16 + cached quantized copies)
+        # and save quantized GEMM inputs; embedding and LM head stay BF16.
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        wb = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * memory.WEIGHT_BYTES
+        layer_params = nl * col(memory.layer_params(a, c.tp))
+        weights = weights + (wb - memory.WEIGHT_BYTES) * layer_params
+        delta = precision.saved_input_delta(a, rec, seq_loc * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act_layer = act_layer + q * np.where(c.recompute == 2, 0.0, delta)
     act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), rank_chunks(c, nl.shape[1]))
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)
     act = act + is_last * col(4.0 * tokens * a.hidden / sp_div + 6.0 * tokens * a.vocab / c.tp)  # logits
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
-    mem = {"weights": weight_bytes * params, "gradients": memory.GRAD_BYTES * params,
+    mem = {"weights": weights, "gradients": memory.GRAD_BYTES * params,
            "optimizer": memory.OPTIMIZER_BYTES * params / col(shard), "activations": act,
            "buffers": memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * act}
     assert tuple(mem) == MEMORY_KEYS
@@ -364,7 +389,8 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
         # against the peak of the format the GEMMs run at, so never above 100 %; NVIDIA's tables divide FP8
         # runs by the BF16 peak too, which is the separate, labelled figure
         step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
-        mfu=flop_rate / problem.device.peak(job.precision), mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
+        mfu=flop_rate / problem.device.peak(PRECISION_RECIPES[job.precision][0]),
+        mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
         model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
         time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
         overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))

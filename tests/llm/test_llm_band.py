@@ -1,0 +1,58 @@
+"""The error band: recomputed from the held-in rows, and when it cannot order two predictions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from llm_helpers import llama
+
+from dnnplace.evaluation.llm import evaluate
+from dnnplace.evaluation.llm.band import HELD_IN, ErrorBand, held_in_band
+
+
+def test_held_in_architectures_are_the_example_configs() -> None:
+    for size, arch in (("8b", HELD_IN[0].arch), ("70b", HELD_IN[-1].arch)):
+        assert dataclasses.replace(llama(size), source="") == arch
+
+
+def test_band_is_the_range_of_the_held_in_errors() -> None:
+    band = held_in_band()
+    errors = [evaluate(r.problem(), r.config()).step_time_s / r.measured_s - 1 for r in HELD_IN]
+    assert band.rows == len(HELD_IN) == 11
+    assert (band.low, band.high) == (min(errors), max(errors))
+
+
+def test_measured_range_hand_computed() -> None:
+    band = ErrorBand(-0.2, -0.1, 3)
+    lo, hi = band.measured_range(9.0)
+    assert lo == pytest.approx(10.0) and hi == pytest.approx(11.25)
+
+
+def test_indistinguishable_threshold() -> None:
+    # ratio threshold (1 + high) / (1 + low) = 0.9 / 0.8 = 1.125
+    band = ErrorBand(-0.2, -0.1, 3)
+    assert band.indistinguishable(10.0, 11.2)
+    assert band.indistinguishable(11.2, 10.0)
+    assert not band.indistinguishable(10.0, 11.3)
+    assert not ErrorBand(-0.1, -0.1, 1).indistinguishable(10.0, 10.01)  # a pure bias orders nothing wrong
+
+
+def test_band_covers_only_its_evidence() -> None:
+    assert ErrorBand.covers("bf16", "h100")
+    assert not ErrorBand.covers("fp8", "h100")
+    assert not ErrorBand.covers("bf16", "b200")
+    assert "11 published BF16 H100 runs" in held_in_band().text()
+
+
+def test_plan_prints_the_band_and_the_comparison() -> None:
+    from cli_runner import run_cli
+    from llm_helpers import EXAMPLES
+
+    base = ["plan", EXAMPLES / "llama3.1-8b.json", "--gpus", "8", "--seq-len", "8192", "--global-batch", "128"]
+    r = run_cli(*base, "--compare", "tp=1,pp=1,cp=2,mbs=1,recompute=none")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "a measured step of" in text and "compared configuration:" in text
+    r = run_cli(*base, "--precision", "fp8")
+    assert r.returncode == 0 and "no measured error band for fp8 on h100" in " ".join(r.stdout.split())

@@ -1,0 +1,170 @@
+"""Precision recipes: byte counts against Transformer Engine's and NeMo's documented layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llm_helpers import llama, uniform
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation.llm import evaluate
+from dnnplace.evaluation.llm.memory import embedding_params, head_params, layer_params
+from dnnplace.evaluation.llm.precision import (
+    HIGH_PRECISION_OPS,
+    RECIPES,
+    cast_bytes_per_token,
+    recipe,
+    saved_input_delta,
+)
+from dnnplace.model.catalogue import CATALOGUE
+from dnnplace.model.llm import LLMProblem
+from dnnplace.model.systems import system_device, system_spec
+
+
+def test_bf16_keeps_today_s_byte_counts() -> None:
+    r = recipe("bf16")
+    assert (r.weight_bytes("hopper"), r.cast_bytes("hopper"), r.quantized_layers(80)) == (2, 0, 0)
+    assert r.param_allgather_bytes() == 2 and r.saved_input_bytes() == 2
+
+
+def test_fp8_parameters_on_hopper_are_fp8_value_and_transpose() -> None:
+    # fp8_param_gather: no BF16 copy; Hopper's TN-only FP8 GEMMs need the transpose for dgrad.
+    r = recipe("fp8")
+    assert r.weight_bytes("hopper") == 2.0
+    assert r.weight_bytes("blackwell") == 1.0  # any layout: one copy
+    assert r.param_allgather_bytes() == 1.0
+    assert r.saved_input_bytes() == 1.0
+
+
+def test_cast_bytes_per_element() -> None:
+    assert recipe("fp8").cast_bytes("hopper") == 2 + 1 + 1  # read bf16, write value + transpose
+    assert recipe("fp8").cast_bytes("blackwell") == 2 + 1
+    assert recipe("fp8-cs").cast_bytes("hopper") == 2 + 2 + 1 + 1  # the amax pass reads once more
+    assert recipe("mxfp8").cast_bytes("blackwell") == 2 + 2 * (1 + 1 / 32)  # row- and column-wise + E8M0
+    assert recipe("nvfp4").cast_bytes("blackwell") == 2 + 2 + 2 * (0.5 + 1 / 16)  # + global amax pass
+
+
+def test_block_scaled_weights_keep_bf16_and_two_copies() -> None:
+    assert recipe("mxfp8").weight_bytes("blackwell") == 2 + 2 * 1.03125
+    assert recipe("nvfp4").weight_bytes("blackwell") == 2 + 2 * 0.5625
+    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # NeMo bf16_with_mxfp8_mixed: no fp8_param_gather
+
+
+def test_delayed_scaling_state_is_the_amax_history() -> None:
+    # 3 quantized tensors per GEMM (input, weight, grad), 1024 fp32 amax entries + scale + scale_inv each
+    assert recipe("fp8").scaling_state_bytes(3) == 3 * 4 * 1026
+    assert recipe("fp8-cs").scaling_state_bytes(3) == 3 * 4 * 2
+    assert recipe("mxfp8").scaling_state_bytes(3) == 0
+
+
+def test_layers_kept_in_bf16() -> None:
+    assert recipe("fp8").quantized_layers(32) == 32
+    assert recipe("fp8-cs").quantized_layers(32) == 30  # first and last layer in BF16
+    assert recipe("nvfp4").quantized_layers(32) == 27  # about 16 % kept in BF16
+    assert recipe("fp8-cs").quantized_layers(1) == 0
+
+
+def test_peaks_and_architectures() -> None:
+    h100, b200 = CATALOGUE["h100"], system_device(system_spec("dgx-b200"))
+    assert recipe("fp8").gemm_peak(h100) == 1979e12
+    assert recipe("nvfp4").gemm_peak(b200) == 9e15
+    recipe("fp8-cs").check(h100)
+    recipe("mxfp8").check(b200)
+    with pytest.raises(DnnplaceError, match="mxfp8 runs on blackwell GPUs; h100 is hopper"):
+        recipe("mxfp8").check(h100)
+    with pytest.raises(DnnplaceError, match="no fp4 tensor cores"):
+        recipe("nvfp4").gemm_peak(CATALOGUE["h100"])
+    with pytest.raises(DnnplaceError, match="fp8 runs on hopper or blackwell"):
+        recipe("fp8").check(CATALOGUE["a100"])
+
+
+def test_unknown_recipe_and_sixteen_bit_operators() -> None:
+    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, mxfp8, nvfp4"):
+        recipe("fp16")
+    assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
+    assert all(r.source for r in RECIPES.values())
+
+
+def test_saved_input_delta_of_an_8b_layer() -> None:
+    # 4096 tokens, TP 1: LN1 out and LN2 out (4096 wide) and SwiGLU out (14336) saved at 1 byte, not 2;
+    # plus a 1-byte copy of the out projection's 4096-wide input: -75.5 MB (docs/dev/fidelity.md).
+    a = llama("8b")
+    one = np.array([1.0])
+    got = float(saved_input_delta(a, recipe("fp8"), np.array([4096.0]), one, one)[0])
+    assert got == 4096 * (-(4096 + 4096 + 14336) + 4096)
+    assert float(saved_input_delta(a, recipe("bf16"), np.array([4096.0]), one, one)[0]) == 0.0
+
+
+def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
+    a, one = llama("8b"), np.array([1.0])
+    fwd, bwd = cast_bytes_per_token(a, recipe("fp8"), "hopper", one, one)
+    assert float(fwd[0]) == 0 * (2 * 4096 + 14336) + 4 * 4096  # fused casts write 2 x 1 byte for 2
+    assert float(bwd[0]) == 4 * (2 * 4096 + 2 * 14336 + 4096 + 2 * 1024)  # 43,008 gradients x 4 bytes
+    fwd_mx, _ = cast_bytes_per_token(a, recipe("mxfp8"), "blackwell", one, one)
+    assert float(fwd_mx[0]) == pytest.approx((2 * 1.03125 - 2) * (2 * 4096 + 14336) + 4.0625 * 4096)
+
+
+# --- the recipes in the cost model -------------------------------------------------------------------------------
+
+def _fp8_problem(size: str, gpus: int, gbs: int, prec: str, device: str = "h100") -> LLMProblem:
+    from dnnplace.model.llm import Cluster, TrainingJob
+
+    dev = CATALOGUE[device] if device in CATALOGUE else system_device(system_spec(device))
+    return LLMProblem(llama(size), Cluster(dev.name, gpus, 8), TrainingJob(8192, gbs, prec), dev)
+
+
+def test_model_level_recipe_table_agrees() -> None:
+    from dnnplace.model.llm_rules import PRECISION_RECIPES
+
+    assert set(PRECISION_RECIPES) == set(RECIPES)
+    for name, (fmt, gens) in PRECISION_RECIPES.items():
+        assert (RECIPES[name].gemm_format, RECIPES[name].architectures) == (fmt, gens)
+
+
+def test_published_fp8_8b_run_fits_and_70b_unsharded_does_not() -> None:
+    # NVIDIA ran Llama 3.1 8B FP8 with TP1 PP1 CP2 on 8 H100s: FP8 parameters (value + transpose, 2 bytes)
+    # and FP8-saved GEMM inputs bring it under 85.5 GB (docs/dev/fidelity.md).
+    pr = _fp8_problem("8b", 8, 128, "fp8")
+    est = evaluate(pr, uniform(pr.arch, 8, 1, 1, 2))
+    assert est.fits, est.memory_per_gpu_bytes
+    layers = pr.arch.num_layers * float(layer_params(pr.arch, np.array([1.0]))[0])
+    one = np.array([1.0])
+    extras = float(np.sum(embedding_params(pr.arch, one))) + float(np.sum(head_params(pr.arch, one, one)))
+    assert est.memory_breakdown["weights"] == pytest.approx(2.0 * layers + 2.0 * extras)
+    big = _fp8_problem("70b", 8, 128, "fp8")
+    assert not evaluate(big, uniform(big.arch, 8, 1, 1, 1)).fits
+
+
+def test_lm_head_stays_bf16_and_casts_cost_time() -> None:
+    from dnnplace.evaluation.llm.step import Candidates, stage_costs
+
+    bf, f8 = _fp8_problem("8b", 8, 128, "bf16"), _fp8_problem("8b", 8, 128, "fp8")
+    c = Candidates.of([uniform(bf.arch, 8, 1, 1, 2)])
+    head_bf, head_f8 = stage_costs(bf, c).last["compute"], stage_costs(f8, c).last["compute"]
+    assert float(head_bf[0][0]) == float(head_f8[0][0]) and float(head_bf[1][0]) == float(head_f8[1][0])
+    layer_bf, layer_f8 = stage_costs(bf, c).layer["compute"], stage_costs(f8, c).layer["compute"]
+    assert float(layer_f8[0][0]) < float(layer_bf[0][0])  # FP8 GEMMs, even with the casts
+
+
+def test_block_recipes_need_blackwell() -> None:
+    pr = _fp8_problem("8b", 8, 128, "mxfp8")
+    with pytest.raises(DnnplaceError, match="precision mxfp8 runs on blackwell GPUs; h100 is hopper"):
+        evaluate(pr, uniform(pr.arch, 8, 1, 1, 2))
+    b = _fp8_problem("8b", 8, 128, "nvfp4", "dgx-b200")
+    est = evaluate(b, uniform(b.arch, 8, 1, 1, 2))
+    assert est.step_time_s < evaluate(_fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200"),
+                                      uniform(b.arch, 8, 1, 1, 2)).step_time_s
+
+
+def test_exports_refuse_recipes_they_do_not_write_and_fp8_gathers_fp8_parameters() -> None:
+    from dnnplace.exporters import export
+    from dnnplace.solvers.llm import search
+
+    b = _fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200")
+    plan = search(b, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"})
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        with pytest.raises(DnnplaceError, match="precision mxfp8 is priced but not yet written"):
+            export(plan, target)
+    h = _fp8_problem("8b", 8, 128, "fp8")
+    text = export(search(h, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"}), "megatron")
+    assert "--fp8-param-gather" in text
