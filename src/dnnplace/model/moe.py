@@ -1,0 +1,122 @@
+"""Mixture-of-experts and multi-latent attention: what an MoE model's cost depends on, beyond a dense layer.
+
+:class:`MoEModel` pairs the dense :class:`~dnnplace.model.llm.TransformerArch` (hidden size, heads,
+vocabulary, the dense layers' ffn) with :class:`MoESpec` (routed and shared experts, which layers
+are sparse, the multi-token-prediction layers) and, for DeepSeek-style models, :class:`MLA`.
+All frozen; the frontend ``frontends/moe_config.py`` builds them from a config.json, and
+``evaluation/llm/moe.py`` prices them.  :data:`MOE_STACK` holds the few software figures the MoE
+cost model uses, each with its source, the same for every model (as ``TRAINING_STACK`` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dnnplace.model.llm import TransformerArch
+
+__all__ = ["DISPATCHERS", "MLA", "MOE_STACK", "RECOMPUTE_MODULES", "MoEModel", "MoESpec", "MoEStack"]
+
+#: Megatron-Core's token dispatchers (``--moe-token-dispatcher-type``); ``flex`` is DeepEP / HybridEP.
+DISPATCHERS = ("alltoall", "allgather", "flex")
+#: Megatron-Core's selective-recompute modules (``--recompute-modules``) that a transformer with MoE uses.
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+@dataclass(frozen=True)
+class MLA:
+    """DeepSeek's multi-latent attention: queries and keys/values through low-rank latents.
+
+    Per head, queries and keys have ``qk_nope_head_dim`` position-free channels plus
+    ``qk_rope_head_dim`` rotary ones (the rotary key is one shared head); values have
+    ``v_head_dim``.  ``q_lora_rank`` 0 means queries are projected directly (no latent).
+    """
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Channels per head that queries and keys multiply over (position-free + rotary)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """The experts of a model and where they sit.
+
+    ``moe_layers[i]`` is true when decoder layer i has routed experts (the others run a dense
+    MLP of ``arch.ffn_hidden``).  ``shared_ffn`` is the summed intermediate width of the shared
+    experts (one dense MLP that every token passes through, beside the routed ones).
+    ``mtp_layers`` extra layers (DeepSeek's multi-token prediction) run after the last decoder
+    layer, each with its own projection, an MoE layer of the same shape and the shared LM head.
+    """
+
+    num_experts: int
+    top_k: int
+    expert_ffn: int
+    moe_layers: tuple[bool, ...]
+    shared_experts: int = 0
+    shared_ffn: int = 0
+    mtp_layers: int = 0
+    router: str = "softmax"  # softmax | sigmoid: the score function applied to the router logits
+    expert_groups: int = 0  # group-limited routing (DeepSeek's n_group); 0: none
+    topk_groups: int = 0  # groups a token may route to (DeepSeek's topk_group)
+    expert_bias: bool = False  # biases on the experts' linear layers (gpt-oss)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.moe_layers)
+
+    @property
+    def num_dense_layers(self) -> int:
+        return len(self.moe_layers) - self.num_moe_layers
+
+
+@dataclass(frozen=True)
+class MoEModel:
+    """An MoE decoder: the dense architecture, its experts and (optionally) multi-latent attention.
+
+    ``arch`` carries what a dense layer has (its ``ffn_hidden`` is the dense layers' MLP width)
+    and, for consistency with the dense planner, ``num_experts``/``top_k``/``expert_ffn``/
+    ``shared_experts`` mirrored from ``moe``.  With ``mla`` set, ``arch.head_dim`` is the value
+    head dimension, so ``arch.q_width`` is the output projection's input width.
+    ``attention_sinks``: gpt-oss's learned per-head softmax sink (one logit per head, no FLOPs
+    of note).  ``attention_chunk``: Llama 4's chunked local attention on its rotary layers.
+    """
+
+    arch: TransformerArch
+    moe: MoESpec
+    mla: MLA | None = None
+    attention_sinks: bool = False
+    attention_chunk: int = 0
+    chunk_global_every: int = 0  # with attention_chunk: every n-th layer attends to the whole sequence
+
+    @property
+    def name(self) -> str:
+        return self.arch.name
+
+
+@dataclass(frozen=True)
+class MoEStack:
+    """Figures of the MoE software path, each with its source; the same for every model."""
+
+    router_bytes_per_score: float = 4.0  # the router's logits and probabilities are fp32
+    permute_passes: float = 2.0  # permute reads and writes each dispatched token once
+    sources: dict[str, str] = field(default_factory=lambda: {
+        "router_bytes_per_score": "Megatron-Core moe_router_dtype='fp32' in the DeepSeek-V3 / Qwen3 recipes "
+                                  "(router logits, scores and top-k probabilities in fp32)",
+        "permute_passes": "Megatron-Core moe_permute_fusion (TE fused permute/unpermute): one read and one "
+                          "write of each token copy; the unpermute of the combine likewise",
+        "load_balance": "Megatron-Bridge performance recipes set moe_router_force_load_balancing=True "
+                        "(router logits replaced by random ones: every token picks top-k experts "
+                        "uniformly), so the slowest rank's excess is the fluctuation of a uniform "
+                        "multinomial: the expected maximum of n loads of mean mu, standard deviation "
+                        "sqrt(mu), ~ mu + sqrt(2 ln n) sqrt(mu) (Gaussian extreme value; no fitted constant)",
+    }, compare=False)
+
+
+#: The MoE software stack every MoE plan is priced for.
+MOE_STACK = MoEStack()
