@@ -251,7 +251,8 @@ def _llama4(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
         sparse = set(range(step - 1, layers, step))
     pattern = tuple(i in sparse for i in range(layers))
     if not any(pattern):
-        raise f.fail("moe_layers" if listed is not None else "interleave_moe_layer_step", "leaves no layer with experts")
+        key = "moe_layers" if listed is not None else "interleave_moe_layer_step"
+        raise f.fail(key, "leaves no layer with experts")
     dense_ffn = f.integer("intermediate_size_mlp", expert_ffn if all(pattern) else None)
     moe = MoESpec(num_experts=experts, top_k=top_k, expert_ffn=expert_ffn, moe_layers=pattern, shared_experts=1,
                   shared_ffn=expert_ffn, router="sigmoid")
