@@ -34,6 +34,10 @@ _LINEAR_ATTENTION_FIELDS = ("linear_num_value_heads", "linear_num_key_heads", "l
                             "mamba_d_state", "layers_block_type")
 
 
+#: Token mixers the cost model prices (``layer_types`` entries of transformers' configs).
+_ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
 class _Fields:
     """Typed access to one config object; every error names the file and the field."""
 
@@ -91,10 +95,10 @@ def _refuse_linear_attention(f: _Fields) -> None:
             raise f.fail(key, "belongs to a hybrid linear-attention / state-space model: its token mixer "
                               "is not attention and is not in the cost model")
     types = f.cfg.get("layer_types")
-    if isinstance(types, list) and any(t not in ("sliding_attention", "full_attention") for t in types):
-        odd = next(t for t in types if t not in ("sliding_attention", "full_attention"))
-        raise f.fail("layer_types", f"has layer type {show_value(odd)}: only full and sliding-window attention "
-                                    "are priced (no linear-attention hybrids)")
+    if isinstance(types, list) and any(t not in _ATTENTION_TYPES for t in types):
+        odd = next(t for t in types if t not in _ATTENTION_TYPES)
+        raise f.fail("layer_types", f"has layer type {show_value(odd)}: only full, sliding-window and chunked "
+                                    "attention are priced (no linear-attention hybrids)")
 
 
 def _experts(f: _Fields, experts_key: str, topk_key: str) -> tuple[int, int]:
@@ -140,25 +144,30 @@ def _arch(f: _Fields, family: str, name: str, *, ffn: int, top: dict[str, Any], 
         **extra)
 
 
-def _window(f: _Fields, layers: int) -> tuple[int, int]:
-    """(sliding window, every n-th layer global) from ``sliding_window`` and ``layer_types``."""
-    window = f.cfg.get("sliding_window")
-    if window is None:
-        return 0, 0
-    window = f.integer("sliding_window")
+def _global_every(f: _Fields, layers: int) -> int | None:
+    """Every n-th layer attends to the whole sequence, from ``layer_types`` (0: none does; None: no list)."""
     types = f.cfg.get("layer_types")
     if types is None:
-        return window, 0
+        return None
     if not (isinstance(types, list) and len(types) == layers and all(isinstance(t, str) for t in types)):
         raise f.fail("layer_types", f"must list one string per layer ({layers})")
     glob = [i for i, t in enumerate(types) if t == "full_attention"]
     if not glob:
-        return window, 0
+        return 0
     every = glob[0] + 1
     if glob != list(range(every - 1, layers, every)):
-        raise f.fail("layer_types", "this pattern of full and sliding-window layers is not modelled (every "
-                                    "n-th layer full, or all sliding)")
-    return window, every
+        raise f.fail("layer_types", "this pattern of full and windowed layers is not modelled (every n-th "
+                                    "layer full, or none)")
+    return every
+
+
+def _window(f: _Fields, layers: int) -> tuple[int, int]:
+    """(sliding window, every n-th layer global) from ``sliding_window`` and ``layer_types``."""
+    if f.cfg.get("sliding_window") is None:
+        return 0, 0
+    window = f.integer("sliding_window")
+    every = _global_every(f, layers)
+    return window, every or 0
 
 
 def _mixtral(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
@@ -259,7 +268,8 @@ def _llama4(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
     chunk = f.integer("attention_chunk_size", 0, minimum=0)
     # transformers' Llama4TextConfig: every no_rope_layer_interval-th layer (default 4) has no RoPE and
     # attends to the whole sequence; the others attend within their chunk.
-    every = f.integer("no_rope_layer_interval", 4) if chunk else 0
+    listed_every = _global_every(f, layers)
+    every = (listed_every if listed_every is not None else f.integer("no_rope_layer_interval", 4)) if chunk else 0
     arch = _arch(f, "llama4", name, ffn=dense_ffn, top=top, moe=moe, heads=_heads(f, hidden), hidden=hidden,
                  layers=layers, qkv_bias=f.flag("attention_bias", False), qk_norm=f.flag("use_qk_norm", False))
     return MoEModel(arch, moe, attention_chunk=chunk, chunk_global_every=every)
