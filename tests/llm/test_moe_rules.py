@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm.moe_rules import MOE_RULES, check_moe_config, columns_of, edp_of, modules_mask, moe_mask
+from dnnplace.evaluation.llm.moe_rules import (
+    MOE_CONFIG_RULES,
+    check_moe_config,
+    edp_of,
+    filter_moe_rows,
+    modules_mask,
+    moe_columns,
+    moe_problem_columns,
+)
 from dnnplace.frontends.moe_config import load_moe
 from dnnplace.model.moe import DISPATCHERS
 
@@ -26,63 +34,60 @@ def qwen3():
 
 
 def test_published_layouts_keep_every_rule() -> None:
-    check_moe_config(ds3(), 1024, columns_of(tp=1, pp=8, dp=128, ep=64, etp=1, recompute="selective",
-                                             modules=("mla_up_proj", "mlp", "moe")))
-    check_moe_config(qwen3(), 16, columns_of(tp=1, pp=1, dp=16, ep=16, etp=1, dispatcher="flex"))
+    check_moe_config(ds3(), 1024, moe_columns(tp=1, pp=8, dp=128, ep=64, etp=1, recompute="selective",
+                                              recompute_modules=("mla_up_proj", "mlp", "moe")))
+    check_moe_config(qwen3(), 16, moe_columns(tp=1, pp=1, dp=16, ep=16, etp=1, dispatcher="flex"))
     check_moe_config(load_moe(FIXTURES / "llama-4-maverick-17b-128e.json"), 512,
-                     columns_of(tp=4, pp=1, dp=128, ep=128, etp=4))
-    assert edp_of(1024, columns_of(pp=8, ep=64, etp=1))[0] == 2
-    assert edp_of(512, columns_of(pp=1, ep=128, etp=4))[0] == 1
+                     moe_columns(tp=4, pp=1, dp=128, ep=128, etp=4))
+    assert edp_of({"gpus": 1024, **moe_columns(pp=8, ep=64, etp=1)})[0] == 2
+    assert edp_of({"gpus": 512, **moe_columns(pp=1, ep=128, etp=4)})[0] == 1
 
 
-@pytest.mark.parametrize(("kwargs", "rule"), [
-    (dict(pp=8, dp=128, ep=48), "ep_divides_experts"),
-    (dict(pp=8, dp=128, ep=64, etp=4), "expert_grid"),  # 4 x 64 x 8 = 2048 > 1024 GPUs
-    (dict(pp=8, dp=128, ep=32, etp=3), "expert_grid"),
-    (dict(tp=2, pp=8, dp=64, ep=64, sp=False), "sequence_parallel_with_tp"),
-    (dict(pp=8, dp=128, ep=64, modules=("moe",)), "modules_need_selective"),
-    (dict(pp=8, dp=128, ep=64, recompute="selective", modules=("moe_act",), grouped_gemm=False),
-     "moe_act_needs_grouped_gemm"),
+@pytest.mark.parametrize(("kwargs", "rule", "text"), [
+    (dict(pp=8, dp=128, ep=48), "ep_experts", "ep=48 must divide the 256 routed experts"),
+    (dict(pp=8, dp=128, ep=64, etp=4), "expert_grid", "etp*ep*pp = 2048 must divide the 1024 GPUs"),
+    (dict(pp=8, dp=128, ep=32, etp=3), "expert_grid", "= 768 must divide"),
+    (dict(tp=2, pp=8, dp=64, ep=64, sequence_parallel=False), "moe_sequence_parallel", "tp=2"),
+    (dict(pp=8, dp=128, ep=64, recompute_modules=("moe",)), "modules_selective", "not none"),
+    (dict(pp=8, dp=128, ep=64, recompute="selective", recompute_modules=("moe_act",), grouped_gemm=False),
+     "moe_act_grouped_gemm", "moe_act needs grouped GEMMs"),
 ])
-def test_each_broken_rule_is_named_in_one_line(kwargs: dict, rule: str) -> None:
+def test_each_broken_rule_is_named_in_one_line(kwargs: dict, rule: str, text: str) -> None:
     with pytest.raises(DnnplaceError) as err:
-        check_moe_config(ds3(), 1024, columns_of(**kwargs))
+        check_moe_config(ds3(), 1024, moe_columns(**kwargs))
     msg = str(err.value)
-    assert f"breaks {rule}:" in msg and "\n" not in msg and "deepseek-v3" in msg
+    assert msg.startswith("config ") and msg.endswith(f"(rule {rule})") and text in msg and "\n" not in msg
 
 
 def test_model_dependent_rules() -> None:
     q = qwen3()  # no MLA, no shared experts, no dense layers; expert ffn 768
-    for modules, rule in ((("mla_up_proj",), "mla_up_proj_needs_mla"), (("shared_experts",),
-                                                                        "shared_experts_need_shared"),
-                          (("mlp",), "mlp_needs_dense_layers")):
-        with pytest.raises(DnnplaceError, match=rule):
-            check_moe_config(q, 16, columns_of(dp=16, ep=16, recompute="selective", modules=modules))
-    with pytest.raises(DnnplaceError, match="etp_divides_expert_ffn"):
-        check_moe_config(q, 20, columns_of(dp=20, ep=2, etp=5))  # 768 % 5 != 0, the grid 5 x 2 divides 20
-    with pytest.raises(DnnplaceError, match="flex_needs_expert_ranks"):
-        check_moe_config(q, 16, columns_of(dp=16, ep=1, etp=1, dispatcher="flex"))
+    for modules, rule in ((("mla_up_proj",), "mla_up_proj_mla"), (("shared_experts",), "shared_experts_exist"),
+                          (("mlp",), "mlp_exists")):
+        with pytest.raises(DnnplaceError, match=rf"qwen3-30b-a3b has not \(rule {rule}\)"):
+            check_moe_config(q, 16, moe_columns(dp=16, ep=16, recompute="selective", recompute_modules=modules))
+    with pytest.raises(DnnplaceError, match="rule etp_expert_ffn"):
+        check_moe_config(q, 20, moe_columns(dp=20, ep=2, etp=5))  # 768 % 5 != 0; the grid 5 x 2 divides 20
+    with pytest.raises(DnnplaceError, match="rule flex_expert_ranks"):
+        check_moe_config(q, 16, moe_columns(dp=16, ep=1, etp=1, dispatcher="flex"))
 
 
 def test_unknown_names_refused_in_one_line() -> None:
     with pytest.raises(DnnplaceError, match="unknown recompute module 'attn'"):
         modules_mask(["attn"])
     with pytest.raises(DnnplaceError, match="dispatcher must be one of alltoall, allgather, flex"):
-        columns_of(dispatcher="deepep")
+        moe_columns(dispatcher="deepep")
     with pytest.raises(DnnplaceError, match="ep must be a positive integer"):
-        check_moe_config(ds3(), 1024, columns_of(pp=8, ep=0))
+        moe_columns(pp=8, ep=0)
 
 
 def test_mask_agrees_with_the_checker_on_a_grid() -> None:
     m, n = ds3(), 64
+    names = ("tp", "pp", "ep", "etp", "sequence_parallel", "dispatcher", "recompute", "recompute_modules")
     grid = list(itertools.product((1, 2, 4), (1, 2, 3, 8), (1, 2, 4, 8, 12, 64), (1, 2, 3), (True, False),
-                                  range(len(DISPATCHERS)), (0, 1), (0, 1, 0b100001, 0b1000)))
-    cols = {k: np.array(v) for k, v in zip(("tp", "pp", "ep", "etp", "sp", "dispatcher", "recompute", "modules"),
-                                           zip(*grid))}
-    cols["cp"] = np.ones(len(grid))
-    cols["dp"] = n / (cols["tp"] * cols["pp"])
+                                  range(len(DISPATCHERS)), (0, 1), (0, 1, 0b100001, 0b1000, 0b1000000)))
+    cols: dict = {k: np.array(v) for k, v in zip(names, zip(*grid))}
     cols["grouped_gemm"] = np.ones(len(grid), dtype=bool)
-    mask = moe_mask(m, n, cols)
+    mask = filter_moe_rows(m, n, cols, len(grid))
     assert 0 < mask.sum() < len(grid)
     for i in range(len(grid)):
         one = {k: v[i:i + 1] for k, v in cols.items()}
@@ -92,4 +97,6 @@ def test_mask_agrees_with_the_checker_on_a_grid() -> None:
         except DnnplaceError:
             ok = False
         assert ok == bool(mask[i]), {k: v[i] for k, v in cols.items()}
-    assert len({r.name for r in MOE_RULES}) == len(MOE_RULES) and all(r.why for r in MOE_RULES)
+    assert len({r.name for r in MOE_CONFIG_RULES}) == len(MOE_CONFIG_RULES)
+    cols_all = {**moe_problem_columns(m, n), **cols}
+    assert all(set(r.needs) <= set(cols_all) for r in MOE_CONFIG_RULES)

@@ -1,34 +1,51 @@
-"""Megatron-Core's rules for expert parallelism, as vectorised predicates over named columns.
+"""Megatron-Core's rules for expert parallelism, as named vectorised predicates over named columns.
 
 "MoE parallel folding" (Megatron-Core ``parallel_state.initialize_model_parallel``): attention runs
 on the grid tp x cp x dp x pp, the experts on etp x ep x edp x pp over the same N ranks, so
-EDP = N / (pp x ep x etp) is derived, not chosen.  Each :class:`Rule` holds on a batch of
-candidates given as columns (numpy arrays keyed by knob name); the search keeps the rows where
-:func:`moe_mask` is true, and :func:`check_moe_config` names the first rule one configuration breaks.
+EDP = N / (pp x ep x etp) is derived, not chosen.
 
-Columns: ``tp pp cp dp ep etp`` (ints), ``sp`` (sequence parallelism, bool), ``dispatcher`` (index into
-:data:`~dnnplace.model.moe.DISPATCHERS`), ``recompute`` (0 none, 1 selective, 2 full, as ``RECOMPUTE``),
-``modules`` (bit i set: ``RECOMPUTE_MODULES[i]`` is recomputed), ``grouped_gemm`` (bool).
+Written in the shape of the planner's one rule set (``model/llm_rules.py``: ``Rule(name, needs, ok,
+message)``, predicates over the configuration's columns beside the problem's scalars), so that the
+rules join :data:`CONFIG_RULES` there when the knobs become :class:`ParallelConfig` fields.  Columns:
+
+* the configuration: ``tp pp cp dp ep etp`` (int64), ``sequence_parallel`` and ``grouped_gemm`` (bool),
+  ``dispatcher`` (index into :data:`~dnnplace.model.moe.DISPATCHERS`), ``recompute`` (0 none,
+  1 selective, 2 full) and ``recompute_modules`` (bit i set: ``RECOMPUTE_MODULES[i]`` is recomputed);
+* the problem (:func:`moe_problem_columns`): ``gpus``, ``num_experts``, ``expert_ffn``, ``shared_ffn``,
+  ``dense_layers``, ``mla`` and ``name``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.moe import DISPATCHERS, RECOMPUTE_MODULES, MoEModel
 
-Array = np.ndarray
-Columns = Mapping[str, Array]
+Cols = Mapping[str, Any]
 
-__all__ = ["MOE_RULES", "Rule", "check_moe_config", "columns_of", "edp_of", "modules_mask", "moe_mask"]
+__all__ = ["MOE_CONFIG_RULES", "Rule", "check_moe_config", "edp_of", "filter_moe_rows", "first_broken",
+           "modules_mask", "moe_columns", "moe_problem_columns"]
+
+_RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: a name, the configuration columns it reads, a predicate (true where obeyed), a message."""
+
+    name: str
+    needs: tuple[str, ...]
+    ok: Callable[[Cols], Any]
+    message: Callable[[Cols], str]
 
 
 def modules_mask(modules: Iterable[str]) -> int:
-    """The ``modules`` column's bit mask of a set of recompute module names (one-line error on an unknown one)."""
+    """The ``recompute_modules`` column of a set of module names (one-line error on an unknown one)."""
     mask = 0
     for name in modules:
         if name not in RECOMPUTE_MODULES:
@@ -37,102 +54,116 @@ def modules_mask(modules: Iterable[str]) -> int:
     return mask
 
 
-def _has(c: Columns, name: str) -> Array:
-    return (np.asarray(c["modules"]).astype(np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
+def _has(c: Cols, name: str) -> Any:
+    return (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
 
 
-def edp_of(gpus: int, c: Columns) -> Array:
-    """Expert data parallel size: the ranks that hold copies of one expert shard, N / (pp x ep x etp)."""
-    return gpus / (np.asarray(c["pp"]) * np.asarray(c["ep"]) * np.asarray(c["etp"]))
+def edp_of(c: Cols) -> Any:
+    """Expert data parallel size: the ranks holding copies of one expert shard, N / (pp x ep x etp)."""
+    return c["gpus"] // (c["pp"] * c["ep"] * c["etp"])
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One of Megatron's constraints: ``holds(model, gpus, columns)`` per row, ``why`` its source."""
-
-    name: str
-    holds: Callable[[MoEModel, int, Columns], Array]
-    text: str  # what the rule demands, as the one-line message says it
-    why: str
-
-
-def _int(x: Array) -> Array:
-    return np.asarray(x).astype(np.int64)
-
-
-MOE_RULES: tuple[Rule, ...] = (
-    Rule("ep_divides_experts", lambda m, n, c: m.moe.num_experts % _int(c["ep"]) == 0,
-         "ep must divide the routed experts",
-         "Megatron-LM arguments.py: 'Number of experts should be a multiple of expert model parallel_size'"),
-    Rule("expert_grid", lambda m, n, c: n % (_int(c["etp"]) * _int(c["ep"]) * _int(c["pp"])) == 0,
-         "etp*ep*pp must divide the GPUs (edp = N / (pp*ep*etp))",
-         "Megatron-Core parallel_state: world_size divisible by expert_tensor_model_pipeline size"),
-    Rule("etp_divides_expert_ffn", lambda m, n, c: m.moe.expert_ffn % _int(c["etp"]) == 0,
-         "etp must divide the experts' ffn width",
-         "Megatron-Core experts: fc1/fc2 are split along the ffn dimension over ETP (core.utils.divide)"),
-    Rule("sequence_parallel_with_tp", lambda m, n, c: (_int(c["tp"]) == 1) | np.asarray(c["sp"], dtype=bool),
-         "tp > 1 with experts needs sequence parallelism",
-         "Megatron-Core moe_layer.py: training with MoE and TP > 1 without sequence parallelism is refused"),
-    Rule("known_dispatcher", lambda m, n, c: (_int(c["dispatcher"]) >= 0) & (_int(c["dispatcher"]) < len(DISPATCHERS)),
-         f"dispatcher must be one of {', '.join(DISPATCHERS)}",
-         "Megatron-Core transformer_config.moe_token_dispatcher_type"),
-    Rule("flex_needs_expert_ranks", lambda m, n, c: (_int(c["dispatcher"]) != DISPATCHERS.index("flex"))
-         | (_int(c["etp"]) * _int(c["ep"]) > 1),
-         "the flex dispatcher needs etp*ep > 1",
-         "Megatron-Core token_dispatcher.MoEFlexTokenDispatcher: 'DeepEP dispatcher requires TPxEP > 1'"),
-    Rule("modules_need_selective", lambda m, n, c: (_int(c["modules"]) == 0) | (_int(c["recompute"]) == 1),
-         "recompute modules need recompute=selective",
-         "Megatron-Core transformer_config: recompute_modules apply with recompute_granularity 'selective'"),
-    Rule("moe_act_needs_grouped_gemm", lambda m, n, c: ~_has(c, "moe_act") | np.asarray(c["grouped_gemm"],
-                                                                                          dtype=bool),
-         "recompute module moe_act needs grouped GEMMs",
-         "Megatron-Core transformer_config: 'moe_act in recompute_modules is only supported with moe_grouped_gemm'"),
-    Rule("mla_up_proj_needs_mla", lambda m, n, c: ~_has(c, "mla_up_proj") | (m.mla is not None),
-         "recompute module mla_up_proj needs multi-latent attention",
-         "Megatron-Core transformer_config: 'mla_up_proj ... only supported with multi_latent_attention'"),
-    Rule("shared_experts_need_shared", lambda m, n, c: ~_has(c, "shared_experts") | (m.moe.shared_ffn > 0),
-         "recompute module shared_experts needs shared experts",
-         "dnnplace: without shared experts the module recomputes nothing (a duplicate of the same plan)"),
-    Rule("mlp_needs_dense_layers", lambda m, n, c: ~_has(c, "mlp") | (m.moe.num_dense_layers > 0),
-         "recompute module mlp needs dense MLP layers",
-         "dnnplace: Megatron's 'mlp' recomputes the dense MLP only; without one it is a duplicate plan"),
-)
-
-
-def moe_mask(model: MoEModel, gpus: int, c: Columns) -> Array:
-    """Rows of ``c`` that keep every rule (the search's filter)."""
-    n = len(np.atleast_1d(np.asarray(c["ep"])))
-    ok = np.ones(n, dtype=bool)
-    for rule in MOE_RULES:
-        ok &= np.broadcast_to(np.asarray(rule.holds(model, gpus, c), dtype=bool), (n,))
+def _grid_divides(c: Cols) -> Any:
+    """etp x ep x pp divides the GPUs, without forming the product (no int64 overflow)."""
+    rest, ok = c["gpus"], True
+    for p in (c["etp"], c["ep"], c["pp"]):
+        ok = ok & (rest % p == 0)
+        rest = rest // np.maximum(p, 1)
     return ok
 
 
-def columns_of(*, tp: int = 1, pp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1, sp: bool = True,
-               dispatcher: str = "alltoall", recompute: str = "none", modules: Iterable[str] = (),
-               grouped_gemm: bool = True) -> dict[str, Array]:
-    """One configuration as a batch of one (the checker's and the tests' way in)."""
-    from dnnplace.model.llm import RECOMPUTE
+_FLEX = DISPATCHERS.index("flex")
 
+#: Megatron's rules for the expert-parallel knobs, in the order they are reported (each with its source).
+MOE_CONFIG_RULES: tuple[Rule, ...] = (
+    # Megatron-LM arguments.py: "Number of experts should be a multiple of expert model parallel_size".
+    Rule("ep_experts", ("ep",), lambda c: c["num_experts"] % c["ep"] == 0,
+         lambda r: f"ep={r['ep']} must divide the {r['num_experts']} routed experts"),
+    # Megatron-Core parallel_state: world_size divisible by the expert_tensor_model_pipeline size.
+    Rule("expert_grid", ("etp", "ep", "pp"), _grid_divides,
+         lambda r: f"etp*ep*pp = {r['etp'] * r['ep'] * r['pp']} must divide the {r['gpus']} GPUs "
+                   "(edp = GPUs / (pp*ep*etp))"),
+    # Megatron-Core experts: fc1 / fc2 split along the ffn dimension over ETP (core.utils.divide).
+    Rule("etp_expert_ffn", ("etp",), lambda c: c["expert_ffn"] % c["etp"] == 0,
+         lambda r: f"etp={r['etp']} must divide the experts' ffn width {r['expert_ffn']}"),
+    # Megatron-Core moe_layer.py: training with MoE and TP > 1 without sequence parallelism is refused.
+    Rule("moe_sequence_parallel", ("tp", "sequence_parallel"),
+         lambda c: (c["tp"] == 1) | np.asarray(c["sequence_parallel"], dtype=bool),
+         lambda r: f"tp={r['tp']} with experts needs sequence parallelism"),
+    # Megatron-Core transformer_config.moe_token_dispatcher_type.
+    Rule("dispatcher", ("dispatcher",), lambda c: (c["dispatcher"] >= 0) & (c["dispatcher"] < len(DISPATCHERS)),
+         lambda r: f"dispatcher must be one of {', '.join(DISPATCHERS)}"),
+    # Megatron-Core MoEFlexTokenDispatcher: "DeepEP dispatcher requires TPxEP > 1".
+    Rule("flex_expert_ranks", ("dispatcher", "etp", "ep"),
+         lambda c: (c["dispatcher"] != _FLEX) | (c["etp"] * c["ep"] > 1),
+         lambda r: "the flex dispatcher needs etp*ep > 1"),
+    # Megatron-Core transformer_config: recompute_modules apply with recompute_granularity 'selective'.
+    Rule("modules_selective", ("recompute_modules", "recompute"),
+         lambda c: (c["recompute_modules"] == 0) | (c["recompute"] == _RECOMPUTE.index("selective")),
+         lambda r: f"recompute modules need recompute=selective, not {_RECOMPUTE[int(r['recompute'])]}"),
+    # Megatron-Core transformer_config: "moe_act in recompute_modules is only supported with moe_grouped_gemm".
+    Rule("moe_act_grouped_gemm", ("recompute_modules", "grouped_gemm"),
+         lambda c: ~_has(c, "moe_act") | np.asarray(c["grouped_gemm"], dtype=bool),
+         lambda r: "recompute module moe_act needs grouped GEMMs"),
+    # Megatron-Core transformer_config: "mla_up_proj ... only supported with multi_latent_attention".
+    Rule("mla_up_proj_mla", ("recompute_modules",), lambda c: ~_has(c, "mla_up_proj") | bool(c["mla"]),
+         lambda r: f"recompute module mla_up_proj needs multi-latent attention, which {r['name']} has not"),
+    # dnnplace: without shared experts / dense MLPs these modules recompute nothing (a duplicate plan).
+    Rule("shared_experts_exist", ("recompute_modules",), lambda c: ~_has(c, "shared_experts") | (c["shared_ffn"] > 0),
+         lambda r: f"recompute module shared_experts needs shared experts, which {r['name']} has not"),
+    Rule("mlp_exists", ("recompute_modules",), lambda c: ~_has(c, "mlp") | (c["dense_layers"] > 0),
+         lambda r: f"recompute module mlp needs dense MLP layers, which {r['name']} has not"),
+)
+
+
+def moe_problem_columns(model: MoEModel, gpus: int) -> dict[str, Any]:
+    """The problem's scalars the MoE rules read, by name."""
+    return {"gpus": gpus, "num_experts": model.moe.num_experts, "expert_ffn": model.moe.expert_ffn,
+            "shared_ffn": model.moe.shared_ffn, "dense_layers": model.moe.num_dense_layers,
+            "mla": model.mla is not None, "name": model.name}
+
+
+def moe_columns(*, tp: int = 1, pp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,
+                sequence_parallel: bool = True, dispatcher: str = "alltoall", recompute: str = "none",
+                recompute_modules: Iterable[str] = (), grouped_gemm: bool = True) -> dict[str, np.ndarray]:
+    """One configuration's columns (a batch of one), names checked in one line."""
     if dispatcher not in DISPATCHERS:
         raise DnnplaceError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got '{dispatcher}'")
-    if recompute not in RECOMPUTE:
-        raise DnnplaceError(f"recompute must be one of {', '.join(RECOMPUTE)}, got '{recompute}'")
-    row = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "etp": etp, "sp": sp,
-           "dispatcher": DISPATCHERS.index(dispatcher), "recompute": RECOMPUTE.index(recompute),
-           "modules": modules_mask(modules), "grouped_gemm": grouped_gemm}
-    return {k: np.array([v]) for k, v in row.items()}
+    if recompute not in _RECOMPUTE:
+        raise DnnplaceError(f"recompute must be one of {', '.join(_RECOMPUTE)}, got '{recompute}'")
+    counts = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "etp": etp}
+    for k, v in counts.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise DnnplaceError(f"config {k} must be a positive integer, got {v!r}")
+    cols = {k: np.array([v], dtype=np.int64) for k, v in counts.items()}
+    cols.update(sequence_parallel=np.array([sequence_parallel]), grouped_gemm=np.array([grouped_gemm]),
+                dispatcher=np.array([DISPATCHERS.index(dispatcher)], dtype=np.int64),
+                recompute=np.array([_RECOMPUTE.index(recompute)], dtype=np.int64),
+                recompute_modules=np.array([modules_mask(recompute_modules)], dtype=np.int64))
+    return cols
 
 
-def check_moe_config(model: MoEModel, gpus: int, c: Columns) -> None:
-    """One configuration (a batch of one): one-line DnnplaceError naming the first rule it breaks."""
-    for name in ("tp", "pp", "cp", "dp", "ep", "etp"):
-        v = int(np.asarray(c[name]).ravel()[0])
-        if v < 1:
-            raise DnnplaceError(f"config {name} must be a positive integer, got {v}")
-    for rule in MOE_RULES:
-        if not bool(np.asarray(rule.holds(model, gpus, c)).ravel()[0]):
-            shown = {k: int(np.asarray(c[k]).ravel()[0]) for k in ("tp", "pp", "ep", "etp")}
-            raise DnnplaceError(f"config breaks {rule.name}: {rule.text} ({model.name}: {model.moe.num_experts} "
-                                f"experts, expert ffn {model.moe.expert_ffn}; {gpus} GPUs, "
-                                + ", ".join(f"{k}={v}" for k, v in shown.items()) + ")")
+def first_broken(rules: Sequence[Rule], cols: Cols) -> tuple[Rule, dict[str, Any]] | None:
+    """The first rule a one-row ``cols`` breaks, with the row as Python scalars (for its message)."""
+    for rule in rules:
+        if not bool(np.all(rule.ok(cols))):
+            row = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in cols.items()}
+            return rule, row
+    return None
+
+
+def filter_moe_rows(model: MoEModel, gpus: int, config_cols: Cols, n: int) -> np.ndarray:
+    """Mask of the ``n`` candidate rows that keep every MoE rule (the search's filter)."""
+    cols = {**moe_problem_columns(model, gpus), **config_cols}
+    keep = np.ones(n, dtype=bool)
+    for rule in MOE_CONFIG_RULES:
+        keep &= np.broadcast_to(np.asarray(rule.ok(cols), dtype=bool), (n,))
+    return keep
+
+
+def check_moe_config(model: MoEModel, gpus: int, config_cols: Cols) -> None:
+    """One configuration (a batch of one): a one-line DnnplaceError naming the first MoE rule it breaks."""
+    broken = first_broken(MOE_CONFIG_RULES, {**moe_problem_columns(model, gpus), **config_cols})
+    if broken is not None:
+        rule, row = broken
+        raise DnnplaceError(f"config {rule.message(row)} (rule {rule.name})")
