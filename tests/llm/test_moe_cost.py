@@ -140,9 +140,11 @@ def test_distinct_groups_against_enumeration() -> None:
 def test_dispatch_time_runs_nvlink_and_nic_at_once() -> None:
     nvl_bw = H100.nvlink_bandwidth * H100.nvlink_fraction
     nic_bw = H100.internode_bandwidth * H100.internode_fraction
-    t = M.dispatch_time(A([nvl_bw * 1e-3]), A([nic_bw * 2e-3]), A([4.0]), H100)
-    assert t[0] == pytest.approx(2e-3 + 3 * H100.internode_latency_s)
-    assert M.dispatch_time(A([0.0]), A([0.0]), A([4.0]), H100)[0] == 0.0
+    t = M.dispatch_time(A([nvl_bw * 1e-3]), A([nic_bw * 2e-3]), H100)
+    assert t[0] == pytest.approx(2e-3 + H100.internode_latency_s)
+    t = M.dispatch_time(A([nvl_bw * 3e-3]), A([0.0]), H100)
+    assert t[0] == pytest.approx(3e-3 + H100.nvlink_latency_s)
+    assert M.dispatch_time(A([0.0]), A([0.0]), H100)[0] == 0.0
 
 
 def test_load_factor_is_the_gaussian_extreme_of_uniform_routing() -> None:

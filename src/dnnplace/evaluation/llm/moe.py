@@ -198,17 +198,18 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
     raise ValueError(f"unknown dispatcher {dispatcher!r}")
 
 
-def dispatch_time(nvl: Array, nic: Array, ep: Array, dev: DeviceSpec) -> Array:
-    """Seconds of one dispatch (or combine): NVLink and NIC traffic run at once; one latency per peer step.
+def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (or combine): NVLink and NIC traffic run at once, plus one message latency.
 
-    Bus bandwidths are the catalogue's NCCL fractions of NVLink and of one NIC per GPU; an all-to-all
-    with ep peers pays ep - 1 message latencies at the slower link's latency.
+    Bus bandwidths are the catalogue's NCCL fractions of NVLink and of one NIC per GPU.  NCCL's
+    all-to-all posts its send/receive pairs to every peer inside one group call, so they are in
+    flight together: one latency (of the slower link used), not one per peer.
     """
     nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
     nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
     lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
     busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
-    return np.where(nvl + nic > 0, busy + (np.maximum(ep, 1) - 1) * lat, 0.0)
+    return np.where(nvl + nic > 0, busy + lat, 0.0)
 
 
 # ----------------------------------------------------------------------------------------------- experts
