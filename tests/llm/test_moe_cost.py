@@ -249,3 +249,52 @@ def test_expert_gemms_price_the_slowest_rank_of_uniform_routing() -> None:
     expected = (M.grouped_gemm_time(A([rows]), A([4096.0]), A([7168.0]), A([4.0]), H100, peak)
                 + M.grouped_gemm_time(A([rows]), A([7168.0]), A([2048.0]), A([4.0]), H100, peak))
     assert fwd[0] == pytest.approx(expected[0], rel=1e-12)
+
+
+def _costs(m, modules=(), disp="alltoall", **kw):
+    from dnnplace.evaluation.llm.moe_rules import modules_mask
+    from dnnplace.model.moe import DISPATCHERS
+
+    t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
+    return M.moe_layer_costs(m, t, tp, ep, etp, A([DISPATCHERS.index(disp)]), A([modules_mask(modules)]), 8, H100,
+                             H100.peak("bf16"), **kw)
+
+
+def test_moe_layer_costs_add_up_their_parts() -> None:
+    m, peak = ds3(), H100.peak("bf16")
+    t, ep, etp = A([4096.0]), A([64.0]), A([1.0])
+    c = _costs(m)
+    nvl, nic = M.dispatch_volumes(m, t, ep, etp, 8, "alltoall")
+    one = M.dispatch_time(nvl, nic, H100)
+    assert c["ep"][0][0] == pytest.approx(2 * one[0]) and c["ep"][1][0] == pytest.approx(2 * one[0])
+    rf, _ = M.router_times(m, t, H100, peak)
+    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp), H100)
+    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
+    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    # recomputing the MoE layer reruns its forward, all-to-alls included
+    r = _costs(m, ("moe",))
+    assert r["compute"][1][0] == pytest.approx(c["compute"][1][0] + c["compute"][0][0])
+    assert r["ep"][1][0] == pytest.approx(c["ep"][1][0] + c["ep"][0][0])
+    a = _costs(m, ("moe_act",))
+    assert a["compute"][1][0] == pytest.approx(c["compute"][1][0] + act[0]) and a["ep"] == c["ep"]
+    # overlap never makes the exposed all-to-all negative, and hides at most the window it is given
+    o = _costs(m, shared_overlap=True)
+    assert o["ep"][0][0] == pytest.approx(max(c["ep"][0][0] - (sf1 + sf2)[0], 0.0))
+    assert 0.0 <= _costs(m, a2a_overlap=True)["ep"][0][0] <= c["ep"][0][0]
+    assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
+
+
+def test_mla_layer_compute_and_its_recompute() -> None:
+    from dnnplace.evaluation.llm.moe_rules import modules_mask
+
+    m, peak = ds3(), H100.peak("bf16")
+    T, tp = A([4096.0]), A([1.0])
+    f0, b0 = M.mla_layer_compute(m, T, 4096, tp, A([0]), H100, peak)
+    gf, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
+    core = M.mla_attention_fwd_flops(m, T, 4096, tp) / (989e12 * H100.attn_fwd_fraction)
+    assert f0[0] == pytest.approx((sum(gf) + core)[0], rel=1e-12)
+    _, b1 = M.mla_layer_compute(m, T, 4096, tp, A([modules_mask(["mla_up_proj"])]), H100, peak)
+    assert b1[0] == pytest.approx(b0[0] + gf[1][0] + gf[3][0], rel=1e-12)  # q_up and kv_up rerun

@@ -26,10 +26,11 @@ from dnnplace.model.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
 
 Array = np.ndarray
 
-__all__ = ["activation_bytes", "activation_parts", "dispatch_time", "dispatch_volumes", "distinct_groups",
-           "expert_memory", "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops",
-           "mla_gemms", "model_flops_per_step", "model_flops_per_token", "permute_bytes", "recompute_reruns",
-           "router_bytes", "router_gemm", "router_times", "shared_expert_gemms"]
+__all__ = ["activation_bytes", "activation_parts", "dispatch_time", "dispatch_times", "dispatch_volumes",
+           "distinct_groups", "expert_gemm_times", "expert_memory", "expert_params", "grouped_gemm_time",
+           "load_factor", "mla_attention_fwd_flops", "mla_gemms", "mla_layer_compute", "model_flops_per_step",
+           "model_flops_per_token", "moe_layer_costs", "permute_bytes", "recompute_reruns", "router_bytes",
+           "router_gemm", "router_times", "shared_expert_gemms"]
 
 
 # ----------------------------------------------------------------------------------------------- model FLOPs
@@ -408,3 +409,85 @@ def recompute_reruns(modules: frozenset[str] | set[str] | tuple[str, ...]) -> fr
         else:
             out.add(mod)
     return frozenset(out)
+
+
+# ----------------------------------------------------------------------------------------------- one layer
+
+def _bit(modules: Array, name: str) -> Array:
+    return (np.asarray(modules, dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
+
+
+def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Array, domain: int,
+                   dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``."""
+    from dnnplace.model.moe import DISPATCHERS
+
+    out = np.zeros_like(np.asarray(t, dtype=float))
+    for i, name in enumerate(DISPATCHERS):
+        nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
+        out = np.where(np.asarray(dispatcher) == i, dispatch_time(nvl, nic, dev), out)
+    return out
+
+
+def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,
+                    domain: int, dev: DeviceSpec, peak: float, *, shared_overlap: bool = False,
+                    a2a_overlap: bool = False) -> dict[str, tuple[Array, Array]]:
+    """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
+
+    ``compute``: router, permute + unpermute, routed experts (grouped GEMMs), their activation (gated:
+    read 2 ffn, write ffn per copy; backward 5 ffn), shared experts (a dense MLP on the TP group's
+    tokens t x tp).  ``ep``: the exposed dispatch + combine, twice each way (the backward sends the
+    gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
+    the dispatch behind the shared experts; ``a2a_overlap`` (overlap_moe_expert_parallel_comm: one
+    micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute.
+    Recompute ``modules``: ``moe`` reruns the whole forward (its all-to-alls included) in the backward,
+    ``moe_act`` the activation, ``shared_experts`` the shared experts' GEMMs.
+    """
+    s = m.moe
+    rf, rb = router_times(m, t, dev, peak)
+    perm = flops.hbm_time(permute_bytes(m, t, etp), dev)
+    ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
+    copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
+    f = s.expert_ffn / etp
+    act_f = flops.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev)
+    act_b = flops.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev)
+    sh_f = sh_b = np.zeros_like(t, dtype=float)
+    shapes = shared_expert_gemms(m, t * tp, tp)
+    if shapes:
+        gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
+        sh_f, sh_b = sum(gf), sum(gb)
+    comp_f = rf + perm + ef + act_f + sh_f
+    comp_b = rb + perm + eb + act_b + sh_b
+    one = dispatch_times(m, t, ep, etp, dispatcher, domain, dev)
+    ep_f = ep_b = 2.0 * one
+    if shared_overlap:
+        ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
+    if a2a_overlap:
+        ep_f, ep_b = np.maximum(ep_f - (comp_f - sh_f), 0.0), np.maximum(ep_b - (comp_b - sh_b), 0.0)
+    whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
+    comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
+    ep_b = ep_b + np.where(whole, ep_f, 0.0)
+    return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: Array, dev: DeviceSpec,
+                      peak: float) -> tuple[Array, Array]:
+    """Forward / backward seconds of MLA's projections and attention core on one GPU, per micro-batch.
+
+    ``tokens``: the TP group's tokens (mbs x seq / cp).  The core runs at the catalogue's fused-attention
+    fractions (16-bit in every recipe), the backward at 2.5 x the forward's FLOPs (as the dense
+    attention); recomputing ``mla_up_proj`` reruns the two up projections, ``core_attn`` the core.
+    """
+    shapes = mla_gemms(m, tokens, tp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
+    core = mla_attention_fwd_flops(m, tokens, seq, tp)
+    bf = dev.peak("bf16")
+    cf = core / (bf * float(dev.attn_fwd_fraction or 0.0))
+    cb = TRAINING_STACK.flash_bwd_ratio * core / (bf * float(dev.attn_bwd_fraction or 0.0))
+    assert m.mla is not None
+    ups = (1, 3) if m.mla.q_lora_rank else (2,)  # mla_gemms' order: [q_down, q_up | q], kv_down, kv_up, o
+    up_f = sum((gf[i] for i in ups), np.zeros_like(cf))
+    fwd = sum(gf) + cf
+    bwd = sum(gb) + cb + np.where(_bit(modules, "mla_up_proj"), up_f, 0.0) + np.where(_bit(modules, "core_attn"),
+                                                                                      cf, 0.0)
+    return fwd, bwd
