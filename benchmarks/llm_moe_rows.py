@@ -1,0 +1,100 @@
+"""The published mixture-of-experts training rows the LLM planner is checked against (issue 32), as data.
+
+Each row: the model's config.json (tests/llm/fixtures/, copied from the shared LLM measurements),
+the system, the published layout (TP, PP, VP, EP, ETP, dispatcher, selective-recompute modules and
+the pipeline layout the recipe sets) and the measured seconds per step, with its source.
+``benchmarks/llm_plans.py`` reads :data:`MOE_ROWS` once the planner prices MoE; until then
+``python benchmarks/llm_moe_rows.py`` prints each row's model FLOPs (the recipes' formula,
+``evaluation/llm/moe.model_flops_per_step``) and the MFU the measurement implies.
+
+    PYTHONPATH=src python benchmarks/llm_moe_rows.py
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "llm" / "fixtures"
+
+#: DeepSeek-V3's layouts from Megatron-Bridge set_deepseek_v3_pipeline_model_parallel_layout (decoder layers per
+#: virtual stage; the embedding sits on the first, the MTP layer and the loss on the last).
+_DS_PP8_VP2 = (4,) * 15 + (1,)
+_DS_PP4 = (16, 16, 16, 13)
+
+
+@dataclass(frozen=True)
+class MoERow:
+    model: str  # config file stem under FIXTURES
+    label: str
+    system: str  # catalogue device name
+    gpus_per_domain: int  # GPUs per NVLink domain
+    gpus: int
+    precision: str
+    tp: int
+    pp: int
+    vp: int
+    ep: int
+    etp: int
+    global_batch: int
+    seq_len: int
+    measured_s: float
+    source: str
+    dispatcher: str = "alltoall"
+    recompute_modules: tuple[str, ...] = ()
+    layers_per_stage: tuple[int, ...] = ()
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+
+_DGXC = "NVIDIA dgxc-benchmarking"
+MOE_ROWS: tuple[MoERow, ...] = (
+    MoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 1024, "bf16", 1, 8, 2, 64, 1, 8192, 4096, 36.189,
+           f"{_DGXC} 25.08", recompute_modules=("mla_up_proj", "mlp", "moe"), layers_per_stage=_DS_PP8_VP2),
+    MoERow("deepseek-v3", "DeepSeek-V3", "gb200", 72, 256, "bf16", 2, 4, 1, 64, 1, 2048, 4096, 34.194,
+           f"{_DGXC} 25.05", layers_per_stage=_DS_PP4),
+    MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "bf16", 4, 1, 1, 128, 4, 1024, 8192,
+           4.426, f"{_DGXC} 25.05", layers_per_stage=(48,)),
+    MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "fp8", 4, 1, 1, 128, 4, 1024, 8192,
+           3.855, f"{_DGXC} 25.05", layers_per_stage=(48,)),
+    MoERow("qwen3-30b-a3b", "Qwen3-30B-A3B", "h100", 8, 16, "bf16", 1, 1, 1, 16, 1, 1024, 4096, 20.147,
+           "Megatron-Bridge MoE performance notes", dispatcher="flex", layers_per_stage=(48,)),
+)
+
+
+def main() -> int:
+    from dnnplace.errors import DnnplaceError
+    from dnnplace.evaluation.llm.moe import model_flops_per_step
+    from dnnplace.evaluation.llm.moe_rules import check_moe_config, moe_columns
+    from dnnplace.frontends.moe_config import load_moe
+    from dnnplace.model.catalogue import device_spec
+
+    print("| model | system | GPUs | config | measured s | model PFLOP/step | measured MFU | rules |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in MOE_ROWS:
+        m = load_moe(FIXTURES / f"{r.model}.json")
+        mf = model_flops_per_step(m, r.seq_len, r.global_batch)
+        try:
+            peak = device_spec(r.system).peak("bf16")  # the recipes' denominator for every precision
+            mfu = f"{100 * mf / (r.measured_s * r.gpus * peak):.1f} %"
+        except DnnplaceError:
+            mfu = "- (no catalogue entry)"
+        try:
+            check_moe_config(m, r.gpus, moe_columns(tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, etp=r.etp,
+                                                    dispatcher=r.dispatcher,
+                                                    recompute="selective" if r.recompute_modules else "none",
+                                                    recompute_modules=r.recompute_modules))
+            rules = "kept"
+        except DnnplaceError as exc:
+            rules = str(exc)
+        config = (f"TP{r.tp} PP{r.pp} VP{r.vp} EP{r.ep} ETP{r.etp} {r.dispatcher}"
+                  + (f" recompute {','.join(r.recompute_modules)}" if r.recompute_modules else ""))
+        print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} | "
+              f"{mf / 1e15:.1f} | {mfu} | {rules} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
