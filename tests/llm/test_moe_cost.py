@@ -298,3 +298,34 @@ def test_mla_layer_compute_and_its_recompute() -> None:
     assert f0[0] == pytest.approx((sum(gf) + core)[0], rel=1e-12)
     _, b1 = M.mla_layer_compute(m, T, 4096, tp, A([modules_mask(["mla_up_proj"])]), H100, peak)
     assert b1[0] == pytest.approx(b0[0] + gf[1][0] + gf[3][0], rel=1e-12)  # q_up and kv_up rerun
+
+
+def test_rank_layer_counts_put_the_dense_layers_where_the_split_does() -> None:
+    m = ds3()
+    dense, sparse = M.rank_layer_counts(m.moe.moe_layers, (4,) * 15 + (1,), 8)
+    assert dense.tolist() == [3, 0, 0, 0, 0, 0, 0, 0]  # stage 0 (rank 0's first chunk) holds layers 0..3
+    assert sparse.tolist() == [5, 8, 8, 8, 8, 8, 8, 5]  # rank 7: 4 + 1 layers
+    dense, sparse = M.rank_layer_counts(m.moe.moe_layers, (16, 16, 16, 13), 4)
+    assert dense.tolist() == [3, 0, 0, 0] and sparse.tolist() == [13, 16, 16, 13]
+    with pytest.raises(ValueError):
+        M.rank_layer_counts(m.moe.moe_layers, (4, 4), 2)
+
+
+def test_dense_parameters_of_an_moe_model_hand_computed() -> None:
+    m = ds3()
+    h, heads = 7168, 128
+    down = h * 1536 + h * (512 + 64)
+    up = 1536 * heads * 192 + 512 * heads * 256 + heads * 128 * h
+    assert M.attention_params(m, A([2.0]))[0] == down + up / 2 + h + 1536 + 512
+    assert M.moe_dense_params(m, A([2.0]))[0] == 256 * h + 3 * h * 2048 / 2 + h
+    assert M.dense_mlp_params(m, A([1.0]))[0] == 3 * h * 18432 + h
+    # the whole model: attention + dense MLPs + MoE layers (+ experts) + embedding + head is DeepSeek-V3's
+    # published 671 B parameters (MTP layer aside)
+    total = (61 * M.attention_params(m, A([1.0]))[0] + 3 * M.dense_mlp_params(m, A([1.0]))[0]
+             + 58 * M.moe_dense_params(m, A([1.0]))[0] + M.expert_params(m, A([58.0]), A([1.0]), A([1.0]))[0]
+             + 2 * 129280 * h + h)
+    assert 670e9 < total < 672e9
+    q = load_moe(FIXTURES / "qwen3-30b-a3b.json")
+    total = (48 * (M.attention_params(q, A([1.0]))[0] + M.moe_dense_params(q, A([1.0]))[0])
+             + M.expert_params(q, A([48.0]), A([1.0]), A([1.0]))[0] + 2 * 151936 * 2048 + 2048)
+    assert 30.4e9 < total < 30.6e9  # Qwen3-30B-A3B: 30.5 B parameters (its model card)

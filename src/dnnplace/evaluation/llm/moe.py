@@ -26,10 +26,11 @@ from dnnplace.model.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
 
 Array = np.ndarray
 
-__all__ = ["activation_bytes", "activation_parts", "dispatch_time", "dispatch_times", "dispatch_volumes",
-           "distinct_groups", "expert_gemm_times", "expert_memory", "expert_params", "grouped_gemm_time",
-           "load_factor", "mla_attention_fwd_flops", "mla_gemms", "mla_layer_compute", "model_flops_per_step",
-           "model_flops_per_token", "moe_layer_costs", "permute_bytes", "recompute_reruns", "router_bytes",
+__all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "expert_gemm_times", "expert_memory",
+           "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
+           "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
+           "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
            "router_gemm", "router_times", "shared_expert_gemms"]
 
 
@@ -491,3 +492,54 @@ def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: 
     bwd = sum(gb) + cb + np.where(_bit(modules, "mla_up_proj"), up_f, 0.0) + np.where(_bit(modules, "core_attn"),
                                                                                       cf, 0.0)
     return fwd, bwd
+
+
+# ----------------------------------------------------------------------------------------------- placement
+
+def rank_layer_counts(moe_layers: tuple[bool, ...], layers_per_stage: tuple[int, ...],
+                      pp: int) -> tuple[Array, Array]:
+    """(dense layers, MoE layers) of each pipeline rank: virtual stage i (model order) runs on rank i % pp.
+
+    Where the dense layers fall matters (DeepSeek's first three): rank 0's first chunk holds them.
+    """
+    if sum(layers_per_stage) != len(moe_layers):
+        raise ValueError("layers_per_stage must sum to the model's layers")
+    dense, sparse = np.zeros(pp), np.zeros(pp)
+    start = 0
+    for i, n in enumerate(layers_per_stage):
+        chunk = moe_layers[start:start + n]
+        sparse[i % pp] += sum(chunk)
+        dense[i % pp] += n - sum(chunk)
+        start += n
+    return dense, sparse
+
+
+def attention_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of one layer's attention on one TP shard (with its input norm).
+
+    MLA: the down projections (to the Q latent; to the KV latent and the shared rotary key) are
+    duplicated over TP, the up and output projections split by heads; the two latents have norms.
+    GQA: Q, K, V and the output projection split by heads.
+    """
+    a, h = m.arch, m.arch.hidden
+    if m.mla is None:
+        return (h * (a.q_width + 2 * a.kv_width) + a.q_width * h) / tp + h
+    x, heads = m.mla, a.heads
+    down = (h * x.q_lora_rank if x.q_lora_rank else 0) + h * (x.kv_lora_rank + x.qk_rope_head_dim)
+    up = (x.q_lora_rank if x.q_lora_rank else h) * heads * x.qk_head_dim \
+        + x.kv_lora_rank * heads * (x.qk_nope_head_dim + x.v_head_dim) + heads * x.v_head_dim * h
+    norms = h + x.q_lora_rank + x.kv_lora_rank
+    return down + up / tp + norms
+
+
+def moe_dense_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of one MoE layer outside the routed experts, on one TP shard: the router (replicated,
+    experts x hidden), the shared experts (a gated MLP split over TP) and the pre-MLP norm."""
+    s, h = m.moe, m.arch.hidden
+    shared = (3 if m.arch.gated else 2) * h * s.shared_ffn
+    return s.num_experts * h + shared / tp + h
+
+
+def dense_mlp_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of a dense layer's MLP on one TP shard (with its pre-MLP norm)."""
+    return (3 if m.arch.gated else 2) * m.arch.hidden * m.arch.ffn_hidden / tp + m.arch.hidden
