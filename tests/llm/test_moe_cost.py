@@ -329,3 +329,21 @@ def test_dense_parameters_of_an_moe_model_hand_computed() -> None:
     total = (48 * (M.attention_params(q, A([1.0]))[0] + M.moe_dense_params(q, A([1.0]))[0])
              + M.expert_params(q, A([48.0]), A([1.0]), A([1.0]))[0] + 2 * 151936 * 2048 + 2048)
     assert 30.4e9 < total < 30.6e9  # Qwen3-30B-A3B: 30.5 B parameters (its model card)
+
+
+def test_stage_layer_kinds_vectorised_equal_the_per_rank_count() -> None:
+    m = ds3()
+    splits = [(4,) * 15 + (1,), (16, 16, 16, 13), (61,), (1, 2, 58)]
+    width = max(len(s) for s in splits)
+    stages = np.zeros((len(splits), width))
+    for i, s in enumerate(splits):
+        stages[i, :len(s)] = s
+    dense, sparse = M.stage_layer_kinds(m.moe.moe_layers, stages)
+    assert dense[0].tolist() == [3] + [0] * 15 and sparse[0].tolist() == [1] + [4] * 14 + [1]
+    assert dense[3, :3].tolist() == [1, 2, 0] and sparse[3, :3].tolist() == [0, 0, 58]
+    assert (dense + sparse == stages).all()
+    for i, s in enumerate(splits):  # the stages of rank r add up to rank_layer_counts
+        pp = {0: 8, 1: 4, 2: 1, 3: 3}[i]
+        d, sp = M.rank_layer_counts(m.moe.moe_layers, s, pp)
+        assert [dense[i, r:len(s):pp].sum() for r in range(pp)] == d.tolist()
+        assert [sparse[i, r:len(s):pp].sum() for r in range(pp)] == sp.tolist()

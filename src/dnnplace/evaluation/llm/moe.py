@@ -31,7 +31,7 @@ __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_ml
            "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
            "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
            "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
-           "router_gemm", "router_times", "shared_expert_gemms"]
+           "router_gemm", "router_times", "shared_expert_gemms", "stage_layer_kinds"]
 
 
 # ----------------------------------------------------------------------------------------------- model FLOPs
@@ -543,3 +543,20 @@ def moe_dense_params(m: MoEModel, tp: Array) -> Array:
 def dense_mlp_params(m: MoEModel, tp: Array) -> Array:
     """Parameters of a dense layer's MLP on one TP shard (with its pre-MLP norm)."""
     return (3 if m.arch.gated else 2) * m.arch.hidden * m.arch.ffn_hidden / tp + m.arch.hidden
+
+
+def stage_layer_kinds(moe_layers: tuple[bool, ...], stage_layers: Array) -> tuple[Array, Array]:
+    """(dense, MoE) layers of every virtual stage of every candidate, vectorised.
+
+    ``stage_layers[i, s]``: decoder layers of virtual stage s (model order) of candidate i, 0 past its
+    pp x vp stages.  Stage s holds the layers from sum(stage_layers[i, :s]) on, so its MoE count is a
+    difference of the pattern's prefix sums at the stage boundaries.
+    """
+    prefix = np.concatenate([[0], np.cumsum(np.asarray(moe_layers, dtype=np.int64))])
+    sl = np.asarray(stage_layers, dtype=np.int64)
+    end = np.cumsum(sl, axis=1)
+    if (end[:, -1] > len(moe_layers)).any():
+        raise ValueError("a candidate's stages hold more layers than the model has")
+    start = end - sl
+    sparse = (prefix[end] - prefix[start]).astype(float)
+    return sl - sparse, sparse
