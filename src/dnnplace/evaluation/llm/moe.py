@@ -370,8 +370,8 @@ def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bo
     parts["core_attn"] = parts["core_attn"] + 4.0 * T * a.heads / tp
     glu = 2.0 if a.gated else 1.0
     if not moe_layer:
-        f = float(a.ffn_hidden)
-        parts["mlp"] = parts["mlp"] + b * T * (glu * f + f) / tp  # fc1 output, activation output (fc2 input)
+        dense_f = float(a.ffn_hidden)
+        parts["mlp"] = parts["mlp"] + b * T * (glu + 1.0) * dense_f / tp  # fc1 output, activation output
         return parts
     s = m.moe
     copies = t * s.top_k * etp
@@ -456,7 +456,7 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     shapes = shared_expert_gemms(m, t * tp, tp)
     if shapes:
         gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
-        sh_f, sh_b = sum(gf), sum(gb)
+        sh_f, sh_b = gf[0] + gf[1], gb[0] + gb[1]
     comp_f = rf + perm + ef + act_f + sh_f
     comp_b = rb + perm + eb + act_b + sh_b
     one = dispatch_times(m, t, ep, etp, dispatcher, domain, dev)
