@@ -82,7 +82,7 @@ def main() -> int:
         except DnnplaceError:
             mfu = "- (no catalogue entry)"
         try:
-            check_moe_config(m, r.gpus, moe_columns(tp=r.tp, pp=r.pp, dp=r.dp, ep=r.ep, etp=r.etp,
+            check_moe_config(m, r.gpus, moe_columns(tp=r.tp, pp=r.pp, vp=r.vp, dp=r.dp, ep=r.ep, etp=r.etp,
                                                     dispatcher=r.dispatcher,
                                                     recompute="selective" if r.recompute_modules else "none",
                                                     recompute_modules=r.recompute_modules))

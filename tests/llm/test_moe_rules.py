@@ -37,6 +37,7 @@ def test_published_layouts_keep_every_rule() -> None:
     check_moe_config(ds3(), 1024, moe_columns(tp=1, pp=8, dp=128, ep=64, etp=1, recompute="selective",
                                               recompute_modules=("mla_up_proj", "mlp", "moe")))
     check_moe_config(qwen3(), 16, moe_columns(tp=1, pp=1, dp=16, ep=16, etp=1, dispatcher="flex"))
+    check_moe_config(ds3(), 1024, moe_columns(pp=8, vp=2, dp=128, ep=64, a2a_overlap=True))
     check_moe_config(load_moe(FIXTURES / "llama-4-maverick-17b-128e.json"), 512,
                      moe_columns(tp=4, pp=1, dp=128, ep=128, etp=4))
     assert edp_of({"gpus": 1024, **moe_columns(pp=8, ep=64, etp=1)})[0] == 2
@@ -51,6 +52,17 @@ def test_published_layouts_keep_every_rule() -> None:
     (dict(pp=8, dp=128, ep=64, recompute_modules=("moe",)), "modules_selective", "not none"),
     (dict(pp=8, dp=128, ep=64, recompute="selective", recompute_modules=("moe_act",), grouped_gemm=False),
      "moe_act_grouped_gemm", "moe_act needs grouped GEMMs"),
+    (dict(pp=8, dp=128, ep=64, recompute="selective", recompute_modules=("shared_experts",),
+          shared_expert_overlap=True), "shared_overlap_recompute", "shared-expert overlap"),
+    (dict(pp=8, dp=128, ep=1, a2a_overlap=True), "a2a_overlap_ep", "ep > 1"),
+    (dict(pp=8, vp=2, dp=128, ep=64, dispatcher="allgather", a2a_overlap=True), "a2a_overlap_dispatcher",
+     "alltoall or flex"),
+    (dict(pp=8, dp=128, ep=64, a2a_overlap=True), "a2a_overlap_vp", "pp=8 needs interleaving"),
+    (dict(pp=8, vp=2, dp=128, ep=64, recompute="selective", recompute_modules=("moe",), a2a_overlap=True),
+     "a2a_overlap_recompute", "'moe' recompute module"),
+    (dict(pp=8, vp=2, dp=128, ep=64, recompute="full", a2a_overlap=True), "a2a_overlap_recompute", "full"),
+    (dict(pp=8, vp=2, dp=128, ep=64, a2a_overlap=True, shared_expert_overlap=True), "a2a_overlap_shared",
+     "exclude each other"),
 ])
 def test_each_broken_rule_is_named_in_one_line(kwargs: dict, rule: str, text: str) -> None:
     with pytest.raises(DnnplaceError) as err:
@@ -86,7 +98,11 @@ def test_mask_agrees_with_the_checker_on_a_grid() -> None:
     grid = list(itertools.product((1, 2, 4), (1, 2, 3, 8), (1, 2, 4, 8, 12, 64), (1, 2, 3), (True, False),
                                   range(len(DISPATCHERS)), (0, 1), (0, 1, 0b100001, 0b1000, 0b1000000)))
     cols: dict = {k: np.array(v) for k, v in zip(names, zip(*grid))}
+    rng = np.random.default_rng(0)
     cols["grouped_gemm"] = np.ones(len(grid), dtype=bool)
+    cols["vp"] = rng.choice([1, 2], len(grid))
+    cols["a2a_overlap"] = rng.random(len(grid)) < 0.5
+    cols["shared_expert_overlap"] = rng.random(len(grid)) < 0.3
     mask = filter_moe_rows(m, n, cols, len(grid))
     assert 0 < mask.sum() < len(grid)
     for i in range(len(grid)):

@@ -8,11 +8,12 @@ Written in the shape of the planner's one rule set (``model/llm_rules.py``: ``Ru
 message)``, predicates over the configuration's columns beside the problem's scalars), so that the
 rules join :data:`CONFIG_RULES` there when the knobs become :class:`ParallelConfig` fields.  Columns:
 
-* the configuration: ``tp pp cp dp ep etp`` (int64), ``sequence_parallel`` and ``grouped_gemm`` (bool),
+* the configuration: ``tp pp vp cp dp ep etp`` (int64), ``sequence_parallel``, ``grouped_gemm``,
+  ``a2a_overlap`` (overlap_moe_expert_parallel_comm), ``shared_expert_overlap`` (bool),
   ``dispatcher`` (index into :data:`~dnnplace.model.moe.DISPATCHERS`), ``recompute`` (0 none,
   1 selective, 2 full) and ``recompute_modules`` (bit i set: ``RECOMPUTE_MODULES[i]`` is recomputed);
 * the problem (:func:`moe_problem_columns`): ``gpus``, ``num_experts``, ``expert_ffn``, ``shared_ffn``,
-  ``dense_layers``, ``mla`` and ``name``.
+  ``dense_layers``, ``mla``, ``mtp_layers`` and ``name``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def modules_mask(modules: Iterable[str]) -> int:
 
 def _has(c: Cols, name: str) -> Any:
     return (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
+
+
+def _on(c: Cols, name: str) -> Any:
+    return np.asarray(c[name], dtype=bool)
 
 
 def edp_of(c: Cols) -> Any:
@@ -113,6 +118,29 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"recompute module shared_experts needs shared experts, which {r['name']} has not"),
     Rule("mlp_exists", ("recompute_modules",), lambda c: ~_has(c, "mlp") | (c["dense_layers"] > 0),
          lambda r: f"recompute module mlp needs dense MLP layers, which {r['name']} has not"),
+    # Megatron-Core transformer_config: "shared_experts recompute cannot work with --moe-shared-expert-overlap".
+    Rule("shared_overlap_recompute", ("recompute_modules", "shared_expert_overlap"),
+         lambda c: ~(_has(c, "shared_experts") & np.asarray(c["shared_expert_overlap"], dtype=bool)),
+         lambda r: "recompute module shared_experts cannot run with the shared-expert overlap"),
+    # Megatron-Core transformer_config, overlap_moe_expert_parallel_comm (the EP all-to-all overlap): needs
+    # ep > 1, the alltoall or flex dispatcher, vp when pp > 1, no full recompute and no 'moe' module, no
+    # shared-expert overlap, at most one MTP layer.
+    Rule("a2a_overlap_ep", ("a2a_overlap", "ep"), lambda c: ~_on(c, "a2a_overlap") | (c["ep"] > 1),
+         lambda r: "the all-to-all overlap needs ep > 1"),
+    Rule("a2a_overlap_dispatcher", ("a2a_overlap", "dispatcher"),
+         lambda c: ~_on(c, "a2a_overlap") | (c["dispatcher"] != DISPATCHERS.index("allgather")),
+         lambda r: "the all-to-all overlap needs the alltoall or flex dispatcher"),
+    Rule("a2a_overlap_vp", ("a2a_overlap", "pp", "vp"),
+         lambda c: ~_on(c, "a2a_overlap") | (c["pp"] == 1) | (c["vp"] > 1),
+         lambda r: f"the all-to-all overlap with pp={r['pp']} needs interleaving (vp > 1)"),
+    Rule("a2a_overlap_recompute", ("a2a_overlap", "recompute", "recompute_modules"),
+         lambda c: ~_on(c, "a2a_overlap") | ((c["recompute"] != _RECOMPUTE.index("full")) & ~_has(c, "moe")),
+         lambda r: "the all-to-all overlap cannot run with full recompute or the 'moe' recompute module"),
+    Rule("a2a_overlap_shared", ("a2a_overlap", "shared_expert_overlap"),
+         lambda c: ~(_on(c, "a2a_overlap") & _on(c, "shared_expert_overlap")),
+         lambda r: "the all-to-all overlap and the shared-expert overlap exclude each other"),
+    Rule("a2a_overlap_mtp", ("a2a_overlap",), lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] <= 1),
+         lambda r: f"the all-to-all overlap supports at most 1 MTP layer, {r['name']} has {r['mtp_layers']}"),
 )
 
 
@@ -120,23 +148,25 @@ def moe_problem_columns(model: MoEModel, gpus: int) -> dict[str, Any]:
     """The problem's scalars the MoE rules read, by name."""
     return {"gpus": gpus, "num_experts": model.moe.num_experts, "expert_ffn": model.moe.expert_ffn,
             "shared_ffn": model.moe.shared_ffn, "dense_layers": model.moe.num_dense_layers,
-            "mla": model.mla is not None, "name": model.name}
+            "mla": model.mla is not None, "mtp_layers": model.moe.mtp_layers, "name": model.name}
 
 
-def moe_columns(*, tp: int = 1, pp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,
+def moe_columns(*, tp: int = 1, pp: int = 1, vp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,
                 sequence_parallel: bool = True, dispatcher: str = "alltoall", recompute: str = "none",
-                recompute_modules: Iterable[str] = (), grouped_gemm: bool = True) -> dict[str, np.ndarray]:
+                recompute_modules: Iterable[str] = (), grouped_gemm: bool = True, a2a_overlap: bool = False,
+                shared_expert_overlap: bool = False) -> dict[str, np.ndarray]:
     """One configuration's columns (a batch of one), names checked in one line."""
     if dispatcher not in DISPATCHERS:
         raise DnnplaceError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got '{dispatcher}'")
     if recompute not in _RECOMPUTE:
         raise DnnplaceError(f"recompute must be one of {', '.join(_RECOMPUTE)}, got '{recompute}'")
-    counts = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": ep, "etp": etp}
+    counts = {"tp": tp, "pp": pp, "vp": vp, "cp": cp, "dp": dp, "ep": ep, "etp": etp}
     for k, v in counts.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise DnnplaceError(f"config {k} must be a positive integer, got {v!r}")
     cols = {k: np.array([v], dtype=np.int64) for k, v in counts.items()}
     cols.update(sequence_parallel=np.array([sequence_parallel]), grouped_gemm=np.array([grouped_gemm]),
+                a2a_overlap=np.array([a2a_overlap]), shared_expert_overlap=np.array([shared_expert_overlap]),
                 dispatcher=np.array([DISPATCHERS.index(dispatcher)], dtype=np.int64),
                 recompute=np.array([_RECOMPUTE.index(recompute)], dtype=np.int64),
                 recompute_modules=np.array([modules_mask(recompute_modules)], dtype=np.int64))
