@@ -5,9 +5,11 @@ Adding a target is one module with a render function plus one line in
 listing targets imports nothing (torch loads only for the runtime's targets);
 exporters return text and never write files (the CLI writes it atomically).
 
-A target takes either an LLM plan (``takes="llm-plan"``: ``render(plan_dict)``,
-the dict already checked by :func:`~dnnplace.frontends.llm_plan.validate_plan`)
-or a split of a profiled workload (``takes="split"``:
+A target takes either an LLM plan (``takes="llm-plan"``: ``render(plan)``, a
+plan document or an in-memory :class:`~dnnplace.model.llm.LLMPlan`, which every
+such target first reads and checks by the planner's own rules with
+:func:`~dnnplace.exporters.checked.checked_plan`, refusing in one line what the
+rules or the trainer cannot take) or a split of a profiled workload (``takes="split"``:
 ``render(workload, split, model=None)``).
 """
 
@@ -65,8 +67,8 @@ def get_exporter(name: str) -> Exporter:
     return found
 
 
-def export(plan: dict[str, Any], to: str) -> str:
-    """Render a validated LLM plan for target ``to``."""
+def export(plan: Any, to: str) -> str:
+    """Render an LLM plan (a plan document or an ``LLMPlan``) for target ``to``."""
     exporter = get_exporter(to)
     if exporter.takes != "llm-plan":
         raise DnnplaceError(f"export target '{to}' takes a split of a profiled workload, not an LLM plan")
