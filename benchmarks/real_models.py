@@ -40,7 +40,7 @@ def block_optimum(path: Path) -> tuple[float, str]:
     """
     from dnnplace.evaluation import evaluate
     from dnnplace.frontends.paper_json import load_workload
-    from dnnplace.solvers.dp.solver import DPOptions, solve_dp
+    from dnnplace.solvers.dp.portfolio import DPOptions, solve_dp
 
     doc = json.loads(path.read_text())
     w = load_workload(path)
@@ -57,7 +57,7 @@ def block_optimum(path: Path) -> tuple[float, str]:
         m = BLOCK.match(module.get(nid) or "")
         if m:
             labels[i] = first.setdefault(m.group(1), i)
-    out = solve_dp(w, DPOptions(time_limit=120.0), extra_groups=labels)
+    out = solve_dp(w, DPOptions(), time_limit=120.0, extra_groups=labels)
     return float(evaluate(w, out.plan, complete=False).max_load), out.status
 
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput", "param"]
+__all__ = ["OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput", "expired", "param"]
 
 ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
 
@@ -33,6 +34,11 @@ ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
 OBJECTIVES = ("throughput", "latency", "fw+bw")
 #: What a solver may claim about its split.
 STATUSES = ("optimal", "bounded", "feasible", "time_limit", "heuristic")
+
+
+def expired(deadline: float | None) -> bool:
+    """Has ``deadline`` (``time.perf_counter()`` seconds; None: never) passed?  The one clock an algorithm reads."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,12 @@ branches, state-space scans, parallel experts) keep lattices far above the
 ideal budget after every exact reduction; there the DP's relaxations prove a
 bound a few percent short.  An IP, warm-started with the DP's split, then
 both improves the split and raises the bound, within the same time budget
-(:func:`dnnplace.solvers.dp.solver.solve_dp`, step 5): on accelerator-only
+(:func:`dnnplace.solvers.dp.portfolio.solve_dp`, step 5): on accelerator-only
 budgets the chain-of-ideals IP on the DP's own units
 (:mod:`dnnplace.solvers.ip.chain`), otherwise the contiguous assignment IP on
 the workload.  It lives beside both packages because the IP's own warm start
-already calls the DP.
+already calls the DP: the DP never imports an IP, it is handed one as its
+second phase (import-linter's solvers contract keeps it so).
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ import numpy as np
 
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.contract import Prepared
 from dnnplace.solvers.base import RunContext, SolverOutput
-from dnnplace.solvers.dp.solver import DPOptions, DPSolver, solve_dp
-
-GAP_MARGIN = 0.98  # of --gap: what the chain IP is asked to prove
+from dnnplace.solvers.dp.method import DPSolver
+from dnnplace.solvers.dp.portfolio import DPOptions, solve_dp
+from dnnplace.solvers.prepare import Prepared
 
 
 @dataclass
@@ -36,13 +36,12 @@ class DPThenIP(DPSolver):
     """
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        return solve_dp(workload, DPOptions(**self.get_params(), overlap_comm=run.overlap_comm,
-                                            time_limit=run.time_limit, progress=run.progress, finish=ip_finish))
+        return solve_dp(workload, self.options(run), time_limit=run.time_limit, finish=ip_finish)
 
 
 def ip_finish(p: Prepared, split: Split, bound: float, deadline: float, options: DPOptions,
               stop: threading.Event | None = None) -> tuple[Split | None, float, dict]:
-    """:data:`~dnnplace.solvers.dp.solver.Finisher`: the chain IP on ``p``'s units where it applies.
+    """:data:`~dnnplace.solvers.dp.portfolio.Finisher`: the chain IP on ``p``'s units where it applies.
 
     ``bound`` and the bound returned are on the workload; on the units they
     differ by ``p.deficit`` (the folds with an allowance, see ``Prepared``).
@@ -56,8 +55,9 @@ def ip_finish(p: Prepared, split: Split, bound: float, deadline: float, options:
                               lower_bound=bound, stop=stop)
         return out.split, out.bound, out.stats
     # HiGHS stops at its gap; the bound then loses its tolerance and the deficit: aim a little lower
-    res = solve_chain_ip(p, unit_devices(p, split), deadline=deadline, gap=GAP_MARGIN * options.gap,
-                         overlap=options.overlap_comm, lower_bound=bound + p.deficit, stop=stop)
+    gap = options.policy.chain_ip_gap_margin * options.gap
+    res = solve_chain_ip(p, unit_devices(p, split), deadline=deadline, gap=gap, overlap=options.overlap_comm,
+                         lower_bound=bound + p.deficit, stop=stop)
     found = None if res.stage is None else split_of_stages(p, res.stage)
     return found, max(0.0, res.bound - p.deficit), res.stats
 

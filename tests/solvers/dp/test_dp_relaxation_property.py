@@ -9,6 +9,7 @@ backbone later (a causal mask, position ids), in inference and training.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -121,9 +122,9 @@ def test_coarse_upper_bound_first_keeps_the_optimum(training, data):
     """The coarse lattice's split (a restriction) only tightens the exact DP's pruning: same optimum."""
     from unittest import mock
 
-    from dnnplace.solvers.dp import solver
+    from dnnplace.solvers.dp_ip import DPThenIP
 
-    with mock.patch.object(solver, "COARSE_FIRST", 0):
+    with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, coarse_first=0)):
         _check_exact(data.draw(graphs_with_views_and_side_chains(training=training)))
 
 
@@ -202,12 +203,12 @@ def test_ip_second_phase_brackets_the_optimum(training, data):
     optimum, the split is a pipeline, and "optimal" only with the brute-force value."""
     from unittest import mock
 
-    from dnnplace.solvers.dp import solver
-    from dnnplace.solvers.dp.solver import is_pipeline
+    from dnnplace.solvers.dp.incumbent import is_pipeline
+    from dnnplace.solvers.dp_ip import DPThenIP
 
     w = data.draw(graphs_with_views_and_side_chains(training=training))
     expected = brute_force_contiguous_optimum(w)
-    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0):
+    with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, finish_min_seconds=0.0)):
         sol = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0)
     assert sol.evaluation.feasible and sol.evaluation.contiguous and is_pipeline(w, sol.split)
     IP_PHASES.append("ip_status" in sol.stats)
@@ -230,7 +231,7 @@ def test_is_pipeline_refuses_devices_feeding_each_other():
     import numpy as np
 
     from dnnplace.model.split import Split
-    from dnnplace.solvers.dp.solver import is_pipeline
+    from dnnplace.solvers.dp.incumbent import is_pipeline
 
     nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(4)]
     w = workload_from_records(nodes, [(0, 1, 1.0), (2, 3, 1.0)], accelerators=2, cpus=0, memory=1e9)

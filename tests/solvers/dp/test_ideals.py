@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from strategies import examples, small_workloads
 
 from dnnplace.errors import TooManyIdealsError
-from dnnplace.prepare.contract import prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
+from dnnplace.solvers.prepare import prepare
 
 
 def _down_closed(n: int, src: list[int], dst: list[int]) -> set[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -11,8 +12,8 @@ import pytest
 
 import dnnplace
 from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.prepare.contract import merge_free_units, prepare
 from dnnplace.solvers.ip.chain import solve_chain_ip
+from dnnplace.solvers.prepare import merge_free_units, prepare
 
 pytest.importorskip("highspy")
 
@@ -65,10 +66,10 @@ def test_the_bound_of_a_stopped_ip_is_below_the_optimum():
 def test_no_second_phase_outlives_the_solve():
     """Through the relaxations (a tiny ideal budget) the IP starts beside them; when the solve returns, its thread
     has ended, whether the relaxations closed the gap first or not."""
-    from dnnplace.solvers.dp import solver
+    from dnnplace.solvers.dp_ip import DPThenIP
 
     w = _wide(branches=4, length=3)
-    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0):
+    with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, finish_min_seconds=0.0)):
         for gap in (0.0, 0.5):
             sol = dnnplace.solve(w, "dp", max_ideals=3, gap=gap)
             assert sol.bound <= sol.value

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.prepare.contract import prepare
 from dnnplace.solvers.dp.relax import follow_roots, spine
+from dnnplace.solvers.prepare import prepare
 
 
 def _scan(steps: int = 3):

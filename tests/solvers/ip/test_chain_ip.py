@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,11 +20,11 @@ from strategies import examples, small_workloads
 
 import dnnplace
 from dnnplace.evaluation import evaluate
-from dnnplace.prepare.contract import prepare
+from dnnplace.solvers.dp.incumbent import is_pipeline
 from dnnplace.solvers.dp.relax import relax
-from dnnplace.solvers.dp.solver import is_pipeline
-from dnnplace.solvers.dp_ip import split_of_stages, unit_devices
+from dnnplace.solvers.dp_ip import DPThenIP, split_of_stages, unit_devices
 from dnnplace.solvers.ip.chain import chain_ip_applies, solve_chain_ip
+from dnnplace.solvers.prepare import prepare
 
 pytest.importorskip("highspy")
 SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,31 +98,27 @@ def test_second_phase_on_accelerators_is_the_chain_ip():
     from unittest import mock
 
     from dnnplace.frontends.paper_json import workload_from_records
-    from dnnplace.solvers.dp import solver
-
     nodes = [{"id": i, "fpgaLatency": 1.0 + (i % 3), "cpuLatency": 1.0, "size": 0.0, "colorClass": i}
              for i in range(9)]
     edges = [(0, i, 0.5) for i in range(1, 8)] + [(i, 8, 0.25) for i in range(1, 8)]  # 7 parallel branches
     w = workload_from_records(nodes, edges, accelerators=3, cpus=0, memory=1e9)
     expected = brute_force_contiguous_optimum(w)
-    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0):
+    with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, finish_min_seconds=0.0)):
         sol = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0)
     assert sol.stats.get("ip_units") is not None  # the chain IP ran (the assignment IP does not set it)
     assert sol.bound <= expected + _tol(expected) and math.isclose(sol.value, expected, rel_tol=1e-9)
 
 
 def test_large_graphs_get_the_ip_only_with_a_time_limit():
-    """Above IP_MAX_UNITS the default budget skips the IP (its root LP would outlast it); --time-limit runs it."""
+    """Above policy.ip_max_units the default budget skips the IP (its root LP outlasts it); a time limit runs it."""
     from unittest import mock
 
     from dnnplace.frontends.paper_json import workload_from_records
-    from dnnplace.solvers.dp import solver
-
     nodes = [{"id": i, "fpgaLatency": 1.0 + (i % 3), "cpuLatency": 1.0, "size": 0.0, "colorClass": i}
              for i in range(9)]
     edges = [(0, i, 0.5) for i in range(1, 8)] + [(i, 8, 0.25) for i in range(1, 8)]
     w = workload_from_records(nodes, edges, accelerators=3, cpus=0, memory=1e9)
-    with mock.patch.object(solver, "FINISH_MIN_SECONDS", 0.0), mock.patch.object(solver, "IP_MAX_UNITS", 1):
+    with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, finish_min_seconds=0.0, ip_max_units=1)):
         default = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0)
         limited = dnnplace.solve(w, "dp", max_ideals=3, gap=0.0, time_limit=20.0)
     assert "ip_units" not in default.stats and "left out" in default.stats["ip_phase"]

@@ -18,8 +18,8 @@ import networkx as nx
 import numpy as np
 
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.unionfind import UnionFind
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
+from dnnplace.solvers.prepare.unionfind import UnionFind
 
 
 def biconnected_groups(w: Workload) -> np.ndarray:
@@ -64,9 +64,9 @@ class PipeDream(Solver):
         warm_up()
 
     def solve(self, workload: Workload, run: RunContext) -> SolverOutput:
-        from dnnplace.solvers.dp.solver import DPOptions, solve_dp
+        from dnnplace.solvers.dp.portfolio import DPOptions, solve_dp
 
         options = DPOptions(contract_layers=self.contract_layers, linearize=True, overlap_comm=run.overlap_comm,
-                            time_limit=run.time_limit, progress=run.progress)
-        out = solve_dp(workload, options, extra_groups=biconnected_groups(workload))
+                            progress=run.progress)
+        out = solve_dp(workload, options, time_limit=run.time_limit, extra_groups=biconnected_groups(workload))
         return SolverOutput(plan=out.plan, status="heuristic", stats=out.stats)

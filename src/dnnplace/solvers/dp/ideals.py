@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.errors import TooManyIdealsError
-from dnnplace.prepare.contract import Prepared
+from dnnplace.solvers.prepare import Prepared
 
 
 @dataclass(frozen=True)

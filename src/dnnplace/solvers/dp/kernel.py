@@ -18,11 +18,10 @@ records how each state's value was reached (the choice codes below) and
 
 The walk itself (start, next unseen cover, descend) is :mod:`dnnplace.solvers.lattice_walk`,
 shared with Piper's DP; its steps are inlined into the loop below and take plain arrays.
-Measured with callgrind on bert_l-6_training (kernel instructions per solve, 20 extra runs
-against none): 0.5564 G written out here, 0.5651 G through the shared steps (+1.6 %); an
-earlier shared step that read its arrays out of a bundle inside the loop was 2.7 times
-slower, which is why the arguments come in the named bundles below and :func:`dp_range`
-unpacks them once, outside its loops.
+Inlined because the shared steps cost measurably more instructions, and a step that read its
+arrays out of a bundle inside the loop was several times slower (docs/dev/solver_policy.md):
+so the arguments come in the named bundles below and :func:`dp_range` unpacks them once,
+outside its loops.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ import numpy as np
 
 from dnnplace.errors import TooManyIdealsError
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.contract import Prepared, merge_free_units, prepare
 from dnnplace.solvers.dp.ideals import enumerate_ideals
 from dnnplace.solvers.dp.relax import inert_units, relax
+from dnnplace.solvers.prepare import Prepared, merge_free_units, prepare
 from dnnplace.utils.graph import distinct_edges, topological_order_of_edges
 
 

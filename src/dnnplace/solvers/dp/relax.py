@@ -20,7 +20,7 @@ computes exactly: an **upper bound**.  A unit that costs nothing, stores
 nothing and sends and receives nothing is left out exactly (both bounds meet).
 
 Two refinements keep the bound close where the left-out units carry real
-work and transfers (Mamba's read-outs): a left-out unit *passes an input on*
+work and transfers (a state-space scan's read-outs): a left-out unit *passes an input on*
 to its successors at the cheaper of the two transfer costs
 (:func:`passed_inputs`), and a piece that holds a remaining unit before a
 left-out one and another after it is charged the left-out unit's compute,
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared, comm_sources, memory_binds
+from dnnplace.solvers.prepare import Prepared, comm_sources, memory_binds
 
 
 @dataclass(frozen=True)
@@ -157,9 +157,9 @@ def inert_units(p: Prepared) -> np.ndarray:
     """Units that can be left out *exactly*: no compute, no memory (shared groups included), no transfer in or out.
 
     ``cpu_time`` counts only when the budget has CPU cores, ``size`` only when
-    memory can bind (:func:`~dnnplace.prepare.contract.memory_binds`): an
-    isolated check that only holds a weight (Gemma's and Mamba's
-    ``_assert_tensor_metadata`` beside every norm) runs beside the whole graph
+    memory can bind (:func:`~dnnplace.solvers.prepare.memory_binds`): an
+    isolated check that only holds a weight (an ``_assert_tensor_metadata``
+    beside every norm) runs beside the whole graph
     and would double the ideals each.
     """
     w = p.workload
@@ -281,7 +281,7 @@ def relax(p: Prepared, drop: np.ndarray, pass_on: bool = False, receive: bool = 
     With ``pass_on`` every left-out node passes one input on to its
     successors in the relaxed transfer costs (:func:`passed_inputs`), at the
     cheaper of the two costs -- a view (:func:`view_units`) its base's, and a
-    left-out read-out still the transfer its input would need (Mamba's
+    left-out read-out still the transfer its input would need (a scan's
     per-step ``h_t @ C_t``).  With ``receive`` (and ``pass_on``) some left-out
     compute is charged to remaining readers instead (:func:`receivers`).
     """
@@ -358,10 +358,10 @@ def anchors(p: Prepared, rel: Relaxed) -> UnitAnchors:
     ``x`` too, since it holds every path between them; so its compute can be
     charged to that piece while the relaxation stays a lower bound.  Without
     this, left-out compute is fluid and the bound forgets where it must run
-    (Mamba's read-outs ``h_t @ C_t``: a quarter of the work, between the scan
-    step and the stack of its layer).  Units with remaining units on one side
+    (a scan's read-outs ``h_t @ C_t``: a large share of the work, between the
+    scan step and the stack of its layer).  Units with remaining units on one side
     only (or none) are items too: the fluid test keeps each item between the
-    pieces of its nearest units (:func:`~dnnplace.solvers.dp.solver.fluid_certifies`).
+    pieces of its nearest units (:func:`~dnnplace.solvers.dp.fluid.fluid_certifies`).
     """
     succ, pred = unit_adjacency(p)
     new_index = np.full(p.n_units, -1, dtype=np.int64)
@@ -410,7 +410,7 @@ def spine(p: Prepared) -> np.ndarray:
     Keeping only these gives a relaxation whose lattice is a chain, whatever
     the width of the graph; with the fluid test's windows
     (:func:`anchors`) it still prices a cut through a scan, whose steps are
-    the longest path of a state-space layer (Jamba, Mamba).
+    the longest path of a state-space layer.
     """
     import networkx as nx
 
@@ -524,7 +524,7 @@ def restriction_groups(p: Prepared, drop: np.ndarray, lazy: bool = False) -> np.
     never larger than the relaxed one.  ``lazy`` mirrors it: a unit with
     successors joins the earliest of them, a sink its latest predecessor --
     the better restriction for branches that float from a shared prologue to
-    the layer that reads them (DeBERTa's relative positions).
+    the layer that reads them (relative-position branches).
     """
     succ, pred = unit_adjacency(p)
     order = unit_topological_order(p)

@@ -58,7 +58,7 @@ def _run_interruptibly(h: Any, stop_at: float | None = None, stop: threading.Eve
     to wind down and re-raises, so the CLI exits 130 without writing anything.
     Past ``stop_at`` (``time.perf_counter()`` seconds) it asks HiGHS to stop as
     well and lets it return what it has: HiGHS checks its own time limit only
-    between steps, and on a large model was seen running 10 s past it.  Once
+    between steps, and on a large model was seen running seconds past it.  Once
     ``stop`` is set (by a caller running this in a thread of its own, which
     receives no KeyboardInterrupt) it stops HiGHS the same way.
     """

@@ -7,8 +7,8 @@ relabelled copies of one split.  A pipeline is a chain of ideals
 ``I_0 <= I_1 <= ... <= I_{k-1} = all``; with binaries ``y[u, j]`` ("unit ``u``
 is in ``I_j``") precedence is ``y[v, j] <= y[u, j]`` along every edge, stage
 ``j`` holds ``x[u, j] = y[u, j] - y[u, j-1]``, and no two splits share a
-solution.  HiGHS closes DeBERTa-v2's gap in under a second this way, where the
-assignment IP took 9 s (docs/real_models.md).
+solution.  HiGHS closes gaps on wide graphs far sooner this way than with the
+assignment IP (figures in docs/dev/solver_policy.md).
 
 Every stage is an accelerator (budgets with CPU cores use the assignment IP).
 The loads are the DP's: compute plus each crossing source once per stage
@@ -29,16 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.prepare.contract import Prepared
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
 from dnnplace.solvers.ip.certify import aim_before, certified_bound
+from dnnplace.solvers.prepare import Prepared
 
-#: HiGHS options of the chain IP, measured on DeepSeek-V3 training (time to 1 %, the IP alone):
-#: - reliability branching strong-branches each candidate column 8 times before trusting its pseudo-costs; the
-#:   chain IP's columns are many and alike (ideal memberships), and that first node took 6 of 9.5 s.  Trusting
-#:   them at once (``mip_pscost_minreliable`` 0): 7.7-8.3 s, the other IP rows within 1 % as before;
-#: - one thread: 6.8-7.0 s, and the same bound on every run -- it runs beside the DP, which has the other core
-#:   (with two, three runs beside the DP ended at 3.5 %, 1.7 % and 3.2 %).
+#: HiGHS options of the chain IP (measurements in docs/dev/solver_policy.md):
+#: - pseudo-costs trusted at once (``mip_pscost_minreliable`` 0): the columns are many and alike (ideal
+#:   memberships), and strong-branching each of them first took most of the IP's time;
+#: - one thread: the same bound on every run, and it runs beside the DP, which has the other core.
 HIGHS_OPTIONS: dict[str, object] = {"mip_pscost_minreliable": 0, "threads": 1}
 
 
@@ -114,7 +112,7 @@ def _stages_in_order(p: Prepared, stage: np.ndarray) -> np.ndarray:
 def _build(p: Prepared, k: int, *, overlap: bool, fluid: float,
            deadline: float | None) -> tuple[MipBuilder, np.ndarray, np.ndarray, int]:
     """The model: ``y`` (units x k, the last column fixed to 1), stage shares ``x``, and the max-load column."""
-    from dnnplace.prepare.contract import memory_binds
+    from dnnplace.solvers.prepare import memory_binds
 
     w = p.workload
     n = p.n_units

@@ -10,6 +10,9 @@ from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
 from dnnplace.solvers.ip.builder import MipBuilder
 
+WARM_START_SECONDS = 30.0  # the most the DP's warm start may take of an IP's time (it only seeds HiGHS)
+WARM_START_IDEALS = 60_000  # the warm start's ideal budget: a quick exact DP or a relaxed split, not a long one
+
 
 @dataclass(frozen=True)
 class Groups:
@@ -122,17 +125,20 @@ def class_devices(groups: Groups, w: Workload, split: Split, n_acc_cols: int) ->
 
 
 def warm_start_dp(w: Workload, deadline: float | None = None) -> Split | None:
-    """The DP's optimal contiguous split, when the lattice is small enough to get it quickly (and by ``deadline``)."""
+    """The DP's optimal contiguous split, when the lattice is small enough to get it quickly (and by ``deadline``).
+
+    It calls the DP's portfolio directly (never back through the method registry): the IPs sit above the DP.
+    """
     import time
 
     from dnnplace.errors import DnnplaceError
-    from dnnplace.solvers.base import RunContext
-    from dnnplace.solvers.dp.solver import DPSolver
+    from dnnplace.solvers.dp.portfolio import DPOptions, solve_dp_by
 
+    now = time.perf_counter()
+    until = now + WARM_START_SECONDS if deadline is None else min(now + WARM_START_SECONDS, deadline)
+    if until <= now:
+        return None
     try:
-        limit = 30.0 if deadline is None else min(30.0, deadline - time.perf_counter())
-        if limit <= 0:
-            return None
-        return DPSolver(max_ideals=60_000).solve(w, RunContext(time_limit=limit)).plan
+        return solve_dp_by(w, DPOptions(max_ideals=WARM_START_IDEALS), until).plan
     except DnnplaceError:
         return None

@@ -18,7 +18,6 @@ import numpy as np
 from dnnplace.errors import InfeasibleError
 from dnnplace.model.split import Split
 from dnnplace.model.workload import Workload
-from dnnplace.prepare.contract import CommSources, comm_sources
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 from dnnplace.solvers.ip.builder import BuildTimeout, MipBuilder
 from dnnplace.solvers.ip.common import (
@@ -29,6 +28,7 @@ from dnnplace.solvers.ip.common import (
     class_devices,
     warm_start_dp,
 )
+from dnnplace.solvers.prepare import CommSources, comm_sources
 
 
 @dataclass

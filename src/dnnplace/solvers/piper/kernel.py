@@ -171,8 +171,8 @@ def _eval_pair(I, J2, sp, stg, graph, opts, tails, lim, win, pts, s_span, Fb, sc
             # and R is non-decreasing, so its scan stops once R[y] >= g (PIPER-SPEC 4.5, "Why this is exact");
             # R is INF past ycap.  R is the table scr.r, or for a proportional stage base_c + ext[y] / d, each
             # exact cover computed only where its bounds (stage.cover_bounds) cannot settle the update.
-            # (Written here, not as a function: the call, with the scratch bundle, made bert64 runs 15-25 %
-            # slower.)
+            # (Written here, not as a function: the call, with the scratch bundle, was measurably slower;
+            # see docs/dev/solver_policy.md.)
             for k in range(max(td + kmin[J2], k_lo), k_hi + 1):
                 kk = k - td
                 for q in range(row_ptr[J2, kk], row_ptr[J2, kk + 1]):
