@@ -13,7 +13,7 @@ rules join :data:`CONFIG_RULES` there when the knobs become :class:`ParallelConf
   ``dispatcher`` (index into :data:`~dnnplace.model.moe.DISPATCHERS`), ``recompute`` (0 none,
   1 selective, 2 full) and ``recompute_modules`` (bit i set: ``RECOMPUTE_MODULES[i]`` is recomputed);
 * the problem (:func:`moe_problem_columns`): ``gpus``, ``num_experts``, ``expert_ffn``, ``shared_ffn``,
-  ``dense_layers``, ``mla``, ``mtp_layers`` and ``name``.
+  ``dense_layers``, ``mla``, ``mtp_layers``, ``expert_bias`` and ``name``.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
     # Megatron-Core transformer_config.moe_token_dispatcher_type.
     Rule("dispatcher", ("dispatcher",), lambda c: (c["dispatcher"] >= 0) & (c["dispatcher"] < len(DISPATCHERS)),
          lambda r: f"dispatcher must be one of {', '.join(DISPATCHERS)}"),
+    # Megatron-Core experts (TEGroupedMLP): "Bias in Moe is only supported when ETP==1".
+    Rule("expert_bias_etp", ("etp",), lambda c: ~np.asarray(c["expert_bias"], dtype=bool) | (c["etp"] == 1),
+         lambda r: f"etp={r['etp']}: {r['name']}'s experts have biases, which Megatron supports only with etp=1"),
     # Megatron-Core MoEFlexTokenDispatcher: "DeepEP dispatcher requires TPxEP > 1".
     Rule("flex_expert_ranks", ("dispatcher", "etp", "ep"),
          lambda c: (c["dispatcher"] != _FLEX) | (c["etp"] * c["ep"] > 1),
@@ -148,7 +151,8 @@ def moe_problem_columns(model: MoEModel, gpus: int) -> dict[str, Any]:
     """The problem's scalars the MoE rules read, by name."""
     return {"gpus": gpus, "num_experts": model.moe.num_experts, "expert_ffn": model.moe.expert_ffn,
             "shared_ffn": model.moe.shared_ffn, "dense_layers": model.moe.num_dense_layers,
-            "mla": model.mla is not None, "mtp_layers": model.moe.mtp_layers, "name": model.name}
+            "mla": model.mla is not None, "mtp_layers": model.moe.mtp_layers, "expert_bias": model.moe.expert_bias,
+            "name": model.name}
 
 
 def moe_columns(*, tp: int = 1, pp: int = 1, vp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,
