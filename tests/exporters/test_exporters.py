@@ -298,7 +298,7 @@ def test_megatron_spells_out_any_architecture(data: st.DataObject, tmp_path: Pat
     a = p.problem.arch
     why = ("gated GELU" if a.mlp == "geglu" else
            "rotary-base" if a.position == "rope" and a.rope_theta != int(a.rope_theta) else
-           "learned position table" if a.position == "learned" and seq > a.max_position else None)
+           "learned position" if a.position == "learned" and seq > a.max_position else None)
     if why is not None:
         with pytest.raises(DnnplaceError, match=why) as info:
             export(p, "megatron")
@@ -477,7 +477,7 @@ def test_megatron_max_position_is_the_models(tmp_path: Path) -> None:
     ns = megatron_namespace(plan(arch={"max_position": 4096}, tp=8, pp=4, vp=1, cp=1, dp=2), tmp_path)
     assert (ns.max_position_embeddings, ns.seq_length) == (8192, 8192)
     too_long = plan(arch={**GPT2_XL, "max_position": 1024}, tp=1, pp=4, vp=1, cp=1, dp=16, job={"seq_len": 2048})
-    with pytest.raises(DnnplaceError, match="learned position table holds 1024 positions") as info:
+    with pytest.raises(DnnplaceError, match="1024 learned positions|learned position table holds 1024") as info:
         export(too_long, "megatron")
     assert "2048" in str(info.value) and "\n" not in str(info.value)
 
@@ -717,17 +717,17 @@ def test_hostile_names_are_refused_or_escaped(name: str, tmp_path: Path) -> None
     base = PLANS["70b-uneven-first-last"]
     p = dataclasses.replace(base, problem=dataclasses.replace(
         base.problem, arch=dataclasses.replace(base.problem.arch, name=name)))
-    if "\n" in name:
+    if "\n" in name:  # the plan codec writes names printable: the raw line break never reaches an export
         for target in ("megatron", "torchtitan", "deepspeed"):
-            with pytest.raises(DnnplaceError, match=r"model\.name"):
-                export(p, target)
+            assert name not in export(p, target)
         return
     args = bash_args(export(p, "megatron"), tmp_path)  # bash sees only the plan's options
     assert megatron_parser().parse_known_args(args)[1] == []
-    assert tomllib.loads(export(p, "torchtitan"))["job"]["description"] == name
+    written = p.to_dict()["model"]["name"]  # the name as the plan codec writes it (printable)
+    assert tomllib.loads(export(p, "torchtitan"))["job"]["description"] == written
     assert set(tomllib.loads(export(p, "torchtitan"))) == {"job", "model", "training", "parallelism",
                                                             "activation_checkpoint"}
-    assert json.loads(export(p, "deepspeed"))["model"] == name
+    assert json.loads(export(p, "deepspeed"))["model"] == written
 
 
 def _bad(path: str, value: Any) -> dict:

@@ -62,3 +62,14 @@ def test_the_cli_round_trip(tmp_path: Path):
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     res = run_cli("evaluate", dnnplace.example_path("gnmt_training"))
     assert res.returncode == 2 and "name the plan" in res.stderr
+
+
+@pytest.mark.parametrize("kw,key", [({"gpus": 10**12}, "gpus"), ({"global_batch": 2**40}, "global_batch"),
+                                    ({"seq_len": 0}, "seq_len"), ({"gpus_per_node": 2**11}, "gpus_per_node"),
+                                    ({"precision": "fp4"}, "precision")])
+def test_load_llm_checks_the_input_limits_at_once(kw: dict, key: str) -> None:
+    """The limits are the problem's own: load_llm refuses before any search, in one line naming the field."""
+    args = {"gpus": 64, "seq_len": 8192, "global_batch": 128, **kw}
+    with pytest.raises(DnnplaceError, match=key) as info:
+        dnnplace.load_llm(CONFIG, **args)
+    assert "\n" not in str(info.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 
@@ -99,11 +100,42 @@ def test_fixed_everything_is_status_fixed() -> None:
     assert plan.estimate.step_time_s == pytest.approx(evaluate(pr, uniform(a, 8, 1, 1, 2)).step_time_s)
 
 
-def test_time_limit_returns_best_so_far_with_bound() -> None:
+def test_time_limit_returns_best_so_far_with_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock runs out after three evaluated batches: the best plan so far, a proven bound below it."""
+    module = importlib.import_module("dnnplace.solvers.llm.search")
+
     a = llama("70b")
-    plan = search(problem(a, 64, 128), time_limit=0.0)
-    assert plan.status in ("time_limit", "optimal")
-    assert plan.bound <= plan.estimate.step_time_s + 1e-12 and plan.gap >= 0
+    pr = problem(a, 64, 128)
+    full = search(pr)
+    batches = {"n": 0}
+    real = module.evaluate_batch
+
+    def counting(*args: object) -> object:
+        batches["n"] += 1
+        return real(*args)
+    monkeypatch.setattr(module, "evaluate_batch", counting)
+    monkeypatch.setattr(module._Clock, "over", lambda self: batches["n"] >= 3)  # out after three batches
+    monkeypatch.setattr(module, "CHUNK_ROWS", 2000)
+    plan = search(pr, time_limit=1.0)
+    assert plan.status == "time_limit" and not plan.exhaustive
+    assert plan.bound <= full.estimate.step_time_s + 1e-12 <= plan.estimate.step_time_s + 1e-12
+    assert plan.gap == pytest.approx((plan.estimate.step_time_s - plan.bound) / plan.estimate.step_time_s)
+
+
+@pytest.mark.parametrize("checks", [1, 3, 5, 7])
+def test_time_limit_before_any_plan_is_a_refusal(monkeypatch: pytest.MonkeyPatch, checks: int) -> None:
+    """A clock that runs out while enumerating, bounding or before the first fitting plan: one line, no plan
+    claimed (and never "optimal")."""
+    module = importlib.import_module("dnnplace.solvers.llm.search")
+
+    calls = {"n": 0}
+
+    def over(self: object) -> bool:
+        calls["n"] += 1
+        return calls["n"] >= checks
+    monkeypatch.setattr(module._Clock, "over", over)
+    with pytest.raises(DnnplaceError, match="time limit of 1 s ran out"):
+        search(problem(llama("70b"), 64, 128), time_limit=1.0)
 
 
 def test_progress_is_reported() -> None:
@@ -114,8 +146,12 @@ def test_progress_is_reported() -> None:
 
 @pytest.mark.parametrize("gpus,gbs,fixed,msg", [
     (60, 128, None, "not a multiple of gpus_per_node"),
-    (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, "smaller than dp"),
-    (64, 128, {"tp": 3, "pp": 7}, "does not divide 64 GPUs"),
+    (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, r"rule batch_divisible \(global batch 1 not"),
+    (64, 128, {"tp": 3, "pp": 7}, r"rule tp_heads \(tp=3 must divide the 64 attention heads"),
+    (64, 128, {"tp": 8, "pp": 7}, r"rule world_size \(tp\*pp\*cp\*dp = 56 != 64 GPUs"),
+    (64, 128, {"tp": 0}, "tp 0 is outside 1..1,048,576"),
+    (64, 128, {"pp": 1.5}, "pp must be a whole number, got 1.5"),
+    (64, 128, {"distributed_optimizer": "yes"}, "distributed_optimizer must be true or false"),
     (64, 128, {"bogus": 1}, "cannot fix bogus"),
     (64, 128, {"recompute": "some"}, "recompute must be"),
 ])
@@ -133,17 +169,65 @@ def test_nothing_fits_names_the_memory() -> None:
 def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
     """Full-size and memory-bound: the branch and bound equals evaluating every (config, split) unpruned."""
     from dnnplace.evaluation.llm.step import evaluate_batch
-    from dnnplace.solvers.llm.search import _as_candidates, base_configs, splits
+    from dnnplace.solvers.llm.search import as_candidates, base_columns, splits
 
     a = llama("8b")
     pr = problem(a, 8, 16, seq=8192)
     plan = search(pr)
     best = math.inf
-    for b in base_configs(pr, {}):
-        s = splits(a.num_layers, b[1], b[2]).astype(float)
+    cols = base_columns(pr, {})
+    for k in range(len(cols["tp"])):
+        s = splits(a.num_layers, int(cols["pp"][k]), int(cols["vp"][k])).astype(float)
         if not len(s):
             continue  # no layer split gives every virtual stage a layer
-        res = evaluate_batch(pr, _as_candidates(np.array([b] * len(s)), s))
+        res = evaluate_batch(pr, as_candidates(cols, np.full(len(s), k), s))
         if res.fits.any():
             best = min(best, float(res.step[res.fits].min()))
     assert plan.estimate.step_time_s == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("limit", [0.5, 2.0])
+def test_time_limit_is_honoured_on_a_long_search(limit: float) -> None:
+    """A search of ~20 s (1,024 layers: long split lists) stops within 10 % + 1 s of --time-limit and never
+    says optimal; with no fitting plan yet, it says so in one line."""
+    import time
+
+    a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
+    started = time.perf_counter()
+    try:
+        plan = search(problem(a, 128, 128, seq=4096), time_limit=limit)
+        assert plan.status == "time_limit" and not plan.exhaustive
+        assert plan.bound <= plan.estimate.step_time_s and 0 <= plan.gap <= 1
+    except DnnplaceError as exc:
+        assert "time limit" in str(exc)
+    assert time.perf_counter() - started <= 1.1 * limit + 1.0
+
+
+@pytest.mark.parametrize("change,key", [
+    ({"num_layers": 2**70}, "num_layers"), ({"num_layers": 10**4}, "num_layers"),
+    ({"num_layers": 10**6}, "num_layers"), ({"hidden": 2**40}, "hidden"), ({"vocab": 10**30}, "vocab"),
+    ({"heads": 0}, "heads"), ({"head_dim": True}, "head_dim"), ({"rope_theta": float("inf")}, "rope_theta"),
+])
+def test_input_limits_are_checked_before_any_enumeration(change: dict, key: str) -> None:
+    """10**4 layers was a 9999 x 9999 meshgrid (MemoryError), 2**70 a hang: now one line, at once."""
+    import time
+    from dataclasses import replace
+
+    a = replace(llama("8b"), **change)
+    started = time.perf_counter()
+    with pytest.raises(DnnplaceError, match=key) as info:
+        search(problem(a, 64, 128))
+    assert time.perf_counter() - started < 3.0 and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("gpus,gbs,key", [(10**12, 128, "gpus"), (64, 2**40, "global_batch"), (2**21, 128, "gpus")])
+def test_cluster_and_batch_limits(gpus: int, gbs: int, key: str) -> None:
+    with pytest.raises(DnnplaceError, match=key):
+        search(problem(llama("8b"), gpus, gbs))
+
+
+def test_a_space_too_large_to_search_is_refused_before_it_is_built() -> None:
+    a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
+    with pytest.raises(DnnplaceError, match="pin some knobs"):
+        search(problem(a, 4096, 4096, seq=4096))

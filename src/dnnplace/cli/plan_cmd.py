@@ -14,31 +14,13 @@ import typer
 
 from dnnplace.errors import DnnplaceError
 
-_BOOL = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False, "no": False}
-
 
 def parse_fix(text: str | None) -> dict[str, Any]:
-    """``"tp=4,pp=4,recompute=selective"`` -> {"tp": 4, "pp": 4, "recompute": "selective"}."""
-    from dnnplace.solvers.llm import FIXABLE
+    """``"tp=4,pp=4,recompute=selective"`` -> {"tp": 4, "pp": 4, "recompute": "selective"}: typed by the
+    knobs' declarations (model/llm_config.py), each key once, nonsense values refused naming the key."""
+    from dnnplace.model.llm_config import parse_pins
 
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        key, sep, value = part.partition("=")
-        key, value = key.strip().replace("-", "_"), value.strip()
-        if not sep or key not in FIXABLE:
-            raise DnnplaceError(f"--fix: '{part}' is not KEY=VALUE with KEY one of {', '.join(FIXABLE)}")
-        if key == "recompute":
-            out[key] = value
-        elif key == "distributed_optimizer":
-            if value.lower() not in _BOOL:
-                raise DnnplaceError(f"--fix: distributed_optimizer must be true or false, got '{value}'")
-            out[key] = _BOOL[value.lower()]
-        else:
-            try:
-                out[key] = int(value)
-            except ValueError:
-                raise DnnplaceError(f"--fix: {key} must be an integer, got '{value}'") from None
-    return out
+    return parse_pins(text, "--fix")
 
 
 def plan(

@@ -49,15 +49,13 @@ class CheckedPlan:
 def checked_plan(plan: dict[str, Any] | LLMPlan, target: str) -> CheckedPlan:
     """``plan`` (a plan document or an in-memory :class:`LLMPlan`) read and checked by the project's rules.
 
-    An :class:`LLMPlan` keeps its full architecture (the planner's own object);
-    a document is read through the plan codec.  Any rule that fails is one
+    Both are read through the plan codec.  Any rule that fails is one
     :class:`DnnplaceError` line naming the target and the rule.
     """
-    if isinstance(plan, LLMPlan):
-        doc, parsed = validate_plan(plan.to_dict()), plan
-    else:
-        doc = validate_plan(plan)
-        parsed = read_llm_plan(doc)
+    # An in-memory plan goes through the codec too: it writes every field the cost model reads, and
+    # writes names printable, so what is exported is exactly what a plan file of it would export.
+    doc = validate_plan(plan.to_dict() if isinstance(plan, LLMPlan) else plan)
+    parsed = read_llm_plan(doc)
     try:
         check_problem(parsed.problem)
         check_config(parsed.problem, parsed.config)

@@ -59,16 +59,41 @@ LLM_LIMITS: dict[str, tuple[int, int]] = {
     "gpus": (1, 1 << 20),
     "gpus_per_node": (1, 1 << 10),
     "global_batch": (1, 1 << 24),
+    # The parallel configuration's counts (model/llm_config.py): a degree never exceeds the GPUs, a
+    # virtual-stage count the layers, a micro-batch the global batch.
+    "tp": (1, 1 << 20),
+    "pp": (1, 1 << 20),
+    "vp": (1, 1_024),
+    "cp": (1, 1 << 20),
+    "dp": (1, 1 << 20),
+    "mbs": (1, 1 << 24),
 }
+LLM_NAME_CHARS = 256  # a model's name (a file stem) or architecture class in a plan file
+LLM_SOURCE_CHARS = 4_096  # where its config came from (a path: Hugging Face caches sit deep)
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """A short rendering of any value for a message: never a 300-digit number, never a whole list."""
+    from dnnplace.utils.text import clip
+
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)) >= 10**15:
+        big = abs(int(value))
+        digits = len(str(big)) if big.bit_length() < 13_000 else int(big.bit_length() * 0.30103) + 1
+        return f"a {digits}-digit number"
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple, dict)):
+        return f"a {type(value).__name__} of {len(value)} items" if len(value) > 8 else clip(repr(value), limit)
+    return clip(repr(value), limit)
 
 
 def check_llm_count(name: str, value: object, where: str, key: str | None = None) -> int:
     """``value`` as a whole number inside :data:`LLM_LIMITS` ``[name]``, or a one-line error naming ``key``."""
     lo, hi = LLM_LIMITS[name]
-    shown = key or name
+    name_shown = key or name
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{where}: {shown} must be a whole number, got {value!r:.60}")
+        raise InputError(f"{where}: {name_shown} must be a whole number, got {shown(value)}")
     if not lo <= value <= hi:
-        text = f"{value:,}" if abs(value) < 10**15 else f"a {len(str(abs(value)))}-digit number"
-        raise InputError(f"{where}: {shown} {text} is outside {lo:,}..{hi:,}")
+        raise InputError(f"{where}: {name_shown} {shown(value) if abs(int(value)) >= 10**15 else f'{value:,}'} is "
+                         f"outside {lo:,}..{hi:,}")
     return int(value)

@@ -1,22 +1,39 @@
 """The LLM training planner as a registered method: ``dnnplace methods`` lists it, ``dnnplace.solve`` runs it.
 
 Its parameters pin knobs of the configuration (``None``: searched), so ``plan --fix
-tp=4,pp=4`` and ``dnnplace.solve(problem, tp=4, pp=4)`` are the same request.
+tp=4,pp=4`` and ``dnnplace.solve(problem, tp=4, pp=4)`` are the same request.  They are
+generated from the pinnable fields of :class:`~dnnplace.model.llm_config.ParallelConfig`
+(their help lines, kinds and limits), so a new knob needs no line here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from dnnplace.model.llm import RECOMPUTE, LLMProblem
+from dnnplace.model.limits import LLM_LIMITS
+from dnnplace.model.llm import LLMProblem
+from dnnplace.model.llm_config import pin_fields
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 
-_MAX = 1_000_000
+_TYPES: dict[str, Any] = {"count": int | None, "switch": bool | None, "choice": str | None}
+
+
+def _pin_param(f: dataclasses.Field) -> tuple[str, Any, Any]:
+    kind, doc = f.metadata["kind"], f.metadata["doc"]
+    if kind == "count":
+        lo, hi = LLM_LIMITS[f.name]
+        return f.name, _TYPES[kind], param(None, doc, minimum=lo, maximum=hi)
+    return f.name, _TYPES[kind], param(None, doc, choices=f.metadata["choices"] or None)
+
+
+# The pins as a dataclass of their own: LLMSearch's parameters, in the order ParallelConfig declares them.
+_Pins = dataclasses.make_dataclass("_Pins", [_pin_param(f) for f in pin_fields()])
 
 
 @dataclass
-class LLMSearch(Solver):
+class LLMSearch(Solver, _Pins):  # type: ignore[misc,valid-type]
     """Exhaustive branch and bound over Megatron's configurations (solvers/llm/search.py)."""
 
     name: ClassVar[str] = "llm-search"
@@ -24,15 +41,6 @@ class LLMSearch(Solver):
     summary: ClassVar[str] = ("LLM training: the fastest TP x PP x VP x CP x DP, micro-batch, recomputation and"
                               " layer split that fits (branch and bound, proven)")
     model: ClassVar[str] = "llm"
-
-    tp: int | None = param(None, "pin the tensor-parallel size", minimum=1, maximum=_MAX)
-    pp: int | None = param(None, "pin the pipeline-parallel size", minimum=1, maximum=_MAX)
-    vp: int | None = param(None, "pin the virtual-pipeline (interleaving) size", minimum=1, maximum=_MAX)
-    cp: int | None = param(None, "pin the context-parallel size", minimum=1, maximum=_MAX)
-    dp: int | None = param(None, "pin the data-parallel size", minimum=1, maximum=_MAX)
-    mbs: int | None = param(None, "pin the micro-batch size", minimum=1, maximum=_MAX)
-    recompute: str | None = param(None, "pin activation recomputation", choices=RECOMPUTE)
-    distributed_optimizer: bool | None = param(None, "pin the distributed optimizer (optimizer states over DP)")
 
     def pins(self) -> dict[str, object]:
         """The knobs this request fixes."""

@@ -1,7 +1,11 @@
 """Branch and bound over Megatron's parallel configurations, priced by the one LLM evaluator.
 
-1. Enumerate every base configuration (tp, pp, vp, cp, dp, mbs, recompute,
-   distributed optimizer) that Megatron's rules allow (:mod:`..rules`).
+1. Build every base configuration (tp, pp, cp, dp, mbs, vp, recompute, distributed optimizer) as
+   named columns, one knob at a time (:func:`base_columns`): each knob's natural values (the
+   divisors of what the GPUs or the batch leave, or its pin), then the rule set
+   (:mod:`dnnplace.model.llm_rules`) filters the rows as soon as the columns a rule reads exist.
+   The input limits are checked first (:func:`check_problem`), and a space too large to search is
+   refused before it is built.
 2. Bound each one from below with the evaluator's own per-layer and
    embedding / LM-head costs (:func:`stage_costs`): whatever the layer split, the
    slowest pipeline rank takes at least the average of the ranks and at least the
@@ -13,111 +17,178 @@
    middle ranks equal; equal chunks but for a shorter first / last virtual stage)
    and evaluate them all (:func:`evaluate_batch`).  Exact enumeration, so the best
    split is optimal; stop when the next bound is no better than the best plan.
+
+The time limit is checked between the knobs of step 1, between the batches of step 2 and after
+every evaluated batch of step 3; a search it stops says ``time_limit`` with the bound not yet
+explored, never ``optimal``.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation.llm import memory, schedule
-from dnnplace.evaluation.llm.rules import check_config, check_problem
+from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.evaluation.llm.step import (
+    BatchResult,
     Candidates,
     estimate_at,
     evaluate_batch,
-    overflow_text,
     p2p_time,
     stage_costs,
 )
-from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem
+from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem, ParallelConfig
+from dnnplace.model.llm_config import check_pins, pin_fields
+from dnnplace.model.llm_rules import describe_removed, problem_columns
 
 ProgressFn = Callable[[float, float, str], None]
-FIXABLE = ("tp", "pp", "vp", "cp", "mbs", "recompute", "dp", "distributed_optimizer")
-KNOBS = ("tp", "pp", "vp", "cp", "mbs", "recompute", "distributed_optimizer")  # all pinned: status "fixed"
+Columns = dict[str, np.ndarray]
+FIXABLE = tuple(f.name for f in pin_fields())
 CHUNK_ROWS = 20000  # candidate rows evaluated per numpy batch
+BOUND_ROWS = 200_000  # base configurations bounded per numpy batch
+MAX_BASES = 2_000_000  # base configurations one search may hold (a few hundred MB of columns and bounds)
+
+
+class _Clock:
+    """The search's deadline (``None``: no limit)."""
+
+    def __init__(self, time_limit: float | None) -> None:
+        self.started = time.perf_counter()
+        self.limit = time_limit
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def over(self) -> bool:
+        return self.limit is not None and self.elapsed() > self.limit
+
+
+class _Pace:
+    """Rows per numpy batch: at most ``cap``, fewer when a batch takes longer than ``target`` seconds, so that
+    the clock is read often whatever one row costs (the cost model's price per row varies by orders)."""
+
+    def __init__(self, cap: int, target: float = 0.25) -> None:
+        self.cap, self.rows, self.target = cap, cap, target
+
+    def timed(self, rows: int, seconds: float) -> None:
+        if rows and seconds > self.target:
+            self.rows = max(16, min(self.cap, int(rows * self.target / seconds)))
+
+
+class _TimeUp(Exception):
+    """The deadline passed while the space was still being built or bounded."""
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
-def _check_fixed(problem: LLMProblem, fixed: dict[str, object]) -> None:
-    unknown = sorted(set(fixed) - set(FIXABLE))
-    if unknown:
-        raise DnnplaceError(f"cannot fix {', '.join(unknown)}; fixable: {', '.join(FIXABLE)}")
-    for k, v in fixed.items():
-        if k == "recompute":
-            if v not in RECOMPUTE:
-                raise DnnplaceError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {v!r}")
-        elif k == "distributed_optimizer":
-            if not isinstance(v, bool):
-                raise DnnplaceError(f"distributed_optimizer must be true or false, got {v!r}")
-        elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise DnnplaceError(f"fixed {k} must be a positive integer, got {v!r}")
-    n = problem.cluster.gpus
-    prod = 1
-    for k in ("tp", "pp", "cp", "dp"):
-        prod *= int(fixed.get(k, 1))  # type: ignore[call-overload]
-    if n % prod:
-        raise DnnplaceError(f"fixed {'*'.join(k for k in ('tp', 'pp', 'cp', 'dp') if k in fixed)} = {prod} "
-                            f"does not divide {n} GPUs")
-
-
-def base_configs(problem: LLMProblem, fixed: dict[str, object]) -> list[tuple[int, ...]]:
-    """(tp, pp, vp, cp, dp, mbs, recompute, dist) tuples Megatron allows, honouring ``fixed``."""
-    a, n, j, gpn = problem.arch, problem.cluster.gpus, problem.job, problem.cluster.gpus_per_node
-
-    def opts(name: str, values: list[int]) -> list[int]:
-        return [int(fixed[name])] if name in fixed else values  # type: ignore[call-overload]
-
-    out: list[tuple[int, ...]] = []
-    for tp in opts("tp", [t for t in _divisors(a.heads) if a.kv_heads % t == 0 and t <= gpn]):
-        if n % tp or a.heads % tp or a.kv_heads % tp:
-            continue
-        for pp in opts("pp", [p for p in _divisors(n // tp) if p <= a.num_layers]):
-            if n % (tp * pp) or pp > a.num_layers:
-                continue
-            for cp in opts("cp", _divisors(n // (tp * pp))):
-                if n % (tp * pp * cp) or (cp > 1 and j.seq_len % (2 * cp)) or (j.seq_len // cp) % tp:
-                    continue
-                dp = n // (tp * pp * cp)
-                if "dp" in fixed and fixed["dp"] != dp or j.global_batch % dp:
-                    continue
-                # any chunk count that gives every virtual stage a layer (uneven chunks: see splits)
-                vps = [v for v in range(1, a.num_layers // pp + 1) if v == 1 or pp >= 2]
-                for mbs in opts("mbs", _divisors(j.global_batch // dp)):
-                    if j.global_batch % (dp * mbs):
-                        continue
-                    m = j.global_batch // (dp * mbs)
-                    for vp in opts("vp", vps):
-                        if vp > 1 and (pp < 2 or m % pp or vp * pp > a.num_layers):
-                            continue
-                        rcs = [RECOMPUTE.index(str(fixed["recompute"]))] if "recompute" in fixed else [0, 1, 2]
-                        dists = [int(bool(fixed["distributed_optimizer"]))] if "distributed_optimizer" in fixed \
-                            else [1, 0]
-                        out.extend((tp, pp, vp, cp, dp, mbs, rc, d) for rc, d in itertools.product(rcs, dists))
+def _expand(cols: Columns, name: str, keys: np.ndarray, options: Callable[[int], list[int]]) -> Columns:
+    """Each row repeated once per value of knob ``name`` (``options(key)`` for the row's key), in order."""
+    table = {int(k): np.asarray(options(int(k)), dtype=np.int64) for k in np.unique(keys)}
+    if len(table) == 1:  # the same values for every row: no loop over the rows
+        (values,) = table.values()
+        rows = np.repeat(np.arange(len(keys)), len(values))
+        return {**{k: v[rows] for k, v in cols.items()}, name: np.tile(values, len(keys))}
+    parts = [table[int(k)] for k in keys.tolist()]
+    counts = np.array([len(p) for p in parts], dtype=np.int64)
+    rows = np.repeat(np.arange(len(keys)), counts)
+    out = {k: v[rows] for k, v in cols.items()}
+    out[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return out
 
 
-def _as_candidates(base: np.ndarray, layers: np.ndarray) -> Candidates:
-    f = base.astype(float)
-    return Candidates(f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 4], f[:, 5], f[:, 6], f[:, 0] > 1,
-                      base[:, 7].astype(bool), layers)
+def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | None = None,
+                 removed: Counter[str] | None = None, emptied: list[str] | None = None) -> Columns:
+    """Every base configuration the rules allow, honouring ``fixed``, as named columns (module docstring).
+
+    Knobs are added in the order tp, pp, cp (dp follows), mbs, vp, recompute, distributed optimizer,
+    each row's values ascending: ties between equal bounds go to the earlier row.
+    """
+    clock = clock or _Clock(None)
+    removed = removed if removed is not None else Counter()
+    n, gbs = problem.cluster.gpus, problem.job.global_batch
+    L = problem.arch.num_layers
+    pcols = problem_columns(problem)
+
+    def pin_or(name: str, values: list[int]) -> list[int]:
+        return [int(fixed[name])] if name in fixed else values  # type: ignore[call-overload]
+
+    def divisors_or_one(k: int, total: int) -> list[int]:
+        return _divisors(total // k) if k >= 1 and total % k == 0 else [1]  # [1]: the rules say why not
+
+    cols: Columns = {"tp": np.array(pin_or("tp", _divisors(n)), dtype=np.int64)}
+    have = {"tp"}
+
+    def keep() -> None:
+        nonlocal cols
+        if clock.over():
+            raise _TimeUp
+        mask = filter_rows(CONFIG_RULES, {**pcols, **cols}, len(cols["tp"]), have, removed, emptied)
+        cols = {k: v[mask] for k, v in cols.items()}
+
+    keep()
+    cols = _expand(cols, "pp", cols["tp"], lambda t: pin_or("pp", divisors_or_one(t, n)))
+    have.add("pp")
+    keep()
+    cols = _expand(cols, "cp", cols["tp"] * cols["pp"], lambda tp_pp: pin_or("cp", divisors_or_one(tp_pp, n)))
+    cols["dp"] = n // (cols["tp"] * cols["pp"] * cols["cp"])
+    cols["sequence_parallel"] = cols["tp"] > 1
+    have |= {"cp", "dp", "sequence_parallel"}
+    if "dp" in fixed:
+        ok = cols["dp"] == fixed["dp"]
+        if not ok.all():
+            removed["pinned dp"] += int(np.count_nonzero(~ok))
+        if emptied is not None and len(ok) and not ok.any():
+            emptied.append("pinned dp")
+        cols = {k: v[ok] for k, v in cols.items()}
+    keep()
+    cols = _expand(cols, "mbs", cols["dp"], lambda dp: pin_or("mbs", divisors_or_one(dp, gbs)))
+    have.add("mbs")
+    keep()
+    vp_choices = {int(p): pin_or("vp", list(range(1, L // p + 1)) or [1]) for p in np.unique(cols["pp"])}
+    rc = [RECOMPUTE.index(str(fixed["recompute"]))] if "recompute" in fixed else [0, 1, 2]
+    dist = [bool(fixed["distributed_optimizer"])] if "distributed_optimizer" in fixed else [True, False]
+    size = sum(len(vp_choices[int(p)]) for p in cols["pp"]) * len(rc) * len(dist)
+    if size > MAX_BASES:
+        raise DnnplaceError(f"the decision space holds {size:,} base configurations (more than {MAX_BASES:,}): "
+                            "pin some knobs (--fix tp=...,pp=...)")
+    cols = _expand(cols, "vp", cols["pp"], lambda p: vp_choices[p])
+    have.add("vp")
+    keep()
+    cols = _expand(cols, "recompute", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: rc)
+    have.add("recompute")
+    cols = _expand(cols, "distributed_optimizer", np.zeros(len(cols["tp"]), dtype=np.int64),
+                   lambda _: [int(d) for d in dist])
+    cols["distributed_optimizer"] = cols["distributed_optimizer"].astype(bool)
+    have.add("distributed_optimizer")
+    keep()
+    return cols
 
 
-def lower_bounds(problem: LLMProblem, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candidates:
+    """Rows of named columns as the cost model's :class:`Candidates` (the one place its field names are mapped)."""
+    def num(name: str) -> np.ndarray:
+        return cols[name][rows].astype(float)
+
+    return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
+                      recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
+                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers)
+
+
+def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
     infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
     L = problem.arch.num_layers
-    pp, vp = base[:, 1].astype(float), base[:, 2].astype(float)
-    dummy = np.zeros((len(base), 1))
-    c = _as_candidates(base, dummy)
+    pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
+    c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
     costs = stage_costs(problem, c)
     layer, first, last = costs.per_layer(), costs.extras("first"), costs.extras("last")
     total = L * layer + first + last
@@ -174,88 +245,138 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
 def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_limit: float | None = None,
            progress: ProgressFn | None = None) -> LLMPlan:
     """The fastest configuration that fits, with status / bound / gap (module docstring)."""
-    started = time.perf_counter()
-    fixed = dict(fixed or {})
+    clock = _Clock(time_limit)
     check_problem(problem)
-    _check_fixed(problem, fixed)
-    bases = base_configs(problem, fixed)
-    if not bases:
-        raise DnnplaceError(_why_empty(problem, fixed))
+    fixed = check_pins(dict(fixed or {}))
+    removed: Counter[str] = Counter()
+    emptied: list[str] = []
+    try:
+        cols = base_columns(problem, fixed, clock, removed, emptied)
+    except _TimeUp:
+        raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
-    split_rows = {key: splits(L, *key) for key in {(b[1], b[2]) for b in bases}}
-    bases = [b for b in bases if len(split_rows[(b[1], b[2])])]  # a layer split of the family exists
-    if not bases:
-        raise DnnplaceError(_why_empty(problem, fixed))
-    base = np.array(bases, dtype=np.int64)
-    lb, lb_time = lower_bounds(problem, base)
+    B = len(cols["tp"])
+    split_rows: dict[tuple[int, int], np.ndarray] = {}
+    for key in sorted(set(zip(cols["pp"].tolist(), cols["vp"].tolist(), strict=True))):
+        if clock.over():
+            raise DnnplaceError(_out_of_time(time_limit, "while the layer splits were enumerated"))
+        split_rows[key] = splits(L, *key)
+    has_split = np.array([len(split_rows[(p, v)]) > 0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
+                                                                        strict=True)], dtype=bool)
+    if B and not has_split.all():
+        removed["split_family"] += int(np.count_nonzero(~has_split))
+        if not has_split.any():
+            emptied.append("split_family")
+        cols = {k: v[has_split] for k, v in cols.items()}
+        B = len(cols["tp"])
+    if not B:
+        raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
+    lb, lb_time = np.empty(B), np.empty(B)
+    bound_pace, lo = _Pace(BOUND_ROWS), 0
+    while lo < B:
+        if clock.over():
+            raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
+        rows = np.arange(lo, min(lo + bound_pace.rows, B))
+        t0 = time.perf_counter()
+        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows)
+        bound_pace.timed(len(rows), time.perf_counter() - t0)
+        lo += len(rows)
     order = np.argsort(lb, kind="stable")
-    best_t, best, best_bad = math.inf, None, None
-    best_bad_t = math.inf
-    done = 0
+    best_t, best_bad_t = math.inf, math.inf
+    best: tuple[Candidates, BatchResult, int] | None = None
+    best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
+    pending = math.inf  # the smallest bound of a chunk the clock stopped half-way
+    pace = _Pace(CHUNK_ROWS)
     i = 0
-    while i < len(order):
-        if lb[order[i]] >= best_t:
-            break
-        if best is not None and time_limit is not None and time.perf_counter() - started > time_limit:
+    while i < len(order) and lb[order[i]] < best_t:
+        if clock.over():
             status, exhaustive = "time_limit", False
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         count = 0
-        while i < len(order) and count < CHUNK_ROWS and lb[order[i]] < best_t:
-            k = order[i]
-            s = split_rows[(int(base[k, 1]), int(base[k, 2]))]
-            groups.setdefault(int(base[k, 1]), []).append((s, k))
+        while i < len(order) and count < pace.rows and lb[order[i]] < best_t:
+            k = int(order[i])
+            s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
+            groups.setdefault(int(cols["pp"][k]), []).append((s, k))
             count += len(s)
             i += 1
-        if not groups:
-            break
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
-            cand = _as_candidates(base[own], layers)
-            res = evaluate_batch(problem, cand)
-            step = np.where(res.fits, res.step, np.inf)
-            j = int(np.argmin(step))
-            if step[j] < best_t:
-                best_t, best = float(step[j]), (cand, res, j)
-            jb = int(np.argmin(res.step))
-            if res.step[jb] < best_bad_t:
-                best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
-        done = i
+            lo = 0
+            while lo < len(own):  # a long split list in slices, the clock between them
+                if lo and clock.over():
+                    pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
+                    break
+                hi = lo + pace.rows
+                cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
+                t0 = time.perf_counter()
+                res = evaluate_batch(problem, cand)
+                pace.timed(len(cand), time.perf_counter() - t0)
+                lo = hi
+                step = np.where(res.fits, res.step, np.inf)
+                j = int(np.argmin(step))
+                if step[j] < best_t:
+                    best_t, best = float(step[j]), (cand, res, j)
+                jb = int(np.argmin(res.step))
+                if res.step[jb] < best_bad_t:
+                    best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
+            if pending < math.inf:
+                status, exhaustive = "time_limit", False
+                break
         if progress is not None:
-            progress(done, len(order), f"{done} of {len(order)} configurations")
+            progress(i, len(order), f"{i} of {len(order)} configurations")
+        if status == "time_limit":
+            break
     if best is None:
+        if status == "time_limit":
+            raise DnnplaceError(_out_of_time(time_limit, f"before a configuration that fits was found ({i:,} of "
+                                                         f"{len(order):,} explored)"))
         if best_bad is None:  # every configuration was proven not to fit: price the fastest for the message
             k = int(np.argmin(lb_time))
-            s = split_rows[(int(base[k, 1]), int(base[k, 2]))].astype(float)
-            cand = _as_candidates(base[np.full(len(s), k)], s)
+            s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))][:CHUNK_ROWS].astype(float)
+            cand = as_candidates(cols, np.full(len(s), k), s)
             res = evaluate_batch(problem, cand)
             best_bad = (cand, res, int(np.argmin(res.step)))
-        cand, res, j = best_bad
-        raise DnnplaceError(f"no configuration fits; the fastest, {_describe(cand.config(j))}, "
-                            + overflow_text(problem, estimate_at(problem, res, j)))
+        raise DnnplaceError(_nothing_fits(problem, *best_bad))
     cand, res, j = best
-    remaining = lb[order[i:]] if i < len(order) else np.array([math.inf])
-    bound = min(best_t, float(remaining.min())) if status != "optimal" else best_t
-    if status == "optimal" and all(k in fixed for k in KNOBS):
+    bound = best_t
+    if status != "optimal":
+        bound = min(best_t, pending, float(lb[order[i:]].min()) if i < len(order) else math.inf)
+    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp"):
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)
     return LLMPlan(problem, config, estimate_at(problem, res, j), status=status, bound=bound,
                    gap=(best_t - bound) / best_t if best_t > 0 else 0.0, exhaustive=exhaustive,
-                   runtime_s=time.perf_counter() - started)
+                   runtime_s=clock.elapsed())
 
 
-def _describe(c: object) -> str:
+def _describe(c: ParallelConfig) -> str:
     return ", ".join(f"{k}={getattr(c, k)}" for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute"))
 
 
-def _why_empty(problem: LLMProblem, fixed: dict[str, object]) -> str:
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.1f}" if x < 1e21 else f"{x / 1e9:.3g}"
+
+
+def _nothing_fits(problem: LLMProblem, cand: Candidates, res: BatchResult, j: int) -> str:
+    """One short line: the fastest configuration, its memory, and the largest part of it."""
+    est = estimate_at(problem, res, j)
+    part = est.overflow or max(est.memory_breakdown, key=lambda k: est.memory_breakdown[k])
+    return (f"no configuration fits in {_gb(problem.device.usable_memory_bytes)} GB per GPU on "
+            f"{problem.device.name}; the fastest, {_describe(cand.config(j))}, needs "
+            f"{_gb(est.memory_per_gpu_bytes)} GB; largest: {part} {_gb(est.memory_breakdown[part])} GB")
+
+
+def _out_of_time(time_limit: float | None, when: str) -> str:
+    return f"the time limit of {time_limit:g} s ran out {when}; no plan to return (raise --time-limit)"
+
+
+def _why_empty(problem: LLMProblem, fixed: dict[str, object], removed: Counter[str], last: str | None) -> str:
+    """No configuration left: say which rule removed the last candidates (and the most common ones)."""
     n, j = problem.cluster.gpus, problem.job
-    if j.global_batch < n // (int(fixed.get("tp", 1)) * int(fixed.get("pp", 1))  # type: ignore[call-overload]
-                              * int(fixed.get("cp", 1))) and "dp" in fixed:  # type: ignore[call-overload]
-        return f"global batch {j.global_batch} is smaller than dp"
     what = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "no fixed values"
-    return (f"no valid configuration for {n} GPUs, global batch {j.global_batch}, seq {j.seq_len} ({what}): "
-            "tp*pp*cp*dp must equal the GPUs, dp*mbs divide the global batch, tp divide the (kv) heads")
+    return (f"no valid configuration for {n} GPUs, batch {j.global_batch}, seq {j.seq_len} ({what}): "
+            + describe_removed(removed, last))
