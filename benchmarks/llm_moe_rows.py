@@ -67,7 +67,7 @@ MOE_ROWS: tuple[MoERow, ...] = (
 def main() -> int:
     from dnnplace.errors import DnnplaceError
     from dnnplace.evaluation.llm.moe import model_flops_per_step
-    from dnnplace.evaluation.llm.moe_rules import check_moe_config, moe_columns
+    from dnnplace.model.moe_rules import check_moe_config, moe_columns
     from dnnplace.frontends.moe_config import load_moe
     from dnnplace.model.catalogue import device_spec
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm.moe_rules import check_moe_config, moe_columns
+from dnnplace.model.moe_rules import check_moe_config, moe_columns
 from dnnplace.exporters.megatron_moe import layer_freq, moe_model_args, moe_parallel_args
 from dnnplace.frontends.moe_config import load_moe
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm.moe_rules import (
+from dnnplace.frontends.moe_config import load_moe
+from dnnplace.model.moe import DISPATCHERS
+from dnnplace.model.moe_rules import (
     MOE_CONFIG_RULES,
     check_moe_config,
     edp_of,
@@ -19,8 +21,6 @@ from dnnplace.evaluation.llm.moe_rules import (
     moe_columns,
     moe_problem_columns,
 )
-from dnnplace.frontends.moe_config import load_moe
-from dnnplace.model.moe import DISPATCHERS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -44,7 +44,7 @@ def test_published_layouts_keep_every_rule() -> None:
     assert edp_of({"gpus": 512, **moe_columns(pp=1, ep=128, etp=4)})[0] == 1
 
 
-@pytest.mark.parametrize(("kwargs", "rule", "text"), [
+BROKEN = [
     (dict(pp=8, dp=128, ep=48), "ep_experts", "ep=48 must divide the 256 routed experts"),
     (dict(pp=8, dp=128, ep=64, etp=4), "expert_grid", "etp*ep*pp = 2048 must divide the 1024 GPUs"),
     (dict(pp=8, dp=128, ep=32, etp=3), "expert_grid", "= 768 must divide"),
@@ -63,7 +63,10 @@ def test_published_layouts_keep_every_rule() -> None:
     (dict(pp=8, vp=2, dp=128, ep=64, recompute="full", a2a_overlap=True), "a2a_overlap_recompute", "full"),
     (dict(pp=8, vp=2, dp=128, ep=64, a2a_overlap=True, shared_expert_overlap=True), "a2a_overlap_shared",
      "exclude each other"),
-])
+]
+
+
+@pytest.mark.parametrize(("kwargs", "rule", "text"), BROKEN)
 def test_each_broken_rule_is_named_in_one_line(kwargs: dict, rule: str, text: str) -> None:
     with pytest.raises(DnnplaceError) as err:
         check_moe_config(ds3(), 1024, moe_columns(**kwargs))
@@ -116,3 +119,26 @@ def test_mask_agrees_with_the_checker_on_a_grid() -> None:
     assert len({r.name for r in MOE_CONFIG_RULES}) == len(MOE_CONFIG_RULES)
     cols_all = {**moe_problem_columns(m, n), **cols}
     assert all(set(r.needs) <= set(cols_all) for r in MOE_CONFIG_RULES)
+
+
+def test_an_unknown_dispatcher_index_is_named() -> None:
+    cols = moe_columns(ep=8, dp=8)
+    cols["dispatcher"] = np.array([7])
+    with pytest.raises(DnnplaceError, match=r"dispatcher must be one of alltoall, allgather, flex \(rule dispatcher\)"):
+        check_moe_config(qwen3(), 8, cols)
+
+
+def test_a2a_overlap_with_two_mtp_layers_is_refused() -> None:
+    import dataclasses
+
+    m = ds3()
+    m = dataclasses.replace(m, moe=dataclasses.replace(m.moe, mtp_layers=2))
+    with pytest.raises(DnnplaceError, match=r"at most 1 MTP layer, deepseek-v3 has 2 \(rule a2a_overlap_mtp\)"):
+        check_moe_config(m, 1024, moe_columns(pp=8, vp=2, dp=128, ep=64, a2a_overlap=True))
+
+
+def test_every_moe_rule_has_a_case() -> None:
+    named = {case[1] for case in BROKEN} | {"mla_up_proj_mla", "shared_experts_exist", "mlp_exists",
+                                            "etp_expert_ffn", "flex_expert_ranks", "dispatcher", "a2a_overlap_mtp",
+                                            "expert_bias_etp"}  # the last: tests/exporters/test_megatron_moe.py
+    assert {r.name for r in MOE_CONFIG_RULES} == named

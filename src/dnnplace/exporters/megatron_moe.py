@@ -73,7 +73,7 @@ def moe_model_args(m: MoEModel) -> list[list[str]]:
 def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: Iterable[str] = (),
                       grouped_gemm: bool = True, a2a_overlap: bool = False,
                       shared_expert_overlap: bool = False) -> list[list[str]]:
-    """The expert-parallel options of a plan (the rules in ``evaluation/llm/moe_rules.py`` hold already).
+    """The expert-parallel options of a plan (the rules in ``model/moe_rules.py`` hold already).
 
     ``flex`` is Megatron's DeepEP dispatcher (``--moe-flex-dispatcher-backend deepep``). The router runs in
     fp32 and permutation is fused, as in the recipes the cost model follows.

@@ -13,13 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dnnplace.model.llm import TransformerArch
+from dnnplace.model.moe_knobs import DISPATCHERS, RECOMPUTE_MODULES
 
 __all__ = ["DISPATCHERS", "MLA", "MOE_STACK", "RECOMPUTE_MODULES", "MoEModel", "MoESpec", "MoEStack"]
-
-#: Megatron-Core's token dispatchers (``--moe-token-dispatcher-type``); ``flex`` is DeepEP / HybridEP.
-DISPATCHERS = ("alltoall", "allgather", "flex")
-#: Megatron-Core's selective-recompute modules (``--recompute-modules``) that a transformer with MoE uses.
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
 
 @dataclass(frozen=True)

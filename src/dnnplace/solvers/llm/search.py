@@ -55,6 +55,11 @@ BOUND_ROWS = 200_000  # base configurations bounded per numpy batch
 MAX_BASES = 2_000_000  # base configurations one search may hold (a few hundred MB of columns and bounds)
 
 
+def _expert_knobs(problem: LLMProblem) -> tuple[str, ...]:
+    """Knobs a problem leaves no choice in: the expert-parallel ones of a dense model (the rules force them)."""
+    return () if problem.arch.num_experts > 1 else ("ep", "etp", "dispatcher", "recompute_modules", "a2a_overlap")
+
+
 class _Clock:
     """The search's deadline (``None``: no limit)."""
 
@@ -344,7 +349,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     bound = best_t
     if status != "optimal":
         bound = min(best_t, pending, float(lb[order[i:]].min()) if i < len(order) else math.inf)
-    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp"):
+    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp" and k not in _expert_knobs(problem)):
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)

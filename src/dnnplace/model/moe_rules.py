@@ -25,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.moe import DISPATCHERS, RECOMPUTE_MODULES, MoEModel
+from dnnplace.model.moe_knobs import DISPATCHERS, RECOMPUTE_MODULES
+
+# A model.moe.MoEModel is passed as Any: model.moe needs the architecture (model.llm), which reads this rule set.
+MoEModel = Any
 
 Cols = Mapping[str, Any]
 
-__all__ = ["MOE_CONFIG_RULES", "Rule", "check_moe_config", "edp_of", "filter_moe_rows", "first_broken",
-           "modules_mask", "moe_columns", "moe_problem_columns"]
+__all__ = ["DENSE_RULE", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_problem_columns", "edp_of",
+           "filter_moe_rows", "first_broken", "modules_mask", "moe_columns", "moe_problem_columns"]
 
 _RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
 
@@ -110,7 +113,7 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda c: (c["recompute_modules"] == 0) | (c["recompute"] == _RECOMPUTE.index("selective")),
          lambda r: f"recompute modules need recompute=selective, not {_RECOMPUTE[int(r['recompute'])]}"),
     # Megatron-Core transformer_config: "moe_act in recompute_modules is only supported with moe_grouped_gemm".
-    Rule("moe_act_grouped_gemm", ("recompute_modules", "grouped_gemm"),
+    Rule("moe_act_grouped_gemm", ("recompute_modules",),
          lambda c: ~_has(c, "moe_act") | np.asarray(c["grouped_gemm"], dtype=bool),
          lambda r: "recompute module moe_act needs grouped GEMMs"),
     # Megatron-Core transformer_config: "mla_up_proj ... only supported with multi_latent_attention".
@@ -122,7 +125,7 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
     Rule("mlp_exists", ("recompute_modules",), lambda c: ~_has(c, "mlp") | (c["dense_layers"] > 0),
          lambda r: f"recompute module mlp needs dense MLP layers, which {r['name']} has not"),
     # Megatron-Core transformer_config: "shared_experts recompute cannot work with --moe-shared-expert-overlap".
-    Rule("shared_overlap_recompute", ("recompute_modules", "shared_expert_overlap"),
+    Rule("shared_overlap_recompute", ("recompute_modules",),
          lambda c: ~(_has(c, "shared_experts") & np.asarray(c["shared_expert_overlap"], dtype=bool)),
          lambda r: "recompute module shared_experts cannot run with the shared-expert overlap"),
     # Megatron-Core transformer_config, overlap_moe_expert_parallel_comm (the EP all-to-all overlap): needs
@@ -139,7 +142,7 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
     Rule("a2a_overlap_recompute", ("a2a_overlap", "recompute", "recompute_modules"),
          lambda c: ~_on(c, "a2a_overlap") | ((c["recompute"] != _RECOMPUTE.index("full")) & ~_has(c, "moe")),
          lambda r: "the all-to-all overlap cannot run with full recompute or the 'moe' recompute module"),
-    Rule("a2a_overlap_shared", ("a2a_overlap", "shared_expert_overlap"),
+    Rule("a2a_overlap_shared", ("a2a_overlap",),
          lambda c: ~(_on(c, "a2a_overlap") & _on(c, "shared_expert_overlap")),
          lambda r: "the all-to-all overlap and the shared-expert overlap exclude each other"),
     Rule("a2a_overlap_mtp", ("a2a_overlap",), lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] <= 1),
@@ -148,11 +151,26 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
 
 
 def moe_problem_columns(model: MoEModel, gpus: int) -> dict[str, Any]:
-    """The problem's scalars the MoE rules read, by name."""
+    """The problem's scalars the MoE rules read, by name (grouped GEMMs on and the shared-expert overlap off,
+    as the planner prices every MoE layer)."""
     return {"gpus": gpus, "num_experts": model.moe.num_experts, "expert_ffn": model.moe.expert_ffn,
             "shared_ffn": model.moe.shared_ffn, "dense_layers": model.moe.num_dense_layers,
             "mla": model.mla is not None, "mtp_layers": model.moe.mtp_layers, "expert_bias": model.moe.expert_bias,
-            "name": model.name}
+            "name": model.name, "grouped_gemm": True, "shared_expert_overlap": False}
+
+
+def dense_problem_columns(arch: Any) -> dict[str, Any]:
+    """The same scalars for a dense model (every layer dense, no experts to place)."""
+    return {"shared_ffn": 0, "dense_layers": arch.num_layers, "mla": False, "mtp_layers": 0, "expert_bias": False,
+            "grouped_gemm": True, "shared_expert_overlap": False}
+
+
+#: A dense model has no experts to place, and the dense cost model prices no recompute module.
+DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "a2a_overlap", "recompute_modules"),
+                  lambda c: (c["num_experts"] > 1) | ((c["ep"] == 1) & (c["etp"] == 1) & ~_on(c, "a2a_overlap")
+                                                      & (c["recompute_modules"] == 0)),
+                  lambda r: f"{r['name']} has no experts: ep, etp, the all-to-all overlap and recompute modules "
+                            "do not apply (ep=1, etp=1)")
 
 
 def moe_columns(*, tp: int = 1, pp: int = 1, vp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,
