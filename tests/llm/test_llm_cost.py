@@ -70,11 +70,12 @@ def test_activation_bytes_equal_korthikanti(arch: TransformerArch, s: int, b: in
 
 @pytest.mark.parametrize("pp,vp,m", [(4, 1, 8), (4, 5, 64), (2, 2, 4), (8, 2, 16)])
 def test_uniform_bubble_fraction(pp: int, vp: int, m: int) -> None:
-    """The evaluator's pipeline formula: uniform stages leave a bubble of exactly (p-1)/(v m)."""
-    from dnnplace.evaluation.llm.schedule import pipeline_time
+    """The evaluator's pipeline term: uniform stages without transfers leave a bubble of exactly (p-1)/(v m)."""
+    from dnnplace.evaluation.llm.schedule import makespan
 
-    x = np.array(2.5)
-    t = pipeline_time(x, pp * x, np.array(float(m)), np.array(float(vp)))
+    x = 2.5  # per micro-batch on each rank, split over its v chunks as forward 1/3, backward 2/3
+    f, b = np.full((1, pp * vp), x / vp / 3), np.full((1, pp * vp), 2 * x / vp / 3)
+    t = float(makespan(pp, vp, m, f, b, np.zeros(1))[0])
     assert (t - m * x) / (m * x) == pytest.approx((pp - 1) / (vp * m), rel=1e-12)
 
 

@@ -67,8 +67,8 @@ BASE = dict(model_type="llama", hidden_size=512, intermediate_size=1536, num_hid
 @pytest.mark.parametrize("change,msg", [
     ({"num_hidden_layers": None}, "missing required field 'num_hidden_layers'"),
     ({"model_type": "bogus"}, "unknown or missing model_type"),
-    ({"hidden_size": -4}, "'hidden_size' must be a positive integer"),
-    ({"vocab_size": 10.5}, "'vocab_size' must be a positive integer"),
+    ({"hidden_size": -4}, "field 'hidden_size' -4 is outside 1.."),
+    ({"vocab_size": 10.5}, "field 'vocab_size' must be a whole number"),
     ({"num_attention_heads": 7}, "does not divide hidden size"),
     ({"num_key_value_heads": 3}, "does not divide 8 heads"),
     ({"num_local_experts": 8}, "mixture-of-experts"),

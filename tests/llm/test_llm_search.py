@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -101,21 +102,28 @@ def test_fixed_everything_is_status_fixed() -> None:
 
 
 def test_time_limit_returns_best_so_far_with_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clock runs out after three evaluated batches: the best plan so far, a proven bound below it."""
+    """The clock runs out after some evaluated candidates: the best plan so far, a proven bound below it."""
     module = importlib.import_module("dnnplace.solvers.llm.search")
 
     a = llama("70b")
     pr = problem(a, 64, 128)
-    full = search(pr)
-    batches = {"n": 0}
+    evaluated: dict[str, Any] = {"rows": 0, "first_fit": None}
     real = module.evaluate_batch
 
-    def counting(*args: object) -> object:
-        batches["n"] += 1
-        return real(*args)
+    def counting(*args: Any) -> Any:
+        res = real(*args)
+        evaluated["rows"] += len(args[1])
+        if evaluated["first_fit"] is None and res.fits.any():
+            evaluated["first_fit"] = evaluated["rows"]
+        return res
     monkeypatch.setattr(module, "evaluate_batch", counting)
-    monkeypatch.setattr(module._Clock, "over", lambda self: batches["n"] >= 3)  # out after three batches
-    monkeypatch.setattr(module, "CHUNK_ROWS", 2000)
+    monkeypatch.setattr(module, "CHUNK_ROWS", 500)  # small rounds: the clock is read between them
+    full = search(pr)
+    first_fit = evaluated["first_fit"]
+    assert first_fit is not None and first_fit < evaluated["rows"]  # the full search goes on past it
+    evaluated["rows"] = 0
+    # out as soon as a batch holding a fitting candidate was evaluated, however the search paces its batches
+    monkeypatch.setattr(module._Clock, "over", lambda self: evaluated["rows"] >= first_fit)
     plan = search(pr, time_limit=1.0)
     assert plan.status == "time_limit" and not plan.exhaustive
     assert plan.bound <= full.estimate.step_time_s + 1e-12 <= plan.estimate.step_time_s + 1e-12

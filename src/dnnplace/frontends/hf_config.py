@@ -1,7 +1,8 @@
 """Read a Hugging Face ``config.json`` (or a ``file.py:fn`` factory) into a :class:`TransformerArch`.
 
-Plain JSON parse plus our own validation: every failure is one line naming the
-field and the file.  Field names differ by family (GPT-2: n_embd / n_layer /
+The project's safe JSON reader (size cap, UTF-8, depth) plus our own validation: every
+failure is one line naming the field and the file; counts are whole numbers inside
+``LLM_LIMITS``, so no later product overflows.  Field names differ by family (GPT-2: n_embd / n_layer /
 n_head / n_inner; the rest: hidden_size / num_hidden_layers / ...); family
 defaults fill what a family fixes (GPT-2: GELU, learned positions, LayerNorm,
 tied embeddings, ffn 4h; Nemotron: squared ReLU, LayerNorm).
@@ -10,12 +11,14 @@ tied embeddings, ffn 4h; Nemotron: squared ReLU, LayerNorm).
 from __future__ import annotations
 
 import importlib.util
-import json
+import stat
 from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.model.limits import check_llm_count
 from dnnplace.model.llm import TransformerArch
+from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip, show_value
 
 __all__ = ["FAMILIES", "arch_from_dict", "load_arch"]
@@ -40,15 +43,19 @@ _ACTS = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu"
          "relu2": "relu2", "squared-relu": "relu2"}
 
 
-def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+#: Our field name -> the LLM_LIMITS entry its count is checked against.
+_LIMIT = {"hidden": "hidden", "layers": "num_layers", "heads": "heads", "ffn": "ffn_hidden", "kv": "kv_heads",
+          "pos": "max_position", "vocab": "vocab", "head_dim": "head_dim", "window": "max_position"}
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None, *, limit: str) -> int:
+    """A whole-number field inside :data:`LLM_LIMITS` (floats, strings, 1e200 and 2**70 refused, naming ``key``)."""
     v = cfg.get(key) if key else None
     if v is None:
         if default is not None:
             return default
         raise DnnplaceError(f"{where}: missing required field '{key}'")
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise DnnplaceError(f"{where}: field '{key}' must be a positive integer, got {v!r}")
-    return v
+    return check_llm_count(_LIMIT[limit], v, where, f"field '{key}'")
 
 
 #: Config fields that count experts, and model types that are mixtures of experts (refused in one line).
@@ -69,13 +76,13 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
         shown = "missing" if mt is None else show_value(mt)
         raise DnnplaceError(f"{where}: unknown or missing model_type ({shown}); supported: {', '.join(FAMILIES)}")
     mlp, position, norm, tied, f = FAMILIES[mt]
-    hidden = _int(cfg, f["hidden"], where)
-    layers = _int(cfg, f["layers"], where)
-    heads = _int(cfg, f["heads"], where)
-    ffn = _int(cfg, f["ffn"], where, 4 * hidden if mt == "gpt2" else None)
-    kv = _int(cfg, f["kv"], where, heads)
-    vocab = _int(cfg, "vocab_size", where)
-    head_dim = _int(cfg, "head_dim", where, hidden // heads) if cfg.get("head_dim") is not None else hidden // heads
+    hidden = _int(cfg, f["hidden"], where, limit="hidden")
+    layers = _int(cfg, f["layers"], where, limit="layers")
+    heads = _int(cfg, f["heads"], where, limit="heads")
+    ffn = _int(cfg, f["ffn"], where, 4 * hidden if mt == "gpt2" else None, limit="ffn")
+    kv = _int(cfg, f["kv"], where, heads, limit="kv")
+    vocab = _int(cfg, "vocab_size", where, limit="vocab")
+    head_dim = _int(cfg, "head_dim", where, max(hidden // heads, 1), limit="head_dim")
     if cfg.get("head_dim") is None and hidden % heads:
         raise DnnplaceError(f"{where}: field '{f['heads']}' = {heads} does not divide hidden size {hidden}")
     if heads % kv:
@@ -97,7 +104,7 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
     return TransformerArch(
         name=name or Path(where).stem, family=mt, num_layers=layers, hidden=hidden, ffn_hidden=ffn, heads=heads,
         kv_heads=kv, head_dim=head_dim, vocab=vocab, tied_embeddings=tie, mlp=mlp, position=position, norm=norm,
-        max_position=_int(cfg, f["pos"], where, 4096), dropout=drop,
+        max_position=_int(cfg, f["pos"], where, 4096, limit="pos"), dropout=drop,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "",
         source=where, rope_theta=_rope_theta(cfg, where), qkv_bias=_flag(cfg, "attention_bias", mt == "qwen2", where),
         linear_bias=mt in ("gpt2", "gpt_neox") or _flag(cfg, "mlp_bias", False, where), qk_norm=mt == "qwen3",
@@ -132,6 +139,7 @@ def _window(cfg: dict[str, Any], mt: str, layers: int, where: str) -> tuple[int,
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise DnnplaceError(f"{where}: field 'sliding_window' must be a positive integer or null, got "
                             f"{show_value(window)}")
+    window = _int(cfg, "sliding_window", where, limit="window")
     types = cfg.get("layer_types")
     if types is not None:
         if not (isinstance(types, list) and len(types) == layers and all(isinstance(t, str) for t in types)):
@@ -153,16 +161,27 @@ def load_arch(spec: str | Path) -> TransformerArch:
     if ":" in text and text.rpartition(":")[0].endswith(".py"):
         path, _, fn = text.rpartition(":")
         return arch_from_dict(_call_factory(Path(path), fn), text)
-    p = Path(text)
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DnnplaceError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise DnnplaceError(f"{p}: not valid JSON ({exc})") from None
-    return arch_from_dict(data, str(p))
+    data, where = _read_config(Path(text))
+    return arch_from_dict(data, str(where))
+
+
+def _read_config(p: Path) -> tuple[Any, Path]:
+    """The JSON of a config.json (or of the one in a folder) through the project's safe reader; a FIFO, a
+    device or a socket is refused before it is opened (opening one blocks or never ends)."""
+    for _ in range(2):
+        try:
+            mode = p.stat().st_mode
+        except FileNotFoundError:
+            raise DnnplaceError(f"{clip(p, 200)}: cannot read (no such file)") from None
+        except (OSError, ValueError) as exc:
+            raise DnnplaceError(f"{clip(p, 200)}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        if stat.S_ISDIR(mode):
+            p = p / "config.json"
+            continue
+        if not stat.S_ISREG(mode):
+            raise DnnplaceError(f"{clip(p, 200)}: not a regular file (a FIFO, device or socket); give a config.json")
+        return read_json_file(p), p
+    raise DnnplaceError(f"{clip(p, 200)}: is a directory, not a config.json")
 
 
 def _call_factory(path: Path, fn: str) -> Any:

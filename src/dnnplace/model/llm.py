@@ -164,6 +164,7 @@ class LLMEstimate:
     fits: bool
     overflow: str | None
     num_microbatches: int
+    mfu_bf16_peak: float | None = None  # model FLOP/s over the dense BF16 peak (NVIDIA's tables), any precision
 
     @property
     def feasible(self) -> bool:
@@ -175,6 +176,7 @@ class LLMEstimate:
 
     def prediction_dict(self) -> dict[str, Any]:
         return {"step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "mfu_bf16_peak": self.mfu_bf16_peak,
                 "model_flops_per_step": self.model_flops_per_step,
                 "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
                 "memory_breakdown": dict(self.memory_breakdown), "time_breakdown": dict(self.time_breakdown),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.evaluation.llm.schedule import megatron_order, sends
 
 MAX_TASKS = 2_000_000  # tasks simulated at most (p * v * m * 2): a few seconds of Python
 
@@ -57,38 +58,18 @@ class ScheduleRun:
 
 
 def rank_order(rank: int, pp: int, vp: int, m: int) -> list[tuple[bool, int, int]]:
-    """Rank ``rank``'s tasks in issue order: (backward, micro-batch, chunk), as Megatron-Core issues them.
-
-    Warm-up forwards: ``(p - r - 1) * 2 + (v - 1) * p`` when interleaving (``p - r - 1`` without),
-    capped at all of them; then one forward, one backward; then the remaining backwards.
-    """
-    total = m * vp
-    if vp > 1:
-        warmup = min((pp - rank - 1) * 2 + (vp - 1) * pp, total)
-    else:
-        warmup = min(pp - rank - 1, total)
-
-    def forward(k: int) -> tuple[bool, int, int]:
-        group, within = divmod(k, pp * vp)
-        return False, group * pp + within % pp, within // pp
-
-    def backward(k: int) -> tuple[bool, int, int]:
-        group, within = divmod(k, pp * vp)
-        return True, group * pp + within % pp, vp - 1 - within // pp
-
-    order = [forward(k) for k in range(warmup)]
-    for i in range(total - warmup):
-        order.append(forward(warmup + i))
-        order.append(backward(i))
-    order.extend(backward(k) for k in range(total - warmup, total))
-    return order
+    """Rank ``rank``'s tasks in issue order: (backward, micro-batch, chunk), as Megatron-Core issues them
+    (:func:`dnnplace.evaluation.llm.schedule.megatron_order`, the one definition the evaluator prices)."""
+    return megatron_order(rank, pp, vp, m)
 
 
 def simulate_schedule(pp: int, vp: int, m: int, fwd: list[float], bwd: list[float], p2p: float = 0.0) -> ScheduleRun:
     """Run the schedule with forward/backward seconds per virtual stage and ``p2p`` seconds per transfer.
 
     A task starts when its rank is free and its input has arrived (``p2p`` after the
-    producing task ended, on another rank).  Raises a one-line error for a schedule
+    producing task ended, on another rank).  Interleaved schedules overlap the transfers with
+    compute (Megatron's ``overlap_p2p_comm``); 1F1B's send/recv block, so there the producing
+    rank is also busy for the ``p2p`` seconds of each send.  Raises a one-line error for a schedule
     Megatron refuses (interleaving needs ``m % p == 0``) or one too large to simulate.
     """
     n_stages = pp * vp
@@ -124,7 +105,7 @@ def simulate_schedule(pp: int, vp: int, m: int, fwd: list[float], bwd: list[floa
                 start = max(free[r], ready)
                 end = start + (bwd[s] if is_bwd else fwd[s])
                 done[(is_bwd, mb, s)] = end
-                free[r] = end
+                free[r] = end + (p2p if vp == 1 and sends(pp, vp, s, is_bwd) else 0.0)
                 tasks.append(Task(r, s, mb, is_bwd, start, end))
                 position[r] += 1
                 remaining -= 1

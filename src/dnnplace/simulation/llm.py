@@ -12,13 +12,14 @@ from dnnplace.simulation.interleaved import ScheduleRun, simulate_schedule
 
 @dataclass(frozen=True)
 class LLMSimulation:
-    """The simulated forward/backward pipeline of one step next to the evaluator's closed form.
+    """The simulated forward/backward pipeline of one step next to the evaluator's prediction.
 
     ``pipeline_s`` is the simulated makespan of the micro-batches (compute, TP and CP time per
-    stage, a pipeline send between ranks); ``step_time_s`` adds the evaluator's data-parallel
-    tail and optimizer, so it differs from the evaluator's predicted step time only by how the
-    schedule itself plays out.  ``estimate`` is the evaluator's, computed afresh: a plan file's
-    recorded prediction is a claim, not an input.
+    stage, a pipeline send between ranks); ``step_time_s`` is the whole step: that makespan plus
+    what the evaluator adds after it (the largest exposed data-parallel communication + optimizer
+    step over the ranks), so it equals the evaluator's predicted step time whenever the
+    evaluator's schedule recurrence and this task-by-task run agree (tests).  ``estimate`` is the
+    evaluator's, computed afresh: a plan file's recorded prediction is a claim, not an input.
     """
 
     plan: LLMPlan
@@ -32,8 +33,7 @@ class LLMSimulation:
 
     @property
     def step_time_s(self) -> float:
-        t = self.estimate.time_breakdown
-        return self.run.makespan + t.get("dp_comm_exposed", 0.0)
+        return self.run.makespan + self.times.tail
 
     @property
     def bubble_fraction(self) -> float:

@@ -21,11 +21,14 @@ def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> 
     (12h^2 + 12 h^2 kv/heads for Q,K,V,O when q width = h; 18 h ffn gated, 12 h ffn not),
     12 s h for attention (non-causal, 3x a forward of 4 s h), and 6 V h once for the LM head.
     For Llama this is gbs s L h^2 (12 + 12 kv/a + 18 f/h + 12 s/h + 6 V/(L h)) exactly.
+    A sliding-window layer counts its key span min(window, s) in place of s, in the same
+    non-causal convention (NeMo's formulas have no window term; this is ours, docs/llm_planner.md).
     """
     h, L = arch.hidden, arch.num_layers
     proj = 2 * h * arch.q_width + 2 * h * arch.kv_width  # Q and O, K and V
     mlp = (3 if arch.gated else 2) * h * arch.ffn_hidden
-    per_token = L * (6 * (proj + mlp) + 12 * seq * arch.q_width) + 6 * arch.vocab * h
+    spans = (L - arch.windowed_layers) * seq + arch.windowed_layers * min(arch.sliding_window or seq, seq)
+    per_token = L * 6 * (proj + mlp) + 12 * spans * arch.q_width + 6 * arch.vocab * h
     return float(global_batch) * seq * per_token
 
 
@@ -81,14 +84,31 @@ def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec
     return fwd, bwd
 
 
+def causal_keys(seq: int, window: int = 0) -> float:
+    """Keys a query of a causal layer sees on average: seq / 2, or with a sliding window w < seq
+    (query i sees min(i, w) keys) w - w^2 / (2 seq); the same continuous count at w = seq."""
+    if window and window < seq:
+        return window - window * window / (2.0 * seq)
+    return seq / 2.0
+
+
+def attention_keys(arch: TransformerArch, seq: int) -> float:
+    """Keys per query averaged over the layers (windowed layers at their window, the rest causal)."""
+    win = arch.windowed_layers
+    return ((arch.num_layers - win) * causal_keys(seq) + win * causal_keys(seq, arch.sliding_window)) \
+        / arch.num_layers
+
+
 def attention_fwd_flops(arch: TransformerArch, tokens: Array, seq: int, tp: Array) -> Array:
-    """Executed causal forward FLOPs of one layer's attention core on one GPU.
+    """Executed causal forward FLOPs of one layer's attention core on one GPU (averaged over the layers).
 
     ``tokens`` queries (the micro-batch's share of the sequence under context
-    parallelism, load-balanced) each see on average seq/2 keys: QK^T and AV cost
-    2 x tokens x seq/2 x q_width each, split over the TP heads.
+    parallelism, load-balanced) each see on average :func:`attention_keys` keys (seq/2
+    when every layer is global): QK^T and AV cost 2 x tokens x keys x q_width each, split
+    over the TP heads.  Sliding-window layers (Mistral v0.1, Gemma 2's alternate layers)
+    see at most their window.
     """
-    return 2.0 * tokens * seq * arch.q_width / tp
+    return 4.0 * tokens * attention_keys(arch, seq) * arch.q_width / tp
 
 
 #: Flash attention's backward runs 5 matmuls of the forward's size against the forward's 2

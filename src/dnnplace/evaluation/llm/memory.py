@@ -98,22 +98,19 @@ def inflight_chunks(rank: Array, pp: Array, vp: Array, m: Array) -> Array:
     return np.where(vp > 1, inter, one_f1b)
 
 
-def inflight_layers(rank: Array, pp: Array, vp: Array, m: Array, nl: Array, is_first: Array,
-                    is_last: Array) -> Array:
+def inflight_layers(rank: Array, pp: Array, vp: Array, m: Array, chunk_layers: Array) -> Array:
     """Layer-activations pipeline rank ``rank`` holds at its peak, chunk by chunk.
 
-    Its chunks hold k = ceil(nl / vp) layers but a short one: rank 0's first (it also embeds), the
-    last rank's last.  Megatron issues the warm-up forwards chunk after chunk in groups of pp
-    micro-batches (forward j runs chunk (j mod pp vp) // pp), so of the ``inflight_chunks`` forwards
-    in flight, chunk c has G pp + clip(R - c pp, 0, pp) (G, R = divmod(n, pp vp)); the short chunk's
-    share is counted at its own size.
+    ``chunk_layers[..., k]``: layers of the rank's chunk k.  Megatron issues the warm-up forwards chunk
+    after chunk in groups of pp micro-batches (forward j runs chunk (j mod pp vp) // pp), so of the
+    ``inflight_chunks`` forwards in flight, chunk k has G pp + clip(R - k pp, 0, pp) (G, R = divmod(n, pp vp)),
+    each counted at its own size.  1F1B: min(m, pp - rank) micro-batches of the rank's layers.
     """
     n = inflight_chunks(rank, pp, vp, m)
-    k = np.ceil(nl / vp)
-    short = nl - (vp - 1) * k
     group = pp * vp
     full, rest = n // group, n % group
-    first_chunk = full * pp + np.clip(rest, 0, pp)
-    last_chunk = full * pp + np.clip(rest - (vp - 1) * pp, 0, pp)
-    layers = k * n - (k - short) * (is_first * first_chunk + is_last * (vp > 1) * last_chunk)
-    return np.where(vp > 1, layers, n * nl / np.maximum(vp, 1))
+    k = np.arange(chunk_layers.shape[-1])
+    count = full[..., None] * pp[..., None] + np.clip(rest[..., None] - k * pp[..., None], 0, pp[..., None])
+    interleaved = (count * chunk_layers).sum(axis=-1)
+    one_f1b = np.minimum(m, pp - rank) * chunk_layers.sum(axis=-1)
+    return np.where(vp > 1, interleaved, one_f1b)

@@ -10,6 +10,7 @@ share every formula.  docs/llm_planner.md explains each term.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -21,7 +22,12 @@ Array = np.ndarray
 
 @dataclass(frozen=True)
 class Candidates:
-    """Configurations as arrays; ``rank_layers[i, r]`` = layers of pipeline rank r (0 past pp)."""
+    """Configurations as arrays; ``rank_layers[i, r]`` = layers of pipeline rank r (0 past pp).
+
+    ``stage_layers[i, s]``, when given, = layers of virtual stage s (model order, rank s % pp, chunk
+    s // pp; 0 past pp * vp): how a rank's layers are spread over its chunks, which the schedule and the
+    in-flight activations depend on.  Without it each rank's layers are cut as :meth:`config` says.
+    """
 
     tp: Array
     pp: Array
@@ -33,6 +39,7 @@ class Candidates:
     sp: Array
     dist: Array
     rank_layers: Array
+    stage_layers: Array | None = None
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -41,8 +48,10 @@ class Candidates:
     def of(configs: list[ParallelConfig]) -> Candidates:
         width = max(c.pp for c in configs)
         layers = np.zeros((len(configs), width))
+        stages = np.zeros((len(configs), max(c.pp * c.vp for c in configs)))
         for i, c in enumerate(configs):
             layers[i, :c.pp] = [c.rank_layers(r) for r in range(c.pp)]
+            stages[i, :c.pp * c.vp] = c.layers_per_stage
 
         def col(name: str) -> Array:
             return np.array([getattr(c, name) for c in configs], dtype=float)
@@ -50,26 +59,37 @@ class Candidates:
         return Candidates(col("tp"), col("pp"), col("vp"), col("cp"), col("dp"), col("mbs"),
                           np.array([RECOMPUTE.index(c.recompute) for c in configs], dtype=float),
                           np.array([c.sequence_parallel for c in configs]),
-                          np.array([c.distributed_optimizer for c in configs]), layers)
+                          np.array([c.distributed_optimizer for c in configs]), layers, stages)
+
+    def stages(self) -> Array:
+        """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
+        if self.stage_layers is not None:
+            return self.stage_layers
+        return self._cut_stages
+
+    @cached_property
+    def _cut_stages(self) -> Array:
+        pp, vp = self.pp.astype(np.int64), self.vp.astype(np.int64)
+        width = int((pp * vp).max())
+        s = np.arange(width)[None, :]
+        r, k = s % pp[:, None], s // pp[:, None]
+        valid = k < vp[:, None]
+        n = np.take_along_axis(self.rank_layers, np.minimum(r, self.rank_layers.shape[1] - 1), axis=1)
+        full = np.ceil(n / vp[:, None])
+        short_chunk = np.where((r == pp[:, None] - 1) & (r > 0), vp[:, None] - 1, 0)
+        out = np.where(k == short_chunk, n - (vp[:, None] - 1) * full, full)
+        return np.where(valid, out, 0.0)
 
     def config(self, i: int) -> ParallelConfig:
-        """Candidate ``i`` as a ParallelConfig: each rank's layers in equal chunks of ceil(n / vp), but for a
-        remainder, which shortens rank 0's first chunk (it also embeds) or the last rank's last chunk (it
-        also runs the head and the loss)."""
+        """Candidate ``i`` as a ParallelConfig: ``stage_layers`` when given, else each rank's layers in equal
+        chunks of ceil(n / vp), but for a remainder, which shortens rank 0's first chunk (it also embeds) or
+        the last rank's last chunk (it also runs the head and the loss)."""
         pp, vp = int(self.pp[i]), int(self.vp[i])
-        stages = [0] * (pp * vp)
-        for r in range(pp):
-            n = int(self.rank_layers[i, r])
-            full = -(-n // vp)
-            chunks = [full] * vp
-            short = n - (vp - 1) * full
-            chunks[vp - 1 if r == pp - 1 and r > 0 else 0] = short
-            for k in range(vp):
-                stages[k * pp + r] = chunks[k]
+        stages = tuple(int(x) for x in self.stages()[i, :pp * vp])
         return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
                               mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
                               sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=tuple(stages))
+                              layers_per_stage=stages)
 
 
 @dataclass(frozen=True)
@@ -94,7 +114,8 @@ KINDS = ("compute", "tp", "cp")
 
 def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     """Forward / backward seconds per micro-batch of one layer and of the first / last extras."""
-    a, dev, gpn = problem.arch, problem.device, problem.cluster.gpus_per_node
+    a, dev = problem.arch, problem.device
+    domain, gpus = comm.nvlink_domain(problem.cluster), problem.cluster.gpus
     s, peak = problem.job.seq_len, problem.device.peak(problem.job.precision)
     tp = c.tp
     m = problem.job.global_batch / (c.dp * c.mbs)
@@ -109,14 +130,14 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
 
     # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
     # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
-    tp_bw, tp_lat = comm.group_link(tp, np.minimum(tp, gpn), gpn, dev)
+    tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, np.ones_like(tp), domain), domain, gpus, dev)
     coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
     tp_f = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
     tp_b = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
     tp_f, tp_b = np.where(tp > 1, tp_f, 0.0), np.where(tp > 1, tp_b, 0.0)
 
     # CP: ring exchange of K and V (backward: also dK, dV), hidden behind the attention of the other steps.
-    cp_bw, cp_lat = comm.group_link(tp * c.cp, np.ones_like(tp), gpn, dev)
+    cp_bw, cp_lat = comm.group_link(tp * c.cp, np.ones_like(tp), domain, gpus, dev)  # ring p2p steps
     kv_step = 4.0 * tokens * a.kv_width / tp / cp_bw + cp_lat
     hide = (c.cp - 1) / c.cp
     cp_f = np.maximum(0.0, (c.cp - 1) * kv_step - attn_f * hide)
@@ -154,19 +175,86 @@ class BatchResult:
     mem_total: Array
     fits: Array
     m: Array
+    pipeline: Array | None = None  # the schedule's makespan, pipeline sends included
+    tail: Array | None = None  # what follows it: the largest exposed DP communication + optimizer step
 
 
 def p2p_time(problem: LLMProblem, c: Candidates, tokens: Array) -> Array:
     """One pipeline send of a micro-batch's activation (sequence-parallel shard) to the next stage."""
-    gpn = problem.cluster.gpus_per_node
     span = c.tp * c.cp * c.dp * c.pp
-    bw, lat = comm.group_link(span, np.ones_like(span), gpn, problem.device)
+    bw, lat = comm.group_link(span, np.ones_like(span), comm.nvlink_domain(problem.cluster), problem.cluster.gpus,
+                              problem.device)
     return 2.0 * tokens * problem.arch.hidden / np.where(c.sp, c.tp, 1.0) / bw + lat
+
+
+def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
+    """Forward and backward seconds per micro-batch of every virtual stage, (n, max pp * vp), model order:
+    its layers at the per-layer cost, plus the embedding on stage 0 and the head on the last one."""
+    layers = c.stages()
+    s = np.arange(layers.shape[1])[None, :]
+    first, last = (s == 0), (s == (c.pp * c.vp)[:, None] - 1)
+    out = []
+    for part in (0, 1):
+        per_layer = np.sum([costs.layer[k][part] for k in KINDS], axis=0)
+        emb = np.sum([costs.first[k][part] for k in KINDS], axis=0)
+        head = np.sum([costs.last[k][part] for k in KINDS], axis=0)
+        out.append(layers * per_layer[:, None] + first * emb[:, None] + last * head[:, None])
+    return out[0], out[1]
+
+
+def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Array) -> tuple[Array, Array]:
+    """The schedule's makespan of every candidate with and without pipeline sends (:func:`schedule.makespan`),
+    one recurrence per (pp, vp, m)."""
+    with_p2p, without = np.empty(len(c)), np.empty(len(c))
+    keys = np.stack([c.pp, c.vp, m], axis=1).astype(np.int64)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    for g, (pp, vp, mm) in enumerate(uniq):
+        rows = np.flatnonzero(inverse.ravel() == g)
+        n_st = int(pp * vp)
+        f, b = fwd[rows, :n_st], bwd[rows, :n_st]
+        d = np.where(pp > 1, p2p[rows], 0.0)
+        both = schedule.makespan(int(pp), int(vp), int(mm), np.concatenate([f, f]), np.concatenate([b, b]),
+                                 np.concatenate([d, np.zeros_like(d)]))
+        with_p2p[rows], without[rows] = both[:len(rows)], both[len(rows):]
+    return with_p2p, without
+
+
+def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[tuple[int, int], Array]) -> Array:
+    """A proven lower bound on the schedule's makespan (transfers included) over each candidate's layer splits.
+
+    ``rows[(pp, vp)]``: the per-rank layer counts a search may choose, cut into chunks as
+    :meth:`Candidates.config` does.  For every rank r the step takes at least the forward of the first
+    micro-batch through the chunk-0 stages before r, r's own work on all m micro-batches, and the backward
+    of the last one through those stages again (the last task of rank r is chunk 0's), with r transfers each
+    way: max_r [m S_r + sum_{q<r} (F + B of rank q's chunk 0) + 2 r p2p]; then the smallest over the splits.
+    """
+    out = np.full(len(c), np.inf)
+    layer, ef, el = costs.per_layer(), costs.extras("first"), costs.extras("last")
+    keys = np.stack([c.pp, c.vp], axis=1).astype(np.int64)
+    for (pp, vp), split in rows.items():
+        idx = np.flatnonzero((keys[:, 0] == pp) & (keys[:, 1] == vp))
+        if not len(idx) or not len(split):
+            continue
+        n = np.asarray(split, dtype=float)  # (rows, pp)
+        r = np.arange(pp)
+        full = np.ceil(n / vp)
+        short_first = (r != pp - 1) | (r == 0)
+        c0 = np.where(short_first, n - (vp - 1) * full, full)
+        before = np.cumsum(c0, axis=1) - c0  # chunk-0 layers of the ranks before r
+        block = max(1, 2_000_000 // (len(n) * pp))
+        for lo in range(0, len(idx), block):
+            b = idx[lo:lo + block]
+            lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
+            work = n * lay + (r == 0) * f + (r == pp - 1) * last
+            fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
+            out[b] = (mm * work + fill).max(axis=2).min(axis=1)
+    return out
 
 
 def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None = None) -> BatchResult:
     """Step time, its breakdown and peak memory per GPU of every candidate."""
-    a, dev, gpn = problem.arch, problem.device, problem.cluster.gpus_per_node
+    a, dev = problem.arch, problem.device
+    domain = comm.nvlink_domain(problem.cluster)
     costs = costs or stage_costs(problem, c)
     m, tokens = costs.m, costs.tokens
     width = c.rank_layers.shape[1]
@@ -183,19 +271,19 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     bwd = {k: per_rank(k, 1) for k in KINDS}
     stage = sum(fwd[k] + bwd[k] for k in KINDS)
     stage_max = np.where(valid, stage, -np.inf).max(axis=1)
-    stage_sum = np.where(valid, stage, 0.0).sum(axis=1)
     rows = np.arange(len(c))
     bott = np.where(valid, stage, -np.inf).argmax(axis=1)
-    pipe = schedule.pipeline_time(stage_max, stage_sum, m, c.vp)
-    pp_exp = schedule.pp_exposed(p2p_time(problem, c, tokens), c.pp, c.vp, m)
+    sf, sb = stage_seconds(costs, c)
+    with_p2p, pipe = pipeline_makespans(c, m, sf, sb, p2p_time(problem, c, tokens))
+    pp_exp = with_p2p - pipe
 
     # Parameters per rank, data-parallel gradient reduce-scatter / parameter all-gather and the optimizer.
     params = (nl * memory.layer_params(a, c.tp)[:, None] + is_first * memory.embedding_params(a, c.tp)[:, None]
               + is_last * memory.head_params(a, c.tp, c.pp)[:, None])
     group = (c.dp * c.cp)[:, None]
     span = c.tp[:, None] * group
-    members = np.where(span <= gpn, group, np.maximum(gpn // c.tp[:, None], 1))
-    bw, lat = comm.group_link(span, members, gpn, dev)
+    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp[:, None], domain), domain,
+                              problem.cluster.gpus, dev)
     buckets = np.ceil(params / memory.BUCKET_PARAMS)
     rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
     ag = comm.ring_time(memory.WEIGHT_BYTES * params, group, bw, lat)
@@ -207,7 +295,7 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     opt = flops.hbm_time(28.0 * params / shard + memory.GRAD_BYTES * params, dev)
     tail = np.where(valid, dp_exp + opt, -np.inf)
     tail_rank = tail.argmax(axis=1)
-    step = pipe + pp_exp + tail.max(axis=1)
+    step = with_p2p + tail.max(axis=1)
 
     time = {"compute": m * stage_compute(fwd, bwd, rows, bott) + opt[rows, tail_rank],
             "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
@@ -222,11 +310,24 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     worst = total.argmax(axis=1)
     mem_total = total[rows, worst]
     return BatchResult(step=step, time=time, memory={k: v[rows, worst] for k, v in mem.items()},
-                       mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m)
+                       mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m,
+                       pipeline=with_p2p, tail=tail.max(axis=1))
 
 
 def stage_compute(fwd: dict[str, Array], bwd: dict[str, Array], rows: Array, bott: Array) -> Array:
     return (fwd["compute"] + bwd["compute"])[rows, bott]
+
+
+def rank_chunks(c: Candidates, width: int) -> Array:
+    """Layers of each rank's chunks, (n, width ranks, max vp): chunk k of rank r is virtual stage k pp + r."""
+    stages = c.stages()
+    pp = c.pp.astype(np.int64)[:, None, None]
+    r = np.arange(width)[None, :, None]
+    k = np.arange(int(c.vp.max()))[None, None, :]
+    s = k * pp + r
+    ok = (r < pp) & (k < c.vp[:, None, None])
+    flat = np.where(ok, s, 0).reshape(len(c), -1)
+    return np.where(ok, np.take_along_axis(stages, flat, axis=1).reshape(ok.shape), 0.0)
 
 
 def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r: Array, is_last: Array,
@@ -237,8 +338,7 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     weight_bytes = memory.WEIGHT_BYTES + (1.0 if problem.job.precision == "fp8" else 0.0)  # + fp8 weight copy
     seq_loc = problem.job.seq_len / c.cp
     act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
-    first = (r == 0)
-    act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), nl, first, is_last)
+    act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), rank_chunks(c, nl.shape[1]))
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)
@@ -258,9 +358,13 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
     mf = flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch)
     mem = {k: float(v[i]) for k, v in res.memory.items()}
     fits = bool(res.fits[i])
+    flop_rate = mf / (step * problem.cluster.gpus)
+    bf16 = problem.device.peak_flops.get("bf16")
     return LLMEstimate(
+        # against the peak of the format the GEMMs run at, so never above 100 %; NVIDIA's tables divide FP8
+        # runs by the BF16 peak too, which is the separate, labelled figure
         step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
-        mfu=mf / (step * problem.cluster.gpus * problem.device.peak("bf16")),  # the recipes' denominator
+        mfu=flop_rate / problem.device.peak(job.precision), mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
         model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
         time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
         overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
@@ -284,19 +388,22 @@ def evaluate(problem: LLMProblem, config: ParallelConfig) -> LLMEstimate:
 
 @dataclass(frozen=True)
 class StageTimes:
-    """Seconds per micro-batch of each virtual stage (model order), and of one pipeline send."""
+    """Seconds per micro-batch of each virtual stage (model order), of one pipeline send, and of what the
+    step adds after the schedule (``tail``: the largest exposed data-parallel communication + optimizer step
+    over the ranks, as the evaluator adds it)."""
 
     forward: tuple[float, ...]
     backward: tuple[float, ...]
     p2p: float
     num_microbatches: int
+    tail: float = 0.0
 
 
 def stage_times(problem: LLMProblem, config: ParallelConfig) -> StageTimes:
     """The evaluator's own per-layer and embedding / head costs, laid out per virtual stage.
 
     What the pipeline schedule simulation (:mod:`dnnplace.simulation.interleaved`) runs, so that
-    the closed-form pipeline time can be checked against the schedule itself.
+    the evaluator's pipeline term can be checked against the schedule itself.
     """
     from dnnplace.evaluation.llm.rules import check_config, check_problem
 
@@ -304,11 +411,9 @@ def stage_times(problem: LLMProblem, config: ParallelConfig) -> StageTimes:
     check_config(problem, config)
     c = Candidates.of([config])
     costs = stage_costs(problem, c)
-    last = config.pp * config.vp - 1
-    fwd, bwd = [], []
-    for s, n in enumerate(config.layers_per_stage):
-        parts = [n * costs.layer[k][i][0] + (s == 0) * costs.first[k][i][0] + (s == last) * costs.last[k][i][0]
-                 for k in KINDS for i in (0, 1)]
-        fwd.append(float(sum(parts[0::2])))
-        bwd.append(float(sum(parts[1::2])))
-    return StageTimes(tuple(fwd), tuple(bwd), float(p2p_time(problem, c, costs.tokens)[0]), int(costs.m[0]))
+    fwd, bwd = stage_seconds(costs, c)
+    n = config.pp * config.vp
+    res = evaluate_batch(problem, c, costs)
+    tail = float(res.tail[0]) if res.tail is not None else 0.0
+    return StageTimes(tuple(float(x) for x in fwd[0, :n]), tuple(float(x) for x in bwd[0, :n]),
+                      float(p2p_time(problem, c, costs.tokens)[0]), int(costs.m[0]), tail)

@@ -41,6 +41,7 @@ from dnnplace.evaluation.llm.step import (
     estimate_at,
     evaluate_batch,
     p2p_time,
+    split_lower_bound,
     stage_costs,
 )
 from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem, ParallelConfig
@@ -188,7 +189,8 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
                       dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers)
 
 
-def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
     infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
     L = problem.arch.num_layers
@@ -199,8 +201,10 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> tuple[
     total = L * layer + first + last
     one = np.where(pp == 1, total, 0.0)
     lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
-    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(
-        p2p_time(problem, c, costs.tokens), c.pp, c.vp, costs.m)
+    p2p = p2p_time(problem, c, costs.tokens)
+    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
+    if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
+        lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
     return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
 
 
@@ -283,7 +287,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
         rows = np.arange(lo, min(lo + bound_pace.rows, B))
         t0 = time.perf_counter()
-        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows)
+        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows)
         bound_pace.timed(len(rows), time.perf_counter() - t0)
         lo += len(rows)
     order = np.argsort(lb, kind="stable")
