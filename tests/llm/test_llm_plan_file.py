@@ -33,7 +33,8 @@ def test_schema_keys_and_round_trip() -> None:
                                  "dispatcher", "recompute_modules", "a2a_overlap", "first_stage_layers",
                                  "last_stage_layers"]
     assert list(d["prediction"]["time_breakdown"]) == ["compute", "tp_comm_exposed", "cp_comm_exposed",
-                                                       "pp_comm_exposed", "dp_comm_exposed", "bubble"]
+                                                       "pp_comm_exposed", "dp_comm_exposed", "bubble",
+                                                       "ep_comm_exposed"]
     assert list(d["prediction"]["memory_breakdown"]) == ["weights", "gradients", "optimizer", "activations",
                                                          "buffers"]
     c = d["config"]

@@ -13,17 +13,18 @@ hybrids, for one) is refused, not approximated.
 
 from __future__ import annotations
 
-import json
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.llm import TransformerArch
 from dnnplace.model.moe import MLA, MoEModel, MoESpec
+from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import show_value
 
-__all__ = ["MOE_FAMILIES", "load_moe", "moe_from_dict"]
+__all__ = ["MOE_FAMILIES", "is_moe_config", "load_moe", "moe_from_dict"]
 
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "llama4", "gpt_oss")
 
@@ -322,14 +323,39 @@ def moe_from_dict(cfg: Any, where: str, name: str | None = None) -> MoEModel:
 
 
 def load_moe(spec: str | Path) -> MoEModel:
-    """An MoE config.json path, or a directory holding one."""
-    p = Path(spec)
-    if p.is_dir():
-        p = p / "config.json"
+    """An MoE config.json path, or a directory holding one (read as the dense reader reads it: a FIFO, a
+    device or a socket is refused before it is opened)."""
+    p = _regular(Path(spec))
+    if p is None:
+        raise DnnplaceError(f"{spec}: cannot read (not a regular config.json file)")
+    return moe_from_dict(read_json_file(p), str(p))
+
+
+def _regular(p: Path) -> Path | None:
+    """``p``, or the config.json in the folder ``p``, when it is a regular file; else None."""
+    for _ in range(2):
+        try:
+            mode = p.stat().st_mode
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISDIR(mode):
+            p = p / "config.json"
+            continue
+        return p if stat.S_ISREG(mode) else None
+    return None
+
+
+def is_moe_config(spec: str | Path) -> bool:
+    """Is ``spec`` a config.json (or a folder holding one) of one of :data:`MOE_FAMILIES`?  False for anything
+    else, unreadable files included: the dense reader then gives its own one-line refusal."""
+    text = str(spec)
+    if ":" in text and text.rpartition(":")[0].endswith(".py"):
+        return False
+    p = _regular(Path(text))
+    if p is None or p.stat().st_size > 1 << 24:
+        return False
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DnnplaceError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise DnnplaceError(f"{p}: not valid JSON ({exc})") from None
-    return moe_from_dict(data, str(p))
+        data = read_json_file(p)
+    except DnnplaceError:
+        return False  # the dense reader gives its own one-line refusal
+    return isinstance(data, dict) and data.get("model_type") in (*MOE_FAMILIES, "llama4_text")

@@ -45,7 +45,8 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
 FORMAT = "dnnplace.llm-plan"
 VERSION = 3  # 3: the expert-parallel knobs; 2: every architecture field; 1: without head_dim, max_position,
 READ_VERSIONS = (1, 2, 3)  # dropout, biases, rope, window, MoE
-TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble")
+TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
+             "ep_comm_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
 #: What a plan may claim the search proved (solvers/llm/search.py writes these).
 PLAN_STATUSES = ("optimal", "fixed", "time_limit")
@@ -145,6 +146,10 @@ class LLMProblem:
     cluster: Cluster
     job: TrainingJob
     device: DeviceSpec
+    moe: Any = None
+    """A mixture of experts: its :class:`dnnplace.model.moe.MoEModel` (whose ``arch`` is ``arch``: the dense
+    fields), read by ``frontends/moe_config.py``; None for a dense model.  Typed loosely because model.moe
+    imports this module."""
 
     def __post_init__(self) -> None:
         check_problem_fields(self)

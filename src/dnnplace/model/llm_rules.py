@@ -109,9 +109,9 @@ CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RUL
 
 #: What a problem must be for the cost model to price it (after the field checks of :func:`check_problem`).
 PROBLEM_RULES: tuple[Rule, ...] = (
-    Rule("dense", (), lambda c: c["num_experts"] == 1,
+    Rule("dense", (), lambda c: (c["num_experts"] == 1) | c["moe_priced"],
          lambda r: f"{clip(r['name'], 60)}: mixture-of-experts ({r['num_experts']} experts) is not modelled"),
-    Rule("priced_family", (), lambda c: c["family"] in PRICED_FAMILIES,
+    Rule("priced_family", (), lambda c: (c["family"] in PRICED_FAMILIES) | c["moe_priced"],
          lambda r: f"family {clip(r['family'], 40)!r} is not one of the priced families "
                    f"({', '.join(PRICED_FAMILIES)})"),
     Rule("kv_groups", (), lambda c: c["heads"] % c["kv_heads"] == 0,
@@ -181,6 +181,7 @@ def problem_columns(problem: Any) -> dict[str, Any]:
                 global_batch=j.global_batch, precision=j.precision, plannable=bool(problem.device.plannable))
     moe = getattr(problem, "moe", None)
     cols.update(moe_problem_columns(moe, c.gpus) if moe is not None else dense_problem_columns(a))
+    cols["moe_priced"] = moe is not None  # read by frontends/moe_config.py: the MoE cost terms price it
     return cols
 
 
