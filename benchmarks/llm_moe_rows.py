@@ -67,9 +67,9 @@ MOE_ROWS: tuple[MoERow, ...] = (
 def main() -> int:
     from dnnplace.errors import DnnplaceError
     from dnnplace.evaluation.llm.moe import model_flops_per_step
-    from dnnplace.model.moe_rules import check_moe_config, moe_columns
     from dnnplace.frontends.moe_config import load_moe
     from dnnplace.model.catalogue import device_spec
+    from dnnplace.model.moe_rules import check_moe_config, moe_columns
 
     print("| model | system | GPUs | config | measured s | model PFLOP/step | measured MFU | rules |")
     print("|---|---|---|---|---|---|---|---|")

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.moe_rules import check_moe_config, moe_columns
 from dnnplace.exporters.megatron_moe import layer_freq, moe_model_args, moe_parallel_args
 from dnnplace.frontends.moe_config import load_moe
+from dnnplace.model.moe_rules import check_moe_config, moe_columns
 
 FIXTURES = Path(__file__).resolve().parents[1] / "llm" / "fixtures"
 MODELS = ("deepseek-v3", "llama-4-maverick-17b-128e", "qwen3-30b-a3b")
