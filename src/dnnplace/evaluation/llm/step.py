@@ -509,12 +509,11 @@ def moe_rank_memory(problem: LLMProblem, c: Candidates, mem: dict[str, Array], p
     for sparse in (False, True):
         parts = moe_cost.activation_parts(mm, t, c.tp, etp, sparse)
         keep = np.zeros(len(c))
-        for i in range(len(c)):
-            mods_i = [n for b, n in enumerate(moe_cost.RECOMPUTE_MODULES) if int(mods[i]) >> b & 1] if sel[i] else []
-            if sel[i] and not mods_i:
-                mods_i = ["core_attn"]
-            one = {k: v[i:i + 1] for k, v in parts.items()}
-            keep[i] = moe_cost.activation_bytes(one, tuple(mods_i))[0]
+        code = np.where(sel, np.where(mods == 0, 1.0, mods), 0.0).astype(np.int64)  # selective alone: core_attn
+        for mask in np.unique(code):
+            rows = code == mask
+            names = tuple(n for b, n in enumerate(moe_cost.RECOMPUTE_MODULES) if int(mask) >> b & 1)
+            keep[rows] = moe_cost.activation_bytes({k: v[rows] for k, v in parts.items()}, names)
         full_rc = c.recompute == 2
         acts.append(np.where(full_rc, 2.0 * t * problem.arch.hidden, keep))
     total = np.maximum(nd + ns, 1.0)
