@@ -32,6 +32,7 @@ import shlex
 from typing import Any
 
 from dnnplace.exporters.checked import CheckedPlan, checked_plan, refuse
+from dnnplace.exporters.megatron_moe import moe_model_args, moe_parallel_args
 from dnnplace.frontends.llm_plan import rank_layers
 from dnnplace.model.llm import LLMPlan, TransformerArch
 
@@ -177,10 +178,16 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     ]
     if c["sequence_parallel"] and c["tp"] > 1:
         groups.append(["--sequence-parallel"])
-    groups += _RECOMPUTE[c["recompute"]]
+    moe = plan.problem.moe
+    modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
+    groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
     if c["distributed_optimizer"]:
         groups.append(["--use-distributed-optimizer"])
     groups += model_args(plan.arch, j["seq_len"])
+    if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
+        groups += moe_model_args(moe) + moe_parallel_args(
+            ep=c["ep"], etp=c["etp"], dispatcher=c["dispatcher"],
+            recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"])
     groups.append(["--bf16"])
     if j["precision"] == "fp8":
         groups.append(["--fp8-format", "hybrid"])

@@ -94,6 +94,10 @@ class MoEModel:
     def name(self) -> str:
         return self.arch.name
 
+    def doc(self) -> dict[str, object]:
+        """The plan file's ``moe`` object (:func:`moe_doc`)."""
+        return moe_doc(self)
+
 
 @dataclass(frozen=True)
 class MoEStack:
@@ -116,3 +120,65 @@ class MoEStack:
 
 #: The MoE software stack every MoE plan is priced for.
 MOE_STACK = MoEStack()
+
+
+def moe_doc(m: MoEModel) -> dict[str, object]:
+    """The plan file's ``moe`` object: what an MoE model adds to its dense fields (``model``), by name."""
+    s, x = m.moe, m.mla
+    return {"num_experts": s.num_experts, "top_k": s.top_k, "expert_ffn": s.expert_ffn,
+            "moe_layers": [int(v) for v in s.moe_layers], "shared_experts": s.shared_experts,
+            "shared_ffn": s.shared_ffn, "mtp_layers": s.mtp_layers, "router": s.router,
+            "expert_groups": s.expert_groups, "topk_groups": s.topk_groups, "expert_bias": s.expert_bias,
+            "mla": None if x is None else {"q_lora_rank": x.q_lora_rank, "kv_lora_rank": x.kv_lora_rank,
+                                           "qk_nope_head_dim": x.qk_nope_head_dim,
+                                           "qk_rope_head_dim": x.qk_rope_head_dim, "v_head_dim": x.v_head_dim},
+            "attention_sinks": m.attention_sinks, "attention_chunk": m.attention_chunk,
+            "chunk_global_every": m.chunk_global_every}
+
+
+def moe_from_doc(doc: object, arch: TransformerArch, where: str) -> MoEModel:
+    """Read a plan file's ``moe`` object back (one-line error naming the key)."""
+    from dnnplace.errors import InputError
+
+    keys = tuple(moe_doc(MoEModel(arch, MoESpec(2, 1, 1, (True,)))))
+    if not isinstance(doc, dict) or set(doc) != set(keys):
+        missing = sorted(set(keys) - set(doc)) if isinstance(doc, dict) else ["(an object)"]
+        extra = sorted(set(doc) - set(keys)) if isinstance(doc, dict) else []
+        raise InputError(f"{where}: moe: {'missing ' + missing[0] if missing else 'unknown key ' + extra[0]}")
+
+    def whole(v: object, key: str, low: int = 0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 1 << 24:
+            raise InputError(f"{where}: moe.{key} must be a whole number >= {low}, got {v!r}"[:200])
+        return v
+
+    def flag(v: object, key: str) -> bool:
+        if not isinstance(v, bool):
+            raise InputError(f"{where}: moe.{key} must be true or false")
+        return v
+
+    layers = doc["moe_layers"]
+    if not (isinstance(layers, list) and len(layers) == arch.num_layers and all(v in (0, 1) for v in layers)
+            and not any(isinstance(v, bool) for v in layers) and any(layers)):
+        raise InputError(f"{where}: moe.moe_layers must list 0 or 1 for each of the {arch.num_layers} layers, "
+                         "with at least one 1")
+    if doc["router"] not in ("softmax", "sigmoid"):
+        raise InputError(f"{where}: moe.router must be softmax or sigmoid")
+    spec = MoESpec(num_experts=whole(doc["num_experts"], "num_experts", 2), top_k=whole(doc["top_k"], "top_k", 1),
+                   expert_ffn=whole(doc["expert_ffn"], "expert_ffn", 1), moe_layers=tuple(bool(v) for v in layers),
+                   shared_experts=whole(doc["shared_experts"], "shared_experts"),
+                   shared_ffn=whole(doc["shared_ffn"], "shared_ffn"), mtp_layers=whole(doc["mtp_layers"], "mtp_layers"),
+                   router=str(doc["router"]), expert_groups=whole(doc["expert_groups"], "expert_groups"),
+                   topk_groups=whole(doc["topk_groups"], "topk_groups"),
+                   expert_bias=flag(doc["expert_bias"], "expert_bias"))
+    if spec.top_k > spec.num_experts:
+        raise InputError(f"{where}: moe.top_k {spec.top_k} exceeds the {spec.num_experts} experts")
+    mla = None
+    if doc["mla"] is not None:
+        d = doc["mla"]
+        names = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if not isinstance(d, dict) or set(d) != set(names):
+            raise InputError(f"{where}: moe.mla must be null or an object of {', '.join(names)}")
+        mla = MLA(*(whole(d[k], f"mla.{k}", 0 if k == "q_lora_rank" else 1) for k in names))
+    return MoEModel(arch, spec, mla, attention_sinks=flag(doc["attention_sinks"], "attention_sinks"),
+                    attention_chunk=whole(doc["attention_chunk"], "attention_chunk"),
+                    chunk_global_every=whole(doc["chunk_global_every"], "chunk_global_every"))

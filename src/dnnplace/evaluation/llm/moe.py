@@ -432,7 +432,7 @@ def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Arr
 
 def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,
                     domain: int, dev: DeviceSpec, peak: float, *, shared_overlap: bool = False,
-                    a2a_overlap: bool = False) -> dict[str, tuple[Array, Array]]:
+                    a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
     """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
 
     ``compute``: router, permute + unpermute, routed experts (grouped GEMMs), their activation (gated:
@@ -463,8 +463,9 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     ep_f = ep_b = 2.0 * one
     if shared_overlap:
         ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
-    if a2a_overlap:
-        ep_f, ep_b = np.maximum(ep_f - (comp_f - sh_f), 0.0), np.maximum(ep_b - (comp_b - sh_b), 0.0)
+    on = np.asarray(a2a_overlap, dtype=bool)  # per candidate
+    ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), 0.0), ep_f)
+    ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), 0.0), ep_b)
     whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
     comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
     ep_b = ep_b + np.where(whole, ep_f, 0.0)

@@ -248,7 +248,7 @@ def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll
     # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
     t = tokens / tp
     moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
-                                   a2a_overlap=bool(np.all(a2a)) if len(a2a) else False)
+                                   a2a_overlap=a2a)
     if mm.moe.shared_ffn:
         sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
         sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
