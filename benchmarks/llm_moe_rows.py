@@ -3,15 +3,17 @@
 Each row: the model's config.json (tests/llm/fixtures/, copied from the shared LLM measurements),
 the system, the published layout (TP, PP, VP, EP, ETP, dispatcher, selective-recompute modules and
 the pipeline layout the recipe sets) and the measured seconds per step, with its source.
-``benchmarks/llm_plans.py`` reads :data:`MOE_ROWS` once the planner prices MoE; until then
-``python benchmarks/llm_moe_rows.py`` prints each row's model FLOPs (the recipes' formula,
-``evaluation/llm/moe.model_flops_per_step``) and the MFU the measurement implies.
+``python benchmarks/llm_moe_rows.py [--search]`` prints each row's model FLOPs (the recipes' formula,
+``evaluation/llm/moe.model_flops_per_step``) and the MFU the measurement implies, then each published
+layout through the evaluator (and, with ``--search``, the free search); exit 0 when every row is within
+15 % and fits.
 
-    PYTHONPATH=src python benchmarks/llm_moe_rows.py
+    PYTHONPATH=src python benchmarks/llm_moe_rows.py [--search]
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +66,59 @@ MOE_ROWS: tuple[MoERow, ...] = (
 )
 
 
+def moe_table(search_free: bool = False) -> bool:
+    """Each row's published layout through the evaluator (``--fix``), predicted against measured; the free
+    search on request.  True when every priced row is within 15 % and fits."""
+    import time
+
+    import dnnplace
+    from dnnplace.errors import DnnplaceError
+    from dnnplace.evaluation.llm import evaluate
+    from dnnplace.model.llm import ParallelConfig
+    from dnnplace.model.moe_knobs import module_set
+    from dnnplace.solvers.llm import search
+
+    ok = True
+    print("| model | system | GPUs | published config | measured s | predicted s | error | fits | memory GB |"
+          " search plan | search s | runtime s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in MOE_ROWS:
+        config = (f"TP{r.tp} PP{r.pp} VP{r.vp} EP{r.ep} ETP{r.etp} {r.dispatcher}"
+                  + (f" {'+'.join(r.recompute_modules)}" if r.recompute_modules else ""))
+        try:
+            pr = dnnplace.load_llm(FIXTURES / f"{r.model}.json", gpus=r.gpus, seq_len=r.seq_len,
+                                   global_batch=r.global_batch, gpus_per_node=r.gpus_per_domain, device=r.system,
+                                   precision=r.precision)
+            cfg = ParallelConfig(r.tp, r.pp, r.vp, 1, r.dp, 1, "selective" if r.recompute_modules else "none",
+                                 r.tp > 1, True, r.layers_per_stage, ep=r.ep, etp=r.etp, dispatcher=r.dispatcher,
+                                 recompute_modules=module_set(r.recompute_modules))
+            est = evaluate(pr, cfg)
+        except DnnplaceError as exc:
+            ok = False
+            print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} | - | - | - |"
+                  f" - | not priced: {exc} | - | - |")
+            continue
+        err = est.step_time_s / r.measured_s - 1
+        row_ok = abs(err) <= 0.15 and est.fits
+        ok &= row_ok
+        plan_text, plan_s, runtime = "-", "-", "-"
+        if search_free:
+            t = time.perf_counter()
+            try:
+                plan = search(pr, time_limit=60.0)
+                c = plan.config
+                plan_text = (f"TP{c.tp} PP{c.pp} VP{c.vp} CP{c.cp} EP{c.ep} ETP{c.etp} {c.dispatcher} {c.recompute}"
+                             f" {c.recompute_modules} mbs{c.mbs} ({plan.status})")
+                plan_s = f"{plan.estimate.step_time_s:.2f}"
+            except DnnplaceError as exc:
+                plan_text = f"none: {exc}"
+            runtime = f"{time.perf_counter() - t:.1f}"
+        print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} |"
+              f" {est.step_time_s:.2f} | {100 * err:+.1f} % | {est.fits} | {est.memory_per_gpu_bytes / 1e9:.1f} |"
+              f" {plan_text} | {plan_s} | {runtime} |{'' if row_ok else ' MISSED'}")
+    return ok
+
+
 def main() -> int:
     from dnnplace.errors import DnnplaceError
     from dnnplace.evaluation.llm.moe import model_flops_per_step
@@ -93,7 +148,8 @@ def main() -> int:
                   + (f" recompute {','.join(r.recompute_modules)}" if r.recompute_modules else ""))
         print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} | "
               f"{mf / 1e15:.1f} | {mfu} | {rules} |")
-    return 0
+    ok = moe_table(search_free="--search" in sys.argv)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -73,6 +73,10 @@ def main() -> int:
     ok &= runtime <= MAX_RUNTIME and plan.estimate.fits
     print(f"| Llama 3.1 405B (timing) | 2048 | - | - | - | - | - | - | {100 * plan.estimate.mfu:.1f} % pred | - |"
           f" {cfg_text(plan.config)} | {plan.estimate.step_time_s:.2f} | {plan.estimate.fits} | {runtime:.2f} |")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from llm_moe_rows import moe_table  # the mixture-of-experts rows (issue 32), their own table and module
+
+    ok &= moe_table(search_free="--moe-search" in sys.argv)
     print("all targets met" if ok else "some targets missed")
     return 0 if ok else 1
 
