@@ -100,3 +100,16 @@ def test_search_equals_brute_force_on_a_small_moe_space(tmp_path: Path) -> None:
                 best = min(best, est.step_time_s)
     assert plan.estimate.step_time_s == pytest.approx(best, rel=1e-9)
     assert plan.status == "optimal"
+
+
+def test_deepseek_export_places_the_mtp_layer_on_the_last_stage() -> None:
+    from dnnplace.exporters.megatron import render
+
+    pr = dnnplace.load_llm(FIXTURES / "deepseek-v3.json", gpus=1024, seq_len=4096, global_batch=8192)
+    cfg = ParallelConfig(1, 8, 2, 1, 128, 1, "selective", False, True, (4,) * 15 + (1,), ep=64,
+                         recompute_modules="mla_up_proj+mlp+moe")
+    est = evaluate(pr, cfg)
+    text = render(LLMPlan(pr, cfg, est, "fixed", est.step_time_s, 0.0, False, 0.0))
+    assert "Etttt|" + "tttt|" * 14 + "tmL" in text  # Megatron-Bridge's DeepSeek-V3 layout for pp 8 x vp 2
+    assert "--mtp-num-layers 1" in text and "--multi-latent-attention" in text
+    assert "--recompute-modules mla_up_proj mlp moe" in text

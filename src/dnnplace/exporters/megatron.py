@@ -74,10 +74,11 @@ def megatron_split(num_layers: int, pp: int, vp: int, first: int | None, last: i
     return [per_rank[i % pp] // vp for i in range(pp * vp)]
 
 
-def layout_string(layers_per_stage: list[int]) -> str:
-    """``--pipeline-model-parallel-layout`` for an arbitrary split: one ``|``-separated entry per virtual stage."""
+def layout_string(layers_per_stage: list[int], mtp: int = 0) -> str:
+    """``--pipeline-model-parallel-layout`` for an arbitrary split: one ``|``-separated entry per virtual stage
+    (``m``: an MTP layer, on the last stage before the loss, as the evaluator prices it)."""
     last = len(layers_per_stage) - 1
-    return "|".join(("E" if i == 0 else "") + "t" * n + ("L" if i == last else "")
+    return "|".join(("E" if i == 0 else "") + "t" * n + ("m" * mtp + "L" if i == last else "")
                     for i, n in enumerate(layers_per_stage))
 
 
@@ -88,6 +89,9 @@ def pipeline_args(plan: CheckedPlan) -> list[str]:
     args = ["--pipeline-model-parallel-size", str(pp)]
     if pp == 1:
         return args
+    mtp = plan.problem.moe.moe.mtp_layers if plan.problem.moe is not None else 0
+    if mtp:  # the MTP layers' place is written out
+        return args + ["--pipeline-model-parallel-layout", layout_string(lps, mtp)]
     first, last = sum(rank_layers(lps, pp, 0)), sum(rank_layers(lps, pp, pp - 1))
     for f, l in ((None, None), (first, None), (None, last), (first, last)):
         if megatron_split(n, pp, vp, f, l) == lps:
