@@ -113,3 +113,14 @@ def test_deepseek_export_places_the_mtp_layer_on_the_last_stage() -> None:
     assert "Etttt|" + "tttt|" * 14 + "tmL" in text  # Megatron-Bridge's DeepSeek-V3 layout for pp 8 x vp 2
     assert "--mtp-num-layers 1" in text and "--multi-latent-attention" in text
     assert "--recompute-modules mla_up_proj mlp moe" in text
+
+
+def test_a_too_large_moe_space_is_refused_in_one_line_and_a_pinned_one_searched() -> None:
+    pr = dnnplace.load_llm(FIXTURES / "deepseek-v3.json", gpus=1024, seq_len=4096, global_batch=8192)
+    with pytest.raises(DnnplaceError, match=r"pin some knobs") as err:
+        search(pr, {})
+    assert "\n" not in str(err.value)
+    pins = {"tp": 1, "pp": 8, "vp": 2, "cp": 1, "mbs": 1, "ep": 64, "etp": 1, "dispatcher": "alltoall",
+            "a2a_overlap": False}
+    plan = search(pr, pins, time_limit=60)
+    assert plan.estimate.fits and plan.status == "optimal" and plan.config.recompute == "selective"

@@ -214,6 +214,18 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
     cols = _expand(cols, "etp", zero(), lambda _: etp)
     have.add("etp")
     cols = keep_fn(cols)
+    # The weights, gradients and optimizer state of the average rank depend on ep and etp only among the knobs
+    # still to come: a base whose average rank overflows cannot fit with any of them (a proven prune).
+    rows = np.arange(len(cols["tp"]))
+    for lo in range(0, len(rows), BOUND_ROWS):
+        part = rows[lo:lo + BOUND_ROWS]
+        lb = static_memory_lb(problem, as_candidates(cols, part, np.zeros((len(part), 1))))
+        rows[lo:lo + BOUND_ROWS] = np.where(lb <= problem.device.usable_memory_bytes, part, -1)
+    cols = {k: v[rows[rows >= 0]] for k, v in cols.items()}
+    size = len(cols["tp"]) * len(DISPATCHERS) * 2 * len(SEARCHED_MODULE_SETS)
+    if size > MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
+        raise DnnplaceError(f"the decision space holds up to {size:,} base configurations with the expert knobs "
+                            f"(more than {MAX_BASES:,}): pin some knobs (--fix ep=...,etp=...,dispatcher=...)")
     disp = [DISPATCHERS.index(str(fixed["dispatcher"]))] if "dispatcher" in fixed else list(range(len(DISPATCHERS)))
     cols = _expand(cols, "dispatcher", zero(), lambda _: disp)
     have.add("dispatcher")
