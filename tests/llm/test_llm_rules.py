@@ -54,6 +54,7 @@ CASES = [
     ({}, 8, 16, 1024, cfg(pp=2, dp=4, lps=(8,)), "split_count"),
     ({}, 8, 16, 1024, cfg(pp=2, dp=4, lps=(8, 0)), "split_min"),  # the plan reader used to accept a 0
     ({}, 8, 16, 1024, cfg(pp=2, dp=4, lps=(4, 5)), "split_sum"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), ep=2), "dense_no_expert_knobs"),  # a dense model has no experts
 ]
 
 
@@ -73,7 +74,9 @@ def test_each_rule_refuses_by_name(change: dict, gpus: int, gbs: int, seq: int, 
 
 
 def test_every_rule_has_a_case() -> None:
-    assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES}
+    from dnnplace.model.moe_rules import MOE_CONFIG_RULES  # their cases: tests/llm/test_moe_rules.py
+
+    assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES} | {r.name for r in MOE_CONFIG_RULES}
 
 
 def _valid_plan_doc() -> dict:

@@ -34,11 +34,13 @@ def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpu
     (4, 'optimal', True)
     """
     from dnnplace.frontends.hf_config import load_arch
+    from dnnplace.frontends.moe_config import is_moe_config, load_moe
     from dnnplace.model.catalogue import device_spec
     from dnnplace.model.llm import Cluster, TrainingJob
 
-    return LLMProblem(load_arch(str(model)), Cluster(device.lower(), gpus, gpus_per_node),
-                      TrainingJob(seq_len, global_batch, precision), device_spec(device))
+    moe = load_moe(str(model)) if is_moe_config(str(model)) else None
+    return LLMProblem(moe.arch if moe else load_arch(str(model)), Cluster(device.lower(), gpus, gpus_per_node),
+                      TrainingJob(seq_len, global_batch, precision), device_spec(device), moe=moe)
 
 
 @validate_params(path=path_like(), to=text(64))

@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.exporters.checked import CheckedPlan, checked_plan
+from dnnplace.exporters.checked import CheckedPlan, checked_plan, refuse
 from dnnplace.frontends.llm_plan import rank_layers
 from dnnplace.model.llm import LLMPlan
 
@@ -120,4 +120,8 @@ def document(plan: CheckedPlan) -> dict[str, Any]:
 
 def render(plan: dict[str, Any] | LLMPlan) -> str:
     """The JSON text: pass ``ds_config`` to ``deepspeed.initialize`` and set ``PipelineModule.parts`` from it."""
-    return json.dumps(document(checked_plan(plan, "deepspeed")), indent=2) + "\n"
+    checked = checked_plan(plan, "deepspeed")
+    if checked.problem.moe is not None:
+        raise refuse("deepspeed", checked.arch, "it is a mixture of experts; the DeepSpeed MoE export (ep_size) "
+                                                "is not written yet")
+    return json.dumps(document(checked), indent=2) + "\n"

@@ -32,6 +32,7 @@ import shlex
 from typing import Any
 
 from dnnplace.exporters.checked import CheckedPlan, checked_plan, refuse
+from dnnplace.exporters.megatron_moe import moe_model_args, moe_parallel_args
 from dnnplace.frontends.llm_plan import rank_layers
 from dnnplace.model.llm import LLMPlan, TransformerArch
 
@@ -73,10 +74,11 @@ def megatron_split(num_layers: int, pp: int, vp: int, first: int | None, last: i
     return [per_rank[i % pp] // vp for i in range(pp * vp)]
 
 
-def layout_string(layers_per_stage: list[int]) -> str:
-    """``--pipeline-model-parallel-layout`` for an arbitrary split: one ``|``-separated entry per virtual stage."""
+def layout_string(layers_per_stage: list[int], mtp: int = 0) -> str:
+    """``--pipeline-model-parallel-layout`` for an arbitrary split: one ``|``-separated entry per virtual stage
+    (``m``: an MTP layer, on the last stage before the loss, as the evaluator prices it)."""
     last = len(layers_per_stage) - 1
-    return "|".join(("E" if i == 0 else "") + "t" * n + ("L" if i == last else "")
+    return "|".join(("E" if i == 0 else "") + "t" * n + ("m" * mtp + "L" if i == last else "")
                     for i, n in enumerate(layers_per_stage))
 
 
@@ -87,6 +89,9 @@ def pipeline_args(plan: CheckedPlan) -> list[str]:
     args = ["--pipeline-model-parallel-size", str(pp)]
     if pp == 1:
         return args
+    mtp = plan.problem.moe.moe.mtp_layers if plan.problem.moe is not None else 0
+    if mtp:  # the MTP layers' place is written out
+        return args + ["--pipeline-model-parallel-layout", layout_string(lps, mtp)]
     first, last = sum(rank_layers(lps, pp, 0)), sum(rank_layers(lps, pp, pp - 1))
     for f, l in ((None, None), (first, None), (None, last), (first, last)):
         if megatron_split(n, pp, vp, f, l) == lps:
@@ -177,10 +182,16 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     ]
     if c["sequence_parallel"] and c["tp"] > 1:
         groups.append(["--sequence-parallel"])
-    groups += _RECOMPUTE[c["recompute"]]
+    moe = plan.problem.moe
+    modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
+    groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
     if c["distributed_optimizer"]:
         groups.append(["--use-distributed-optimizer"])
     groups += model_args(plan.arch, j["seq_len"])
+    if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
+        groups += moe_model_args(moe) + moe_parallel_args(
+            ep=c["ep"], etp=c["etp"], dispatcher=c["dispatcher"],
+            recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"])
     groups.append(["--bf16"])
     if j["precision"] == "fp8":
         # the fp8 recipe is priced with FP8 parameters (NeMo's bf16_with_fp8_mixed: fp8_param_gather=True)

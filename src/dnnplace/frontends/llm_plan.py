@@ -16,6 +16,7 @@ from typing import Any
 
 from dnnplace.errors import InputError
 from dnnplace.model.llm import FORMAT, READ_VERSIONS, VERSION, LLMPlan
+from dnnplace.model.moe import moe_from_doc
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip
 
@@ -51,6 +52,6 @@ def stage_bounds(layers_per_stage: list[int]) -> list[tuple[int, int]]:
 def read_llm_plan(doc: Any, source: str = "plan") -> LLMPlan:
     """A checked plan document as an :class:`~dnnplace.model.llm.LLMPlan` (one-line errors naming the field)."""
     try:
-        return LLMPlan.from_dict(doc, "plan")
+        return LLMPlan.from_dict(doc, "plan", moe_reader=moe_from_doc)
     except InputError as exc:
         raise InputError(f"{clip(source)}: {exc}") from None

@@ -67,6 +67,8 @@ LLM_LIMITS: dict[str, tuple[int, int]] = {
     "cp": (1, 1 << 20),
     "dp": (1, 1 << 20),
     "mbs": (1, 1 << 24),
+    "ep": (1, 1 << 20),
+    "etp": (1, 1 << 20),
 }
 LLM_NAME_CHARS = 256  # a model's name (a file stem) or architecture class in a plan file
 LLM_SOURCE_CHARS = 4_096  # where its config came from (a path: Hugging Face caches sit deep)

@@ -43,9 +43,10 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 2  # 2: every architecture field; 1: without head_dim, max_position, dropout, biases, rope, window, MoE
-READ_VERSIONS = (1, 2)
-TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble")
+VERSION = 3  # 3: the expert-parallel knobs; 2: every architecture field; 1: without head_dim, max_position,
+READ_VERSIONS = (1, 2, 3)  # dropout, biases, rope, window, MoE
+TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
+             "ep_comm_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
 #: What a plan may claim the search proved (solvers/llm/search.py writes these).
 PLAN_STATUSES = ("optimal", "fixed", "time_limit")
@@ -145,6 +146,10 @@ class LLMProblem:
     cluster: Cluster
     job: TrainingJob
     device: DeviceSpec
+    moe: Any = None
+    """A mixture of experts: its :class:`dnnplace.model.moe.MoEModel` (whose ``arch`` is ``arch``: the dense
+    fields), read by ``frontends/moe_config.py``; None for a dense model.  Typed loosely because model.moe
+    imports this module."""
 
     def __post_init__(self) -> None:
         check_problem_fields(self)
@@ -232,7 +237,7 @@ class LLMPlan:
             v = {"num_microbatches": self.estimate.num_microbatches, "first_stage_layers": cfg.first_stage_layers,
                  "last_stage_layers": cfg.last_stage_layers}[key] if key in _DERIVED else getattr(cfg, key)
             config[key] = list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Recompute) else v)
-        return {
+        doc = {
             "format": FORMAT, "version": VERSION, "model": model,
             "cluster": {"device": c.device, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node},
             "job": {"seq_len": j.seq_len, "global_batch": j.global_batch, "precision": j.precision},
@@ -240,11 +245,17 @@ class LLMPlan:
             "status": self.status, "bound": self.bound, "gap": self.gap, "exhaustive": self.exhaustive,
             "runtime_s": self.runtime_s,
         }
+        if self.problem.moe is not None:  # what an MoE model adds (model/moe.py moe_doc)
+            doc["moe"] = self.problem.moe.doc()
+        return doc
 
     @staticmethod
-    def from_dict(doc: Any, where: str = "plan") -> LLMPlan:
-        """Read and check a plan document (module docstring); one-line :class:`InputError` naming the field."""
-        return _read_plan(doc, where)
+    def from_dict(doc: Any, where: str = "plan", moe_reader: Any = None) -> LLMPlan:
+        """Read and check a plan document (module docstring); one-line :class:`InputError` naming the field.
+
+        ``moe_reader(doc, arch, where)`` reads an MoE plan's ``moe`` object (``model.moe.moe_from_doc``: passed
+        in, since that module imports this one)."""
+        return _read_plan(doc, where, moe_reader)
 
 
 def _obj(v: Any, where: str, key: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -277,7 +288,7 @@ def _number(v: Any, where: str, key: str, low: float = 0.0) -> float:
     return float(v)
 
 
-def _read_arch(m: Any, where: str, version: int, seq_len: int) -> TransformerArch:
+def _read_arch(m: Any, where: str, version: int, seq_len: int, moe: bool = False) -> TransformerArch:
     keys = tuple(_ARCH_KEY.get(n, n) for n in _ARCH_FIELDS)
     optional = tuple(_ARCH_KEY.get(n, n) for n in _ARCH_FIELDS if _ARCH_SINCE.get(n, 1) > version)
     _obj(m, where, "model", keys, optional)
@@ -293,7 +304,7 @@ def _read_arch(m: Any, where: str, version: int, seq_len: int) -> TransformerArc
                                empty=name not in ("name", "family"))
         else:
             vals[name] = check_field(kind, arg, m[key], where, f"model.{key}")
-    if vals["family"] not in PRICED_FAMILIES:
+    if vals["family"] not in PRICED_FAMILIES and not moe:
         raise InputError(f"{where}: model.family {shown(vals['family'])} is not one of the priced families "
                          f"({', '.join(PRICED_FAMILIES)}); mixtures of experts are not modelled")
     if vals["heads"] % vals["kv_heads"]:
@@ -368,7 +379,7 @@ def _check_claims(doc: dict[str, Any], est: LLMEstimate, where: str) -> dict[str
     return {"status": status, "bound": bound, "gap": gap, "exhaustive": exhaustive, "runtime_s": runtime}
 
 
-def _read_plan(doc: Any, where: str) -> LLMPlan:
+def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
     from dnnplace.model.catalogue import device_spec
 
     if not isinstance(doc, dict):
@@ -379,19 +390,22 @@ def _read_plan(doc: Any, where: str) -> LLMPlan:
     if isinstance(version, bool) or version not in READ_VERSIONS:
         raise InputError(f"{where}: plan.version: {shown(version)} is not supported (expected "
                          f"{' or '.join(map(str, READ_VERSIONS))})")
-    _obj(doc, where, "plan", _TOP)
+    _obj(doc, where, "plan", (*_TOP, "moe"), ("moe",))
+    if "moe" in doc and moe_reader is None:
+        raise InputError(f"{where}: moe: this reader does not read mixture-of-experts plans")
     c = _obj(doc["cluster"], where, "cluster", ("device", "gpus", "gpus_per_node"))
     j = _obj(doc["job"], where, "job", ("seq_len", "global_batch", "precision"))
     job = TrainingJob(check_field("count", "seq_len", j["seq_len"], where, "job.seq_len"),
                       check_field("count", "global_batch", j["global_batch"], where, "job.global_batch"),
                       check_field("choice", PRECISIONS, j["precision"], where, "job.precision"))
-    arch = _read_arch(doc["model"], where, version, job.seq_len)
+    arch = _read_arch(doc["model"], where, version, job.seq_len, moe="moe" in doc)
     device = _text(c["device"], where, "cluster.device", 64, empty=False)
     cluster = Cluster(device, check_field("count", "gpus", c["gpus"], where, "cluster.gpus"),
                       check_field("count", "gpus_per_node", c["gpus_per_node"], where, "cluster.gpus_per_node"))
     config, derived = _read_config(doc["config"], where, version)
     try:
-        problem = LLMProblem(arch, cluster, job, device_spec(device))
+        problem = LLMProblem(arch, cluster, job, device_spec(device),
+                             moe=moe_reader(doc["moe"], arch, where) if "moe" in doc else None)
         check_config(problem, config)  # Megatron's rules first: they name the knob a hand edit broke
         check_problem(problem)
     except InputError:

@@ -36,6 +36,7 @@ import numpy as np
 
 from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
+from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, module_set
 from dnnplace.utils.text import clip
 
 __all__ = ["RECOMPUTE", "ParallelConfig", "Recompute", "check_pins", "columns", "knob", "parse_pins",
@@ -94,6 +95,25 @@ class ParallelConfig:
     layers_per_stage: tuple[int, ...] = knob("the layer split", "split", pin=False, default=())
     """Decoder layers of each of the pp x vp virtual stages; stage i runs on pipeline rank i % pp as
     its chunk i // pp (Megatron's interleaved order)."""
+    # The expert-parallel knobs (after the split: older callers pass the fields above by position).
+    ep: int = knob("pin the expert-parallel size", "count", since=3, default=1)
+    """Expert-parallel size: the routed experts split over ep ranks (it must divide them); tokens travel
+    to their experts' ranks and back (the dispatcher). 1 for a dense model."""
+    etp: int = knob("pin the expert-tensor-parallel size", "count", since=3, default=1)
+    """Expert-tensor-parallel size: each expert's ffn split over etp ranks. The experts run on the grid
+    etp x ep x edp x pp over the same GPUs as attention's tp x cp x dp x pp (Megatron's "MoE parallel
+    folding"); edp = GPUs / (pp x ep x etp) follows."""
+    dispatcher: str = knob("pin the token dispatcher", "choice", choices=DISPATCHERS, since=3,
+                           default="alltoall")
+    """Megatron-Core's token dispatcher: alltoall, allgather, or flex (DeepEP: a token crosses the network
+    once per remote node its experts are on)."""
+    recompute_modules: str = knob("pin the selective-recompute modules", "choice", choices=MODULE_SETS, since=3,
+                                  default="none")
+    """With recompute=selective, Megatron-Core's ``--recompute-modules``: 'none' or module names joined by '+'
+    (core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts)."""
+    a2a_overlap: bool = knob("pin the expert-parallel all-to-all overlap", "switch", since=3, default=False)
+    """Megatron-Core's overlap_moe_expert_parallel_comm: one micro-batch's dispatch and combine run under
+    another's compute."""
 
     def __post_init__(self) -> None:
         # Plan files and callers write recompute as text; keep the enum (an unknown value is left for the
@@ -140,8 +160,12 @@ def check_value(name: str, value: object, where: str, key: str | None = None) ->
         return bool(value)
     if kind == "choice":
         choices = FIELDS[name].metadata["choices"]
+        if name == "recompute_modules" and isinstance(value, str) and set(value.split("+")) <= set(RECOMPUTE_MODULES):
+            value = module_set(value.split("+"))  # any order of the names
         if not isinstance(value, str) or value not in choices:
-            raise InputError(f"{where}: {label} must be one of {', '.join(choices)}, got {shown(value)}")
+            told = ", ".join(choices) if len(choices) <= 16 else \
+                f"none, or names joined by '+' of {', '.join(RECOMPUTE_MODULES)}"
+            raise InputError(f"{where}: {label} must be one of {told}, got {shown(value)}")
         return Recompute(value) if name == "recompute" else value
     most = LLM_LIMITS["num_layers"][1]
     if not isinstance(value, (tuple, list)) or len(value) > most:

@@ -30,6 +30,7 @@ import numpy as np
 from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.model.llm_config import RECOMPUTE, ParallelConfig, check_fields, columns
+from dnnplace.model.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
 from dnnplace.model.systems import GPU_GENERATIONS
 from dnnplace.utils.text import clip
 
@@ -109,12 +110,14 @@ CONFIG_RULES: tuple[Rule, ...] = (
     Rule("split_sum", ("layers_total",), lambda c: c["layers_total"] == c["num_layers"],
          lambda r: f"layers_per_stage sums to {r['layers_total']}, the model has {r['num_layers']}"),
 )
+# The expert-parallel knobs' rules (model/moe_rules.py), in the same form, after the dense ones.
+CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RULE, *MOE_CONFIG_RULES))
 
 #: What a problem must be for the cost model to price it (after the field checks of :func:`check_problem`).
 PROBLEM_RULES: tuple[Rule, ...] = (
-    Rule("dense", (), lambda c: c["num_experts"] == 1,
+    Rule("dense", (), lambda c: (c["num_experts"] == 1) | c["moe_priced"],
          lambda r: f"{clip(r['name'], 60)}: mixture-of-experts ({r['num_experts']} experts) is not modelled"),
-    Rule("priced_family", (), lambda c: c["family"] in PRICED_FAMILIES,
+    Rule("priced_family", (), lambda c: (c["family"] in PRICED_FAMILIES) | c["moe_priced"],
          lambda r: f"family {clip(r['family'], 40)!r} is not one of the priced families "
                    f"({', '.join(PRICED_FAMILIES)})"),
     Rule("kv_groups", (), lambda c: c["heads"] % c["kv_heads"] == 0,
@@ -182,6 +185,9 @@ def problem_columns(problem: Any) -> dict[str, Any]:
     cols = {name: getattr(a, name) for name, _, _ in ARCH_CHECKS}
     cols.update(gpus=c.gpus, gpus_per_node=c.gpus_per_node, device=c.device, seq_len=j.seq_len,
                 global_batch=j.global_batch, precision=j.precision, plannable=bool(problem.device.plannable))
+    moe = getattr(problem, "moe", None)
+    cols.update(moe_problem_columns(moe, c.gpus) if moe is not None else dense_problem_columns(a))
+    cols["moe_priced"] = moe is not None  # read by frontends/moe_config.py: the MoE cost terms price it
     return cols
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
-from dnnplace.evaluation.llm import comm, flops, memory, precision, schedule
+from dnnplace.evaluation.llm import comm, flops, memory, moe_step, precision, schedule
+from dnnplace.evaluation.llm import moe as moe_cost
 from dnnplace.model.llm import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
 from dnnplace.model.llm_rules import PRECISION_RECIPES
+from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS
 
 Array = np.ndarray
 
@@ -41,6 +44,20 @@ class Candidates:
     dist: Array
     rank_layers: Array
     stage_layers: Array | None = None
+    # The expert-parallel knobs (None: a dense candidate, ep = etp = 1): ep, etp, the dispatcher's index in
+    # DISPATCHERS, the recompute modules' bit mask, the all-to-all overlap.
+    ep: Array | None = None
+    etp: Array | None = None
+    dispatcher: Array | None = None
+    modules: Array | None = None
+    a2a: Array | None = None
+
+    def expert(self) -> tuple[Array, Array, Array, Array, Array]:
+        """(ep, etp, dispatcher, modules, a2a) with the dense defaults where not given."""
+        one, zero = np.ones(len(self)), np.zeros(len(self))
+        return (one if self.ep is None else self.ep, one if self.etp is None else self.etp,
+                zero if self.dispatcher is None else self.dispatcher, zero if self.modules is None else self.modules,
+                zero.astype(bool) if self.a2a is None else self.a2a)
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -60,7 +77,10 @@ class Candidates:
         return Candidates(col("tp"), col("pp"), col("vp"), col("cp"), col("dp"), col("mbs"),
                           np.array([RECOMPUTE.index(c.recompute) for c in configs], dtype=float),
                           np.array([c.sequence_parallel for c in configs]),
-                          np.array([c.distributed_optimizer for c in configs]), layers, stages)
+                          np.array([c.distributed_optimizer for c in configs]), layers, stages,
+                          col("ep"), col("etp"), np.array([DISPATCHERS.index(c.dispatcher) for c in configs], float),
+                          np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
+                          np.array([c.a2a_overlap for c in configs]))
 
     def stages(self) -> Array:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
@@ -90,7 +110,12 @@ class Candidates:
         return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
                               mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
                               sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=stages)
+                              layers_per_stage=stages, **self._expert_fields(i))
+
+    def _expert_fields(self, i: int) -> dict[str, Any]:
+        ep, etp, disp, mods, a2a = self.expert()
+        return {"ep": int(ep[i]), "etp": int(etp[i]), "dispatcher": DISPATCHERS[int(disp[i])],
+                "recompute_modules": MODULE_SETS[int(mods[i])], "a2a_overlap": bool(a2a[i])}
 
 
 @dataclass(frozen=True)
@@ -102,15 +127,21 @@ class StageCosts:
     last: dict[str, tuple[Array, Array]]  # extras of the last pipeline rank
     m: Array  # micro-batches per step
     tokens: Array  # tokens of one micro-batch on one GPU (before TP)
+    moe_layer: dict[str, tuple[Array, Array]] | None = None  # an MoE model's sparse layer (``layer``: its dense)
+    pattern: tuple[bool, ...] = ()  # an MoE model's layers: which are sparse
 
     def per_layer(self) -> Array:
-        return sum(f + b for f, b in self.layer.values())
+        """Seconds of one layer; of an MoE model the cheaper kind (what the bounds may assume of any layer)."""
+        dense = sum(f + b for f, b in self.layer.values())
+        if self.moe_layer is None:
+            return dense
+        return np.minimum(dense, sum(f + b for f, b in self.moe_layer.values()))
 
     def extras(self, which: str) -> Array:
         return sum(f + b for f, b in getattr(self, which).values())
 
 
-KINDS = ("compute", "tp", "cp")
+KINDS = ("compute", "tp", "cp", "ep")
 
 
 def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
@@ -167,16 +198,100 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     hid = tokens * a.hidden
     tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
     first = {"compute": (flops.hbm_time(4.0 * hid / sp_div, dev), flops.hbm_time(12.0 * hid / sp_div, dev)),
-             "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp)}
+             "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp),
+             "ep": (0.0 * tp, 0.0 * tp)}
     # LM head (last rank): final norm, vocab-parallel GEMM (BF16 in every recipe), cross entropy on the logits.
     head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
     hf, hb = flops.fwd_bwd_gemm_times(head, dev, bf16)
     logits = tokens * a.vocab / tp
     last = {"compute": (hf[0] + flops.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
                         hb[0] + flops.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
-            "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp)}
-    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b)}
-    return StageCosts(layer, first, last, m, tokens)
+            "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp),
+            "ep": (0.0 * tp, 0.0 * tp)}
+    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
+    if problem.moe is None:
+        return StageCosts(layer, first, last, m, tokens)
+    return _moe_stage_costs(problem, c, StageCosts(layer, first, last, m, tokens), coll)
+
+
+def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll: Array) -> StageCosts:
+    """An MoE model's per-layer costs: its dense layers and its sparse ones, and the MTP layer on the last rank.
+
+    Both kinds share the attention (MLA's projections and core for DeepSeek-style models, else the dense
+    one) with its TP collectives; a dense layer adds its MLP, a sparse one the MoE terms of
+    ``evaluation/llm/moe.py`` (router, permutation, grouped GEMMs, shared experts, the exposed dispatch and
+    combine).  With selective recomputation and recompute modules, the modules alone are rerun
+    (Megatron's default ``core_attn`` when none is named).
+    """
+    mm = problem.moe
+    a, dev, s = problem.arch, problem.device, problem.job.seq_len
+    peak = dev.peak(problem.job.precision)
+    tp, tokens = c.tp, dense.tokens
+    ep, etp, disp, mods, a2a = c.expert()
+    sp_div = np.where(c.sp, tp, 1.0)
+    sel = (c.recompute == 1)
+    mods = np.where(sel, mods, 0.0)
+    core_rerun = sel & ((mods == 0) | moe_cost._bit(mods, "core_attn"))
+    mods_eff = np.where(core_rerun & (mods == 0), 1.0, mods)  # bit 0: core_attn
+    full = c.recompute == 2
+    # attention
+    att_shapes = moe_cost.mla_gemms(mm, tokens, tp) if mm.mla is not None else flops.layer_gemms(a, tokens, tp)[:2]
+    agf, agb = flops.fwd_bwd_gemm_times(att_shapes, dev, peak)
+    if mm.mla is not None:
+        att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
+    else:
+        cf, cb = flops.attention_times(a, tokens, s, tp, dev)
+        att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
+    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
+    act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
+    norm_f = flops.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
+    norm_b = flops.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
+    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), flops.hbm_time(8.0 * tokens * a.hidden / sp_div,
+                                                                                  dev), 0.0)
+    att_tp_f = sum(comm.overlapped(coll, g, tp) for g in (agf[0], agf[-1]))
+    att_tp_b = sum(comm.overlapped(coll, g, tp) for g in (agb[0], agb[-1]))
+    on = (tp > 1) & c.sp
+    att_tp_f, att_tp_b = np.where(on, att_tp_f, 0.0), np.where(on, att_tp_b, 0.0)
+    # the dense layers' MLP
+    mgf, mgb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp)[2:], dev, peak)
+    mlp_f = mgf[0] + mgf[1] + flops.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
+    mlp_b = mgb[0] + mgb[1] + flops.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
+    mlp_b = mlp_b + np.where(moe_cost._bit(mods, "mlp"), mlp_f, 0.0)
+    mlp_tp_f = np.where(on, comm.overlapped(coll, mgf[0], tp) + comm.overlapped(coll, mgf[1], tp), 0.0)
+    mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
+    # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
+    t = tokens / tp
+    moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
+                                   a2a_overlap=a2a)
+    if mm.moe.shared_ffn:
+        sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
+        sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
+        sh_tp_f = np.where(on, comm.overlapped(coll, sgf[0], tp) + comm.overlapped(coll, sgf[1], tp), 0.0)
+        sh_tp_b = np.where(on, comm.overlapped(coll, sgb[0], tp) + comm.overlapped(coll, sgb[1], tp), 0.0)
+    else:
+        sh_tp_f = sh_tp_b = 0.0 * tp
+    cp = dense.layer["cp"]
+
+    def whole(f: Array, b: Array) -> tuple[Array, Array]:
+        return f, b + np.where(full, f, 0.0)  # full recomputation reruns the layer's forward
+
+    d_comp = whole(att_f + norm_f + mlp_f, att_b + norm_b + mlp_b)
+    d_tp = whole(att_tp_f + mlp_tp_f, att_tp_b + mlp_tp_b)
+    s_comp = whole(att_f + norm_f + moe["compute"][0], att_b + norm_b + moe["compute"][1])
+    s_tp = whole(att_tp_f + sh_tp_f, att_tp_b + sh_tp_b)
+    s_ep = whole(*moe["ep"])
+    zero = (0.0 * tp, 0.0 * tp)
+    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero}
+    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep}
+    last = dict(dense.last)
+    for _ in range(mm.moe.mtp_layers):  # DeepSeek's MTP layer on the last stage: a layer, its projection, a head
+        kind = sparse if mm.moe.moe_layers[-1] else layer
+        proj = flops.fwd_bwd_gemm_times([(tokens, np.full_like(tokens, float(a.hidden)) / tp,
+                                          np.full_like(tokens, 2.0 * a.hidden))], dev, peak)
+        last = {k: (last[k][0] + kind[k][0] + (dense.last[k][0] + (proj[0][0] if k == "compute" else 0.0)),
+                    last[k][1] + kind[k][1] + (dense.last[k][1] + (proj[1][0] if k == "compute" else 0.0)))
+                for k in KINDS}
+    return StageCosts(layer, dense.first, last, dense.m, tokens, moe_layer=sparse, pattern=mm.moe.moe_layers)
 
 
 @dataclass(frozen=True)
@@ -207,12 +322,19 @@ def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
     layers = c.stages()
     s = np.arange(layers.shape[1])[None, :]
     first, last = (s == 0), (s == (c.pp * c.vp)[:, None] - 1)
+    if costs.moe_layer is not None:
+        dense_n, sparse_n = moe_cost.stage_layer_kinds(costs.pattern, layers)
     out = []
     for part in (0, 1):
         per_layer = np.sum([costs.layer[k][part] for k in KINDS], axis=0)
         emb = np.sum([costs.first[k][part] for k in KINDS], axis=0)
         head = np.sum([costs.last[k][part] for k in KINDS], axis=0)
-        out.append(layers * per_layer[:, None] + first * emb[:, None] + last * head[:, None])
+        if costs.moe_layer is None:
+            body = layers * per_layer[:, None]
+        else:
+            per_sparse = np.sum([costs.moe_layer[k][part] for k in KINDS], axis=0)
+            body = dense_n * per_layer[:, None] + sparse_n * per_sparse[:, None]
+        out.append(body + first * emb[:, None] + last * head[:, None])
     return out[0], out[1]
 
 
@@ -277,9 +399,14 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     nl = c.rank_layers
     is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
 
+    moe = costs.moe_layer
+    if moe is not None:
+        nd, ns = moe_step.rank_layer_kinds(c, costs.pattern, width)
+
     def per_rank(kind: str, part: int) -> Array:
-        return (nl * costs.layer[kind][part][:, None] + is_first * costs.first[kind][part][:, None]
-                + is_last * costs.last[kind][part][:, None])
+        body = (nl * costs.layer[kind][part][:, None] if moe is None else
+                nd * costs.layer[kind][part][:, None] + ns * moe[kind][part][:, None])
+        return body + is_first * costs.first[kind][part][:, None] + is_last * costs.last[kind][part][:, None]
 
     fwd = {k: per_rank(k, 0) for k in KINDS}
     bwd = {k: per_rank(k, 1) for k in KINDS}
@@ -292,8 +419,12 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     pp_exp = with_p2p - pipe
 
     # Parameters per rank, data-parallel gradient reduce-scatter / parameter all-gather and the optimizer.
-    params = (nl * memory.layer_params(a, c.tp)[:, None] + is_first * memory.embedding_params(a, c.tp)[:, None]
-              + is_last * memory.head_params(a, c.tp, c.pp)[:, None])
+    if moe is None:
+        params = (nl * memory.layer_params(a, c.tp)[:, None] + is_first * memory.embedding_params(a, c.tp)[:, None]
+                  + is_last * memory.head_params(a, c.tp, c.pp)[:, None])
+        experts = 0.0 * params
+    else:
+        params, experts = moe_step.moe_params(problem, c, nd, ns, is_first, is_last)
     group = (c.dp * c.cp)[:, None]
     span = c.tp[:, None] * group
     bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp[:, None], domain), domain,
@@ -302,12 +433,21 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
     gather = precision.recipe(problem.job.precision).param_allgather_bytes()  # FP8 parameters gather 1 byte
     ag = comm.ring_time(gather * params, group, bw, lat)
+    if moe is not None:  # the experts' gradients reduce over their own data-parallel group (edp ranks)
+        ep, etp, _, _, _ = c.expert()
+        edp = (problem.cluster.gpus / (c.pp * ep * etp))[:, None]
+        rs = rs + comm.ring_time(memory.GRAD_BYTES * experts, edp, bw, lat)
+        ag = ag + comm.ring_time(gather * experts, edp, bw, lat)
+        buckets = np.ceil((params + experts) / memory.BUCKET_PARAMS)
     f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
     dist = c.dist[:, None]
     dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
                       comm.overlapped(2.0 * rs, b_all, buckets))
     shard = np.where(dist, group, 1.0)
     opt = flops.hbm_time(28.0 * params / shard + memory.GRAD_BYTES * params, dev)
+    if moe is not None:
+        eshard = np.where(dist, edp, 1.0)
+        opt = opt + flops.hbm_time(28.0 * experts / eshard + memory.GRAD_BYTES * experts, dev)
     tail = np.where(valid, dp_exp + opt, -np.inf)
     tail_rank = tail.argmax(axis=1)
     step = with_p2p + tail.max(axis=1)
@@ -316,10 +456,12 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
             "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
             "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
             "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
-            "bubble": pipe - m * stage_max}
+            "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott]}
     assert tuple(time) == TIME_KEYS
 
     mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)
+    if moe is not None:
+        mem = moe_step.moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, rank_chunks(c, width))
     total = sum(mem.values())
     total = np.where(valid, total, -np.inf)
     worst = total.argmax(axis=1)
@@ -380,7 +522,8 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
     """Candidate ``i`` of a batch result as an :class:`LLMEstimate`."""
     step = float(res.step[i])
     job = problem.job
-    mf = flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch)
+    mf = (flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch) if problem.moe is None
+          else moe_cost.model_flops_per_step(problem.moe, job.seq_len, job.global_batch))
     mem = {k: float(v[i]) for k, v in res.memory.items()}
     fits = bool(res.fits[i])
     flop_rate = mf / (step * problem.cluster.gpus)

@@ -34,6 +34,7 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation.llm import memory, schedule
+from dnnplace.evaluation.llm import moe as moe_cost
 from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.evaluation.llm.step import (
     BatchResult,
@@ -54,6 +55,11 @@ FIXABLE = tuple(f.name for f in pin_fields())
 CHUNK_ROWS = 20000  # candidate rows evaluated per numpy batch
 BOUND_ROWS = 200_000  # base configurations bounded per numpy batch
 MAX_BASES = 2_000_000  # base configurations one search may hold (a few hundred MB of columns and bounds)
+
+
+def _expert_knobs(problem: LLMProblem) -> tuple[str, ...]:
+    """Knobs a problem leaves no choice in: the expert-parallel ones of a dense model (the rules force them)."""
+    return () if problem.arch.num_experts > 1 else ("ep", "etp", "dispatcher", "recompute_modules", "a2a_overlap")
 
 
 class _Clock:
@@ -171,7 +177,67 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     cols["distributed_optimizer"] = cols["distributed_optimizer"].astype(bool)
     have.add("distributed_optimizer")
     keep()
+    if problem.moe is not None:
+        cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
+                                                                                     clock))
     return cols
+
+
+#: The recompute-module sets the search tries with recompute=selective (Megatron's default core_attn, each
+#: MoE-specific module alone, and the recipes' combinations); a pinned set is taken as given.  Not every one of
+#: the 128 subsets: the search is exhaustive over these.
+SEARCHED_MODULE_SETS = ("none", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
+                        "mla_up_proj+mlp+moe", "moe_act+layernorm+mla_up_proj")
+
+
+def _keep(cols: Columns, pcols: dict, have: set[str], removed: Counter[str], emptied: list[str] | None,
+          clock: _Clock) -> Columns:
+    if clock.over():
+        raise _TimeUp
+    mask = filter_rows(CONFIG_RULES, {**pcols, **cols}, len(cols["tp"]), have, removed, emptied)
+    return {k: v[mask] for k, v in cols.items()}
+
+
+def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns, have: set[str],
+                    keep_fn: Callable[[Columns], Columns]) -> Columns:
+    """An MoE model's expert-parallel knobs, one at a time, each filtered by the rules: ep (divisors of the
+    experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules."""
+    from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS
+
+    n, gpn, e = problem.cluster.gpus, problem.cluster.gpus_per_node, problem.moe.moe.num_experts
+    zero = lambda: np.zeros(len(cols["tp"]), dtype=np.int64)  # noqa: E731
+    ep = [int(fixed["ep"])] if "ep" in fixed else [d for d in _divisors(math.gcd(e, n))]  # type: ignore
+    cols = _expand(cols, "ep", zero(), lambda _: ep)
+    have.add("ep")
+    cols = keep_fn(cols)
+    etp = [int(fixed["etp"])] if "etp" in fixed else [d for d in _divisors(n) if d <= gpn]  # type: ignore
+    cols = _expand(cols, "etp", zero(), lambda _: etp)
+    have.add("etp")
+    cols = keep_fn(cols)
+    # The weights, gradients and optimizer state of the average rank depend on ep and etp only among the knobs
+    # still to come: a base whose average rank overflows cannot fit with any of them (a proven prune).
+    rows = np.arange(len(cols["tp"]))
+    for lo in range(0, len(rows), BOUND_ROWS):
+        part = rows[lo:lo + BOUND_ROWS]
+        lb = static_memory_lb(problem, as_candidates(cols, part, np.zeros((len(part), 1))))
+        rows[lo:lo + BOUND_ROWS] = np.where(lb <= problem.device.usable_memory_bytes, part, -1)
+    cols = {k: v[rows[rows >= 0]] for k, v in cols.items()}
+    size = len(cols["tp"]) * len(DISPATCHERS) * 2 * len(SEARCHED_MODULE_SETS)
+    if size > MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
+        raise DnnplaceError(f"the decision space holds up to {size:,} base configurations with the expert knobs "
+                            f"(more than {MAX_BASES:,}): pin some knobs (--fix ep=...,etp=...,dispatcher=...)")
+    disp = [DISPATCHERS.index(str(fixed["dispatcher"]))] if "dispatcher" in fixed else list(range(len(DISPATCHERS)))
+    cols = _expand(cols, "dispatcher", zero(), lambda _: disp)
+    have.add("dispatcher")
+    cols = keep_fn(cols)
+    a2a = [int(bool(fixed["a2a_overlap"]))] if "a2a_overlap" in fixed else [0, 1]
+    cols = _expand(cols, "a2a_overlap", zero(), lambda _: a2a)
+    cols["a2a_overlap"] = cols["a2a_overlap"].astype(bool)
+    mods = ([MODULE_SETS.index(str(fixed["recompute_modules"]))] if "recompute_modules" in fixed
+            else [MODULE_SETS.index(x) for x in SEARCHED_MODULE_SETS])
+    cols = _expand(cols, "recompute_modules", cols["recompute"], lambda r: mods if r == 1 else [0])
+    have |= {"a2a_overlap", "recompute_modules"}
+    return keep_fn(cols)
 
 
 def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candidates:
@@ -179,9 +245,12 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
     def num(name: str) -> np.ndarray:
         return cols[name][rows].astype(float)
 
+    names = (("ep", "ep"), ("etp", "etp"), ("dispatcher", "dispatcher"), ("modules", "recompute_modules"))
+    expert = {k: (num(c) if c in cols else None) for k, c in names}
+    a2a = cols["a2a_overlap"][rows].astype(bool) if "a2a_overlap" in cols else None
     return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
                       recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
-                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers)
+                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert)
 
 
 def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
@@ -207,9 +276,21 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
     """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
     optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average)."""
     a = problem.arch
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    if problem.moe is not None:  # the same average over an MoE model's parts (its experts sharded over edp)
+        mm = problem.moe
+        ep, etp, _, _, _ = c.expert()
+        attn = moe_cost.attention_params(mm, c.tp)
+        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, c.tp))
+                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, c.tp))
+                  + memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp)) / c.pp
+        experts = moe_cost.expert_params(mm, np.full(len(c), float(mm.moe.num_moe_layers)), ep, etp) / c.pp
+        eshard = np.where(c.dist, problem.cluster.gpus / (c.pp * ep * etp), 1.0)
+        return ((memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params
+                + (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / eshard) * experts
+                + memory.BUFFER_FIXED_BYTES)
     params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
               + memory.head_params(a, c.tp, c.pp)) / c.pp
-    shard = np.where(c.dist, c.dp * c.cp, 1.0)
     return (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params \
         + memory.BUFFER_FIXED_BYTES
 
@@ -348,7 +429,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     bound = best_t
     if status != "optimal":
         bound = min(best_t, pending, float(lb[order[i:]].min()) if i < len(order) else math.inf)
-    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp"):
+    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp" and k not in _expert_knobs(problem)):
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)

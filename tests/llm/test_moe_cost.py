@@ -1,0 +1,349 @@
+"""evaluation/llm/moe: MoE FLOPs against the recipes' formulas, dispatch volumes, grouped GEMMs and expert
+memory against hand-computed values."""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnnplace.evaluation.llm import flops
+from dnnplace.evaluation.llm import moe as M
+from dnnplace.frontends.moe_config import load_moe, moe_from_dict
+from dnnplace.model.catalogue import device_spec
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+H100 = device_spec("h100")
+A = np.array
+
+
+def ds3():
+    return load_moe(FIXTURES / "deepseek-v3.json")
+
+
+def nemo_deepseekv3(gbs: int, seq: int) -> float:
+    """NeMo's flops_formulas.deepseekv3, written out with DeepSeek-V3's figures (the recipe's MFU formula)."""
+    hs, layers, heads, vocab = 7168, 61, 128, 129280
+    qk, rope, v, q_lora, kv_lora = 128, 64, 128, 1536, 512
+    ffn, moe_ffn, shared, topk, mtp = 18432, 2048, 2048, 8, 1
+    bmm1 = 0.5 * (qk + rope) * heads * seq ** 2
+    bmm2 = 0.5 * v * heads * seq ** 2
+    attention = 6 * (bmm1 + bmm2) * layers + 6 * (bmm1 + bmm2) * mtp
+    mla = hs * q_lora + q_lora * (qk + rope) * heads + hs * rope + hs * kv_lora + kv_lora * (qk + v) * heads
+    mla += v * heads * hs
+    mla_params = mla * (layers + mtp)
+    pattern = [0, 0, 0] + [1] * 58
+    ffn_params = sum(hs * ffn * 3 if p == 0 else hs * shared * 3 + hs * moe_ffn * 3 * topk for p in pattern)
+    ffn_params += mtp * (hs * shared * 3 + hs * moe_ffn * 3 * topk)
+    linear = 6 * (mla_params + ffn_params) * seq
+    vocab_flops = 6 * vocab * hs * seq * (1 + mtp) + mtp * 6 * hs * 2 * hs * seq
+    return (attention + linear + vocab_flops) * gbs
+
+
+def test_deepseek_v3_model_flops_equal_nemo_recipe_formula() -> None:
+    ours = M.model_flops_per_step(ds3(), 4096, 8192)
+    assert ours == pytest.approx(nemo_deepseekv3(8192, 4096), rel=1e-12)
+
+
+def test_mixtral_model_flops_equal_nemo_mixtral_formula() -> None:
+    cfg = dict(model_type="mixtral", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+               num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+               vocab_size=32000)
+    m = moe_from_dict(cfg, "mixtral.json")
+    gbs, s, L, h, qg, a, f, k, V = 256, 4096, 32, 4096, 8, 32, 14336, 2, 32000
+    # NeMo flops_formulas.mixtral (causal_self_attn = True)
+    nemo = gbs * s * L * h * h * (12 + 12 * qg / a + 18 * k * f / h + 12 * s / h * 0.5 + 6 * V / (L * h))
+    assert M.model_flops_per_step(m, s, gbs) == pytest.approx(nemo, rel=1e-12)
+
+
+def test_qwen3_moe_flops_follow_megatron_bridge_with_its_true_query_width() -> None:
+    m = load_moe(FIXTURES / "qwen3-30b-a3b.json")
+    s, h, L, V = 4096, 2048, 48, 151936
+    q, kv = 32 * 128, 4 * 128  # query width 4096 != hidden: Megatron-Bridge uses kv_channels x heads
+    attn = 3 * 2 * L * (h * (q + 2 * kv) + q * h + q * s / 2 * 2)
+    mlp = 3 * 2 * h * (768 * 8 * 3) * L
+    expected = s * (attn + mlp + 3 * 2 * h * V)
+    assert M.model_flops_per_step(m, s, 1) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sliding_window_flops_use_the_exact_causal_window_mean() -> None:
+    cfg = dict(model_type="gpt_oss", hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+               num_experts_per_tok=2, sliding_window=8, vocab_size=100,
+               layer_types=["sliding_attention", "full_attention"])
+    m = moe_from_dict(cfg, "oss.json")
+    s, h, q, kv = 32, 64, 64, 32
+    proj = 6 * (2 * h * q + 2 * h * kv)
+    window_ctx = 8 - 8 * 7 / (2 * 32)  # 7.125 keys per query: W(W+1)/2 + (T-W)W over T
+    assert window_ctx == pytest.approx((8 * 9 / 2 + (32 - 8) * 8) / 32)
+    attn = 2 * proj + 12 * q * window_ctx + 12 * q * s / 2
+    expected = attn + 2 * 6 * 3 * h * 32 * 2 + 6 * 100 * h
+    assert M.model_flops_per_token(m, s) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mla_projection_gemms_carry_exactly_the_formulas_parameters() -> None:
+    m = ds3()
+    T = A([4096.0])
+    gemm_flops = sum(2 * mm * n * k for mm, n, k in M.mla_gemms(m, T, A([1.0])))
+    x, h, heads = m.mla, 7168, 128
+    params = (h * x.q_lora_rank + x.q_lora_rank * heads * 192 + h * (x.kv_lora_rank + 64)
+              + x.kv_lora_rank * heads * 256 + heads * 128 * h)
+    assert gemm_flops[0] == pytest.approx(2 * 4096 * params)
+    # TP 2: the up / output projections split over heads, the down projections run on half the tokens each
+    half = sum(2 * mm * n * k for mm, n, k in M.mla_gemms(m, T, A([2.0])))
+    assert half[0] == pytest.approx(gemm_flops[0] / 2)
+    assert M.mla_attention_fwd_flops(m, T, 4096, A([2.0]))[0] == pytest.approx(4096 * 4096 * 128 * 320 / 2)
+
+
+def small(experts: int = 8, top_k: int = 2, hidden: int = 4, ffn: int = 6, shared: int = 0):
+    cfg = dict(model_type="qwen2_moe", hidden_size=hidden, intermediate_size=ffn, moe_intermediate_size=ffn,
+               num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, num_experts=experts,
+               num_experts_per_tok=top_k, vocab_size=10, shared_expert_intermediate_size=shared)
+    return moe_from_dict(cfg, "small.json")
+
+
+def test_dispatch_volumes_hand_computed() -> None:
+    m = small()  # 8 experts, top-2, hidden 4: a token is 2 x 4 = 8 bytes
+    t = A([10.0])
+    # alltoall, ep 4, etp 1, 2 GPUs per NVLink domain: of 20 copies (160 B) 1/4 stay, 1/4 NVLink, 2/4 NIC
+    nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 2, "alltoall")
+    assert (nvl[0], nic[0]) == pytest.approx((40.0, 80.0))
+    # etp 2, domain 4: the EP group has stride 2, so 2 of its 4 members per domain; then the ETP all-gather of
+    # the 20 received copies to the other ETP rank (160 B more on NVLink)
+    nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([2.0]), 4, "alltoall")
+    assert (nvl[0], nic[0]) == pytest.approx((40.0 + 160.0, 80.0))
+    # allgather over etp x ep = 4 ranks, domain 2: 10 tokens (80 B) to 1 NVLink peer and 2 remote ones
+    nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 2, "allgather")
+    assert (nvl[0], nic[0]) == pytest.approx((80.0, 160.0))
+    # flex: two domains of 4 experts; P(a token's 2 experts touch the other domain) = 1 - C(4,2)/C(8,2) = 22/28
+    nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 2, "flex")
+    remote = 80.0 * 22 / 28
+    assert nic[0] == pytest.approx(remote)
+    assert nvl[0] == pytest.approx(40.0 + (80.0 - remote))
+    # everything inside one domain: no NIC traffic
+    for disp in ("alltoall", "allgather", "flex"):
+        assert M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 8, disp)[1][0] == 0.0
+
+
+def test_distinct_groups_against_enumeration() -> None:
+    for experts, k, g in ((8, 2, 2), (8, 3, 4), (12, 4, 3), (6, 1, 3)):
+        per = experts // g
+        combos = list(itertools.combinations(range(experts), k))
+        mean = sum(len({e // per for e in c}) for c in combos) / len(combos)
+        assert M.distinct_groups(experts, k, A([float(g)]))[0] == pytest.approx(mean)
+    assert comb(8, 2) == 28
+
+
+def test_dispatch_time_runs_nvlink_and_nic_at_once() -> None:
+    nvl_bw = H100.nvlink_bandwidth * H100.nvlink_fraction
+    nic_bw = H100.internode_bandwidth * H100.internode_fraction
+    t = M.dispatch_time(A([nvl_bw * 1e-3]), A([nic_bw * 2e-3]), H100)
+    assert t[0] == pytest.approx(2e-3 + H100.internode_latency_s)
+    t = M.dispatch_time(A([nvl_bw * 3e-3]), A([0.0]), H100)
+    assert t[0] == pytest.approx(3e-3 + H100.nvlink_latency_s)
+    assert M.dispatch_time(A([0.0]), A([0.0]), H100)[0] == 0.0
+
+
+def test_load_factor_is_the_gaussian_extreme_of_uniform_routing() -> None:
+    assert M.load_factor(A([10000.0]), A([1.0]))[0] == 1.0
+    assert M.load_factor(A([10000.0]), A([64.0]))[0] == pytest.approx(1 + np.sqrt(2 * np.log(64) / 10000))
+    # fewer tokens per rank: relatively larger excess
+    assert M.load_factor(A([100.0]), A([64.0]))[0] > M.load_factor(A([10000.0]), A([64.0]))[0]
+
+
+def test_grouped_gemm_is_one_gemm_for_one_group_and_small_gemms_are_slow() -> None:
+    peak = H100.peak("bf16")
+    for m_, n, k in ((4096, 4096, 7168), (1000, 300, 2048), (64, 4096, 4096)):
+        one = M.grouped_gemm_time(A([m_]), A([n]), A([k]), A([1.0]), H100, peak)
+        assert one[0] == pytest.approx(flops.gemm_time(A([m_]), A([n]), A([k]), H100, peak)[0], rel=1e-12)
+    # the same rows split over more experts: each expert re-reads its own weights -> slower per row
+    rows = 8192
+    t1 = M.grouped_gemm_time(A([rows / 1]), A([4096.0]), A([7168.0]), A([1.0]), H100, peak)[0]
+    t64 = M.grouped_gemm_time(A([rows / 64]), A([4096.0]), A([7168.0]), A([64.0]), H100, peak)[0]
+    assert t64 > 1.5 * t1
+
+
+def test_expert_memory_by_part_hand_computed() -> None:
+    m = load_moe(FIXTURES / "qwen3-30b-a3b.json")
+    # 48 MoE layers, EP 16 of 128 experts: 8 local experts of 3 x 2048 x 768 parameters each
+    p = M.expert_params(m, A([48.0]), A([16.0]), A([1.0]))
+    assert p[0] == 48 * 8 * 3 * 2048 * 768 == 1_811_939_328
+    mem = M.expert_memory(p, A([1.0]), A([True]))
+    assert (mem["weights"][0], mem["gradients"][0], mem["optimizer"][0]) == (2 * p[0], 4 * p[0], 12 * p[0])
+    d = ds3()  # 1024 GPUs, pp 8, ep 64, etp 1: edp = 2; 8 MoE layers on a rank, 4 local experts
+    p = M.expert_params(d, A([8.0]), A([64.0]), A([1.0]))
+    assert p[0] == 8 * 4 * 3 * 7168 * 2048
+    mem = M.expert_memory(p, A([1024 / (8 * 64 * 1)]), A([True]), fp8=True)
+    assert mem["optimizer"][0] == 12 * p[0] / 2 and mem["weights"][0] == 3 * p[0]
+    assert M.expert_memory(p, A([2.0]), A([False]))["optimizer"][0] == 12 * p[0]
+    # ETP 2 halves each expert's shard
+    assert M.expert_params(d, A([8.0]), A([64.0]), A([2.0]))[0] == p[0] / 2
+
+
+def test_activation_parts_and_recompute_modules_hand_computed() -> None:
+    m = small(shared=6)  # hidden 4, 8 experts top-2, expert ffn 6, one shared expert of 6; GQA 2 heads of 2
+    t, tp, etp = A([10.0]), A([1.0]), A([1.0])
+    parts = M.activation_parts(m, t, tp, etp, moe_layer=True)
+    copies = 10 * 2  # t x top_k x etp
+    assert parts["moe"][0] == 2 * copies * (4 + 2 * 6 + 4)
+    assert parts["moe_act"][0] == 2 * copies * 6
+    assert parts["shared_experts"][0] == 2 * 10 * 3 * 6
+    assert parts["layernorm"][0] == 2 * 2 * 10 * 4
+    assert parts["core_attn"][0] == 4 * 10 * 2
+    q, kv = 4, 2  # query width 2 x 2, kv width 1 x 2
+    assert parts["kept"][0] == 2 * 2 * 10 * 4 + 2 * (10 * (q + 2 * kv) + 10 * q) + 4 * 10 * (8 + 2)
+    full = M.activation_bytes(parts, ())
+    assert full[0] == sum(v[0] for v in parts.values())
+    assert M.activation_bytes(parts, ("moe_act",))[0] == full[0] - parts["moe_act"][0]
+    # recomputing the whole MoE layer frees its activation and shared-expert parts too
+    assert M.activation_bytes(parts, ("moe",))[0] == full[0] - parts["moe"][0] - parts["moe_act"][0] \
+        - parts["shared_experts"][0]
+    dense = M.activation_parts(m, t, tp, etp, moe_layer=False)
+    assert dense["mlp"][0] == 2 * 10 * (2 * 6 + 6) and dense["moe"][0] == 0
+    assert M.recompute_reruns(("moe", "layernorm")) >= {"dispatch", "experts", "layernorm"}
+
+
+def test_mla_activation_parts_hand_computed() -> None:
+    m = ds3()
+    t, tp = A([2048.0]), A([2.0])
+    parts = M.activation_parts(m, t, tp, A([1.0]), moe_layer=True)
+    T = 4096
+    assert parts["mla_up_proj"][0] == 2 * (T * (1536 + 512 + 64) + T * 128 * (2 * 192 + 128) / 2)
+    assert parts["moe"][0] == 2 * 2048 * 8 * (7168 + 2 * 2048 + 7168)
+
+
+def test_permute_and_router_bytes_hand_computed() -> None:
+    m = small()  # hidden 4, top-2, 8 experts
+    t = A([10.0])
+    # permute: read 10 tokens, write 20 copies; unpermute: read 20, write 10 -> 2 B x 4 x (2 x 30)
+    assert M.permute_bytes(m, t, A([1.0]))[0] == 2 * 4 * 2 * 30
+    # etp 2: the 40 gathered copies are sorted and unsorted once more (read + write each)
+    assert M.permute_bytes(m, t, A([2.0]))[0] == 2 * 4 * 2 * 30 + 2 * 4 * 2 * 2 * 40
+    fwd, bwd = M.router_bytes(m, t)
+    assert (fwd[0], bwd[0]) == (3 * 4 * 10 * 8, 3 * 4 * 10 * 8)
+    assert M.router_gemm(m, t)[1][0] == 8 and M.router_gemm(m, t)[2][0] == 4
+    rf, rb = M.router_times(m, t, H100, H100.peak("bf16"))
+    assert rf[0] > 0 and rb[0] > rf[0]
+
+
+def test_expert_gemm_times_scale_with_routed_tokens() -> None:
+    m = ds3()
+    peak = H100.peak("bf16")
+    f1, b1 = M.expert_gemm_times(m, A([4096.0]), A([64.0]), A([1.0]), H100, peak)
+    f2, b2 = M.expert_gemm_times(m, A([8192.0]), A([64.0]), A([1.0]), H100, peak)
+    assert 1.8 < f2[0] / f1[0] < 2.1 and b1[0] > 1.8 * f1[0]
+    # lower bound: the executed FLOPs of 4 local experts x 8192 rows at the MAMF peak
+    rows = 64 * 4096 * 8 / 256
+    work = 2 * 4 * rows * (2 * 2048 * 7168 + 7168 * 2048)
+    assert f1[0] >= work / (peak * H100.gemm_fraction)
+
+
+def test_expert_gemms_price_the_slowest_rank_of_uniform_routing() -> None:
+    m = ds3()
+    peak = H100.peak("bf16")
+    fwd, _ = M.expert_gemm_times(m, A([4096.0]), A([64.0]), A([1.0]), H100, peak)
+    rows = 64 * 4096 * 8 / 256 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))  # 4 local experts hold 32768 rows
+    expected = (M.grouped_gemm_time(A([rows]), A([4096.0]), A([7168.0]), A([4.0]), H100, peak)
+                + M.grouped_gemm_time(A([rows]), A([7168.0]), A([2048.0]), A([4.0]), H100, peak))
+    assert fwd[0] == pytest.approx(expected[0], rel=1e-12)
+
+
+def _costs(m, modules=(), disp="alltoall", **kw):
+    from dnnplace.model.moe import DISPATCHERS
+    from dnnplace.model.moe_rules import modules_mask
+
+    t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
+    return M.moe_layer_costs(m, t, tp, ep, etp, A([DISPATCHERS.index(disp)]), A([modules_mask(modules)]), 8, H100,
+                             H100.peak("bf16"), **kw)
+
+
+def test_moe_layer_costs_add_up_their_parts() -> None:
+    m, peak = ds3(), H100.peak("bf16")
+    t, ep, etp = A([4096.0]), A([64.0]), A([1.0])
+    c = _costs(m)
+    nvl, nic = M.dispatch_volumes(m, t, ep, etp, 8, "alltoall")
+    one = M.dispatch_time(nvl, nic, H100)
+    assert c["ep"][0][0] == pytest.approx(2 * one[0]) and c["ep"][1][0] == pytest.approx(2 * one[0])
+    rf, _ = M.router_times(m, t, H100, peak)
+    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp), H100)
+    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
+    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    # recomputing the MoE layer reruns its forward, all-to-alls included
+    r = _costs(m, ("moe",))
+    assert r["compute"][1][0] == pytest.approx(c["compute"][1][0] + c["compute"][0][0])
+    assert r["ep"][1][0] == pytest.approx(c["ep"][1][0] + c["ep"][0][0])
+    a = _costs(m, ("moe_act",))
+    assert a["compute"][1][0] == pytest.approx(c["compute"][1][0] + act[0]) and a["ep"] == c["ep"]
+    # overlap never makes the exposed all-to-all negative, and hides at most the window it is given
+    o = _costs(m, shared_overlap=True)
+    assert o["ep"][0][0] == pytest.approx(max(c["ep"][0][0] - (sf1 + sf2)[0], 0.0))
+    assert 0.0 <= _costs(m, a2a_overlap=True)["ep"][0][0] <= c["ep"][0][0]
+    assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
+
+
+def test_mla_layer_compute_and_its_recompute() -> None:
+    from dnnplace.model.moe_rules import modules_mask
+
+    m, peak = ds3(), H100.peak("bf16")
+    T, tp = A([4096.0]), A([1.0])
+    f0, b0 = M.mla_layer_compute(m, T, 4096, tp, A([0]), H100, peak)
+    gf, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
+    core = M.mla_attention_fwd_flops(m, T, 4096, tp) / (989e12 * H100.attn_fwd_fraction)
+    assert f0[0] == pytest.approx((sum(gf) + core)[0], rel=1e-12)
+    _, b1 = M.mla_layer_compute(m, T, 4096, tp, A([modules_mask(["mla_up_proj"])]), H100, peak)
+    assert b1[0] == pytest.approx(b0[0] + gf[1][0] + gf[3][0], rel=1e-12)  # q_up and kv_up rerun
+
+
+def test_rank_layer_counts_put_the_dense_layers_where_the_split_does() -> None:
+    m = ds3()
+    dense, sparse = M.rank_layer_counts(m.moe.moe_layers, (4,) * 15 + (1,), 8)
+    assert dense.tolist() == [3, 0, 0, 0, 0, 0, 0, 0]  # stage 0 (rank 0's first chunk) holds layers 0..3
+    assert sparse.tolist() == [5, 8, 8, 8, 8, 8, 8, 5]  # rank 7: 4 + 1 layers
+    dense, sparse = M.rank_layer_counts(m.moe.moe_layers, (16, 16, 16, 13), 4)
+    assert dense.tolist() == [3, 0, 0, 0] and sparse.tolist() == [13, 16, 16, 13]
+    with pytest.raises(ValueError):
+        M.rank_layer_counts(m.moe.moe_layers, (4, 4), 2)
+
+
+def test_dense_parameters_of_an_moe_model_hand_computed() -> None:
+    m = ds3()
+    h, heads = 7168, 128
+    down = h * 1536 + h * (512 + 64)
+    up = 1536 * heads * 192 + 512 * heads * 256 + heads * 128 * h
+    assert M.attention_params(m, A([2.0]))[0] == down + up / 2 + h + 1536 + 512
+    assert M.moe_dense_params(m, A([2.0]))[0] == 256 * h + 3 * h * 2048 / 2 + h
+    assert M.dense_mlp_params(m, A([1.0]))[0] == 3 * h * 18432 + h
+    # the whole model: attention + dense MLPs + MoE layers (+ experts) + embedding + head is DeepSeek-V3's
+    # published 671 B parameters (MTP layer aside)
+    total = (61 * M.attention_params(m, A([1.0]))[0] + 3 * M.dense_mlp_params(m, A([1.0]))[0]
+             + 58 * M.moe_dense_params(m, A([1.0]))[0] + M.expert_params(m, A([58.0]), A([1.0]), A([1.0]))[0]
+             + 2 * 129280 * h + h)
+    assert 670e9 < total < 672e9
+    q = load_moe(FIXTURES / "qwen3-30b-a3b.json")
+    total = (48 * (M.attention_params(q, A([1.0]))[0] + M.moe_dense_params(q, A([1.0]))[0])
+             + M.expert_params(q, A([48.0]), A([1.0]), A([1.0]))[0] + 2 * 151936 * 2048 + 2048)
+    assert 30.4e9 < total < 30.6e9  # Qwen3-30B-A3B: 30.5 B parameters (its model card)
+
+
+def test_stage_layer_kinds_vectorised_equal_the_per_rank_count() -> None:
+    m = ds3()
+    splits = [(4,) * 15 + (1,), (16, 16, 16, 13), (61,), (1, 2, 58)]
+    width = max(len(s) for s in splits)
+    stages = np.zeros((len(splits), width))
+    for i, s in enumerate(splits):
+        stages[i, :len(s)] = s
+    dense, sparse = M.stage_layer_kinds(m.moe.moe_layers, stages)
+    assert dense[0].tolist() == [3] + [0] * 15 and sparse[0].tolist() == [1] + [4] * 14 + [1]
+    assert dense[3, :3].tolist() == [1, 2, 0] and sparse[3, :3].tolist() == [0, 0, 58]
+    assert (dense + sparse == stages).all()
+    for i, s in enumerate(splits):  # the stages of rank r add up to rank_layer_counts
+        pp = {0: 8, 1: 4, 2: 1, 3: 3}[i]
+        d, sp = M.rank_layer_counts(m.moe.moe_layers, s, pp)
+        assert [dense[i, r:len(s):pp].sum() for r in range(pp)] == d.tolist()
+        assert [sparse[i, r:len(s):pp].sum() for r in range(pp)] == sp.tolist()
