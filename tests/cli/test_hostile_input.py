@@ -169,6 +169,7 @@ def test_2_every_writer_refuses_a_symlink(tmp_path, files):
 
 
 # ------------------------------------------------------------------ item 3: concurrent writers
+@pytest.mark.timing
 def test_3_concurrent_writers_each_end_with_a_complete_file(tmp_path):
     target = tmp_path / "out.json"
     payloads = [json.dumps({"writer": i, "pad": "x" * (200_000 + i)}) for i in range(6)]
@@ -205,6 +206,7 @@ def test_3_concurrent_writers_each_end_with_a_complete_file(tmp_path):
     assert os.listdir(tmp_path) == ["out.json"]
 
 
+@pytest.mark.timing
 def test_3_concurrent_solves_to_one_output(tmp_path, files):
     w, _ = files
     out = tmp_path / "out.json"
@@ -314,6 +316,7 @@ def _listening(pids: list[int]) -> list[str]:
 LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 def test_5_killing_run_leaves_no_workers_and_workers_listen_on_loopback(tmp_path):
     pytest.importorskip("torch")
@@ -349,6 +352,7 @@ def test_5_killing_run_leaves_no_workers_and_workers_listen_on_loopback(tmp_path
                 pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", ["sys.exit(0)", "sys.exit()", "raise SystemExit(3)"])
 @pytest.mark.parametrize("command", ["profile", "run"])
 def test_11_factory_calling_sys_exit_is_an_error(tmp_path, body, command):
@@ -363,6 +367,7 @@ def test_11_factory_calling_sys_exit_is_an_error(tmp_path, body, command):
     assert not (tmp_path / "w.json").exists()
 
 
+@pytest.mark.slow
 def test_11_sys_exit_at_import_is_an_error(tmp_path):
     pytest.importorskip("torch")
     (tmp_path / "bad.py").write_text("import sys\nsys.exit(0)\n")
@@ -402,6 +407,7 @@ def test_6_values_at_the_limit_are_solved_correctly(tmp_path):
 
 
 # ------------------------------------------------------------------ item 7: huge graphs answer in seconds
+@pytest.mark.slow
 def test_7_a_hundred_thousand_isolated_nodes_are_solved_not_enumerated(tmp_path):
     n = 100_000
     doc = {"maxSizePerFPGA": 1e9, "maxFPGAs": 4, "maxCPUs": 1, "edges": [],
@@ -606,16 +612,19 @@ def _interrupt(args: list, after: float, tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["out.json"]
 
 
+@pytest.mark.timing
 def test_12_ctrl_c_stops_an_ip_solve(tmp_path):
     # the root LP of this IP alone takes many seconds; HiGHS polls for cancellation only between phases
     _interrupt([throughput_path("OperatorGraphs/bert_L-12_training"), "--method", "ip", "--time-limit", "120"],
                6.0, tmp_path)
 
 
+@pytest.mark.timing
 def test_12_ctrl_c_stops_a_dp_solve(tmp_path):
     _interrupt([throughput_path("LayerGraphs/inceptionv3_training"), "--max-ideals", "5000000"], 4.0, tmp_path)
 
 
+@pytest.mark.timing
 def test_12_ctrl_c_stops_a_piper_solve(tmp_path):
     # Piper's DP runs in one kernel call, in a thread of its own: Ctrl-C asks it to stop between tails.
     # 0.8 GiB makes the solve take ~10 s on this machine (1.2 GiB: ~2 s, so the signal could meet its exit)
@@ -623,6 +632,7 @@ def test_12_ctrl_c_stops_a_piper_solve(tmp_path):
     _interrupt([gnmt, "-k", "8", "--memory", str(0.8 * 2**30)], 2.0, tmp_path)
 
 
+@pytest.mark.timing
 def test_12_time_limit_bounds_a_piper_solve(tmp_path):
     gnmt = Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "gnmt.json"
     code, out, err = invoke("solve", gnmt, "-k", "8", "--memory", str(1.2 * 2**30), "--time-limit", "0.3",

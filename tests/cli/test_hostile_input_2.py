@@ -288,6 +288,7 @@ def test_10_compare_csv_on_stdout_has_plain_line_ends(paper, tmp_path):
 GNMT = DATA / "paper" / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["-m", "ip", "--gap", "0.5"], ["-m", "ip-noncontig", "--gap", "0.3"],
                                   ["-m", "ip-noncontig"], ["-m", "ip", "--gap", "0"], ["--gap", "0.5"]])
 def test_5_optimal_only_with_a_zero_gap(args):
@@ -618,6 +619,7 @@ def _signal_solve(tmp_path: Path, sig: int, args: list, after: float) -> None:
     assert sorted(os.listdir(tmp_path)) == ["out.json"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_12_sigterm_and_sighup_stop_a_dp_solve_cleanly(tmp_path, signame):
     import signal
@@ -627,6 +629,7 @@ def test_12_sigterm_and_sighup_stop_a_dp_solve_cleanly(tmp_path, signame):
     _signal_solve(tmp_path, getattr(signal, signame), [big, "--max-ideals", "5000000", "--time-limit", "60"], 4.0)
 
 
+@pytest.mark.timing
 def test_12_sigterm_stops_an_ip_solve(tmp_path):
     import signal
 
@@ -661,6 +664,7 @@ def test_12_sigterm_while_writing_removes_the_temporary_file(tmp_path, monkeypat
     assert sorted(os.listdir(tmp_path)) == ["s.json", "w.json"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (Path(SRC).parent / "examples" / "mlp_skip.py").exists(), reason="needs the examples")
 def test_12_sigterm_during_run_leaves_no_temp_dir(tmp_path):
     import signal
@@ -731,6 +735,7 @@ def test_3_info_on_a_60k_chain(tmp_path):
     assert out.count("60000 units, 60,001 ideals") == 3, out
 
 
+@pytest.mark.slow
 def test_3_info_on_a_2m_chain(tmp_path):
     """The issue's case: 2 M nodes (under the 256 MiB input cap) in at most 60 s of CPU and 2 GiB."""
     from dnnplace.utils.files import MAX_FILE_BYTES

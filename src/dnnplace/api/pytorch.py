@@ -82,6 +82,8 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import torch, dnnplace
     >>> net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     >>> w = dnnplace.profile(net, (torch.randn(16, 64),), device="a100", accelerators=2, repeats=1)
@@ -153,6 +155,8 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import dnnplace
     >>> spec = "examples/mlp_skip.py:build"
     >>> w = dnnplace.profile(spec, device="a100", repeats=1)
@@ -195,6 +199,8 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import dnnplace
     >>> w = dnnplace.profile("examples/mlp_skip.py:build", device="a100", repeats=1)
     >>> doc = dnnplace.export(w, dnnplace.solve(w).split)
