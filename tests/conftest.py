@@ -57,6 +57,36 @@ if __import__("os").environ.get("CI"):
     _hyp_settings.load_profile("ci")
 
 
+# ------------------------------------------------------------------ CLI inputs (tests/hostile.py)
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    """The small paper workload and its full split document (tests/hostile.py)."""
+    from hostile import GOOD, SPLIT, write
+
+    return write(tmp_path / "w.json", GOOD), write(tmp_path / "s.json", SPLIT)
+
+
+@pytest.fixture
+def piper(tmp_path) -> tuple[Path, Path]:
+    """A copy of the Piper toy and its solved plan."""
+    from hostile import TOY, invoke
+
+    toy = tmp_path / "toy.json"
+    toy.write_bytes(TOY.read_bytes())
+    plan = tmp_path / "plan.json"
+    code, out, err = invoke("solve", toy, "-o", plan, "-q")
+    assert code == 0, err
+    return toy, plan
+
+
+@pytest.fixture
+def paper(tmp_path) -> tuple[Path, Path]:
+    """The small paper workload and a split with no metadata."""
+    from hostile import BARE_SPLIT, GOOD, write
+
+    return write(tmp_path / "w.json", GOOD), write(tmp_path / "s.json", BARE_SPLIT)
+
+
 # ------------------------------------------------------------------ lanes
 # `make test` runs every test but these two lanes, on both cores; `make test-all` (what CI runs) runs
 # everything, the timing lane alone so that no other test steals its CPU.
