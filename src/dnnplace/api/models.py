@@ -75,6 +75,10 @@ class PlannedModel:
     #: (an LLM plan brings its schedule and micro-batches, so it has none).
     simulate_defaults: Mapping[str, Any] = _frozen()
     report_defaults: Mapping[str, Any] = _frozen()
+    #: Options of ``dnnplace.load`` that apply to this model's files (refused by name for the others).
+    load_options: frozenset[str] = frozenset()
+    #: Budget overrides a plan of this model is judged under (``evaluate/simulate/report -k ...``).
+    judge_overrides: frozenset[str] = frozenset()
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
@@ -306,7 +310,9 @@ MODELS: dict[str, PlannedModel] = {
                           report_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 8})),
     "piper": PlannedModel("piper", PiperInstance, PiperPlan, "piper", "a Piper workload", _piper_evaluate,
                           _piper_simulate, _piper_report, _piper_document, _piper_read, _piper_notes,
-                          with_budget=_piper_budget, simulate_defaults=MappingProxyType({"microbatches": 64})),
+                          with_budget=_piper_budget, simulate_defaults=MappingProxyType({"microbatches": 64}),
+                          load_options=frozenset({"bert_layers"}),
+                          judge_overrides=frozenset({"accelerators", "memory", "bandwidth", "batch"})),
     "llm": PlannedModel("llm", LLMProblem, LLMPlan, "llm-search", "an LLM training problem", _llm_evaluate,
                         _llm_simulate, _llm_report, _llm_document, _llm_read, _llm_notes,
                         with_proof=lambda plan, meta: plan,  # the plan records its own status, bound and gap
@@ -354,3 +360,19 @@ def refuse(option: str, value: Any, default: Any, only_for: str) -> None:
     """An option another model uses, given for this one: an error, never silently ignored."""
     if value is not None and value != default:
         raise DnnplaceError(f"{option.replace('_', '-')} applies to {MODELS[only_for].describe} only")
+
+
+def check_declared(m: PlannedModel, table: str, options: Mapping[str, Any],
+                   name: Callable[[str], str] = lambda option: option) -> None:
+    """Refuse by declaration: an option given (not None) that ``m`` does not list in ``table``.
+
+    Each model declares the options of a step that apply to it (:attr:`PlannedModel.load_options`,
+    :attr:`PlannedModel.judge_overrides`); the error names the option (as ``name`` shows it: the CLI
+    passes its flag names) and the model that declares it, never silently ignoring it.
+    """
+    for option, value in options.items():
+        if value is None or option in getattr(m, table):
+            continue
+        owners = [o.describe for o in MODELS.values() if option in getattr(o, table)]
+        where = f"{' or '.join(owners)} only" if owners else f"no {m.describe}"
+        raise DnnplaceError(f"{name(option).replace('_', '-')} applies to {where}")

@@ -5,6 +5,7 @@ Torch is imported only when one of these is called (``import dnnplace`` loads no
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,7 +171,7 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     if workload is not None:
         workload = paper_instance(workload, "run")
 
-    if not isinstance(split, Split):
+    if isinstance(split, (str, os.PathLike)):  # validated above: a path, else a Split
         doc = read_json_file(split)
         value = doc.get("maxLoad") if isinstance(doc, dict) else None
         if workload is None and predicted_max_load is None and isinstance(value, (int, float)) \
