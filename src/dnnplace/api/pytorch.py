@@ -171,7 +171,7 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     if workload is not None:
         workload = paper_instance(workload, "run")
 
-    if isinstance(split, (str, os.PathLike)):  # validated above: a path, else a Split
+    if isinstance(split, (str, os.PathLike)):  # validated above: a path, else a plan already read
         doc = read_json_file(split)
         value = doc.get("maxLoad") if isinstance(doc, dict) else None
         if workload is None and predicted_max_load is None and isinstance(value, (int, float)) \
