@@ -57,33 +57,46 @@ if __import__("os").environ.get("CI"):
     _hyp_settings.load_profile("ci")
 
 
+# ------------------------------------------------------------------ CLI inputs (tests/hostile.py)
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    """The small paper workload and its full split document (tests/hostile.py)."""
+    from hostile import GOOD, SPLIT, write
+
+    return write(tmp_path / "w.json", GOOD), write(tmp_path / "s.json", SPLIT)
+
+
+@pytest.fixture
+def piper(tmp_path) -> tuple[Path, Path]:
+    """A copy of the Piper toy and its solved plan."""
+    from hostile import TOY, invoke
+
+    toy = tmp_path / "toy.json"
+    toy.write_bytes(TOY.read_bytes())
+    plan = tmp_path / "plan.json"
+    code, out, err = invoke("solve", toy, "-o", plan, "-q")
+    assert code == 0, err
+    return toy, plan
+
+
+@pytest.fixture
+def paper(tmp_path) -> tuple[Path, Path]:
+    """The small paper workload and a split with no metadata."""
+    from hostile import BARE_SPLIT, GOOD, write
+
+    return write(tmp_path / "w.json", GOOD), write(tmp_path / "s.json", BARE_SPLIT)
+
+
 # ------------------------------------------------------------------ lanes
 # `make test` runs every test but these two lanes, on both cores; `make test-all` (what CI runs) runs
 # everything, the timing lane alone so that no other test steals its CPU.
 #  slow:   spawns worker processes (torch.distributed runs, torchrun) or profiles / traces real models;
 #  timing: asserts how fast something answers (a time limit, Ctrl-C, concurrent writers).
-SLOW = (
-    "tests/solvers/dp/test_dp_large.py",
-    "tests/cli/test_hostile_input.py::test_5_",
-    "tests/cli/test_hostile_input.py::test_7_",
-    "tests/cli/test_hostile_input.py::test_11_",
-    "tests/cli/test_hostile_input_2.py::test_5_optimal_only_with_a_zero_gap",  # IP solves to their limit
-    "tests/cli/test_hostile_input_2.py::test_12_sigterm_during_run",
-    "tests/cli/test_hostile_input_2.py::test_3_info_on_a_2m_chain",
-    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.run",
-    "src/dnnplace/api/lattice.py::dnnplace.api.lattice.info",
-    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.profile",
-    "src/dnnplace/api/pytorch.py::dnnplace.api.pytorch.export",
-)
-TIMING = (
-    "tests/cli/test_hostile_input.py::test_12_",
-    "tests/cli/test_hostile_input_2.py::test_12_sigterm_and",
-    "tests/cli/test_hostile_input_2.py::test_12_sigterm_stops",
-    "tests/cli/test_hostile_input.py::test_3_concurrent",
-    "tests/cli/test_cli_errors.py::test_dp_time_limit_is_honoured",
-    "tests/solvers/piper/test_piper_time_limit.py::test_a_real_deadline",
-    "tests/solvers/dp/test_second_phase_thread.py::test_a_set_stop_event",
-)
+# A test carries its lane itself (@pytest.mark.slow, or pytestmark for a module); a docstring example
+# says it with an RST comment line ``.. lane: slow`` in its Examples section (invisible in the rendered docs).
+import re  # noqa: E402
+
+_DOCTEST_LANE = re.compile(r"^\s*\.\. lane: (slow|timing)\b", re.MULTILINE)
 
 
 def pytest_configure(config):
@@ -93,8 +106,6 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        nodeid = item.nodeid
-        if nodeid.startswith(TIMING):
-            item.add_marker(pytest.mark.timing)
-        elif nodeid.startswith(SLOW):
-            item.add_marker(pytest.mark.slow)
+        doc = getattr(getattr(item, "dtest", None), "docstring", None)
+        if doc and (lane := _DOCTEST_LANE.search(doc)):
+            item.add_marker(getattr(pytest.mark, lane.group(1)))

@@ -79,6 +79,23 @@ def test_solve_returns_what_it_proved(solved, model, method):
 
 
 @pytest.mark.parametrize("model,method", PAIRS)
+def test_the_solution_and_its_plan_carry_one_typed_proof(solved, model, method, tmp_path):
+    from dnnplace.api.models import Proof, proof_of
+
+    inst, _, sol = solved(model, method)
+    assert isinstance(sol.proof, Proof)
+    assert (sol.proof.status, sol.proof.bound, sol.proof.gap) == (sol.status, sol.bound, sol.gap)
+    carried = proof_of(sol.plan)  # the plan carries the same proof, read the same way for every model
+    assert isinstance(carried, Proof)
+    assert (carried.status, carried.bound, carried.gap) == (sol.status, sol.bound, sol.gap)
+    assert carried.runtime_s == pytest.approx(sol.runtime_s, abs=1e-6)
+    path = tmp_path / "plan.json"  # and keeps it through its file
+    dnnplace.save_plan(inst, sol.plan, path, sol.evaluation)
+    back = proof_of(dnnplace.load_plan(inst, path)[1])
+    assert (back.status, back.bound, back.gap) == (carried.status, carried.bound, carried.gap)
+
+
+@pytest.mark.parametrize("model,method", PAIRS)
 def test_the_plan_is_judged_by_the_models_evaluator(solved, model, method, tmp_path):
     inst, objective, sol = solved(model, method)
     assert dnnplace.evaluate(inst, sol.plan).value(objective) == pytest.approx(sol.value, rel=1e-9)

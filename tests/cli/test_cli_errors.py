@@ -187,6 +187,7 @@ def test_help_is_useful(cmd):
     assert proc.returncode == 0 and "Usage" in proc.stdout
 
 
+@pytest.mark.timing
 def test_dp_time_limit_is_honoured():
     # the best split found so far, its bound and status time_limit: never a crash, never a silent hang
     proc = cli("solve", str(throughput_path("LayerGraphs/inceptionv3_training")), "--time-limit", "0.2",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from hostile import contents, invoke, snapshot, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_hostile_input import contents, invoke, snapshot, write
 
 LLM_CONFIG = json.loads((ROOT / "examples" / "llm" / "llama3.1-8b.json").read_text())
 CONFIG_PATHS = [[k] for k in LLM_CONFIG] + [["architectures", 0], ["num_local_experts"], ["head_dim"]]

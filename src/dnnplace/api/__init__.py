@@ -8,7 +8,8 @@ is checked once, here, before any work (:mod:`dnnplace.utils.params`).  The impl
 small modules named by what they do; this namespace only re-exports them:
 
 - :mod:`~dnnplace.api.files`: ``load``, ``load_plan``, ``save_plan``, ``with_budget``, the paper's formats;
-- :mod:`~dnnplace.api.planning`: ``methods``, ``solve``;
+- :mod:`~dnnplace.api.planning`: ``methods``, ``solve`` (a :class:`Solution`, its ``proof``);
+- :mod:`~dnnplace.api.models`: the registry (``proof_of(plan)``: what any plan records as proven);
 - :mod:`~dnnplace.api.judge`: ``evaluate``, ``simulate``, ``write_report``;
 - :mod:`~dnnplace.api.llm`: ``load_llm``, ``export_llm_plan``;
 - :mod:`~dnnplace.api.lattice`: ``info``;
@@ -34,11 +35,11 @@ from dnnplace.api.files import (
 from dnnplace.api.judge import evaluate, simulate, write_report
 from dnnplace.api.lattice import LatticeStep, WorkloadInfo, info
 from dnnplace.api.llm import export_llm_plan, load_llm
-from dnnplace.api.models import Instance
+from dnnplace.api.models import Instance, Proof
 from dnnplace.api.planning import Solution, default_method, methods, solve, with_runtime
 from dnnplace.api.pytorch import export, piper_document, profile, run
 
-__all__ = ["Instance", "LatticeStep", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
+__all__ = ["Instance", "LatticeStep", "Proof", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
            "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_with_plan",
            "load_workload", "methods", "piper_document", "plan_document", "plan_notes", "profile", "run",
            "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "with_runtime",

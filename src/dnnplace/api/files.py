@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnplace.api.models import Instance, check_plan, model_of, paper_instance, refuse
+from dnnplace.api.models import MODELS, Instance, check_declared, check_plan, model_of, paper_instance
 from dnnplace.errors import DnnplaceError
 from dnnplace.evaluation import Evaluation
 from dnnplace.frontends import paper_json
@@ -170,16 +170,17 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[I
     from dnnplace.utils.files import read_json_file
 
     doc = read_json_file(path)
-    if isinstance(doc, dict) and doc.get("format") == "dnnplace.llm-plan":
+    llm = isinstance(doc, dict) and doc.get("format") == "dnnplace.llm-plan"
+    kind = "llm" if llm else "piper" if is_piper_json(doc) else "paper"
+    check_declared(MODELS[kind], "load_options", {"bert_layers": bert_layers})  # before the parse, as it costs
+    if llm:
         from dnnplace.frontends.llm_plan import read_llm_plan
 
-        refuse("bert_layers", bert_layers, None, "piper")
         plan = read_llm_plan(doc, str(path))
         return plan.problem, plan
-    if is_piper_json(doc):
+    if kind == "piper":
         inst = parse_piper(doc, source=str(path))
         return (bert_l(inst, bert_layers) if bert_layers is not None else inst), None
-    refuse("bert_layers", bert_layers, None, "piper")
     return paper_json.parse_workload(doc, source=str(path)), None
 
 

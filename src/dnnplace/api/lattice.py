@@ -26,6 +26,8 @@ def info(workload: Workload, *, max_ideals: int = 200_000, cap: int = 1_000_000)
 
     Examples
     --------
+    .. lane: slow (counts the ideals of a real graph)
+
     >>> import dnnplace
     >>> rep = dnnplace.info(dnnplace.load_workload(dnnplace.example_path("gnmt_training")))
     >>> [s.step for s in rep.steps]

@@ -47,6 +47,32 @@ def _in_meta(plan: Any, meta: dict[str, Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class Proof:
+    """What was proven about a plan, read the same way for every model (:func:`proof_of`).
+
+    ``status`` is one of :data:`dnnplace.solvers.base.STATUSES` (None: a plan file that records none);
+    ``bound`` is the proven bound on the objective (None: nothing proven), ``gap`` the relative gap of
+    the plan's value to it, ``runtime_s`` how long the solve took.  Each model keeps these its own way
+    (a split's immutable ``meta``, a Piper plan's ``meta`` dict, an LLM plan's fields); its registry
+    entry's ``proof_of`` is the one reader.
+    """
+
+    status: str | None
+    bound: float | None
+    gap: float | None
+    runtime_s: float | None
+
+
+def _meta_proof(plan: Any) -> Proof:
+    meta = getattr(plan, "meta", None) or {}
+    return Proof(meta.get("status"), meta.get("bound"), meta.get("gap"), meta.get("runtime_s"))
+
+
+def _fields_proof(plan: Any) -> Proof:
+    return Proof(plan.status, plan.bound, plan.gap, plan.runtime_s)
+
+
+@dataclass(frozen=True)
 class PlannedModel:
     """A model dnnplace plans: its instance type, default method, and what judges and shows its plans."""
 
@@ -71,10 +97,15 @@ class PlannedModel:
     judge_solution: Callable[[Any, Any, bool], Any] | None = None  # (inst, plan, overlap_comm); None: evaluate
     with_proof: Callable[[Any, dict[str, Any]], Any] = lambda plan, meta: _in_meta(plan, meta)
     with_runtime: Callable[[Any, float], Any] = lambda plan, runtime_s: _in_meta(plan, {"runtime_s": runtime_s})
+    proof_of: Callable[[Any], Proof] = _meta_proof  # what with_proof recorded, read back
     #: What ``simulate`` / ``write_report`` use for an option the caller leaves at None: each model its own
     #: (an LLM plan brings its schedule and micro-batches, so it has none).
     simulate_defaults: Mapping[str, Any] = _frozen()
     report_defaults: Mapping[str, Any] = _frozen()
+    #: Options of ``dnnplace.load`` that apply to this model's files (refused by name for the others).
+    load_options: frozenset[str] = frozenset()
+    #: Budget overrides a plan of this model is judged under (``evaluate/simulate/report -k ...``).
+    judge_overrides: frozenset[str] = frozenset()
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
@@ -306,11 +337,14 @@ MODELS: dict[str, PlannedModel] = {
                           report_defaults=MappingProxyType({"schedule": "1f1b", "microbatches": 8})),
     "piper": PlannedModel("piper", PiperInstance, PiperPlan, "piper", "a Piper workload", _piper_evaluate,
                           _piper_simulate, _piper_report, _piper_document, _piper_read, _piper_notes,
-                          with_budget=_piper_budget, simulate_defaults=MappingProxyType({"microbatches": 64})),
+                          with_budget=_piper_budget, simulate_defaults=MappingProxyType({"microbatches": 64}),
+                          load_options=frozenset({"bert_layers"}),
+                          judge_overrides=frozenset({"accelerators", "memory", "bandwidth", "batch"})),
     "llm": PlannedModel("llm", LLMProblem, LLMPlan, "llm-search", "an LLM training problem", _llm_evaluate,
                         _llm_simulate, _llm_report, _llm_document, _llm_read, _llm_notes,
-                        with_proof=lambda plan, meta: plan,  # the plan records its own status, bound and gap
-                        with_runtime=_llm_with_runtime),
+                        # the plan records its own status, bound and gap; the solve's runtime is the one shown
+                        with_proof=lambda plan, meta: _llm_with_runtime(plan, meta["runtime_s"]),
+                        with_runtime=_llm_with_runtime, proof_of=_fields_proof),
 }
 
 
@@ -350,7 +384,28 @@ def model_of_plan(plan: Any) -> PlannedModel:
     raise DnnplaceError(f"expected a plan of a planned model ({known}), got {type(plan).__name__}")
 
 
+def proof_of(plan: Any) -> Proof:
+    """What ``plan`` records as proven (status, bound, gap, runtime), whichever model it belongs to."""
+    return model_of_plan(plan).proof_of(plan)
+
+
 def refuse(option: str, value: Any, default: Any, only_for: str) -> None:
     """An option another model uses, given for this one: an error, never silently ignored."""
     if value is not None and value != default:
         raise DnnplaceError(f"{option.replace('_', '-')} applies to {MODELS[only_for].describe} only")
+
+
+def check_declared(m: PlannedModel, table: str, options: Mapping[str, Any],
+                   name: Callable[[str], str] = lambda option: option) -> None:
+    """Refuse by declaration: an option given (not None) that ``m`` does not list in ``table``.
+
+    Each model declares the options of a step that apply to it (:attr:`PlannedModel.load_options`,
+    :attr:`PlannedModel.judge_overrides`); the error names the option (as ``name`` shows it: the CLI
+    passes its flag names) and the model that declares it, never silently ignoring it.
+    """
+    for option, value in options.items():
+        if value is None or option in getattr(m, table):
+            continue
+        owners = [o.describe for o in MODELS.values() if option in getattr(o, table)]
+        where = f"{' or '.join(owners)} only" if owners else f"no {m.describe}"
+        raise DnnplaceError(f"{name(option).replace('_', '-')} applies to {where}")

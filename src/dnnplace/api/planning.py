@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.api.models import MODELS, Instance, model_of, model_of_plan
+from dnnplace.api.models import MODELS, Instance, Proof, model_of, model_of_plan
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.split import Split
 from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
@@ -56,6 +56,11 @@ class Solution:
     gap: float | None
     runtime_s: float
     stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def proof(self) -> Proof:
+        """What was proven, typed and the same for every model (the plan carries it too: :func:`proof_of`)."""
+        return Proof(self.status, self.bound, self.gap, self.runtime_s)
 
     @property
     def split(self) -> Split:

@@ -5,6 +5,7 @@ Torch is imported only when one of these is called (``import dnnplace`` loads no
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,8 @@ def profile(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None, *,
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import torch, dnnplace
     >>> net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     >>> w = dnnplace.profile(net, (torch.randn(16, 64),), device="a100", accelerators=2, repeats=1)
@@ -153,6 +156,8 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import dnnplace
     >>> spec = "examples/mlp_skip.py:build"
     >>> w = dnnplace.profile(spec, device="a100", repeats=1)
@@ -166,7 +171,7 @@ def run(model: str, split: Split | PathLike, *, workload: Workload | None = None
     if workload is not None:
         workload = paper_instance(workload, "run")
 
-    if not isinstance(split, Split):
+    if isinstance(split, (str, os.PathLike)):  # validated above: a path, else a plan already read
         doc = read_json_file(split)
         value = doc.get("maxLoad") if isinstance(doc, dict) else None
         if workload is None and predicted_max_load is None and isinstance(value, (int, float)) \
@@ -195,6 +200,8 @@ def export(workload: Workload, split: Split, *, to: str = "stages", model: str |
 
     Examples
     --------
+    .. lane: slow (profiles a model with torch)
+
     >>> import dnnplace
     >>> w = dnnplace.profile("examples/mlp_skip.py:build", device="a100", repeats=1)
     >>> doc = dnnplace.export(w, dnnplace.solve(w).split)

@@ -90,17 +90,16 @@ def judged(workload: Path, split: Path | None, **overrides: Any) -> tuple[Any, A
     is never used; where it differs, :func:`print_notes` says which once the plan was judged.
     """
     from dnnplace import api
-    from dnnplace.api.models import model_of, refuse
+    from dnnplace.api.models import check_declared, model_of
     from dnnplace.utils.params import check_arguments
 
     given = {k: v for k, v in overrides.items() if v is not None}
     check_arguments(api.with_budget, **given)  # before reading: a typo costs no load
     inst, own_plan = api.load_with_plan(workload)
-    if model_of(inst).name == "piper":
+    m = model_of(inst)
+    check_declared(m, "judge_overrides", given, name=flag_name)
+    if m.judge_overrides:
         inst = api.with_budget(inst, **given)
-    else:
-        for name, value in given.items():
-            refuse(flag_name(name), value, None, "piper")
     if split is None:
         if own_plan is None:
             raise DnnplaceError(f"{workload}: name the plan to judge after the workload")

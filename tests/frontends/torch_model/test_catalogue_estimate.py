@@ -17,7 +17,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_leaves  # noqa: E402
 
-from dnnplace.frontends.torch_model import profile as profile_mod  # noqa: E402
+from dnnplace.frontends.torch_model import values as values_mod  # noqa: E402
 from dnnplace.frontends.torch_model.capture import capture  # noqa: E402
 from dnnplace.frontends.torch_model.profile import build_workload_dict  # noqa: E402
 
@@ -72,14 +72,14 @@ def test_no_kernel_runs_on_real_data_and_the_costs_are_those_of_running_it(facto
     assert spy.ran  # the spy does see a real forward pass
 
     # the executed path: estimate_values' fallback runs the graph for real (kept for data-dependent shapes)
-    real_fake_values = profile_mod.fake_values
+    real_fake_values = values_mod.fake_values
 
     def no_fake_forward(gm, inputs, grad=False):
         if not grad:
             raise RuntimeError("fake forward refused by the test")
         return real_fake_values(gm, inputs, grad)
 
-    monkeypatch.setattr(profile_mod, "fake_values", no_fake_forward)
+    monkeypatch.setattr(values_mod, "fake_values", no_fake_forward)
     with _RealKernels() as spy:
         executed = _profile(built, training)
     assert spy.ran

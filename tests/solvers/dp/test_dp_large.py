@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import throughput_path
 
 import dnnplace
 from dnnplace.frontends.paper_json import load_workload, workload_from_records
+
+pytestmark = pytest.mark.slow  # graphs of 10^5 nodes and solves to their time limit
 
 
 def test_time_limit_returns_the_best_split_with_its_bound():

@@ -40,6 +40,7 @@ def _wide(branches: int = 6, length: int = 5, k: int = 4, seed: int = 0):
     return workload_from_records(nodes, edges, accelerators=k, cpus=0, memory=1e9)
 
 
+@pytest.mark.timing
 def test_a_set_stop_event_ends_highs_at_once_with_a_valid_bound():
     """Eight chains of six: HiGHS has not closed the gap after 30 s; asked to stop, it answers at once."""
     w = _wide(branches=8, length=6)

@@ -56,6 +56,7 @@ def test_deadline_before_any_plan_is_a_one_line_refusal():
         solver.solve_piper(inst, time_limit=60)
 
 
+@pytest.mark.timing
 def test_a_real_deadline_is_honoured_with_a_plan_or_a_refusal():
     inst = load_piper(GNMT).with_overrides(devices=8, memory=1.2 * 2**30)
     seen = []

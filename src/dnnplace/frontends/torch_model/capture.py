@@ -19,9 +19,8 @@ data-dependent trip count) are traced with the grouped implementation
 torch.export's graph keeps in-place operators (``copy_`` into a slice of a
 ``new_empty``, ``index_put_`` into an expert accumulator, ``div_`` of routing
 weights); their readers consume the *mutated base*, so the fx edges miss the
-writer -> reader dependency and its transfer (DeepSeek-V3's attention did not
-depend on its rotary keys; every MoE layer's output did not depend on its
-experts).  A graph with such a write is functionalized
+writer -> reader dependency and its transfer (an attention block would not
+depend on its rotary keys, a MoE layer's output not on its experts).  A graph with such a write is functionalized
 (:func:`functionalize_writes`): each write becomes an operator returning a new
 value (``slice_scatter``, ``index_put``), and every dependency is an edge.
 """
