@@ -77,3 +77,13 @@ def test_item2_plan_time_limit_inf_means_no_limit(tmp_path: Path) -> None:
     r = run_cli("plan", str(LLAMA8), *BASE, *FIX, "--time-limit", "inf", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["config"]["tp"] == 1
+
+
+@pytest.mark.parametrize("body", ["raise ValueError('x' * 5000)", "import sys; sys.exit('bye' * 2000)",
+                                  "raise RuntimeError('\\x1b[2J' * 500)"])
+def test_item17_a_factorys_long_message_stays_one_short_line(tmp_path: Path, body: str) -> None:
+    """The guard kept 300 characters of the factory's own message: a 450-character line."""
+    factory = tmp_path / "fac.py"
+    factory.write_text(f"def f():\n    {body}\n")
+    line = refused("plan", f"{factory}:f", *BASE, needle="fac.py:f")
+    assert "\x1b" not in line
