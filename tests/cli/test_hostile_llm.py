@@ -87,3 +87,11 @@ def test_item17_a_factorys_long_message_stays_one_short_line(tmp_path: Path, bod
     factory.write_text(f"def f():\n    {body}\n")
     line = refused("plan", f"{factory}:f", *BASE, needle="fac.py:f")
     assert "\x1b" not in line
+
+
+@pytest.mark.parametrize("fn", ["f", "g" * 3000])
+def test_item17_a_long_factory_path_is_named_once_in_a_short_line(tmp_path: Path, fn: str) -> None:
+    """The factory's path was written twice (200 characters each) beside the reason: 550-character lines."""
+    factory = tmp_path / ("x" * 200 + ".py")
+    factory.write_text("def f(:\n")
+    refused("plan", f"{factory}:{fn}", *BASE)
