@@ -195,16 +195,21 @@ def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize("limit", [0.5, 2.0])
-def test_time_limit_is_honoured_on_a_long_search(limit: float) -> None:
-    """A search of ~20 s (1,024 layers: long split lists) stops within 10 % + 1 s of --time-limit and never
-    says optimal; with no fitting plan yet, it says so in one line."""
+@pytest.mark.parametrize("limit", [0.5, 1.0, 2.0, 5.0])
+@pytest.mark.parametrize("shape", ["deep", "many-microbatches"])
+def test_time_limit_is_honoured_on_a_long_search(limit: float, shape: str) -> None:
+    """Searches of a minute or more stop within 10 % + 1 s of --time-limit and never say optimal; with no
+    fitting plan yet, they say so in one line.  "deep": 1,024 layers, tens of thousands of configurations
+    (long split lists: the bounding pass alone takes far longer than the limit); "many-microbatches":
+    256 micro-batches, pp x vp up to 512, where one pricing of a single candidate used to take seconds."""
     import time
 
     a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
+    prob, fixed = ((problem(a, 128, 128, seq=4096), {}) if shape == "deep" else
+                   (problem(a, 512, 4096, seq=2048), {"tp": 8, "cp": 1, "mbs": 1}))
     started = time.perf_counter()
     try:
-        plan = search(problem(a, 128, 128, seq=4096), time_limit=limit)
+        plan = search(prob, fixed, time_limit=limit)
         assert plan.status == "time_limit" and not plan.exhaustive
         assert plan.bound <= plan.estimate.step_time_s and 0 <= plan.gap <= 1
     except DnnplaceError as exc:
@@ -239,3 +244,22 @@ def test_a_space_too_large_to_search_is_refused_before_it_is_built() -> None:
     a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
     with pytest.raises(DnnplaceError, match="pin some knobs"):
         search(problem(a, 4096, 4096, seq=4096))
+
+
+def test_a_long_schedule_evaluation_stops_at_the_deadline() -> None:
+    """One pricing of a deep schedule can outlast a time limit: the recurrence reads the caller's clock."""
+    import numpy as np
+
+    from dnnplace.evaluation.llm import schedule
+
+    fwd, bwd = np.ones((2, 32)), 2 * np.ones((2, 32))
+    calls = {"n": 0}
+
+    def over() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    with pytest.raises(schedule.OutOfTime), schedule.deadline(over):
+        schedule.makespan(8, 4, 64, fwd, bwd, np.zeros(2))
+    with schedule.deadline(None):
+        assert np.isfinite(schedule.makespan(8, 4, 64, fwd, bwd, np.zeros(2))).all()

@@ -52,13 +52,13 @@ def plan(
     with user_errors():
         from dnnplace import api
         from dnnplace.utils.files import check_outputs, write_json_atomic
+        from dnnplace.utils.params import check_arguments
 
         factory = model.rpartition(":")[0]
         inputs = [Path(factory) if factory.endswith(".py") else Path(model)]
-        inputs += [inputs[0] / "config.json"] if inputs[0].is_dir() else []
+        inputs += [inputs[0] / "config.json"] if _is_dir(inputs[0]) else []
         check_outputs([output, report], inputs)
-        if time_limit is not None and not (time_limit > 0 and time_limit != float("inf")):
-            raise DnnplaceError(f"--time-limit must be a positive number, got {time_limit}")
+        time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]  # solve's one rule
         device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
@@ -118,6 +118,15 @@ def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]
         lines.append(f"compared configuration: {t:.3f} s ({fits}), {100 * (t / predicted_s - 1):+.1f} % against"
                      f" the plan; {verdict}")
     return lines
+
+
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()`` that answers False for a name the system refuses (too long, a NUL): the reader
+    then says what is wrong with it in one line, instead of an OSError escaping here."""
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def print_plan(console: object, doc: dict) -> None:

@@ -188,18 +188,18 @@ def _call_factory(path: Path, fn: str) -> Any:
     """Import ``path`` and call ``fn`` behind the user-code guard: its errors, exits and prints are one line."""
     from dnnplace.utils.guard import user_code
 
-    name = clip(f"{path}:{fn}", 200)
+    name = clip(f"{path}:{fn}", 120)  # named once per message, which stays one short line
     try:
         spec = importlib.util.spec_from_file_location(path.stem, path) if path.is_file() else None
     except (OSError, ValueError):
         spec = None
     if spec is None or spec.loader is None:
-        raise DnnplaceError(f"'{name}': cannot import {clip(path, 200)} (no such file)")
+        raise DnnplaceError(f"'{name}': cannot import the file (no such file)")
     mod = importlib.util.module_from_spec(spec)
-    with user_code(f"'{name}': importing {clip(path, 200)}"):
+    with user_code(f"'{name}': importing the file"):
         spec.loader.exec_module(mod)
     if not callable(getattr(mod, fn, None)):
-        raise DnnplaceError(f"'{name}': {clip(path, 200)} has no function '{clip(fn, 100)}'")
+        raise DnnplaceError(f"'{name}': the file has no function '{clip(fn, 60)}'")
     with user_code(f"'{name}': the factory"):
         cfg = getattr(mod, fn)()
         return cfg.to_dict() if hasattr(cfg, "to_dict") else cfg

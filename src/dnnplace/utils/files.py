@@ -188,11 +188,25 @@ MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before
 
 
 def read_json_file(path: str | Path) -> Any:
-    """Parse a JSON file, turning I/O and syntax problems into one-line errors."""
+    """Parse a JSON file, turning I/O and syntax problems into one-line errors.
+
+    Only a regular file is read: a FIFO, a device or a socket is refused before it is opened (opening
+    one can block for ever or never reach its end), and the file is opened non-blocking and checked again
+    by its descriptor, so a FIFO swapped in between the two checks cannot hang the reader either.
+    """
     p = Path(path)
     shown = clip(p)
     try:
-        with open(p, "rb") as fh:
+        kind = _kind(os.stat(p).st_mode)
+        if kind == "a directory":
+            raise IsADirectoryError
+        if kind is not None:
+            raise InputError(f"{shown}: is {kind}, not a regular file; give a JSON file")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as fh:
+            kind = _kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise InputError(f"{shown}: is {kind}, not a regular file; give a JSON file")
             data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise InputError(f"{shown}: no such file") from None
@@ -213,5 +227,5 @@ def read_json_file(path: str | Path) -> Any:
         raise InputError(f"{shown}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise InputError(f"{shown}: not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
+    except (ValueError, MemoryError) as exc:  # e.g. an integer longer than Python's digit limit
         raise InputError(f"{shown}: not valid JSON: {clip(exc, 120)}") from None

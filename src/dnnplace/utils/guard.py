@@ -17,7 +17,7 @@ from dnnplace.errors import DnnplaceError
 
 __all__ = ["UserCodeError", "stdout_to_stderr", "user_code"]
 
-_REASON_LIMIT = 300  # characters of the user's own message kept in the one line
+_REASON_LIMIT = 120  # characters of the user's own message kept in the one line (a line stays under ~300)
 
 
 class UserCodeError(DnnplaceError):
@@ -33,8 +33,9 @@ def _first_line(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # noqa: BLE001 - a hostile __str__ must not hide what happened
         text = ""
-    text = " ".join(text.split())
-    return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 1] + "…"
+    from dnnplace.utils.text import clip
+
+    return clip(" ".join(text.split()), _REASON_LIMIT)  # cut after escaping: escapes lengthen the line
 
 
 @contextlib.contextmanager
@@ -76,7 +77,10 @@ def user_code(what: str) -> Iterator[None]:
         except KeyboardInterrupt:
             raise
         except SystemExit as exc:
-            raise UserCodeError(what, f"called sys.exit({exc.code!r})", exited=True) from None
+            from dnnplace.utils.text import clip
+
+            code = clip(repr(exc.code), _REASON_LIMIT)
+            raise UserCodeError(what, f"called sys.exit({code})", exited=True) from None
         except Exception as exc:  # the user's bug, not ours: named, one line
             message = _first_line(exc)
             raise UserCodeError(what, f"failed: {type(exc).__name__}" + (f": {message}" if message else ""),

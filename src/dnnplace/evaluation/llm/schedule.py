@@ -30,6 +30,9 @@ For uniform stages (every virtual stage F + B, no p2p) the result is
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -40,6 +43,25 @@ from dnnplace.model.schedule import megatron_rank
 Array = np.ndarray
 
 #: Tasks (2 p v m) up to which the recurrence runs the whole step; beyond, it extrapolates.
+_DEADLINE: ContextVar[Callable[[], bool] | None] = ContextVar("schedule_deadline", default=None)
+_CHECK_EVERY = 64  # levels of the recurrence between two readings of the clock
+
+
+class OutOfTime(Exception):
+    """The deadline set with :func:`deadline` passed inside an evaluation of the recurrence."""
+
+
+@contextmanager
+def deadline(over: Callable[[], bool] | None) -> Iterator[None]:
+    """Make :func:`makespan` raise :class:`OutOfTime` once ``over()`` says the time is up (None: never):
+    one evaluation of a deep, many-micro-batch schedule can take seconds, longer than a search's time limit."""
+    token = _DEADLINE.set(over)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
 MAX_EXACT_TASKS = 2_000
 #: Tasks of the longest prefix run to find the steady state before its last increment is taken as is.
 MAX_EXTRAPOLATED_TASKS = 400_000
@@ -143,7 +165,10 @@ def _run(pp: int, vp: int, m: int, fwd: Array, bwd: Array, p2p: Array) -> Array:
     dur[0::2], dur[1::2] = fwd.T, bwd.T
     end = np.zeros((n_tasks + 1, n))
     d = p2p[None, :]
-    for lvl in levels:
+    stop = _DEADLINE.get()
+    for k, lvl in enumerate(levels):
+        if stop is not None and k % _CHECK_EVERY == 0 and stop():
+            raise OutOfTime
         ready = np.maximum(end[lvl.prev] + d * lvl.prev_send[:, None], end[lvl.dep] + d * lvl.cross[:, None])
         end[lvl.idx] = ready + dur[lvl.col]
     return end[:n_tasks].max(axis=0)

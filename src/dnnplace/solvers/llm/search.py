@@ -54,6 +54,8 @@ Columns = dict[str, np.ndarray]
 FIXABLE = tuple(f.name for f in pin_fields())
 CHUNK_ROWS = 20000  # candidate rows evaluated per numpy batch
 BOUND_ROWS = 200_000  # base configurations bounded per numpy batch
+BOUND_CELLS = 2e6  # the first bounding batch, in split rows x ranks (then paced by the clock)
+EVAL_CELLS = 2e5  # the first pricing batch, in schedule tasks (then paced by the clock)
 MAX_BASES = 2_000_000  # base configurations one search may hold (a few hundred MB of columns and bounds)
 
 
@@ -77,15 +79,35 @@ class _Clock:
 
 
 class _Pace:
-    """Rows per numpy batch: at most ``cap``, fewer when a batch takes longer than ``target`` seconds, so that
-    the clock is read often whatever one row costs (the cost model's price per row varies by orders)."""
+    """Work per numpy batch, in cells (a row weighs what the cost model does for it: its layer splits times
+    its pipeline ranks, or its schedule's tasks), so the clock is read every ``target`` seconds or so from the
+    first call on: a batch sized in rows alone could take minutes on one deep, many-micro-batch shape."""
 
-    def __init__(self, cap: int, target: float = 0.25) -> None:
-        self.cap, self.rows, self.target = cap, cap, target
+    def __init__(self, start: float, target: float = 0.25, cap: float = 2e9) -> None:
+        self.budget, self.target, self.cap = start, target, cap
 
-    def timed(self, rows: int, seconds: float) -> None:
-        if rows and seconds > self.target:
-            self.rows = max(16, min(self.cap, int(rows * self.target / seconds)))
+    def take(self, cum: np.ndarray, lo: int) -> int:
+        """The end of the next batch from row ``lo`` (``cum``: the rows' running weight, from 0): as many
+        rows as the budget holds, at least one."""
+        hi = int(np.searchsorted(cum, cum[lo] + self.budget, side="right")) - 1
+        return max(hi, lo + 1)
+
+    def timed(self, work: float, seconds: float) -> None:
+        if work and seconds > self.target:
+            self.budget = max(1.0, work * self.target / seconds)
+        elif work >= self.budget / 2 and seconds < self.target / 4:
+            self.budget = min(self.cap, 2 * self.budget)
+
+
+def _tasks(cols: Columns, problem: LLMProblem) -> np.ndarray:
+    """Per base configuration, about how many schedule tasks one of its candidates costs to price: the exact
+    run up to the schedule's limit, else its three shorter runs to the steady state (:func:`schedule.makespan`)."""
+    pp, vp = cols["pp"].astype(float), cols["vp"].astype(float)
+    m = problem.job.global_batch / np.maximum(1.0, cols["dp"] * cols["mbs"])
+    exact = 2 * pp * vp * m
+    unit, g = np.where(vp > 1, pp, 1.0), np.where(vp > 1, 2.0, pp + 2)
+    runs = 3 * 2 * pp * vp * unit * (g + 1)
+    return np.where(exact <= schedule.MAX_EXACT_TASKS, exact, np.minimum(exact, runs)) + 8.0
 
 
 class _TimeUp(Exception):
@@ -357,14 +379,16 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     if not B:
         raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
     lb, lb_time = np.empty(B), np.empty(B)
-    bound_pace, lo = _Pace(BOUND_ROWS), 0
+    bound_w = np.array([len(split_rows[(p, v)]) * p + 8.0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
+                                                                       strict=True)])
+    bound_cum, bound_pace, lo = np.concatenate([[0.0], np.cumsum(bound_w)]), _Pace(BOUND_CELLS), 0
     while lo < B:
         if clock.over():
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
-        rows = np.arange(lo, min(lo + bound_pace.rows, B))
+        rows = np.arange(lo, min(bound_pace.take(bound_cum, lo), lo + BOUND_ROWS, B))
         t0 = time.perf_counter()
         lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows)
-        bound_pace.timed(len(rows), time.perf_counter() - t0)
+        bound_pace.timed(float(bound_cum[rows[-1] + 1] - bound_cum[lo]), time.perf_counter() - t0)
         lo += len(rows)
     order = np.argsort(lb, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
@@ -372,7 +396,8 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
     pending = math.inf  # the smallest bound of a chunk the clock stopped half-way
-    pace = _Pace(CHUNK_ROWS)
+    pace = _Pace(EVAL_CELLS)
+    tasks = _tasks(cols, problem)
     i = 0
     while i < len(order) and lb[order[i]] < best_t:
         if clock.over():
@@ -380,25 +405,33 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         count = 0
-        while i < len(order) and count < pace.rows and lb[order[i]] < best_t:
+        while i < len(order) and count < pace.budget and lb[order[i]] < best_t:
             k = int(order[i])
             s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
-            count += len(s)
+            count += len(s) * tasks[k]
             i += 1
+        priced = False  # at least one batch per round, so that every round makes progress
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
+            own_cum = np.concatenate([[0.0], np.cumsum(tasks[own])])
             lo = 0
             while lo < len(own):  # a long split list in slices, the clock between them
-                if lo and clock.over():
+                if priced and clock.over():
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
-                hi = lo + pace.rows
+                hi = min(pace.take(own_cum, lo), lo + CHUNK_ROWS)
                 cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
                 t0 = time.perf_counter()
-                res = evaluate_batch(problem, cand)
-                pace.timed(len(cand), time.perf_counter() - t0)
+                try:
+                    with schedule.deadline(clock.over if clock.limit is not None else None):
+                        res = evaluate_batch(problem, cand)
+                except schedule.OutOfTime:  # the limit passed inside one long pricing: as at the check above
+                    pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
+                    break
+                priced = True
+                pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
                 lo = hi
                 step = np.where(res.fits, res.step, np.inf)
                 j = int(np.argmin(step))
