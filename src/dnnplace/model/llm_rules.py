@@ -66,8 +66,10 @@ def _chain_divides(n: Any, *parts: Any) -> Any:
     """``parts[0] * parts[1] * ... == n`` without forming the product (no int64 overflow)."""
     ok, rest = True, n
     for p in parts:
-        ok = ok & (rest % p == 0)
-        rest = rest // p
+        p = np.asarray(p)
+        safe = np.where(p > 0, p, 1)  # a zero degree (a pin above the GPUs leaves dp 0) breaks the rule, no warning
+        ok = ok & (p > 0) & (rest % safe == 0)
+        rest = rest // safe
     return ok & (rest == 1)
 
 
