@@ -56,3 +56,18 @@ def test_plan_prints_the_band_and_the_comparison() -> None:
     assert "a measured step of" in text and "compared configuration:" in text
     r = run_cli(*base, "--precision", "fp8")
     assert r.returncode == 0 and "no measured error band for fp8 on h100" in " ".join(r.stdout.split())
+
+
+def test_a_mixture_of_experts_plan_gets_no_dense_band() -> None:
+    """No held-in row exercises dispatch or grouped GEMMs: the dense rows' band is no evidence for MoE runs."""
+    from pathlib import Path
+
+    from cli_runner import run_cli
+
+    assert not ErrorBand.covers("bf16", "h100", moe=True)
+    config = Path(__file__).parent / "fixtures" / "qwen3-30b-a3b.json"
+    r = run_cli("plan", config, "--gpus", "16", "--seq-len", "4096", "--global-batch", "1024",
+                "--fix", "tp=1,pp=1,vp=1,cp=1,mbs=1,ep=16,etp=1,dispatcher=flex")
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stderr
+    assert "no measured error band for mixture-of-experts bf16 on h100" in text and "a measured step of" not in text

@@ -104,12 +104,14 @@ def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]
 
     band = held_in_band()
     prec, dev = problem.job.precision, problem.device.name
-    if ErrorBand.covers(prec, dev):
+    moe = getattr(problem, "moe", None) is not None
+    if ErrorBand.covers(prec, dev, moe):
         lo, hi = band.measured_range(predicted_s)
         lines = [f"{band.text()}: a measured step of {lo:.2f}-{hi:.2f} s"]
     else:
-        lines = [f"no measured error band for {prec} on {dev} ({band.text()}; docs/dev/fidelity.md lists"
-                 " how far FP8 and Blackwell runs fall outside it)"]
+        what = f"mixture-of-experts {prec}" if moe else prec
+        lines = [f"no measured error band for {what} on {dev} ({band.text()}; docs/dev/fidelity.md and"
+                 " docs/moe.md list how far FP8, Blackwell and MoE runs fall outside it)"]
     if rival is not None:
         t = rival.estimate.step_time_s
         fits = "fits" if rival.estimate.fits else "does not fit"

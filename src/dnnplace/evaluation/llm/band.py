@@ -79,9 +79,10 @@ class ErrorBand:
         return hi / (1 + self.high) < lo / (1 + self.low)
 
     @staticmethod
-    def covers(precision: str, device: str) -> bool:
-        """Is the band evidence for this precision and GPU (BF16 on the Hopper GPUs it was measured on)?"""
-        return precision == "bf16" and device in ("h100", "h200")
+    def covers(precision: str, device: str, moe: bool = False) -> bool:
+        """Is the band evidence for this run: a dense model in BF16 on the Hopper GPUs it was measured on?
+        (Mixture-of-experts runs price terms no held-in row exercises: dispatch, grouped GEMMs.)"""
+        return precision == "bf16" and device in ("h100", "h200") and not moe
 
     def text(self) -> str:
         return (f"error band {100 * self.low:+.1f} % .. {100 * self.high:+.1f} % "
