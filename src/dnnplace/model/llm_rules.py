@@ -21,8 +21,7 @@ below :mod:`dnnplace.model.llm`, which reads plan files through it).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,13 +30,13 @@ from dnnplace.errors import InputError
 from dnnplace.model.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.model.llm_config import RECOMPUTE, ParallelConfig, check_fields, columns
 from dnnplace.model.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
+from dnnplace.model.rule import Cols, Rule, first_broken
 from dnnplace.model.systems import GPU_GENERATIONS
 from dnnplace.utils.text import clip
 
 __all__ = ["CONFIG_RULES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES", "PROBLEM_RULES",
            "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
 
-Cols = Mapping[str, Any]
 
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
 POSITIONS = ("rope", "learned")
@@ -52,14 +51,6 @@ PRECISIONS = tuple(PRECISION_RECIPES)
 PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule: a name, the configuration columns it reads, a predicate (true where obeyed), a message."""
-
-    name: str
-    needs: tuple[str, ...]
-    ok: Callable[[Cols], Any]
-    message: Callable[[Cols], str]
 
 
 def _chain_divides(n: Any, *parts: Any) -> Any:
@@ -193,13 +184,6 @@ def problem_columns(problem: Any) -> dict[str, Any]:
     return cols
 
 
-def first_broken(rules: Sequence[Rule], cols: Cols) -> tuple[Rule, dict[str, Any]] | None:
-    """The first rule a one-row ``cols`` breaks, with the row as Python scalars (for its message)."""
-    for rule in rules:
-        if not bool(np.all(rule.ok(cols))):
-            row = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in cols.items()}
-            return rule, row
-    return None
 
 
 def filter_rows(rules: Sequence[Rule], cols: dict[str, Any], n: int, have: set[str],

@@ -18,19 +18,18 @@ rules join :data:`CONFIG_RULES` there when the knobs become :class:`ParallelConf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.moe_knobs import DISPATCHERS, RECOMPUTE_MODULES
+from dnnplace.model.rule import Cols, Rule, first_broken
 
 # A model.moe.MoEModel is passed as Any: model.moe needs the architecture (model.llm), which reads this rule set.
 MoEModel = Any
 
-Cols = Mapping[str, Any]
 
 __all__ = ["DENSE_RULE", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_problem_columns", "edp_of",
            "filter_moe_rows", "first_broken", "modules_mask", "moe_columns", "moe_problem_columns"]
@@ -38,14 +37,6 @@ __all__ = ["DENSE_RULE", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_
 _RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule: a name, the configuration columns it reads, a predicate (true where obeyed), a message."""
-
-    name: str
-    needs: tuple[str, ...]
-    ok: Callable[[Cols], Any]
-    message: Callable[[Cols], str]
 
 
 def modules_mask(modules: Iterable[str]) -> int:
@@ -195,13 +186,6 @@ def moe_columns(*, tp: int = 1, pp: int = 1, vp: int = 1, cp: int = 1, dp: int =
     return cols
 
 
-def first_broken(rules: Sequence[Rule], cols: Cols) -> tuple[Rule, dict[str, Any]] | None:
-    """The first rule a one-row ``cols`` breaks, with the row as Python scalars (for its message)."""
-    for rule in rules:
-        if not bool(np.all(rule.ok(cols))):
-            row = {k: (v.item() if isinstance(v, np.ndarray) and v.size == 1 else v) for k, v in cols.items()}
-            return rule, row
-    return None
 
 
 def filter_moe_rows(model: MoEModel, gpus: int, config_cols: Cols, n: int) -> np.ndarray:
