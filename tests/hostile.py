@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -472,3 +474,18 @@ def write_chain(path: Path, n: int) -> Path:
         fh.write(",".join(edge.format(i, i + 1) for i in range(n - 1)))
         fh.write("]}")
     return path
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 5) -> Iterator[None]:
+    """Fail instead of hanging: a command or reader that blocks on a FIFO is the bug under test."""
+    def fire(*_: object) -> None:
+        raise TimeoutError("blocked")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

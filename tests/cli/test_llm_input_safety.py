@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
-from hostile import clean_error
+from hostile import clean_error, deadline
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm"
 LLAMA8 = EXAMPLES / "llama3.1-8b.json"
 BASE = ["--gpus", "8", "--seq-len", "4096", "--global-batch", "32"]
 FIX = ["--fix", "tp=1,pp=1,cp=1,vp=1,mbs=1,recompute=none"]
 
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging: a command that blocks on a FIFO is the bug under test."""
-    def fire(*_: object) -> None:
-        raise TimeoutError("the command blocked")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def refused(*args: object, needle: str = "") -> str:

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hostile import deadline
 
 from dnnplace.errors import InputError
 from dnnplace.utils import files
 from dnnplace.utils.files import read_json_file
-
-
-@contextlib.contextmanager
-def deadline(seconds: int = 5) -> Iterator[None]:
-    """Fail instead of hanging: a reader that blocks on a FIFO is the bug under test."""
-    def fire(*_: object) -> None:
-        raise TimeoutError("the reader blocked")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def one_line(exc: pytest.ExceptionInfo[InputError]) -> str:
