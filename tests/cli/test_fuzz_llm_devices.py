@@ -15,6 +15,7 @@ from conftest import ROOT
 from hostile import contents, invoke, snapshot, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 LLM_CONFIG = json.loads((ROOT / "examples" / "llm" / "llama3.1-8b.json").read_text())
 CONFIG_PATHS = [[k] for k in LLM_CONFIG] + [["architectures", 0], ["num_local_experts"], ["head_dim"]]
@@ -59,7 +60,7 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@settings(max_examples=int(os.environ.get("DNNPLACE_FUZZ_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=int(os.environ.get("DNNPLACE_FUZZ_EXAMPLES", examples(25))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_llm_and_device_inputs(command, llm_plan, data):
