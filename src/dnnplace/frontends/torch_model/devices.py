@@ -10,10 +10,13 @@ roofline (only ``peak_flops`` and ``mem_bw``; it is not a ``--device``).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.model.catalogue import legacy_view
+from dnnplace.model.limits import MAX_VALUE
+from dnnplace.utils.text import clip
 
 # The one hardware catalogue (model/catalogue.py) holds these figures with their sources; this is its
 # roofline view: five fields per accelerator, and the ``cpu`` core (one core of a current server CPU, fp32:
@@ -56,8 +59,12 @@ def load_catalogue(path: str | Path | None) -> dict[str, dict[str, float]]:
         for key, value in props.items():
             if key not in ("peak_flops", "mem_bw", "memory", "link_bw", "link_latency_ms"):
                 raise DnnplaceError(f"{p}: device '{name}': unknown property '{key}'")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise DnnplaceError(f"{p}: device '{name}': '{key}' must be a non-negative number")
+            # rates divide the work: they must be positive; memory and latency may be zero; all finite
+            rate = key in ("peak_flops", "mem_bw", "link_bw")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (value > 0 if rate else value >= 0) or value > MAX_VALUE:
+                raise DnnplaceError(f"{p}: device '{clip(str(name), 40)}': '{key}' must be a "
+                                    f"{'positive' if rate else 'non-negative'} finite number up to {MAX_VALUE:g}")
             entry[key] = float(value)
         missing = {"peak_flops", "mem_bw"} - entry.keys() if name == CPU_CORE else \
             {"peak_flops", "mem_bw", "memory", "link_bw"} - entry.keys()
