@@ -29,7 +29,9 @@ def test_polish_keeps_a_valid_split_no_worse_and_never_below_the_optimum(w, data
         return
     assert after.feasible
     assert after.max_load <= ev.max_load + 1e-12
-    assert after.max_load >= brute_force_contiguous_optimum(w) - 1e-9
+    if ev.contiguous:  # a non-contiguous split may be feasible and beat every contiguous one
+        assert after.contiguous
+        assert after.max_load >= brute_force_contiguous_optimum(w) - 1e-9
 
 
 def test_polish_moves_a_chain_boundary_to_the_balanced_cut():
