@@ -32,31 +32,38 @@ def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> 
     return float(global_batch) * seq * per_token
 
 
-def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec) -> Array:
+def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0) -> Array:
     """Fraction of peak a GEMM with an m x n output reaches: MAMF x tile and wave quantisation.
 
     The output is cut into tiles; a partial tile costs a full one, and the last
     wave of tiles over the SMs runs partly empty (why shapes just past a multiple are slow).
+    A grouped GEMM (``groups`` problems of the same shape in one kernel, the MoE experts) shares one
+    wave count over the tiles of all its groups.
     """
     tm, tn = dev.gemm_tile
-    tiles = np.ceil(m / tm) * np.ceil(n / tn)
-    tile_fill = (m * n) / (tiles * tm * tn)
+    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+    tile_fill = groups * m * n / np.maximum(tiles * tm * tn, 1.0)
     waves = tiles / dev.sm_count
-    wave_fill = waves / np.ceil(waves)
+    wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
     return float(dev.gemm_fraction or 0.0) * tile_fill * wave_fill
 
 
-def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0) -> Array:
+def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0,
+              groups: Array | float = 1.0) -> Array:
     """Seconds for (m x k) @ (k x n): the main loop (slower of tensor cores and operand traffic) + epilogue.
 
     The epilogue writes the m x n output (``out_bytes`` per element: 2 for a 16-bit result, 8
     for Megatron's fused fp32 gradient accumulation, which reads and writes main_grad with beta = 1)
-    after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.
+    after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.  With
+    ``groups`` > 1 the same shape runs once per group in one kernel, each group reading its own
+    weights: few rows per group make it bandwidth-bound (the inefficiency of small expert GEMMs).
     """
     hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
-    compute = 2.0 * m * n * k / (peak * gemm_efficiency(m, n, dev))
-    operands = 2.0 * (m * k + k * n) / hbm
-    return np.maximum(compute, operands) + out_bytes * m * n / hbm
+    work = 2.0 * groups * m * n * k
+    eff = np.maximum(gemm_efficiency(m, n, dev, groups), 1e-12)
+    compute = np.where(work > 0, work / (peak * eff), 0.0)
+    operands = 2.0 * groups * (m * k + k * n) / hbm
+    return np.maximum(compute, operands) + out_bytes * groups * m * n / hbm
 
 
 def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:

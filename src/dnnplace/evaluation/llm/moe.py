@@ -235,17 +235,7 @@ def grouped_gemm_time(m_rows: Array, n: Array, k: Array, groups: Array, dev: Dev
     full one; each group reads its own weight matrix, so few rows per expert make the GEMM
     bandwidth-bound (the inefficiency of small expert GEMMs); the epilogue writes each output.
     """
-    tm, tn = dev.gemm_tile
-    tiles = groups * np.ceil(m_rows / tm) * np.ceil(n / tn)
-    tile_fill = groups * m_rows * n / np.maximum(tiles * tm * tn, 1.0)
-    waves = tiles / dev.sm_count
-    wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
-    eff = float(dev.gemm_fraction or 0.0) * tile_fill * wave_fill
-    hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
-    work = 2.0 * groups * m_rows * n * k
-    compute = np.where(work > 0, work / (peak * np.maximum(eff, 1e-12)), 0.0)
-    operands = 2.0 * groups * (m_rows * k + k * n) / hbm
-    return np.maximum(compute, operands) + out_bytes * groups * m_rows * n / hbm
+    return flops.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
 
 
 def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceSpec,
