@@ -348,13 +348,18 @@ MODELS: dict[str, PlannedModel] = {
 }
 
 
+def _model_by(obj: Any, kind: str, what: str) -> PlannedModel:
+    """The model whose ``kind`` type (``instance_type`` or ``plan_type``) ``obj`` is (a clear error if none)."""
+    for m in MODELS.values():
+        if isinstance(obj, getattr(m, kind)):
+            return m
+    known = ", ".join(getattr(m, kind).__name__ for m in MODELS.values())
+    raise DnnplaceError(f"expected {what} of a planned model ({known}), got {type(obj).__name__}")
+
+
 def model_of(instance: Any) -> PlannedModel:
     """The model ``instance`` belongs to (a clear error for anything else)."""
-    for m in MODELS.values():
-        if isinstance(instance, m.instance_type):
-            return m
-    known = ", ".join(m.instance_type.__name__ for m in MODELS.values())
-    raise DnnplaceError(f"expected an instance of a planned model ({known}), got {type(instance).__name__}")
+    return _model_by(instance, "instance_type", "an instance")
 
 
 def paper_instance(instance: Any, what: str) -> Workload:
@@ -377,11 +382,7 @@ def check_plan(instance: Any, plan: Any) -> PlannedModel:
 
 def model_of_plan(plan: Any) -> PlannedModel:
     """The model whose plans ``plan`` is one of (a clear error for anything else)."""
-    for m in MODELS.values():
-        if isinstance(plan, m.plan_type):
-            return m
-    known = ", ".join(m.plan_type.__name__ for m in MODELS.values())
-    raise DnnplaceError(f"expected a plan of a planned model ({known}), got {type(plan).__name__}")
+    return _model_by(plan, "plan_type", "a plan")
 
 
 def proof_of(plan: Any) -> Proof:
