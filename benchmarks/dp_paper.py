@@ -30,9 +30,9 @@ REF_NOTE = {"LayerGraphs/inceptionv3_inference": "OOM after 23 min",
 
 def one(key: str) -> dict:
     """Solve one workload in this process; report timings and peak memory."""
-    from dnnplace.solvers.dp.ideals import enumerate_ideals
-    from dnnplace.solvers.dp.kernel import warm_up
-    from dnnplace.solvers.prepare import prepare
+    from dnnplace.models.paper.solvers.dp.ideals import enumerate_ideals
+    from dnnplace.models.paper.solvers.dp.kernel import warm_up
+    from dnnplace.models.paper.solvers.prepare import prepare
 
     warm_up()
     path = PAPER / "throughput-inputs" / f"{key}.json"

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dnnplace.model.systems import system_spec
+from dnnplace.core.systems import system_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "llm" / "fixtures"
 
@@ -77,10 +77,10 @@ def moe_table(search_free: bool = False) -> bool:
 
     import dnnplace
     from dnnplace.errors import DnnplaceError
-    from dnnplace.evaluation.llm import evaluate
-    from dnnplace.model.llm import ParallelConfig
-    from dnnplace.model.moe_knobs import module_set
-    from dnnplace.solvers.llm import search
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.moe_knobs import module_set
+    from dnnplace.models.llm.solvers import search
+    from dnnplace.models.llm.spec import ParallelConfig
 
     ok = True
     print("| model | system | GPUs | published config | measured s | predicted s | error | fits | memory GB |"
@@ -124,11 +124,11 @@ def moe_table(search_free: bool = False) -> bool:
 
 
 def main() -> int:
+    from dnnplace.core.catalogue import device_spec
     from dnnplace.errors import DnnplaceError
-    from dnnplace.evaluation.llm.moe import model_flops_per_step
-    from dnnplace.frontends.moe_config import load_moe
-    from dnnplace.model.catalogue import device_spec
-    from dnnplace.model.moe_rules import check_moe_config, moe_columns
+    from dnnplace.models.llm.evaluation.moe import model_flops_per_step
+    from dnnplace.models.llm.moe_config import load_moe
+    from dnnplace.models.llm.moe_rules import check_moe_config, moe_columns
 
     print("| model | system | GPUs | config | measured s | model PFLOP/step | measured MFU | rules |")
     print("|---|---|---|---|---|---|---|---|")

@@ -26,15 +26,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dnnplace.core.catalogue import DeviceSpec, device_spec
+from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.evaluation.llm.band import HELD_IN, held_in_band
-from dnnplace.frontends.hf_config import load_arch
-from dnnplace.model.catalogue import DeviceSpec, device_spec
-from dnnplace.model.llm import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
-from dnnplace.model.systems import system_device, system_spec
-from dnnplace.simulation.llm import simulate_llm
-from dnnplace.solvers.llm import search
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.band import HELD_IN, held_in_band
+from dnnplace.models.llm.hf_config import load_arch
+from dnnplace.models.llm.simulation import simulate_llm
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "llm"
 TOLERANCE, MAX_RUNTIME = 0.15, 10.0

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.frontends.piper_json import bert_l, load_piper
-from dnnplace.solvers.piper.solver import solve_piper, warm_up
+from dnnplace.models.piper.piper_json import bert_l, load_piper
+from dnnplace.models.piper.solvers.solver import solve_piper, warm_up
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "dnnplace" / "data" / "piper"
 

@@ -30,10 +30,10 @@ MODELS = ["examples/hf_transformers.py:gpt2_small", "examples/meta_models.py:gpt
 def one(spec: str, training: bool, out: str) -> dict:
     """Profile ``spec`` in this process, timing each stage."""
     t0 = time.perf_counter()
-    from dnnplace.frontends import paper_json
     from dnnplace.frontends.torch_model.capture import capture
     from dnnplace.frontends.torch_model.loader import load_factory
     from dnnplace.frontends.torch_model.profile import build_workload_dict
+    from dnnplace.models.paper import paper_json
 
     t1 = time.perf_counter()
     loaded = load_factory(spec)

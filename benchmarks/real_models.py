@@ -38,9 +38,9 @@ def block_optimum(path: Path) -> tuple[float, str]:
 
     Where even the fused graph's lattice is too large, the DP's own answer: a split, not a proven optimum.
     """
-    from dnnplace.evaluation import evaluate
-    from dnnplace.frontends.paper_json import load_workload
-    from dnnplace.solvers.dp.portfolio import DPOptions, solve_dp
+    from dnnplace.models.paper.evaluation import evaluate
+    from dnnplace.models.paper.paper_json import load_workload
+    from dnnplace.models.paper.solvers.dp.portfolio import DPOptions, solve_dp
 
     doc = json.loads(path.read_text())
     w = load_workload(path)

@@ -41,7 +41,7 @@ def terms(spec: str, microbatches: int, rounds: int) -> dict[str, float]:
     from dnnplace.frontends.torch_model.capture import capture
     from dnnplace.frontends.torch_model.loader import default_loss, load_factory
     from dnnplace.frontends.torch_model.profile import _backward_ms, _run_node, forward_values
-    from dnnplace.model.split import Split
+    from dnnplace.models.paper.split import Split
     from dnnplace.runtime.stages import build_stages
 
     torch.set_num_threads(1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper.workload import Workload
 
 
 def nodes_of(w: Workload) -> list[int]:

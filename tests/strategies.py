@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from dnnplace.frontends.paper_json import workload_from_records
+from dnnplace.models.paper.paper_json import workload_from_records
 
 
 @st.composite

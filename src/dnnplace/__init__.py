@@ -74,13 +74,13 @@ if TYPE_CHECKING:
         with_budget,
         write_report,
     )
-    from dnnplace.evaluation import Evaluation
-    from dnnplace.frontends.paper_json import workload_from_records
-    from dnnplace.model.piper import PiperInstance
-    from dnnplace.model.split import Split
-    from dnnplace.model.workload import Workload
-    from dnnplace.simulation import Simulation
-    from dnnplace.solvers import Solver
+    from dnnplace.api.methods import Solver
+    from dnnplace.models.paper.evaluation import Evaluation
+    from dnnplace.models.paper.paper_json import workload_from_records
+    from dnnplace.models.paper.simulation import Simulation
+    from dnnplace.models.paper.split import Split
+    from dnnplace.models.paper.workload import Workload
+    from dnnplace.models.piper.spec import PiperInstance
 
 # Where each public name lives; it is imported on first use (PEP 562), so that ``import dnnplace`` (and the
 # CLI's start-up) does not pay for numpy, networkx, numba, HiGHS or torch before it needs them.
@@ -89,9 +89,10 @@ _LAZY: dict[str, str] = {
                      "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run",
                      "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget",
                      "write_report"], "dnnplace.api"),
-    "Evaluation": "dnnplace.evaluation", "workload_from_records": "dnnplace.frontends.paper_json",
-    "PiperInstance": "dnnplace.model.piper", "Split": "dnnplace.model.split", "Workload": "dnnplace.model.workload",
-    "Simulation": "dnnplace.simulation", "Solver": "dnnplace.solvers",
+    "Evaluation": "dnnplace.models.paper.evaluation", "workload_from_records": "dnnplace.models.paper.paper_json",
+    "PiperInstance": "dnnplace.models.piper.spec", "Split": "dnnplace.models.paper.split",
+    "Workload": "dnnplace.models.paper.workload",
+    "Simulation": "dnnplace.models.paper.simulation", "Solver": "dnnplace.api.methods",
 }
 
 __all__ = [

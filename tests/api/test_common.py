@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import dnnplace
+from dnnplace.core.solver import STATUSES
 from dnnplace.errors import DnnplaceError, ParamError
-from dnnplace.solvers.base import STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_PAPER = {

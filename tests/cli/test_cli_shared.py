@@ -6,7 +6,7 @@ import json
 
 from cli_runner import run_cli
 
-from dnnplace.frontends.paper_json import workload_from_records, workload_to_dict
+from dnnplace.models.paper.paper_json import workload_from_records, workload_to_dict
 
 
 def _workload(tmp_path):

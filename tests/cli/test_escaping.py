@@ -42,7 +42,7 @@ def test_printable_escapes_every_control_character():
 def test_graphviz_labels_are_drawn_literally():
     import xml.etree.ElementTree as ET
 
-    from dnnplace.report.html import dot_label, dot_tooltip
+    from dnnplace.models.paper.report import dot_label, dot_tooltip
 
     src = "\n".join(["digraph G {"] + [f'n{i} [label="{dot_label(n)}", tooltip="{dot_tooltip(n)}"];'
                                       for i, n in enumerate(LABELS)] + ["}"])

@@ -6,7 +6,7 @@ import pytest
 from hostile import BARE_SPLIT, HOSTILE_SPECS, _spec_constant, invoke, write_tmp_workload
 
 import dnnplace
-from dnnplace.frontends import paper_json
+from dnnplace.models.paper import paper_json
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from hostile import (
 
 import dnnplace
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends import paper_json
+from dnnplace.models.paper import paper_json
 
 
 def test_values_near_float_max_are_refused_at_load(tmp_path):
@@ -82,7 +82,7 @@ def test_device_budget_far_above_the_node_count(files, tmp_path):
 
 
 def test_trace_and_timeline_sizes_are_bounded(files, tmp_path, monkeypatch):
-    import dnnplace.simulation.pipeline as pipeline
+    import dnnplace.models.paper.simulation as pipeline
 
     monkeypatch.setattr(pipeline, "MAX_TRACE_TASKS", 100)  # as if 200,000 were exceeded
     w, s = files

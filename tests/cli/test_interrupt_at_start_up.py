@@ -33,7 +33,7 @@ CONSOLE_SCRIPT = "from dnnplace.cli.app import main\nsys.exit(main())\n"  # what
 MODULE = "import runpy\nrunpy.run_module('dnnplace', run_name='__main__', alter_sys=True)\n"
 
 
-TARGETS = ["typer", "rich.console", "numpy", "dnnplace.cli.app", "dnnplace.cli.solve_cmd", "dnnplace.solvers",
+TARGETS = ["typer", "rich.console", "numpy", "dnnplace.cli.app", "dnnplace.cli.solve_cmd", "dnnplace.api.methods",
            "dnnplace.cli.plan_cmd"]
 
 

@@ -27,7 +27,7 @@ def test_a_hundred_thousand_isolated_nodes_are_solved_not_enumerated(tmp_path):
 def test_series_count_matches_brute_force():
     import random
 
-    from dnnplace.solvers.dp.lattice_info import count_ideals_series
+    from dnnplace.models.paper.solvers.dp.lattice_info import count_ideals_series
 
     rng = random.Random(1)
     for _ in range(500):

@@ -8,7 +8,7 @@ import pytest
 from cli_runner import run_cli
 
 import dnnplace
-import dnnplace.frontends.llm_plan as llm_plan
+import dnnplace.models.llm.plan_file as llm_plan
 import dnnplace.utils.files as files
 
 LLAMA = Path(__file__).resolve().parents[2] / "examples" / "llm" / "llama3.1-8b.json"

@@ -40,7 +40,7 @@ def test_time_limit_covers_building_the_latency_ip():
 
 
 def test_deadline_while_building_returns_the_warm_start(monkeypatch):
-    from dnnplace.solvers.ip import builder
+    from dnnplace.models.paper.solvers.ip import builder
 
     w = dnnplace.load(GNMT)
 
@@ -55,7 +55,7 @@ def test_deadline_while_building_returns_the_warm_start(monkeypatch):
 
 def test_builder_checks_the_clock():
 
-    from dnnplace.solvers.ip.builder import MipBuilder
+    from dnnplace.models.paper.solvers.ip.builder import MipBuilder
 
     m = MipBuilder(deadline=time.perf_counter() - 1)
     with pytest.raises(DnnplaceError, match="time limit ran out while building"):

@@ -7,9 +7,9 @@ import copy
 import pytest
 
 from dnnplace.errors import InputError
-from dnnplace.evaluation.piper import INF, evaluate_piper
-from dnnplace.frontends.piper_json import parse_piper, plan_from_dict, plan_to_dict
-from dnnplace.model.piper import PiperPlan, PiperStage
+from dnnplace.models.piper.evaluation import INF, evaluate_piper
+from dnnplace.models.piper.piper_json import parse_piper, plan_from_dict, plan_to_dict
+from dnnplace.models.piper.spec import PiperPlan, PiperStage
 
 
 def tm(p, w=0.0, a=0.0, b=0.0, fw=None, bw=None, tid="vanilla"):

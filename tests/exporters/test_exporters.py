@@ -31,11 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.exporters import EXPORTERS, export
-from dnnplace.exporters.megatron import ARRAY
-from dnnplace.exporters.torchtitan import FLAVORS, flavor_of
-from dnnplace.frontends.llm_plan import read_llm_plan, validate_plan
-from dnnplace.model.llm import LLMPlan
+from dnnplace.models.llm.exporters import EXPORTERS, export
+from dnnplace.models.llm.exporters.megatron import ARRAY
+from dnnplace.models.llm.exporters.torchtitan import FLAVORS, flavor_of
+from dnnplace.models.llm.plan_file import read_llm_plan, validate_plan
+from dnnplace.models.llm.spec import LLMPlan
 
 FIX = Path(__file__).parent / "fixtures"
 BASE = json.loads((FIX / "llama3.1-70b_64xh100.plan.json").read_text())

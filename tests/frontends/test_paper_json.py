@@ -9,7 +9,7 @@ import pytest
 from conftest import LATENCY, THROUGHPUT, latency_path, throughput_path
 
 import dnnplace
-from dnnplace.frontends.paper_json import parse_workload, workload_to_dict
+from dnnplace.models.paper.paper_json import parse_workload, workload_to_dict
 
 
 @pytest.mark.parametrize("key", THROUGHPUT + [f"latency:{k}" for k in LATENCY])
@@ -81,7 +81,7 @@ def _per_node(obj):
     """The workload as the per-node readers alone build it."""
     from unittest import mock
 
-    from dnnplace.frontends import paper_json
+    from dnnplace.models.paper import paper_json
 
     with mock.patch.object(paper_json, "_parse_nodes_fast", lambda raw: None), \
             mock.patch.object(paper_json, "_parse_edges_fast", lambda raw, ids: None):
@@ -102,7 +102,7 @@ def _assert_same(a, b):
 
 @pytest.mark.parametrize("key", THROUGHPUT + [f"latency:{k}" for k in LATENCY])
 def test_vectorised_reader_equals_the_per_node_reader(key):
-    from dnnplace.frontends import paper_json
+    from dnnplace.models.paper import paper_json
 
     path = latency_path(key[8:]) if key.startswith("latency:") else throughput_path(key)
     obj = json.loads(path.read_text())

@@ -11,7 +11,7 @@ from cli_runner import Result, run_cli
 
 import dnnplace
 from dnnplace.errors import InputError
-from dnnplace.frontends.piper_json import TRANSFORMER, bert_l, is_piper_json, load_piper, parse_piper, piper_to_dict
+from dnnplace.models.piper.piper_json import TRANSFORMER, bert_l, is_piper_json, load_piper, parse_piper, piper_to_dict
 
 PIPER = Path(dnnplace.__file__).parent / "data" / "piper"
 BERT = PIPER / "inputs" / "bert32a100.json"
@@ -100,7 +100,7 @@ def test_bert64_construction():
             for o, o34 in zip(opts, b32.tmpcs[34][t]):
                 assert (o.p, o.w, o.a, o.b) == (o34.p, o34.w, o34.a, o34.b)
                 assert list(o.fw.values()) == [o34.fw[33]] and list(o.bw.values()) == [o34.bw[35]]
-    from dnnplace.solvers.piper.solver import build_arrays, tail_lattice
+    from dnnplace.models.piper.solvers.solver import build_arrays, tail_lattice
 
     assert tail_lattice(b, build_arrays(b), 10**6).n_ideals == 64 + 11
 

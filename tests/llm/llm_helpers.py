@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dnnplace.frontends.hf_config import load_arch
-from dnnplace.model.catalogue import device_spec
-from dnnplace.model.llm import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.llm.hf_config import load_arch
+from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm"
 

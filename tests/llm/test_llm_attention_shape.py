@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnplace.evaluation.llm.attention_shape import FA3_BY_SEQ, causal_tile_factor, length_factor
+from dnnplace.models.llm.evaluation.attention_shape import FA3_BY_SEQ, causal_tile_factor, length_factor
 
 
 def test_length_factor_at_the_measured_lengths() -> None:

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from llm_helpers import llama
 
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.evaluation.llm.band import HELD_IN, ErrorBand, held_in_band
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.band import HELD_IN, ErrorBand, held_in_band
 
 
 def test_held_in_architectures_are_the_example_configs() -> None:

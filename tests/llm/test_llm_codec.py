@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from llm_helpers import EXAMPLES, problem
 
+from dnnplace.core.limits import LLM_NAME_CHARS, LLM_SOURCE_CHARS
 from dnnplace.errors import DnnplaceError, InputError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.frontends.llm_plan import validate_plan
-from dnnplace.model.limits import LLM_NAME_CHARS, LLM_SOURCE_CHARS
-from dnnplace.model.llm import LLMPlan, TransformerArch
-from dnnplace.model.llm_rules import PRICED_FAMILIES
-from dnnplace.solvers.llm import search
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.plan_file import validate_plan
+from dnnplace.models.llm.rules import PRICED_FAMILIES
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import LLMPlan, TransformerArch
 from dnnplace.utils.text import clip
 
 
@@ -299,9 +299,9 @@ def test_every_field_has_one_declaration() -> None:
     """Adding an architecture field or a knob without its check, its plan key or its pin fails here."""
     import dataclasses
 
-    from dnnplace.model.llm_config import FIELDS, pin_fields
-    from dnnplace.model.llm_rules import ARCH_CHECKS
-    from dnnplace.solvers.llm.method import LLMSearch
+    from dnnplace.models.llm.config import FIELDS, pin_fields
+    from dnnplace.models.llm.rules import ARCH_CHECKS
+    from dnnplace.models.llm.solvers.method import LLMSearch
 
     arch_fields = [f.name for f in dataclasses.fields(TransformerArch)]
     assert sorted(name for name, _, _ in ARCH_CHECKS) == sorted(arch_fields)
@@ -314,7 +314,7 @@ def test_every_field_has_one_declaration() -> None:
 
 
 def test_a_family_the_cost_model_does_not_price_is_refused() -> None:
-    from dnnplace.evaluation.llm.rules import check_problem
+    from dnnplace.models.llm.evaluation.rules import check_problem
 
     pr = problem(TransformerArch("x", "mixtral", 4, 512, 1024, 8, 8, 64, 1000), 8, 16, seq=1024)
     with pytest.raises(DnnplaceError, match="rule priced_family"):

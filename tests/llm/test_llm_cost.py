@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_helpers import llama, problem, uniform
 
+from dnnplace.core.catalogue import CATALOGUE, legacy_view
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate, model_flops_per_step
-from dnnplace.evaluation.llm.memory import layer_activation_bytes
 from dnnplace.frontends.torch_model.devices import CATALOGUE as OLD
-from dnnplace.model.catalogue import CATALOGUE, legacy_view
-from dnnplace.model.llm import TransformerArch
+from dnnplace.models.llm.evaluation import evaluate, model_flops_per_step
+from dnnplace.models.llm.evaluation.memory import layer_activation_bytes
+from dnnplace.models.llm.spec import TransformerArch
 
 
 def nemo_llama(gbs: int, s: int, L: int, h: int, kv: int, a: int, f: int, V: int) -> float:
@@ -71,7 +71,7 @@ def test_activation_bytes_equal_korthikanti(arch: TransformerArch, s: int, b: in
 @pytest.mark.parametrize("pp,vp,m", [(4, 1, 8), (4, 5, 64), (2, 2, 4), (8, 2, 16)])
 def test_uniform_bubble_fraction(pp: int, vp: int, m: int) -> None:
     """The evaluator's pipeline term: uniform stages without transfers leave a bubble of exactly (p-1)/(v m)."""
-    from dnnplace.evaluation.llm.schedule import makespan
+    from dnnplace.models.llm.evaluation.schedule import makespan
 
     x = 2.5  # per micro-batch on each rank, split over its v chunks as forward 1/3, backward 2/3
     f, b = np.full((1, pp * vp), x / vp / 3), np.full((1, pp * vp), 2 * x / vp / 3)
@@ -130,7 +130,7 @@ def test_invalid_configs_are_one_line_errors(kw: dict, msg: str) -> None:
 def test_every_training_stack_figure_has_a_source() -> None:
     import dataclasses
 
-    from dnnplace.model.catalogue import TRAINING_STACK, TrainingStack
+    from dnnplace.core.catalogue import TRAINING_STACK, TrainingStack
 
     names = {f.name for f in dataclasses.fields(TrainingStack)} - {"sources"}
     assert set(TRAINING_STACK.sources) == names and all(TRAINING_STACK.sources.values())

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_helpers import llama, uniform
 
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.model.catalogue import device_spec
-from dnnplace.model.llm import Cluster, LLMProblem, TrainingJob, TransformerArch
-from dnnplace.solvers.llm import search
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import Cluster, LLMProblem, TrainingJob, TransformerArch
 
 
 @pytest.mark.parametrize("size,gpus", [("8b", 8), ("70b", 64)])

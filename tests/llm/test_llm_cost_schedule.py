@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_helpers import llama, problem, uniform
 
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.evaluation.llm.schedule import MAX_EXACT_TASKS, makespan
-from dnnplace.model.catalogue import device_spec
-from dnnplace.model.llm import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
-from dnnplace.simulation.interleaved import simulate_schedule
-from dnnplace.simulation.llm import simulate_llm
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.schedule import MAX_EXACT_TASKS, makespan
+from dnnplace.models.llm.interleaved import simulate_schedule
+from dnnplace.models.llm.simulation import simulate_llm
+from dnnplace.models.llm.spec import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
 
 @st.composite
@@ -111,8 +111,8 @@ def test_a_tensor_parallel_group_across_nodes_runs_on_the_nics() -> None:
 def test_the_search_bound_holds_against_the_exact_schedule(gpus: int, gbs: int) -> None:
     # the textbook m max + (sum - max)/v exceeds the schedule on ~40 % of Megatron's own splits, so it
     # cannot bound a search; the split bound must stay below every split's exact step
-    from dnnplace.evaluation.llm.step import evaluate_batch
-    from dnnplace.solvers.llm.search import as_candidates, base_columns, lower_bounds, splits
+    from dnnplace.models.llm.evaluation.step import evaluate_batch
+    from dnnplace.models.llm.solvers.search import as_candidates, base_columns, lower_bounds, splits
 
     a = replace(llama("8b"), num_layers=12)
     pr = problem(a, gpus, gbs, seq=2048)

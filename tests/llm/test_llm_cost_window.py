@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from llm_helpers import problem, uniform
 
-from dnnplace.evaluation.llm import evaluate, model_flops_per_step
-from dnnplace.evaluation.llm.flops import attention_fwd_flops
-from dnnplace.frontends.hf_config import arch_from_dict
-from dnnplace.model.llm import TransformerArch
+from dnnplace.models.llm.evaluation import evaluate, model_flops_per_step
+from dnnplace.models.llm.evaluation.flops import attention_fwd_flops
+from dnnplace.models.llm.hf_config import arch_from_dict
+from dnnplace.models.llm.spec import TransformerArch
 
 MISTRAL = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "sliding_window": 4096}

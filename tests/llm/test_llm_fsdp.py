@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnplace.evaluation.llm.fsdp import TRAINER_BYTES, exposed_time, layer_collectives, state_bytes, working_bytes
+from dnnplace.models.llm.evaluation.fsdp import (
+    TRAINER_BYTES,
+    exposed_time,
+    layer_collectives,
+    state_bytes,
+    working_bytes,
+)
 
 
 @pytest.mark.parametrize("stage,gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])

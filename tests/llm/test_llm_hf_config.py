@@ -9,7 +9,7 @@ import pytest
 from llm_helpers import EXAMPLES
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends.hf_config import arch_from_dict, load_arch
+from dnnplace.models.llm.hf_config import arch_from_dict, load_arch
 
 transformers = pytest.importorskip("transformers")
 

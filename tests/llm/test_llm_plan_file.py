@@ -10,8 +10,8 @@ from llm_helpers import EXAMPLES, llama, problem
 from typer.testing import CliRunner
 
 from dnnplace.cli.plan_cmd import parse_fix, register
-from dnnplace.model.llm import LLMPlan
-from dnnplace.solvers.llm import search
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import LLMPlan
 
 TOP = ["format", "version", "model", "cluster", "job", "config", "prediction", "status", "bound", "gap",
        "exhaustive", "runtime_s"]

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 from llm_helpers import llama, uniform
 
+from dnnplace.core.catalogue import CATALOGUE
+from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.evaluation.llm.memory import embedding_params, head_params, layer_params
-from dnnplace.evaluation.llm.precision import (
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.memory import embedding_params, head_params, layer_params
+from dnnplace.models.llm.evaluation.precision import (
     HIGH_PRECISION_OPS,
     RECIPES,
     cast_bytes_per_token,
     recipe,
     saved_input_delta,
 )
-from dnnplace.model.catalogue import CATALOGUE
-from dnnplace.model.llm import LLMProblem
-from dnnplace.model.systems import system_device, system_spec
+from dnnplace.models.llm.spec import LLMProblem
 
 
 def test_bf16_keeps_today_s_byte_counts() -> None:
@@ -107,14 +107,14 @@ def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
 # --- the recipes in the cost model -------------------------------------------------------------------------------
 
 def _fp8_problem(size: str, gpus: int, gbs: int, prec: str, device: str = "h100") -> LLMProblem:
-    from dnnplace.model.llm import Cluster, TrainingJob
+    from dnnplace.models.llm.spec import Cluster, TrainingJob
 
     dev = CATALOGUE[device] if device in CATALOGUE else system_device(system_spec(device))
     return LLMProblem(llama(size), Cluster(dev.name, gpus, 8), TrainingJob(8192, gbs, prec), dev)
 
 
 def test_model_level_recipe_table_agrees() -> None:
-    from dnnplace.model.llm_rules import PRECISION_RECIPES
+    from dnnplace.models.llm.rules import PRECISION_RECIPES
 
     assert set(PRECISION_RECIPES) == set(RECIPES)
     for name, (fmt, gens) in PRECISION_RECIPES.items():
@@ -136,7 +136,7 @@ def test_published_fp8_8b_run_fits_and_70b_unsharded_does_not() -> None:
 
 
 def test_lm_head_stays_bf16_and_casts_cost_time() -> None:
-    from dnnplace.evaluation.llm.step import Candidates, stage_costs
+    from dnnplace.models.llm.evaluation.step import Candidates, stage_costs
 
     bf, f8 = _fp8_problem("8b", 8, 128, "bf16"), _fp8_problem("8b", 8, 128, "fp8")
     c = Candidates.of([uniform(bf.arch, 8, 1, 1, 2)])
@@ -157,8 +157,8 @@ def test_block_recipes_need_blackwell() -> None:
 
 
 def test_exports_refuse_recipes_they_do_not_write_and_fp8_gathers_fp8_parameters() -> None:
-    from dnnplace.exporters import export
-    from dnnplace.solvers.llm import search
+    from dnnplace.models.llm.exporters import export
+    from dnnplace.models.llm.solvers import search
 
     b = _fp8_problem("8b", 8, 128, "mxfp8", "dgx-b200")
     plan = search(b, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"})

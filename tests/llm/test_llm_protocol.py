@@ -47,7 +47,7 @@ def test_the_cli_round_trip(tmp_path: Path):
     assert res.returncode == 0 and json.loads(res.stdout)["step_time_s"] == pytest.approx(
         doc["prediction"]["step_time_s"], rel=1e-12)
     # torchtitan names the model it builds: read back without Llama 3.1's RoPE base, the file is another model.
-    from dnnplace.frontends.llm_plan import read_llm_plan
+    from dnnplace.models.llm.plan_file import read_llm_plan
 
     base_kept = read_llm_plan(doc).problem.arch.rope_theta == 500000.0
     for target in ("megatron", "torchtitan"):

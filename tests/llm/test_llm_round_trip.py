@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from llm_helpers import EXAMPLES
 
-from dnnplace.report.llm_html import claimed_status
+from dnnplace.models.llm.report import claimed_status
 
 
 def _config(folder: Path, layers: int, heads: int, kv: int, hidden: int) -> Path:

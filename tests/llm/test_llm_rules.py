@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from llm_helpers import EXAMPLES, problem
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_problem
-from dnnplace.model.llm import LLMPlan, ParallelConfig, Recompute, TransformerArch
-from dnnplace.solvers.llm import search
-from dnnplace.solvers.llm.search import base_columns, splits
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.solvers.search import base_columns, splits
+from dnnplace.models.llm.spec import LLMPlan, ParallelConfig, Recompute, TransformerArch
 
 
 def arch(**kw: object) -> TransformerArch:
@@ -74,7 +74,7 @@ def test_each_rule_refuses_by_name(change: dict, gpus: int, gbs: int, seq: int, 
 
 
 def test_every_rule_has_a_case() -> None:
-    from dnnplace.model.moe_rules import MOE_CONFIG_RULES  # their cases: tests/llm/test_moe_rules.py
+    from dnnplace.models.llm.moe_rules import MOE_CONFIG_RULES  # their cases: tests/llm/test_moe_rules.py
 
     assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES} | {r.name for r in MOE_CONFIG_RULES}
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from llm_helpers import llama, problem, uniform
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.model.llm import RECOMPUTE, ParallelConfig, TransformerArch
-from dnnplace.solvers.llm import search
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import RECOMPUTE, ParallelConfig, TransformerArch
 
 
 def layer_splits(L: int, pp: int, vp: int) -> list[tuple[int, ...]]:
@@ -103,7 +103,7 @@ def test_fixed_everything_is_status_fixed() -> None:
 
 def test_time_limit_returns_best_so_far_with_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The clock runs out after some evaluated candidates: the best plan so far, a proven bound below it."""
-    module = importlib.import_module("dnnplace.solvers.llm.search")
+    module = importlib.import_module("dnnplace.models.llm.solvers.search")
 
     a = llama("70b")
     pr = problem(a, 64, 128)
@@ -134,7 +134,7 @@ def test_time_limit_returns_best_so_far_with_bound(monkeypatch: pytest.MonkeyPat
 def test_time_limit_before_any_plan_is_a_refusal(monkeypatch: pytest.MonkeyPatch, checks: int) -> None:
     """A clock that runs out while enumerating, bounding or before the first fitting plan: one line, no plan
     claimed (and never "optimal")."""
-    module = importlib.import_module("dnnplace.solvers.llm.search")
+    module = importlib.import_module("dnnplace.models.llm.solvers.search")
 
     calls = {"n": 0}
 
@@ -176,8 +176,8 @@ def test_nothing_fits_names_the_memory() -> None:
 
 def test_pruning_is_safe_on_a_memory_tight_problem() -> None:
     """Full-size and memory-bound: the branch and bound equals evaluating every (config, split) unpruned."""
-    from dnnplace.evaluation.llm.step import evaluate_batch
-    from dnnplace.solvers.llm.search import as_candidates, base_columns, splits
+    from dnnplace.models.llm.evaluation.step import evaluate_batch
+    from dnnplace.models.llm.solvers.search import as_candidates, base_columns, splits
 
     a = llama("8b")
     pr = problem(a, 8, 16, seq=8192)
@@ -250,7 +250,7 @@ def test_a_long_schedule_evaluation_stops_at_the_deadline() -> None:
     """One pricing of a deep schedule can outlast a time limit: the recurrence reads the caller's clock."""
     import numpy as np
 
-    from dnnplace.evaluation.llm import schedule
+    from dnnplace.models.llm.evaluation import schedule
 
     fwd, bwd = np.ones((2, 32)), 2 * np.ones((2, 32))
     calls = {"n": 0}

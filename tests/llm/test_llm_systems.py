@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from dnnplace.core.catalogue import CATALOGUE, MIB
+from dnnplace.core.systems import SYSTEMS, system_device, system_spec
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.catalogue import CATALOGUE, MIB
-from dnnplace.model.systems import SYSTEMS, system_device, system_spec
 
 PRICED = [f.name for f in dataclasses.fields(CATALOGUE["h100"]) if f.name != "sources"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends.moe_config import load_moe, moe_from_dict
+from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

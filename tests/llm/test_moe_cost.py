@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dnnplace.evaluation.llm import flops
-from dnnplace.evaluation.llm import moe as M
-from dnnplace.frontends.moe_config import load_moe, moe_from_dict
-from dnnplace.model.catalogue import device_spec
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.llm.evaluation import flops
+from dnnplace.models.llm.evaluation import moe as M
+from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H100 = device_spec("h100")
@@ -252,8 +252,8 @@ def test_expert_gemms_price_the_slowest_rank_of_uniform_routing() -> None:
 
 
 def _costs(m, modules=(), disp="alltoall", **kw):
-    from dnnplace.model.moe import DISPATCHERS
-    from dnnplace.model.moe_rules import modules_mask
+    from dnnplace.models.llm.moe import DISPATCHERS
+    from dnnplace.models.llm.moe_rules import modules_mask
 
     t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
     return M.moe_layer_costs(m, t, tp, ep, etp, A([DISPATCHERS.index(disp)]), A([modules_mask(modules)]), 8, H100,
@@ -288,7 +288,7 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
 
 
 def test_mla_layer_compute_and_its_recompute() -> None:
-    from dnnplace.model.moe_rules import modules_mask
+    from dnnplace.models.llm.moe_rules import modules_mask
 
     m, peak = ds3(), H100.peak("bf16")
     T, tp = A([4096.0]), A([1.0])

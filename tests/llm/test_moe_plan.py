@@ -12,10 +12,10 @@ from cli_runner import run_cli
 
 import dnnplace
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation.llm import evaluate
-from dnnplace.frontends.llm_plan import read_llm_plan
-from dnnplace.model.llm import LLMPlan, ParallelConfig
-from dnnplace.solvers.llm import search
+from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.plan_file import read_llm_plan
+from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = {"model_type": "qwen3_moe", "hidden_size": 512, "intermediate_size": 1024, "moe_intermediate_size": 256,
@@ -103,7 +103,7 @@ def test_search_equals_brute_force_on_a_small_moe_space(tmp_path: Path) -> None:
 
 
 def test_deepseek_export_places_the_mtp_layer_on_the_last_stage() -> None:
-    from dnnplace.exporters.megatron import render
+    from dnnplace.models.llm.exporters.megatron import render
 
     pr = dnnplace.load_llm(FIXTURES / "deepseek-v3.json", gpus=1024, seq_len=4096, global_batch=8192)
     cfg = ParallelConfig(1, 8, 2, 1, 128, 1, "selective", False, True, (4,) * 15 + (1,), ep=64,

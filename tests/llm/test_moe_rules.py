@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends.moe_config import load_moe
-from dnnplace.model.moe import DISPATCHERS
-from dnnplace.model.moe_rules import (
+from dnnplace.models.llm.moe import DISPATCHERS
+from dnnplace.models.llm.moe_config import load_moe
+from dnnplace.models.llm.moe_rules import (
     MOE_CONFIG_RULES,
     check_moe_config,
     edp_of,

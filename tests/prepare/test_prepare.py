@@ -11,7 +11,7 @@ from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
 import dnnplace
-from dnnplace.solvers.prepare import linearized, merge_free_units, prepare
+from dnnplace.models.paper.solvers.prepare import linearized, merge_free_units, prepare
 
 
 def _check_units(w: dnnplace.Workload, p) -> None:
@@ -70,7 +70,7 @@ def test_transfer_sources_by_arrays_equal_the_loop():
     import numpy as np
 
     import dnnplace
-    from dnnplace.solvers.prepare import comm_sources
+    from dnnplace.models.paper.solvers.prepare import comm_sources
 
     rng = np.random.default_rng(3)
     for name in ("bert_l-3_training", "gnmt_training", "resnet50_training"):
@@ -95,7 +95,7 @@ def test_folding_cheap_computing_units_keeps_the_optimum(w):
 
 
 def test_a_cheap_source_joins_its_only_consumer():
-    from dnnplace.frontends.paper_json import workload_from_records
+    from dnnplace.models.paper.paper_json import workload_from_records
 
     # node 0: a parameter-only op (no predecessor) cheaper than sending its output to node 2
     nodes = [{"id": i, "fpgaLatency": t, "cpuLatency": t, "size": 0.0, "colorClass": i}
@@ -110,8 +110,8 @@ def test_a_cheap_source_joins_its_only_consumer():
 @settings(max_examples=examples(60), deadline=None)
 @given(small_workloads(max_nodes=6, max_acc=3, max_cpu=0))
 def test_folds_with_an_allowance_raise_the_optimum_by_at_most_their_deficit(w):
-    from dnnplace.solvers.dp.exact import run_dp
-    from dnnplace.solvers.dp.ideals import enumerate_ideals
+    from dnnplace.models.paper.solvers.dp.exact import run_dp
+    from dnnplace.models.paper.solvers.dp.ideals import enumerate_ideals
 
     p = merge_free_units(prepare(w), compute_slack=True, allowance=1e9)  # every cheap-enough fold, any shortfall
     assert p.deficit >= 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.dp.relax import inert_units, relax
-from dnnplace.solvers.prepare import merge_free_units, prepare
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.dp.relax import inert_units, relax
+from dnnplace.models.paper.solvers.prepare import merge_free_units, prepare
 
 
 def _chain(shared, colours=None, times=None, memory=100.0):

@@ -7,9 +7,9 @@ import html
 from conftest import ROOT
 
 import dnnplace
-from dnnplace.model.schedule import interleaved_1f1b
-from dnnplace.report.llm_html import render_llm_report
-from dnnplace.simulation.llm import simulate_llm
+from dnnplace.core.schedule import interleaved_1f1b
+from dnnplace.models.llm.report import render_llm_report
+from dnnplace.models.llm.simulation import simulate_llm
 
 CONFIG = ROOT / "examples" / "llm" / "llama3.1-70b.json"
 

@@ -62,8 +62,8 @@ def test_latency_workloads_load(key):
 
 def test_all_ideal_counts_match_reference():
     """SPEC's preparation (before dnnplace's extra exact reduction) gives the reference lattice."""
-    from dnnplace.solvers.dp.ideals import enumerate_ideals
-    from dnnplace.solvers.prepare import prepare
+    from dnnplace.models.paper.solvers.dp.ideals import enumerate_ideals
+    from dnnplace.models.paper.solvers.prepare import prepare
 
     for key in THROUGHPUT:
         w = dnnplace.load_workload(throughput_path(key))

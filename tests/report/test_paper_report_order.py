@@ -7,8 +7,8 @@ import html
 from conftest import throughput_path
 
 import dnnplace
-from dnnplace.report.html import render_report
-from dnnplace.simulation import simulate
+from dnnplace.models.paper.report import render_report
+from dnnplace.models.paper.simulation import simulate
 
 
 def test_the_report_prints_the_order_the_timeline_ran():

@@ -42,7 +42,7 @@ def test_quiet_and_loaded(monkeypatch):
 
 
 def test_a_training_run_reports_the_machine(monkeypatch):
-    from dnnplace.model.split import Split
+    from dnnplace.models.paper.split import Split
     from dnnplace.runtime.launch import run_training
 
     monkeypatch.chdir(ROOT)
@@ -55,7 +55,7 @@ def test_a_training_run_reports_the_machine(monkeypatch):
 
 
 def test_a_forward_run_reports_the_machine(monkeypatch):
-    from dnnplace.model.split import Split
+    from dnnplace.models.paper.split import Split
     from dnnplace.runtime.launch import run_pipeline
 
     monkeypatch.chdir(ROOT)

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 # op-level groups: 0 linear a, 1 tanh | 2 unsqueeze(mask), 3 assert, 4 to, 5 mul, 6 linear b, 7 add(bias)
 KEYWORDS = """

@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 TWO_OUTPUTS = """
 import torch

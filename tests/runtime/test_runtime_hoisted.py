@@ -21,7 +21,7 @@ pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 MODEL = """
 import torch

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 
 from cli_runner import run_cli  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 MODEL = """
 import torch

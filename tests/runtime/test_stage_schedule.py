@@ -8,8 +8,8 @@ pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
 
-from dnnplace.model.schedule import Schedule  # noqa: E402
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.core.schedule import Schedule  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 
 def _plan(*bounds: int):

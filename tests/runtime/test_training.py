@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import ROOT  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 
 def _ranges(*bounds: int) -> Split:

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
 
 torch = pytest.importorskip("torch")
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 BN_NET = """
 import torch

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from conftest import ROOT  # noqa: E402
 from shared_models import TWICE  # noqa: E402
 
-from dnnplace.model.split import Split  # noqa: E402
+from dnnplace.models.paper.split import Split  # noqa: E402
 
 TIED_LM = str(ROOT / "examples/tied_lm.py:build")
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from strategies import examples
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.simulation.interleaved import rank_order, simulate_schedule
+from dnnplace.models.llm.interleaved import rank_order, simulate_schedule
 
 
 @settings(max_examples=examples(80), deadline=None)

@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from dnnplace.errors import DnnplaceError
-from dnnplace.model.schedule import (
+from dnnplace.core.schedule import (
     Action,
     Schedule,
     by_name,
@@ -16,6 +15,7 @@ from dnnplace.model.schedule import (
     interleaved_1f1b,
     one_f_one_b,
 )
+from dnnplace.errors import DnnplaceError
 
 
 def legacy_device_order(schedule: str, n: int, training: bool, after: int) -> list[tuple[str, int]]:
@@ -79,8 +79,8 @@ def test_interleaved_generator_reproduces_the_old_rank_order():
 
 
 def test_the_llm_evaluator_and_simulator_read_the_shared_order():
-    from dnnplace.evaluation.llm.schedule import megatron_order
-    from dnnplace.simulation.interleaved import rank_order
+    from dnnplace.models.llm.evaluation.schedule import megatron_order
+    from dnnplace.models.llm.interleaved import rank_order
 
     for pp, vp, m in [(1, 1, 3), (3, 1, 5), (2, 2, 4), (4, 3, 8), (3, 4, 9)]:
         s = interleaved_1f1b(pp, vp, m)
@@ -170,9 +170,9 @@ def test_piper_stream_is_one_f_one_b_over_its_stages():
     from pathlib import Path
 
     import dnnplace
-    from dnnplace.frontends.piper_json import load_piper
-    from dnnplace.model.piper import PiperPlan, PiperStage
-    from dnnplace.simulation.piper import simulate_piper
+    from dnnplace.models.piper.piper_json import load_piper
+    from dnnplace.models.piper.simulation import simulate_piper
+    from dnnplace.models.piper.spec import PiperPlan, PiperStage
 
     inst = load_piper(Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "bert32a100.json")
     inst = inst.with_overrides(devices=8, memory=64 * 2**30)

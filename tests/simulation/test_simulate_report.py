@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, THROUGHPUT, throughput_path
 
 import dnnplace
-from dnnplace.simulation import simulate
+from dnnplace.models.paper.simulation import simulate
 
 DNNPLACE = [sys.executable, "-m", "dnnplace"]
 DOCS = ROOT / "docs"
@@ -113,7 +113,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 
 def test_report_without_graphviz_says_so(monkeypatch, tmp_path):
-    import dnnplace.report.html as rep
+    import dnnplace.models.paper.report as rep
 
     monkeypatch.setattr(rep.shutil, "which", lambda name: None)
     w = dnnplace.load_workload(throughput_path("LayerGraphs/bert24_inference"))

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
-from dnnplace.evaluation import evaluate
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.model.split import Split
-from dnnplace.solvers.polish import polish
+from dnnplace.models.paper.evaluation import evaluate
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.polish import polish
+from dnnplace.models.paper.split import Split
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from oracle import brute_force_assignments, brute_force_contiguous_optimum, devi
 from strategies import examples, small_workloads
 
 import dnnplace
-from dnnplace.frontends.paper_json import parse_workload, workload_from_records, workload_to_dict
+from dnnplace.models.paper.paper_json import parse_workload, workload_from_records, workload_to_dict
 
 SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 IP_OPTS = {"time_limit": 20.0, "gap": 0.0}

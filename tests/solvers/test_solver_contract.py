@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import dnnplace
+from dnnplace.api.methods import METHODS, ROUTES, Solver, get_solver_class, make_solver, methods_for, resolve_method
 from dnnplace.cli.app import app
 from dnnplace.errors import DnnplaceError
-from dnnplace.solvers import METHODS, ROUTES, Solver, get_solver_class, make_solver, methods_for, resolve_method
 
 
 def _workloads() -> list[dnnplace.Workload]:
@@ -111,7 +111,7 @@ def test_the_cli_lists_exactly_the_registry():
 
 
 def test_the_cli_refuses_a_flag_the_method_does_not_take(tmp_path):
-    from dnnplace.frontends.paper_json import save_workload
+    from dnnplace.models.paper.paper_json import save_workload
 
     path = tmp_path / "w.json"
     save_workload(WORKLOADS[0], path)

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnnplace.api.models import MODELS, Instance, check_declared, check_plan, model_of, paper_instance
+from dnnplace.core.limits import MAX_COUNT, MAX_VALUE
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation import Evaluation
-from dnnplace.frontends import paper_json
-from dnnplace.model.limits import MAX_COUNT, MAX_VALUE
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper import paper_json
+from dnnplace.models.paper.evaluation import Evaluation
+from dnnplace.models.paper.split import Split
+from dnnplace.models.paper.workload import Workload
 from dnnplace.utils.params import boolean, instance_of, integer, optional, path_like, paths, real, text, validate_params
 
 if TYPE_CHECKING:
-    from dnnplace.model.piper import PiperPlan
+    from dnnplace.models.piper.spec import PiperPlan
 
 __all__ = ["example_path", "load", "load_plan", "load_split", "load_with_plan", "load_workload", "plan_document",
            "plan_notes", "save_plan", "save_split", "save_workload", "with_budget"]
@@ -154,7 +154,7 @@ def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
     >>> type(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).__name__
     'PiperInstance'
 
-    An LLM plan file (from ``dnnplace plan``) loads as its :class:`~dnnplace.model.llm.LLMProblem`.
+    An LLM plan file (from ``dnnplace plan``) loads as its :class:`~dnnplace.models.llm.spec.LLMProblem`.
     """
     return load_with_plan(path, bert_layers=bert_layers)[0]
 
@@ -166,7 +166,7 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[I
     A command that judges an LLM plan file alone needs both: reading the file a second time for the
     plan would parse and validate it twice.
     """
-    from dnnplace.frontends.piper_json import bert_l, is_piper_json, parse_piper
+    from dnnplace.models.piper.piper_json import bert_l, is_piper_json, parse_piper
     from dnnplace.utils.files import read_json_file
 
     doc = read_json_file(path)
@@ -174,7 +174,7 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[I
     kind = "llm" if llm else "piper" if is_piper_json(doc) else "paper"
     check_declared(MODELS[kind], "load_options", {"bert_layers": bert_layers})  # before the parse, as it costs
     if llm:
-        from dnnplace.frontends.llm_plan import read_llm_plan
+        from dnnplace.models.llm.plan_file import read_llm_plan
 
         plan = read_llm_plan(doc, str(path))
         return plan.problem, plan

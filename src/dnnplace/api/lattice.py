@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dnnplace.api.models import paper_instance
-from dnnplace.model.workload import Workload
-from dnnplace.solvers.dp.lattice_info import LatticeStep
+from dnnplace.models.paper.solvers.dp.lattice_info import LatticeStep
+from dnnplace.models.paper.workload import Workload
 from dnnplace.utils.params import integer, validate_params
 
 __all__ = ["LatticeStep", "WorkloadInfo", "info"]
@@ -35,7 +35,7 @@ def info(workload: Workload, *, max_ideals: int = 200_000, cap: int = 1_000_000)
     >>> rep.default_path.startswith("exact DP")
     True
     """
-    from dnnplace.solvers.dp.lattice_info import default_path, lattice_steps
+    from dnnplace.models.paper.solvers.dp.lattice_info import default_path, lattice_steps
 
     workload = paper_instance(workload, "info")
     steps = lattice_steps(workload, max(cap, max_ideals))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dnnplace.model.llm import PRECISIONS, LLMProblem
+from dnnplace.models.llm.spec import PRECISIONS, LLMProblem
 from dnnplace.utils.params import choice, integer, path_like, text, validate_params
 
 __all__ = ["export_llm_plan", "load_llm"]
@@ -33,10 +33,10 @@ def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpu
     >>> sol.plan.config.dp, sol.status, round(sol.value, 1) > 0
     (4, 'optimal', True)
     """
-    from dnnplace.frontends.hf_config import load_arch
-    from dnnplace.frontends.moe_config import is_moe_config, load_moe
-    from dnnplace.model.catalogue import device_spec
-    from dnnplace.model.llm import Cluster, TrainingJob
+    from dnnplace.core.catalogue import device_spec
+    from dnnplace.models.llm.hf_config import load_arch
+    from dnnplace.models.llm.moe_config import is_moe_config, load_moe
+    from dnnplace.models.llm.spec import Cluster, TrainingJob
 
     moe = load_moe(str(model)) if is_moe_config(str(model)) else None
     return LLMProblem(moe.arch if moe else load_arch(str(model)), Cluster(device.lower(), gpus, gpus_per_node),
@@ -49,7 +49,7 @@ def export_llm_plan(path: PathLike, to: str) -> str:
 
     The plan is validated first (every value written into the output is checked or escaped).
     """
-    from dnnplace.exporters import export as _export
-    from dnnplace.frontends.llm_plan import load_plan as _load_llm_plan
+    from dnnplace.models.llm.exporters import export as _export
+    from dnnplace.models.llm.plan_file import load_plan as _load_llm_plan
 
     return _export(_load_llm_plan(path), to)

@@ -15,10 +15,10 @@ from types import MappingProxyType
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.llm import LLMPlan, LLMProblem
-from dnnplace.model.piper import PiperInstance, PiperPlan
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
+from dnnplace.models.llm.spec import LLMPlan, LLMProblem
+from dnnplace.models.paper.split import Split
+from dnnplace.models.paper.workload import Workload
+from dnnplace.models.piper.spec import PiperInstance, PiperPlan
 
 #: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
 Instance = Workload | PiperInstance | LLMProblem
@@ -50,7 +50,7 @@ def _in_meta(plan: Any, meta: dict[str, Any]) -> Any:
 class Proof:
     """What was proven about a plan, read the same way for every model (:func:`proof_of`).
 
-    ``status`` is one of :data:`dnnplace.solvers.base.STATUSES` (None: a plan file that records none);
+    ``status`` is one of :data:`dnnplace.core.solver.STATUSES` (None: a plan file that records none);
     ``bound`` is the proven bound on the objective (None: nothing proven), ``gap`` the relative gap of
     the plan's value to it, ``runtime_s`` how long the solve took.  Each model keeps these its own way
     (a split's immutable ``meta``, a Piper plan's ``meta`` dict, an LLM plan's fields); its registry
@@ -109,13 +109,13 @@ class PlannedModel:
 
 
 def _paper_evaluate(w: Workload, split: Any, *, overlap_comm: bool = False, source: str = "split") -> Any:
-    from dnnplace.evaluation import evaluate
+    from dnnplace.models.paper.evaluation import evaluate
 
     return evaluate(w, split, overlap_comm=overlap_comm, source=source)
 
 
 def _paper_simulate(w: Workload, split: Any, **options: Any) -> Any:
-    from dnnplace.simulation.pipeline import simulate
+    from dnnplace.models.paper.simulation import simulate
 
     _need_microbatches(options.get("microbatches"))
     return simulate(w, split, **options)
@@ -128,19 +128,19 @@ def _need_microbatches(microbatches: Any) -> None:
 
 
 def _paper_report(w: Workload, split: Any, path: Any, **options: Any) -> Any:
-    from dnnplace.report.html import write_report
+    from dnnplace.models.paper.report import write_report
 
     return write_report(w, split, path, **options)
 
 
 def _paper_document(w: Workload, split: Any, ev: Any) -> dict[str, Any]:
-    from dnnplace.frontends.paper_json import split_to_dict
+    from dnnplace.models.paper.paper_json import split_to_dict
 
     return split_to_dict(split, ev)
 
 
 def _paper_read(w: Workload, doc: Any, source: str) -> tuple[Workload, Any]:
-    from dnnplace.frontends.paper_json import parse_split
+    from dnnplace.models.paper.paper_json import parse_split
 
     return w, parse_split(doc, source=source)
 
@@ -171,19 +171,19 @@ def _piper_budget(inst: PiperInstance, *, accelerators: int | None, cpus: int | 
 
 
 def _paper_check(w: Workload) -> None:
-    from dnnplace.model.validate import check_feasibility
+    from dnnplace.models.paper.validate import check_feasibility
 
     check_feasibility(w)
 
 
 def _paper_judge(w: Workload, split: Any, overlap_comm: bool) -> Any:
-    from dnnplace.evaluation import evaluate
+    from dnnplace.models.paper.evaluation import evaluate
 
     return evaluate(w, split, overlap_comm=overlap_comm, complete=False)
 
 
 def _piper_evaluate(inst: PiperInstance, plan: Any, *, overlap_comm: bool = False, source: str = "plan") -> Any:
-    from dnnplace.evaluation.piper import evaluate_piper
+    from dnnplace.models.piper.evaluation import evaluate_piper
 
     refuse("overlap_comm", overlap_comm, False, "paper")
     return evaluate_piper(inst, plan)
@@ -191,7 +191,7 @@ def _piper_evaluate(inst: PiperInstance, plan: Any, *, overlap_comm: bool = Fals
 
 def _piper_simulate(inst: PiperInstance, plan: Any, *, schedule: str = "1f1b", microbatches: int = 64,
                     overlap_comm: bool = False) -> Any:
-    from dnnplace.simulation.piper import simulate_piper
+    from dnnplace.models.piper.simulation import simulate_piper
 
     refuse("schedule", schedule, "1f1b", "paper")
     refuse("overlap_comm", overlap_comm, False, "paper")
@@ -201,7 +201,7 @@ def _piper_simulate(inst: PiperInstance, plan: Any, *, schedule: str = "1f1b", m
 
 def _piper_report(inst: PiperInstance, plan: Any, path: Any, *, title: str | None = None,
                   inputs: Any = (), **options: Any) -> Any:
-    from dnnplace.report.piper_html import write_piper_report
+    from dnnplace.models.piper.report import write_piper_report
 
     for name, value in options.items():
         refuse(name, value, _REPORT_DEFAULTS.get(name), "paper")
@@ -212,7 +212,7 @@ _REPORT_DEFAULTS: dict[str, Any] = {"microbatches": 8, "schedule": "1f1b", "over
 
 
 def _piper_document(inst: PiperInstance, plan: Any, ev: Any) -> dict[str, Any]:
-    from dnnplace.frontends.piper_json import plan_to_dict
+    from dnnplace.models.piper.piper_json import plan_to_dict
 
     return plan_to_dict(inst, plan, ev)
 
@@ -230,7 +230,7 @@ def _piper_read(inst: PiperInstance, doc: Any, source: str) -> tuple[PiperInstan
     workload was not built as BERT-L already: it names the graph the plan's nodes belong to.
     """
     from dnnplace.errors import InputError
-    from dnnplace.frontends.piper_json import bert_l, plan_from_dict
+    from dnnplace.models.piper.piper_json import bert_l, plan_from_dict
     from dnnplace.utils.text import show_value
 
     params = doc.get("instance", {}) if isinstance(doc, dict) else {}
@@ -272,7 +272,7 @@ def _piper_notes(inst: PiperInstance, plan: Any, **options: Any) -> list[str]:
 
 
 def _llm_evaluate(problem: LLMProblem, plan: LLMPlan, *, overlap_comm: bool = False, source: str = "plan") -> Any:
-    from dnnplace.evaluation.llm import evaluate
+    from dnnplace.models.llm.evaluation import evaluate
 
     refuse("overlap_comm", overlap_comm, False, "paper")
     return evaluate(problem, plan.config)
@@ -282,7 +282,7 @@ def _llm_simulate(problem: LLMProblem, plan: LLMPlan, *, schedule: str = "1f1b",
                   overlap_comm: bool = False) -> Any:
     from dataclasses import replace
 
-    from dnnplace.simulation.llm import simulate_llm
+    from dnnplace.models.llm.simulation import simulate_llm
 
     refuse("schedule", schedule, "1f1b", "paper")  # the plan's vp decides: 1F1B or interleaved 1F1B
     refuse("microbatches", microbatches, None, "paper")  # the plan's global batch decides
@@ -294,7 +294,7 @@ def _llm_report(problem: LLMProblem, plan: LLMPlan, path: Any, *, title: str | N
                 **options: Any) -> Any:
     from dataclasses import replace
 
-    from dnnplace.report.llm_html import write_llm_report
+    from dnnplace.models.llm.report import write_llm_report
 
     for name, value in options.items():
         refuse(name, value, _REPORT_DEFAULTS.get(name), "paper")
@@ -320,7 +320,7 @@ def _llm_with_runtime(plan: LLMPlan, runtime_s: float) -> LLMPlan:
 
 def _llm_read(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, LLMPlan]:
     """An LLM plan file carries its model, cluster and job: it is judged under those."""
-    from dnnplace.frontends.llm_plan import read_llm_plan
+    from dnnplace.models.llm.plan_file import read_llm_plan
 
     plan = read_llm_plan(doc, source)
     return plan.problem, plan

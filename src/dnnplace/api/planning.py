@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.api.methods import RunContext, Solver, make_solver, resolve_method
+from dnnplace.api.methods import methods as _methods
 from dnnplace.api.models import MODELS, Instance, Proof, model_of, model_of_plan
+from dnnplace.core.solver import ProgressFn
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.split import Split
-from dnnplace.solvers import RunContext, Solver, make_solver, resolve_method
-from dnnplace.solvers import methods as _methods
-from dnnplace.solvers.base import ProgressFn
+from dnnplace.models.paper.split import Split
 from dnnplace.utils.params import (
     any_of,
     boolean,
@@ -74,7 +74,7 @@ def methods() -> dict[str, type[Solver]]:
     """The registered placement methods, name -> solver class.
 
     Each class carries ``objectives``, a one-line ``summary`` and its own
-    parameters (:meth:`~dnnplace.solvers.Solver.param_names`).
+    parameters (:meth:`~dnnplace.api.methods.Solver.param_names`).
 
     Examples
     --------

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dnnplace.api.models import paper_instance
+from dnnplace.core.limits import MAX_COUNT
 from dnnplace.errors import DnnplaceError
-from dnnplace.frontends import paper_json
-from dnnplace.model.limits import MAX_COUNT
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper import paper_json
+from dnnplace.models.paper.split import Split
+from dnnplace.models.paper.workload import Workload
 from dnnplace.utils.params import (
     any_of,
     boolean,
@@ -44,8 +44,8 @@ def piper_document(workload: Workload, *, source: str = "profile") -> dict[str, 
 
     The document is checked by Piper's own reader before it is returned.
     """
-    from dnnplace.frontends.piper_json import parse_piper
     from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
+    from dnnplace.models.piper.piper_json import parse_piper
 
     workload = paper_instance(workload, "piper_document")
     doc = paper_training_to_piper(paper_json.workload_to_dict(workload))

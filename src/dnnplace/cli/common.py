@@ -15,12 +15,12 @@ from typing import Any
 
 import typer
 
+from dnnplace.api.methods import METHODS
 from dnnplace.cli.console import err, flag_name
 from dnnplace.errors import DnnplaceError
-from dnnplace.solvers import METHODS
 from dnnplace.utils.text import printable
 
-# The registry's names (dnnplace.solvers.METHODS): the CLI never lists methods itself.
+# The registry's names (dnnplace.api.methods.METHODS): the CLI never lists methods itself.
 Method = StrEnum("Method", {name: name for name in METHODS})  # type: ignore[misc]
 
 

@@ -16,8 +16,8 @@ try:  # typer >= 0.2x carries its own copy of click; its exceptions are the ones
 except ImportError:  # pragma: no cover - older typer on the real click
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
+from dnnplace.core.solver import ProgressFn
 from dnnplace.errors import DnnplaceError, ParamError
-from dnnplace.solvers.base import ProgressFn
 from dnnplace.utils.text import SafeConsole, printable
 
 # Everything shown goes through these: no markup or emoji codes in user text, control characters escaped.

@@ -9,10 +9,10 @@ from typing import Optional
 
 import typer
 
+from dnnplace.api.methods import METHODS
 from dnnplace.cli.common import Objective, emit_text
 from dnnplace.cli.console import err, out, progress_bar, user_errors
 from dnnplace.errors import DnnplaceError, ParamError
-from dnnplace.solvers import METHODS
 
 
 class Format(StrEnum):

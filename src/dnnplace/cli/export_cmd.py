@@ -12,9 +12,9 @@ import typer
 
 from dnnplace.cli.console import user_errors
 from dnnplace.errors import DnnplaceError
-from dnnplace.exporters import EXPORTERS, get_exporter
+from dnnplace.models.llm.exporters import EXPORTERS, get_exporter
 
-# The export registry's names (dnnplace.exporters.EXPORTERS): the CLI never lists targets itself.
+# The export registry's names (dnnplace.models.llm.exporters.EXPORTERS): the CLI never lists targets itself.
 ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # type: ignore[misc]
 _TO_HELP = ("Target: " + "; ".join(f"{target.name}: {target.summary}" for target in EXPORTERS.values())
             + " [default: stages, for a split with -w].")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
+from dnnplace.api.methods import ROUTES
 from dnnplace.cli.console import out, user_errors
 from dnnplace.cli.options import flag_of
-from dnnplace.solvers import ROUTES
 
 
 def methods() -> None:

@@ -1,6 +1,6 @@
 """Command-line options generated from the solvers' declared parameters (declared once, in the solver).
 
-Each parameter a method declares with :func:`dnnplace.solvers.base.param` becomes one flag of
+Each parameter a method declares with :func:`dnnplace.core.solver.param` becomes one flag of
 ``solve``: ``max_ideals`` -> ``--max-ideals``; a switch that is on by default -> ``--no-X``.
 Its help lists the methods that take it and their defaults; its range is checked by the solver.
 """
@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 import typer
 
+from dnnplace.api.methods import get_solver_class, methods, resolve_method
 from dnnplace.errors import DnnplaceError
-from dnnplace.solvers import get_solver_class, methods, resolve_method
 
 
 @dataclass(frozen=True)

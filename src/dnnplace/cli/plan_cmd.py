@@ -18,7 +18,7 @@ from dnnplace.errors import DnnplaceError
 def parse_fix(text: str | None) -> dict[str, Any]:
     """``"tp=4,pp=4,recompute=selective"`` -> {"tp": 4, "pp": 4, "recompute": "selective"}: typed by the
     knobs' declarations (model/llm_config.py), each key once, nonsense values refused naming the key."""
-    from dnnplace.model.llm_config import parse_pins
+    from dnnplace.models.llm.config import parse_pins
 
     return parse_pins(text, "--fix")
 
@@ -92,7 +92,7 @@ def machine(system: str | None, device: str | None, gpus_per_node: int | None, g
         return device or "h100", 8 if gpus_per_node is None else gpus_per_node
     if device is not None or gpus_per_node is not None:
         raise DnnplaceError("give --system or --device / --gpus-per-node, not both")
-    from dnnplace.model.systems import system_spec
+    from dnnplace.core.systems import system_spec
 
     spec = system_spec(system)
     return spec.gpu, spec.domain_for(gpus)
@@ -100,7 +100,7 @@ def machine(system: str | None, device: str | None, gpus_per_node: int | None, g
 
 def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]:
     """What the model's measured error band says of a prediction, and of a configuration to compare with."""
-    from dnnplace.evaluation.llm.band import ErrorBand, held_in_band
+    from dnnplace.models.llm.evaluation.band import ErrorBand, held_in_band
 
     band = held_in_band()
     prec, dev = problem.job.precision, problem.device.name

@@ -10,11 +10,11 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from dnnplace.evaluation import Evaluation
-from dnnplace.evaluation.piper import PiperEvaluation, evaluation_dict, stage_rows
-from dnnplace.model.llm import LLMEstimate, LLMProblem
-from dnnplace.model.piper import PiperInstance
-from dnnplace.model.workload import Workload
+from dnnplace.models.llm.spec import LLMEstimate, LLMProblem
+from dnnplace.models.paper.evaluation import Evaluation
+from dnnplace.models.paper.workload import Workload
+from dnnplace.models.piper.evaluation import PiperEvaluation, evaluation_dict, stage_rows
+from dnnplace.models.piper.spec import PiperInstance
 from dnnplace.utils.text import format_bytes, format_number, id_ranges, printable
 
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper.split import Split
+from dnnplace.models.paper.workload import Workload
 from dnnplace.utils.text import format_number
 
 EXPERT = "expert"
@@ -138,7 +138,7 @@ def to_json(rows: list[Row]) -> str:
 
 def load_named(path: str | Path) -> tuple[str, Workload, Split | None]:
     """(name, workload, None) for a workload file given on the command line."""
-    from dnnplace.frontends.paper_json import load_workload
+    from dnnplace.models.paper.paper_json import load_workload
 
     p = Path(path)
     return p.stem, load_workload(p), None

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 import dnnplace
 from dnnplace.experiments.compare import DP_SPLIT, EXPERT, Row, add_ratios, run_one
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper.workload import Workload
 
 PAPER = Path(dnnplace.__file__).parent / "data" / "paper"
 THROUGHPUT_METHODS = ["dp", "ip", "ip-noncontig", "pipedream", "scotch", "metis", "local-search", EXPERT, "single"]

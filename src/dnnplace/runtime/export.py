@@ -18,9 +18,9 @@ import json
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.evaluation import evaluate
-from dnnplace.model.split import Split
-from dnnplace.model.workload import Workload
+from dnnplace.models.paper.evaluation import evaluate
+from dnnplace.models.paper.split import Split
+from dnnplace.models.paper.workload import Workload
 from dnnplace.utils.graph import order_devices
 
 
@@ -182,7 +182,7 @@ def pipelining_script(w: Workload, split: Split, spec: str | None = None) -> str
     return SCRIPT.format(spec=spec, split_spec=doc["split_spec"], num_stages=doc["num_stages"])
 
 
-# ---------------------------------------------------------------- export targets (dnnplace.exporters)
+# ---------------------------------------------------------------- export targets (dnnplace.models.llm.exporters)
 def render_pipelining_script(w: Workload, split: Split, model: str | None = None) -> str:
     """Target ``torch-pipelining``."""
     return pipelining_script(w, split, model)

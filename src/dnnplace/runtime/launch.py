@@ -111,7 +111,7 @@ def run_pipeline(spec: str, split, *, microbatches: int = 8, backend: str = "glo
         for o, r in zip(outputs, reference))
     predicted = predicted_max_load
     if workload is not None:
-        from dnnplace.evaluation import evaluate
+        from dnnplace.models.paper.evaluation import evaluate
 
         predicted = evaluate(workload, split).max_load
     gaps = sorted(b - a for a, b in zip(result["arrivals"], result["arrivals"][1:]))
@@ -148,7 +148,7 @@ def _graph_inputs(cap, loaded) -> tuple:
 
 
 def _forward_only(split, fwd_ids: set[int]):
-    from dnnplace.model.split import Split
+    from dnnplace.models.paper.split import Split
 
     return Split(tuple(tuple(v for v in d if v in fwd_ids) for d in split.accelerators),
                  tuple(tuple(v for v in d if v in fwd_ids) for d in split.cpus), split.meta)
@@ -264,9 +264,9 @@ def run_training(spec: str, split, *, workload=None, schedule: str = "1f1b", mic
     import torch
     from torch.utils._pytree import tree_flatten
 
+    from dnnplace.core.schedule import SCHEDULES
     from dnnplace.frontends.torch_model.loader import default_loss
     from dnnplace.frontends.torch_model.profile import forward_values
-    from dnnplace.model.schedule import SCHEDULES
     from dnnplace.runtime.procs import launch
     from dnnplace.runtime.train import (
         OPTIMIZERS,
@@ -430,8 +430,8 @@ def _training_predictions(workload, split, plan, schedule: str, microbatches: in
             "forward": [None] * n, "backward": [None] * n, "memory": [None] * n}
     if workload is None:
         return none
-    from dnnplace.evaluation import evaluate
-    from dnnplace.simulation import simulate
+    from dnnplace.models.paper.evaluation import evaluate
+    from dnnplace.models.paper.simulation import simulate
 
     if not workload.is_training:
         none["source"] = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.frontends.torch_model.capture import Captured
-from dnnplace.model.split import Split
+from dnnplace.models.paper.split import Split
 from dnnplace.utils.graph import order_devices
 
 

@@ -16,7 +16,7 @@ The last stage (in topological order) receives every model output produced
 elsewhere and computes the loss; each microbatch's loss is divided by the
 number of microbatches N, so one optimizer step per N microbatches equals one
 step on the mean loss.  The order of forward and backward tasks per stage is
-the :class:`~dnnplace.model.schedule.Schedule` the simulator times (1F1B:
+the :class:`~dnnplace.core.schedule.Schedule` the simulator times (1F1B:
 ``after`` warm-up forwards, then one forward one backward; GPipe: all
 forwards, then all backwards), handed to every worker.  Sends are never waited on before the next task, and a stage
 posts the receives of its next tasks before computing the current one
@@ -58,7 +58,7 @@ from dnnplace.runtime.machine import cpu_counters
 from dnnplace.runtime.payloads import TrainPayload
 
 if TYPE_CHECKING:
-    from dnnplace.model.schedule import Schedule
+    from dnnplace.core.schedule import Schedule
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -109,7 +109,7 @@ def sum_shared_gradients(mod, groups: list) -> None:
 
 def stage_orders(plan, schedule: str, microbatches: int) -> tuple[Schedule, list[int]]:
     """The schedule the simulator would time for these stages, and each stage's count of later stages."""
-    from dnnplace.model.schedule import by_name
+    from dnnplace.core.schedule import by_name
     from dnnplace.utils.graph import stage_depths
 
     n = len(plan.modules)

@@ -1,7 +1,7 @@
 """Graph helpers every layer shares: topological order, colour classes, the DAG of devices.
 
 Each concept is written once here and called everywhere: the workload's order and
-classes (:mod:`dnnplace.model.workload`), the latency evaluator, Piper's reader,
+classes (:mod:`dnnplace.models.paper.workload`), the latency evaluator, Piper's reader,
 and the simulator / runtime / export, which all order the devices of a split.
 """
 

@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import dnnplace  # noqa: E402
-from dnnplace.frontends import paper_json  # noqa: E402
 from dnnplace.frontends.torch_model.capture import capture  # noqa: E402
 from dnnplace.frontends.torch_model.moe import grouped_mm_flops  # noqa: E402
 from dnnplace.frontends.torch_model.profile import _flop_counter, build_workload_dict  # noqa: E402
+from dnnplace.models.paper import paper_json  # noqa: E402
 
 hf = example_module("hf_transformers")
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 from conftest import EXAMPLES
 
-from dnnplace.frontends.piper_json import parse_piper
 from dnnplace.frontends.torch_model.piper_export import paper_training_to_piper
-from dnnplace.solvers.piper.solver import solve_piper
+from dnnplace.models.piper.piper_json import parse_piper
+from dnnplace.models.piper.solvers.solver import solve_piper
 
 pytestmark = pytest.mark.slow  # spawns worker processes or profiles real models
 

@@ -14,10 +14,10 @@ from shared_models import twice_module
 torch = pytest.importorskip("torch")
 
 import dnnplace  # noqa: E402
-from dnnplace.frontends.paper_json import parse_workload  # noqa: E402
 from dnnplace.frontends.torch_model.capture import capture  # noqa: E402
 from dnnplace.frontends.torch_model.loader import load_factory  # noqa: E402
 from dnnplace.frontends.torch_model.profile import build_workload_dict  # noqa: E402
+from dnnplace.models.paper.paper_json import parse_workload  # noqa: E402
 
 
 def _profile(spec: str, training: bool) -> dict:
@@ -61,7 +61,7 @@ def test_tied_lm_split_holds_the_tied_weight_on_both_ends():
     sol = _solve_and_check(doc, accelerators=2, fraction=0.7)
     holders = {c["name"]: c["devices"] for c in sol.evaluation.shared_copies()}
     assert holders == {"head.weight": ["acc0", "acc1"]}
-    from dnnplace.frontends.paper_json import split_to_dict
+    from dnnplace.models.paper.paper_json import split_to_dict
 
     out = split_to_dict(sol.split, sol.evaluation)
     assert [f.get("sharedParameters") for f in out["fpgas"]] == [["head.weight"], ["head.weight"]]

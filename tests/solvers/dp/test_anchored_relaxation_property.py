@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.dp.exact import run_dp
-from dnnplace.solvers.dp.fluid import fluid_certifies
-from dnnplace.solvers.dp.ideals import enumerate_ideals
-from dnnplace.solvers.dp.relax import anchors, gathering_units, passed_inputs, receivers, relax
-from dnnplace.solvers.prepare import merge_free_units, prepare
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.dp.exact import run_dp
+from dnnplace.models.paper.solvers.dp.fluid import fluid_certifies
+from dnnplace.models.paper.solvers.dp.ideals import enumerate_ideals
+from dnnplace.models.paper.solvers.dp.relax import anchors, gathering_units, passed_inputs, receivers, relax
+from dnnplace.models.paper.solvers.prepare import merge_free_units, prepare
 
 SETTINGS = settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

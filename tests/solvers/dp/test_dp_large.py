@@ -7,7 +7,7 @@ import pytest
 from conftest import throughput_path
 
 import dnnplace
-from dnnplace.frontends.paper_json import load_workload, workload_from_records
+from dnnplace.models.paper.paper_json import load_workload, workload_from_records
 
 pytestmark = pytest.mark.slow  # graphs of 10^5 nodes and solves to their time limit
 
@@ -45,7 +45,7 @@ def test_a_hundred_thousand_isolated_nodes_are_answered():
 def test_kernel_calls_stop_at_their_work_budget_and_resume_exactly(monkeypatch):
     # Ctrl-C and deadlines are honoured between kernel calls, so a call must end once its work
     # budget is spent, however cheap the ideals before were; resuming must give the same table
-    from dnnplace.solvers.dp import kernel
+    from dnnplace.models.paper.solvers.dp import kernel
 
     w = load_workload(throughput_path("LayerGraphs/resnet50_training"))
     whole = dnnplace.solve(w, "dp")

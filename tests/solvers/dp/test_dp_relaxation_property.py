@@ -18,7 +18,7 @@ from oracle import brute_force_contiguous_optimum, max_load
 from strategies import examples
 
 import dnnplace
-from dnnplace.frontends.paper_json import workload_from_records
+from dnnplace.models.paper.paper_json import workload_from_records
 
 SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -122,7 +122,7 @@ def test_coarse_upper_bound_first_keeps_the_optimum(training, data):
     """The coarse lattice's split (a restriction) only tightens the exact DP's pruning: same optimum."""
     from unittest import mock
 
-    from dnnplace.solvers.dp_ip import DPThenIP
+    from dnnplace.models.paper.solvers.dp_ip import DPThenIP
 
     with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, coarse_first=0)):
         _check_exact(data.draw(graphs_with_views_and_side_chains(training=training)))
@@ -203,8 +203,8 @@ def test_ip_second_phase_brackets_the_optimum(training, data):
     optimum, the split is a pipeline, and "optimal" only with the brute-force value."""
     from unittest import mock
 
-    from dnnplace.solvers.dp.incumbent import is_pipeline
-    from dnnplace.solvers.dp_ip import DPThenIP
+    from dnnplace.models.paper.solvers.dp.incumbent import is_pipeline
+    from dnnplace.models.paper.solvers.dp_ip import DPThenIP
 
     w = data.draw(graphs_with_views_and_side_chains(training=training))
     expected = brute_force_contiguous_optimum(w)
@@ -230,8 +230,8 @@ def test_the_ip_phase_ran():
 def test_is_pipeline_refuses_devices_feeding_each_other():
     import numpy as np
 
-    from dnnplace.model.split import Split
-    from dnnplace.solvers.dp.incumbent import is_pipeline
+    from dnnplace.models.paper.solvers.dp.incumbent import is_pipeline
+    from dnnplace.models.paper.split import Split
 
     nodes = [{"id": i, "fpgaLatency": 1.0, "cpuLatency": 1.0, "size": 0.0, "colorClass": i} for i in range(4)]
     w = workload_from_records(nodes, [(0, 1, 1.0), (2, 3, 1.0)], accelerators=2, cpus=0, memory=1e9)

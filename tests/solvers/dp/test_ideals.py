@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from strategies import examples, small_workloads
 
 from dnnplace.errors import TooManyIdealsError
-from dnnplace.solvers.dp.ideals import enumerate_ideals
-from dnnplace.solvers.prepare import prepare
+from dnnplace.models.paper.solvers.dp.ideals import enumerate_ideals
+from dnnplace.models.paper.solvers.prepare import prepare
 
 
 def _down_closed(n: int, src: list[int], dst: list[int]) -> set[int]:
@@ -58,7 +58,7 @@ def test_budget_is_enforced():
 @given(small_workloads(max_nodes=12))
 def test_surely_more_ideals_never_refuses_a_lattice_that_fits(w):
     """The greedy-antichain test only says "too many" when the enumeration would indeed pass the budget."""
-    from dnnplace.solvers.dp.relax import surely_more_ideals
+    from dnnplace.models.paper.solvers.dp.relax import surely_more_ideals
 
     p = prepare(w, merge_trivial=False)
     count = enumerate_ideals(p, 1 << 20).n_ideals

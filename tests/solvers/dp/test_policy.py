@@ -9,11 +9,11 @@ from pathlib import Path
 from unittest import mock
 
 import dnnplace
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.dp import policy as policy_module
-from dnnplace.solvers.dp.policy import DPPolicy
-from dnnplace.solvers.dp_ip import DPThenIP
-from dnnplace.solvers.ip.common import warm_start_dp
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.dp import policy as policy_module
+from dnnplace.models.paper.solvers.dp.policy import DPPolicy
+from dnnplace.models.paper.solvers.dp_ip import DPThenIP
+from dnnplace.models.paper.solvers.ip.common import warm_start_dp
 
 DP = Path(policy_module.__file__).parent
 #: the portfolio owns the clock; the exact DP reads it only to size its kernel calls

@@ -7,9 +7,9 @@ import time
 from unittest import mock
 
 from dnnplace.errors import SolverTimeout
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.dp import portfolio
-from dnnplace.solvers.dp.policy import DPOptions, DPPolicy
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.dp import portfolio
+from dnnplace.models.paper.solvers.dp.policy import DPOptions, DPPolicy
 
 
 def _wide():

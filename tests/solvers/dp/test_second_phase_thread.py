@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import dnnplace
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.ip.chain import solve_chain_ip
-from dnnplace.solvers.prepare import merge_free_units, prepare
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.ip.chain import solve_chain_ip
+from dnnplace.models.paper.solvers.prepare import merge_free_units, prepare
 
 pytest.importorskip("highspy")
 
@@ -67,7 +67,7 @@ def test_the_bound_of_a_stopped_ip_is_below_the_optimum():
 def test_no_second_phase_outlives_the_solve():
     """Through the relaxations (a tiny ideal budget) the IP starts beside them; when the solve returns, its thread
     has ended, whether the relaxations closed the gap first or not."""
-    from dnnplace.solvers.dp_ip import DPThenIP
+    from dnnplace.models.paper.solvers.dp_ip import DPThenIP
 
     w = _wide(branches=4, length=3)
     with mock.patch.object(DPThenIP, "policy", replace(DPThenIP.policy, finish_min_seconds=0.0)):

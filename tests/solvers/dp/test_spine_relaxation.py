@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.dp.relax import follow_roots, spine
-from dnnplace.solvers.prepare import prepare
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.dp.relax import follow_roots, spine
+from dnnplace.models.paper.solvers.prepare import prepare
 
 
 def _scan(steps: int = 3):

@@ -19,12 +19,12 @@ from oracle import brute_force_contiguous_optimum
 from strategies import examples, small_workloads
 
 import dnnplace
-from dnnplace.evaluation import evaluate
-from dnnplace.solvers.dp.incumbent import is_pipeline
-from dnnplace.solvers.dp.relax import relax
-from dnnplace.solvers.dp_ip import DPThenIP, split_of_stages, unit_devices
-from dnnplace.solvers.ip.chain import chain_ip_applies, solve_chain_ip
-from dnnplace.solvers.prepare import prepare
+from dnnplace.models.paper.evaluation import evaluate
+from dnnplace.models.paper.solvers.dp.incumbent import is_pipeline
+from dnnplace.models.paper.solvers.dp.relax import relax
+from dnnplace.models.paper.solvers.dp_ip import DPThenIP, split_of_stages, unit_devices
+from dnnplace.models.paper.solvers.ip.chain import chain_ip_applies, solve_chain_ip
+from dnnplace.models.paper.solvers.prepare import prepare
 
 pytest.importorskip("highspy")
 SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,7 +97,7 @@ def test_second_phase_on_accelerators_is_the_chain_ip():
     """The default method hands a wide accelerator-only graph to the chain IP, and its answer is certified."""
     from unittest import mock
 
-    from dnnplace.frontends.paper_json import workload_from_records
+    from dnnplace.models.paper.paper_json import workload_from_records
     nodes = [{"id": i, "fpgaLatency": 1.0 + (i % 3), "cpuLatency": 1.0, "size": 0.0, "colorClass": i}
              for i in range(9)]
     edges = [(0, i, 0.5) for i in range(1, 8)] + [(i, 8, 0.25) for i in range(1, 8)]  # 7 parallel branches
@@ -113,7 +113,7 @@ def test_large_graphs_get_the_ip_only_with_a_time_limit():
     """Above policy.ip_max_units the default budget skips the IP (its root LP outlasts it); a time limit runs it."""
     from unittest import mock
 
-    from dnnplace.frontends.paper_json import workload_from_records
+    from dnnplace.models.paper.paper_json import workload_from_records
     nodes = [{"id": i, "fpgaLatency": 1.0 + (i % 3), "cpuLatency": 1.0, "size": 0.0, "colorClass": i}
              for i in range(9)]
     edges = [(0, i, 0.5) for i in range(1, 8)] + [(i, 8, 0.25) for i in range(1, 8)]

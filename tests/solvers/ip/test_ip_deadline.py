@@ -6,11 +6,11 @@ import time
 
 import pytest
 
+from dnnplace.core.solver import RunContext
 from dnnplace.errors import SolverTimeout
-from dnnplace.frontends.paper_json import workload_from_records
-from dnnplace.solvers.base import RunContext
-from dnnplace.solvers.ip.latency import LatencyIP, solve_latency_ip
-from dnnplace.solvers.ip.throughput import solve_throughput_ip
+from dnnplace.models.paper.paper_json import workload_from_records
+from dnnplace.models.paper.solvers.ip.latency import LatencyIP, solve_latency_ip
+from dnnplace.models.paper.solvers.ip.throughput import solve_throughput_ip
 
 pytest.importorskip("highspy")
 
@@ -45,7 +45,7 @@ def test_latency_ip_follows_its_deadline_not_the_run_seconds():
 
 
 def test_the_method_converts_its_time_limit_once(monkeypatch):
-    import dnnplace.solvers.ip.throughput as throughput
+    import dnnplace.models.paper.solvers.ip.throughput as throughput
 
     seen = []
     monkeypatch.setattr(throughput, "solve_throughput_ip", lambda w, run, **kw: seen.append(kw["deadline"]))

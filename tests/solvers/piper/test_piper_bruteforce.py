@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from strategies import examples
 
 from dnnplace.errors import InfeasibleError
-from dnnplace.evaluation.piper import evaluate_piper
-from dnnplace.frontends.piper_json import parse_piper
-from dnnplace.solvers.piper.solver import solve_piper
+from dnnplace.models.piper.evaluation import evaluate_piper
+from dnnplace.models.piper.piper_json import parse_piper
+from dnnplace.models.piper.solvers.solver import solve_piper
 
 
 def brute_force(doc: dict) -> float | None:
@@ -166,7 +166,7 @@ def test_toys_exact_optimum():
     from pathlib import Path
 
     import dnnplace
-    from dnnplace.frontends.piper_json import load_piper
+    from dnnplace.models.piper.piper_json import load_piper
 
     toys = Path(dnnplace.__file__).parent / "data" / "piper" / "toys"
     for name, opt in (("toy_a_knapsack.json", 5.0), ("toy_b_monotone.json", 1.95)):

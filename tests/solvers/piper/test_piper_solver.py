@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from strategies import examples
 
 import dnnplace
-from dnnplace.evaluation.piper import evaluate_piper
-from dnnplace.frontends.piper_json import load_piper
-from dnnplace.solvers.piper.knapsack import INF, min_cover, min_cover_choice
-from dnnplace.solvers.piper.solver import solve_piper
+from dnnplace.models.piper.evaluation import evaluate_piper
+from dnnplace.models.piper.piper_json import load_piper
+from dnnplace.models.piper.solvers.knapsack import INF, min_cover, min_cover_choice
+from dnnplace.models.piper.solvers.solver import solve_piper
 
 PIPER = Path(dnnplace.__file__).parent / "data" / "piper"
 REF = json.loads((PIPER / "reference.json").read_text())
@@ -100,7 +100,7 @@ def test_lp_bound_below_the_rest_does_not_settle_a_stage():
            "nodes": [node(0, (1.0, 100.0), (11.0, 0.0), [], [1]), node(1, (1.0, 10.0), (3.0, 9.0), [0], [2]),
                      node(2, (1.0, 0.0), (1.0, 0.0), [1], [3]), node(3, (4.0, 0.0), None, [2], [])],
            "edges": [{"sourceId": u, "destId": u + 1, "communicationCost": 0.0} for u in range(3)]}
-    from dnnplace.frontends.piper_json import parse_piper
+    from dnnplace.models.piper.piper_json import parse_piper
 
     inst = parse_piper(doc)
     res = solve_piper(inst)

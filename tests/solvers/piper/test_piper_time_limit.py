@@ -13,9 +13,9 @@ from test_piper_bruteforce import brute_force, tiny_instances
 
 import dnnplace
 from dnnplace.errors import InfeasibleError, SolverTimeout
-from dnnplace.evaluation.piper import evaluate_piper
-from dnnplace.frontends.piper_json import load_piper, parse_piper
-from dnnplace.solvers.piper import solver
+from dnnplace.models.piper.evaluation import evaluate_piper
+from dnnplace.models.piper.piper_json import load_piper, parse_piper
+from dnnplace.models.piper.solvers import solver
 
 GNMT = Path(dnnplace.__file__).parent / "data" / "piper" / "inputs" / "gnmt.json"
 

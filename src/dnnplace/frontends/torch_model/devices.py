@@ -13,9 +13,9 @@ import json
 import math
 from pathlib import Path
 
+from dnnplace.core.catalogue import legacy_view
+from dnnplace.core.limits import MAX_VALUE
 from dnnplace.errors import DnnplaceError
-from dnnplace.model.catalogue import legacy_view
-from dnnplace.model.limits import MAX_VALUE
 from dnnplace.utils.text import clip
 
 # The one hardware catalogue (model/catalogue.py) holds these figures with their sources; this is its

@@ -1,5 +1,0 @@
-"""The evaluator: the single cost model every solver, report and runtime uses."""
-
-from dnnplace.evaluation.evaluator import DeviceReport, Evaluation, Violation, evaluate, evaluate_assignment
-
-__all__ = ["DeviceReport", "Evaluation", "Violation", "evaluate", "evaluate_assignment"]

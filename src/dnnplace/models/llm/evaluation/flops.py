@@ -1,0 +1,160 @@
+"""Compute: model FLOPs (the recipes' MFU formula), executed GEMM / attention FLOPs and their times.
+
+Every function takes numpy arrays (one entry per candidate configuration) so the
+scalar evaluator and the search run the very same code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.models.llm.spec import TransformerArch
+
+Array = np.ndarray
+
+
+def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> float:
+    """Model FLOPs of one step, NeMo's formula generalised from the architecture.
+
+    Per token and layer: 6 x (matrix parameters) for the projections
+    (12h^2 + 12 h^2 kv/heads for Q,K,V,O when q width = h; 18 h ffn gated, 12 h ffn not),
+    12 s h for attention (non-causal, 3x a forward of 4 s h), and 6 V h once for the LM head.
+    For Llama this is gbs s L h^2 (12 + 12 kv/a + 18 f/h + 12 s/h + 6 V/(L h)) exactly.
+    A sliding-window layer counts its key span min(window, s) in place of s, in the same
+    non-causal convention (NeMo's formulas have no window term; this is ours, docs/llm_planner.md).
+    """
+    h, L = arch.hidden, arch.num_layers
+    proj = 2 * h * arch.q_width + 2 * h * arch.kv_width  # Q and O, K and V
+    mlp = (3 if arch.gated else 2) * h * arch.ffn_hidden
+    spans = (L - arch.windowed_layers) * seq + arch.windowed_layers * min(arch.sliding_window or seq, seq)
+    per_token = L * 6 * (proj + mlp) + 12 * spans * arch.q_width + 6 * arch.vocab * h
+    return float(global_batch) * seq * per_token
+
+
+def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0) -> Array:
+    """Fraction of peak a GEMM with an m x n output reaches: MAMF x tile and wave quantisation.
+
+    The output is cut into tiles; a partial tile costs a full one, and the last
+    wave of tiles over the SMs runs partly empty (why shapes just past a multiple are slow).
+    A grouped GEMM (``groups`` problems of the same shape in one kernel, the MoE experts) shares one
+    wave count over the tiles of all its groups.
+    """
+    tm, tn = dev.gemm_tile
+    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
+    tile_fill = groups * m * n / np.maximum(tiles * tm * tn, 1.0)
+    waves = tiles / dev.sm_count
+    wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
+    return float(dev.gemm_fraction or 0.0) * tile_fill * wave_fill
+
+
+def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0,
+              groups: Array | float = 1.0) -> Array:
+    """Seconds for (m x k) @ (k x n): the main loop (slower of tensor cores and operand traffic) + epilogue.
+
+    The epilogue writes the m x n output (``out_bytes`` per element: 2 for a 16-bit result, 8
+    for Megatron's fused fp32 gradient accumulation, which reads and writes main_grad with beta = 1)
+    after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.  With
+    ``groups`` > 1 the same shape runs once per group in one kernel, each group reading its own
+    weights: few rows per group make it bandwidth-bound (the inefficiency of small expert GEMMs).
+    """
+    hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
+    work = 2.0 * groups * m * n * k
+    eff = np.maximum(gemm_efficiency(m, n, dev, groups), 1e-12)
+    compute = np.where(work > 0, work / (peak * eff), 0.0)
+    operands = 2.0 * groups * (m * k + k * n) / hbm
+    return np.maximum(compute, operands) + out_bytes * groups * m * n / hbm
+
+
+def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
+    """(M, N, K) of one layer's forward GEMMs on one TP shard: QKV, out projection, MLP in, MLP out."""
+    h, f = arch.hidden, arch.ffn_hidden
+    hf = np.full_like(tokens, float(h))
+    return [(tokens, (arch.q_width + 2 * arch.kv_width) / tp, hf),
+            (tokens, hf, arch.q_width / tp),
+            (tokens, (2 if arch.gated else 1) * f / tp, hf),
+            (tokens, hf, f / tp)]
+
+
+#: fp32 main_grad read + written by the weight-gradient GEMM's epilogue (beta = 1), bytes per element.
+WGRAD_OUT_BYTES = TRAINING_STACK.wgrad_out_bytes
+
+
+def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec,
+                       peak: float) -> tuple[list[Array], list[Array]]:
+    """Per GEMM: forward time, and backward time (data gradient m x k plus weight gradient k x n).
+
+    Weight gradients accumulate into the fp32 main_grad (gradient_accumulation_fusion).
+    """
+    fwd = [gemm_time(m, n, k, dev, peak) for m, n, k in shapes]
+    bwd = [gemm_time(m, k, n, dev, peak) + gemm_time(k, n, m, dev, peak, WGRAD_OUT_BYTES) for m, n, k in shapes]
+    return fwd, bwd
+
+
+def causal_keys(seq: int, window: int = 0) -> float:
+    """Keys a query of a causal layer sees on average: seq / 2, or with a sliding window w < seq
+    (query i sees min(i, w) keys) w - w^2 / (2 seq); the same continuous count at w = seq."""
+    if window and window < seq:
+        return window - window * window / (2.0 * seq)
+    return seq / 2.0
+
+
+def attention_keys(arch: TransformerArch, seq: int) -> float:
+    """Keys per query averaged over the layers (windowed layers at their window, the rest causal)."""
+    win = arch.windowed_layers
+    return ((arch.num_layers - win) * causal_keys(seq) + win * causal_keys(seq, arch.sliding_window)) \
+        / arch.num_layers
+
+
+def attention_fwd_flops(arch: TransformerArch, tokens: Array, seq: int, tp: Array) -> Array:
+    """Executed causal forward FLOPs of one layer's attention core on one GPU (averaged over the layers).
+
+    ``tokens`` queries (the micro-batch's share of the sequence under context
+    parallelism, load-balanced) each see on average :func:`attention_keys` keys (seq/2
+    when every layer is global): QK^T and AV cost 2 x tokens x keys x q_width each, split
+    over the TP heads.  Sliding-window layers (Mistral v0.1, Gemma 2's alternate layers)
+    see at most their window.
+    """
+    return 4.0 * tokens * attention_keys(arch, seq) * arch.q_width / tp
+
+
+#: Flash attention's backward runs 5 matmuls of the forward's size against the forward's 2
+#: (it recomputes QK^T): executed backward FLOPs = 2.5 x forward (Dao 2022, FlashAttention, Sec. 3.1).
+FLASH_BWD_RATIO = TRAINING_STACK.flash_bwd_ratio
+
+
+def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array,
+                    dev: DeviceSpec) -> tuple[Array, Array]:
+    """Forward and backward seconds of one layer's fused attention (always 16-bit: FP8 recipes keep it)."""
+    peak = dev.peak("bf16")
+    fwd = attention_fwd_flops(arch, tokens, seq, tp)
+    return (fwd / (peak * float(dev.attn_fwd_fraction or 0.0)),
+            FLASH_BWD_RATIO * fwd / (peak * float(dev.attn_bwd_fraction or 0.0)))
+
+
+def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tuple[Array, Array]:
+    """16-bit elements read + written per token by one layer's memory-bound kernels (fwd, bwd).
+
+    Forward: two norms (read x, write y: 2 each), RoPE on q and k (read, write),
+    two residual adds (3 each), the MLP activation (gated: read 2 ffn write ffn; else 2 ffn).
+    Backward: norm grads (read x and dy, write dx: 3 each), RoPE grads, the two residual
+    gradient sums (3 each), activation grads (gated 5 ffn, else 3 ffn).
+    ``sp_div`` = tp with sequence parallelism (norms and adds sharded), else 1.
+    """
+    h, f = arch.hidden, arch.ffn_hidden
+    qk = 2.0 * (arch.q_width + arch.kv_width) / tp
+    act_f, act_b = (3.0, 5.0) if arch.gated else (2.0, 3.0)
+    fwd = 10.0 * h / sp_div + qk + act_f * f / tp
+    bwd = 12.0 * h / sp_div + qk + act_b * f / tp
+    return fwd, bwd
+
+
+#: Bytes per logit moved by the vocab-parallel cross entropy: read the 16-bit logits, write fp32,
+#: read for the max, read + write for exp, read for the sum (fwd 18); backward reads fp32 softmax and
+#: writes the 16-bit gradient (6).  Counted from Megatron's vocab_parallel_cross_entropy passes.
+CE_BYTES_FWD, CE_BYTES_BWD = TRAINING_STACK.ce_bytes_fwd, TRAINING_STACK.ce_bytes_bwd
+
+
+def hbm_time(nbytes: Array, dev: DeviceSpec) -> Array:
+    """Seconds a streaming kernel needs to move ``nbytes`` through HBM."""
+    return nbytes / (dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0))

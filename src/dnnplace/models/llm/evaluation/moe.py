@@ -1,0 +1,553 @@
+"""The MoE terms of the LLM cost model: router, permutation, dispatch, grouped GEMMs, shared experts, MLA, memory.
+
+Pure functions over numpy arrays (one entry per candidate configuration), as the rest of
+``evaluation/llm``.  Token counts are per GPU and per micro-batch:
+
+* ``t`` -- tokens that enter a rank's MoE layer: its sequence-parallel shard, mbs x seq / (cp x tp)
+  (Megatron routes the sequence-parallel input; MoE with TP requires sequence parallelism).
+* Every rank holds distinct tokens, so an ETP x EP block of ranks routes etp x ep x t tokens,
+  each to ``top_k`` experts; under balanced routing every expert receives
+  ``etp x ep x t x top_k / experts`` of them and each of its ETP shards (ffn / etp columns)
+  processes all of them -- a rank receives ``t x top_k x etp`` token copies in all.
+
+Expert parallel ranks are laid out as Megatron-Core's expert grid ``etp-ep-edp-pp`` (ETP innermost,
+then EP: the EP group has stride etp), within an NVLink domain of ``domain`` GPUs.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+
+from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.models.llm.evaluation import flops
+from dnnplace.models.llm.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
+
+Array = np.ndarray
+
+__all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "expert_gemm_times", "expert_memory",
+           "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
+           "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
+           "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
+           "router_gemm", "router_times", "shared_expert_gemms", "stage_layer_kinds"]
+
+
+# ----------------------------------------------------------------------------------------------- model FLOPs
+
+def _attention_flops_per_token(m: MoEModel, seq: int, windowed: bool) -> float:
+    """Model FLOPs of one layer's attention per token (fwd + bwd = 3 x fwd, causal: half the scores)."""
+    a = m.arch
+    if m.mla is not None:
+        x, heads, h = m.mla, a.heads, a.hidden
+        q = h * x.q_lora_rank + x.q_lora_rank * heads * x.qk_head_dim if x.q_lora_rank else h * heads * x.qk_head_dim
+        proj = q + h * x.qk_rope_head_dim + h * x.kv_lora_rank + x.kv_lora_rank * heads * (x.qk_nope_head_dim
+                                                                                            + x.v_head_dim)
+        proj += heads * x.v_head_dim * h
+        return 6.0 * proj + 3.0 * seq * heads * (x.qk_head_dim + x.v_head_dim)
+    proj = 2 * a.hidden * a.q_width + 2 * a.hidden * a.kv_width
+    if windowed and a.sliding_window and a.sliding_window < seq:
+        w = a.sliding_window
+        context = w - w * (w - 1) / (2 * seq)  # mean keys per query of a causal window (exact)
+    elif windowed and m.attention_chunk and m.attention_chunk < seq:
+        context = m.attention_chunk / 2  # causal attention within a chunk
+    else:
+        context = seq / 2
+    return 6.0 * proj + 12.0 * a.q_width * context
+
+
+def _windowed(m: MoEModel) -> list[bool]:
+    """Per decoder layer: does it attend within a window or chunk (else the whole causal sequence)?"""
+    a, n = m.arch, m.arch.num_layers
+    every = a.global_every if a.sliding_window else m.chunk_global_every if m.attention_chunk else 0
+    if not (a.sliding_window or m.attention_chunk):
+        return [False] * n
+    return [not (every and (i + 1) % every == 0) for i in range(n)]
+
+
+def model_flops_per_token(m: MoEModel, seq: int) -> float:
+    """Model FLOPs per token of one training step, the formula NeMo's MoE recipes report MFU with.
+
+    NeMo's ``flops_formulas.deepseekv3`` (and Megatron-Bridge's ``num_floating_point_operations``,
+    which adds norm terms of under 0.01 %): 6 x the parameters a token meets in every GEMM --
+    MLA's Q (through its latent), shared rotary key, KV latent and up projections, output; a dense
+    layer's gated MLP; an MoE layer's shared experts + top_k routed experts -- plus the causal
+    attention core 6 x seq/2 x heads x (qk + v head dims) per layer, 6 V h for the LM head; each
+    MTP layer adds an attention + MoE layer, its 2h x h projection and another LM head.  The router
+    is not counted (as in the recipes).  Causal attention counts half the scores; a sliding window
+    of w keys counts w - w(w-1)/(2 seq) keys per query (Megatron-Bridge's exact mean).
+    """
+    a, s = m.arch, m.moe
+    h, glu = a.hidden, (3 if a.gated else 2)
+    dense = 6.0 * glu * h * a.ffn_hidden
+    sparse = 6.0 * glu * h * (s.top_k * s.expert_ffn + s.shared_ffn)
+    total = sum(_attention_flops_per_token(m, seq, w) for w in _windowed(m))
+    total += sum(sparse if moe else dense for moe in s.moe_layers)
+    if s.mtp_layers:
+        last_sparse = s.moe_layers[-1]
+        per_mtp = (_attention_flops_per_token(m, seq, False) + (sparse if last_sparse else dense)
+                   + 6.0 * 2 * h * h)
+        total += s.mtp_layers * per_mtp
+    return total + 6.0 * a.vocab * h * (1 + s.mtp_layers)
+
+
+def model_flops_per_step(m: MoEModel, seq: int, global_batch: int) -> float:
+    return float(global_batch) * seq * model_flops_per_token(m, seq)
+
+
+# ----------------------------------------------------------------------------------------------- router
+
+def router_gemm(m: MoEModel, t: Array) -> tuple[Array, Array, Array]:
+    """(M, N, K) of the router's forward GEMM on one rank: t tokens x experts logits over hidden."""
+    return t, np.full_like(t, float(m.moe.num_experts)), np.full_like(t, float(m.arch.hidden))
+
+
+#: The router's score passes (fp32, ``MOE_STACK.router_bytes_per_score`` bytes per score): forward
+#: reads the logits and writes the scores (score function), reads them for the top-k and writes the
+#: k probabilities; backward reads the saved scores and the probability gradient and writes the
+#: logit gradient.  Counted from Megatron-Core's router (topk_softmax_with_capacity) passes.
+ROUTER_PASSES_FWD, ROUTER_PASSES_BWD = 3.0, 3.0
+
+
+def router_bytes(m: MoEModel, t: Array) -> tuple[Array, Array]:
+    """HBM bytes of the score function and top-k per rank (forward, backward)."""
+    e, b = float(m.moe.num_experts), MOE_STACK.router_bytes_per_score
+    return ROUTER_PASSES_FWD * b * t * e, ROUTER_PASSES_BWD * b * t * e
+
+
+def router_times(m: MoEModel, t: Array, dev: DeviceSpec, peak: float) -> tuple[Array, Array]:
+    """Forward and backward seconds of the router on one rank: its GEMM and its fp32 score passes."""
+    (gf,), (gb,) = flops.fwd_bwd_gemm_times([router_gemm(m, t)], dev, peak)
+    bf, bb = router_bytes(m, t)
+    return gf + flops.hbm_time(bf, dev), gb + flops.hbm_time(bb, dev)
+
+
+# ----------------------------------------------------------------------------------------------- permutation
+
+def permute_bytes(m: MoEModel, t: Array, etp: Array, act_bytes: float = 2.0) -> Array:
+    """HBM bytes of one direction's permute + unpermute on one rank (forward; the backward moves the same).
+
+    Permute reads t tokens and writes their t x top_k copies grouped by expert; unpermute reads the
+    copies back and writes t tokens (``MOE_STACK.permute_passes`` = read + write).  With ETP > 1 the
+    all-gathered copies are sorted once more by local expert (and unsorted after): t x top_k x etp each way.
+    """
+    h, k = float(m.arch.hidden), float(m.moe.top_k)
+    one = 0.5 * MOE_STACK.permute_passes * act_bytes * h
+    base = 2.0 * one * (t + t * k)
+    sort = np.where(etp > 1, 2.0 * 2.0 * one * t * k * etp, 0.0)
+    return base + sort
+
+
+# ----------------------------------------------------------------------------------------------- dispatch
+
+def _hit(experts: int, top_k: int, groups: float) -> float:
+    """Probability that one given group (of experts / groups experts) holds one of a token's top_k distinct
+    experts drawn uniformly: 1 - C(E - E/g, k) / C(E, k)."""
+    g = int(groups)
+    if g <= 1:
+        return 1.0
+    return 1.0 - comb(experts - experts // g, top_k) / comb(experts, top_k)
+
+
+def distinct_groups(experts: int, top_k: int, groups: Array) -> Array:
+    """Expected number of distinct groups a token's top_k experts fall into: groups x hit probability."""
+    g = np.asarray(groups, dtype=float)
+    return g * np.vectorize(lambda x: _hit(experts, top_k, x), otypes=[float])(g)
+
+
+def _ep_in_domain(ep: Array, etp: Array, domain: int) -> Array:
+    """EP-group members that share one NVLink domain (the group has stride etp)."""
+    return np.clip(np.floor(domain / np.maximum(etp, 1)), 1, ep)
+
+
+def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dispatcher: str,
+                     act_bytes: float = 2.0) -> tuple[Array, Array]:
+    """Bytes one rank sends in one dispatch (the combine sends the same back), over NVLink and over its NIC.
+
+    * ``alltoall``: each of the t x top_k token copies goes to the rank holding its expert, uniform over
+      the EP group: (k_in - 1)/ep of them to NVLink peers, (ep - k_in)/ep across the domain (k_in = EP
+      members per domain); then an all-gather over the ETP group (NVLink) of the t x top_k received
+      copies: (etp - 1) x t x top_k more.
+    * ``allgather``: every rank gathers the t tokens of all etp x ep ranks of its group: each rank's
+      tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
+    * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
+      one of its experts (copies for one domain travel once and are forwarded on NVLink there), with
+      top_k x etp targets as Megatron's flex dispatcher sets them up.
+    """
+    h, k, e = float(m.arch.hidden), int(m.moe.top_k), int(m.moe.num_experts)
+    tok = act_bytes * h * t
+    k_in = _ep_in_domain(ep, etp, domain)
+    if dispatcher == "alltoall":
+        nvl = tok * k * (k_in - 1) / ep + tok * k * (etp - 1)
+        nic = tok * k * (ep - k_in) / ep
+        return nvl, nic
+    if dispatcher == "allgather":
+        n = ep * etp
+        inside = np.minimum(n, domain)
+        nvl = np.where(n <= domain, tok * (n - 1), tok * (inside - 1))
+        nic = np.where(n <= domain, 0.0, tok * (n - inside))
+        return nvl, nic
+    if dispatcher == "flex":
+        kk = np.minimum(k * etp, e * etp)
+        domains = np.maximum(ep / k_in, 1)
+        # the token's own domain is one of the groups it may hit: the remote ones are the other g - 1
+        remote = (domains - 1) * np.vectorize(lambda x: _hit(e, k, x), otypes=[float])(domains)
+        nic = tok * remote
+        copies_out = tok * kk * (ep - k_in) / ep  # copies bound for other domains, forwarded there on NVLink
+        nvl = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
+        return nvl, nic
+    raise ValueError(f"unknown dispatcher {dispatcher!r}")
+
+
+def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (or combine): NVLink and NIC traffic run at once, plus one message latency.
+
+    Bus bandwidths are the catalogue's NCCL fractions of NVLink and of one NIC per GPU.  NCCL's
+    all-to-all posts its send/receive pairs to every peer inside one group call, so they are in
+    flight together: one latency (of the slower link used), not one per peer.
+    """
+    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
+    lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
+    busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
+    return np.where(nvl + nic > 0, busy + lat, 0.0)
+
+
+# ----------------------------------------------------------------------------------------------- experts
+
+def load_factor(mean_tokens: Array, ranks: Array) -> Array:
+    """The slowest of ``ranks`` ranks' load over the mean, under uniform random routing.
+
+    Performance recipes force balanced routing (random router logits: ``MOE_STACK.sources['load_balance']``);
+    a rank's token count is then binomial with mean mu and standard deviation ~ sqrt(mu), and the expected
+    maximum of n such loads ~ mu + sqrt(2 ln n) sqrt(mu).
+    """
+    mu = np.maximum(mean_tokens, 1.0)
+    return 1.0 + np.sqrt(2.0 * np.log(np.maximum(ranks, 1.0)) / mu)
+
+
+def grouped_gemm_time(m_rows: Array, n: Array, k: Array, groups: Array, dev: DeviceSpec, peak: float,
+                      out_bytes: float = 2.0) -> Array:
+    """Seconds of a grouped GEMM: ``groups`` problems (m_rows x k) @ (k x n) scheduled as one kernel.
+
+    Tiles of every group share the SMs (one wave count over all of them), a partial tile costs a
+    full one; each group reads its own weight matrix, so few rows per expert make the GEMM
+    bandwidth-bound (the inefficiency of small expert GEMMs); the epilogue writes each output.
+    """
+    return flops.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
+
+
+def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceSpec,
+                      peak: float) -> tuple[Array, Array]:
+    """Forward and backward seconds of one MoE layer's routed experts on the slowest rank.
+
+    Local experts E/ep each receive etp x ep x t x top_k / E rows (balanced), times the
+    :func:`load_factor` of the rank with the most; fc1 (2 ffn/etp gated) and fc2 (ffn/etp);
+    backward = data-gradient + weight-gradient grouped GEMMs (fp32 main_grad epilogue).
+    """
+    s, h = m.moe, float(m.arch.hidden)
+    e, k = float(s.num_experts), float(s.top_k)
+    local = e / ep
+    rows = etp * ep * t * k / e
+    rows = rows * load_factor(rows * local, ep)
+    f = s.expert_ffn / etp
+    fc1_n = (2.0 if m.arch.gated else 1.0) * f
+    hh = np.full_like(rows, h)
+    fwd = grouped_gemm_time(rows, fc1_n, hh, local, dev, peak) + grouped_gemm_time(rows, hh, f, local, dev, peak)
+    wg = TRAINING_STACK.wgrad_out_bytes
+    bwd = (grouped_gemm_time(rows, hh, fc1_n, local, dev, peak) + grouped_gemm_time(hh, fc1_n, rows, local, dev,
+                                                                                     peak, wg)
+           + grouped_gemm_time(rows, f, hh, local, dev, peak) + grouped_gemm_time(f, hh, rows, local, dev, peak, wg))
+    return fwd, bwd
+
+
+def shared_expert_gemms(m: MoEModel, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
+    """(M, N, K) of the shared experts' forward GEMMs on one TP shard (a dense gated MLP of shared_ffn).
+
+    ``tokens``: the micro-batch's tokens on the TP group (mbs x seq / cp), as for the dense MLP.
+    """
+    sf, h = float(m.moe.shared_ffn), float(m.arch.hidden)
+    if not sf:
+        return []
+    hf = np.full_like(tokens, h)
+    return [(tokens, (2.0 if m.arch.gated else 1.0) * sf / tp, hf), (tokens, hf, sf / tp)]
+
+
+# ----------------------------------------------------------------------------------------------- MLA
+
+def mla_gemms(m: MoEModel, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
+    """(M, N, K) of MLA's forward projections on one TP shard.
+
+    Megatron-Core's MultiLatentAttention: the down projections (to the Q latent, and to the KV latent
+    + the shared rotary key) are duplicated over TP and run on each rank's sequence-parallel tokens
+    (tokens / tp); the up projections and the output projection are split by heads over TP and run
+    on all the group's tokens.
+    """
+    x, heads, h = m.mla, float(m.arch.heads), float(m.arch.hidden)
+    assert x is not None
+    local = tokens / tp
+    hh = np.full_like(tokens, h)
+    out = []
+    if x.q_lora_rank:
+        out += [(local, np.full_like(tokens, float(x.q_lora_rank)), hh),
+                (tokens, heads * x.qk_head_dim / tp, np.full_like(tokens, float(x.q_lora_rank)))]
+    else:
+        out.append((tokens, heads * x.qk_head_dim / tp, hh))
+    out += [(local, np.full_like(tokens, float(x.kv_lora_rank + x.qk_rope_head_dim)), hh),
+            (tokens, heads * (x.qk_nope_head_dim + x.v_head_dim) / tp, np.full_like(tokens, float(x.kv_lora_rank))),
+            (tokens, hh, heads * x.v_head_dim / tp)]
+    return out
+
+
+def mla_attention_fwd_flops(m: MoEModel, tokens: Array, seq: int, tp: Array) -> Array:
+    """Executed causal forward FLOPs of MLA's attention core on one GPU: QK^T over qk_head_dim and AV over
+    v_head_dim, each query seeing seq/2 keys on average, heads split over TP."""
+    x = m.mla
+    assert x is not None
+    return tokens * seq * m.arch.heads * (x.qk_head_dim + x.v_head_dim) / tp
+
+
+# ----------------------------------------------------------------------------------------------- memory
+
+def expert_params(m: MoEModel, moe_layers: Array, ep: Array, etp: Array) -> Array:
+    """Routed-expert parameters on one rank: its MoE layers' E/ep experts, each sharded over etp."""
+    s, h = m.moe, m.arch.hidden
+    per_expert = (3 if m.arch.gated else 2) * h * s.expert_ffn + (s.expert_ffn * (2 if m.arch.gated else 1) + h
+                                                                  if s.expert_bias else 0)
+    return moe_layers * (s.num_experts / ep) * per_expert / etp
+
+
+def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False) -> dict[str, Array]:
+    """Bytes of the routed experts' weights, gradients and optimizer state on one rank.
+
+    Weights and fp32 gradients stay whole on the rank that holds the expert shard; with the distributed
+    optimizer the fp32 master copy and Adam moments are sharded over the expert-data-parallel group
+    (EDP = N / (pp x ep x etp): the ranks holding copies of the same expert shard).
+    """
+    wb = TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)
+    shard = np.where(distributed_optimizer, edp, 1.0)
+    return {"weights": wb * params, "gradients": TRAINING_STACK.grad_bytes * params,
+            "optimizer": TRAINING_STACK.optimizer_bytes * params / shard}
+
+
+def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bool,
+                     act_bytes: float = 2.0) -> dict[str, Array]:
+    """Bytes one decoder layer stores for its backward, per micro-batch, by the recompute module that frees them.
+
+    ``t``: the rank's sequence-parallel tokens; T = t x tp the TP group's.  Keys: a module of
+    ``RECOMPUTE_MODULES`` (what recomputing it frees) or ``kept`` (never freed by selective recompute:
+    the layer's input and residual, the attention output, the router's saved probabilities).
+    MLA layers store the two latents (up projections' inputs) and the post-RoPE Q, K and V
+    (``mla_up_proj``); a GQA layer its norm output's QKV and Q, K, V.  Flash attention keeps its fp32
+    log-sum-exp (``core_attn``).  An MoE layer keeps the t x top_k x etp dispatched copies as fc1's input
+    (``moe``), fc1's output and the activation output (fc2's input, ``moe_act``), the expert outputs
+    for the weighted combine, and the shared experts' internals (``shared_experts``).
+    """
+    a, b = m.arch, act_bytes
+    h, T = float(a.hidden), t * tp
+    parts = {key: np.zeros_like(t) for key in ("kept", *RECOMPUTE_MODULES)}
+    parts["kept"] = parts["kept"] + 2.0 * b * t * h  # layer input, residual after attention
+    parts["layernorm"] = parts["layernorm"] + 2.0 * b * t * h  # input and pre-MLP norm outputs (SP shards)
+    if m.mla is not None:
+        x, heads = m.mla, float(a.heads)
+        latents = T * (x.q_lora_rank + x.kv_lora_rank + x.qk_rope_head_dim)
+        qkv = T * heads * (2 * x.qk_head_dim + x.v_head_dim) / tp
+        parts["mla_up_proj"] = parts["mla_up_proj"] + b * (latents + qkv)
+        parts["kept"] = parts["kept"] + b * T * heads * x.v_head_dim / tp  # attention output (o_proj input)
+    else:
+        parts["kept"] = parts["kept"] + b * (T * (a.q_width + 2 * a.kv_width) / tp + T * a.q_width / tp)
+    parts["core_attn"] = parts["core_attn"] + 4.0 * T * a.heads / tp
+    glu = 2.0 if a.gated else 1.0
+    if not moe_layer:
+        dense_f = float(a.ffn_hidden)
+        parts["mlp"] = parts["mlp"] + b * T * (glu + 1.0) * dense_f / tp  # fc1 output, activation output
+        return parts
+    s = m.moe
+    copies = t * s.top_k * etp
+    f = s.expert_ffn / etp
+    parts["kept"] = parts["kept"] + MOE_STACK.router_bytes_per_score * t * (s.num_experts + s.top_k)
+    parts["moe"] = parts["moe"] + b * copies * (h + glu * f + h)  # fc1 input, fc1 output, expert output
+    parts["moe_act"] = parts["moe_act"] + b * copies * f  # activation output (fc2 input)
+    if s.shared_ffn:
+        parts["shared_experts"] = parts["shared_experts"] + b * T * (glu + 1.0) * s.shared_ffn / tp
+    return parts
+
+
+def activation_bytes(parts: dict[str, Array], modules: frozenset[str] | set[str] | tuple[str, ...]) -> Array:
+    """Bytes a layer keeps with selective recomputation of ``modules``.
+
+    Recomputing ``moe`` (the whole MoE layer, normal checkpointing) keeps only its input, which the layer
+    already keeps: every MoE part (moe, moe_act, shared_experts) is freed.
+    """
+    drop = set(modules)
+    if "moe" in drop:
+        drop |= {"moe_act", "shared_experts"}
+    return sum((v for key, v in parts.items() if key not in drop), np.zeros_like(parts["kept"]))
+
+
+def recompute_reruns(modules: frozenset[str] | set[str] | tuple[str, ...]) -> frozenset[str]:
+    """Forward pieces the backward pass reruns for the recompute ``modules`` (what it costs in time).
+
+    ``moe`` reruns the router, permutation, the dispatch and combine communication, the experts and
+    the shared experts; ``mlp`` the dense MLP GEMMs; ``mla_up_proj`` the two up projections (and RoPE);
+    ``moe_act``, ``layernorm``, ``core_attn`` their own kernels.
+    """
+    out: set[str] = set()
+    for mod in modules:
+        if mod == "moe":
+            out |= {"router", "permute", "dispatch", "experts", "shared_experts", "moe_act"}
+        else:
+            out.add(mod)
+    return frozenset(out)
+
+
+# ----------------------------------------------------------------------------------------------- one layer
+
+def _bit(modules: Array, name: str) -> Array:
+    return (np.asarray(modules, dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
+
+
+def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Array, domain: int,
+                   dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``."""
+    from dnnplace.models.llm.moe import DISPATCHERS
+
+    out = np.zeros_like(np.asarray(t, dtype=float))
+    for i, name in enumerate(DISPATCHERS):
+        nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
+        out = np.where(np.asarray(dispatcher) == i, dispatch_time(nvl, nic, dev), out)
+    return out
+
+
+def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,
+                    domain: int, dev: DeviceSpec, peak: float, *, shared_overlap: bool = False,
+                    a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
+    """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
+
+    ``compute``: router, permute + unpermute, routed experts (grouped GEMMs), their activation (gated:
+    read 2 ffn, write ffn per copy; backward 5 ffn), shared experts (a dense MLP on the TP group's
+    tokens t x tp).  ``ep``: the exposed dispatch + combine, twice each way (the backward sends the
+    gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
+    the dispatch behind the shared experts; ``a2a_overlap`` (overlap_moe_expert_parallel_comm: one
+    micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute.
+    Recompute ``modules``: ``moe`` reruns the whole forward (its all-to-alls included) in the backward,
+    ``moe_act`` the activation, ``shared_experts`` the shared experts' GEMMs.
+    """
+    s = m.moe
+    rf, rb = router_times(m, t, dev, peak)
+    perm = flops.hbm_time(permute_bytes(m, t, etp), dev)
+    ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
+    copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
+    f = s.expert_ffn / etp
+    act_f = flops.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev)
+    act_b = flops.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev)
+    sh_f = sh_b = np.zeros_like(t, dtype=float)
+    shapes = shared_expert_gemms(m, t * tp, tp)
+    if shapes:
+        gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
+        sh_f, sh_b = gf[0] + gf[1], gb[0] + gb[1]
+    comp_f = rf + perm + ef + act_f + sh_f
+    comp_b = rb + perm + eb + act_b + sh_b
+    one = dispatch_times(m, t, ep, etp, dispatcher, domain, dev)
+    ep_f = ep_b = 2.0 * one
+    if shared_overlap:
+        ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
+    on = np.asarray(a2a_overlap, dtype=bool)  # per candidate
+    ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), 0.0), ep_f)
+    ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), 0.0), ep_b)
+    whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
+    comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
+    ep_b = ep_b + np.where(whole, ep_f, 0.0)
+    return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: Array, dev: DeviceSpec,
+                      peak: float) -> tuple[Array, Array]:
+    """Forward / backward seconds of MLA's projections and attention core on one GPU, per micro-batch.
+
+    ``tokens``: the TP group's tokens (mbs x seq / cp).  The core runs at the catalogue's fused-attention
+    fractions (16-bit in every recipe), the backward at 2.5 x the forward's FLOPs (as the dense
+    attention); recomputing ``mla_up_proj`` reruns the two up projections, ``core_attn`` the core.
+    """
+    shapes = mla_gemms(m, tokens, tp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
+    core = mla_attention_fwd_flops(m, tokens, seq, tp)
+    bf = dev.peak("bf16")
+    cf = core / (bf * float(dev.attn_fwd_fraction or 0.0))
+    cb = TRAINING_STACK.flash_bwd_ratio * core / (bf * float(dev.attn_bwd_fraction or 0.0))
+    assert m.mla is not None
+    ups = (1, 3) if m.mla.q_lora_rank else (2,)  # mla_gemms' order: [q_down, q_up | q], kv_down, kv_up, o
+    up_f = sum((gf[i] for i in ups), np.zeros_like(cf))
+    fwd = sum(gf) + cf
+    bwd = sum(gb) + cb + np.where(_bit(modules, "mla_up_proj"), up_f, 0.0) + np.where(_bit(modules, "core_attn"),
+                                                                                      cf, 0.0)
+    return fwd, bwd
+
+
+# ----------------------------------------------------------------------------------------------- placement
+
+def rank_layer_counts(moe_layers: tuple[bool, ...], layers_per_stage: tuple[int, ...],
+                      pp: int) -> tuple[Array, Array]:
+    """(dense layers, MoE layers) of each pipeline rank: virtual stage i (model order) runs on rank i % pp.
+
+    Where the dense layers fall matters (DeepSeek's first three): rank 0's first chunk holds them.
+    """
+    if sum(layers_per_stage) != len(moe_layers):
+        raise ValueError("layers_per_stage must sum to the model's layers")
+    dense, sparse = np.zeros(pp), np.zeros(pp)
+    start = 0
+    for i, n in enumerate(layers_per_stage):
+        chunk = moe_layers[start:start + n]
+        sparse[i % pp] += sum(chunk)
+        dense[i % pp] += n - sum(chunk)
+        start += n
+    return dense, sparse
+
+
+def attention_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of one layer's attention on one TP shard (with its input norm).
+
+    MLA: the down projections (to the Q latent; to the KV latent and the shared rotary key) are
+    duplicated over TP, the up and output projections split by heads; the two latents have norms.
+    GQA: Q, K, V and the output projection split by heads.
+    """
+    a, h = m.arch, m.arch.hidden
+    if m.mla is None:
+        return (h * (a.q_width + 2 * a.kv_width) + a.q_width * h) / tp + h
+    x, heads = m.mla, a.heads
+    down = (h * x.q_lora_rank if x.q_lora_rank else 0) + h * (x.kv_lora_rank + x.qk_rope_head_dim)
+    up = (x.q_lora_rank if x.q_lora_rank else h) * heads * x.qk_head_dim \
+        + x.kv_lora_rank * heads * (x.qk_nope_head_dim + x.v_head_dim) + heads * x.v_head_dim * h
+    norms = h + x.q_lora_rank + x.kv_lora_rank
+    return down + up / tp + norms
+
+
+def moe_dense_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of one MoE layer outside the routed experts, on one TP shard: the router (replicated,
+    experts x hidden), the shared experts (a gated MLP split over TP) and the pre-MLP norm."""
+    s, h = m.moe, m.arch.hidden
+    shared = (3 if m.arch.gated else 2) * h * s.shared_ffn
+    return s.num_experts * h + shared / tp + h
+
+
+def dense_mlp_params(m: MoEModel, tp: Array) -> Array:
+    """Parameters of a dense layer's MLP on one TP shard (with its pre-MLP norm)."""
+    return (3 if m.arch.gated else 2) * m.arch.hidden * m.arch.ffn_hidden / tp + m.arch.hidden
+
+
+def stage_layer_kinds(moe_layers: tuple[bool, ...], stage_layers: Array) -> tuple[Array, Array]:
+    """(dense, MoE) layers of every virtual stage of every candidate, vectorised.
+
+    ``stage_layers[i, s]``: decoder layers of virtual stage s (model order) of candidate i, 0 past its
+    pp x vp stages.  Stage s holds the layers from sum(stage_layers[i, :s]) on, so its MoE count is a
+    difference of the pattern's prefix sums at the stage boundaries.
+    """
+    prefix = np.concatenate([[0], np.cumsum(np.asarray(moe_layers, dtype=np.int64))])
+    sl = np.asarray(stage_layers, dtype=np.int64)
+    end = np.cumsum(sl, axis=1)
+    if (end[:, -1] > len(moe_layers)).any():
+        raise ValueError("a candidate's stages hold more layers than the model has")
+    start = end - sl
+    sparse = (prefix[end] - prefix[start]).astype(float)
+    return sl - sparse, sparse

@@ -1,0 +1,90 @@
+"""The MoE parts of the evaluator that work per pipeline rank: which layers a rank holds, its parameters, its memory.
+
+Called by :mod:`.step` for a problem with ``moe`` set (``c``: its :class:`~.step.Candidates`, passed in so that
+this module does not import ``step``); the per-layer terms are :mod:`.moe`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dnnplace.models.llm.evaluation import memory
+from dnnplace.models.llm.evaluation import moe as moe_cost
+from dnnplace.models.llm.spec import LLMProblem
+
+Array = np.ndarray
+
+__all__ = ["moe_params", "moe_rank_memory", "rank_layer_kinds"]
+
+
+def rank_layer_kinds(c: Any, pattern: tuple[bool, ...], width: int) -> tuple[Array, Array]:
+    """(dense, sparse) layers of every pipeline rank, (n, width): its virtual stages s with s % pp = r."""
+    dense_s, sparse_s = moe_cost.stage_layer_kinds(pattern, c.stages())
+    n = len(c)
+    nd, ns = np.zeros((n, width)), np.zeros((n, width))
+    pp = c.pp.astype(np.int64)
+    rows = np.arange(n)
+    for st in range(dense_s.shape[1]):
+        r = st % pp
+        ok = (st < pp * c.vp.astype(np.int64)) & (r < width)
+        np.add.at(nd, (rows[ok], r[ok]), dense_s[ok, st])
+        np.add.at(ns, (rows[ok], r[ok]), sparse_s[ok, st])
+    return nd, ns
+
+
+def moe_params(problem: LLMProblem, c: Any, nd: Array, ns: Array, is_first: Array,
+               is_last: Array) -> tuple[Array, Array]:
+    """An MoE model's parameters per rank: (everything but the routed experts, the routed experts)."""
+    mm, a = problem.moe, problem.arch
+    ep, etp, _, _, _ = c.expert()
+    col = (lambda x: x[:, None])  # noqa: E731
+    attn = moe_cost.attention_params(mm, c.tp)
+    dense = nd * col(attn + moe_cost.dense_mlp_params(mm, c.tp)) + ns * col(attn + moe_cost.moe_dense_params(mm, c.tp))
+    mtp = mm.moe.mtp_layers
+    # each MTP layer: a layer of the last layer's kind and its 2h x h projection (+ two norms)
+    mtp_dense = mtp * (attn + (moe_cost.moe_dense_params(mm, c.tp) if mm.moe.moe_layers[-1]
+                               else moe_cost.dense_mlp_params(mm, c.tp)) + 2 * a.hidden * a.hidden / c.tp)
+    dense = (dense + is_first * col(memory.embedding_params(a, c.tp)) + is_last * col(memory.head_params(a, c.tp, c.pp))
+             + is_last * col(mtp_dense))
+    per_layer = moe_cost.expert_params(mm, np.ones(len(c)), ep, etp)
+    experts = (ns + is_last * (mtp if mm.moe.moe_layers[-1] else 0)) * col(per_layer)
+    return dense, experts
+
+
+def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts: Array, nd: Array, ns: Array,
+                    r: Array, m: Array, tokens: Array, chunks: Array) -> dict[str, Array]:
+    """An MoE model's memory per rank: the routed experts' weights, gradients and optimizer state (sharded over
+    edp) beside the rest's, and activations by layer kind with the recompute modules (``moe.activation_parts``);
+    a rank's in-flight layers are counted at its own mix of dense and sparse layers."""
+    mm = problem.moe
+    ep, etp, _, mods, _ = c.expert()
+    col = (lambda x: x[:, None])  # noqa: E731
+    edp = problem.cluster.gpus / (c.pp * ep * etp)
+    ex = moe_cost.expert_memory(experts, col(edp), col(c.dist), fp8=problem.job.precision == "fp8")
+    t = tokens / c.tp
+    sel = c.recompute == 1
+    out = dict(mem)
+    for key in ("weights", "gradients", "optimizer"):
+        out[key] = mem[key] + ex[key]
+    acts = []
+    for sparse in (False, True):
+        parts = moe_cost.activation_parts(mm, t, c.tp, etp, sparse)
+        keep = np.zeros(len(c))
+        code = np.where(sel, np.where(mods == 0, 1.0, mods), 0.0).astype(np.int64)  # selective alone: core_attn
+        for mask in np.unique(code):
+            rows = code == mask
+            names = tuple(n for b, n in enumerate(moe_cost.RECOMPUTE_MODULES) if int(mask) >> b & 1)
+            keep[rows] = moe_cost.activation_bytes({k: v[rows] for k, v in parts.items()}, names)
+        full_rc = c.recompute == 2
+        acts.append(np.where(full_rc, 2.0 * t * problem.arch.hidden, keep))
+    total = np.maximum(nd + ns, 1.0)
+    per_layer = (nd * col(acts[0]) + ns * col(acts[1])) / total
+    inflight = memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), chunks)
+    a = problem.arch
+    is_last = r == col(c.pp) - 1
+    logits = is_last * col(4.0 * tokens * a.hidden / np.where(c.sp, c.tp, 1.0) + 6.0 * tokens * a.vocab / c.tp)
+    out["activations"] = per_layer * inflight + logits
+    out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
+    return out

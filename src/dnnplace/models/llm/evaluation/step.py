@@ -1,0 +1,588 @@
+"""One training step: the single LLM cost model, vectorised over candidate configurations.
+
+:func:`evaluate_batch` prices many configurations at once (numpy arrays, one
+entry per candidate; per pipeline rank a second axis).  :func:`evaluate` -- the
+scalar evaluator -- validates one :class:`ParallelConfig` and calls
+:func:`evaluate_batch` with a batch of one, so the search and the evaluator
+share every formula.  docs/llm_planner.md explains each term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from dnnplace.models.llm.evaluation import comm, flops, memory, moe_step, precision, schedule
+from dnnplace.models.llm.evaluation import moe as moe_cost
+from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
+from dnnplace.models.llm.rules import PRECISION_RECIPES
+from dnnplace.models.llm.spec import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Configurations as arrays; ``rank_layers[i, r]`` = layers of pipeline rank r (0 past pp).
+
+    ``stage_layers[i, s]``, when given, = layers of virtual stage s (model order, rank s % pp, chunk
+    s // pp; 0 past pp * vp): how a rank's layers are spread over its chunks, which the schedule and the
+    in-flight activations depend on.  Without it each rank's layers are cut as :meth:`config` says.
+    """
+
+    tp: Array
+    pp: Array
+    vp: Array
+    cp: Array
+    dp: Array
+    mbs: Array
+    recompute: Array  # 0 none, 1 selective, 2 full
+    sp: Array
+    dist: Array
+    rank_layers: Array
+    stage_layers: Array | None = None
+    # The expert-parallel knobs (None: a dense candidate, ep = etp = 1): ep, etp, the dispatcher's index in
+    # DISPATCHERS, the recompute modules' bit mask, the all-to-all overlap.
+    ep: Array | None = None
+    etp: Array | None = None
+    dispatcher: Array | None = None
+    modules: Array | None = None
+    a2a: Array | None = None
+
+    def expert(self) -> tuple[Array, Array, Array, Array, Array]:
+        """(ep, etp, dispatcher, modules, a2a) with the dense defaults where not given."""
+        one, zero = np.ones(len(self)), np.zeros(len(self))
+        return (one if self.ep is None else self.ep, one if self.etp is None else self.etp,
+                zero if self.dispatcher is None else self.dispatcher, zero if self.modules is None else self.modules,
+                zero.astype(bool) if self.a2a is None else self.a2a)
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    @staticmethod
+    def of(configs: list[ParallelConfig]) -> Candidates:
+        width = max(c.pp for c in configs)
+        layers = np.zeros((len(configs), width))
+        stages = np.zeros((len(configs), max(c.pp * c.vp for c in configs)))
+        for i, c in enumerate(configs):
+            layers[i, :c.pp] = [c.rank_layers(r) for r in range(c.pp)]
+            stages[i, :c.pp * c.vp] = c.layers_per_stage
+
+        def col(name: str) -> Array:
+            return np.array([getattr(c, name) for c in configs], dtype=float)
+
+        return Candidates(col("tp"), col("pp"), col("vp"), col("cp"), col("dp"), col("mbs"),
+                          np.array([RECOMPUTE.index(c.recompute) for c in configs], dtype=float),
+                          np.array([c.sequence_parallel for c in configs]),
+                          np.array([c.distributed_optimizer for c in configs]), layers, stages,
+                          col("ep"), col("etp"), np.array([DISPATCHERS.index(c.dispatcher) for c in configs], float),
+                          np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
+                          np.array([c.a2a_overlap for c in configs]))
+
+    def stages(self) -> Array:
+        """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
+        if self.stage_layers is not None:
+            return self.stage_layers
+        return self._cut_stages
+
+    @cached_property
+    def _cut_stages(self) -> Array:
+        pp, vp = self.pp.astype(np.int64), self.vp.astype(np.int64)
+        width = int((pp * vp).max())
+        s = np.arange(width)[None, :]
+        r, k = s % pp[:, None], s // pp[:, None]
+        valid = k < vp[:, None]
+        n = np.take_along_axis(self.rank_layers, np.minimum(r, self.rank_layers.shape[1] - 1), axis=1)
+        full = np.ceil(n / vp[:, None])
+        short_chunk = np.where((r == pp[:, None] - 1) & (r > 0), vp[:, None] - 1, 0)
+        out = np.where(k == short_chunk, n - (vp[:, None] - 1) * full, full)
+        return np.where(valid, out, 0.0)
+
+    def config(self, i: int) -> ParallelConfig:
+        """Candidate ``i`` as a ParallelConfig: ``stage_layers`` when given, else each rank's layers in equal
+        chunks of ceil(n / vp), but for a remainder, which shortens rank 0's first chunk (it also embeds) or
+        the last rank's last chunk (it also runs the head and the loss)."""
+        pp, vp = int(self.pp[i]), int(self.vp[i])
+        stages = tuple(int(x) for x in self.stages()[i, :pp * vp])
+        return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
+                              mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
+                              sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
+                              layers_per_stage=stages, **self._expert_fields(i))
+
+    def _expert_fields(self, i: int) -> dict[str, Any]:
+        ep, etp, disp, mods, a2a = self.expert()
+        return {"ep": int(ep[i]), "etp": int(etp[i]), "dispatcher": DISPATCHERS[int(disp[i])],
+                "recompute_modules": MODULE_SETS[int(mods[i])], "a2a_overlap": bool(a2a[i])}
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Per-micro-batch seconds of one layer and of the embedding / LM-head extras, by kind."""
+
+    layer: dict[str, tuple[Array, Array]]  # kind -> (forward, backward) of one layer
+    first: dict[str, tuple[Array, Array]]  # extras of pipeline rank 0
+    last: dict[str, tuple[Array, Array]]  # extras of the last pipeline rank
+    m: Array  # micro-batches per step
+    tokens: Array  # tokens of one micro-batch on one GPU (before TP)
+    moe_layer: dict[str, tuple[Array, Array]] | None = None  # an MoE model's sparse layer (``layer``: its dense)
+    pattern: tuple[bool, ...] = ()  # an MoE model's layers: which are sparse
+
+    def per_layer(self) -> Array:
+        """Seconds of one layer; of an MoE model the cheaper kind (what the bounds may assume of any layer)."""
+        dense = sum(f + b for f, b in self.layer.values())
+        if self.moe_layer is None:
+            return dense
+        return np.minimum(dense, sum(f + b for f, b in self.moe_layer.values()))
+
+    def extras(self, which: str) -> Array:
+        return sum(f + b for f, b in getattr(self, which).values())
+
+
+KINDS = ("compute", "tp", "cp", "ep")
+
+
+def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
+    """Forward / backward seconds per micro-batch of one layer and of the first / last extras."""
+    a, dev = problem.arch, problem.device
+    domain, gpus = comm.nvlink_domain(problem.cluster), problem.cluster.gpus
+    s, bf16 = problem.job.seq_len, problem.device.peak("bf16")
+    tp = c.tp
+    m = problem.job.global_batch / (c.dp * c.mbs)
+    tokens = c.mbs * s / c.cp
+    sp_div = np.where(c.sp, tp, 1.0)
+
+    # The recipe's layers run their linear GEMMs in its format and add its casts; the layers it keeps in
+    # BF16 do not (priced as the average layer: ``q`` is the quantized share).
+    rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
+    shapes = flops.layer_gemms(a, tokens, tp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16)
+    q = rec.quantized_layers(a.num_layers) / a.num_layers
+    if rec.quantized:
+        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev))
+        gf = [q * x + (1 - q) * y for x, y in zip(qf, gf)]
+        gb = [q * x + (1 - q) * y for x, y in zip(qb, gb)]
+    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev)
+    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
+    comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
+    comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
+    if rec.quantized:
+        cast_f, cast_b = precision.cast_bytes_per_token(a, rec, gen, tp, sp_div)
+        comp_f = comp_f + q * flops.hbm_time(tokens * cast_f, dev)
+        comp_b = comp_b + q * flops.hbm_time(tokens * cast_b, dev)
+
+    # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
+    # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
+    tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, np.ones_like(tp), domain), domain, gpus, dev)
+    coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
+    tp_f = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
+    tp_b = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
+    tp_f, tp_b = np.where(tp > 1, tp_f, 0.0), np.where(tp > 1, tp_b, 0.0)
+
+    # CP: ring exchange of K and V (backward: also dK, dV), hidden behind the attention of the other steps.
+    cp_bw, cp_lat = comm.group_link(tp * c.cp, np.ones_like(tp), domain, gpus, dev)  # ring p2p steps
+    kv_step = 4.0 * tokens * a.kv_width / tp / cp_bw + cp_lat
+    hide = (c.cp - 1) / c.cp
+    cp_f = np.maximum(0.0, (c.cp - 1) * kv_step - attn_f * hide)
+    cp_b = np.maximum(0.0, 2.0 * (c.cp - 1) * kv_step - attn_b * hide)
+
+    # Recomputation: the backward pass first reruns the forward of the attention core or the whole layer.
+    rc = c.recompute
+    comp_b = comp_b + np.where(rc == 1, attn_f, np.where(rc == 2, comp_f, 0.0))
+    cp_b = cp_b + np.where(rc >= 1, cp_f, 0.0)
+    tp_b = tp_b + np.where(rc == 2, tp_f, 0.0)
+
+    # Embedding (rank 0): lookup write + fp32 scatter-add of its gradient; SP: one reduce-scatter / all-gather.
+    hid = tokens * a.hidden
+    tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
+    first = {"compute": (flops.hbm_time(4.0 * hid / sp_div, dev), flops.hbm_time(12.0 * hid / sp_div, dev)),
+             "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp),
+             "ep": (0.0 * tp, 0.0 * tp)}
+    # LM head (last rank): final norm, vocab-parallel GEMM (BF16 in every recipe), cross entropy on the logits.
+    head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
+    hf, hb = flops.fwd_bwd_gemm_times(head, dev, bf16)
+    logits = tokens * a.vocab / tp
+    last = {"compute": (hf[0] + flops.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
+                        hb[0] + flops.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
+            "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp),
+            "ep": (0.0 * tp, 0.0 * tp)}
+    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
+    if problem.moe is None:
+        return StageCosts(layer, first, last, m, tokens)
+    return _moe_stage_costs(problem, c, StageCosts(layer, first, last, m, tokens), coll)
+
+
+def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll: Array) -> StageCosts:
+    """An MoE model's per-layer costs: its dense layers and its sparse ones, and the MTP layer on the last rank.
+
+    Both kinds share the attention (MLA's projections and core for DeepSeek-style models, else the dense
+    one) with its TP collectives; a dense layer adds its MLP, a sparse one the MoE terms of
+    ``evaluation/llm/moe.py`` (router, permutation, grouped GEMMs, shared experts, the exposed dispatch and
+    combine).  With selective recomputation and recompute modules, the modules alone are rerun
+    (Megatron's default ``core_attn`` when none is named).
+    """
+    mm = problem.moe
+    a, dev, s = problem.arch, problem.device, problem.job.seq_len
+    peak = dev.peak(problem.job.precision)
+    tp, tokens = c.tp, dense.tokens
+    ep, etp, disp, mods, a2a = c.expert()
+    sp_div = np.where(c.sp, tp, 1.0)
+    sel = (c.recompute == 1)
+    mods = np.where(sel, mods, 0.0)
+    core_rerun = sel & ((mods == 0) | moe_cost._bit(mods, "core_attn"))
+    mods_eff = np.where(core_rerun & (mods == 0), 1.0, mods)  # bit 0: core_attn
+    full = c.recompute == 2
+    # attention
+    att_shapes = moe_cost.mla_gemms(mm, tokens, tp) if mm.mla is not None else flops.layer_gemms(a, tokens, tp)[:2]
+    agf, agb = flops.fwd_bwd_gemm_times(att_shapes, dev, peak)
+    if mm.mla is not None:
+        att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
+    else:
+        cf, cb = flops.attention_times(a, tokens, s, tp, dev)
+        att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
+    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
+    act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
+    norm_f = flops.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
+    norm_b = flops.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
+    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), flops.hbm_time(8.0 * tokens * a.hidden / sp_div,
+                                                                                  dev), 0.0)
+    att_tp_f = sum(comm.overlapped(coll, g, tp) for g in (agf[0], agf[-1]))
+    att_tp_b = sum(comm.overlapped(coll, g, tp) for g in (agb[0], agb[-1]))
+    on = (tp > 1) & c.sp
+    att_tp_f, att_tp_b = np.where(on, att_tp_f, 0.0), np.where(on, att_tp_b, 0.0)
+    # the dense layers' MLP
+    mgf, mgb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp)[2:], dev, peak)
+    mlp_f = mgf[0] + mgf[1] + flops.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
+    mlp_b = mgb[0] + mgb[1] + flops.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
+    mlp_b = mlp_b + np.where(moe_cost._bit(mods, "mlp"), mlp_f, 0.0)
+    mlp_tp_f = np.where(on, comm.overlapped(coll, mgf[0], tp) + comm.overlapped(coll, mgf[1], tp), 0.0)
+    mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
+    # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
+    t = tokens / tp
+    moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
+                                   a2a_overlap=a2a)
+    if mm.moe.shared_ffn:
+        sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
+        sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
+        sh_tp_f = np.where(on, comm.overlapped(coll, sgf[0], tp) + comm.overlapped(coll, sgf[1], tp), 0.0)
+        sh_tp_b = np.where(on, comm.overlapped(coll, sgb[0], tp) + comm.overlapped(coll, sgb[1], tp), 0.0)
+    else:
+        sh_tp_f = sh_tp_b = 0.0 * tp
+    cp = dense.layer["cp"]
+
+    def whole(f: Array, b: Array) -> tuple[Array, Array]:
+        return f, b + np.where(full, f, 0.0)  # full recomputation reruns the layer's forward
+
+    d_comp = whole(att_f + norm_f + mlp_f, att_b + norm_b + mlp_b)
+    d_tp = whole(att_tp_f + mlp_tp_f, att_tp_b + mlp_tp_b)
+    s_comp = whole(att_f + norm_f + moe["compute"][0], att_b + norm_b + moe["compute"][1])
+    s_tp = whole(att_tp_f + sh_tp_f, att_tp_b + sh_tp_b)
+    s_ep = whole(*moe["ep"])
+    zero = (0.0 * tp, 0.0 * tp)
+    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero}
+    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep}
+    last = dict(dense.last)
+    for _ in range(mm.moe.mtp_layers):  # DeepSeek's MTP layer on the last stage: a layer, its projection, a head
+        kind = sparse if mm.moe.moe_layers[-1] else layer
+        proj = flops.fwd_bwd_gemm_times([(tokens, np.full_like(tokens, float(a.hidden)) / tp,
+                                          np.full_like(tokens, 2.0 * a.hidden))], dev, peak)
+        last = {k: (last[k][0] + kind[k][0] + (dense.last[k][0] + (proj[0][0] if k == "compute" else 0.0)),
+                    last[k][1] + kind[k][1] + (dense.last[k][1] + (proj[1][0] if k == "compute" else 0.0)))
+                for k in KINDS}
+    return StageCosts(layer, dense.first, last, dense.m, tokens, moe_layer=sparse, pattern=mm.moe.moe_layers)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Predictions of :func:`evaluate_batch`, one entry per candidate."""
+
+    step: Array
+    time: dict[str, Array]  # TIME_KEYS
+    memory: dict[str, Array]  # MEMORY_KEYS, of the rank with the most memory
+    mem_total: Array
+    fits: Array
+    m: Array
+    pipeline: Array | None = None  # the schedule's makespan, pipeline sends included
+    tail: Array | None = None  # what follows it: the largest exposed DP communication + optimizer step
+
+
+def p2p_time(problem: LLMProblem, c: Candidates, tokens: Array) -> Array:
+    """One pipeline send of a micro-batch's activation (sequence-parallel shard) to the next stage."""
+    span = c.tp * c.cp * c.dp * c.pp
+    bw, lat = comm.group_link(span, np.ones_like(span), comm.nvlink_domain(problem.cluster), problem.cluster.gpus,
+                              problem.device)
+    return 2.0 * tokens * problem.arch.hidden / np.where(c.sp, c.tp, 1.0) / bw + lat
+
+
+def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
+    """Forward and backward seconds per micro-batch of every virtual stage, (n, max pp * vp), model order:
+    its layers at the per-layer cost, plus the embedding on stage 0 and the head on the last one."""
+    layers = c.stages()
+    s = np.arange(layers.shape[1])[None, :]
+    first, last = (s == 0), (s == (c.pp * c.vp)[:, None] - 1)
+    if costs.moe_layer is not None:
+        dense_n, sparse_n = moe_cost.stage_layer_kinds(costs.pattern, layers)
+    out = []
+    for part in (0, 1):
+        per_layer = np.sum([costs.layer[k][part] for k in KINDS], axis=0)
+        emb = np.sum([costs.first[k][part] for k in KINDS], axis=0)
+        head = np.sum([costs.last[k][part] for k in KINDS], axis=0)
+        if costs.moe_layer is None:
+            body = layers * per_layer[:, None]
+        else:
+            per_sparse = np.sum([costs.moe_layer[k][part] for k in KINDS], axis=0)
+            body = dense_n * per_layer[:, None] + sparse_n * per_sparse[:, None]
+        out.append(body + first * emb[:, None] + last * head[:, None])
+    return out[0], out[1]
+
+
+def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Array) -> tuple[Array, Array]:
+    """The schedule's makespan of every candidate with and without pipeline sends (:func:`schedule.makespan`),
+    one recurrence per (pp, vp, m)."""
+    with_p2p, without = np.empty(len(c)), np.empty(len(c))
+    keys = np.stack([c.pp, c.vp, m], axis=1).astype(np.int64)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    for g, (pp, vp, mm) in enumerate(uniq):
+        rows = np.flatnonzero(inverse.ravel() == g)
+        n_st = int(pp * vp)
+        f, b = fwd[rows, :n_st], bwd[rows, :n_st]
+        d = np.where(pp > 1, p2p[rows], 0.0)
+        both = schedule.makespan(int(pp), int(vp), int(mm), np.concatenate([f, f]), np.concatenate([b, b]),
+                                 np.concatenate([d, np.zeros_like(d)]))
+        with_p2p[rows], without[rows] = both[:len(rows)], both[len(rows):]
+    return with_p2p, without
+
+
+def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[tuple[int, int], Array]) -> Array:
+    """A proven lower bound on the schedule's makespan (transfers included) over each candidate's layer splits.
+
+    ``rows[(pp, vp)]``: the per-rank layer counts a search may choose, cut into chunks as
+    :meth:`Candidates.config` does.  For every rank r the step takes at least the forward of the first
+    micro-batch through the chunk-0 stages before r, r's own work on all m micro-batches, and the backward
+    of the last one through those stages again (the last task of rank r is chunk 0's), with r transfers each
+    way: max_r [m S_r + sum_{q<r} (F + B of rank q's chunk 0) + 2 r p2p]; then the smallest over the splits.
+    """
+    out = np.full(len(c), np.inf)
+    layer, ef, el = costs.per_layer(), costs.extras("first"), costs.extras("last")
+    keys = np.stack([c.pp, c.vp], axis=1).astype(np.int64)
+    for (pp, vp), split in rows.items():
+        idx = np.flatnonzero((keys[:, 0] == pp) & (keys[:, 1] == vp))
+        if not len(idx) or not len(split):
+            continue
+        n = np.asarray(split, dtype=float)  # (rows, pp)
+        r = np.arange(pp)
+        full = np.ceil(n / vp)
+        short_first = (r != pp - 1) | (r == 0)
+        c0 = np.where(short_first, n - (vp - 1) * full, full)
+        before = np.cumsum(c0, axis=1) - c0  # chunk-0 layers of the ranks before r
+        block = max(1, 2_000_000 // (len(n) * pp))
+        for lo in range(0, len(idx), block):
+            b = idx[lo:lo + block]
+            lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
+            work = n * lay + (r == 0) * f + (r == pp - 1) * last
+            fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
+            out[b] = (mm * work + fill).max(axis=2).min(axis=1)
+    return out
+
+
+def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None = None) -> BatchResult:
+    """Step time, its breakdown and peak memory per GPU of every candidate."""
+    a, dev = problem.arch, problem.device
+    domain = comm.nvlink_domain(problem.cluster)
+    costs = costs or stage_costs(problem, c)
+    m, tokens = costs.m, costs.tokens
+    width = c.rank_layers.shape[1]
+    r = np.arange(width)[None, :]
+    valid = r < c.pp[:, None]
+    nl = c.rank_layers
+    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
+
+    moe = costs.moe_layer
+    if moe is not None:
+        nd, ns = moe_step.rank_layer_kinds(c, costs.pattern, width)
+
+    def per_rank(kind: str, part: int) -> Array:
+        body = (nl * costs.layer[kind][part][:, None] if moe is None else
+                nd * costs.layer[kind][part][:, None] + ns * moe[kind][part][:, None])
+        return body + is_first * costs.first[kind][part][:, None] + is_last * costs.last[kind][part][:, None]
+
+    fwd = {k: per_rank(k, 0) for k in KINDS}
+    bwd = {k: per_rank(k, 1) for k in KINDS}
+    stage = sum(fwd[k] + bwd[k] for k in KINDS)
+    stage_max = np.where(valid, stage, -np.inf).max(axis=1)
+    rows = np.arange(len(c))
+    bott = np.where(valid, stage, -np.inf).argmax(axis=1)
+    sf, sb = stage_seconds(costs, c)
+    with_p2p, pipe = pipeline_makespans(c, m, sf, sb, p2p_time(problem, c, tokens))
+    pp_exp = with_p2p - pipe
+
+    # Parameters per rank, data-parallel gradient reduce-scatter / parameter all-gather and the optimizer.
+    if moe is None:
+        params = (nl * memory.layer_params(a, c.tp)[:, None] + is_first * memory.embedding_params(a, c.tp)[:, None]
+                  + is_last * memory.head_params(a, c.tp, c.pp)[:, None])
+        experts = 0.0 * params
+    else:
+        params, experts = moe_step.moe_params(problem, c, nd, ns, is_first, is_last)
+    group = (c.dp * c.cp)[:, None]
+    span = c.tp[:, None] * group
+    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp[:, None], domain), domain,
+                              problem.cluster.gpus, dev)
+    buckets = np.ceil(params / memory.BUCKET_PARAMS)
+    rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
+    gather = precision.recipe(problem.job.precision).param_allgather_bytes()  # FP8 parameters gather 1 byte
+    ag = comm.ring_time(gather * params, group, bw, lat)
+    if moe is not None:  # the experts' gradients reduce over their own data-parallel group (edp ranks)
+        ep, etp, _, _, _ = c.expert()
+        edp = (problem.cluster.gpus / (c.pp * ep * etp))[:, None]
+        rs = rs + comm.ring_time(memory.GRAD_BYTES * experts, edp, bw, lat)
+        ag = ag + comm.ring_time(gather * experts, edp, bw, lat)
+        buckets = np.ceil((params + experts) / memory.BUCKET_PARAMS)
+    f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
+    dist = c.dist[:, None]
+    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
+                      comm.overlapped(2.0 * rs, b_all, buckets))
+    shard = np.where(dist, group, 1.0)
+    opt = flops.hbm_time(28.0 * params / shard + memory.GRAD_BYTES * params, dev)
+    if moe is not None:
+        eshard = np.where(dist, edp, 1.0)
+        opt = opt + flops.hbm_time(28.0 * experts / eshard + memory.GRAD_BYTES * experts, dev)
+    tail = np.where(valid, dp_exp + opt, -np.inf)
+    tail_rank = tail.argmax(axis=1)
+    step = with_p2p + tail.max(axis=1)
+
+    time = {"compute": m * stage_compute(fwd, bwd, rows, bott) + opt[rows, tail_rank],
+            "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
+            "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
+            "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
+            "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott]}
+    assert tuple(time) == TIME_KEYS
+
+    mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)
+    if moe is not None:
+        mem = moe_step.moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, rank_chunks(c, width))
+    total = sum(mem.values())
+    total = np.where(valid, total, -np.inf)
+    worst = total.argmax(axis=1)
+    mem_total = total[rows, worst]
+    return BatchResult(step=step, time=time, memory={k: v[rows, worst] for k, v in mem.items()},
+                       mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m,
+                       pipeline=with_p2p, tail=tail.max(axis=1))
+
+
+def stage_compute(fwd: dict[str, Array], bwd: dict[str, Array], rows: Array, bott: Array) -> Array:
+    return (fwd["compute"] + bwd["compute"])[rows, bott]
+
+
+def rank_chunks(c: Candidates, width: int) -> Array:
+    """Layers of each rank's chunks, (n, width ranks, max vp): chunk k of rank r is virtual stage k pp + r."""
+    stages = c.stages()
+    pp = c.pp.astype(np.int64)[:, None, None]
+    r = np.arange(width)[None, :, None]
+    k = np.arange(int(c.vp.max()))[None, None, :]
+    s = k * pp + r
+    ok = (r < pp) & (k < c.vp[:, None, None])
+    flat = np.where(ok, s, 0).reshape(len(c), -1)
+    return np.where(ok, np.take_along_axis(stages, flat, axis=1).reshape(ok.shape), 0.0)
+
+
+def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r: Array, is_last: Array,
+                m: Array, tokens: Array) -> dict[str, Array]:
+    """Peak bytes per pipeline rank by component (MEMORY_KEYS)."""
+    a = problem.arch
+    col = (lambda x: x[:, None])  # noqa: E731
+    rec = precision.recipe(problem.job.precision)
+    seq_loc = problem.job.seq_len / c.cp
+    act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
+    weights = memory.WEIGHT_BYTES * params
+    if rec.quantized:
+        # Quantized layers keep the recipe's weight copies (FP8 parameters, or BF16 + cached quantized copies)
+        # and save quantized GEMM inputs; embedding and LM head stay BF16.
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        wb = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * memory.WEIGHT_BYTES
+        layer_params = nl * col(memory.layer_params(a, c.tp))
+        weights = weights + (wb - memory.WEIGHT_BYTES) * layer_params
+        delta = precision.saved_input_delta(a, rec, seq_loc * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act_layer = act_layer + q * np.where(c.recompute == 2, 0.0, delta)
+    act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), rank_chunks(c, nl.shape[1]))
+    working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
+    act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
+    sp_div = np.where(c.sp, c.tp, 1.0)
+    act = act + is_last * col(4.0 * tokens * a.hidden / sp_div + 6.0 * tokens * a.vocab / c.tp)  # logits
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    mem = {"weights": weights, "gradients": memory.GRAD_BYTES * params,
+           "optimizer": memory.OPTIMIZER_BYTES * params / col(shard), "activations": act,
+           "buffers": memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * act}
+    assert tuple(mem) == MEMORY_KEYS
+    return mem
+
+
+def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
+    """Candidate ``i`` of a batch result as an :class:`LLMEstimate`."""
+    step = float(res.step[i])
+    job = problem.job
+    mf = (flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch) if problem.moe is None
+          else moe_cost.model_flops_per_step(problem.moe, job.seq_len, job.global_batch))
+    mem = {k: float(v[i]) for k, v in res.memory.items()}
+    fits = bool(res.fits[i])
+    flop_rate = mf / (step * problem.cluster.gpus)
+    bf16 = problem.device.peak_flops.get("bf16")
+    return LLMEstimate(
+        # against the peak of the format the GEMMs run at, so never above 100 %; NVIDIA's tables divide FP8
+        # runs by the BF16 peak too, which is the separate, labelled figure
+        step_time_s=step, tokens_per_s=job.global_batch * job.seq_len / step,
+        mfu=flop_rate / problem.device.peak(PRECISION_RECIPES[job.precision][0]),
+        mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
+        model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
+        time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
+        overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
+
+
+def overflow_text(problem: LLMProblem, est: LLMEstimate) -> str:
+    """One line: which memory overflows and by how much."""
+    parts = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in est.memory_breakdown.items())
+    return (f"needs {est.memory_per_gpu_bytes / 1e9:.1f} GB per GPU > {problem.device.usable_memory_bytes / 1e9:.1f}"
+            f" GB on {problem.device.name} ({parts} GB); largest: {est.overflow}")
+
+
+def evaluate(problem: LLMProblem, config: ParallelConfig) -> LLMEstimate:
+    """The evaluator: predicted step time, breakdowns and memory of one configuration."""
+    from dnnplace.models.llm.evaluation.rules import check_config, check_problem
+
+    check_problem(problem)
+    check_config(problem, config)
+    return estimate_at(problem, evaluate_batch(problem, Candidates.of([config])), 0)
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Seconds per micro-batch of each virtual stage (model order), of one pipeline send, and of what the
+    step adds after the schedule (``tail``: the largest exposed data-parallel communication + optimizer step
+    over the ranks, as the evaluator adds it)."""
+
+    forward: tuple[float, ...]
+    backward: tuple[float, ...]
+    p2p: float
+    num_microbatches: int
+    tail: float = 0.0
+
+
+def stage_times(problem: LLMProblem, config: ParallelConfig) -> StageTimes:
+    """The evaluator's own per-layer and embedding / head costs, laid out per virtual stage.
+
+    What the pipeline schedule simulation (:mod:`dnnplace.models.llm.interleaved`) runs, so that
+    the evaluator's pipeline term can be checked against the schedule itself.
+    """
+    from dnnplace.models.llm.evaluation.rules import check_config, check_problem
+
+    check_problem(problem)
+    check_config(problem, config)
+    c = Candidates.of([config])
+    costs = stage_costs(problem, c)
+    fwd, bwd = stage_seconds(costs, c)
+    n = config.pp * config.vp
+    res = evaluate_batch(problem, c, costs)
+    tail = float(res.tail[0]) if res.tail is not None else 0.0
+    return StageTimes(tuple(float(x) for x in fwd[0, :n]), tuple(float(x) for x in bwd[0, :n]),
+                      float(p2p_time(problem, c, costs.tokens)[0]), int(costs.m[0]), tail)

@@ -1,0 +1,259 @@
+"""THE rule set of the LLM planner: what a problem must be and what Megatron accepts as a configuration.
+
+Each rule is written once, as a named vectorised predicate over *named columns*: the
+configuration's columns (:func:`~dnnplace.models.llm.config.columns`, numpy arrays keyed by
+field name, one entry per candidate) beside the problem's scalars (:func:`problem_columns`:
+``heads``, ``kv_heads``, ``ffn_hidden``, ``num_layers``, ``seq_len``, ``global_batch``,
+``gpus``, ``gpus_per_node``, ...).  The same rules
+
+* filter the search's candidates (:func:`filter_rows`, applying each rule as soon as the
+  columns it ``needs`` exist, so that enumeration stays small),
+* name the first broken rule of one configuration (:func:`check_config`: the evaluator, the
+  plan-file reader and every exporter call it), and
+* explain an empty search (:func:`filter_rows` counts the candidates each rule removed).
+
+Problem rules (:data:`PROBLEM_RULES`) run after the field checks of :func:`check_problem`, which
+hold every count inside :data:`~dnnplace.core.limits.LLM_LIMITS` before any arithmetic.  The
+checks take an :class:`~dnnplace.models.llm.spec.LLMProblem` (read by attribute; this module sits
+below :mod:`dnnplace.models.llm.spec`, which reads plan files through it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dnnplace.core.limits import LLM_LIMITS, check_llm_count, shown
+from dnnplace.core.rule import Cols, Rule, first_broken
+from dnnplace.core.systems import GPU_GENERATIONS
+from dnnplace.errors import InputError
+from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, check_fields, columns
+from dnnplace.models.llm.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
+from dnnplace.utils.text import clip
+
+__all__ = ["CONFIG_RULES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES", "PROBLEM_RULES",
+           "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
+
+
+MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
+POSITIONS = ("rope", "learned")
+NORMS = ("rms", "layer")
+#: Precision recipes (priced term by term in evaluation/llm/precision.py): the tensor-core format their
+#: GEMMs run at and the GPU generations Transformer Engine runs them on.
+PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "bf16": ("bf16", ("ampere", "hopper", "blackwell")), "fp8": ("fp8", ("hopper", "blackwell")),
+    "fp8-cs": ("fp8", ("hopper", "blackwell")), "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",))}
+PRECISIONS = tuple(PRECISION_RECIPES)
+#: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
+PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
+
+
+
+
+def _chain_divides(n: Any, *parts: Any) -> Any:
+    """``parts[0] * parts[1] * ... == n`` without forming the product (no int64 overflow)."""
+    ok, rest = True, n
+    for p in parts:
+        p = np.asarray(p)
+        safe = np.where(p > 0, p, 1)  # a zero degree (a pin above the GPUs leaves dp 0) breaks the rule, no warning
+        ok = ok & (p > 0) & (rest % safe == 0)
+        rest = rest // safe
+    return ok & (rest == 1)
+
+
+def _micro(c: Cols) -> Any:
+    return c["global_batch"] // (c["dp"] * c["mbs"])
+
+
+#: Megatron's rules for a configuration (arguments.py / ModelParallelConfig), in the order they are reported.
+CONFIG_RULES: tuple[Rule, ...] = (
+    Rule("world_size", ("tp", "pp", "cp", "dp"),
+         lambda c: _chain_divides(c["gpus"], c["tp"], c["pp"], c["cp"], c["dp"]),
+         lambda r: f"tp*pp*cp*dp = {r['tp'] * r['pp'] * r['cp'] * r['dp']} != {r['gpus']} GPUs"),
+    Rule("tp_heads", ("tp",), lambda c: c["heads"] % c["tp"] == 0,
+         lambda r: f"tp={r['tp']} must divide the {r['heads']} attention heads"),
+    Rule("tp_kv_heads", ("tp",), lambda c: c["kv_heads"] % c["tp"] == 0,
+         lambda r: f"tp={r['tp']} must divide the {r['kv_heads']} kv heads (Megatron's query groups)"),
+    Rule("tp_ffn", ("tp",), lambda c: c["ffn_hidden"] % c["tp"] == 0,
+         lambda r: f"tp={r['tp']} must divide ffn_hidden {r['ffn_hidden']} (the MLP's parallel linears split it)"),
+    Rule("tp_in_node", ("tp",), lambda c: c["tp"] <= c["gpus_per_node"],
+         lambda r: f"tp={r['tp']} exceeds the {r['gpus_per_node']} GPUs of a node"),
+    Rule("pp_layers", ("pp",), lambda c: c["pp"] <= c["num_layers"],
+         lambda r: f"pp={r['pp']} exceeds {r['num_layers']} layers"),
+    Rule("cp_sequence", ("cp",), lambda c: (c["cp"] == 1) | (c["seq_len"] % (2 * c["cp"]) == 0),
+         lambda r: f"seq_len {r['seq_len']} not divisible by 2*cp = {2 * r['cp']}"),
+    Rule("sp_sequence", ("tp", "cp", "sequence_parallel"),
+         lambda c: ~np.asarray(c["sequence_parallel"]) | ((c["seq_len"] // c["cp"]) % c["tp"] == 0),
+         lambda r: f"sequence parallel needs seq/cp = {r['seq_len'] // r['cp']} divisible by tp={r['tp']}"),
+    Rule("batch_divisible", ("dp", "mbs"), lambda c: c["global_batch"] % (c["dp"] * c["mbs"]) == 0,
+         lambda r: f"global batch {r['global_batch']} not divisible by dp*mbs = {r['dp'] * r['mbs']}"),
+    Rule("vp_needs_pp", ("vp", "pp"), lambda c: (c["vp"] == 1) | (c["pp"] >= 2),
+         lambda r: "interleaving (vp > 1) needs pp >= 2"),
+    Rule("vp_microbatches", ("vp", "pp", "dp", "mbs"), lambda c: (c["vp"] == 1) | (_micro(c) % c["pp"] == 0),
+         lambda r: f"interleaving needs micro-batches {_micro(r)} divisible by pp={r['pp']}"),
+    Rule("vp_layers", ("vp", "pp"), lambda c: c["vp"] * c["pp"] <= c["num_layers"],
+         lambda r: f"pp*vp = {r['pp'] * r['vp']} virtual stages exceed {r['num_layers']} layers"),
+    Rule("split_count", ("vp", "pp", "stages"), lambda c: c["stages"] == c["pp"] * c["vp"],
+         lambda r: f"layers_per_stage needs pp*vp = {r['pp'] * r['vp']} entries, has {r['stages']}"),
+    Rule("split_min", ("min_stage_layers",), lambda c: c["min_stage_layers"] >= 1,
+         lambda r: "every virtual stage needs >= 1 layer"),
+    Rule("split_sum", ("layers_total",), lambda c: c["layers_total"] == c["num_layers"],
+         lambda r: f"layers_per_stage sums to {r['layers_total']}, the model has {r['num_layers']}"),
+)
+# The expert-parallel knobs' rules (model/moe_rules.py), in the same form, after the dense ones.
+CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RULE, *MOE_CONFIG_RULES))
+
+#: What a problem must be for the cost model to price it (after the field checks of :func:`check_problem`).
+PROBLEM_RULES: tuple[Rule, ...] = (
+    Rule("dense", (), lambda c: (c["num_experts"] == 1) | c["moe_priced"],
+         lambda r: f"{clip(r['name'], 60)}: mixture-of-experts ({r['num_experts']} experts) is not modelled"),
+    Rule("priced_family", (), lambda c: (c["family"] in PRICED_FAMILIES) | c["moe_priced"],
+         lambda r: f"family {clip(r['family'], 40)!r} is not one of the priced families "
+                   f"({', '.join(PRICED_FAMILIES)})"),
+    Rule("kv_groups", (), lambda c: c["heads"] % c["kv_heads"] == 0,
+         lambda r: f"{r['kv_heads']} kv heads do not divide {r['heads']} attention heads"),
+    Rule("plannable_device", (), lambda c: c["plannable"],
+         lambda r: f"device {clip(r['device'], 40)}: no published efficiency figures in the catalogue; use h100, "
+                   "h200, a100 or b200"),
+    Rule("whole_nodes", (), lambda c: (c["gpus"] <= c["gpus_per_node"]) | (c["gpus"] % c["gpus_per_node"] == 0),
+         lambda r: f"gpus {r['gpus']} is not a multiple of gpus_per_node {r['gpus_per_node']}"),
+    Rule("learned_positions", (), lambda c: (c["position"] != "learned") | (c["seq_len"] <= c["max_position"]),
+         lambda r: f"seq_len {r['seq_len']} exceeds the {r['max_position']} learned positions of "
+                   f"{clip(r['name'], 60)} (max_position)"),
+)
+
+# (attribute, kind, argument) of the problem's fields, checked before any rule: "count" -> LLM_LIMITS name,
+# "whole" -> inclusive maximum, "choice" -> the choices, "flag", "real" -> (low exclusive, high), "text".
+_COUNT_FIELDS = ("num_layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "max_position",
+                 "num_experts", "top_k")
+ARCH_CHECKS: tuple[tuple[str, str, Any], ...] = (
+    *((k, "count", k) for k in _COUNT_FIELDS),
+    ("expert_ffn", "whole", LLM_LIMITS["ffn_hidden"][1]),
+    ("shared_experts", "whole", LLM_LIMITS["num_experts"][1]),
+    ("sliding_window", "whole", LLM_LIMITS["max_position"][1]),
+    ("global_every", "whole", LLM_LIMITS["num_layers"][1]),
+    ("mlp", "choice", MLP_KINDS), ("position", "choice", POSITIONS), ("norm", "choice", NORMS),
+    ("tied_embeddings", "flag", None), ("dropout", "flag", None), ("qkv_bias", "flag", None),
+    ("linear_bias", "flag", None), ("qk_norm", "flag", None),
+    ("rope_theta", "real", (0.0, 1e12)),
+    ("name", "text", None), ("family", "text", None), ("architecture", "text", None), ("source", "text", None),
+)
+
+
+def check_field(kind: str, arg: Any, value: Any, where: str, key: str) -> Any:
+    """``value`` of a problem field of ``kind`` (see :data:`ARCH_CHECKS`), or a one-line error naming ``key``."""
+    import math
+
+    if kind == "count":
+        return check_llm_count(arg, value, where, key)
+    if kind == "whole":
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= arg:
+            raise InputError(f"{where}: {key} must be a whole number in 0..{arg:,}, got {shown(value)}")
+        return int(value)
+    if kind == "flag":
+        if not isinstance(value, bool):
+            raise InputError(f"{where}: {key} must be true or false, got {shown(value)}")
+        return value
+    if kind == "choice":
+        if not isinstance(value, str) or value not in arg:
+            raise InputError(f"{where}: {key} must be one of {', '.join(arg)}, got {shown(value)}")
+        return value
+    if kind == "real":
+        lo, hi = arg
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not lo < value <= hi:
+            raise InputError(f"{where}: {key} must be a number in ({lo:g}, {hi:g}], got {shown(value)}")
+        return float(value)
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {key} must be a string, got {shown(value)}")
+    return value
+
+
+def problem_columns(problem: Any) -> dict[str, Any]:
+    """The problem's scalars the rules read (architecture, cluster, job, device), by name."""
+    a, c, j = problem.arch, problem.cluster, problem.job
+    cols = {name: getattr(a, name) for name, _, _ in ARCH_CHECKS}
+    cols.update(gpus=c.gpus, gpus_per_node=c.gpus_per_node, device=c.device, seq_len=j.seq_len,
+                global_batch=j.global_batch, precision=j.precision, plannable=bool(problem.device.plannable))
+    moe = getattr(problem, "moe", None)
+    cols.update(moe_problem_columns(moe, c.gpus) if moe is not None else dense_problem_columns(a))
+    cols["moe_priced"] = moe is not None  # read by frontends/moe_config.py: the MoE cost terms price it
+    return cols
+
+
+
+
+def filter_rows(rules: Sequence[Rule], cols: dict[str, Any], n: int, have: set[str],
+                removed: Counter[str] | None = None, emptied: list[str] | None = None) -> np.ndarray:
+    """Mask of the ``n`` rows that obey every rule whose columns are all in ``have``; ``removed`` counts,
+    per rule, the rows it was the first to remove, and ``emptied`` gets the rule that removed the last
+    rows (to explain an empty search)."""
+    keep = np.ones(n, dtype=bool)
+    for rule in rules:
+        if not set(rule.needs) <= have:
+            continue
+        ok = np.broadcast_to(np.asarray(rule.ok(cols), dtype=bool), (n,))
+        gone = int(np.count_nonzero(keep & ~ok))
+        if gone and removed is not None:
+            removed[rule.name] += gone
+        if gone and emptied is not None and not (keep & ok).any():
+            at = int(np.argmax(keep & ~ok))
+            row = {k: (v[at].item() if isinstance(v, np.ndarray) and v.shape == (n,) else v) for k, v in cols.items()}
+            emptied.append(f"{rule.name} ({rule.message(row)})")
+        keep &= ok
+    return keep
+
+
+def check_problem_fields(problem: Any, where: str = "problem") -> None:
+    """Every field of the problem of its kind and inside LLM_LIMITS (no arithmetic has run on them yet)."""
+    a, c, j = problem.arch, problem.cluster, problem.job
+    for name, kind, arg in ARCH_CHECKS:
+        check_field(kind, arg, getattr(a, name), where, name)
+    for name in ("gpus", "gpus_per_node"):
+        check_llm_count(name, getattr(c, name), where)
+    for name in ("seq_len", "global_batch"):
+        check_llm_count(name, getattr(j, name), where)
+    check_field("choice", PRECISIONS, j.precision, where, "precision")
+    check_field("text", None, c.device, where, "device")
+
+
+def check_problem(problem: Any, where: str = "problem") -> None:
+    """Refuse what the model cannot price, in one line naming the field or the rule: every count inside
+    LLM_LIMITS (before any enumeration), then :data:`PROBLEM_RULES`."""
+    check_problem_fields(problem, where)
+    broken = first_broken(PROBLEM_RULES, problem_columns(problem))
+    if broken is not None:
+        rule, row = broken
+        raise InputError(f"{rule.message(row)} (rule {rule.name})")
+    gemm_format, generations = PRECISION_RECIPES[problem.job.precision]
+    generation = GPU_GENERATIONS.get(problem.device.name)
+    if generation is not None and generation not in generations:
+        raise InputError(f"precision {problem.job.precision} runs on {' or '.join(generations)} GPUs; "
+                         f"{problem.device.name} is {generation}")
+    problem.device.peak(gemm_format)
+
+
+def check_config(problem: Any, config: ParallelConfig) -> None:
+    """Megatron's rules on one configuration (:data:`CONFIG_RULES`): one line naming the first broken rule."""
+    check_fields(config)
+    cols: dict[str, Any] = problem_columns(problem)
+    cols.update(columns([config]))
+    broken = first_broken(CONFIG_RULES, cols)
+    if broken is not None:
+        rule, row = broken
+        raise InputError(f"config {rule.message(row)} (rule {rule.name})")
+
+
+def describe_removed(removed: Counter[str], last: str | None) -> str:
+    """Which rules emptied a search: the one that removed the last candidates, and the two most common."""
+    if not removed:
+        return "no candidate to begin with"
+    common = ", ".join(f"{k} {v:,}" for k, v in removed.most_common(2))
+    return (f"rule {last} removed the last candidates; most removed: {common}" if last
+            else f"most candidates removed by: {common}")
+
+
+assert RECOMPUTE == ("none", "selective", "full")  # the cost model's recompute codes 0, 1, 2 follow this order

@@ -1,0 +1,1 @@
+"""The paper's model (SPEC.md): a DNN graph placed on accelerators and CPU cores."""

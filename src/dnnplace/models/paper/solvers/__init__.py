@@ -1,0 +1,1 @@
+"""The paper's methods: the DP over ideals, the IPs, the baselines."""

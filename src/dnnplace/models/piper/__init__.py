@@ -1,0 +1,1 @@
+"""Piper's multidimensional model (PIPER-SPEC.md): stages, data and tensor parallelism."""
