@@ -52,3 +52,15 @@ def test_no_hand_written_refusal_outside_the_registry():
     # an option another model uses is refused by declaration (PlannedModel's option tables, check_declared)
     hits = [f"{f}:{i}: {line.strip()}" for f, i, line in _front_lines() if _REFUSE.search(line)]
     assert not hits, hits
+
+
+def test_every_model_package_has_its_entry_in_the_one_table():
+    # adding a model is one package under models/ (with entry.py) plus one line in api/models.MODELS
+    import importlib
+
+    from dnnplace.api.models import MODELS
+
+    packages = sorted(p.name for p in (PACKAGE / "models").iterdir() if (p / "__init__.py").exists())
+    assert packages == sorted(MODELS)
+    for name in packages:
+        assert importlib.import_module(f"dnnplace.models.{name}.entry").ENTRY is MODELS[name]

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnplace.api.models import MODELS, Instance, check_declared, check_plan, model_of, paper_instance
+from dnnplace.api.models import Instance, check_declared, check_plan, model_of, model_of_file, paper_instance
 from dnnplace.core.limits import MAX_COUNT, MAX_VALUE
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.paper import paper_json
@@ -166,22 +166,13 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[I
     A command that judges an LLM plan file alone needs both: reading the file a second time for the
     plan would parse and validate it twice.
     """
-    from dnnplace.models.piper.piper_json import bert_l, is_piper_json, parse_piper
     from dnnplace.utils.files import read_json_file
 
     doc = read_json_file(path)
-    llm = isinstance(doc, dict) and doc.get("format") == "dnnplace.llm-plan"
-    kind = "llm" if llm else "piper" if is_piper_json(doc) else "paper"
-    check_declared(MODELS[kind], "load_options", {"bert_layers": bert_layers})  # before the parse, as it costs
-    if llm:
-        from dnnplace.models.llm.plan_file import read_llm_plan
-
-        plan = read_llm_plan(doc, str(path))
-        return plan.problem, plan
-    if kind == "piper":
-        inst = parse_piper(doc, source=str(path))
-        return (bert_l(inst, bert_layers) if bert_layers is not None else inst), None
-    return paper_json.parse_workload(doc, source=str(path)), None
+    m = model_of_file(doc)
+    check_declared(m, "load_options", {"bert_layers": bert_layers})  # before the parse, as it costs
+    assert m.read is not None, m.name
+    return m.read(doc, str(path), **({"bert_layers": bert_layers} if bert_layers is not None else {}))
 
 
 @validate_params(accelerators=optional(integer(0, MAX_COUNT)), cpus=optional(integer(0, MAX_COUNT)),
@@ -194,8 +185,10 @@ def with_budget(instance: Instance, *, accelerators: int | None = None, cpus: in
     Accelerators and memory apply to both models; CPU cores to the paper's; bandwidth and the
     batch (micro-batches per batch) to Piper's.  An option the model does not have is an error.
     """
-    return model_of(instance).with_budget(instance, accelerators=accelerators, cpus=cpus, memory=memory,
-                                          bandwidth=bandwidth, batch=batch)
+    m = model_of(instance)
+    budget = {"accelerators": accelerators, "cpus": cpus, "memory": memory, "bandwidth": bandwidth, "batch": batch}
+    check_declared(m, "budget_options", budget)
+    return m.with_budget(instance, **budget)
 
 
 @validate_params(path=_PATH)

@@ -1,6 +1,6 @@
 """Judging and showing a plan: its model's evaluator, its simulator and its HTML report.
 
-Options a model does not have are refused by the model's own entry in :data:`~dnnplace.api.models.MODELS`;
+Options a model does not have are refused by its entry's declarations (:func:`~dnnplace.api.models.check_declared`);
 an option left at None takes that model's default (an LLM plan brings its own schedule and
 micro-batches), so each function works with its default arguments on every model.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dnnplace.api.models import Instance, check_plan
+from dnnplace.api.models import Instance, check_declared, check_plan
 from dnnplace.utils.params import boolean, choice, integer, optional, path_like, paths, text, validate_params
 
 __all__ = ["evaluate", "simulate", "write_report"]
@@ -44,7 +44,9 @@ def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, sour
     >>> round(ev.max_load, 3), ev.feasible
     (107.004, True)
     """
-    return check_plan(workload, split).evaluate(workload, split, overlap_comm=overlap_comm, source=source)
+    m = check_plan(workload, split)
+    check_declared(m, "evaluate_options", {"overlap_comm": overlap_comm or None})
+    return m.evaluate(workload, split, overlap_comm=overlap_comm, source=source)
 
 
 @validate_params(schedule=_SCHEDULE, microbatches=_MICROBATCHES, overlap_comm=boolean())
@@ -65,6 +67,8 @@ def simulate(workload: Instance, split: Any, *, schedule: str | None = None, mic
     107.004
     """
     m = check_plan(workload, split)
+    check_declared(m, "simulate_options", {"schedule": schedule, "microbatches": microbatches,
+                                           "overlap_comm": overlap_comm or None})
     options = _given(m.simulate_defaults, schedule=schedule, microbatches=microbatches)
     return m.simulate(workload, split, overlap_comm=overlap_comm, **options)
 
@@ -89,5 +93,7 @@ def write_report(workload: Instance, split: Any, path: PathLike, *, title: str |
     True
     """
     m = check_plan(workload, split)
+    check_declared(m, "report_options", {"schedule": schedule, "microbatches": microbatches,
+                                         "overlap_comm": overlap_comm or None})
     options = _given(m.report_defaults, microbatches=microbatches, schedule=schedule)
     return m.write_report(workload, split, path, title=title, inputs=inputs, overlap_comm=overlap_comm, **options)

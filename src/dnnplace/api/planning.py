@@ -14,7 +14,7 @@ import numpy as np
 
 from dnnplace.api.methods import RunContext, Solver, make_solver, resolve_method
 from dnnplace.api.methods import methods as _methods
-from dnnplace.api.models import MODELS, Instance, Proof, model_of, model_of_plan
+from dnnplace.api.models import MODELS, Instance, Proof, check_declared, model_of, model_of_plan
 from dnnplace.core.solver import ProgressFn
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.paper.split import Split
@@ -154,7 +154,8 @@ def solve(
         others = ", ".join(n for n, c in _methods().items() if c.model == model.name)
         raise DnnplaceError(f"method '{solver.name}' plans {MODELS[solver.model].describe}, not"
                             f" {model.describe}; methods for it: {others}")
-    workload = model.for_objective(workload, objective, overlap_comm)
+    check_declared(model, "solve_options", {"overlap_comm": overlap_comm or None})
+    workload = model.for_objective(workload, objective)
     solver.warm_up()  # loading compiled code is start-up cost, not solving time
     t0 = time.perf_counter()
     model.check_solvable(workload)
