@@ -62,3 +62,19 @@ class ParamError(DnnplaceError):
     def worded(self, name: str) -> str:
         """The message with ``name`` standing for the parameter (its flag, on the command line)."""
         return " ".join(f"{name} must be {self.requirement}, got {self.shown}".split())
+
+
+class OptionError(ParamError):
+    """An option given to a model it does not apply to (refused by the models' declarations).
+
+    A :class:`ParamError`, so that the CLI names the option by its flag (``--gpus``) and the API by
+    its parameter (``gpus``).
+    """
+
+    def __init__(self, param: str, applies_to: str) -> None:
+        self.param, self.applies_to, self.where = param, applies_to, ""
+        DnnplaceError.__init__(self, self.worded(param.replace("_", "-")))
+
+    def worded(self, name: str) -> str:
+        """The message with ``name`` standing for the option."""
+        return f"{name} applies to {self.applies_to}"

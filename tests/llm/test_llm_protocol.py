@@ -73,3 +73,30 @@ def test_load_llm_checks_the_input_limits_at_once(kw: dict, key: str) -> None:
     with pytest.raises(DnnplaceError, match=key) as info:
         dnnplace.load_llm(CONFIG, **args)
     assert "\n" not in str(info.value)
+
+
+def test_load_reads_a_config_json_with_its_cluster_like_load_llm() -> None:
+    """dnnplace.load takes an LLM config.json too (the cluster as options); another model's option is refused."""
+    pr = dnnplace.load(CONFIG, gpus=64, seq_len=8192, global_batch=128)
+    assert pr == dnnplace.load_llm(CONFIG, gpus=64, seq_len=8192, global_batch=128)
+    with pytest.raises(DnnplaceError, match="needs seq_len, global_batch"):
+        dnnplace.load(CONFIG, gpus=64)
+    with pytest.raises(DnnplaceError, match="bert-layers applies to a Piper workload only"):
+        dnnplace.load(CONFIG, gpus=64, seq_len=8192, global_batch=128, bert_layers=3)
+    with pytest.raises(DnnplaceError, match="gpus applies to an LLM training problem only"):
+        dnnplace.load(dnnplace.example_path("gnmt_training"), gpus=8)
+
+
+def test_solve_plans_a_config_json_as_plan_does(tmp_path: Path) -> None:
+    """`solve CONFIG --gpus ...` (generated flags) and its alias `plan CONFIG --fix ...` write the same plan."""
+    pins = ["--tp", "4", "--pp", "4", "--cp", "2", "--vp", "5", "--mbs", "1", "--recompute", "none"]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    res = run_cli("solve", CONFIG, *ARGS, *pins, "-o", a)
+    assert res.returncode == 0, res.stderr
+    assert "error band" in res.stdout
+    res = run_cli("plan", CONFIG, *ARGS, "--fix", "tp=4,pp=4,cp=2,vp=5,mbs=1,recompute=none", "-o", b)
+    assert res.returncode == 0, res.stderr
+    da, db = json.loads(a.read_text()), json.loads(b.read_text())
+    assert da["config"] == db["config"] and da["prediction"] == db["prediction"]
+    res = run_cli("solve", dnnplace.example_path("gnmt_training"), "--gpus", "8")
+    assert res.returncode == 2 and "--gpus applies to an LLM training problem only" in res.stderr

@@ -10,14 +10,34 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnplace.api.models import Instance, check_declared, check_plan, model_of, model_of_file, paper_instance
+from dnnplace.api.models import (
+    Instance,
+    check_declared,
+    check_plan,
+    model_of,
+    model_of_file,
+    model_of_path,
+    paper_instance,
+)
 from dnnplace.core.limits import MAX_COUNT, MAX_VALUE
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.llm.spec import PRECISIONS
 from dnnplace.models.paper import paper_json
 from dnnplace.models.paper.evaluation import Evaluation
 from dnnplace.models.paper.split import Split
 from dnnplace.models.paper.workload import Workload
-from dnnplace.utils.params import boolean, instance_of, integer, optional, path_like, paths, real, text, validate_params
+from dnnplace.utils.params import (
+    boolean,
+    choice,
+    instance_of,
+    integer,
+    optional,
+    path_like,
+    paths,
+    real,
+    text,
+    validate_params,
+)
 
 if TYPE_CHECKING:
     from dnnplace.models.piper.spec import PiperPlan
@@ -140,11 +160,23 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
     paper_json.save_split(split, path, evaluation, inputs=tuple(inputs))
 
 
-@validate_params(path=_PATH, bert_layers=optional(integer(1, MAX_COUNT)))
-def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
-    """Read a workload of any planned model, once: Piper's (its nodes carry ``TMPCs``) or the paper's.
+_LOAD = {"path": _PATH, "bert_layers": optional(integer(1, MAX_COUNT)), "gpus": optional(integer(1)),
+         "seq_len": optional(integer(1)), "global_batch": optional(integer(1)), "gpus_per_node": optional(integer(1)),
+         "device": optional(text(64)), "system": optional(text(64)), "precision": optional(choice(*PRECISIONS))}
 
-    ``bert_layers`` builds BERT-L from Piper's ``bert32a100.json`` (Piper workloads only).
+
+@validate_params(**_LOAD)
+def load(path: PathLike, *, bert_layers: int | None = None, gpus: int | None = None, seq_len: int | None = None,
+         global_batch: int | None = None, gpus_per_node: int | None = None, device: str | None = None,
+         system: str | None = None, precision: str | None = None) -> Instance:
+    """Read an instance of any planned model, once, from what the file is.
+
+    A paper workload; Piper's (its nodes carry ``TMPCs``; ``bert_layers`` builds BERT-L from
+    ``bert32a100.json``); an LLM plan file (as its :class:`~dnnplace.models.llm.spec.LLMProblem`);
+    or a Hugging Face ``config.json`` (a folder holding one, or ``file.py:fn``) with ``gpus``,
+    ``seq_len``, ``global_batch`` and optionally ``gpus_per_node``, ``device`` or ``system``, and
+    ``precision`` (what :func:`~dnnplace.load_llm` takes).  An option of another model is refused
+    by name.
 
     Examples
     --------
@@ -153,26 +185,31 @@ def load(path: PathLike, *, bert_layers: int | None = None) -> Instance:
     'Workload'
     >>> type(dnnplace.load(dnnplace.example_path("toy_a_knapsack"))).__name__
     'PiperInstance'
-
-    An LLM plan file (from ``dnnplace plan``) loads as its :class:`~dnnplace.models.llm.spec.LLMProblem`.
     """
-    return load_with_plan(path, bert_layers=bert_layers)[0]
+    return load_with_plan(path, bert_layers=bert_layers, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
+                          gpus_per_node=gpus_per_node, device=device, system=system, precision=precision)[0]
 
 
-@validate_params(path=_PATH, bert_layers=optional(integer(1, MAX_COUNT)))
-def load_with_plan(path: PathLike, *, bert_layers: int | None = None) -> tuple[Instance, Any]:
-    """The instance a file holds and the plan it carries (an LLM plan file's; None for a workload), read once.
+@validate_params(**_LOAD)
+def load_with_plan(path: PathLike, *, bert_layers: int | None = None, gpus: int | None = None,
+                   seq_len: int | None = None, global_batch: int | None = None, gpus_per_node: int | None = None,
+                   device: str | None = None, system: str | None = None,
+                   precision: str | None = None) -> tuple[Instance, Any]:
+    """The instance a file holds and the plan it carries (an LLM plan file's; None otherwise), read once.
 
     A command that judges an LLM plan file alone needs both: reading the file a second time for the
     plan would parse and validate it twice.
     """
     from dnnplace.utils.files import read_json_file
 
-    doc = read_json_file(path)
-    m = model_of_file(doc)
-    check_declared(m, "load_options", {"bert_layers": bert_layers})  # before the parse, as it costs
+    given = {"bert_layers": bert_layers, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
+             "gpus_per_node": gpus_per_node, "device": device, "system": system, "precision": precision}
+    doc = None if model_of_path(str(path)) is not None else read_json_file(path)
+    m = model_of_path(str(path)) or model_of_file(doc)
+    options = {k: v for k, v in given.items() if v is not None}
+    check_declared(m, "load_options", options)  # before the parse, as it costs
     assert m.read is not None, m.name
-    return m.read(doc, str(path), **({"bert_layers": bert_layers} if bert_layers is not None else {}))
+    return m.read(doc, str(path), **options)
 
 
 @validate_params(accelerators=optional(integer(0, MAX_COUNT)), cpus=optional(integer(0, MAX_COUNT)),

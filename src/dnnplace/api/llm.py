@@ -33,14 +33,10 @@ def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpu
     >>> sol.plan.config.dp, sol.status, round(sol.value, 1) > 0
     (4, 'optimal', True)
     """
-    from dnnplace.core.catalogue import device_spec
-    from dnnplace.models.llm.hf_config import load_arch
-    from dnnplace.models.llm.moe_config import is_moe_config, load_moe
-    from dnnplace.models.llm.spec import Cluster, TrainingJob
+    from dnnplace.models.llm.load import problem
 
-    moe = load_moe(str(model)) if is_moe_config(str(model)) else None
-    return LLMProblem(moe.arch if moe else load_arch(str(model)), Cluster(device.lower(), gpus, gpus_per_node),
-                      TrainingJob(seq_len, global_batch, precision), device_spec(device), moe=moe)
+    return problem(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch, gpus_per_node=gpus_per_node,
+                   device=device, precision=precision)
 
 
 @validate_params(path=path_like(), to=text(64))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dnnplace.core.protocol import PlannedModel, Proof, allows
-from dnnplace.errors import DnnplaceError
+from dnnplace.errors import DnnplaceError, OptionError
 from dnnplace.models.llm.entry import ENTRY as LLM
 from dnnplace.models.llm.spec import LLMProblem
 from dnnplace.models.paper.entry import ENTRY as PAPER
@@ -22,7 +22,7 @@ from dnnplace.models.piper.entry import ENTRY as PIPER
 from dnnplace.models.piper.spec import PiperInstance
 
 __all__ = ["MODELS", "Instance", "PlannedModel", "Proof", "check_declared", "check_plan", "model_of",
-           "model_of_file", "model_of_plan", "paper_instance", "proof_of"]
+           "model_of_file", "model_of_path", "model_of_plan", "paper_instance", "proof_of"]
 
 #: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
 Instance = Workload | PiperInstance | LLMProblem
@@ -51,6 +51,11 @@ def model_of_file(doc: Any) -> PlannedModel:
         if m.reads is not None and m.reads(doc):
             return m
     return next(m for m in MODELS.values() if m.reads is None)
+
+
+def model_of_path(text: str) -> PlannedModel | None:
+    """The model whose inputs ``text`` names when it is not one JSON file (a folder, ``file.py:fn``); else None."""
+    return next((m for m in MODELS.values() if m.reads_path is not None and m.reads_path(text)), None)
 
 
 def paper_instance(instance: Any, what: str) -> Workload:
@@ -82,16 +87,20 @@ def proof_of(plan: Any) -> Proof:
 
 
 def check_declared(m: PlannedModel, table: str, given: Mapping[str, Any],
-                   name: Callable[[str], str] = lambda option: option) -> None:
+                   name: Callable[[str], str] | None = None) -> None:
     """Refuse by declaration: an option given (not None) that ``m`` does not declare in ``table``.
 
     Each model declares the options of each step that apply to it (and, where only some values
     do, which); the error names the option (as ``name`` shows it: the CLI passes its flag names)
-    and the models that take it, never silently ignoring it.
+    and the models that take it, never silently ignoring it.  The error is an
+    :class:`~dnnplace.errors.OptionError`, which the CLI words with its flag names (``name``, if given,
+    words it here instead).
     """
     for option, value in given.items():
         if value is None or allows(getattr(m, table), option, value):
             continue
         owners = [o.describe for o in MODELS.values() if allows(getattr(o, table), option, value)]
         where = f"{' or '.join(owners)} only" if owners else f"no {m.describe}"
+        if name is None:
+            raise OptionError(option, where)
         raise DnnplaceError(f"{name(option).replace('_', '-')} applies to {where}")

@@ -78,6 +78,32 @@ def with_solver_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def model_flags() -> dict[str, Any]:
+    """Every loader option every planned model declares (``PlannedModel.load_flags``), by name, first wins."""
+    from dnnplace.api.models import MODELS
+
+    flags: dict[str, Any] = {}
+    for m in MODELS.values():
+        for fl in m.load_flags:
+            flags.setdefault(fl.name, fl)
+    return flags
+
+
+def with_model_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add one typer option per model loader option (``--gpus``, ``--bert-layers``...) to ``func``'s keyword
+    parameters, before its ``**params``: it receives them as keyword arguments named as declared."""
+    sig = inspect.signature(func)
+    params = list(sig.parameters.values())
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    extra = [inspect.Parameter(fl.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[fl.kind],
+                               default=typer.Option(None, "--" + fl.name.replace("_", "-"), show_default=False,
+                                                    help=fl.help))
+             for fl in model_flags().values()]
+    func.__signature__ = sig.replace(parameters=[*head, *extra, *tail])  # type: ignore[attr-defined]
+    return func
+
+
 def method_params(method: str, objective: str, given: Mapping[str, object]) -> dict[str, object]:
     """The parameters the user set (flags given), refused by flag name when the method does not take them."""
     flags = solver_flags()

@@ -163,6 +163,24 @@ def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
     _PLAN[_model(inst)](console, inst, ev, title)
 
 
+def print_solution(console: Console, inst: object, sol: Any, doc: dict, title: str) -> None:
+    """What ``solve`` shows of a solution: the model's own view (an LLM plan: its table and error band)."""
+    _SOLUTION.get(_model(inst), lambda c, i, s, d, t: print_plan(c, i, s.evaluation, t))(console, inst, sol, doc,
+                                                                                           title)
+
+
+def _llm_solution(console: Console, inst: Any, sol: Any, doc: dict, title: str) -> None:
+    from dnnplace.cli.plan_cmd import band_lines
+    from dnnplace.cli.plan_cmd import print_plan as print_llm_plan
+
+    print_llm_plan(console, doc)
+    for line in band_lines(inst, sol.plan.estimate.step_time_s):
+        console.print(Text(line))
+
+
+_SOLUTION: dict[str, Callable[..., None]] = {"llm": _llm_solution}
+
+
 def evaluation_document(inst: object, ev: object) -> dict:
     """``evaluate --json``: the evaluation of any model as one JSON object."""
     return _DOCUMENT[_model(inst)](inst, ev)

@@ -86,6 +86,15 @@ def _frozen(**values: Any) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True)
+class Flag:
+    """An option of a model's loader, declared once: ``dnnplace.load`` takes it, ``solve`` gets ``--name``."""
+
+    name: str
+    kind: type  # int, float or str
+    help: str
+
+
+@dataclass(frozen=True)
 class PlannedModel:
     """A model dnnplace plans: its instance type, default method, and what judges and shows its plans."""
 
@@ -105,6 +114,8 @@ class PlannedModel:
     read: Callable[..., tuple[Any, Any]] | None = None
     #: Is a decoded JSON document one of this model's files?  None: the format of files no other model claims.
     reads: Callable[[Any], bool] | None = None
+    #: Is a path text an input of this model that is not one JSON file (a folder, ``file.py:fn``)?
+    reads_path: Callable[[str], bool] | None = None
     #: (instance, accelerators=, cpus=, memory=, bandwidth=, batch=) -> the instance under that budget
     with_budget: Callable[..., Any] = no_budget
     # solve's steps that differ by model (dnnplace.api.planning.solve runs them in this order):
@@ -124,5 +135,10 @@ class PlannedModel:
     simulate_options: Options = field(default_factory=lambda: options())
     report_options: Options = field(default_factory=lambda: options())
     budget_options: frozenset[str] = frozenset()  # with_budget's overrides
-    load_options: frozenset[str] = frozenset()  # ``dnnplace.load``'s options for this model's files
+    load_flags: tuple[Flag, ...] = ()  # ``dnnplace.load``'s options for this model's files
     judge_overrides: frozenset[str] = frozenset()  # overrides a plan is judged under (``evaluate -k ...``)
+
+    @property
+    def load_options(self) -> frozenset[str]:
+        """The names of :attr:`load_flags` (refusal by declaration reads this table)."""
+        return frozenset(f.name for f in self.load_flags)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dnnplace.core.protocol import PlannedModel, Proof, options
+from dnnplace.core.protocol import Flag, PlannedModel, Proof, options
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.llm.load import PROBLEM_OPTIONS, is_config_path, is_hf_config
 from dnnplace.models.llm.spec import FORMAT, LLMPlan, LLMProblem
 
 
@@ -36,16 +38,31 @@ def _document(problem: LLMProblem, plan: LLMPlan, ev: Any) -> dict[str, Any]:
     return replace(plan, problem=problem, estimate=ev).to_dict()
 
 
-def _read(doc: Any, source: str, **_: Any) -> tuple[LLMProblem, LLMPlan]:
-    """An LLM plan file carries its model, cluster and job: it is judged under those."""
+def _read(doc: Any, source: str, **problem: Any) -> tuple[LLMProblem, LLMPlan | None]:
+    """A config.json (a folder, ``file.py:fn``) on the cluster ``problem`` gives; or an LLM plan file, which
+    carries its model, cluster and job and is judged under those."""
+    from dnnplace.models.llm.load import problem as build
+
+    if doc is None or is_hf_config(doc):
+        return build(source if doc is None else None, doc=doc, where=source, **problem), None
+    if problem:
+        raise DnnplaceError(f"{source}: an LLM plan file carries its cluster and job; "
+                            f"{next(iter(problem)).replace('_', '-')} applies to a config.json only")
     from dnnplace.models.llm.plan_file import read_llm_plan
 
     plan = read_llm_plan(doc, source)
     return plan.problem, plan
 
 
+def _reads(doc: Any) -> bool:
+    return is_hf_config(doc) or (isinstance(doc, dict) and doc.get("format") == FORMAT)
+
+
 def _read_plan(problem: LLMProblem, doc: Any, source: str) -> tuple[LLMProblem, LLMPlan]:
-    return _read(doc, source)
+    from dnnplace.models.llm.plan_file import read_llm_plan
+
+    plan = read_llm_plan(doc, source)
+    return plan.problem, plan
 
 
 def _with_runtime(plan: LLMPlan, runtime_s: float) -> LLMPlan:
@@ -54,7 +71,8 @@ def _with_runtime(plan: LLMPlan, runtime_s: float) -> LLMPlan:
 
 ENTRY = PlannedModel(
     "llm", LLMProblem, LLMPlan, "llm-search", "an LLM training problem", _evaluate, _simulate, _report, _document,
-    _read_plan, read=_read, reads=lambda doc: isinstance(doc, dict) and doc.get("format") == FORMAT,
+    _read_plan, read=_read, reads=_reads,
+    reads_path=is_config_path, load_flags=tuple(Flag(*o) for o in PROBLEM_OPTIONS),
     # the plan records its own status, bound and gap; the solve's runtime is the one shown
     with_proof=lambda plan, meta: _with_runtime(plan, meta["runtime_s"]), with_runtime=_with_runtime,
     proof_of=lambda plan: Proof(plan.status, plan.bound, plan.gap, plan.runtime_s),

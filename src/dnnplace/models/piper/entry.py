@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from dnnplace.core.protocol import PlannedModel, need_microbatches, options
+from dnnplace.core.protocol import Flag, PlannedModel, need_microbatches, options
 from dnnplace.models.piper.spec import PiperInstance, PiperPlan
 
 # What a Piper plan's "instance" block records: (key, PiperInstance attribute, the command-line flag)
@@ -117,4 +117,5 @@ ENTRY = PlannedModel(
     simulate_defaults=MappingProxyType({"microbatches": 64}),
     simulate_options=options(schedule={"1f1b"}, microbatches=None),  # Piper streams under 1F1B only
     report_options=options(schedule={"1f1b"}, microbatches={8}),  # its page has no timeline
-    budget_options=_BUDGET, load_options=frozenset({"bert_layers"}), judge_overrides=_BUDGET)
+    budget_options=_BUDGET, judge_overrides=_BUDGET,
+    load_flags=(Flag("bert_layers", int, "Piper: BERT-L from bert32a100.json."),))
