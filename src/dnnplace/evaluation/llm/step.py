@@ -9,6 +9,7 @@ share every formula.  docs/llm_planner.md explains each term.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 
 from dnnplace.evaluation.llm import comm, flops, memory, moe_step, precision, schedule
 from dnnplace.evaluation.llm import moe as moe_cost
+from dnnplace.model.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.model.llm import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
 from dnnplace.model.llm_rules import PRECISION_RECIPES
 from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS
@@ -144,6 +146,21 @@ class StageCosts:
 KINDS = ("compute", "tp", "cp", "ep")
 
 
+def tp_overlap_sms(dev: DeviceSpec, generation: str, overlap: Array) -> Callable[[str], list[Array | None]]:
+    """Per layer GEMM (QKV, proj, fc1, fc2), the SMs its forward may use, for GEMMs of a given format.
+
+    Where TP communication is overlapped (``overlap``: TP > 1 with sequence parallelism, NeMo's
+    tp_comm_overlap), Transformer Engine runs the reduce-scatters after the out projection and fc2 as
+    pipelined / ring-exchange kernels with ``set_sm_margin``: those forward GEMMs get sm_count - margin SMs
+    (catalogue ``TrainingStack.tp_overlap_sm_margin``).  The bulk overlaps of the backward take no margin.
+    """
+    def sms(fmt: str) -> list[Array | None]:
+        proj, fc2 = TRAINING_STACK.sm_margin(generation, fmt)
+        full = float(dev.sm_count)
+        return [None, np.where(overlap, full - proj, full), None, np.where(overlap, full - fc2, full)]
+    return sms
+
+
 def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     """Forward / backward seconds per micro-batch of one layer and of the first / last extras."""
     a, dev = problem.arch, problem.device
@@ -158,13 +175,14 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     # BF16 do not (priced as the average layer: ``q`` is the quantized share).
     rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
     shapes = flops.layer_gemms(a, tokens, tp)
-    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16)
+    margins = tp_overlap_sms(dev, gen, (tp > 1) & c.sp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16, margins("bf16"))
     q = rec.quantized_layers(a.num_layers) / a.num_layers
     if rec.quantized:
-        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev))
+        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev), margins(rec.gemm_format))
         gf = [q * x + (1 - q) * y for x, y in zip(qf, gf)]
         gb = [q * x + (1 - q) * y for x, y in zip(qb, gb)]
-    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev)
+    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev, c.cp)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
     comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
@@ -240,7 +258,7 @@ def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll
     if mm.mla is not None:
         att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
     else:
-        cf, cb = flops.attention_times(a, tokens, s, tp, dev)
+        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
         att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
