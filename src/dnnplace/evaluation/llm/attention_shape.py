@@ -19,7 +19,9 @@ W (1 / cp / causal(L) + (cp - 1) / cp / full(L / 2)).  The unmasked steps are pr
 kernel of the shorter side, L / 2 (the rate the table measures; a conservative choice for the step
 with L queries, whose extra query tiles only fill more SMs).  Between measured lengths the rate is
 log-linear in the length, outside them clamped.  The head count of the table's runs (64 or 128 query
-heads) is not rescaled to a TP shard's.
+heads) is not rescaled to a TP shard's, and a sliding-window layer is priced at the rates of the
+kernels its chunks would run without the window (its FLOPs count the window; the only windowed
+rows published are GPT-OSS's, head dim 64 with a 128-token window, not used here).
 """
 
 from __future__ import annotations
