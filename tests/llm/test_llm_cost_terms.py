@@ -89,3 +89,28 @@ def test_attention_time_of_a_cp2_layer() -> None:
     rate_f = 2 * 591 * 633 / (591 + 633) * 1e12
     rate_b = 2 * 474 * 504 / (474 + 504) * 1e12
     assert f[0] == pytest.approx(work / rate_f) and b[0] == pytest.approx(2.5 * work / rate_b)
+
+
+def test_the_margins_reach_the_layer_cost_only_with_tp_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Llama 3.1 70B, TP4 with SP, CP2: the layer's forward compute rises by exactly what the proj and fc2
+    # GEMMs lose on 108 and 116 SMs; with TP 1 (no overlap) nothing changes.
+    from llm_helpers import llama, problem, uniform
+
+    from dnnplace.evaluation.llm.step import Candidates, stage_costs
+
+    arch, pr = llama("70b"), problem(llama("70b"), 64, 128)
+    c = Candidates.of([uniform(arch, 64, 4, 4, 2, 5)])
+    with_margin = stage_costs(pr, c).layer["compute"][0][0]
+    monkeypatch.setitem(TRAINING_STACK.tp_overlap_sm_margin, ("hopper", "bf16"), (0, 0))
+    without = stage_costs(pr, c).layer["compute"][0][0]
+    tokens, h, f = A(8192 / 2), A(8192.0), A(28672.0)
+    proj = [tokens, h, A(8192 / 4)]
+    fc2 = [tokens, h, f / 4]
+    extra = sum(flops.gemm_time(*g, H100, 989e12, sms=s)[0] - flops.gemm_time(*g, H100, 989e12)[0]
+                for g, s in ((proj, 108.0), (fc2, 116.0)))
+    assert extra > 0 and with_margin - without == pytest.approx(extra, rel=1e-9)
+    one = Candidates.of([uniform(arch, 64, 1, 8, 2, 1)])
+    monkeypatch.setitem(TRAINING_STACK.tp_overlap_sm_margin, ("hopper", "bf16"), (24, 16))
+    a = stage_costs(pr, one).layer["compute"][0][0]
+    monkeypatch.setitem(TRAINING_STACK.tp_overlap_sm_margin, ("hopper", "bf16"), (0, 0))
+    assert stage_costs(pr, one).layer["compute"][0][0] == a
