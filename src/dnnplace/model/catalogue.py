@@ -300,7 +300,7 @@ def _blackwell(name: str, peaks: dict[str, float], memory: float, usable: float,
                    sources={**b200.sources, **assumed, **own, **measured, "usable_memory_bytes": usable_src})
 
 
-_GB200_FOR_GB300 = ("ASSUMPTION: GB200's MAMF rows (no GB300 row in the table); ",)
+_GB200_FOR_GB300 = "ASSUMPTION: GB200's MAMF rows (no GB300 row in the table); "
 _GB300_FOR_B300 = "ASSUMPTION for B300: the GB300 measurement (both Blackwell Ultra, no B300 run published). "
 
 
@@ -313,7 +313,7 @@ CATALOGUE.update({
                        _GB300_FOR_B300),
     "gb300": _blackwell("gb300", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 15e15}, 288e9, 288e9, 100e9, _GB300,
                         "no CUDA-reported total found: nominal (an upper bound)",
-                        (_MAMF_GB200[0], _GB200_FOR_GB300[0] + _MAMF_GB200[1]), _SDPA_GB300),
+                        (_MAMF_GB200[0], _GB200_FOR_GB300 + _MAMF_GB200[1]), _SDPA_GB300),
 })
 
 

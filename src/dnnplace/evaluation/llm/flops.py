@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnplace.evaluation.llm.attention_shape import cp_attention_rates
 from dnnplace.model.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.model.llm import TransformerArch
 
@@ -147,8 +148,6 @@ def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, d
     the kernel (:func:`attention_shape.cp_attention_rates`); a device without a table at its catalogue
     fractions.
     """
-    from dnnplace.evaluation.llm.attention_shape import cp_attention_rates
-
     fwd = attention_fwd_flops(arch, tokens, seq, tp)
     rate_f, rate_b = cp_attention_rates(dev, seq, cp)
     return fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
