@@ -34,11 +34,14 @@ def test_every_system_prices_like_its_catalogue_gpu() -> None:
         assert {f: getattr(dev, f) for f in PRICED} == {f: getattr(cat, f) for f in PRICED}, s.name
 
 
-def test_gb200_has_its_own_clocks_and_b200_s_constants() -> None:
+def test_gb200_has_its_own_clocks_mamf_and_attention() -> None:
     dev = system_device(system_spec("gb200-nvl72"))
     assert dev.peak("bf16") == 2.5e15 and dev.peak("fp8") == 5e15 and dev.peak("fp4") == 10e15
-    assert dev.hbm_bandwidth == 8e12 and dev.gemm_fraction == CATALOGUE["b200"].gemm_fraction
-    assert "ASSUMPTION" in dev.sources["gemm_fraction"]
+    assert dev.hbm_bandwidth == 8e12  # 576 TB/s / 72
+    assert dev.gemm_fraction == pytest.approx(1822.0 / 2500)  # Bekman's MAMF table, GB200 SXM BF16 row
+    assert dev.gemm_fraction_for("fp8") == pytest.approx(3615.6 / 5000)  # its FP8 row
+    assert dev.attention is not None and "GB200" in dev.sources["attention"]
+    assert dev.sm_count == CATALOGUE["b200"].sm_count and "ASSUMPTION" in dev.sources["sm_count"]
 
 
 def test_blackwell_ultra_nics_and_fp4() -> None:

@@ -17,10 +17,26 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "TRAINING_STACK", "DeviceSpec", "TrainingStack", "device_spec", "legacy_view"]
+__all__ = ["CATALOGUE", "TRAINING_STACK", "AttentionTable", "DeviceSpec", "TrainingStack", "device_spec",
+           "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
+
+
+@dataclass(frozen=True)
+class AttentionTable:
+    """Measured fused-attention throughput of one device by mask, pass and sequence length.
+
+    ``rates[(mask, pass)][seq]`` in FLOP/s, ``mask`` "causal" or "full", ``pass`` "fwd" or "bwd", for square
+    (q = kv = seq) BF16 kernels at head dim 128.  The FLOP/s count useful work only (a causal kernel's
+    FLOPs are half the full one's), so the causal rates already carry the cost of the diagonal tiles.
+    Kept as a table (not one fraction) because context parallelism hands the kernel shorter and
+    unmasked pieces (``evaluation/llm/attention_shape.py``).
+    """
+
+    rates: dict[tuple[str, str], dict[int, float]]
+    source: str
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,19 @@ class DeviceSpec:
     internode_fraction: float | None  # NCCL bus bandwidth / NIC line rate
     legacy_link_latency_ms: float = 0.01  # the old catalogue's one link latency (ms)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    # MAMF fraction per tensor-core format where one is published ("bf16", "fp8", ...); a format missing
+    # here uses ``gemm_fraction`` (the BF16 figure).
+    gemm_fractions: dict[str, float] = field(default_factory=dict)
+    # Measured fused-attention rates by mask and length; None: ``attn_*_fraction`` at every shape.
+    attention: AttentionTable | None = None
+
+    def gemm_fraction_for(self, fmt: str) -> float:
+        """MAMF fraction of the GEMMs of format ``fmt``: its own measured figure; FP4 (no MAMF row anywhere)
+        FP8's; else BF16's (``gemm_fraction``)."""
+        for key in (fmt, "fp8" if fmt == "fp4" else fmt):
+            if key in self.gemm_fractions:
+                return float(self.gemm_fractions[key])
+        return float(self.gemm_fraction or 0.0)
 
     @property
     def plannable(self) -> bool:
@@ -71,10 +100,66 @@ _DS_H100 = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column), nvidia.com/en-u
 _DS_H200 = "NVIDIA H200 Tensor Core GPU datasheet (SXM column), nvidia.com/en-us/data-center/h200"
 _DS_A100 = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column), nvidia.com/en-us/data-center/a100"
 _DS_B200 = "NVIDIA DGX B200 datasheet (per-GPU share of the 8-GPU system), nvidia.com/en-us/data-center/dgx-b200"
-_MAMF = ("Maximum Achievable Matmul FLOPS, S. Bekman, ml-engineering/compute/accelerator (mamf-finder.py); "
-         "table reproduced in github.com/mag-/gpu_benchmark README")
-_FA3 = ("FlashAttention-3 (Shah et al., 2024, arXiv:2407.08608): bf16 head dim 128, seq 8k forward 614 TFLOP/s "
-        "(pytorch/benchmark PR #2391); backward 1.5-1.75x FlashAttention-2, ~450 TFLOP/s (paper Fig. backward)")
+_MAMF = ("Maximum Achievable Matmul FLOPS comparison table, S. Bekman, github.com/stas00/ml-engineering "
+         "compute/accelerator/README.md (mamf-finder.py; mean of 100 iterations, best shape of its sweep)")
+
+
+def _mamf(row: str, bf16: tuple[float, float], fp8: tuple[float, float] | None = None) -> tuple[dict[str, float],
+                                                                                             str]:
+    """Per-format MAMF fractions from one accelerator's rows of Bekman's table: (TFLOP/s, theory) each."""
+    fr = {"bf16": bf16[0] / bf16[1]}
+    text = f"{_MAMF}: {row} BF16 {bf16[0]} of {bf16[1]} TFLOP/s"
+    if fp8 is not None:
+        fr["fp8"] = fp8[0] / fp8[1]
+        text += f", FP8 (float8_e4m3fn) {fp8[0]} of {fp8[1]}"
+    return fr, text
+
+
+_MAMF_H100 = _mamf("NVIDIA H100 SXM", (794.5, 989), (1402.6, 1979))
+# The BF16 table's H100 row says "H200 is the same"; the FP8 table has an H200 row of its own.
+_MAMF_H200 = _mamf("NVIDIA H100 SXM ('H200 is the same') / NVIDIA H200 SXM", (794.5, 989), (1453.4, 1979))
+_MAMF_A100 = _mamf("NVIDIA A100 SXM", (271.2, 312))
+_MAMF_B200 = _mamf("NVIDIA B200 SXM", (1745.0, 2250), (3432.5, 4500))
+_MAMF_GB200 = _mamf("NVIDIA GB200 SXM", (1822.0, 2500), (3615.6, 5000))
+_MAMF_B300 = _mamf("NVIDIA B300 SXM", (1769.0, 2250), (3353.3, 4500))
+
+_SDPA = ("cuDNN sdpa training benchmark, github.com/NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training "
+         "(head dim 128, GQA, batch 1, BF16, non-deterministic backward; TFLOP/s of useful work: a causal "
+         "kernel counts half the FLOPs)")
+
+
+def _sdpa(causal_fwd: dict[int, float], causal_bwd: dict[int, float], full_fwd: dict[int, float] | None,
+          full_bwd: dict[int, float] | None, where: str) -> AttentionTable:
+    """An :class:`AttentionTable` from TFLOP/s columns of one cuDNN results file."""
+    def flops(col: dict[int, float]) -> dict[int, float]:
+        return {k: v * 1e12 for k, v in col.items()}
+
+    rates = {("causal", "fwd"): flops(causal_fwd), ("causal", "bwd"): flops(causal_bwd)}
+    if full_fwd is not None and full_bwd is not None:
+        rates.update({("full", "fwd"): flops(full_fwd), ("full", "bwd"): flops(full_bwd)})
+    return AttentionTable(rates, f"{_SDPA}: {where}")
+
+
+_SEQ = (2048, 4096, 8192, 16384, 32768)
+#: H200, cuDNN 9.19 (results/h200_919_only_cudnn/llama3.1_20260227_034703.csv, 64 q / 8 kv heads).
+_SDPA_H200 = _sdpa(dict(zip(_SEQ, (484, 591, 644, 673, 688))), dict(zip(_SEQ, (370, 474, 541, 579, 581))),
+                   dict(zip(_SEQ, (633, 671, 691, 702, 693))), dict(zip(_SEQ, (504, 560, 594, 612, 572))),
+                   "results/h200_919_only_cudnn/llama3.1_20260227_034703.csv (H200, cuDNN 9.19)")
+#: GB200, cuDNN 9.22 (results/llama3.1/gb200/llama3.1_20260424_100750.csv).
+_SDPA_GB200 = _sdpa(dict(zip(_SEQ, (1097, 1408, 1574, 1708, 1622))), dict(zip(_SEQ, (885, 1148, 1332, 1328, 1226))),
+                    dict(zip(_SEQ, (1433, 1599, 1771, 1697, 1634))), dict(zip(_SEQ, (1124, 1350, 1404, 1374, 1262))),
+                    "results/llama3.1/gb200/llama3.1_20260424_100750.csv (GB200, cuDNN 9.22)")
+#: GB300, same run (results/llama3.1/gb300/llama3.1_20260424_100757.csv).
+_SDPA_GB300 = _sdpa(dict(zip(_SEQ, (1373, 1703, 1856, 1915, 1953))), dict(zip(_SEQ, (967, 1248, 1435, 1507, 1490))),
+                    dict(zip(_SEQ, (1805, 1900, 2017, 2014, 1836))), dict(zip(_SEQ, (1213, 1429, 1531, 1536, 1427))),
+                    "results/llama3.1/gb300/llama3.1_20260424_100757.csv (GB300, cuDNN 9.22)")
+#: B200: causal only, the BF16 rows of artifacts/sdpa_fp8_benchmark_results_NVIDIA_B200.csv (cuDNN frontend
+#: called directly, as Transformer Engine does; 128 q / 8 kv heads; cudnn-frontend v1.15 release).
+_SEQ_B200 = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+_SDPA_B200 = _sdpa(dict(zip(_SEQ_B200, (244.143, 561.287, 907.547, 1141.140, 1384.231, 1475.253, 1514.764))),
+                   dict(zip(_SEQ_B200, (200.594, 376.937, 545.088, 832.907, 994.850, 1151.690, 1180.250))),
+                   None, None, "artifacts/sdpa_fp8_benchmark_results_NVIDIA_B200.csv, its bf16 rows (B200, "
+                   "causal only: unmasked pieces priced at the causal rates)")
 _FA2 = "FlashAttention-2 (Dao, 2023, arXiv:2307.08691): A100 forward up to 73% of peak, backward ~ 55-63%"
 _HBM = ("BabelStream/STREAM triad on HBM GPUs sustains ~85-90% of peak (e.g. Deakin et al., BabelStream; "
         "NVIDIA nvbandwidth); 0.85 used for PyTorch/TE element-wise kernels")
@@ -86,13 +171,25 @@ _LAT = "NCCL ring step latency: a few microseconds over NVLink, ~10 us over Infi
 _SMI = "total memory CUDA reports (torch.cuda.get_device_properties / nvidia-smi), 81559 MiB for H100 80GB HBM3"
 
 
-def _h100_like(name: str, hbm_bw: float, memory: float, usable: float, ds: str) -> DeviceSpec:
+_H200_FOR_H100 = ("ASSUMPTION for H100: the H200 measurement (same GH100 die, 132 SMs, same clocks and 700 W; "
+                  "attention is compute-bound, H200's faster HBM barely matters). ")
+
+
+def _attn_fractions(table: AttentionTable, peak: float) -> tuple[float, float]:
+    """The causal 8k rates as fractions of the BF16 peak: the reference shape where no table is consulted."""
+    return table.rates[("causal", "fwd")][8192] / peak, table.rates[("causal", "bwd")][8192] / peak
+
+
+def _h100_like(name: str, hbm_bw: float, memory: float, usable: float, ds: str,
+               mamf: tuple[dict[str, float], str], sdpa_note: str) -> DeviceSpec:
+    fwd, bwd = _attn_fractions(_SDPA_H200, 989e12)
     return DeviceSpec(
         name=name, peak_flops={"bf16": 989e12, "fp8": 1979e12}, hbm_bandwidth=hbm_bw, memory_bytes=memory,
         usable_memory_bytes=usable, nvlink_bandwidth=450e9, internode_bandwidth=50e9,
         nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=132, gemm_tile=(128, 256),
-        gemm_fraction=792.1 / 989, attn_fwd_fraction=614 / 989, attn_bwd_fraction=450 / 989,
+        gemm_fraction=mamf[0]["bf16"], attn_fwd_fraction=fwd, attn_bwd_fraction=bwd,
         hbm_fraction=0.85, nvlink_fraction=0.8, internode_fraction=0.9,
+        gemm_fractions=mamf[0], attention=_SDPA_H200,
         sources={
             "peak_flops": f"{ds}: BF16 989 TFLOP/s, FP8 1979 TFLOP/s dense (half the sparse figures)",
             "hbm_bandwidth": ds, "memory_bytes": ds, "usable_memory_bytes": _SMI,
@@ -101,21 +198,23 @@ def _h100_like(name: str, hbm_bw: float, memory: float, usable: float, ds: str) 
             "nvlink_latency_s": _LAT, "internode_latency_s": _LAT,
             "sm_count": "NVIDIA Hopper architecture whitepaper: H100 SXM5 has 132 SMs",
             "gemm_tile": "CUTLASS/cuBLAS Hopper bf16 warp-specialised kernels: 128x256 output tiles",
-            "gemm_fraction": f"{_MAMF}: H100 SXM bf16 792.1 TFLOP/s of 989 (fp8 assumed the same fraction)",
-            "attn_fwd_fraction": _FA3, "attn_bwd_fraction": _FA3, "hbm_fraction": _HBM,
+            "gemm_fraction": mamf[1], "gemm_fractions": mamf[1],
+            "attention": sdpa_note + _SDPA_H200.source,
+            "attn_fwd_fraction": f"{sdpa_note}{_SDPA_H200.source}: causal 8k forward",
+            "attn_bwd_fraction": f"{sdpa_note}{_SDPA_H200.source}: causal 8k backward", "hbm_fraction": _HBM,
             "nvlink_fraction": _NCCL_NVL, "internode_fraction": _NCCL_IB,
         })
 
 
 CATALOGUE: dict[str, DeviceSpec] = {
-    "h100": _h100_like("h100", 3.35e12, 80e9, 81559 * MIB, _DS_H100),
-    "h200": _h100_like("h200", 4.8e12, 141e9, 143771 * MIB, _DS_H200),
+    "h100": _h100_like("h100", 3.35e12, 80e9, 81559 * MIB, _DS_H100, _MAMF_H100, _H200_FOR_H100),
+    "h200": _h100_like("h200", 4.8e12, 141e9, 143771 * MIB, _DS_H200, _MAMF_H200, ""),
     "a100": DeviceSpec(
         name="a100", peak_flops={"bf16": 312e12}, hbm_bandwidth=2.0e12, memory_bytes=80e9,
         usable_memory_bytes=81920 * MIB, nvlink_bandwidth=300e9, internode_bandwidth=25e9,
         nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=108, gemm_tile=(128, 256),
-        gemm_fraction=267.9 / 312, attn_fwd_fraction=0.70, attn_bwd_fraction=0.55, hbm_fraction=0.85,
-        nvlink_fraction=0.8, internode_fraction=0.9,
+        gemm_fraction=_MAMF_A100[0]["bf16"], attn_fwd_fraction=0.70, attn_bwd_fraction=0.55, hbm_fraction=0.85,
+        nvlink_fraction=0.8, internode_fraction=0.9, gemm_fractions=_MAMF_A100[0],
         sources={"peak_flops": f"{_DS_A100}: BF16 312 TFLOP/s dense",
                  "hbm_bandwidth": f"{_DS_A100}: 2,039 GB/s (the old catalogue's rounded 2.0 TB/s kept)",
                  "memory_bytes": _DS_A100, "usable_memory_bytes": "nvidia-smi: 81920 MiB",
@@ -123,27 +222,35 @@ CATALOGUE: dict[str, DeviceSpec] = {
                  "internode_bandwidth": "DGX A100: one 200 Gb/s HDR NIC per GPU = 25 GB/s",
                  "nvlink_latency_s": _LAT, "internode_latency_s": _LAT,
                  "sm_count": "NVIDIA A100 whitepaper: 108 SMs", "gemm_tile": "CUTLASS Ampere bf16 128x256 tiles",
-                 "gemm_fraction": f"{_MAMF}: A100 SXM bf16 267.9 TFLOP/s of 312",
+                 "gemm_fraction": _MAMF_A100[1], "gemm_fractions": _MAMF_A100[1],
                  "attn_fwd_fraction": _FA2, "attn_bwd_fraction": _FA2, "hbm_fraction": _HBM,
                  "nvlink_fraction": "nccl-tests DGX A100 all_reduce ~230-240 GB/s of 300 -> 0.8",
                  "internode_fraction": "nccl-tests HDR 200 Gb/s: ~22-23 GB/s of 25 -> 0.9"}),
     "b200": DeviceSpec(
-        name="b200", peak_flops={"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15}, hbm_bandwidth=8e12,
+        name="b200", peak_flops={"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15}, hbm_bandwidth=7.7e12,
         memory_bytes=180e9, usable_memory_bytes=183359 * MIB, nvlink_bandwidth=900e9, internode_bandwidth=50e9,
         nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=148, gemm_tile=(256, 256),
-        gemm_fraction=792.1 / 989, attn_fwd_fraction=614 / 989, attn_bwd_fraction=450 / 989,
+        gemm_fraction=_MAMF_B200[0]["bf16"], attn_fwd_fraction=_attn_fractions(_SDPA_B200, 2.25e15)[0],
+        attn_bwd_fraction=_attn_fractions(_SDPA_B200, 2.25e15)[1],
         hbm_fraction=0.85, nvlink_fraction=0.8, internode_fraction=0.9,
+        gemm_fractions=_MAMF_B200[0], attention=_SDPA_B200,
         sources={"peak_flops": f"{_DS_B200}: 72 PF FP8 training / 8 GPUs = 9 PF sparse -> 4.5 PF dense FP8, "
                                "2.25 PF dense BF16; FP4 144 PF sparse / 8 -> 9 PF dense",
-                 "hbm_bandwidth": f"{_DS_B200}: 64 TB/s / 8", "memory_bytes": f"{_DS_B200}: 1,440 GB / 8",
+                 "hbm_bandwidth": "NVIDIA HGX B200 specification (HGX B200 column, per GPU): 7.7 TB/s HBM3e, "
+                                  "as NVIDIA's H200 / HGX B200 comparison table gives it (hpc-ai.com, 'NVIDIA B200 "
+                                  f"GPU: Architecture, GB200 Comparison'); the DGX table's 64 TB/s / 8 = 8 TB/s "
+                                  f"({_DS_B200}) is the rounded system total",
+                 "memory_bytes": f"{_DS_B200}: 1,440 GB / 8",
                  "usable_memory_bytes": "nvidia-smi on DGX B200: 183359 MiB per GPU (NeMo performance-script "
                                         "log, pretrain_llama3_8b -g b200)",
                  "nvlink_bandwidth": f"{_DS_B200}: NVLink5 1.8 TB/s bidirectional per GPU",
                  "internode_bandwidth": f"{_DS_B200}: 8x ConnectX-7 400 Gb/s",
                  "sm_count": "Blackwell B200: 148 SMs", "gemm_tile": "CUTLASS Blackwell 2-SM 256x256 tiles",
-                 "gemm_fraction": "ASSUMPTION: H100's MAMF fraction (no published B200 MAMF found)",
-                 "attn_fwd_fraction": "ASSUMPTION: H100's FlashAttention-3 fractions",
-                 "attn_bwd_fraction": "ASSUMPTION: H100's FlashAttention-3 fractions",
+                 "gemm_fraction": _MAMF_B200[1], "gemm_fractions": _MAMF_B200[1] + "; FP4: no row, FP8's "
+                                                                                    "fraction (ASSUMPTION)",
+                 "attention": _SDPA_B200.source,
+                 "attn_fwd_fraction": f"{_SDPA_B200.source}: causal 8k forward",
+                 "attn_bwd_fraction": f"{_SDPA_B200.source}: causal 8k backward",
                  "hbm_fraction": _HBM, "nvlink_fraction": "ASSUMPTION: H100's NCCL fraction",
                  "internode_fraction": _NCCL_IB}),
     # Only for the old roofline view: no sourced efficiency figures, so the LLM planner refuses them.
@@ -176,24 +283,37 @@ _GB300 = ("NVIDIA GB300 NVL72 datasheet (per GPU of 72): BF16 5 / FP8 10 PF spar
 
 
 def _blackwell(name: str, peaks: dict[str, float], memory: float, usable: float, internode: float, ds: str,
-               usable_src: str) -> DeviceSpec:
-    """A Blackwell GPU of the NVL72 / B300 systems (model/systems.py): its datasheet figures, B200's constants."""
+               usable_src: str, mamf: tuple[dict[str, float], str], sdpa: AttentionTable,
+               sdpa_note: str = "") -> DeviceSpec:
+    """A Blackwell GPU of the NVL72 / B300 systems (model/systems.py): its datasheet figures, its own MAMF and
+    cuDNN attention rows where published (``sdpa_note`` says when a sibling's are used), B200's other constants."""
     b200 = CATALOGUE["b200"]
     own = {k: ds for k in ("peak_flops", "hbm_bandwidth", "memory_bytes", "internode_bandwidth")}
-    assumed = {k: _LIKE_B200 for k in ("sm_count", "gemm_tile", "gemm_fraction", "attn_fwd_fraction",
-                                       "attn_bwd_fraction", "nvlink_fraction")}
+    assumed = {k: _LIKE_B200 for k in ("sm_count", "gemm_tile", "nvlink_fraction")}
+    fwd, bwd = _attn_fractions(sdpa, peaks["bf16"])
+    measured = {"gemm_fraction": mamf[1], "gemm_fractions": mamf[1], "attention": sdpa_note + sdpa.source,
+                "attn_fwd_fraction": f"{sdpa_note}{sdpa.source}: causal 8k forward",
+                "attn_bwd_fraction": f"{sdpa_note}{sdpa.source}: causal 8k backward"}
     return replace(b200, name=name, peak_flops=peaks, hbm_bandwidth=8e12, memory_bytes=memory,
-                   usable_memory_bytes=usable, internode_bandwidth=internode,
-                   sources={**b200.sources, **assumed, **own, "usable_memory_bytes": usable_src})
+                   usable_memory_bytes=usable, internode_bandwidth=internode, gemm_fraction=mamf[0]["bf16"],
+                   gemm_fractions=mamf[0], attention=sdpa, attn_fwd_fraction=fwd, attn_bwd_fraction=bwd,
+                   sources={**b200.sources, **assumed, **own, **measured, "usable_memory_bytes": usable_src})
+
+
+_GB200_FOR_GB300 = "ASSUMPTION: GB200's MAMF rows (no GB300 row in the table); "
+_GB300_FOR_B300 = "ASSUMPTION for B300: the GB300 measurement (both Blackwell Ultra, no B300 run published). "
 
 
 CATALOGUE.update({
     "gb200": _blackwell("gb200", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15}, 186e9, 189471 * MIB, 50e9, _GB200,
-                        "nvidia-smi on GB200 NVL72 trays: 189471 MiB per GPU (1200 W limit)"),
+                        "nvidia-smi on GB200 NVL72 trays: 189471 MiB per GPU (1200 W limit)", _MAMF_GB200,
+                        _SDPA_GB200),
     "b300": _blackwell("b300", {"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 13.5e15}, 288e9, 288e9, 100e9, _B300,
-                       "no CUDA-reported total found: nominal (an upper bound)"),
+                       "no CUDA-reported total found: nominal (an upper bound)", _MAMF_B300, _SDPA_GB300,
+                       _GB300_FOR_B300),
     "gb300": _blackwell("gb300", {"bf16": 2.5e15, "fp8": 5e15, "fp4": 15e15}, 288e9, 288e9, 100e9, _GB300,
-                        "no CUDA-reported total found: nominal (an upper bound)"),
+                        "no CUDA-reported total found: nominal (an upper bound)",
+                        (_MAMF_GB200[0], _GB200_FOR_GB300 + _MAMF_GB200[1]), _SDPA_GB300),
 })
 
 
@@ -239,6 +359,11 @@ class TrainingStack:
     flash_bwd_ratio: float = 2.5  # flash attention backward FLOPs / forward FLOPs
     ce_bytes_fwd: float = 18.0  # bytes per logit, vocab-parallel cross entropy forward
     ce_bytes_bwd: float = 6.0  # and backward
+    # SMs the pipelined reduce-scatter overlapped with the out projection's and fc2's forward GEMMs takes
+    # from them (set_sm_margin), by (GPU generation, GEMM format): (proj_fprop, fc2_fprop).
+    tp_overlap_sm_margin: dict[tuple[str, str], tuple[int, int]] = field(default_factory=lambda: {
+        ("hopper", "bf16"): (24, 16), ("hopper", "fp8"): (24, 16),
+        ("blackwell", "bf16"): (32, 16), ("blackwell", "fp8"): (1, 1), ("blackwell", "fp4"): (1, 1)})
     sources: dict[str, str] = field(default_factory=lambda: {
         "weight_bytes": "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without the distributed "
                         "optimizer, 6 + 12/dp with it (bf16 weight 2, fp32 grad 4, fp32 master + 2 moments 12)",
@@ -257,7 +382,20 @@ class TrainingStack:
         "ce_bytes_fwd": "Megatron vocab_parallel_cross_entropy passes: read 16-bit logits, write fp32, "
                         "read for the max, read + write for exp, read for the sum",
         "ce_bytes_bwd": "its backward reads the fp32 softmax and writes the 16-bit gradient",
+        "tp_overlap_sm_margin": "NeMo recipes/tp_overlap_configs/userbuffers.py, the Llama 3 / 3.1 pretraining "
+                                "configs (h8192 tp4 H100, h8192 tp2 B200, h16384 tp8 cp2 H100, h16384 tp4 cp2 "
+                                "B200): proj_fprop / fc2_fprop as PipelineOverlapCfg(num_sm=N, set_sm_margin="
+                                "True) -- H100 BF16 and FP8 proj 24, B200 BF16 proj 32 -- or, B200 FP8, "
+                                "RingExchangeOverlapCfg(num_sm=1, set_sm_margin=True); fc2, where the configs "
+                                "differ (16 vs 8), TE's default pipeline num_sm=16 (transformer_engine/pytorch/"
+                                "module/base.py initialize_ub); TE comm_gemm_overlap.cpp: _math_sms = sm_count - "
+                                "num_comm_sm when set_sm_margin. FP4 GEMMs: FP8's (no NVFP4 config published)",
     }, compare=False)
+
+    def sm_margin(self, generation: str, fmt: str) -> tuple[int, int]:
+        """(proj, fc2) forward-GEMM SM margins under TP comm overlap; (0, 0) where no config is published
+        (Ampere)."""
+        return self.tp_overlap_sm_margin.get((generation, fmt), (0, 0))
 
 
 #: The training stack every LLM plan is priced for (one set of figures, never per model).

@@ -11,7 +11,8 @@ NVLink4 = 450 GB/s each way; 1.8 TB/s NVLink5 = 900 GB/s each way).  NIC figures
 fabric only (the storage / in-band NICs carry no training traffic).
 
 Every system's GPU is a device-catalogue entry (the GB200, B300 and GB300 ones carry their own
-datasheet peaks and memory, and B200's efficiency constants until published figures of their own).
+datasheet peaks and memory, their own MAMF and cuDNN attention measurements where published -- a
+sibling's, marked ASSUMPTION, where not -- and B200's other efficiency constants).
 """
 
 from __future__ import annotations

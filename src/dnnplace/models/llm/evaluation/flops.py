@@ -6,9 +6,12 @@ scalar evaluator and the search run the very same code.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.models.llm.evaluation.attention_shape import cp_attention_rates
 from dnnplace.models.llm.spec import TransformerArch
 
 Array = np.ndarray
@@ -32,24 +35,36 @@ def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> 
     return float(global_batch) * seq * per_token
 
 
-def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0) -> Array:
-    """Fraction of peak a GEMM with an m x n output reaches: MAMF x tile and wave quantisation.
+def gemm_format(dev: DeviceSpec, peak: float) -> str:
+    """The tensor-core format whose dense peak ``peak`` is (BF16 when none matches): whose MAMF applies."""
+    for fmt, p in dev.peak_flops.items():
+        if p == peak:
+            return fmt
+    return "bf16"
+
+
+def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0, fmt: str = "bf16",
+                    sms: Array | float | None = None) -> Array:
+    """Fraction of peak a GEMM with an m x n output reaches: MAMF of its format x tile and wave quantisation.
 
     The output is cut into tiles; a partial tile costs a full one, and the last
     wave of tiles over the SMs runs partly empty (why shapes just past a multiple are slow).
     A grouped GEMM (``groups`` problems of the same shape in one kernel, the MoE experts) shares one
-    wave count over the tiles of all its groups.
+    wave count over the tiles of all its groups.  ``sms`` < ``sm_count``: the GEMM is limited to that many
+    SMs (cuBLAS's SM count target, which Transformer Engine sets when a communication kernel overlapped
+    with it keeps an SM margin): the peak scales by sms / sm_count and the waves are counted over sms.
     """
     tm, tn = dev.gemm_tile
+    used = dev.sm_count if sms is None else np.minimum(np.asarray(sms, dtype=float), dev.sm_count)
     tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
     tile_fill = groups * m * n / np.maximum(tiles * tm * tn, 1.0)
-    waves = tiles / dev.sm_count
+    waves = tiles / used
     wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
-    return float(dev.gemm_fraction or 0.0) * tile_fill * wave_fill
+    return dev.gemm_fraction_for(fmt) * tile_fill * wave_fill * (used / dev.sm_count)
 
 
 def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0,
-              groups: Array | float = 1.0) -> Array:
+              groups: Array | float = 1.0, sms: Array | float | None = None) -> Array:
     """Seconds for (m x k) @ (k x n): the main loop (slower of tensor cores and operand traffic) + epilogue.
 
     The epilogue writes the m x n output (``out_bytes`` per element: 2 for a 16-bit result, 8
@@ -57,10 +72,12 @@ def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_by
     after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.  With
     ``groups`` > 1 the same shape runs once per group in one kernel, each group reading its own
     weights: few rows per group make it bandwidth-bound (the inefficiency of small expert GEMMs).
+    ``peak`` names the format too: the MAMF fraction is that of the format with this peak
+    (:func:`gemm_format`).  ``sms``: the SMs the GEMM may use (:func:`gemm_efficiency`).
     """
     hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
     work = 2.0 * groups * m * n * k
-    eff = np.maximum(gemm_efficiency(m, n, dev, groups), 1e-12)
+    eff = np.maximum(gemm_efficiency(m, n, dev, groups, gemm_format(dev, peak), sms), 1e-12)
     compute = np.where(work > 0, work / (peak * eff), 0.0)
     operands = 2.0 * groups * (m * k + k * n) / hbm
     return np.maximum(compute, operands) + out_bytes * groups * m * n / hbm
@@ -80,13 +97,15 @@ def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[A
 WGRAD_OUT_BYTES = TRAINING_STACK.wgrad_out_bytes
 
 
-def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec,
-                       peak: float) -> tuple[list[Array], list[Array]]:
+def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec, peak: float,
+                       fwd_sms: Sequence[Array | float | None] | None = None) -> tuple[list[Array], list[Array]]:
     """Per GEMM: forward time, and backward time (data gradient m x k plus weight gradient k x n).
 
-    Weight gradients accumulate into the fp32 main_grad (gradient_accumulation_fusion).
+    Weight gradients accumulate into the fp32 main_grad (gradient_accumulation_fusion).  ``fwd_sms[i]``:
+    the SMs forward GEMM i may use (an overlapped reduce-scatter's SM margin), None for all of them.
     """
-    fwd = [gemm_time(m, n, k, dev, peak) for m, n, k in shapes]
+    sms = fwd_sms or [None] * len(shapes)
+    fwd = [gemm_time(m, n, k, dev, peak, sms=u) for (m, n, k), u in zip(shapes, sms)]
     bwd = [gemm_time(m, k, n, dev, peak) + gemm_time(k, n, m, dev, peak, WGRAD_OUT_BYTES) for m, n, k in shapes]
     return fwd, bwd
 
@@ -123,13 +142,17 @@ def attention_fwd_flops(arch: TransformerArch, tokens: Array, seq: int, tp: Arra
 FLASH_BWD_RATIO = TRAINING_STACK.flash_bwd_ratio
 
 
-def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array,
-                    dev: DeviceSpec) -> tuple[Array, Array]:
-    """Forward and backward seconds of one layer's fused attention (always 16-bit: FP8 recipes keep it)."""
-    peak = dev.peak("bf16")
+def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, dev: DeviceSpec,
+                    cp: Array | float = 1.0) -> tuple[Array, Array]:
+    """Forward and backward seconds of one layer's fused attention (always 16-bit: FP8 recipes keep it).
+
+    At the rates the device's measured table gives for the kernel shapes context parallelism hands
+    the kernel (:func:`attention_shape.cp_attention_rates`); a device without a table at its catalogue
+    fractions.
+    """
     fwd = attention_fwd_flops(arch, tokens, seq, tp)
-    return (fwd / (peak * float(dev.attn_fwd_fraction or 0.0)),
-            FLASH_BWD_RATIO * fwd / (peak * float(dev.attn_bwd_fraction or 0.0)))
+    rate_f, rate_b = cp_attention_rates(dev, seq, cp)
+    return fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
 
 
 def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tuple[Array, Array]:
@@ -158,3 +181,18 @@ CE_BYTES_FWD, CE_BYTES_BWD = TRAINING_STACK.ce_bytes_fwd, TRAINING_STACK.ce_byte
 def hbm_time(nbytes: Array, dev: DeviceSpec) -> Array:
     """Seconds a streaming kernel needs to move ``nbytes`` through HBM."""
     return nbytes / (dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0))
+
+
+def tp_overlap_sms(dev: DeviceSpec, generation: str, overlap: Array) -> Callable[[str], list[Array | None]]:
+    """Per layer GEMM (QKV, proj, fc1, fc2), the SMs its forward may use, for GEMMs of a given format.
+
+    Where TP communication is overlapped (``overlap``: TP > 1 with sequence parallelism, NeMo's
+    tp_comm_overlap), Transformer Engine runs the reduce-scatters after the out projection and fc2 as
+    pipelined / ring-exchange kernels with ``set_sm_margin``: those forward GEMMs get sm_count - margin SMs
+    (catalogue ``TrainingStack.tp_overlap_sm_margin``).  The bulk overlaps of the backward take no margin.
+    """
+    def sms(fmt: str) -> list[Array | None]:
+        proj, fc2 = TRAINING_STACK.sm_margin(generation, fmt)
+        full = float(dev.sm_count)
+        return [None, np.where(overlap, full - proj, full), None, np.where(overlap, full - fc2, full)]
+    return sms

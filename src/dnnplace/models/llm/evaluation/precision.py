@@ -75,8 +75,9 @@ SOURCES: dict[str, str] = {
     # The gradient buffer's dtype is a trainer setting, not part of a recipe: NeMo's performance scripts
     # set it per script (docs/dev/fidelity.md), so it is a knob of its own.
     "grad_dtype": "NeMo scripts/llm/performance/llama3_8b.py (2024): plugins.grad_reduce_in_fp32 = False "
-                  "for every compute dtype; pretrain_llama3_8b.py (2025): only with --compute_dtype fp8; "
-                  "pretrain_llama31_405b.py: not set, so bf16_mixed()'s grad_reduce_in_fp32=True",
+                  "for every compute dtype; from NeMo 2.3 (25.04) scripts/performance/utils.py "
+                  "set_primary_perf_configs sets it False with compute_dtype fp8 for every script, the 405B "
+                  "one included, and leaves bf16_mixed()'s grad_reduce_in_fp32=True for BF16",
 }
 
 

@@ -158,13 +158,14 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     # BF16 do not (priced as the average layer: ``q`` is the quantized share).
     rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
     shapes = flops.layer_gemms(a, tokens, tp)
-    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16)
+    margins = flops.tp_overlap_sms(dev, gen, (tp > 1) & c.sp)
+    gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16, margins("bf16"))
     q = rec.quantized_layers(a.num_layers) / a.num_layers
     if rec.quantized:
-        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev))
+        qf, qb = flops.fwd_bwd_gemm_times(shapes, dev, rec.gemm_peak(dev), margins(rec.gemm_format))
         gf = [q * x + (1 - q) * y for x, y in zip(qf, gf)]
         gb = [q * x + (1 - q) * y for x, y in zip(qb, gb)]
-    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev)
+    attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev, c.cp)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
     comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
@@ -240,7 +241,7 @@ def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll
     if mm.mla is not None:
         att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
     else:
-        cf, cb = flops.attention_times(a, tokens, s, tp, dev)
+        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
         att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
