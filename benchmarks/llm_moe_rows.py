@@ -1,6 +1,6 @@
 """The published mixture-of-experts training rows the LLM planner is checked against (issue 32), as data.
 
-Each row: the model's config.json (tests/llm/fixtures/, copied from the shared LLM measurements),
+Each row: the model's config.json (tests/models/llm/fixtures/, copied from the shared LLM measurements),
 the system, the published layout (TP, PP, VP, EP, ETP, dispatcher, selective-recompute modules and
 the pipeline layout the recipe sets) and the measured seconds per step, with its source.
 ``python benchmarks/llm_moe_rows.py [--search]`` prints each row's model FLOPs (the recipes' formula,

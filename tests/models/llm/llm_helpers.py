@@ -8,7 +8,7 @@ from dnnplace.core.catalogue import device_spec
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "llm"
 
 
 def llama(size: str) -> TransformerArch:

@@ -18,7 +18,7 @@ from dnnplace.models.llm.exporters.megatron_moe import layer_freq, moe_model_arg
 from dnnplace.models.llm.moe_config import load_moe
 from dnnplace.models.llm.moe_rules import check_moe_config, moe_columns
 
-FIXTURES = Path(__file__).resolve().parents[1] / "llm" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MODELS = ("deepseek-v3", "llama-4-maverick-17b-128e", "qwen3-30b-a3b")
 
 

@@ -74,7 +74,7 @@ def test_each_rule_refuses_by_name(change: dict, gpus: int, gbs: int, seq: int, 
 
 
 def test_every_rule_has_a_case() -> None:
-    from dnnplace.models.llm.moe_rules import MOE_CONFIG_RULES  # their cases: tests/llm/test_moe_rules.py
+    from dnnplace.models.llm.moe_rules import MOE_CONFIG_RULES  # their cases: tests/models/llm/test_moe_rules.py
 
     assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES} | {r.name for r in MOE_CONFIG_RULES}
 

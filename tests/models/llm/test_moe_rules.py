@@ -140,5 +140,5 @@ def test_a2a_overlap_with_two_mtp_layers_is_refused() -> None:
 def test_every_moe_rule_has_a_case() -> None:
     named = {case[1] for case in BROKEN} | {"mla_up_proj_mla", "shared_experts_exist", "mlp_exists",
                                             "etp_expert_ffn", "flex_expert_ranks", "dispatcher", "a2a_overlap_mtp",
-                                            "expert_bias_etp"}  # the last: tests/exporters/test_megatron_moe.py
+                                            "expert_bias_etp"}  # the last: exporters/test_megatron_moe.py
     assert {r.name for r in MOE_CONFIG_RULES} == named
