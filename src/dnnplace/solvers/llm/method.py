@@ -17,7 +17,7 @@ from dnnplace.model.llm import LLMProblem
 from dnnplace.model.llm_config import pin_fields
 from dnnplace.solvers.base import RunContext, Solver, SolverOutput, param
 
-_TYPES: dict[str, Any] = {"count": int | None, "switch": bool | None, "choice": str | None}
+_TYPES: dict[str, Any] = {"count": int | None, "switch": bool | None, "choice": str | None, "level": int | None}
 
 
 def _pin_param(f: dataclasses.Field) -> tuple[str, Any, Any]:

@@ -39,6 +39,7 @@ from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_prob
 from dnnplace.evaluation.llm.step import (
     BatchResult,
     Candidates,
+    StageCosts,
     estimate_at,
     evaluate_batch,
     p2p_time,
@@ -184,24 +185,49 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     keep()
     vp_choices = {int(p): pin_or("vp", list(range(1, L // p + 1)) or [1]) for p in np.unique(cols["pp"])}
     rc = [RECOMPUTE.index(str(fixed["recompute"]))] if "recompute" in fixed else [0, 1, 2]
-    dist = [bool(fixed["distributed_optimizer"])] if "distributed_optimizer" in fixed else [True, False]
-    size = sum(len(vp_choices[int(p)]) for p in cols["pp"]) * len(rc) * len(dist)
+    zeros = _zero_choices(problem, fixed)
+    size = sum(len(vp_choices[int(p)]) for p in cols["pp"]) * len(rc) * len(zeros)
     if size > MAX_BASES:
         raise DnnplaceError(f"the decision space holds {size:,} base configurations (more than {MAX_BASES:,}): "
-                            "pin some knobs (--fix tp=...,pp=...)")
+                            "pin some knobs (--fix tp=...,pp=...,zero=...)")
     cols = _expand(cols, "vp", cols["pp"], lambda p: vp_choices[p])
     have.add("vp")
     keep()
     cols = _expand(cols, "recompute", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: rc)
     have.add("recompute")
-    cols = _expand(cols, "distributed_optimizer", np.zeros(len(cols["tp"]), dtype=np.int64),
-                   lambda _: [int(d) for d in dist])
-    cols["distributed_optimizer"] = cols["distributed_optimizer"].astype(bool)
-    have.add("distributed_optimizer")
+    cols = _sharding_columns(fixed, cols, zeros)
+    have |= {"zero", "distributed_optimizer", "grad_dtype"}
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
                                                                                      clock))
+    return cols
+
+
+def _zero_choices(problem: LLMProblem, fixed: dict[str, object]) -> list[int]:
+    """The ZeRO stages the search tries: the pin, else every stage (0-1 only for a mixture of experts, whose
+    cost terms price the distributed optimizer alone); a pinned distributed optimizer leaves its stages."""
+    from dnnplace.model.llm_config import ZERO_STAGES
+
+    if "zero" in fixed:
+        return [int(fixed["zero"])]  # type: ignore[call-overload]
+    stages = [z for z in ZERO_STAGES if problem.arch.num_experts == 1 or z < 2]
+    if "distributed_optimizer" in fixed:
+        stages = [z for z in stages if (z >= 1) == bool(fixed["distributed_optimizer"])]
+    return stages or [0]
+
+
+def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int]) -> Columns:
+    """The data-parallel sharding knobs: each ZeRO stage of ``zeros`` (ascending, so that ties go to the less
+    sharded one), the distributed optimizer it means (or its pin, for the rules to check), and the gradient
+    dtype (its pin, else fp32: a numerics choice the search does not make)."""
+    from dnnplace.model.llm_config import GRAD_DTYPES
+
+    cols = _expand(cols, "zero", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: zeros)
+    cols["distributed_optimizer"] = (np.full(len(cols["tp"]), bool(fixed["distributed_optimizer"]))
+                                     if "distributed_optimizer" in fixed else cols["zero"] >= 1)
+    grad = GRAD_DTYPES.index(str(fixed.get("grad_dtype", "fp32")))
+    cols["grad_dtype"] = np.full(len(cols["tp"]), grad, dtype=np.int64)
     return cols
 
 
@@ -270,15 +296,19 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
     names = (("ep", "ep"), ("etp", "etp"), ("dispatcher", "dispatcher"), ("modules", "recompute_modules"))
     expert = {k: (num(c) if c in cols else None) for k, c in names}
     a2a = cols["a2a_overlap"][rows].astype(bool) if "a2a_overlap" in cols else None
+    sharding = {k: (num(c) if c in cols else None) for k, c in (("zero", "zero"), ("grad", "grad_dtype"))}
     return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
                       recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
-                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert)
+                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert,
+                      **sharding)
 
 
 def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
-                 split_rows: dict[tuple[int, int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None,
+                 floor_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
-    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
+    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone; ``floor_out``
+    receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`)."""
     L = problem.arch.num_layers
     pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
@@ -291,7 +321,36 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
     if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
         lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
+    floor = _sharded_floor(problem, c, costs)
+    if floor_out is not None:
+        floor_out[:] = floor
+    lb = lb + floor
     return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
+
+
+def _sharded_floor(problem: LLMProblem, c: Candidates, costs: StageCosts) -> np.ndarray:
+    """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
+    whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
+    with the most layers (at least ceil(L / pp); the exposure grows with the layers), without the step-end
+    all-gather, and with the embedding and head where one rank holds everything (pp = 1)."""
+    if problem.moe is not None:
+        return np.zeros(len(c))
+    from dnnplace.evaluation.llm import comm, fsdp, precision
+    from dnnplace.evaluation.llm.step import KINDS
+
+    a = problem.arch
+    zero, grad_b = c.sharding()
+    domain = comm.nvlink_domain(problem.cluster)
+    group = c.dp * c.cp
+    span = c.tp * group
+    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp, domain), domain, problem.cluster.gpus,
+                              problem.device)
+    gather = precision.recipe(problem.job.precision).param_allgather_bytes()
+    per_f, per_b = (sum(costs.layer[k][part] for k in KINDS) for part in (0, 1))
+    extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
+    none = np.zeros(len(c))
+    return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
+                                np.ceil(a.num_layers / c.pp), per_f, per_b, costs.m, gather, grad_b, none)
 
 
 def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
@@ -313,8 +372,41 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
                 + memory.BUFFER_FIXED_BYTES)
     params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
               + memory.head_params(a, c.tp, c.pp)) / c.pp
-    return (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params \
-        + memory.BUFFER_FIXED_BYTES
+    zero, grad_b = c.sharding()  # ZeRO-2 shards the gradients, ZeRO-3 the weights too
+    group = np.maximum(c.dp * c.cp, 1.0)
+    weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
+    grads = grad_b / np.where(zero >= 2, group, 1.0)
+    average = (weights + grads + memory.OPTIMIZER_BYTES / shard) * params + memory.BUFFER_FIXED_BYTES
+    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group))
+
+
+def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero: np.ndarray, grad_b: np.ndarray,
+                     group: np.ndarray) -> np.ndarray:
+    """Proven lower bound on the peak memory of any split of a dense model: the rank with the most layers
+    holds at least ceil(L / pp) of them, their state, and at least one micro-batch of each one's activations
+    (1F1B keeps min(m, pp - r) >= 1 in flight; interleaving, with m >= pp, at least one per chunk), plus the
+    ZeRO-2/3 working set and the buffers of :func:`step.rank_memory` (logits and the embedding left out)."""
+    from dnnplace.evaluation.llm import fsdp, precision
+
+    a = problem.arch
+    rec = precision.recipe(problem.job.precision)
+    n = np.ceil(a.num_layers / c.pp)
+    lp = memory.layer_params(a, c.tp)
+    seq = problem.job.seq_len / c.cp
+    act = memory.layer_activation_bytes(a, seq, c.mbs, c.tp, c.sp, c.recompute)
+    w = memory.WEIGHT_BYTES
+    if rec.quantized:  # as rank_memory prices the recipe's layers: its weight copies and quantized saved inputs
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        w = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * w
+        delta = precision.saved_input_delta(a, rec, seq * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act = act + q * np.where(c.recompute == 2, 0.0, delta)
+    acts = n * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
+        a, seq, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute)), 0.0)
+    state = (w / np.where(zero == 3, group, 1.0) + grad_b / np.where(zero >= 2, group, 1.0)
+             + memory.OPTIMIZER_BYTES / shard) * lp * n
+    work = lp * np.where(zero == 3, (1 + fsdp.PREFETCH) * min(w, memory.WEIGHT_BYTES) + grad_b,
+                         np.where(zero == 2, grad_b, 0.0))
+    return state + work + acts * (1 + memory.FRAGMENTATION) + memory.BUFFER_FIXED_BYTES
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
@@ -378,7 +470,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         B = len(cols["tp"])
     if not B:
         raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
-    lb, lb_time = np.empty(B), np.empty(B)
+    lb, lb_time, floor = np.empty(B), np.empty(B), np.empty(B)
     bound_w = np.array([len(split_rows[(p, v)]) * p + 8.0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
                                                                        strict=True)])
     bound_cum, bound_pace, lo = np.concatenate([[0.0], np.cumsum(bound_w)]), _Pace(BOUND_CELLS), 0
@@ -387,10 +479,16 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
         rows = np.arange(lo, min(bound_pace.take(bound_cum, lo), lo + BOUND_ROWS, B))
         t0 = time.perf_counter()
-        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows)
+        part = np.empty(len(rows))
+        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows, part)
+        floor[rows] = part
         bound_pace.timed(float(bound_cum[rows[-1] + 1] - bound_cum[lo]), time.perf_counter() - t0)
         lo += len(rows)
-    order = np.argsort(lb, kind="stable")
+    # Visited in the order of the bound without the ZeRO floor (the bound of the configuration's ZeRO-0/1
+    # twins), so that the twins of one configuration are priced in one batch and share its schedule runs;
+    # one whose own bound is no better than the best plan is skipped, and the search stops as before.
+    key = lb - floor
+    order = np.argsort(key, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
     best: tuple[Candidates, BatchResult, int] | None = None
     best_bad: tuple[Candidates, BatchResult, int] | None = None
@@ -399,18 +497,20 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     pace = _Pace(EVAL_CELLS)
     tasks = _tasks(cols, problem)
     i = 0
-    while i < len(order) and lb[order[i]] < best_t:
+    while i < len(order) and key[order[i]] < best_t:
         if clock.over():
             status, exhaustive = "time_limit", False
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         count = 0
-        while i < len(order) and count < pace.budget and lb[order[i]] < best_t:
+        while i < len(order) and count < pace.budget and key[order[i]] < best_t:
             k = int(order[i])
+            i += 1
+            if lb[k] >= best_t:
+                continue
             s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
             count += len(s) * tasks[k]
-            i += 1
         priced = False  # at least one batch per round, so that every round makes progress
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
@@ -462,7 +562,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     bound = best_t
     if status != "optimal":
         bound = min(best_t, pending, float(lb[order[i:]].min()) if i < len(order) else math.inf)
-    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp" and k not in _expert_knobs(problem)):
+    if status == "optimal" and _all_pinned(problem, fixed):
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)
@@ -471,8 +571,20 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
                    runtime_s=clock.elapsed())
 
 
+def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
+    """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
+    the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
+    where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
+    implied = {"dp", "grad_dtype", *_expert_knobs(problem)}
+    if "zero" in fixed:
+        implied.add("distributed_optimizer")
+    if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
+        implied.add("zero")
+    return all(k in fixed for k in FIXABLE if k not in implied)
+
+
 def _describe(c: ParallelConfig) -> str:
-    return ", ".join(f"{k}={getattr(c, k)}" for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute"))
+    return ", ".join(f"{k}={getattr(c, k)}" for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "zero"))
 
 
 def _gb(x: float) -> str:
