@@ -648,8 +648,8 @@ def test_deepspeed_round_trip(key: str, monkeypatch: pytest.MonkeyPatch) -> None
     if importlib.util.find_spec("deepspeed") is None:
         pytest.skip("deepspeed is not installed (pip install '.[trainers]')")
     import deepspeed.runtime.config as ds_runtime_config
-    from deepspeed.runtime.config import DeepSpeedConfig
     import torch
+    from deepspeed.runtime.config import DeepSpeedConfig
 
     # Without an initialised process group DeepSpeed falls back to world size 1 before it asks the mpu.
     monkeypatch.setattr(ds_runtime_config.dist, "get_rank", lambda *a, **k: 0)
