@@ -6,8 +6,8 @@ ZeRO stage is ``zero_optimization.stage`` (the distributed optimizer is stage
 1; DeepSpeed's pipeline engine takes stages 0 and 1 only, so a pipelined plan
 at stage 2 or 3 is refused), and the gradient dtype is both the gradient
 reduction's ``communication_data_type`` and ``data_types.grad_accum_dtype``.
-``pipeline_module.parts`` are the stage boundaries (``PipelineModule.parts``) over the layer list ``[embedding, decoder layer 0 ..
-N-1, final norm, LM head]``.
+``pipeline_module.parts`` are the stage boundaries (``PipelineModule.parts``)
+over the layer list ``[embedding, decoder layer 0 .. N-1, final norm, LM head]``.
 
 DeepSpeed takes the model from the user's code, so the export spells out the
 priced architecture (``architecture``: every field the cost model read) for
