@@ -41,14 +41,19 @@ class LLMSearch(Solver, _Pins):  # type: ignore[misc,valid-type]
     summary: ClassVar[str] = ("LLM training: the fastest TP x PP x VP x CP x DP, micro-batch, recomputation and"
                               " layer split that fits (branch and bound, proven)")
     model: ClassVar[str] = "llm"
+    runner_ups: int = param(0, "also find this many fastest other configurations (stats['runner_ups'])",
+                            minimum=0, maximum=20)
 
     def pins(self) -> dict[str, object]:
         """The knobs this request fixes."""
-        return {k: v for k, v in self.get_params().items() if v is not None}
+        return {k: v for k, v in self.get_params().items() if v is not None and k != "runner_ups"}
 
     def solve(self, workload: LLMProblem, run: RunContext) -> SolverOutput:
-        from dnnplace.solvers.llm.search import search
+        from dnnplace.solvers.llm.search import search_with_runner_ups
 
-        plan = search(workload, self.pins(), time_limit=run.time_limit, progress=run.progress)
-        return SolverOutput(plan=plan, status=plan.status, bound=plan.bound,
-                            stats={"exhaustive": plan.exhaustive, "search_runtime_s": plan.runtime_s})
+        plan, others = search_with_runner_ups(workload, self.pins(), time_limit=run.time_limit,
+                                              progress=run.progress, count=self.runner_ups)
+        stats: dict[str, Any] = {"exhaustive": plan.exhaustive, "search_runtime_s": plan.runtime_s}
+        if self.runner_ups:
+            stats["runner_ups"] = others
+        return SolverOutput(plan=plan, status=plan.status, bound=plan.bound, stats=stats)

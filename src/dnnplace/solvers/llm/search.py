@@ -29,6 +29,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from dnnplace.evaluation.llm.step import (
     split_lower_bound,
     stage_costs,
 )
-from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem, ParallelConfig
+from dnnplace.model.llm import RECOMPUTE, LLMEstimate, LLMPlan, LLMProblem, ParallelConfig
 from dnnplace.model.llm_config import check_pins, pin_fields
 from dnnplace.model.llm_rules import describe_removed, problem_columns
 
@@ -441,9 +442,60 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, pp)
 
 
+@dataclass(frozen=True)
+class RunnerUp:
+    """One of the fastest configurations after the plan's own (each the best layer split of its knobs)."""
+
+    config: ParallelConfig
+    estimate: LLMEstimate
+
+
+class _Runners:
+    """The fastest ``count`` + 1 base configurations priced so far, each with its best fitting split; while it is
+    full, the slowest of them is what a base's bound must beat to be priced (so that none of the true top
+    ``count`` + 1 is pruned)."""
+
+    def __init__(self, count: int) -> None:
+        self.size = count + 1
+        self.kept: dict[int, tuple[float, Candidates, BatchResult, int]] = {}
+
+    def offer(self, own: np.ndarray, step: np.ndarray, cand: Candidates, res: BatchResult) -> None:
+        ok = np.isfinite(step)
+        if not ok.any():
+            return
+        rows = np.flatnonzero(ok)
+        order = rows[np.lexsort((step[rows], own[rows]))]  # by base, fastest first
+        first = order[np.r_[True, own[order][1:] != own[order][:-1]]]
+        for j in first[np.argsort(step[first], kind="stable")][:self.size].tolist():
+            k, t = int(own[j]), float(step[j])
+            if k not in self.kept or t < self.kept[k][0]:
+                self.kept[k] = (t, cand, res, j)
+        if len(self.kept) > self.size:
+            self.kept = dict(sorted(self.kept.items(), key=lambda kv: kv[1][0])[:self.size])
+
+    def cut(self, best_t: float) -> float:
+        if len(self.kept) < self.size:
+            return math.inf
+        return max(best_t, max(v[0] for v in self.kept.values()))
+
+    def others(self, problem: LLMProblem, best: int) -> list[RunnerUp]:
+        """The kept configurations but the plan's own base ``best``, fastest first."""
+        out = sorted((v for k, v in self.kept.items() if k != best), key=lambda v: v[0])[:self.size - 1]
+        return [RunnerUp(cand.config(j), estimate_at(problem, res, j)) for _, cand, res, j in out]
+
+
 def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_limit: float | None = None,
            progress: ProgressFn | None = None) -> LLMPlan:
     """The fastest configuration that fits, with status / bound / gap (module docstring)."""
+    return search_with_runner_ups(problem, fixed, time_limit, progress, 0)[0]
+
+
+def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None = None,
+                           time_limit: float | None = None, progress: ProgressFn | None = None,
+                           count: int = 3) -> tuple[LLMPlan, list[RunnerUp]]:
+    """:func:`search`, and the ``count`` fastest other configurations that fit (each a different set of knobs
+    with its best layer split), found by the same exhaustive branch and bound with the pruning threshold at
+    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it)."""
     clock = _Clock(time_limit)
     check_problem(problem)
     fixed = check_pins(dict(fixed or {}))
@@ -490,6 +542,9 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     key = lb - floor
     order = np.argsort(key, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
+    runners = _Runners(count) if count > 0 else None
+    best_k = -1
+    cut = math.inf  # what a bound must beat to be priced: the best plan's time, or the slowest runner-up's
     best: tuple[Candidates, BatchResult, int] | None = None
     best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
@@ -497,20 +552,20 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     pace = _Pace(EVAL_CELLS)
     tasks = _tasks(cols, problem)
     i = 0
-    while i < len(order) and key[order[i]] < best_t:
+    while i < len(order) and key[order[i]] < cut:
         if clock.over():
             status, exhaustive = "time_limit", False
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
-        count = 0
-        while i < len(order) and count < pace.budget and key[order[i]] < best_t:
+        work = 0.0
+        while i < len(order) and work < pace.budget and key[order[i]] < cut:
             k = int(order[i])
             i += 1
-            if lb[k] >= best_t:
+            if lb[k] >= cut:
                 continue
             s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
-            count += len(s) * tasks[k]
+            work += len(s) * tasks[k]
         priced = False  # at least one batch per round, so that every round makes progress
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
@@ -532,11 +587,14 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
                     break
                 priced = True
                 pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
-                lo = hi
+                own_slice, lo = own[lo:hi], hi
                 step = np.where(res.fits, res.step, np.inf)
                 j = int(np.argmin(step))
                 if step[j] < best_t:
-                    best_t, best = float(step[j]), (cand, res, j)
+                    best_t, best, best_k = float(step[j]), (cand, res, j), int(own_slice[j])
+                if runners is not None:
+                    runners.offer(own_slice, step, cand, res)
+                cut = best_t if runners is None else runners.cut(best_t)
                 jb = int(np.argmin(res.step))
                 if res.step[jb] < best_bad_t:
                     best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
@@ -566,9 +624,11 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)
-    return LLMPlan(problem, config, estimate_at(problem, res, j), status=status, bound=bound,
+    others = [] if runners is None else runners.others(problem, best_k)
+    plan = LLMPlan(problem, config, estimate_at(problem, res, j), status=status, bound=bound,
                    gap=(best_t - bound) / best_t if best_t > 0 else 0.0, exhaustive=exhaustive,
                    runtime_s=clock.elapsed())
+    return plan, others
 
 
 def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
