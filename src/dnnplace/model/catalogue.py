@@ -239,6 +239,8 @@ class TrainingStack:
     flash_bwd_ratio: float = 2.5  # flash attention backward FLOPs / forward FLOPs
     ce_bytes_fwd: float = 18.0  # bytes per logit, vocab-parallel cross entropy forward
     ce_bytes_bwd: float = 6.0  # and backward
+    fsdp_prefetch: int = 1  # FSDP units gathered ahead of the one computing (ZeRO-3)
+    bf16_grad_bytes: float = 2.0  # a bf16 main-gradient buffer (the grad_dtype knob)
     sources: dict[str, str] = field(default_factory=lambda: {
         "weight_bytes": "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without the distributed "
                         "optimizer, 6 + 12/dp with it (bf16 weight 2, fp32 grad 4, fp32 master + 2 moments 12)",
@@ -257,6 +259,11 @@ class TrainingStack:
         "ce_bytes_fwd": "Megatron vocab_parallel_cross_entropy passes: read 16-bit logits, write fp32, "
                         "read for the max, read + write for exp, read for the sum",
         "ce_bytes_bwd": "its backward reads the fp32 softmax and writes the 16-bit gradient",
+        "fsdp_prefetch": "torch.distributed.fsdp.fully_shard (FSDP2): implicit forward prefetch of the next "
+                         "module and explicit backward prefetch of one (set_modules_to_backward_prefetch); "
+                         "Megatron-FSDP's default prefetches one bucket ahead",
+        "bf16_grad_bytes": "Megatron-LM --grad-reduce-in-bf16 (accumulate_allreduce_grads_in_fp32=False); NeMo "
+                           "performance scripts grad_reduce_in_fp32=False; launcher grad_sync_dtype=bf16",
     }, compare=False)
 
 

@@ -138,12 +138,11 @@ def exposed_time(ag_fwd: Array, ag_bwd: Array, rs: Array, fwd: Array, bwd: Array
     return m * fwd_exp + (m - 1) * bwd_no_rs + bwd_exp
 
 
-#: Bytes per element of each gradient dtype (GRAD_DTYPES order): fp32 is the catalogue's main gradient.
-GRAD_DTYPE_BYTES: tuple[float, ...] = (TRAINING_STACK.grad_bytes, 2.0)
-assert GRAD_DTYPES == ("fp32", "bf16") and TRAINING_STACK.grad_bytes == 4.0
-#: Units gathered ahead of the one computing: FSDP2's implicit forward / explicit backward prefetch of one
-#: module (torch.distributed.fsdp.fully_shard docs), Megatron-FSDP's default one-bucket prefetch.
-PREFETCH = 1
+#: Bytes per element of each gradient dtype (GRAD_DTYPES order), from the catalogue.
+GRAD_DTYPE_BYTES: tuple[float, ...] = (TRAINING_STACK.grad_bytes, TRAINING_STACK.bf16_grad_bytes)
+assert GRAD_DTYPES == ("fp32", "bf16")
+#: Units gathered ahead of the one computing (the catalogue's fsdp_prefetch, with its source).
+PREFETCH = TRAINING_STACK.fsdp_prefetch
 
 
 def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat: Array, layer_p: Array,
