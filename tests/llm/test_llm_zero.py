@@ -206,3 +206,33 @@ def test_runner_ups_are_the_next_fastest_distinct_configurations() -> None:
                 best[key] = est.step_time_s
     top = sorted(best.values())[:4]
     assert [plan.estimate.step_time_s, *times] == pytest.approx(top, rel=1e-12)
+
+
+def test_calibrate_scales_the_compute_efficiencies_to_measured_runs(tmp_path: Path) -> None:
+    """One factor on the documented compute efficiencies, fitted to the user's runs: a run measured 25 % slower
+    than predicted gets a prediction of its measured time; the communication fractions are untouched."""
+    from dnnplace.evaluation.llm.calibrate import SCALED, calibrate, read_measured, scaled_problem
+
+    pr = problem(llama("8b"), 8, 64)
+    pins = {"tp": 1, "pp": 1, "cp": 2, "vp": 1, "mbs": 1, "recompute": "none", "zero": 1}
+    before = search(pr, pins).estimate.step_time_s
+    f = tmp_path / "measured.json"
+    f.write_text(json.dumps({"runs": [{"config": pins, "step_time_s": 1.25 * before}]}))
+    cal = calibrate(pr, read_measured(f))
+    assert cal.scale < 1 and not cal.capped
+    assert cal.runs[0][3] == pytest.approx(1.25 * before, rel=1e-4)
+    scaled = scaled_problem(pr, cal.scale)
+    for name in SCALED:
+        assert getattr(scaled.device, name) == pytest.approx(getattr(pr.device, name) * cal.scale)
+    assert scaled.device.nvlink_fraction == pr.device.nvlink_fraction
+    res = run_cli("plan", str(EXAMPLES / "llama3.1-8b.json"), "--gpus", "8", "--seq-len", "8192", "--global-batch",
+                  "64", "--calibrate", str(f), "--runner-ups", "0")
+    assert res.returncode == 0, res.stderr
+    assert "calibrated: compute efficiencies x" in res.stdout
+    for bad, msg in (({"runs": []}, "1 to 64 measured runs"), ({"runs": [{"config": pins}]}, "exactly the keys"),
+                     ({"runs": [{"config": pins, "step_time_s": -1}]}, "positive number"),
+                     ({"runs": [{"config": {"zero": 7}, "step_time_s": 1.0}]}, "zero must be one of")):
+        f.write_text(json.dumps(bad))
+        res = run_cli("plan", str(EXAMPLES / "llama3.1-8b.json"), "--gpus", "8", "--seq-len", "8192",
+                      "--global-batch", "64", "--calibrate", str(f))
+        assert res.returncode == 2 and msg in res.stderr and len(res.stderr.strip().splitlines()) == 1

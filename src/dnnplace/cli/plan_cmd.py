@@ -42,6 +42,9 @@ def plan(
                                           ' --fix) and say whether the error band can tell it from the plan.'),
     runner_ups: int = typer.Option(3, "--runner-ups", help="Also list this many fastest other configurations"
                                    " (0-20), each against the plan and the error band."),
+    calibrate: Optional[Path] = typer.Option(None, "--calibrate", help="MEASURED.json of your own step times"
+                                             " ({\"runs\": [{\"config\": {pins}, \"step_time_s\": s}]}): scale"
+                                             " the compute efficiencies to them before planning."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report (with the simulated"
@@ -59,11 +62,19 @@ def plan(
         factory = model.rpartition(":")[0]
         inputs = [Path(factory) if factory.endswith(".py") else Path(model)]
         inputs += [inputs[0] / "config.json"] if _is_dir(inputs[0]) else []
+        inputs += [calibrate] if calibrate is not None else []
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]  # solve's one rule
         device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
+        calibration = None
+        if calibrate is not None:  # the user's own runs scale the compute efficiencies (evaluation/llm/calibrate.py)
+            from dnnplace.evaluation.llm.calibrate import calibrate as fit
+            from dnnplace.evaluation.llm.calibrate import read_measured, scaled_problem
+
+            calibration = fit(problem, read_measured(calibrate))
+            problem = scaled_problem(problem, calibration.scale)
         if isinstance(runner_ups, bool) or not 0 <= runner_ups <= 20:
             raise DnnplaceError(f"--runner-ups must be a whole number in 0..20, got {runner_ups}")
         with progress_bar(not as_json) as progress:
@@ -83,8 +94,11 @@ def plan(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             print_plan(out, doc)
-            for line in band_lines(problem, result.estimate.step_time_s, rival):
-                out.print(line)
+            if calibration is not None:
+                out.print(calibration.text())
+                out.print("the plan file records the catalogue's device: `dnnplace evaluate` re-prices it uncalibrated")
+            for line in band_lines(problem, result.estimate.step_time_s, rival)[calibration is not None:]:
+                out.print(line)  # calibrated: its own residuals above replace the held-in band's range
             for line in runner_up_lines(problem, result.estimate.step_time_s, sol.stats.get("runner_ups", [])):
                 out.print(line)
             if output is not None:
