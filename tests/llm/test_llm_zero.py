@@ -211,7 +211,7 @@ def test_runner_ups_are_the_next_fastest_distinct_configurations() -> None:
 def test_calibrate_scales_the_compute_efficiencies_to_measured_runs(tmp_path: Path) -> None:
     """One factor on the documented compute efficiencies, fitted to the user's runs: a run measured 25 % slower
     than predicted gets a prediction of its measured time; the communication fractions are untouched."""
-    from dnnplace.evaluation.llm.calibrate import SCALED, calibrate, read_measured, scaled_problem
+    from dnnplace.solvers.llm.calibrate import SCALED, calibrate, read_measured, scaled_problem
 
     pr = problem(llama("8b"), 8, 64)
     pins = {"tp": 1, "pp": 1, "cp": 2, "vp": 1, "mbs": 1, "recompute": "none", "zero": 1}

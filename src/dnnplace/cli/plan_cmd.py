@@ -69,9 +69,9 @@ def plan(
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
         calibration = None
-        if calibrate is not None:  # the user's own runs scale the compute efficiencies (evaluation/llm/calibrate.py)
-            from dnnplace.evaluation.llm.calibrate import calibrate as fit
-            from dnnplace.evaluation.llm.calibrate import read_measured, scaled_problem
+        if calibrate is not None:  # the user's own runs scale the compute efficiencies (solvers/llm/calibrate.py)
+            from dnnplace.solvers.llm.calibrate import calibrate as fit
+            from dnnplace.solvers.llm.calibrate import read_measured, scaled_problem
 
             calibration = fit(problem, read_measured(calibrate))
             problem = scaled_problem(problem, calibration.scale)
