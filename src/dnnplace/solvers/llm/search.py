@@ -38,9 +38,9 @@ from dnnplace.evaluation.llm import memory, schedule
 from dnnplace.evaluation.llm import moe as moe_cost
 from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.evaluation.llm.step import (
+    KINDS,
     BatchResult,
     Candidates,
-    StageCosts,
     estimate_at,
     evaluate_batch,
     p2p_time,
@@ -311,6 +311,14 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone; ``floor_out``
     receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`)."""
     L = problem.arch.num_layers
+    # The stage costs and the schedule bound do not read the data-parallel sharding knobs: computed once per
+    # set of ZeRO twins, and spread back (``back``) to every row.
+    full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
+    same = [k for k in sorted(cols) if k not in _SHARDING_KNOBS]
+    _, first_row, back = np.unique(np.stack([cols[k][rows].astype(np.int64) for k in same], axis=1), axis=0,
+                                   return_index=True, return_inverse=True)
+    back = back.ravel()
+    rows = rows[first_row]
     pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
     costs = stage_costs(problem, c)
@@ -322,14 +330,20 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
     if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
         lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
-    floor = _sharded_floor(problem, c, costs)
+    per_f, per_b = (sum(costs.layer[k][part] for k in KINDS)[back] for part in (0, 1))
+    floor = _sharded_floor(problem, full, per_f, per_b, costs.m[back])
     if floor_out is not None:
         floor_out[:] = floor
-    lb = lb + floor
-    return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
+    lb = lb[back] + floor
+    return np.where(static_memory_lb(problem, full) > problem.device.usable_memory_bytes, np.inf, lb), lb
 
 
-def _sharded_floor(problem: LLMProblem, c: Candidates, costs: StageCosts) -> np.ndarray:
+#: Knobs the stage costs and the schedule do not read (the ZeRO stage and what follows from it).
+_SHARDING_KNOBS = ("zero", "distributed_optimizer")
+
+
+def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b: np.ndarray,
+                   m: np.ndarray) -> np.ndarray:
     """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
     whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
     with the most layers (at least ceil(L / pp); the exposure grows with the layers), without the step-end
@@ -337,7 +351,6 @@ def _sharded_floor(problem: LLMProblem, c: Candidates, costs: StageCosts) -> np.
     if problem.moe is not None:
         return np.zeros(len(c))
     from dnnplace.evaluation.llm import comm, fsdp, precision
-    from dnnplace.evaluation.llm.step import KINDS
 
     a = problem.arch
     zero, grad_b = c.sharding()
@@ -347,11 +360,10 @@ def _sharded_floor(problem: LLMProblem, c: Candidates, costs: StageCosts) -> np.
     bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp, domain), domain, problem.cluster.gpus,
                               problem.device)
     gather = precision.recipe(problem.job.precision).param_allgather_bytes()
-    per_f, per_b = (sum(costs.layer[k][part] for k in KINDS) for part in (0, 1))
     extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
     none = np.zeros(len(c))
     return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
-                                np.ceil(a.num_layers / c.pp), per_f, per_b, costs.m, gather, grad_b, none)
+                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none)
 
 
 def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
