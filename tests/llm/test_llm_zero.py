@@ -130,6 +130,9 @@ def test_fix_zero_parses_and_hostile_values_are_one_line() -> None:
         assert "\n" not in str(info.value)
     with pytest.raises(DnnplaceError, match="zero must be one of"):
         search(problem(TINY, 4, 4, seq=512, gpn=2), {"zero": True})
+    for bad, msg in ((7, "zero must be at most 3, got 7"), (True, "zero must be int"), ("3", "zero must be int")):
+        with pytest.raises(DnnplaceError, match=msg):
+            dnnplace.solve(problem(TINY, 4, 4, seq=512, gpn=2), "llm-search", zero=bad)
 
 
 def test_plan_cli_fix_zero(tmp_path: Path) -> None:

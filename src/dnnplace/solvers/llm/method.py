@@ -25,6 +25,10 @@ def _pin_param(f: dataclasses.Field) -> tuple[str, Any, Any]:
     if kind == "count":
         lo, hi = LLM_LIMITS[f.name]
         return f.name, _TYPES[kind], param(None, doc, minimum=lo, maximum=hi)
+    if kind == "level":  # whole numbers: their range (the levels are consecutive)
+        levels = f.metadata["choices"]
+        assert tuple(levels) == tuple(range(min(levels), max(levels) + 1))
+        return f.name, _TYPES[kind], param(None, doc, minimum=min(levels), maximum=max(levels))
     return f.name, _TYPES[kind], param(None, doc, choices=f.metadata["choices"] or None)
 
 
