@@ -65,6 +65,9 @@ def test_sharded_exposed_hand_computed() -> None:
     # stage 2: backward 3 x (0.3 - 0.2) + 0.3 per micro-batch, then the step-end parameter all-gather
     assert float(sharded_exposed(np.array(2.0), replicated, **args)) == pytest.approx(2 * (3 * 0.1 + 0.3) + 0.05)
     assert float(sharded_exposed(np.array(1.0), replicated, **args)) == 0.07
+    # interleaved, 2 chunks of 2 layers: each chunk's first gather and last reduce-scatter are exposed
+    two_chunks = float(sharded_exposed(np.array(3.0), replicated, **args, chunks=2.0))
+    assert two_chunks == pytest.approx(2 * 2 * ((0.15 + 0.05) + (0.15 + 0.25 + 0.3)))
     # the embedding and head of a rank are priced exposed: 2 gathers + 1 reduce-scatter per micro-batch
     extra = float(sharded_exposed(np.array(3.0), replicated, **{**args, "extra_p": np.array(1e8)}))
     assert extra - three == pytest.approx(2 * (2 * 0.15 + 0.3))

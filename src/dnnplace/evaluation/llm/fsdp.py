@@ -147,7 +147,7 @@ PREFETCH = TRAINING_STACK.fsdp_prefetch
 
 def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat: Array, layer_p: Array,
                     extra_p: Array, layers: Array, layer_f: Array, layer_b: Array, m: Array, gather_b: float,
-                    grad_b: Array, ag_end: Array) -> Array:
+                    grad_b: Array, ag_end: Array, chunks: Array | float = 1.0) -> Array:
     """Exposed data-parallel seconds per step of each pipeline rank at ZeRO stage ``zero``.
 
     Stages 0-1 keep ``replicated`` (the step-end all-reduce or reduce-scatter + all-gather).  Stage 2:
@@ -156,7 +156,10 @@ def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat
     ``ag_end``.  Stage 3: each layer is all-gathered before its forward and its backward and its gradient
     reduce-scattered, with one-layer prefetch.  The embedding / LM head (``extra_p`` parameters of the rank
     beyond its ``layers`` layers of ``layer_p``) are priced exposed: their compute is too short to hide them.
-    ``layer_f`` / ``layer_b``: one layer's forward / backward seconds per micro-batch.
+    ``layer_f`` / ``layer_b``: one layer's forward / backward seconds per micro-batch.  With ``chunks`` model
+    chunks per rank (interleaving) each chunk's pass over a micro-batch starts with an unhidden all-gather
+    and ends with an unhidden reduce-scatter: per micro-batch chunks x first + (layers - chunks) x the rest,
+    whatever the chunks' sizes (>= 1 layer each).
     """
     ag = comm.ring_time(gather_b * layer_p, group, bw, lat)
     rs = comm.ring_time(grad_b * layer_p, group, bw, lat)
@@ -164,8 +167,10 @@ def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat
     rs_x = comm.ring_time(grad_b * extra_p, group, bw, lat)
     ag, rs, ag_x, rs_x, n = np.broadcast_arrays(ag, rs, ag_x, rs_x, layers)
     none = np.zeros_like(ag)
-    three = exposed_time(ag, ag, rs, layer_f, layer_b, n, m) + m * (2.0 * ag_x + rs_x)
-    two = exposed_time(none, none, rs, layer_f, layer_b, n, m) + m * rs_x + ag_end
+    k = np.maximum(np.minimum(chunks, np.maximum(n, 1.0)), 1.0)
+    per = n / k  # exposed_time is linear in the layers: k chains of n / k layers
+    three = k * exposed_time(ag, ag, rs, layer_f, layer_b, per, m) + m * (2.0 * ag_x + rs_x)
+    two = k * exposed_time(none, none, rs, layer_f, layer_b, per, m) + m * rs_x + ag_end
     return np.where(n > 0, np.where(zero == 3, three, np.where(zero == 2, two, replicated)), replicated)
 
 

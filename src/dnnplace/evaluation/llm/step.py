@@ -479,7 +479,7 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
         lp = memory.layer_params(a, c.tp)[:, None]
         per_f, per_b = (sum(costs.layer[k][part] for k in KINDS)[:, None] for part in (0, 1))
         dp_exp = fsdp.sharded_exposed(zero[:, None], dp_exp, group, bw, lat, lp, params - nl * lp, nl, per_f, per_b,
-                                      m[:, None], gather, gb, ag_end)
+                                      m[:, None], gather, gb, ag_end, chunks=c.vp[:, None])
     gshard = np.where(zero[:, None] >= 2, group, 1.0)
     opt = flops.hbm_time(28.0 * params / shard + gb * params / gshard, dev)
     if moe is not None:

@@ -346,7 +346,7 @@ def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b:
                    m: np.ndarray) -> np.ndarray:
     """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
     whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
-    with the most layers (at least ceil(L / pp); the exposure grows with the layers), without the step-end
+    with the most layers (at least ceil(L / pp), in vp chunks; the exposure grows with the layers), without the step-end
     all-gather, and with the embedding and head where one rank holds everything (pp = 1)."""
     if problem.moe is not None:
         return np.zeros(len(c))
@@ -363,7 +363,7 @@ def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b:
     extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
     none = np.zeros(len(c))
     return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
-                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none)
+                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none, chunks=c.vp)
 
 
 def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
