@@ -477,7 +477,7 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     shard = np.where(dist, group, 1.0)
     if moe is None:  # ZeRO-2/3 replace the step-end reduce-scatter by per-layer collectives (fsdp.py)
         lp = memory.layer_params(a, c.tp)[:, None]
-        per_f, per_b = (sum(costs.layer[k][part] for k in KINDS)[:, None] for part in (0, 1))
+        per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[:, None] for part in (0, 1))
         dp_exp = fsdp.sharded_exposed(zero[:, None], dp_exp, group, bw, lat, lp, params - nl * lp, nl, per_f, per_b,
                                       m[:, None], gather, gb, ag_end, chunks=c.vp[:, None])
     gshard = np.where(zero[:, None] >= 2, group, 1.0)

@@ -330,7 +330,7 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
     if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
         lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
-    per_f, per_b = (sum(costs.layer[k][part] for k in KINDS)[back] for part in (0, 1))
+    per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[back] for part in (0, 1))
     floor = _sharded_floor(problem, full, per_f, per_b, costs.m[back])
     if floor_out is not None:
         floor_out[:] = floor
@@ -543,16 +543,16 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
         rows = np.arange(lo, min(bound_pace.take(bound_cum, lo), lo + BOUND_ROWS, B))
         t0 = time.perf_counter()
-        part = np.empty(len(rows))
-        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows, part)
-        floor[rows] = part
+        floor_rows = np.empty(len(rows))
+        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows, floor_rows)
+        floor[rows] = floor_rows
         bound_pace.timed(float(bound_cum[rows[-1] + 1] - bound_cum[lo]), time.perf_counter() - t0)
         lo += len(rows)
     # Visited in the order of the bound without the ZeRO floor (the bound of the configuration's ZeRO-0/1
     # twins), so that the twins of one configuration are priced in one batch and share its schedule runs;
     # one whose own bound is no better than the best plan is skipped, and the search stops as before.
-    key = lb - floor
-    order = np.argsort(key, kind="stable")
+    visit = lb - floor
+    order = np.argsort(visit, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
     runners = _Runners(count) if count > 0 else None
     best_k = -1
@@ -564,13 +564,13 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
     pace = _Pace(EVAL_CELLS)
     tasks = _tasks(cols, problem)
     i = 0
-    while i < len(order) and key[order[i]] < cut:
+    while i < len(order) and visit[order[i]] < cut:
         if clock.over():
             status, exhaustive = "time_limit", False
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
         work = 0.0
-        while i < len(order) and work < pace.budget and key[order[i]] < cut:
+        while i < len(order) and work < pace.budget and visit[order[i]] < cut:
             k = int(order[i])
             i += 1
             if lb[k] >= cut:
