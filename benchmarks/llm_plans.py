@@ -58,7 +58,7 @@ class Row:
     measured: float
     source: str
     held_in: bool  # one of the rows the cost model was built against
-    grad_dtype: str = "fp32"  # the run's gradient buffer, as its published script sets it (priced from phase B)
+    grad_dtype: str = "fp32"  # the run's gradient buffer, as its published script sets it (the grad_dtype knob)
 
     @property
     def label(self) -> str:
@@ -69,7 +69,7 @@ class Row:
 _BF16 = "dgxc-benchmarking, NeMo 24.09"
 # The held-in rows are the error band's own (evaluation/llm/band.py), so the two cannot drift apart.
 ROWS = ([Row(h.arch.name.rsplit("-", 1)[1], "h100", "bf16", h.gpus, h.tp, h.pp, h.cp, h.vp, h.global_batch,
-             h.measured_s, _BF16, True) for h in HELD_IN]
+             h.measured_s, _BF16, True, h.grad_dtype) for h in HELD_IN]
         # NeMo 24.12's performance scripts (scripts/llm/performance/llama3_8b.py, llama3_70b.py) set
         # plugins.grad_reduce_in_fp32 = False; the 405B script of 25.04 keeps the recipe's FP32 default.
         + [Row("8b", "h100", "fp8", 8, 1, 1, 2, 1, 128, 9.44, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
@@ -105,13 +105,14 @@ def published_config(arch: TransformerArch, row: Row) -> ParallelConfig:
         inner = (arch.num_layers + 2) // stages
         split = (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
     return ParallelConfig(row.tp, row.pp, row.vp, row.cp, row.gpus // (row.tp * row.pp * row.cp), 1, "none",
-                          row.tp > 1, True, split)
+                          row.tp > 1, True, split, grad_dtype=row.grad_dtype)
 
 
 def cfg_text(c: ParallelConfig) -> str:
     split = f" {c.first_stage_layers}/{c.last_stage_layers}" if c.pp > 1 else ""
-    return (f"tp{c.tp} pp{c.pp} vp{c.vp} cp{c.cp} dp{c.dp} mbs{c.mbs} {c.recompute}"
-            f"{'' if c.distributed_optimizer else ' no-dist-opt'}{split}")
+    zero = {0: " zero0", 1: "", 2: " zero2", 3: " zero3 (fsdp)"}[int(c.zero or 0)]
+    grad = " bf16-grad" if c.grad_dtype == "bf16" else ""
+    return f"tp{c.tp} pp{c.pp} vp{c.vp} cp{c.cp} dp{c.dp} mbs{c.mbs} {c.recompute}{zero}{grad}{split}"
 
 
 def run_row(row: Row) -> tuple[str, bool, float | None]:
@@ -129,7 +130,7 @@ def run_row(row: Row) -> tuple[str, bool, float | None]:
     err = est.step_time_s / row.measured - 1
     sim = simulate_llm(LLMPlan(pr, published, est, "fixed", est.step_time_s, 0.0, False, 0.0)).step_time_s
     try:
-        plan = search(pr)
+        plan = search(pr, {"grad_dtype": row.grad_dtype})  # the run's numerics, not a searched knob
         found = (f"{cfg_text(plan.config)} | {plan.estimate.step_time_s:.2f} | {plan.estimate.fits} |"
                  f" {plan.runtime_s:.2f}")
         # At least as fast as the published configuration -- when that one fits (else it is no rival).

@@ -40,6 +40,11 @@ def plan(
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
                                           ' --fix) and say whether the error band can tell it from the plan.'),
+    runner_ups: int = typer.Option(3, "--runner-ups", help="Also list this many fastest other configurations"
+                                   " (0-20), each against the plan and the error band."),
+    calibrate: Optional[Path] = typer.Option(None, "--calibrate", help="MEASURED.json of your own step times"
+                                             " ({\"runs\": [{\"config\": {pins}, \"step_time_s\": s}]}): scale"
+                                             " the compute efficiencies to them before planning."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best plan so far after."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report (with the simulated"
@@ -57,13 +62,24 @@ def plan(
         factory = model.rpartition(":")[0]
         inputs = [Path(factory) if factory.endswith(".py") else Path(model)]
         inputs += [inputs[0] / "config.json"] if _is_dir(inputs[0]) else []
+        inputs += [calibrate] if calibrate is not None else []
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]  # solve's one rule
         device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
+        calibration = None
+        if calibrate is not None:  # the user's own runs scale the compute efficiencies (solvers/llm/calibrate.py)
+            from dnnplace.models.llm.solvers.calibrate import calibrate as fit
+            from dnnplace.models.llm.solvers.calibrate import read_measured, scaled_problem
+
+            calibration = fit(problem, read_measured(calibrate))
+            problem = scaled_problem(problem, calibration.scale)
+        if isinstance(runner_ups, bool) or not 0 <= runner_ups <= 20:
+            raise DnnplaceError(f"--runner-ups must be a whole number in 0..20, got {runner_ups}")
         with progress_bar(not as_json) as progress:
-            sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress, **parse_fix(fix))
+            sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress,
+                            runner_ups=0 if as_json else runner_ups, **parse_fix(fix))
         result = sol.plan
         doc = result.to_dict()
         rival = None
@@ -78,7 +94,12 @@ def plan(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             print_plan(out, doc)
-            for line in band_lines(problem, result.estimate.step_time_s, rival):
+            if calibration is not None:
+                out.print(calibration.text())
+                out.print("the plan file records the catalogue's device: `dnnplace evaluate` re-prices it uncalibrated")
+            for line in band_lines(problem, result.estimate.step_time_s, rival)[calibration is not None:]:
+                out.print(line)  # calibrated: its own residuals above replace the held-in band's range
+            for line in runner_up_lines(problem, result.estimate.step_time_s, sol.stats.get("runner_ups", [])):
                 out.print(line)
             if output is not None:
                 out.print(f"plan written to {output}")
@@ -122,6 +143,36 @@ def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]
     return lines
 
 
+def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list[str]:
+    """The next fastest configurations that fit, each with its time, memory and whether the error band can tell
+    it from the plan (where the band covers the run)."""
+    from dnnplace.models.llm.evaluation.band import ErrorBand, held_in_band
+
+    if not others:
+        return []
+    band = held_in_band()
+    covered = ErrorBand.covers(problem.job.precision, problem.device.name, getattr(problem, "moe", None) is not None)
+    lines = ["runner-ups (the next fastest configurations that fit, each with its best layer split):"]
+    close = 0
+    for n, r in enumerate(others, 1):
+        t, c = r.estimate.step_time_s, r.config
+        knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
+                 f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else ""))
+        same = covered and band.indistinguishable(predicted_s, t)
+        close += same
+        verdict = "; within the error band of the plan" if same else ""
+        lines.append(f"  {n}. {knobs}: {t:.3f} s ({100 * (t / predicted_s - 1):+.2f} %), "
+                     f"{r.estimate.memory_per_gpu_bytes / 1e9:.1f} GB{verdict}")
+    if not covered:
+        lines.append("  (no measured error band for this run: how far apart these are in practice is unknown)")
+    elif close:
+        lines.append(f"  the plan is within the error band of {close} of them: the model cannot order those "
+                     "(measure them, or take the one easiest to run)")
+    else:
+        lines.append("  every runner-up is further from the plan than the error band")
+    return lines
+
+
 def _is_dir(p: Path) -> bool:
     """``p.is_dir()`` that answers False for a name the system refuses (too long, a NUL): the reader
     then says what is wrong with it in one line, instead of an OSError escaping here."""
@@ -141,7 +192,7 @@ def print_plan(console: object, doc: dict) -> None:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute", "sequence_parallel",
-              "distributed_optimizer", "first_stage_layers", "last_stage_layers"):
+              "distributed_optimizer", "zero", "grad_dtype", "first_stage_layers", "last_stage_layers"):
         t.add_row(k, str(c[k]))
     t.add_row("step time (s)", f"{p['step_time_s']:.3f}")
     t.add_row("tokens/s", f"{p['tokens_per_s']:.0f}")

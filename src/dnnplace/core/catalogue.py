@@ -364,6 +364,8 @@ class TrainingStack:
     tp_overlap_sm_margin: dict[tuple[str, str], tuple[int, int]] = field(default_factory=lambda: {
         ("hopper", "bf16"): (24, 16), ("hopper", "fp8"): (24, 16),
         ("blackwell", "bf16"): (32, 16), ("blackwell", "fp8"): (1, 1), ("blackwell", "fp4"): (1, 1)})
+    fsdp_prefetch: int = 1  # FSDP units gathered ahead of the one computing (ZeRO-3)
+    bf16_grad_bytes: float = 2.0  # a bf16 main-gradient buffer (the grad_dtype knob)
     sources: dict[str, str] = field(default_factory=lambda: {
         "weight_bytes": "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without the distributed "
                         "optimizer, 6 + 12/dp with it (bf16 weight 2, fp32 grad 4, fp32 master + 2 moments 12)",
@@ -390,6 +392,11 @@ class TrainingStack:
                                 "differ (16 vs 8), TE's default pipeline num_sm=16 (transformer_engine/pytorch/"
                                 "module/base.py initialize_ub); TE comm_gemm_overlap.cpp: _math_sms = sm_count - "
                                 "num_comm_sm when set_sm_margin. FP4 GEMMs: FP8's (no NVFP4 config published)",
+        "fsdp_prefetch": "torch.distributed.fsdp.fully_shard (FSDP2): implicit forward prefetch of the next "
+                         "module and explicit backward prefetch of one (set_modules_to_backward_prefetch); "
+                         "Megatron-FSDP's default prefetches one bucket ahead",
+        "bf16_grad_bytes": "Megatron-LM --grad-reduce-in-bf16 (accumulate_allreduce_grads_in_fp32=False); NeMo "
+                           "performance scripts grad_reduce_in_fp32=False; launcher grad_sync_dtype=bf16",
     }, compare=False)
 
     def sm_margin(self, generation: str, fmt: str) -> tuple[int, int]:

@@ -55,7 +55,12 @@ CASES = [
     ({}, 8, 16, 1024, cfg(pp=2, dp=4, lps=(8, 0)), "split_min"),  # the plan reader used to accept a 0
     ({}, 8, 16, 1024, cfg(pp=2, dp=4, lps=(4, 5)), "split_sum"),
     ({}, 8, 16, 1024, replace(cfg(dp=8), ep=2), "dense_no_expert_knobs"),  # a dense model has no experts
+    ({}, 8, 16, 1024, replace(cfg(dp=8), zero=0), "zero_dist_opt"),  # ZeRO-0 without the distributed optimizer
+    ({}, 8, 16, 1024, replace(cfg(dp=8), zero=3, distributed_optimizer=False), "zero_dist_opt"),
+    ({}, 8, 16, 1024, replace(cfg(tp=8, dp=1), zero=3), "zero_shards"),  # nothing to shard over
 ]
+#: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py.
+MOE_ONLY = {"zero_dense", "grad_dtype_dense"}
 
 
 def _problem(change: dict, gpus: int, gbs: int, seq: int):  # noqa: ANN202
@@ -76,7 +81,7 @@ def test_each_rule_refuses_by_name(change: dict, gpus: int, gbs: int, seq: int, 
 def test_every_rule_has_a_case() -> None:
     from dnnplace.models.llm.moe_rules import MOE_CONFIG_RULES  # their cases: tests/models/llm/test_moe_rules.py
 
-    assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES} | {r.name for r in MOE_CONFIG_RULES}
+    assert {r.name for r in CONFIG_RULES} == {c[-1] for c in CASES} | {r.name for r in MOE_CONFIG_RULES} | MOE_ONLY
 
 
 def _valid_plan_doc() -> dict:

@@ -55,8 +55,8 @@ def brute_force(pr) -> float:  # noqa: ANN001
             continue
         dp = n // (tp * pp * cp)
         for lps in layer_splits(L, pp, vp):
-            for mbs, rc, dist in itertools.product(range(1, pr.job.global_batch + 1), RECOMPUTE, (True, False)):
-                cfg = ParallelConfig(tp, pp, vp, cp, dp, mbs, rc, tp > 1, dist, lps)
+            for mbs, rc, zero in itertools.product(range(1, pr.job.global_batch + 1), RECOMPUTE, range(4)):
+                cfg = ParallelConfig(tp, pp, vp, cp, dp, mbs, rc, tp > 1, zero >= 1, lps, zero=zero)
                 try:
                     e = evaluate(pr, cfg)
                 except DnnplaceError:
@@ -95,7 +95,7 @@ def test_search_beats_or_matches_published_70b() -> None:
 def test_fixed_everything_is_status_fixed() -> None:
     a = llama("8b")
     pr = problem(a, 8, 128)
-    fixed = {"tp": 1, "pp": 1, "vp": 1, "cp": 2, "mbs": 1, "recompute": "none", "distributed_optimizer": True}
+    fixed = {"tp": 1, "pp": 1, "vp": 1, "cp": 2, "mbs": 1, "recompute": "none", "zero": 1}
     plan = search(pr, fixed)
     assert plan.status == "fixed" and not plan.exhaustive and plan.gap == 0.0
     assert plan.estimate.step_time_s == pytest.approx(evaluate(pr, uniform(a, 8, 1, 1, 2)).step_time_s)
@@ -205,7 +205,7 @@ def test_time_limit_is_honoured_on_a_long_search(limit: float, shape: str) -> No
     import time
 
     a = TransformerArch("deep", "llama", 1024, 4096, 14336, 32, 8, 128, 128256)
-    prob, fixed = ((problem(a, 128, 128, seq=4096), {}) if shape == "deep" else
+    prob, fixed = ((problem(a, 128, 128, seq=4096), {"zero": 1}) if shape == "deep" else
                    (problem(a, 512, 4096, seq=2048), {"tp": 8, "cp": 1, "mbs": 1}))
     started = time.perf_counter()
     try:

@@ -2,13 +2,13 @@
 
 Every knob is a field of :class:`ParallelConfig` with a docstring under it and its declaration in
 the field's metadata (:func:`knob`): its *kind* (``count``: a whole number >= 1 inside
-:data:`~dnnplace.core.limits.LLM_LIMITS`; ``choice``: one of a fixed set; ``switch``: true /
-false; ``split``: the layer split), whether ``--fix`` / ``dnnplace.solve`` may pin it, and the
-help line.  From that one declaration come
+:data:`~dnnplace.core.limits.LLM_LIMITS`; ``choice``: one of a fixed set of names; ``level``: one of
+a fixed set of whole numbers, the ZeRO stage; ``switch``: true / false; ``split``: the layer split),
+whether ``--fix`` / ``dnnplace.solve`` may pin it, and the help line.  From that one declaration come
 
 * its **column**: :func:`columns` turns configurations into numpy arrays keyed by field name
-  (counts as int64, switches as bool, choices as their index in the choice tuple), which is what
-  the rule set (:mod:`.llm_rules`) and the search read;
+  (counts and levels as int64, switches as bool, choices as their index in the choice tuple), which is
+  what the rule set (:mod:`.llm_rules`) and the search read;
 * its **pin**: :func:`pin_fields` lists the pinnable knobs; the search method's parameters
   (``solvers/llm/method.py``), :func:`check_pins` and :func:`parse_pins` (the text of ``--fix``)
   are generated from them;
@@ -39,8 +39,8 @@ from dnnplace.errors import InputError
 from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, module_set
 from dnnplace.utils.text import clip
 
-__all__ = ["RECOMPUTE", "ParallelConfig", "Recompute", "check_pins", "columns", "knob", "parse_pins",
-           "pin_fields"]
+__all__ = ["GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins", "columns", "knob",
+           "parse_pins", "pin_fields"]
 
 
 class Recompute(StrEnum):
@@ -52,12 +52,17 @@ class Recompute(StrEnum):
 
 
 RECOMPUTE: tuple[str, ...] = tuple(r.value for r in Recompute)
-KINDS = ("count", "choice", "switch", "split")
+KINDS = ("count", "choice", "switch", "split", "level")
+#: ZeRO stages (Rajbhandari et al., SC 2020, Sec. 5): 0 replicas, 1 optimizer state sharded (Megatron's
+#: distributed optimizer), 2 + gradients, 3 + parameters (FSDP).
+ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
+#: The dtype of the main-gradient buffer that is accumulated and reduced over data parallelism.
+GRAD_DTYPES: tuple[str, ...] = ("fp32", "bf16")
 _BOOL_TEXT = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False,
               "no": False}
 
 
-def knob(doc: str, kind: str, *, pin: bool = True, choices: tuple[str, ...] = (), since: int = 1,
+def knob(doc: str, kind: str, *, pin: bool = True, choices: tuple[Any, ...] = (), since: int = 1,
          **kw: Any) -> Any:
     """Declare a :class:`ParallelConfig` field: its help line, kind (:data:`KINDS`), pinnability, choices,
     and the plan-file version that first wrote it (older files read back with the field's default)."""
@@ -114,6 +119,20 @@ class ParallelConfig:
     a2a_overlap: bool = knob("pin the expert-parallel all-to-all overlap", "switch", since=3, default=False)
     """Megatron-Core's overlap_moe_expert_parallel_comm: one micro-batch's dispatch and combine run under
     another's compute."""
+    # The data-parallel sharding knobs (plan-file version 4).
+    zero: int | None = knob("pin the ZeRO stage: 0, 1 (distributed optimizer), 2, 3 (FSDP)", "level",
+                            choices=ZERO_STAGES, since=4, default=None)
+    """ZeRO stage over the dp x cp ranks: 0 replicas, 1 Adam's state sharded (Megatron's distributed
+    optimizer), 2 the gradients too (reduce-scattered layer by layer every micro-batch), 3 the parameters too
+    (FSDP: each layer all-gathered before its forward and its backward, evaluation/llm/fsdp.py).  Left out, it
+    follows ``distributed_optimizer`` (1 with it, 0 without), so older plan files read back unchanged; the rules
+    require distributed_optimizer exactly when zero >= 1."""
+    grad_dtype: str = knob("pin the gradient buffer dtype (fp32 or bf16)", "choice", choices=GRAD_DTYPES, since=4,
+                           default="fp32")
+    """The main-gradient buffer's dtype, in which gradients accumulate over micro-batches and are reduced over
+    data parallelism: fp32 (Megatron's default for bf16, NeMo's ``grad_reduce_in_fp32=True``) or bf16
+    (``--grad-reduce-in-bf16``; NeMo's performance scripts and launcher set it per run).  A numerics choice, so
+    the search never changes it: it keeps the default unless pinned."""
 
     def __post_init__(self) -> None:
         # Plan files and callers write recompute as text; keep the enum (an unknown value is left for the
@@ -123,6 +142,8 @@ class ParallelConfig:
             object.__setattr__(self, "recompute", Recompute(self.recompute))
         if isinstance(self.layers_per_stage, list):
             object.__setattr__(self, "layers_per_stage", tuple(self.layers_per_stage))
+        if self.zero is None:  # not given: the stage the distributed-optimizer switch means
+            object.__setattr__(self, "zero", 1 if self.distributed_optimizer is True else 0)
 
     def rank_layers(self, rank: int) -> int:
         """Layers held by pipeline rank ``rank`` over all its chunks."""
@@ -158,6 +179,11 @@ def check_value(name: str, value: object, where: str, key: str | None = None) ->
         if not isinstance(value, (bool, np.bool_)):
             raise InputError(f"{where}: {label} must be true or false, got {shown(value)}")
         return bool(value)
+    if kind == "level":
+        levels = FIELDS[name].metadata["choices"]
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value not in levels:
+            raise InputError(f"{where}: {label} must be one of {', '.join(map(str, levels))}, got {shown(value)}")
+        return int(value)
     if kind == "choice":
         choices = FIELDS[name].metadata["choices"]
         if name == "recompute_modules" and isinstance(value, str) and set(value.split("+")) <= set(RECOMPUTE_MODULES):
@@ -190,7 +216,7 @@ def columns(configs: Sequence[ParallelConfig]) -> dict[str, np.ndarray]:
     for name, f in FIELDS.items():
         vals = [getattr(c, name) for c in configs]
         kind = f.metadata["kind"]
-        if kind == "count":
+        if kind in ("count", "level"):
             cols[name] = np.array(vals, dtype=np.int64)
         elif kind == "switch":
             cols[name] = np.array(vals, dtype=bool)
@@ -225,7 +251,7 @@ def parse_pins(text: str | None, where: str = "--fix") -> dict[str, object]:
             raise InputError(f"{where}: {key} is given twice")
         kind = kind_of(key)
         parsed: object = value
-        if kind == "count":
+        if kind in ("count", "level"):
             try:
                 parsed = int(value, 10)
             except ValueError:

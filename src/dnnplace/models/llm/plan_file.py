@@ -1,4 +1,4 @@
-"""Read and check an LLM plan file (``dnnplace.llm-plan``, versions 1 and 2) before anything uses it.
+"""Read and check an LLM plan file (``dnnplace.llm-plan``, versions 1 to 4) before anything uses it.
 
 The checking itself is the plan codec's (:meth:`dnnplace.models.llm.spec.LLMPlan.from_dict`): every
 key present and no unknown key, every field of its kind and inside ``LLM_LIMITS``, names without

@@ -102,6 +102,18 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: "every virtual stage needs >= 1 layer"),
     Rule("split_sum", ("layers_total",), lambda c: c["layers_total"] == c["num_layers"],
          lambda r: f"layers_per_stage sums to {r['layers_total']}, the model has {r['num_layers']}"),
+    # ZeRO: Megatron's distributed optimizer is stage 1, and stages 2-3 keep it (Megatron-FSDP v1 requires
+    # --use-distributed-optimizer: megatron/training/arguments.py validate_args).
+    Rule("zero_dist_opt", ("zero", "distributed_optimizer"),
+         lambda c: np.asarray(c["distributed_optimizer"]) == (np.asarray(c["zero"]) >= 1),
+         lambda r: f"zero={r['zero']} " + ("needs distributed_optimizer=true (ZeRO-1 is the distributed optimizer)"
+                                           if r["zero"] >= 1 else "means distributed_optimizer=false")),
+    Rule("zero_shards", ("zero", "dp", "cp"), lambda c: (c["zero"] < 2) | (c["dp"] * c["cp"] > 1),
+         lambda r: f"zero={r['zero']} shards over dp*cp = 1 rank: there is nothing to shard"),
+    Rule("zero_dense", ("zero",), lambda c: (c["zero"] < 2) | (c["num_experts"] == 1),
+         lambda r: f"zero={r['zero']} is priced for dense models; a mixture of experts plans with zero 0 or 1"),
+    Rule("grad_dtype_dense", ("grad_dtype",), lambda c: (c["grad_dtype"] == 0) | (c["num_experts"] == 1),
+         lambda r: "grad_dtype=bf16 is priced for dense models; a mixture of experts keeps fp32 gradients"),
 )
 # The expert-parallel knobs' rules (model/moe_rules.py), in the same form, after the dense ones.
 CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RULE, *MOE_CONFIG_RULES))

@@ -43,8 +43,8 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 3  # 3: the expert-parallel knobs; 2: every architecture field; 1: without head_dim, max_position,
-READ_VERSIONS = (1, 2, 3)  # dropout, biases, rope, window, MoE
+VERSION = 4  # 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field; 1: without
+READ_VERSIONS = (1, 2, 3, 4)  # head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
              "ep_comm_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")

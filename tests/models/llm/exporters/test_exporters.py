@@ -119,6 +119,12 @@ TORCHTITAN = ["70b-tp4-pp4-vp5-cp2", "8b-tp1-pp1-cp2", "70b-uneven-first-last", 
 DEEPSPEED = [k for k, p in PLANS.items() if p.config.vp == 1 and p.config.cp == 1 and p.config.recompute != "selective"]
 
 
+def tt(p: LLMPlan) -> LLMPlan:
+    """``p`` with the data parallelism torchtitan expresses: FSDP2 (ZeRO-3) for a distributed optimizer, DDP
+    (ZeRO-0) without one (torchtitan has no ZeRO-1/2 and refuses them)."""
+    return dataclasses.replace(p, config=dataclasses.replace(p.config, zero=3 if p.config.distributed_optimizer else 0))
+
+
 # ---------------------------------------------------------------- megatron
 
 
@@ -511,7 +517,7 @@ def torchtitan_config_manager() -> Any:
 
 @pytest.mark.parametrize("key", TORCHTITAN)
 def test_torchtitan_round_trip(key: str, tmp_path: Path) -> None:
-    p = PLANS[key]
+    p = tt(PLANS[key])
     c, j = p.config, p.problem.job
     text = export(p, "torchtitan")
     f = tmp_path / "job.toml"
@@ -524,6 +530,8 @@ def test_torchtitan_round_trip(key: str, tmp_path: Path) -> None:
     assert (par.tensor_parallel_degree, par.pipeline_parallel_degree, par.context_parallel_degree) == (
         c.tp, c.pp, c.cp)
     assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == c.dp
+    assert par.data_parallel_shard_degree == (c.dp if c.zero == 3 else 1)
+    assert cfg.training.mixed_precision_reduce == "float32"
     assert (cfg.training.global_batch_size, cfg.training.local_batch_size, cfg.training.seq_len) == (
         j.global_batch, j.global_batch // c.dp, j.seq_len)
     assert cfg.activation_checkpoint.mode == c.recompute
@@ -543,7 +551,7 @@ def test_torchtitan_names_the_priced_model() -> None:
     """The model name and flavor are written (torchtitan's default is llama3 debugmodel), or refused."""
     for key, want in (("70b-tp4-pp4-vp5-cp2", ("llama3", "70B")), ("8b-tp1-pp1-cp2", ("llama3", "8B")),
                       ("qwen3-32b-head-dim-qk-norm", ("qwen3", "32B"))):
-        model = tomllib.loads(export(PLANS[key], "torchtitan"))["model"]
+        model = tomllib.loads(export(tt(PLANS[key]), "torchtitan"))["model"]
         assert (model["name"], model["flavor"]) == want
     for key in ("qwen2-7b-qkv-bias", "mistral-7b-window", "gpt2-xl-learned-biases-dropout", "nemotron-relu2"):
         with pytest.raises(DnnplaceError, match="torchtitan 0.2.2 has no such model") as info:
@@ -640,6 +648,7 @@ def test_deepspeed_round_trip(key: str, monkeypatch: pytest.MonkeyPatch) -> None
     if importlib.util.find_spec("deepspeed") is None:
         pytest.skip("deepspeed is not installed (pip install '.[trainers]')")
     import deepspeed.runtime.config as ds_runtime_config
+    import torch
     from deepspeed.runtime.config import DeepSpeedConfig
 
     # Without an initialised process group DeepSpeed falls back to world size 1 before it asks the mpu.
@@ -652,7 +661,8 @@ def test_deepspeed_round_trip(key: str, monkeypatch: pytest.MonkeyPatch) -> None
 
     cfg = DeepSpeedConfig(copy.deepcopy(ds), mpu=MPU())
     assert cfg.train_batch_size == j.global_batch
-    assert cfg.zero_optimization_stage == (1 if c.distributed_optimizer else 0)
+    assert cfg.zero_optimization_stage == c.zero == (1 if c.distributed_optimizer else 0)
+    assert cfg.communication_data_type == torch.float32
     assert cfg.bfloat16_config.enabled
     assert cfg.tensor_parallel_config.autotp_size == (c.tp if c.tp > 1 else 0)
     assert cfg.activation_checkpointing_config.partition_activations == (c.recompute == "full" and c.tp > 1)
@@ -720,13 +730,13 @@ def test_hostile_names_are_refused_or_escaped(name: str, tmp_path: Path) -> None
         base.problem, arch=dataclasses.replace(base.problem.arch, name=name)))
     if "\n" in name:  # the plan codec writes names printable: the raw line break never reaches an export
         for target in ("megatron", "torchtitan", "deepspeed"):
-            assert name not in export(p, target)
+            assert name not in export(tt(p) if target == "torchtitan" else p, target)
         return
     args = bash_args(export(p, "megatron"), tmp_path)  # bash sees only the plan's options
     assert megatron_parser().parse_known_args(args)[1] == []
     written = p.to_dict()["model"]["name"]  # the name as the plan codec writes it (printable)
-    assert tomllib.loads(export(p, "torchtitan"))["job"]["description"] == written
-    assert set(tomllib.loads(export(p, "torchtitan"))) == {"job", "model", "training", "parallelism",
+    assert tomllib.loads(export(tt(p), "torchtitan"))["job"]["description"] == written
+    assert set(tomllib.loads(export(tt(p), "torchtitan"))) == {"job", "model", "training", "parallelism",
                                                             "activation_checkpoint"}
     assert json.loads(export(p, "deepspeed"))["model"] == written
 
@@ -786,8 +796,9 @@ def test_export_command_writes_atomically_and_refuses_its_input(tmp_path: Path) 
             continue
         out = tmp_path / f"out{exp.suffix}"
         res = run_cli("export", src, "--to", name, "-o", out)
-        if name == "torchtitan" and not same_model:
-            assert res.returncode == 2 and "has no such model" in res.stderr and not out.exists()
+        if name == "torchtitan":  # another model (above), or ZeRO-1, which torchtitan has no setting for
+            why = "zero=1" if same_model else "has no such model"
+            assert res.returncode == 2 and why in res.stderr and not out.exists()
             continue
         assert res.returncode == 0, res.stderr
         text = out.read_text()
@@ -805,3 +816,72 @@ def test_export_command_writes_atomically_and_refuses_its_input(tmp_path: Path) 
     res = run_cli("export", bad, "--to", "megatron")
     assert res.returncode == 2 and "not valid JSON" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+# ---------------------------------------------------------------- ZeRO stages and the gradient dtype
+
+
+def _sharded(key: str, zero: int, grad: str = "fp32") -> LLMPlan:
+    p = PLANS[key]
+    return dataclasses.replace(p, config=dataclasses.replace(p.config, zero=zero, distributed_optimizer=zero >= 1,
+                                                             grad_dtype=grad))
+
+
+@pytest.mark.parametrize("zero,grad", [(0, "fp32"), (1, "bf16"), (2, "fp32"), (3, "bf16")])
+def test_megatron_writes_the_zero_stage_and_gradient_dtype(zero: int, grad: str, tmp_path: Path) -> None:
+    """ZeRO-1 is the distributed optimizer, 2/3 Megatron-FSDP with their sharding strategy and the priced gradient
+    dtype spelled out; below 2, bf16 gradients are --grad-reduce-in-bf16 (options read from Megatron-LM)."""
+    ns = megatron_namespace(_sharded("70b-tp4-pp4-vp5-cp2", zero, grad), tmp_path)
+    assert ns.use_distributed_optimizer == (zero >= 1)
+    assert ns.use_megatron_fsdp == (zero >= 2)
+    if zero >= 2:
+        assert ns.data_parallel_sharding_strategy == {2: "optim_grads", 3: "optim_grads_params"}[zero]
+        assert ns.megatron_fsdp_main_grads_dtype == ns.megatron_fsdp_grad_comm_dtype == grad
+        assert ns.ckpt_format == "fsdp_dtensor" and not ns.gradient_accumulation_fusion
+        assert not ns.grad_reduce_in_bf16
+    else:
+        assert ns.grad_reduce_in_bf16 == (grad == "bf16") and ns.ckpt_format == "torch_dist"
+
+
+def test_torchtitan_writes_fsdp_and_refuses_the_stages_it_lacks(tmp_path: Path) -> None:
+    """ZeRO-3 is data_parallel_shard_degree, ZeRO-0 the replicate degree (read back by torchtitan's own
+    ConfigManager); ZeRO-1/2 and bf16 gradient reduction have no torchtitan 0.2.2 setting: one line each."""
+    for zero, shard in ((3, 8), (0, 1)):
+        f = tmp_path / f"z{zero}.toml"
+        f.write_text(export(_sharded("8b-tp1-pp1-cp2", zero), "torchtitan"))
+        par = torchtitan_config_manager()().parse_args(["--job.config_file", str(f)]).parallelism
+        assert (par.data_parallel_shard_degree, par.data_parallel_replicate_degree) == (shard, 8 // shard)
+    for zero, grad, culprit in ((1, "fp32", "zero=1"), (2, "fp32", "zero=2"), (3, "bf16", "grad_dtype=bf16")):
+        with pytest.raises(DnnplaceError, match=culprit) as info:
+            export(_sharded("8b-tp1-pp1-cp2", zero, grad), "torchtitan")
+        assert "\n" not in str(info.value) and "--fix" in str(info.value)
+
+
+@pytest.mark.parametrize("zero,grad", [(2, "bf16"), (3, "fp32"), (0, "bf16")])
+def test_deepspeed_writes_the_zero_stage(zero: int, grad: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zero_optimization.stage and the gradient dtype, read back by DeepSpeed's own DeepSpeedConfig."""
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("deepspeed is not installed (pip install '.[trainers]')")
+    import deepspeed.runtime.config as ds_runtime_config
+    import torch
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    p = _sharded("mistral-7b-window", zero, grad)  # pp 1: every stage runs under DeepSpeed's engine
+    ds = json.loads(export(p, "deepspeed"))["ds_config"]
+    monkeypatch.setattr(ds_runtime_config.dist, "get_rank", lambda *a, **k: 0)
+
+    class MPU:
+        @staticmethod
+        def get_data_parallel_world_size() -> int:
+            return int(p.config.dp)
+
+    cfg = DeepSpeedConfig(copy.deepcopy(ds), mpu=MPU())
+    assert cfg.zero_optimization_stage == zero
+    assert cfg.communication_data_type == {"fp32": torch.float32, "bf16": torch.bfloat16}[grad]
+    assert cfg.grad_accum_dtype == grad
+
+
+def test_deepspeed_refuses_a_pipelined_zero_2_or_3() -> None:
+    with pytest.raises(DnnplaceError, match="zero=3 with pp=4") as info:
+        export(_sharded("70b-uneven-first-last", 3), "deepspeed")
+    assert "\n" not in str(info.value) and "--fix zero=1" in str(info.value)

@@ -43,6 +43,9 @@ class HeldInRow:
     global_batch: int
     measured_s: float
     source: str = _SOURCE
+    # The run's gradient buffer: the NeMo-Framework-Launcher's 24.09-era Llama 3.1 configs pass
+    # +training.model.optim.grad_sync_dtype=bf16 (docs/dev/fidelity.md section 1).
+    grad_dtype: str = "bf16"
 
     def problem(self) -> LLMProblem:
         return LLMProblem(self.arch, Cluster("h100", self.gpus, 8), TrainingJob(8192, self.global_batch, "bf16"),
@@ -51,7 +54,7 @@ class HeldInRow:
     def config(self) -> ParallelConfig:
         per = self.arch.num_layers // (self.pp * self.vp)
         return ParallelConfig(self.tp, self.pp, self.vp, self.cp, self.gpus // (self.tp * self.pp * self.cp), 1,
-                              "none", self.tp > 1, True, (per,) * (self.pp * self.vp))
+                              "none", self.tp > 1, True, (per,) * (self.pp * self.vp), grad_dtype=self.grad_dtype)
 
 
 HELD_IN: tuple[HeldInRow, ...] = (

@@ -19,6 +19,16 @@ one layer's backward.  Memory beyond the shards: the gathered parameters of the 
 Byte counts per parameter are the trainers' defaults (:data:`TRAINER_BYTES`, with sources), and
 the collective times are whatever ring formula the caller prices with -- here only their counts,
 sizes and overlap.
+
+The evaluator (``step.py``) prices the ``zero`` knob through :func:`sharded_exposed` and
+:func:`sharded_memory` with the planner's own Megatron bytes (bf16 weights, the ``grad_dtype``
+knob's gradients, 12 bytes of FP32 master + moments, the recipe's parameter all-gather bytes), the
+same ring formula and the same dp x cp group as the distributed optimizer's collectives.  Stages 2
+and 3 reduce-scatter every micro-batch (DeepSpeed ZeRO-2/3 reduce into the partitioned buffer after
+each backward; FSDP2 reduce-scatters after each backward unless ``set_requires_gradient_sync(False)``,
+which torchtitan 0.2 does not call), so their per-layer terms repeat over the micro-batches.  The
+exposed time is added after the pipeline schedule (like the distributed optimizer's): a lower
+figure than one that would also stretch every stage's micro-batch and the bubble with it.
 """
 
 from __future__ import annotations
@@ -27,7 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TRAINER_BYTES", "ShardBytes", "exposed_time", "layer_collectives", "state_bytes", "working_bytes"]
+from dnnplace.core.catalogue import TRAINING_STACK
+from dnnplace.models.llm.config import GRAD_DTYPES
+from dnnplace.models.llm.evaluation import comm
+
+__all__ = ["GRAD_DTYPE_BYTES", "PREFETCH", "TRAINER_BYTES", "ShardBytes", "exposed_time", "layer_collectives",
+           "sharded_exposed", "sharded_memory", "state_bytes", "working_bytes"]
 
 Array = np.ndarray
 
@@ -121,3 +136,57 @@ def exposed_time(ag_fwd: Array, ag_bwd: Array, rs: Array, fwd: Array, bwd: Array
         return m * (fwd_exp + bwd_exp)
     bwd_no_rs = ag_bwd + (n - 1) * np.maximum(0.0, ag_bwd - bwd)
     return m * fwd_exp + (m - 1) * bwd_no_rs + bwd_exp
+
+
+#: Bytes per element of each gradient dtype (GRAD_DTYPES order), from the catalogue.
+GRAD_DTYPE_BYTES: tuple[float, ...] = (TRAINING_STACK.grad_bytes, TRAINING_STACK.bf16_grad_bytes)
+assert GRAD_DTYPES == ("fp32", "bf16")
+#: Units gathered ahead of the one computing (the catalogue's fsdp_prefetch, with its source).
+PREFETCH = TRAINING_STACK.fsdp_prefetch
+
+
+def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat: Array, layer_p: Array,
+                    extra_p: Array, layers: Array, layer_f: Array, layer_b: Array, m: Array, gather_b: float,
+                    grad_b: Array, ag_end: Array, chunks: Array | float = 1.0) -> Array:
+    """Exposed data-parallel seconds per step of each pipeline rank at ZeRO stage ``zero``.
+
+    Stages 0-1 keep ``replicated`` (the step-end all-reduce or reduce-scatter + all-gather).  Stage 2:
+    every micro-batch reduce-scatters each layer's gradient behind the next layer's backward
+    (:func:`exposed_time`), and the step ends with the distributed optimizer's parameter all-gather
+    ``ag_end``.  Stage 3: each layer is all-gathered before its forward and its backward and its gradient
+    reduce-scattered, with one-layer prefetch.  The embedding / LM head (``extra_p`` parameters of the rank
+    beyond its ``layers`` layers of ``layer_p``) are priced exposed: their compute is too short to hide them.
+    ``layer_f`` / ``layer_b``: one layer's forward / backward seconds per micro-batch.  With ``chunks`` model
+    chunks per rank (interleaving) each chunk's pass over a micro-batch starts with an unhidden all-gather
+    and ends with an unhidden reduce-scatter: per micro-batch chunks x first + (layers - chunks) x the rest,
+    whatever the chunks' sizes (>= 1 layer each).
+    """
+    ag = comm.ring_time(gather_b * layer_p, group, bw, lat)
+    rs = comm.ring_time(grad_b * layer_p, group, bw, lat)
+    ag_x = comm.ring_time(gather_b * extra_p, group, bw, lat)
+    rs_x = comm.ring_time(grad_b * extra_p, group, bw, lat)
+    ag, rs, ag_x, rs_x, n = np.broadcast_arrays(ag, rs, ag_x, rs_x, layers)
+    none = np.zeros_like(ag)
+    k = np.maximum(np.minimum(chunks, np.maximum(n, 1.0)), 1.0)
+    per = n / k  # exposed_time is linear in the layers: k chains of n / k layers
+    three = k * exposed_time(ag, ag, rs, layer_f, layer_b, per, m) + m * (2.0 * ag_x + rs_x)
+    two = k * exposed_time(none, none, rs, layer_f, layer_b, per, m) + m * rs_x + ag_end
+    return np.where(n > 0, np.where(zero == 3, three, np.where(zero == 2, two, replicated)), replicated)
+
+
+def sharded_memory(mem: dict[str, Array], zero: Array, group: Array, params: Array, layer_p: Array,
+                   extra_p: Array, grad_b: Array, prefetch: int = PREFETCH) -> dict[str, Array]:
+    """Peak bytes per rank at ZeRO stage ``zero``: ``mem`` (stages 0-1, the optimizer already sharded) with
+    the gradients sharded at stages 2-3 and the weights at stage 3, plus the working set of
+    :func:`working_bytes` (the largest unit -- a layer or the embedding / head -- gathered and in flight,
+    and one unsharded unit gradient before its reduce-scatter)."""
+    shard = np.maximum(group, 1.0)
+    weights, grads = mem["weights"], mem["gradients"]
+    w_per = np.divide(weights, params, out=np.zeros_like(weights), where=params > 0)
+    biggest = np.where(params > 0, np.maximum(layer_p, extra_p), 0.0)
+    grads2 = grads / shard + grad_b * biggest
+    weights3 = weights / shard + (1 + prefetch) * w_per * biggest
+    out = dict(mem)
+    out["gradients"] = np.where(zero >= 2, grads2, grads)
+    out["weights"] = np.where(zero == 3, weights3, weights)
+    return out

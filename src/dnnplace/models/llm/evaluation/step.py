@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.llm.evaluation import comm, flops, memory, moe_step, precision, schedule
+from dnnplace.models.llm.config import GRAD_DTYPES
+from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, precision, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
 from dnnplace.models.llm.rules import PRECISION_RECIPES
@@ -51,6 +52,16 @@ class Candidates:
     dispatcher: Array | None = None
     modules: Array | None = None
     a2a: Array | None = None
+    # The data-parallel sharding knobs (None: as before, ZeRO 1 with the distributed optimizer else 0, and
+    # fp32 gradients): the ZeRO stage and the index of the gradient dtype in GRAD_DTYPES.
+    zero: Array | None = None
+    grad: Array | None = None
+
+    def sharding(self) -> tuple[Array, Array]:
+        """(ZeRO stage, gradient bytes per parameter) with the defaults where not given."""
+        zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
+        grad = np.zeros(len(self)) if self.grad is None else self.grad
+        return zero, np.asarray(fsdp.GRAD_DTYPE_BYTES)[grad.astype(np.int64)]
 
     def expert(self) -> tuple[Array, Array, Array, Array, Array]:
         """(ep, etp, dispatcher, modules, a2a) with the dense defaults where not given."""
@@ -80,7 +91,8 @@ class Candidates:
                           np.array([c.distributed_optimizer for c in configs]), layers, stages,
                           col("ep"), col("etp"), np.array([DISPATCHERS.index(c.dispatcher) for c in configs], float),
                           np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
-                          np.array([c.a2a_overlap for c in configs]))
+                          np.array([c.a2a_overlap for c in configs]), col("zero"),
+                          np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float))
 
     def stages(self) -> Array:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
@@ -110,7 +122,12 @@ class Candidates:
         return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
                               mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
                               sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=stages, **self._expert_fields(i))
+                              layers_per_stage=stages, **self._expert_fields(i), **self._sharding_fields(i))
+
+    def _sharding_fields(self, i: int) -> dict[str, Any]:
+        zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
+        grad = 0 if self.grad is None else int(self.grad[i])
+        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad]}
 
     def _expert_fields(self, i: int) -> dict[str, Any]:
         ep, etp, disp, mods, a2a = self.expert()
@@ -350,10 +367,22 @@ def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Arr
         n_st = int(pp * vp)
         f, b = fwd[rows, :n_st], bwd[rows, :n_st]
         d = np.where(pp > 1, p2p[rows], 0.0)
+        # Candidates that differ only in knobs the schedule does not see (the ZeRO stage, the gradient dtype)
+        # have the same stage times: one recurrence each.
+        f, b, d, back = _distinct_rows(f, b, d)
         both = schedule.makespan(int(pp), int(vp), int(mm), np.concatenate([f, f]), np.concatenate([b, b]),
                                  np.concatenate([d, np.zeros_like(d)]))
-        with_p2p[rows], without[rows] = both[:len(rows)], both[len(rows):]
+        with_p2p[rows], without[rows] = both[:len(f)][back], both[len(f):][back]
     return with_p2p, without
+
+
+def _distinct_rows(f: Array, b: Array, d: Array) -> tuple[Array, Array, Array, Array]:
+    """The distinct rows of (f, b, d) and, per original row, the index of its distinct row."""
+    if len(d) < 2:
+        return f, b, d, np.arange(len(d))
+    key = np.concatenate([f, b, d[:, None]], axis=1)
+    _, first, back = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return f[first], b[first], d[first], back.ravel()
 
 
 def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[tuple[int, int], Array]) -> Array:
@@ -431,24 +460,32 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp[:, None], domain), domain,
                               problem.cluster.gpus, dev)
     buckets = np.ceil(params / memory.BUCKET_PARAMS)
-    rs = comm.ring_time(memory.GRAD_BYTES * params, group, bw, lat)
+    zero, grad_b = c.sharding()
+    gb = grad_b[:, None]  # the gradient buffer's bytes per parameter (the grad_dtype knob)
+    rs = comm.ring_time(gb * params, group, bw, lat)
     gather = precision.recipe(problem.job.precision).param_allgather_bytes()  # FP8 parameters gather 1 byte
     ag = comm.ring_time(gather * params, group, bw, lat)
     if moe is not None:  # the experts' gradients reduce over their own data-parallel group (edp ranks)
         ep, etp, _, _, _ = c.expert()
         edp = (problem.cluster.gpus / (c.pp * ep * etp))[:, None]
-        rs = rs + comm.ring_time(memory.GRAD_BYTES * experts, edp, bw, lat)
+        rs = rs + comm.ring_time(gb * experts, edp, bw, lat)
         ag = ag + comm.ring_time(gather * experts, edp, bw, lat)
         buckets = np.ceil((params + experts) / memory.BUCKET_PARAMS)
     f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
     dist = c.dist[:, None]
-    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + comm.overlapped(ag, f_all, buckets),
-                      comm.overlapped(2.0 * rs, b_all, buckets))
+    ag_end = comm.overlapped(ag, f_all, buckets)
+    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + ag_end, comm.overlapped(2.0 * rs, b_all, buckets))
     shard = np.where(dist, group, 1.0)
-    opt = flops.hbm_time(28.0 * params / shard + memory.GRAD_BYTES * params, dev)
+    if moe is None:  # ZeRO-2/3 replace the step-end reduce-scatter by per-layer collectives (fsdp.py)
+        lp = memory.layer_params(a, c.tp)[:, None]
+        per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[:, None] for part in (0, 1))
+        dp_exp = fsdp.sharded_exposed(zero[:, None], dp_exp, group, bw, lat, lp, params - nl * lp, nl, per_f, per_b,
+                                      m[:, None], gather, gb, ag_end, chunks=c.vp[:, None])
+    gshard = np.where(zero[:, None] >= 2, group, 1.0)
+    opt = flops.hbm_time(28.0 * params / shard + gb * params / gshard, dev)
     if moe is not None:
         eshard = np.where(dist, edp, 1.0)
-        opt = opt + flops.hbm_time(28.0 * experts / eshard + memory.GRAD_BYTES * experts, dev)
+        opt = opt + flops.hbm_time(28.0 * experts / eshard + gb * experts, dev)
     tail = np.where(valid, dp_exp + opt, -np.inf)
     tail_rank = tail.argmax(axis=1)
     step = with_p2p + tail.max(axis=1)
@@ -461,6 +498,9 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     assert tuple(time) == TIME_KEYS
 
     mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)
+    if moe is None:
+        lp = memory.layer_params(a, c.tp)[:, None]
+        mem = fsdp.sharded_memory(mem, zero[:, None], group, params, lp, params - nl * lp, gb)
     if moe is not None:
         mem = moe_step.moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, rank_chunks(c, width))
     total = sum(mem.values())
@@ -512,7 +552,7 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     sp_div = np.where(c.sp, c.tp, 1.0)
     act = act + is_last * col(4.0 * tokens * a.hidden / sp_div + 6.0 * tokens * a.vocab / c.tp)  # logits
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
-    mem = {"weights": weights, "gradients": memory.GRAD_BYTES * params,
+    mem = {"weights": weights, "gradients": col(c.sharding()[1]) * params,
            "optimizer": memory.OPTIMIZER_BYTES * params / col(shard), "activations": act,
            "buffers": memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * act}
     assert tuple(mem) == MEMORY_KEYS

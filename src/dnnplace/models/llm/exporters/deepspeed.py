@@ -1,11 +1,13 @@
 """DeepSpeed: the engine config (``ds_config``) and the PipelineModule layer split of a plan, as one JSON.
 
 The batch sizes satisfy DeepSpeed's own rule ``train_batch_size =
-train_micro_batch_size_per_gpu * gradient_accumulation_steps * dp``; a
-distributed optimizer becomes ZeRO stage 1 (the highest stage DeepSpeed's
-pipeline engine supports).  ``pipeline_module.parts`` are the stage boundaries
-(``PipelineModule.parts``) over the layer list ``[embedding, decoder layer 0 ..
-N-1, final norm, LM head]``.
+train_micro_batch_size_per_gpu * gradient_accumulation_steps * dp``; the
+ZeRO stage is ``zero_optimization.stage`` (the distributed optimizer is stage
+1; DeepSpeed's pipeline engine takes stages 0 and 1 only, so a pipelined plan
+at stage 2 or 3 is refused), and the gradient dtype is both the gradient
+reduction's ``communication_data_type`` and ``data_types.grad_accum_dtype``.
+``pipeline_module.parts`` are the stage boundaries (``PipelineModule.parts``)
+over the layer list ``[embedding, decoder layer 0 .. N-1, final norm, LM head]``.
 
 DeepSpeed takes the model from the user's code, so the export spells out the
 priced architecture (``architecture``: every field the cost model read) for
@@ -56,9 +58,16 @@ def expressible(plan: CheckedPlan) -> None:
         why.append("recompute=selective (DeepSpeed checkpoints whole layers only: --fix recompute=none or full)")
     if c["cp"] > 1:
         why.append(f"cp={c['cp']} (DeepSpeed has no ring context parallelism: --fix cp=1)")
+    if _zero(c) >= 2 and c["pp"] > 1:
+        why.append(f"zero={_zero(c)} with pp={c['pp']} (DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only: "
+                   "--fix zero=1 or pp=1)")
     if why:
         raise DnnplaceError("export --to deepspeed: cannot run this plan as priced: " + "; ".join(why)
                             + "; re-plan with those knobs fixed")
+
+
+def _zero(c: dict[str, Any]) -> int:
+    return int(c.get("zero", 1 if c["distributed_optimizer"] else 0))
 
 
 def notes(plan: CheckedPlan) -> list[str]:
@@ -81,7 +90,9 @@ def ds_config(plan: CheckedPlan) -> dict[str, Any]:
         "train_micro_batch_size_per_gpu": c["mbs"],
         "gradient_accumulation_steps": c["num_microbatches"],
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 1 if c["distributed_optimizer"] else 0},
+        "zero_optimization": {"stage": _zero(c)},
+        "communication_data_type": str(c.get("grad_dtype", "fp32")),
+        "data_types": {"grad_accum_dtype": str(c.get("grad_dtype", "fp32"))},
         "pipeline": {"stages": c["pp"], "activation_checkpoint_interval": 1 if c["recompute"] == "full" else 0},
     }
     if c["tp"] > 1:

@@ -166,6 +166,31 @@ def model_args(a: TransformerArch, seq_len: int) -> list[list[str]]:
     return groups
 
 
+#: Megatron-FSDP's --data-parallel-sharding-strategy of each ZeRO stage above the distributed optimizer.
+_FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}
+
+
+def sharding_args(c: dict[str, Any]) -> list[list[str]]:
+    """The data-parallel sharding and gradient dtype as priced.
+
+    ZeRO-1 is the distributed optimizer; ZeRO-2/3 are Megatron-FSDP (``--use-megatron-fsdp`` with its sharding
+    strategy, plus what its README requires: the distributed optimizer for FSDP v1, no fused gradient
+    accumulation, the ``fsdp_dtensor`` checkpoint format) with its main-gradient and gradient-communication
+    dtypes written out (their default 'auto' is the model's bf16, not what the plan priced).  Below ZeRO-2 a
+    bf16 gradient buffer is ``--grad-reduce-in-bf16`` (Megatron's bf16 default accumulates and reduces in fp32).
+    """
+    zero = int(c.get("zero", 1 if c["distributed_optimizer"] else 0))
+    groups: list[list[str]] = [["--use-distributed-optimizer"]] if zero >= 1 else []
+    grad = str(c.get("grad_dtype", "fp32"))
+    if zero >= 2:
+        groups += [["--use-megatron-fsdp"], ["--data-parallel-sharding-strategy", _FSDP_STRATEGY[zero]],
+                   ["--megatron-fsdp-main-grads-dtype", grad], ["--megatron-fsdp-grad-comm-dtype", grad],
+                   ["--no-gradient-accumulation-fusion"], ["--ckpt-format", "fsdp_dtensor"]]
+    elif grad == "bf16":
+        groups.append(["--grad-reduce-in-bf16"])
+    return groups
+
+
 def arguments(plan: CheckedPlan) -> list[list[str]]:
     """The arguments, grouped one option (with its values) per list."""
     c, j = plan.config, plan.job
@@ -185,8 +210,7 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     moe = plan.problem.moe
     modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
     groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
-    if c["distributed_optimizer"]:
-        groups.append(["--use-distributed-optimizer"])
+    groups += sharding_args(c)
     groups += model_args(plan.arch, j["seq_len"])
     if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
         groups += moe_model_args(moe) + moe_parallel_args(

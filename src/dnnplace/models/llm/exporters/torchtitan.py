@@ -134,6 +134,23 @@ def model_parts(plan: CheckedPlan) -> list[list[str]]:
     return parts
 
 
+def data_parallel(plan: CheckedPlan) -> bool:
+    """Whether the data-parallel ranks shard (FSDP2, ZeRO-3: ``data_parallel_shard_degree``) or replicate (DDP,
+    ZeRO-0: ``data_parallel_replicate_degree``); the stages between, and a bf16 gradient reduction, have no
+    torchtitan 0.2.2 setting and are refused in one line."""
+    c = plan.config
+    zero = int(c.get("zero", 1 if c["distributed_optimizer"] else 0))
+    if zero in (1, 2):
+        raise refuse("torchtitan", plan.arch, f"zero={zero} (torchtitan shards parameters, gradients and "
+                                              "optimizer state together with FSDP2, or replicates with DDP); "
+                                              "re-plan with --fix zero=3 or zero=0")
+    if c.get("grad_dtype", "fp32") != "fp32":
+        raise refuse("torchtitan", plan.arch, "grad_dtype=bf16 (torchtitan 0.2.2 reduces gradients in float32 "
+                                              "only: training.mixed_precision_reduce); re-plan with "
+                                              "--fix grad_dtype=fp32")
+    return zero == 3
+
+
 def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
     """The TOML tables, section -> key -> value (bools, ints, strings and lists of them)."""
     a, c, j = plan.arch, plan.config, plan.job
@@ -144,7 +161,7 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
     model: dict[str, Any] = {"name": flavor.name, "flavor": flavor.flavor}
     if j["precision"] == "fp8":
         model["converters"] = ["float8"]
-    sharded = c["distributed_optimizer"]
+    sharded = data_parallel(plan)
     par: dict[str, Any] = {
         "data_parallel_replicate_degree": 1 if sharded else c["dp"],
         "data_parallel_shard_degree": c["dp"] if sharded else 1,
@@ -165,6 +182,7 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         "global_batch_size": j["global_batch"],
         "seq_len": j["seq_len"],
         "mixed_precision_param": "bfloat16",
+        "mixed_precision_reduce": "float32",
     }
     out["parallelism"] = par
     out["activation_checkpoint"] = ac

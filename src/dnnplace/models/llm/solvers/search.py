@@ -29,6 +29,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from dnnplace.models.llm.evaluation import memory, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.models.llm.evaluation.step import (
+    KINDS,
     BatchResult,
     Candidates,
     estimate_at,
@@ -47,7 +49,7 @@ from dnnplace.models.llm.evaluation.step import (
     stage_costs,
 )
 from dnnplace.models.llm.rules import describe_removed, problem_columns
-from dnnplace.models.llm.spec import RECOMPUTE, LLMPlan, LLMProblem, ParallelConfig
+from dnnplace.models.llm.spec import RECOMPUTE, LLMEstimate, LLMPlan, LLMProblem, ParallelConfig
 
 ProgressFn = Callable[[float, float, str], None]
 Columns = dict[str, np.ndarray]
@@ -184,24 +186,49 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     keep()
     vp_choices = {int(p): pin_or("vp", list(range(1, L // p + 1)) or [1]) for p in np.unique(cols["pp"])}
     rc = [RECOMPUTE.index(str(fixed["recompute"]))] if "recompute" in fixed else [0, 1, 2]
-    dist = [bool(fixed["distributed_optimizer"])] if "distributed_optimizer" in fixed else [True, False]
-    size = sum(len(vp_choices[int(p)]) for p in cols["pp"]) * len(rc) * len(dist)
+    zeros = _zero_choices(problem, fixed)
+    size = sum(len(vp_choices[int(p)]) for p in cols["pp"]) * len(rc) * len(zeros)
     if size > MAX_BASES:
         raise DnnplaceError(f"the decision space holds {size:,} base configurations (more than {MAX_BASES:,}): "
-                            "pin some knobs (--fix tp=...,pp=...)")
+                            "pin some knobs (--fix tp=...,pp=...,zero=...)")
     cols = _expand(cols, "vp", cols["pp"], lambda p: vp_choices[p])
     have.add("vp")
     keep()
     cols = _expand(cols, "recompute", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: rc)
     have.add("recompute")
-    cols = _expand(cols, "distributed_optimizer", np.zeros(len(cols["tp"]), dtype=np.int64),
-                   lambda _: [int(d) for d in dist])
-    cols["distributed_optimizer"] = cols["distributed_optimizer"].astype(bool)
-    have.add("distributed_optimizer")
+    cols = _sharding_columns(fixed, cols, zeros)
+    have |= {"zero", "distributed_optimizer", "grad_dtype"}
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
                                                                                      clock))
+    return cols
+
+
+def _zero_choices(problem: LLMProblem, fixed: dict[str, object]) -> list[int]:
+    """The ZeRO stages the search tries: the pin, else every stage (0-1 only for a mixture of experts, whose
+    cost terms price the distributed optimizer alone); a pinned distributed optimizer leaves its stages."""
+    from dnnplace.models.llm.config import ZERO_STAGES
+
+    if "zero" in fixed:
+        return [int(fixed["zero"])]  # type: ignore[call-overload]
+    stages = [z for z in ZERO_STAGES if problem.arch.num_experts == 1 or z < 2]
+    if "distributed_optimizer" in fixed:
+        stages = [z for z in stages if (z >= 1) == bool(fixed["distributed_optimizer"])]
+    return stages or [0]
+
+
+def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int]) -> Columns:
+    """The data-parallel sharding knobs: each ZeRO stage of ``zeros`` (ascending, so that ties go to the less
+    sharded one), the distributed optimizer it means (or its pin, for the rules to check), and the gradient
+    dtype (its pin, else fp32: a numerics choice the search does not make)."""
+    from dnnplace.models.llm.config import GRAD_DTYPES
+
+    cols = _expand(cols, "zero", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: zeros)
+    cols["distributed_optimizer"] = (np.full(len(cols["tp"]), bool(fixed["distributed_optimizer"]))
+                                     if "distributed_optimizer" in fixed else cols["zero"] >= 1)
+    grad = GRAD_DTYPES.index(str(fixed.get("grad_dtype", "fp32")))
+    cols["grad_dtype"] = np.full(len(cols["tp"]), grad, dtype=np.int64)
     return cols
 
 
@@ -270,16 +297,28 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
     names = (("ep", "ep"), ("etp", "etp"), ("dispatcher", "dispatcher"), ("modules", "recompute_modules"))
     expert = {k: (num(c) if c in cols else None) for k, c in names}
     a2a = cols["a2a_overlap"][rows].astype(bool) if "a2a_overlap" in cols else None
+    sharding = {k: (num(c) if c in cols else None) for k, c in (("zero", "zero"), ("grad", "grad_dtype"))}
     return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
                       recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
-                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert)
+                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert,
+                      **sharding)
 
 
 def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
-                 split_rows: dict[tuple[int, int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None,
+                 floor_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
-    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
+    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone; ``floor_out``
+    receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`)."""
     L = problem.arch.num_layers
+    # The stage costs and the schedule bound do not read the data-parallel sharding knobs: computed once per
+    # set of ZeRO twins, and spread back (``back``) to every row.
+    full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
+    same = [k for k in sorted(cols) if k not in _SHARDING_KNOBS]
+    _, first_row, back = np.unique(np.stack([cols[k][rows].astype(np.int64) for k in same], axis=1), axis=0,
+                                   return_index=True, return_inverse=True)
+    back = back.ravel()
+    rows = rows[first_row]
     pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
     costs = stage_costs(problem, c)
@@ -291,7 +330,40 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
     if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
         lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
-    return np.where(static_memory_lb(problem, c) > problem.device.usable_memory_bytes, np.inf, lb), lb
+    per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[back] for part in (0, 1))
+    floor = _sharded_floor(problem, full, per_f, per_b, costs.m[back])
+    if floor_out is not None:
+        floor_out[:] = floor
+    lb = lb[back] + floor
+    return np.where(static_memory_lb(problem, full) > problem.device.usable_memory_bytes, np.inf, lb), lb
+
+
+#: Knobs the stage costs and the schedule do not read (the ZeRO stage and what follows from it).
+_SHARDING_KNOBS = ("zero", "distributed_optimizer")
+
+
+def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b: np.ndarray,
+                   m: np.ndarray) -> np.ndarray:
+    """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
+    whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
+    with the most layers (at least ceil(L / pp), in vp chunks; the exposure grows with the layers), without the step-end
+    all-gather, and with the embedding and head where one rank holds everything (pp = 1)."""
+    if problem.moe is not None:
+        return np.zeros(len(c))
+    from dnnplace.models.llm.evaluation import comm, fsdp, precision
+
+    a = problem.arch
+    zero, grad_b = c.sharding()
+    domain = comm.nvlink_domain(problem.cluster)
+    group = c.dp * c.cp
+    span = c.tp * group
+    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp, domain), domain, problem.cluster.gpus,
+                              problem.device)
+    gather = precision.recipe(problem.job.precision).param_allgather_bytes()
+    extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
+    none = np.zeros(len(c))
+    return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
+                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none, chunks=c.vp)
 
 
 def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
@@ -313,8 +385,41 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
                 + memory.BUFFER_FIXED_BYTES)
     params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
               + memory.head_params(a, c.tp, c.pp)) / c.pp
-    return (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params \
-        + memory.BUFFER_FIXED_BYTES
+    zero, grad_b = c.sharding()  # ZeRO-2 shards the gradients, ZeRO-3 the weights too
+    group = np.maximum(c.dp * c.cp, 1.0)
+    weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
+    grads = grad_b / np.where(zero >= 2, group, 1.0)
+    average = (weights + grads + memory.OPTIMIZER_BYTES / shard) * params + memory.BUFFER_FIXED_BYTES
+    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group))
+
+
+def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero: np.ndarray, grad_b: np.ndarray,
+                     group: np.ndarray) -> np.ndarray:
+    """Proven lower bound on the peak memory of any split of a dense model: the rank with the most layers
+    holds at least ceil(L / pp) of them, their state, and at least one micro-batch of each one's activations
+    (1F1B keeps min(m, pp - r) >= 1 in flight; interleaving, with m >= pp, at least one per chunk), plus the
+    ZeRO-2/3 working set and the buffers of :func:`step.rank_memory` (logits and the embedding left out)."""
+    from dnnplace.models.llm.evaluation import fsdp, precision
+
+    a = problem.arch
+    rec = precision.recipe(problem.job.precision)
+    n = np.ceil(a.num_layers / c.pp)
+    lp = memory.layer_params(a, c.tp)
+    seq = problem.job.seq_len / c.cp
+    act = memory.layer_activation_bytes(a, seq, c.mbs, c.tp, c.sp, c.recompute)
+    w = memory.WEIGHT_BYTES
+    if rec.quantized:  # as rank_memory prices the recipe's layers: its weight copies and quantized saved inputs
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        w = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * w
+        delta = precision.saved_input_delta(a, rec, seq * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act = act + q * np.where(c.recompute == 2, 0.0, delta)
+    acts = n * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
+        a, seq, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute)), 0.0)
+    state = (w / np.where(zero == 3, group, 1.0) + grad_b / np.where(zero >= 2, group, 1.0)
+             + memory.OPTIMIZER_BYTES / shard) * lp * n
+    work = lp * np.where(zero == 3, (1 + fsdp.PREFETCH) * min(w, memory.WEIGHT_BYTES) + grad_b,
+                         np.where(zero == 2, grad_b, 0.0))
+    return state + work + acts * (1 + memory.FRAGMENTATION) + memory.BUFFER_FIXED_BYTES
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
@@ -349,9 +454,60 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, pp)
 
 
+@dataclass(frozen=True)
+class RunnerUp:
+    """One of the fastest configurations after the plan's own (each the best layer split of its knobs)."""
+
+    config: ParallelConfig
+    estimate: LLMEstimate
+
+
+class _Runners:
+    """The fastest ``count`` + 1 base configurations priced so far, each with its best fitting split; while it is
+    full, the slowest of them is what a base's bound must beat to be priced (so that none of the true top
+    ``count`` + 1 is pruned)."""
+
+    def __init__(self, count: int) -> None:
+        self.size = count + 1
+        self.kept: dict[int, tuple[float, Candidates, BatchResult, int]] = {}
+
+    def offer(self, own: np.ndarray, step: np.ndarray, cand: Candidates, res: BatchResult) -> None:
+        ok = np.isfinite(step)
+        if not ok.any():
+            return
+        rows = np.flatnonzero(ok)
+        order = rows[np.lexsort((step[rows], own[rows]))]  # by base, fastest first
+        first = order[np.r_[True, own[order][1:] != own[order][:-1]]]
+        for j in first[np.argsort(step[first], kind="stable")][:self.size].tolist():
+            k, t = int(own[j]), float(step[j])
+            if k not in self.kept or t < self.kept[k][0]:
+                self.kept[k] = (t, cand, res, j)
+        if len(self.kept) > self.size:
+            self.kept = dict(sorted(self.kept.items(), key=lambda kv: kv[1][0])[:self.size])
+
+    def cut(self, best_t: float) -> float:
+        if len(self.kept) < self.size:
+            return math.inf
+        return max(best_t, max(v[0] for v in self.kept.values()))
+
+    def others(self, problem: LLMProblem, best: int) -> list[RunnerUp]:
+        """The kept configurations but the plan's own base ``best``, fastest first."""
+        out = sorted((v for k, v in self.kept.items() if k != best), key=lambda v: v[0])[:self.size - 1]
+        return [RunnerUp(cand.config(j), estimate_at(problem, res, j)) for _, cand, res, j in out]
+
+
 def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_limit: float | None = None,
            progress: ProgressFn | None = None) -> LLMPlan:
     """The fastest configuration that fits, with status / bound / gap (module docstring)."""
+    return search_with_runner_ups(problem, fixed, time_limit, progress, 0)[0]
+
+
+def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None = None,
+                           time_limit: float | None = None, progress: ProgressFn | None = None,
+                           count: int = 3) -> tuple[LLMPlan, list[RunnerUp]]:
+    """:func:`search`, and the ``count`` fastest other configurations that fit (each a different set of knobs
+    with its best layer split), found by the same exhaustive branch and bound with the pruning threshold at
+    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it)."""
     clock = _Clock(time_limit)
     check_problem(problem)
     fixed = check_pins(dict(fixed or {}))
@@ -378,7 +534,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         B = len(cols["tp"])
     if not B:
         raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
-    lb, lb_time = np.empty(B), np.empty(B)
+    lb, lb_time, floor = np.empty(B), np.empty(B), np.empty(B)
     bound_w = np.array([len(split_rows[(p, v)]) * p + 8.0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
                                                                        strict=True)])
     bound_cum, bound_pace, lo = np.concatenate([[0.0], np.cumsum(bound_w)]), _Pace(BOUND_CELLS), 0
@@ -387,11 +543,20 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             raise DnnplaceError(_out_of_time(time_limit, f"while {B:,} configurations were bounded"))
         rows = np.arange(lo, min(bound_pace.take(bound_cum, lo), lo + BOUND_ROWS, B))
         t0 = time.perf_counter()
-        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows)
+        floor_rows = np.empty(len(rows))
+        lb[rows], lb_time[rows] = lower_bounds(problem, cols, rows, split_rows, floor_rows)
+        floor[rows] = floor_rows
         bound_pace.timed(float(bound_cum[rows[-1] + 1] - bound_cum[lo]), time.perf_counter() - t0)
         lo += len(rows)
-    order = np.argsort(lb, kind="stable")
+    # Visited in the order of the bound without the ZeRO floor (the bound of the configuration's ZeRO-0/1
+    # twins), so that the twins of one configuration are priced in one batch and share its schedule runs;
+    # one whose own bound is no better than the best plan is skipped, and the search stops as before.
+    visit = lb - floor
+    order = np.argsort(visit, kind="stable")
     best_t, best_bad_t = math.inf, math.inf
+    runners = _Runners(count) if count > 0 else None
+    best_k = -1
+    cut = math.inf  # what a bound must beat to be priced: the best plan's time, or the slowest runner-up's
     best: tuple[Candidates, BatchResult, int] | None = None
     best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
@@ -399,18 +564,20 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     pace = _Pace(EVAL_CELLS)
     tasks = _tasks(cols, problem)
     i = 0
-    while i < len(order) and lb[order[i]] < best_t:
+    while i < len(order) and visit[order[i]] < cut:
         if clock.over():
             status, exhaustive = "time_limit", False
             break
         groups: dict[int, list[tuple[np.ndarray, int]]] = {}
-        count = 0
-        while i < len(order) and count < pace.budget and lb[order[i]] < best_t:
+        work = 0.0
+        while i < len(order) and work < pace.budget and visit[order[i]] < cut:
             k = int(order[i])
+            i += 1
+            if lb[k] >= cut:
+                continue
             s = split_rows[(int(cols["pp"][k]), int(cols["vp"][k]))]
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
-            count += len(s) * tasks[k]
-            i += 1
+            work += len(s) * tasks[k]
         priced = False  # at least one batch per round, so that every round makes progress
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
@@ -432,11 +599,14 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
                     break
                 priced = True
                 pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
-                lo = hi
+                own_slice, lo = own[lo:hi], hi
                 step = np.where(res.fits, res.step, np.inf)
                 j = int(np.argmin(step))
                 if step[j] < best_t:
-                    best_t, best = float(step[j]), (cand, res, j)
+                    best_t, best, best_k = float(step[j]), (cand, res, j), int(own_slice[j])
+                if runners is not None:
+                    runners.offer(own_slice, step, cand, res)
+                cut = best_t if runners is None else runners.cut(best_t)
                 jb = int(np.argmin(res.step))
                 if res.step[jb] < best_bad_t:
                     best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
@@ -462,17 +632,31 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     bound = best_t
     if status != "optimal":
         bound = min(best_t, pending, float(lb[order[i:]].min()) if i < len(order) else math.inf)
-    if status == "optimal" and all(k in fixed for k in FIXABLE if k != "dp" and k not in _expert_knobs(problem)):
+    if status == "optimal" and _all_pinned(problem, fixed):
         status, exhaustive = "fixed", False
     config = cand.config(j)
     check_config(problem, config)
-    return LLMPlan(problem, config, estimate_at(problem, res, j), status=status, bound=bound,
+    others = [] if runners is None else runners.others(problem, best_k)
+    plan = LLMPlan(problem, config, estimate_at(problem, res, j), status=status, bound=bound,
                    gap=(best_t - bound) / best_t if best_t > 0 else 0.0, exhaustive=exhaustive,
                    runtime_s=clock.elapsed())
+    return plan, others
+
+
+def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
+    """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
+    the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
+    where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
+    implied = {"dp", "grad_dtype", *_expert_knobs(problem)}
+    if "zero" in fixed:
+        implied.add("distributed_optimizer")
+    if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
+        implied.add("zero")
+    return all(k in fixed for k in FIXABLE if k not in implied)
 
 
 def _describe(c: ParallelConfig) -> str:
-    return ", ".join(f"{k}={getattr(c, k)}" for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute"))
+    return ", ".join(f"{k}={getattr(c, k)}" for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "zero"))
 
 
 def _gb(x: float) -> str:
