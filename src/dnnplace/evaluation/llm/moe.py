@@ -16,18 +16,20 @@ then EP: the EP group has stride etp), within an NVLink domain of ``domain`` GPU
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import comb
 
 import numpy as np
 
 from dnnplace.evaluation.llm import flops
-from dnnplace.model.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.model.catalogue import DEEPEP, TRAINING_STACK, DeviceSpec
 from dnnplace.model.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
 
 Array = np.ndarray
 
 __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
-           "dispatch_times", "dispatch_volumes", "distinct_groups", "expert_gemm_times", "expert_memory",
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit",
+           "flex_dispatch_time", "expert_gemm_times", "expert_memory",
            "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
            "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
            "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
@@ -156,6 +158,51 @@ def distinct_groups(experts: int, top_k: int, groups: Array) -> Array:
     return g * np.vectorize(lambda x: _hit(experts, top_k, x), otypes=[float])(g)
 
 
+@lru_cache(maxsize=4096)
+def _domains_hit(experts: int, top_k: int, ep: int, per_domain: int, groups: int, topk_groups: int) -> float:
+    """Expected distinct NVLink domains holding one of a token's top_k experts (its own domain counted).
+
+    Experts sit contiguously on the EP ranks (E/ep each), ``per_domain`` consecutive EP ranks share a domain.
+    Uniform routing (the recipes' forced load balancing: random logits) with Megatron's group-limited routing
+    (``moe_router_num_groups`` / ``moe_router_group_topk``, DeepSeek's n_group / topk_group): a token picks
+    ``topk_groups`` of the ``groups`` contiguous expert groups uniformly, then top_k experts uniformly among
+    theirs.  A domain d is missed with probability E_S[C(N - x_S, k) / C(N, k)] (N experts in the chosen
+    groups S, x_S of them on d); the distribution of x_S over the C(G, g) group sets is counted exactly.
+    """
+    g, tg = (groups, topk_groups) if groups > 1 and 0 < topk_groups < groups else (1, 1)
+    per_group, per_rank = experts // g, experts // ep
+    n_sel = tg * per_group
+    domains = -(-ep // per_domain)
+    total = 0.0
+    for d in range(domains):
+        overlap = [0] * g  # experts of group j on domain d
+        for e in range(experts):
+            if (e // per_rank) // per_domain == d:
+                overlap[e // per_group] += 1
+        ways: dict[tuple[int, int], int] = {(0, 0): 1}  # (groups chosen, experts of d among them) -> count
+        for o in overlap:
+            nxt = dict(ways)
+            for (j, x), c in ways.items():
+                if j < tg:
+                    nxt[(j + 1, x + o)] = nxt.get((j + 1, x + o), 0) + c
+            ways = nxt
+        sets = comb(g, tg)
+        miss = sum(c * comb(n_sel - x, top_k) for (j, x), c in ways.items() if j == tg) / (sets * comb(n_sel, top_k))
+        total += 1.0 - miss
+    return total
+
+
+def domains_hit(m: MoEModel, ep: Array, etp: Array, domain: int) -> Array:
+    """Per candidate: expected distinct NVLink domains a token's experts fall in (:func:`_domains_hit`)."""
+    s = m.moe
+    k_in = _ep_in_domain(ep, etp, domain)
+    pairs = np.stack(np.broadcast_arrays(np.asarray(ep, dtype=float), k_in)).reshape(2, -1)
+    uniq, back = np.unique(pairs, axis=1, return_inverse=True)
+    vals = np.array([_domains_hit(s.num_experts, s.top_k, int(e), int(k), s.expert_groups, s.topk_groups)
+                     for e, k in uniq.T])
+    return vals[back.reshape(-1)].reshape(np.shape(k_in))
+
+
 def _ep_in_domain(ep: Array, etp: Array, domain: int) -> Array:
     """EP-group members that share one NVLink domain (the group has stride etp)."""
     return np.clip(np.floor(domain / np.maximum(etp, 1)), 1, ep)
@@ -173,7 +220,8 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
       tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
     * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
       one of its experts (copies for one domain travel once and are forwarded on NVLink there), with
-      top_k x etp targets as Megatron's flex dispatcher sets them up.
+      top_k x etp targets as Megatron's flex dispatcher sets them up; the domains hit follow the model's
+      group-limited routing (:func:`domains_hit`).
     """
     h, k, e = float(m.arch.hidden), int(m.moe.top_k), int(m.moe.num_experts)
     tok = act_bytes * h * t
@@ -190,9 +238,10 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
         return nvl, nic
     if dispatcher == "flex":
         kk = np.minimum(k * etp, e * etp)
-        domains = np.maximum(ep / k_in, 1)
-        # the token's own domain is one of the groups it may hit: the remote ones are the other g - 1
-        remote = (domains - 1) * np.vectorize(lambda x: _hit(e, k, x), otypes=[float])(domains)
+        domains = np.ceil(ep / k_in)
+        # every domain is as likely to be hit (group selection ignores where the token is): the token's own
+        # domain is 1/domains of the expected hits, the rest cross the NIC once each
+        remote = domains_hit(m, ep, etp, domain) * (1.0 - 1.0 / domains)
         nic = tok * remote
         copies_out = tok * kk * (ep - k_in) / ep  # copies bound for other domains, forwarded there on NVLink
         nvl = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
@@ -212,6 +261,33 @@ def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
     lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
     busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
     return np.where(nvl + nic > 0, busy + lat, 0.0)
+
+
+def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dev: DeviceSpec,
+                       act_bytes: float = 2.0) -> Array:
+    """Seconds of one flex (DeepEP normal-kernel) dispatch + combine, halved: one "dispatch" of the layer's four.
+
+    DeepEP's published bandwidths (catalogue ``DEEPEP``) are logical: tokens x distinct destination domains
+    (the source's own included) x hidden x bytes over the kernel time.  Across domains the RDMA side binds:
+    t x :func:`domains_hit` tokens at the figure of the EP group's domain count; inside one domain the NVLink
+    side: the copies :func:`dispatch_volumes` sends on NVLink at the intranode figure of the device's NCCL
+    NVLink bandwidth.  Both run at once, plus one message latency, dispatch and combine at their own figures.
+    """
+    nvl, nic = dispatch_volumes(m, t, ep, etp, domain, "flex", act_bytes)
+    k_in = _ep_in_domain(ep, etp, domain)
+    domains = np.ceil(ep / k_in)
+    logical = act_bytes * m.arch.hidden * t * domains_hit(m, ep, etp, domain)
+    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    out = np.zeros_like(np.asarray(t, dtype=float))
+    for i in (0, 1):  # dispatch, combine
+        frac = np.full_like(domains, DEEPEP.rdma[0][1][i])  # the largest tested node count not above domains
+        for nodes, f in DEEPEP.rdma:
+            frac = np.where(domains >= nodes, f[i], frac)
+        rdma = np.where(domains > 1, logical / (dev.internode_bandwidth * frac), 0.0)
+        busy = np.maximum(nvl / (nvl_bw * DEEPEP.nvlink[i]), rdma)
+        lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
+        out = out + 0.5 * np.where(nvl + nic > 0, busy + lat, 0.0)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- experts
@@ -415,8 +491,11 @@ def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Arr
 
     out = np.zeros_like(np.asarray(t, dtype=float))
     for i, name in enumerate(DISPATCHERS):
-        nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
-        out = np.where(np.asarray(dispatcher) == i, dispatch_time(nvl, nic, dev), out)
+        if name == "flex":
+            one = flex_dispatch_time(m, t, ep, etp, domain, dev)
+        else:
+            one = dispatch_time(*dispatch_volumes(m, t, ep, etp, domain, name), dev)
+        out = np.where(np.asarray(dispatcher) == i, one, out)
     return out
 
 
