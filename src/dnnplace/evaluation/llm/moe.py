@@ -196,11 +196,12 @@ def domains_hit(m: MoEModel, ep: Array, etp: Array, domain: int) -> Array:
     """Per candidate: expected distinct NVLink domains a token's experts fall in (:func:`_domains_hit`)."""
     s = m.moe
     k_in = _ep_in_domain(ep, etp, domain)
-    pairs = np.stack(np.broadcast_arrays(np.asarray(ep, dtype=float), k_in)).reshape(2, -1)
-    uniq, back = np.unique(pairs, axis=1, return_inverse=True)
-    vals = np.array([_domains_hit(s.num_experts, s.top_k, int(e), int(k), s.expert_groups, s.topk_groups)
-                     for e, k in uniq.T])
-    return vals[back.reshape(-1)].reshape(np.shape(k_in))
+    e_arr, k_arr = np.broadcast_arrays(np.asarray(ep, dtype=np.int64), k_in.astype(np.int64))
+    key = e_arr * (1 << 20) + k_arr  # ep and its per-domain count are small whole numbers: one key per pair
+    uniq, back = np.unique(key.reshape(-1), return_inverse=True)
+    vals = np.array([_domains_hit(s.num_experts, s.top_k, int(u >> 20), int(u & ((1 << 20) - 1)), s.expert_groups,
+                                  s.topk_groups) for u in uniq])
+    return vals[back.reshape(-1)].reshape(np.shape(k_arr))
 
 
 def _ep_in_domain(ep: Array, etp: Array, domain: int) -> Array:
@@ -486,17 +487,20 @@ def _bit(modules: Array, name: str) -> Array:
 
 def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Array, domain: int,
                    dev: DeviceSpec) -> Array:
-    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``."""
+    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``, and a
+    negative index takes the fastest of them (the search's relaxation, a lower bound over the dispatchers)."""
     from dnnplace.model.moe import DISPATCHERS
 
     out = np.zeros_like(np.asarray(t, dtype=float))
+    fastest = np.full_like(out, np.inf)
     for i, name in enumerate(DISPATCHERS):
         if name == "flex":
             one = flex_dispatch_time(m, t, ep, etp, domain, dev)
         else:
             one = dispatch_time(*dispatch_volumes(m, t, ep, etp, domain, name), dev)
         out = np.where(np.asarray(dispatcher) == i, one, out)
-    return out
+        fastest = np.minimum(fastest, one)
+    return np.where(np.asarray(dispatcher) < 0, fastest, out)
 
 
 def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,

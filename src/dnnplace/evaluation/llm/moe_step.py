@@ -16,7 +16,7 @@ from dnnplace.model.llm import LLMProblem
 
 Array = np.ndarray
 
-__all__ = ["moe_params", "moe_rank_memory", "rank_layer_kinds"]
+__all__ = ["moe_params", "moe_peak_memory", "moe_rank_memory", "rank_layer_kinds"]
 
 
 def rank_layer_kinds(c: Any, pattern: tuple[bool, ...], width: int) -> tuple[Array, Array]:
@@ -88,3 +88,78 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     out["activations"] = per_layer * inflight + logits
     out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
     return out
+
+
+def moe_peak_memory(problem: LLMProblem, c: Any) -> Array:
+    """Peak bytes per GPU of every candidate of an MoE model, without pricing its time: the memory part of
+    ``step.evaluate_batch`` alone (the same terms, in the same order; a test checks they agree), so that the
+    search can drop the (configuration, split) rows that cannot fit before it prices their schedules."""
+    from dnnplace.evaluation.llm import step
+
+    job = problem.job
+    m = job.global_batch / (c.dp * c.mbs)
+    tokens = c.mbs * job.seq_len / c.cp
+    width = c.rank_layers.shape[1]
+    r = np.arange(width)[None, :]
+    valid = r < c.pp[:, None]
+    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
+    nd, ns = rank_layer_kinds(c, problem.moe.moe.moe_layers, width)
+    params, experts = moe_params(problem, c, nd, ns, is_first, is_last)
+    mem = step.rank_memory(problem, c, params, c.rank_layers, r, is_last, m, tokens)
+    mem = moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, step.rank_chunks(c, width))
+    return np.where(valid, sum(mem.values()), -np.inf).max(axis=1)
+
+
+def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Array:
+    """A proven lower bound on the peak bytes per GPU of every split of every candidate, whatever recompute
+    modules from ``modules_mask`` (bit mask: the most any of its configurations frees) it uses.
+
+    Every layer costs a rank at least ``b_r`` = the cheaper kind's (dense or sparse) weights, gradients and
+    optimizer state, plus the cheaper kind's activations with every module of the mask recomputed (full
+    recompute: the layer input) times the fewest micro-batches any of rank r's chunks holds in flight
+    (``memory.inflight_layers``' counts; 1F1B: min(m, pp - r)), plus the allocator's fragmentation share.  Any
+    split puts n_r >= 0 layers on rank r with sum n_r = L, so the fullest rank holds at least
+    buffer + L / sum_r (1 / b_r) (water filling); the embedding, head, MTP layer and logits only add to it.
+    """
+    mm, a = problem.moe, problem.arch
+    ep, etp, _, _, _ = c.expert()
+    n = len(c)
+    tp, pp, vp = c.tp, c.pp, c.vp
+    gpus = problem.cluster.gpus
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    eshard = np.where(c.dist, gpus / (pp * ep * etp), 1.0)
+    wb = memory.WEIGHT_BYTES if problem.job.precision == "bf16" else 1.0  # quantized recipes may keep 1-byte copies
+    per = wb + memory.GRAD_BYTES
+    attn = moe_cost.attention_params(mm, tp)
+    dense_static = (per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.dense_mlp_params(mm, tp))
+    sparse_static = ((per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.moe_dense_params(mm, tp))
+                     + (per + memory.OPTIMIZER_BYTES / eshard) * moe_cost.expert_params(mm, np.ones(n), ep, etp))
+    tokens = c.mbs * problem.job.seq_len / c.cp
+    t = tokens / tp
+    names = tuple(name for b, name in enumerate(moe_cost.RECOMPUTE_MODULES) if modules_mask >> b & 1)
+    acts = []
+    for sparse in (False, True):
+        keep = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), ())
+        freed = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), names)
+        acts.append(np.where(c.recompute == 2, 2.0 * t * a.hidden, np.where(c.recompute == 1, freed, keep)))
+    layers = np.array(mm.moe.moe_layers)
+    kinds = []
+    if (~layers).any():
+        kinds.append((dense_static, acts[0]))
+    if layers.any():
+        kinds.append((sparse_static, acts[1]))
+    static = np.minimum.reduce([k[0] for k in kinds])
+    act = np.minimum.reduce([k[1] for k in kinds]) * (1.0 + memory.FRAGMENTATION)
+    m = problem.job.global_batch / (c.dp * c.mbs)
+    width = int(pp.max())
+    r = np.arange(width)[None, :]
+    col = (lambda x: x[:, None])  # noqa: E731
+    chunks = memory.inflight_chunks(r, col(pp), col(vp), col(m))
+    group = col(pp * vp)
+    full, rest = chunks // group, chunks % group
+    last_chunk = col(vp) - 1  # chunk k holds full pp + clip(rest - k pp, 0, pp): fewest in the last one
+    fewest = np.where(col(vp) > 1, full * col(pp) + np.clip(rest - last_chunk * col(pp), 0, col(pp)),
+                      np.minimum(col(m), col(pp) - r))
+    b = col(static) + col(act) * fewest
+    inv = np.where(r < col(pp), 1.0 / np.maximum(b, 1e-30), 0.0).sum(axis=1)
+    return memory.BUFFER_FIXED_BYTES + a.num_layers / inv

@@ -140,6 +140,24 @@ class StageCosts:
     def extras(self, which: str) -> Array:
         return sum(f + b for f, b in getattr(self, which).values())
 
+    def layers_work(self, n: Array) -> Array:
+        """A lower bound on the seconds of any ``n`` of the model's layers, per candidate (``n``: (rows, ...)
+        broadcast against the candidates' leading axis).  An MoE model has at most ``num_dense`` dense layers
+        (each at least the cheaper kind): the rest are sparse, so n layers cost at least
+        (n - min(n, dense)) x sparse + min(n, dense) x cheaper; n = all layers gives the exact total."""
+        cheap = self.per_layer()
+        if self.moe_layer is None:
+            return n * _ax(cheap, n)
+        sparse = sum(f + b for f, b in self.moe_layer.values())
+        dense_n = np.minimum(n, float(len(self.pattern) - sum(self.pattern)))
+        return (n - dense_n) * _ax(sparse, n) + dense_n * _ax(cheap, n)
+
+
+def _ax(v: Array, like: Array) -> Array:
+    """``v`` (one per candidate) shaped to broadcast against ``like`` along its leading axis."""
+    v = np.asarray(v)
+    return v.reshape(v.shape + (1,) * (np.ndim(like) - v.ndim)) if np.ndim(like) > v.ndim else v
+
 
 KINDS = ("compute", "tp", "cp", "ep")
 
@@ -355,6 +373,15 @@ def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Arr
     return with_p2p, without
 
 
+def _rows_of(costs: StageCosts, rows: Array) -> StageCosts:
+    """The costs of some candidates only (the per-candidate arrays indexed by ``rows``)."""
+    def pick(d: dict[str, tuple[Array, Array]] | None) -> dict[str, tuple[Array, Array]] | None:
+        return None if d is None else {k: (np.broadcast_to(f, costs.m.shape)[rows],
+                                           np.broadcast_to(b, costs.m.shape)[rows]) for k, (f, b) in d.items()}
+    return StageCosts(pick(costs.layer), pick(costs.first), pick(costs.last), costs.m[rows], costs.tokens[rows],
+                      moe_layer=pick(costs.moe_layer), pattern=costs.pattern)
+
+
 def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[tuple[int, int], Array]) -> Array:
     """A proven lower bound on the schedule's makespan (transfers included) over each candidate's layer splits.
 
@@ -381,7 +408,9 @@ def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[t
         for lo in range(0, len(idx), block):
             b = idx[lo:lo + block]
             lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
-            work = n * lay + (r == 0) * f + (r == pp - 1) * last
+            body = (n * lay if costs.moe_layer is None  # an MoE model: its few dense layers at most at the cheaper cost
+                    else _rows_of(costs, b).layers_work(np.broadcast_to(n, (len(b),) + n.shape)))
+            work = body + (r == 0) * f + (r == pp - 1) * last
             fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
             out[b] = (mm * work + fill).max(axis=2).min(axis=1)
     return out

@@ -135,7 +135,8 @@ def _expand(cols: Columns, name: str, keys: np.ndarray, options: Callable[[int],
 
 
 def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | None = None,
-                 removed: Counter[str] | None = None, emptied: list[str] | None = None) -> Columns:
+                 removed: Counter[str] | None = None, emptied: list[str] | None = None,
+                 floor: list[float] | None = None) -> Columns:
     """Every base configuration the rules allow, honouring ``fixed``, as named columns (module docstring).
 
     Knobs are added in the order tp, pp, cp (dp follows), mbs, vp, recompute, distributed optimizer,
@@ -201,7 +202,7 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
-                                                                                     clock))
+                                                                                     clock), clock=clock, floor=floor)
     return cols
 
 
@@ -221,9 +222,13 @@ def _keep(cols: Columns, pcols: dict, have: set[str], removed: Counter[str], emp
 
 
 def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns, have: set[str],
-                    keep_fn: Callable[[Columns], Columns]) -> Columns:
+                    keep_fn: Callable[[Columns], Columns], clock: _Clock | None = None,
+                    floor: list[float] | None = None) -> Columns:
     """An MoE model's expert-parallel knobs, one at a time, each filtered by the rules: ep (divisors of the
-    experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules."""
+    experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules.
+
+    When the last three would take the space past ``MAX_BASES``, only the bases of the smallest relaxed
+    bounds are expanded (:func:`_moe_best_bases`) and the bound of the others is appended to ``floor``."""
     from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS
 
     n, gpn, e = problem.cluster.gpus, problem.cluster.gpus_per_node, problem.moe.moe.num_experts
@@ -245,9 +250,13 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
         rows[lo:lo + BOUND_ROWS] = np.where(lb <= problem.device.usable_memory_bytes, part, -1)
     cols = {k: v[rows[rows >= 0]] for k, v in cols.items()}
     size = len(cols["tp"]) * len(DISPATCHERS) * 2 * len(SEARCHED_MODULE_SETS)
-    if size > MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
-        raise DnnplaceError(f"the decision space holds up to {size:,} base configurations with the expert knobs "
-                            f"(more than {MAX_BASES:,}): pin some knobs (--fix ep=...,etp=...,dispatcher=...)")
+    if size > MOE_MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
+        union = 1  # core_attn: what selective recompute without modules reruns
+        for name in ([str(fixed["recompute_modules"])] if "recompute_modules" in fixed else SEARCHED_MODULE_SETS):
+            union |= MODULE_SETS.index(name)
+        cols, theta = _moe_best_bases(problem, cols, clock or _Clock(None), MOE_CHILDREN, union)
+        if floor is not None:
+            floor.append(theta)
     disp = [DISPATCHERS.index(str(fixed["dispatcher"]))] if "dispatcher" in fixed else list(range(len(DISPATCHERS)))
     cols = _expand(cols, "dispatcher", zero(), lambda _: disp)
     have.add("dispatcher")
@@ -260,6 +269,63 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
     cols = _expand(cols, "recompute_modules", cols["recompute"], lambda r: mods if r == 1 else [0])
     have |= {"a2a_overlap", "recompute_modules"}
     return keep_fn(cols)
+
+
+#: Past this many configurations with the expert knobs, :func:`_moe_best_bases` expands only the bases of the
+#: smallest relaxed bounds, up to ``MOE_CHILDREN`` expert-knob configurations.
+MOE_MAX_BASES = MAX_BASES
+MOE_CHILDREN = 400_000
+
+
+def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: int,
+                    modules: int) -> tuple[Columns, float]:
+    """The bases (every knob but the dispatcher, the all-to-all overlap and the recompute modules) whose relaxed
+    bound is smallest, up to ``budget`` expert-knob children, and a proven lower bound on the step time of
+    every configuration of the others.
+
+    The relaxation prices each base with the fastest dispatcher (``dispatch_times``' negative index), the
+    all-to-all overlap on (it only hides communication) and no recomputation (recomputing only adds
+    forward reruns): every term of the cost model is no larger than with any value of those knobs, and the
+    bound of :func:`lower_bounds` is non-decreasing in the terms, so a base's relaxed bound is below the
+    step time of every configuration it expands into.  Bases that cannot fit whatever the split and the
+    recompute modules (of the bit mask ``modules``) are dropped (``moe_memory_lower_bound``); the returned
+    floor is the smallest relaxed bound of the bases left out (inf if none).
+    """
+    from dnnplace.evaluation.llm.moe_step import moe_memory_lower_bound
+    from dnnplace.model.moe_knobs import DISPATCHERS
+
+    n = len(cols["tp"])
+    relaxed = {**cols, "dispatcher": np.full(n, -1, dtype=np.int64), "a2a_overlap": np.ones(n, dtype=bool),
+               "recompute_modules": np.zeros(n, dtype=np.int64), "recompute": np.zeros(n, dtype=np.int64)}
+    lb = np.empty(n)
+    for lo in range(0, n, BOUND_ROWS):
+        if clock.over():
+            raise _TimeUp
+        rows = np.arange(lo, min(lo + BOUND_ROWS, n))
+        lb[rows] = lower_bounds(problem, relaxed, rows)[0]
+        mem = moe_memory_lower_bound(problem, as_candidates(cols, rows, np.zeros((len(rows), 1))), modules)
+        lb[rows] = np.where(mem > problem.device.usable_memory_bytes, np.inf, lb[rows])
+    order = np.argsort(lb, kind="stable")
+    order = order[np.isfinite(lb[order])]
+    children = np.where(cols["recompute"][order] == 1, len(SEARCHED_MODULE_SETS), 1) * len(DISPATCHERS) * 2
+    keep = max(int(np.searchsorted(np.cumsum(children), budget, side="right")), min(1, len(order)))
+    theta = float(lb[order[keep]]) if keep < len(order) else math.inf
+    rows = np.sort(order[:keep])
+    return {k: v[rows] for k, v in cols.items()}, theta
+
+
+def _moe_fitting(problem: LLMProblem, cols: Columns, own: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """Which (configuration, split) rows of an MoE model fit in memory (a dense model: all of them, unchanged).
+
+    Their memory alone is cheap beside the schedules, and for an MoE model most rows a search reaches do not
+    fit (activations of every dispatched copy): the search prices only those that do.  A row that does not fit
+    is never the plan, so the result is unchanged; only the message when nothing fits is built from the bound.
+    """
+    if problem.moe is None:
+        return np.ones(len(own), dtype=bool)
+    from dnnplace.evaluation.llm.moe_step import moe_peak_memory
+
+    return moe_peak_memory(problem, as_candidates(cols, own, layers)) <= problem.device.usable_memory_bytes
 
 
 def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candidates:
@@ -284,7 +350,7 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
     costs = stage_costs(problem, c)
     layer, first, last = costs.per_layer(), costs.extras("first"), costs.extras("last")
-    total = L * layer + first + last
+    total = costs.layers_work(np.full(len(rows), float(L))) + first + last  # an MoE model: its exact layer mix
     one = np.where(pp == 1, total, 0.0)
     lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
     p2p = p2p_time(problem, c, costs.tokens)
@@ -357,8 +423,9 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     fixed = check_pins(dict(fixed or {}))
     removed: Counter[str] = Counter()
     emptied: list[str] = []
+    floor: list[float] = []  # proven bounds of the MoE bases left unexpanded (_moe_best_bases)
     try:
-        cols = base_columns(problem, fixed, clock, removed, emptied)
+        cols = base_columns(problem, fixed, clock, removed, emptied, floor)
     except _TimeUp:
         raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
@@ -422,7 +489,11 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
                 hi = min(pace.take(own_cum, lo), lo + CHUNK_ROWS)
-                cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
+                keep = _moe_fitting(problem, cols, own[lo:hi], layers[lo:hi])
+                if not keep.any():
+                    lo = hi
+                    continue
+                cand = as_candidates(cols, own[lo:hi][keep], layers[lo:hi][keep])
                 t0 = time.perf_counter()
                 try:
                     with schedule.deadline(clock.over if clock.limit is not None else None):
@@ -447,6 +518,8 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
             progress(i, len(order), f"{i} of {len(order)} configurations")
         if status == "time_limit":
             break
+    if floor and best_t > min(floor):  # an unexpanded base might hold a faster plan: say so with its bound
+        status, exhaustive, pending = "time_limit", False, min(pending, min(floor))
     if best is None:
         if status == "time_limit":
             raise DnnplaceError(_out_of_time(time_limit, f"before a configuration that fits was found ({i:,} of "
