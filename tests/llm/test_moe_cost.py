@@ -392,3 +392,16 @@ def test_flex_dispatch_time_at_deepep_published_bandwidths() -> None:
     bw = H100.nvlink_bandwidth * H100.nvlink_fraction
     want = 0.5 * (nvl[0] / (bw * 153 / 160) + nvl[0] / (bw * 158 / 160)) + H100.nvlink_latency_s
     assert M.flex_dispatch_time(m, t, A([8.0]), A([1.0]), 8, H100)[0] == pytest.approx(want)
+
+
+def test_moe_cast_bytes_hand_computed() -> None:
+    """8 experts, top-2, hidden 4, ffn 6 (gated), 2 heads of 2, 1 KV head: a quantize kernel moving 4 bytes per
+    element (Hopper delayed FP8: read 2, write two 1-byte copies) and 2 extra bytes where fused into a norm."""
+    m = small()
+    T, one = A([10.0]), A([1.0])
+    out = M.moe_cast_bytes(m, 4.0, 2.0, T, one, one, one, A([20.0]))
+    assert out["experts"][0][0] == 20 * 4 * (4 + 6) and out["experts"][1][0] == 20 * 4 * (4 + 2 * 6)
+    assert out["attention"][0][0] == 10 * (2 * 4 + 4 * 4) and out["attention"][1][0] == 10 * 4 * (4 + 4 + 2 * 2)
+    assert out["dense_mlp"][0][0] == 10 * (2 * 4 + 2 * 6) and out["dense_mlp"][1][0] == 10 * 4 * (4 + 2 * 6)
+    half = M.moe_cast_bytes(m, 4.0, 2.0, T, one, A([2.0]), one, A([20.0]))["experts"]  # etp 2: ffn / 2 per shard
+    assert half[0][0] == 20 * 4 * (4 + 3)

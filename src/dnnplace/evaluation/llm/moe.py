@@ -32,7 +32,7 @@ __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_ml
            "flex_dispatch_time", "expert_gemm_times", "expert_memory",
            "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
            "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
-           "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
+           "moe_cast_bytes", "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
            "router_gemm", "router_times", "shared_expert_gemms", "stage_layer_kinds"]
 
 
@@ -543,6 +543,33 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
     ep_b = ep_b + np.where(whole, ep_f, 0.0)
     return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def moe_cast_bytes(m: MoEModel, cast: float, fused: float, tokens: Array, tp: Array, etp: Array, sp_div: Array,
+                   copies: Array) -> dict[str, tuple[Array, Array]]:
+    """HBM bytes a quantized (FP8 / FP4) recipe's casts add to one layer of an MoE model, per micro-batch, by part.
+
+    The dense model's rule (``precision.cast_bytes_per_token``) applied part by part: ``cast`` bytes per
+    element a quantize kernel moves, ``fused`` the extra bytes of a cast fused into the producing norm.
+    ``attention``: the input norm writes QKV's input quantized (fused), the out projection's input is cast;
+    backward, the gradients entering the out projection and QKV are cast.  ``dense_mlp``: the pre-MLP norm
+    (fused) and the activation output; backward fc2's and fc1's output gradients.  ``experts``: the
+    dispatched copies enter TE's grouped linear in 16 bits and are cast there -- fc1's input (hidden) and the
+    activation output (ffn / etp) per copy; backward fc2's and fc1's output gradients.  ``shared``: the
+    shared experts as a dense MLP on the TP group's tokens.  The router stays 16-bit (HIGH_PRECISION_OPS).
+    """
+    a, s = m.arch, m.moe
+    h, T = float(a.hidden), tokens
+    glu = 2.0 if a.gated else 1.0
+    q, kv = float(a.q_width), float(a.kv_width)
+    out = {"attention": (T * (fused * h / sp_div + cast * q / tp), T * cast * (h / sp_div + (q + 2 * kv) / tp)),
+           "dense_mlp": (T * (fused * h / sp_div + fused * a.ffn_hidden / tp),
+                         T * cast * (h / sp_div + glu * a.ffn_hidden / tp))}
+    f = s.expert_ffn / etp
+    out["experts"] = (copies * cast * (h + f), copies * cast * (h + glu * f))
+    sf = float(s.shared_ffn)
+    out["shared"] = (T * cast * (h / sp_div + sf / tp), T * cast * (h / sp_div + glu * sf / tp))
+    return out
 
 
 def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: Array, dev: DeviceSpec,

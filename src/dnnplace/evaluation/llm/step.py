@@ -289,6 +289,17 @@ def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll
     else:
         sh_tp_f = sh_tp_b = 0.0 * tp
     cp = dense.layer["cp"]
+    rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
+    if rec.quantized:  # the recipe's casts, part by part (moe.moe_cast_bytes); the experts' on the slowest rank
+        copies = t * mm.moe.top_k * etp * moe_cost.load_factor(t * mm.moe.top_k * etp, ep)
+        fused = rec.copies(gen) * rec.copy_bytes() - precision.BF16_BYTES
+        cb = moe_cost.moe_cast_bytes(mm, rec.cast_bytes(gen), fused, tokens, tp, etp, sp_div, copies)
+        cast = {k: (flops.hbm_time(f, dev), flops.hbm_time(b, dev)) for k, (f, b) in cb.items()}
+        norm_f, norm_b = norm_f + cast["attention"][0], norm_b + cast["attention"][1]
+        mlp_f, mlp_b = mlp_f + cast["dense_mlp"][0], mlp_b + cast["dense_mlp"][1]
+        sh = cast["experts"][0] + (cast["shared"][0] if mm.moe.shared_ffn else 0.0), \
+            cast["experts"][1] + (cast["shared"][1] if mm.moe.shared_ffn else 0.0)
+        moe = {**moe, "compute": (moe["compute"][0] + sh[0], moe["compute"][1] + sh[1])}
 
     def whole(f: Array, b: Array) -> tuple[Array, Array]:
         return f, b + np.where(full, f, 0.0)  # full recomputation reruns the layer's forward
