@@ -28,12 +28,12 @@ from dnnplace.model.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
 Array = np.ndarray
 
 __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
-           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit",
-           "flex_dispatch_time", "expert_gemm_times", "expert_memory",
-           "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
-           "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
-           "moe_cast_bytes", "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
-           "router_gemm", "router_times", "shared_expert_gemms", "stage_layer_kinds"]
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit", "expert_gemm_times",
+           "expert_memory", "expert_params", "flex_dispatch_time", "grouped_gemm_time", "load_factor",
+           "mla_attention_fwd_flops", "mla_gemms", "mla_layer_compute", "model_flops_per_step",
+           "model_flops_per_token", "moe_cast_bytes", "moe_dense_params", "moe_layer_costs", "permute_bytes",
+           "rank_layer_counts", "recompute_reruns", "router_bytes", "router_gemm", "router_times",
+           "shared_expert_gemms", "stage_layer_kinds"]
 
 
 # ----------------------------------------------------------------------------------------------- model FLOPs
