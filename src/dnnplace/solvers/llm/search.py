@@ -277,6 +277,15 @@ MOE_MAX_BASES = MAX_BASES
 MOE_CHILDREN = 400_000
 
 
+def _relaxed(cols: Columns) -> Columns:
+    """The bases' relaxation (:func:`_moe_best_bases`): fastest dispatcher, overlap wherever allowed, no modules."""
+    n = len(cols["tp"])
+    full = cols["recompute"] == 2  # full recompute has no modules and no overlap: priced as it is
+    overlap = (cols["ep"] > 1) & ((cols["pp"] == 1) | (cols["vp"] > 1)) & ~full  # where the rules allow it
+    return {**cols, "dispatcher": np.full(n, -1, dtype=np.int64), "a2a_overlap": overlap,
+            "recompute_modules": np.zeros(n, dtype=np.int64), "recompute": np.where(full, 2, 0)}
+
+
 def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: int,
                     modules: int) -> tuple[Columns, float]:
     """The bases (every knob but the dispatcher, the all-to-all overlap and the recompute modules) whose relaxed
@@ -284,10 +293,11 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
     every configuration of the others.
 
     The relaxation prices each base with the fastest dispatcher (``dispatch_times``' negative index), the
-    all-to-all overlap on (it only hides communication) and no recomputation (recomputing only adds
-    forward reruns): every term of the cost model is no larger than with any value of those knobs, and the
-    bound of :func:`lower_bounds` is non-decreasing in the terms, so a base's relaxed bound is below the
-    step time of every configuration it expands into.  Bases that cannot fit whatever the split and the
+    all-to-all overlap on wherever the rules allow it (it only hides communication) and selective
+    recomputation as none (its modules only add forward reruns; full recomputation is priced as it is,
+    it has no modules and no overlap): every term of the cost model is no larger than with any value of
+    those knobs, and the bound of :func:`lower_bounds` is non-decreasing in the terms, so a base's relaxed
+    bound is below the step time of every configuration it expands into.  Bases that cannot fit whatever the split and the
     recompute modules (of the bit mask ``modules``) are dropped (``moe_memory_lower_bound``); the returned
     floor is the smallest relaxed bound of the bases left out (inf if none).
     """
@@ -295,8 +305,7 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
     from dnnplace.model.moe_knobs import DISPATCHERS
 
     n = len(cols["tp"])
-    relaxed = {**cols, "dispatcher": np.full(n, -1, dtype=np.int64), "a2a_overlap": np.ones(n, dtype=bool),
-               "recompute_modules": np.zeros(n, dtype=np.int64), "recompute": np.zeros(n, dtype=np.int64)}
+    relaxed = _relaxed(cols)
     lb = np.empty(n)
     for lo in range(0, n, BOUND_ROWS):
         if clock.over():
