@@ -297,9 +297,10 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
     recomputation as none (its modules only add forward reruns; full recomputation is priced as it is,
     it has no modules and no overlap): every term of the cost model is no larger than with any value of
     those knobs, and the bound of :func:`lower_bounds` is non-decreasing in the terms, so a base's relaxed
-    bound is below the step time of every configuration it expands into.  Bases that cannot fit whatever the split and the
-    recompute modules (of the bit mask ``modules``) are dropped (``moe_memory_lower_bound``); the returned
-    floor is the smallest relaxed bound of the bases left out (inf if none).
+    bound is below the step time of every configuration it expands into.  Bases that cannot fit whatever
+    the split and the recompute modules (of the bit mask ``modules``) are dropped
+    (``moe_memory_lower_bound``); the returned floor is the smallest relaxed bound of the bases left out
+    (inf if none).
     """
     from dnnplace.evaluation.llm.moe_step import moe_memory_lower_bound
     from dnnplace.model.moe_knobs import DISPATCHERS
