@@ -151,15 +151,19 @@ def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Ar
     static = np.minimum.reduce([k[0] for k in kinds])
     act = np.minimum.reduce([k[1] for k in kinds]) * (1.0 + memory.FRAGMENTATION)
     m = problem.job.global_batch / (c.dp * c.mbs)
-    width = int(pp.max())
-    r = np.arange(width)[None, :]
-    col = (lambda x: x[:, None])  # noqa: E731
-    chunks = memory.inflight_chunks(r, col(pp), col(vp), col(m))
-    group = col(pp * vp)
-    full, rest = chunks // group, chunks % group
-    last_chunk = col(vp) - 1  # chunk k holds full pp + clip(rest - k pp, 0, pp): fewest in the last one
-    fewest = np.where(col(vp) > 1, full * col(pp) + np.clip(rest - last_chunk * col(pp), 0, col(pp)),
-                      np.minimum(col(m), col(pp) - r))
-    b = col(static) + col(act) * fewest
-    inv = np.where(r < col(pp), 1.0 / np.maximum(b, 1e-30), 0.0).sum(axis=1)
+    inv = np.zeros(n)
+    key = (np.round(m).astype(np.int64) * 4096 + vp.astype(np.int64)) * 4096 + pp.astype(np.int64)
+    uniq, back = np.unique(key, return_inverse=True)  # the in-flight counts depend on (pp, vp, m) alone
+    order = np.argsort(back, kind="stable")
+    starts = np.searchsorted(back[order], np.arange(len(uniq) + 1))
+    for i, u in enumerate(uniq.tolist()):
+        rows = order[starts[i]:starts[i + 1]]
+        p_, v_, m_ = float(u % 4096), float(u // 4096 % 4096), float(u // (4096 * 4096))
+        r = np.arange(int(p_))
+        chunks = memory.inflight_chunks(r, p_, v_, m_)
+        full, rest = chunks // (p_ * v_), chunks % (p_ * v_)
+        # chunk k holds full pp + clip(rest - k pp, 0, pp) micro-batches: the fewest in the last one
+        fewest = (full * p_ + np.clip(rest - (v_ - 1) * p_, 0, p_)) if v_ > 1 else np.minimum(m_, p_ - r)
+        b = static[rows, None] + act[rows, None] * fewest[None, :]
+        inv[rows] = (1.0 / np.maximum(b, 1e-30)).sum(axis=1)
     return memory.BUFFER_FIXED_BYTES + a.num_layers / inv

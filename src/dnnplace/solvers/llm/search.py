@@ -25,6 +25,7 @@ explored, never ``optimal``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -39,6 +40,8 @@ from dnnplace.evaluation.llm.rules import CONFIG_RULES, check_config, check_prob
 from dnnplace.evaluation.llm.step import (
     BatchResult,
     Candidates,
+    StageCosts,
+    _rows_of,
     estimate_at,
     evaluate_batch,
     p2p_time,
@@ -277,6 +280,25 @@ MOE_MAX_BASES = MAX_BASES
 MOE_CHILDREN = 400_000
 
 
+#: The columns a layer's costs depend on (``stage_costs`` reads no others but dp, for the micro-batch count).
+_LAYER_KEYS = ("tp", "cp", "mbs", "sequence_parallel", "recompute", "ep", "etp", "dispatcher", "recompute_modules",
+               "a2a_overlap")
+
+
+def _shared_stage_costs(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> StageCosts:
+    """``stage_costs`` of ``rows``, computed once per distinct layer (bases differing only in pp, vp, dp and
+    the optimizer share their per-layer costs), with each row's own micro-batch count."""
+    key = np.zeros(len(rows), dtype=np.int64)
+    for k in _LAYER_KEYS:  # one mixed-radix code over the columns' own (few) values
+        values, code = np.unique(cols[k][rows], return_inverse=True)
+        key = key * len(values) + code.reshape(-1)
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    uniq = stage_costs(problem, as_candidates(cols, rows[first], np.zeros((len(first), 1))))
+    shared = _rows_of(uniq, back.reshape(-1))
+    m = problem.job.global_batch / (cols["dp"][rows] * cols["mbs"][rows]).astype(float)
+    return dataclasses.replace(shared, m=m)
+
+
 def _relaxed(cols: Columns) -> Columns:
     """The bases' relaxation (:func:`_moe_best_bases`): fastest dispatcher, overlap wherever allowed, no modules."""
     n = len(cols["tp"])
@@ -312,7 +334,7 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
         if clock.over():
             raise _TimeUp
         rows = np.arange(lo, min(lo + BOUND_ROWS, n))
-        lb[rows] = lower_bounds(problem, relaxed, rows)[0]
+        lb[rows] = lower_bounds(problem, relaxed, rows, costs=_shared_stage_costs(problem, relaxed, rows))[0]
         mem = moe_memory_lower_bound(problem, as_candidates(cols, rows, np.zeros((len(rows), 1))), modules)
         lb[rows] = np.where(mem > problem.device.usable_memory_bytes, np.inf, lb[rows])
     order = np.argsort(lb, kind="stable")
@@ -352,13 +374,15 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
 
 
 def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
-                 split_rows: dict[tuple[int, int], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None,
+                 costs: StageCosts | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Proven lower bounds on the step time of each base configuration over all its layer splits:
-    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone."""
+    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone (``costs``: the
+    rows' :func:`stage_costs`, when the caller has them)."""
     L = problem.arch.num_layers
     pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
-    costs = stage_costs(problem, c)
+    costs = costs if costs is not None else stage_costs(problem, c)
     layer, first, last = costs.per_layer(), costs.extras("first"), costs.extras("last")
     total = costs.layers_work(np.full(len(rows), float(L))) + first + last  # an MoE model: its exact layer mix
     one = np.where(pp == 1, total, 0.0)
