@@ -148,7 +148,8 @@ def test_relaxed_bounds_lie_below_every_expansion(tmp_path: Path) -> None:
     """The relaxation's bound (fastest dispatcher, overlap where allowed, no modules) under the bound of every
     (dispatcher, overlap, recompute modules) child, and the memory bound under every child's peak memory."""
     mod = importlib.import_module("dnnplace.solvers.llm.search")
-    from dnnplace.evaluation.llm.moe_step import moe_memory_lower_bound, moe_peak_memory
+    from dnnplace.evaluation.llm.moe_step import moe_memory_lower_bound
+    from dnnplace.evaluation.llm.step import moe_peak_memory
     from dnnplace.model.moe_knobs import MODULE_SETS
 
     pr = dnnplace.load_llm(tiny(tmp_path), gpus=8, seq_len=512, global_batch=16, gpus_per_node=4)
@@ -183,8 +184,7 @@ def test_deepseek_v3_free_search_on_1024_h100() -> None:
 def test_layer_mix_bound_and_memory_without_the_schedule() -> None:
     """DeepSeek-V3: any n layers cost at least (n - min(n, 3)) sparse + min(n, 3) cheaper ones, all 61 exactly
     3 dense + 58 sparse; the memory the search filters with equals the evaluator's."""
-    from dnnplace.evaluation.llm.moe_step import moe_peak_memory
-    from dnnplace.evaluation.llm.step import Candidates, stage_costs
+    from dnnplace.evaluation.llm.step import Candidates, moe_peak_memory, stage_costs
 
     pr = dnnplace.load_llm(FIXTURES / "deepseek-v3.json", gpus=1024, seq_len=4096, global_batch=8192)
     cfg = ParallelConfig(1, 8, 2, 1, 128, 1, "selective", False, True, (4,) * 15 + (1,), ep=64,

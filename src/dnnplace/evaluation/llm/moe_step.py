@@ -16,7 +16,7 @@ from dnnplace.model.llm import LLMProblem
 
 Array = np.ndarray
 
-__all__ = ["moe_params", "moe_peak_memory", "moe_rank_memory", "rank_layer_kinds"]
+__all__ = ["moe_memory_lower_bound", "moe_params", "moe_rank_memory", "rank_layer_kinds"]
 
 
 def rank_layer_kinds(c: Any, pattern: tuple[bool, ...], width: int) -> tuple[Array, Array]:
@@ -88,26 +88,6 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     out["activations"] = per_layer * inflight + logits
     out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
     return out
-
-
-def moe_peak_memory(problem: LLMProblem, c: Any) -> Array:
-    """Peak bytes per GPU of every candidate of an MoE model, without pricing its time: the memory part of
-    ``step.evaluate_batch`` alone (the same terms, in the same order; a test checks they agree), so that the
-    search can drop the (configuration, split) rows that cannot fit before it prices their schedules."""
-    from dnnplace.evaluation.llm import step
-
-    job = problem.job
-    m = job.global_batch / (c.dp * c.mbs)
-    tokens = c.mbs * job.seq_len / c.cp
-    width = c.rank_layers.shape[1]
-    r = np.arange(width)[None, :]
-    valid = r < c.pp[:, None]
-    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
-    nd, ns = rank_layer_kinds(c, problem.moe.moe.moe_layers, width)
-    params, experts = moe_params(problem, c, nd, ns, is_first, is_last)
-    mem = step.rank_memory(problem, c, params, c.rank_layers, r, is_last, m, tokens)
-    mem = moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, step.rank_chunks(c, width))
-    return np.where(valid, sum(mem.values()), -np.inf).max(axis=1)
 
 
 def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Array:

@@ -384,7 +384,7 @@ def pipeline_makespans(c: Candidates, m: Array, fwd: Array, bwd: Array, p2p: Arr
     return with_p2p, without
 
 
-def _rows_of(costs: StageCosts, rows: Array) -> StageCosts:
+def take_rows(costs: StageCosts, rows: Array) -> StageCosts:
     """The costs of some candidates only (the per-candidate arrays indexed by ``rows``)."""
     def pick(d: dict[str, tuple[Array, Array]] | None) -> dict[str, tuple[Array, Array]] | None:
         return None if d is None else {k: (np.broadcast_to(f, costs.m.shape)[rows],
@@ -420,7 +420,7 @@ def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[t
             b = idx[lo:lo + block]
             lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
             body = (n * lay if costs.moe_layer is None  # an MoE model: its few dense layers at most at the cheaper cost
-                    else _rows_of(costs, b).layers_work(np.broadcast_to(n, (len(b),) + n.shape)))
+                    else take_rows(costs, b).layers_work(np.broadcast_to(n, (len(b),) + n.shape)))
             work = body + (r == 0) * f + (r == pp - 1) * last
             fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
             out[b] = (mm * work + fill).max(axis=2).min(axis=1)
@@ -510,6 +510,23 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
                        mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m,
                        pipeline=with_p2p, tail=tail.max(axis=1))
 
+
+def moe_peak_memory(problem: LLMProblem, c: Candidates) -> Array:
+    """Peak bytes per GPU of every candidate of an MoE model, without pricing its time: the memory part of
+    :func:`evaluate_batch` alone (the same terms, in the same order; a test checks they agree), so that the
+    search can drop the (configuration, split) rows that cannot fit before it prices their schedules."""
+    job = problem.job
+    m = job.global_batch / (c.dp * c.mbs)
+    tokens = c.mbs * job.seq_len / c.cp
+    width = c.rank_layers.shape[1]
+    r = np.arange(width)[None, :]
+    valid = r < c.pp[:, None]
+    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
+    nd, ns = moe_step.rank_layer_kinds(c, problem.moe.moe.moe_layers, width)
+    params, experts = moe_step.moe_params(problem, c, nd, ns, is_first, is_last)
+    mem = rank_memory(problem, c, params, c.rank_layers, r, is_last, m, tokens)
+    mem = moe_step.moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, rank_chunks(c, width))
+    return np.where(valid, sum(mem.values()), -np.inf).max(axis=1)
 
 def stage_compute(fwd: dict[str, Array], bwd: dict[str, Array], rows: Array, bott: Array) -> Array:
     return (fwd["compute"] + bwd["compute"])[rows, bott]

@@ -41,12 +41,12 @@ from dnnplace.evaluation.llm.step import (
     BatchResult,
     Candidates,
     StageCosts,
-    _rows_of,
     estimate_at,
     evaluate_batch,
     p2p_time,
     split_lower_bound,
     stage_costs,
+    take_rows,
 )
 from dnnplace.model.llm import RECOMPUTE, LLMPlan, LLMProblem, ParallelConfig
 from dnnplace.model.llm_config import check_pins, pin_fields
@@ -294,7 +294,7 @@ def _shared_stage_costs(problem: LLMProblem, cols: Columns, rows: np.ndarray) ->
         key = key * len(values) + code.reshape(-1)
     _, first, back = np.unique(key, return_index=True, return_inverse=True)
     uniq = stage_costs(problem, as_candidates(cols, rows[first], np.zeros((len(first), 1))))
-    shared = _rows_of(uniq, back.reshape(-1))
+    shared = take_rows(uniq, back.reshape(-1))
     m = problem.job.global_batch / (cols["dp"][rows] * cols["mbs"][rows]).astype(float)
     return dataclasses.replace(shared, m=m)
 
@@ -355,7 +355,7 @@ def _moe_fitting(problem: LLMProblem, cols: Columns, own: np.ndarray, layers: np
     """
     if problem.moe is None:
         return np.ones(len(own), dtype=bool)
-    from dnnplace.evaluation.llm.moe_step import moe_peak_memory
+    from dnnplace.evaluation.llm.step import moe_peak_memory
 
     return moe_peak_memory(problem, as_candidates(cols, own, layers)) <= problem.device.usable_memory_bytes
 
