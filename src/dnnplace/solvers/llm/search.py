@@ -205,7 +205,8 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
-                                                                                     clock), clock=clock, floor=floor)
+                                                                                     clock), clock=clock, floor=floor,
+                               removed=removed, emptied=emptied)
     return cols
 
 
@@ -226,7 +227,8 @@ def _keep(cols: Columns, pcols: dict, have: set[str], removed: Counter[str], emp
 
 def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns, have: set[str],
                     keep_fn: Callable[[Columns], Columns], clock: _Clock | None = None,
-                    floor: list[float] | None = None) -> Columns:
+                    floor: list[float] | None = None, removed: Counter[str] | None = None,
+                    emptied: list[str] | None = None) -> Columns:
     """An MoE model's expert-parallel knobs, one at a time, each filtered by the rules: ep (divisors of the
     experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules.
 
@@ -237,21 +239,10 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
     n, gpn, e = problem.cluster.gpus, problem.cluster.gpus_per_node, problem.moe.moe.num_experts
     zero = lambda: np.zeros(len(cols["tp"]), dtype=np.int64)  # noqa: E731
     ep = [int(fixed["ep"])] if "ep" in fixed else [d for d in _divisors(math.gcd(e, n))]  # type: ignore
-    cols = _expand(cols, "ep", zero(), lambda _: ep)
-    have.add("ep")
-    cols = keep_fn(cols)
     etp = [int(fixed["etp"])] if "etp" in fixed else [d for d in _divisors(n) if d <= gpn]  # type: ignore
-    cols = _expand(cols, "etp", zero(), lambda _: etp)
-    have.add("etp")
+    cols = _expert_grid(problem, cols, ep, etp, removed, emptied)
+    have |= {"ep", "etp"}
     cols = keep_fn(cols)
-    # The weights, gradients and optimizer state of the average rank depend on ep and etp only among the knobs
-    # still to come: a base whose average rank overflows cannot fit with any of them (a proven prune).
-    rows = np.arange(len(cols["tp"]))
-    for lo in range(0, len(rows), BOUND_ROWS):
-        part = rows[lo:lo + BOUND_ROWS]
-        lb = static_memory_lb(problem, as_candidates(cols, part, np.zeros((len(part), 1))))
-        rows[lo:lo + BOUND_ROWS] = np.where(lb <= problem.device.usable_memory_bytes, part, -1)
-    cols = {k: v[rows[rows >= 0]] for k, v in cols.items()}
     size = len(cols["tp"]) * len(DISPATCHERS) * 2 * len(SEARCHED_MODULE_SETS)
     if size > MOE_MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
         union = 1  # core_attn: what selective recompute without modules reruns
@@ -277,7 +268,7 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
 #: Past this many configurations with the expert knobs, :func:`_moe_best_bases` expands only the bases of the
 #: smallest relaxed bounds, up to ``MOE_CHILDREN`` expert-knob configurations.
 MOE_MAX_BASES = MAX_BASES
-MOE_CHILDREN = 400_000
+MOE_CHILDREN = 800_000
 
 
 #: The columns a layer's costs depend on (``stage_costs`` reads no others but dp, for the micro-batch count).
@@ -297,6 +288,49 @@ def _shared_stage_costs(problem: LLMProblem, cols: Columns, rows: np.ndarray) ->
     shared = take_rows(uniq, back.reshape(-1))
     m = problem.job.global_batch / (cols["dp"][rows] * cols["mbs"][rows]).astype(float)
     return dataclasses.replace(shared, m=m)
+
+
+#: The knobs ep, etp and the average rank's static memory depend on among the bases' (the rest are mbs, vp,
+#: recompute): the expert grid is expanded and pruned once per distinct value of these, then joined back.
+_GRID_KEYS = ("tp", "pp", "cp", "dp", "sequence_parallel", "distributed_optimizer")
+
+
+def _expert_grid(problem: LLMProblem, cols: Columns, ep: list[int], etp: list[int],
+                 removed: Counter[str] | None = None, emptied: list[str] | None = None) -> Columns:
+    """Every base times every (ep, etp) the rules on those columns allow and whose average rank's weights,
+    gradients and optimizer state fit (``static_memory_lb``: a proven prune, none of the knobs still to come
+    changes them), each base's (ep, etp) in ascending order.  Worked out once per distinct
+    :data:`_GRID_KEYS` value and joined back, so the columns are copied once."""
+    key = np.zeros(len(cols["tp"]), dtype=np.int64)
+    for k in _GRID_KEYS:
+        values, code = np.unique(cols[k], return_inverse=True)
+        key = key * len(values) + code.reshape(-1)
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    back = back.reshape(-1)
+    u = len(first)
+    grid: Columns = {k: cols[k][first] for k in _GRID_KEYS}
+    grid.update(vp=np.ones(u, dtype=np.int64), mbs=np.ones(u, dtype=np.int64), recompute=np.zeros(u, dtype=np.int64),
+                _id=np.arange(u))
+    pcols, have = problem_columns(problem), set(_GRID_KEYS)
+    for name, values in (("ep", ep), ("etp", etp)):
+        grid = _expand(grid, name, np.zeros(len(grid["tp"]), dtype=np.int64), lambda _, v=values: v)
+        have.add(name)
+        mask = filter_rows(CONFIG_RULES, {**pcols, **grid}, len(grid["tp"]), have,
+                           removed if removed is not None else Counter(), emptied)
+        grid = {k: v[mask] for k, v in grid.items()}
+    if len(grid["tp"]):
+        fits = static_memory_lb(problem, as_candidates(grid, np.arange(len(grid["tp"])),
+                                                       np.zeros((len(grid["tp"]), 1))))
+        grid = {k: v[fits <= problem.device.usable_memory_bytes] for k, v in grid.items()}
+    counts = np.bincount(grid["_id"], minlength=u)  # grid rows are in _id order already
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    per = counts[back]
+    rows = np.repeat(np.arange(len(back)), per)
+    offset = np.arange(len(rows)) - np.repeat(np.cumsum(per) - per, per)
+    at = starts[back][rows] + offset
+    out = {k: v[rows] for k, v in cols.items()}
+    out["ep"], out["etp"] = grid["ep"][at], grid["etp"][at]
+    return out
 
 
 def _relaxed(cols: Columns) -> Columns:
