@@ -222,7 +222,8 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
     * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
       one of its experts (copies for one domain travel once and are forwarded on NVLink there), with
       top_k x etp targets as Megatron's flex dispatcher sets them up; the domains hit follow the model's
-      group-limited routing (:func:`domains_hit`).
+      group-limited routing (:func:`domains_hit`).  With etp 1 a token reaches each distinct destination rank
+      once (DeepEP's layout): over NVLink to every one but the rank it lands on in each domain hit.
     """
     h, k, e = float(m.arch.hidden), int(m.moe.top_k), int(m.moe.num_experts)
     tok = act_bytes * h * t
@@ -245,8 +246,12 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
         remote = domains_hit(m, ep, etp, domain) * (1.0 - 1.0 / domains)
         nic = tok * remote
         copies_out = tok * kk * (ep - k_in) / ep  # copies bound for other domains, forwarded there on NVLink
-        nvl = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
-        return nvl, nic
+        by_copy = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
+        # etp 1: DeepEP sends a token once per distinct destination rank; in every domain hit one rank is
+        # where it lands (the source's own, or the RDMA peer), the others take it over NVLink
+        ranks = domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
+        by_rank = tok * ranks * (k_in - 1) / k_in
+        return np.where(etp > 1, by_copy, by_rank), nic
     raise ValueError(f"unknown dispatcher {dispatcher!r}")
 
 
