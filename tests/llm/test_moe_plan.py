@@ -197,3 +197,17 @@ def test_layer_mix_bound_and_memory_without_the_schedule() -> None:
     assert costs.layers_work(np.array([2.0]))[0] == pytest.approx(2 * min(dense, sparse))
     assert costs.layers_work(np.array([5.0]))[0] == pytest.approx(2 * sparse + 3 * min(dense, sparse))
     assert moe_peak_memory(pr, c)[0] == pytest.approx(evaluate(pr, cfg).memory_per_gpu_bytes, rel=1e-12)
+
+
+def test_deepseek_v3_h100_layouts_order_as_measured() -> None:
+    """dgxc 25.05 ran DeepSeek-V3 on 1,024 H100s at TP2 PP16 EP64 alltoall, mla_up_proj (52.04 s; NeMo 25.04's
+    split 3 / 4 x 14 / 2), 25.08 at TP1 PP8 VP2 EP64 flex, mla_up_proj+mlp+moe (36.189 s): more than 10 % apart,
+    so the prediction must order them the same way."""
+    pr = dnnplace.load_llm(FIXTURES / "deepseek-v3.json", gpus=1024, seq_len=4096, global_batch=8192)
+    old = ParallelConfig(2, 16, 1, 1, 32, 1, "selective", True, True, (3,) + (4,) * 14 + (2,), ep=64,
+                         dispatcher="alltoall", recompute_modules="mla_up_proj")
+    new = ParallelConfig(1, 8, 2, 1, 128, 1, "selective", False, True, (4,) * 15 + (1,), ep=64,
+                         dispatcher="flex", recompute_modules="mla_up_proj+mlp+moe")
+    t_old, t_new = evaluate(pr, old), evaluate(pr, new)
+    assert t_old.fits and t_new.fits
+    assert t_old.step_time_s > 1.10 * t_new.step_time_s
