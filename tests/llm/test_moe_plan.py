@@ -211,3 +211,17 @@ def test_deepseek_v3_h100_layouts_order_as_measured() -> None:
     t_old, t_new = evaluate(pr, old), evaluate(pr, new)
     assert t_old.fits and t_new.fits
     assert t_old.step_time_s > 1.10 * t_new.step_time_s
+
+
+def test_no_fitting_plan_among_the_expanded_bases_is_one_line(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """When none of the expanded bases' configurations fits, the search says the rest were bounded, not
+    searched, and asks for pins -- one line, no traceback."""
+    mod = importlib.import_module("dnnplace.solvers.llm.search")
+    pr = dnnplace.load_llm(tiny(tmp_path), gpus=8, seq_len=512, global_batch=16, gpus_per_node=4)
+    monkeypatch.setattr(mod, "MOE_MAX_BASES", 1)
+    monkeypatch.setattr(mod, "MOE_CHILDREN", 1)
+    monkeypatch.setattr(mod, "_moe_fitting", lambda problem, cols, own, layers: np.zeros(len(own), dtype=bool))
+    with pytest.raises(DnnplaceError, match="not expanded: pin some knobs") as err:
+        search(pr, {"mbs": 1, "cp": 1})
+    assert "\n" not in str(err.value)

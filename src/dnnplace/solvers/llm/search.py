@@ -587,7 +587,11 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         if status == "time_limit":
             break
     if floor and best_t > min(floor):  # an unexpanded base might hold a faster plan: say so with its bound
-        status, exhaustive, pending = "time_limit", False, min(pending, min(floor))
+        if best is None and status == "optimal":  # the space ran out, not the clock
+            raise DnnplaceError(f"none of the {len(order):,} expanded configurations fits and the others (bound "
+                                f"{min(floor):.3g} s) were not expanded: pin some knobs (--fix ep=...,etp=...)")
+        if best is not None:
+            status, exhaustive, pending = "time_limit", False, min(pending, min(floor))
     if best is None:
         if status == "time_limit":
             raise DnnplaceError(_out_of_time(time_limit, f"before a configuration that fits was found ({i:,} of "
