@@ -550,6 +550,8 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
+            keep = _moe_fitting(problem, cols, own, layers)  # an MoE model: only the rows that fit are priced
+            own, layers = own[keep], layers[keep]
             own_cum = np.concatenate([[0.0], np.cumsum(tasks[own])])
             lo = 0
             while lo < len(own):  # a long split list in slices, the clock between them
@@ -557,11 +559,7 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
                 hi = min(pace.take(own_cum, lo), lo + CHUNK_ROWS)
-                keep = _moe_fitting(problem, cols, own[lo:hi], layers[lo:hi])
-                if not keep.any():
-                    lo = hi
-                    continue
-                cand = as_candidates(cols, own[lo:hi][keep], layers[lo:hi][keep])
+                cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
                 t0 = time.perf_counter()
                 try:
                     with schedule.deadline(clock.over if clock.limit is not None else None):
