@@ -232,7 +232,7 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
     """An MoE model's expert-parallel knobs, one at a time, each filtered by the rules: ep (divisors of the
     experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules.
 
-    When the last three would take the space past ``MAX_BASES``, only the bases of the smallest relaxed
+    When the last three would take the space past ``MOE_MAX_BASES``, only the bases of the smallest relaxed
     bounds are expanded (:func:`_moe_best_bases`) and the bound of the others is appended to ``floor``."""
     from dnnplace.model.moe_knobs import DISPATCHERS, MODULE_SETS
 
