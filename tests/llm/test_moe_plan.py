@@ -225,3 +225,16 @@ def test_no_fitting_plan_among_the_expanded_bases_is_one_line(tmp_path: Path,
     with pytest.raises(DnnplaceError, match="not expanded: pin some knobs") as err:
         search(pr, {"mbs": 1, "cp": 1})
     assert "\n" not in str(err.value)
+
+
+def test_cli_exports_an_moe_plan_to_torchtitan_and_deepspeed(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    _cli(["plan", str(FIXTURES / "qwen3-30b-a3b.json"), "--gpus", "16", "--seq-len", "4096", "--global-batch",
+          "1024", "--fix", "tp=1,pp=1,vp=1,cp=1,mbs=1,recompute=none,ep=16,etp=1,dispatcher=alltoall,"
+          "a2a_overlap=false,distributed_optimizer=true", "-o", str(out)], 0)
+    text = _cli(["export", str(out), "--to", "torchtitan"], 0).stdout
+    for line in ('flavor = "30B-A3B"', "expert_parallel_degree = 16", "expert_tensor_parallel_degree = 1",
+                 'expert_parallel_comm_backend = "standard"'):
+        assert line in text, line
+    doc = json.loads(_cli(["export", str(out), "--to", "deepspeed"], 0).stdout)
+    assert doc["moe"]["layer_args"]["ep_size"] == 16 and doc["moe"]["layer_args"]["k"] == 8
