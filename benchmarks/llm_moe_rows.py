@@ -21,10 +21,12 @@ from dnnplace.core.systems import system_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "llm" / "fixtures"
 
-#: DeepSeek-V3's layouts from Megatron-Bridge set_deepseek_v3_pipeline_model_parallel_layout (decoder layers per
-#: virtual stage; the embedding sits on the first, the MTP layer and the loss on the last).
+#: DeepSeek-V3's layouts (decoder layers per virtual stage; the embedding sits on the first, the MTP layer and the
+#: loss on the last).  PP8 VP2: the 25.08 recipe's map_pp_vp_to_layout (NeMo scripts/performance/llm/
+#: pretrain_deepseek_v3.py at the commit dgxc 25.08 pins), Et*4|(t*4|)*14|tL.  PP4: the 25.05 recipe (NeMo 25.04,
+#: same script at v2.3.0) sets num_layers_in_first_pipeline_stage = 64/pp - 1 and the last 64/pp - 2.
 _DS_PP8_VP2 = (4,) * 15 + (1,)
-_DS_PP4 = (16, 16, 16, 13)
+_DS_PP4 = (15, 16, 16, 14)
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,12 @@ class MoERow:
 _DGXC = "NVIDIA dgxc-benchmarking"
 MOE_ROWS: tuple[MoERow, ...] = (
     MoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 1024, "bf16", 1, 8, 2, 64, 1, 8192, 4096, 36.189,
-           f"{_DGXC} 25.08", recompute_modules=("mla_up_proj", "mlp", "moe"), layers_per_stage=_DS_PP8_VP2),
+           f"{_DGXC} 25.08", dispatcher="flex", recompute_modules=("mla_up_proj", "mlp", "moe"),
+           layers_per_stage=_DS_PP8_VP2),  # the 25.08 script: H100 uses DeepEP (flex), forced load balancing
     # GB200 NVL72: a job of 256 GPUs fills 64-GPU segments of its racks (the systems catalogue's NVLink group)
     MoERow("deepseek-v3", "DeepSeek-V3", "gb200", system_spec("gb200-nvl72").domain_for(256), 256, "bf16",
            2, 4, 1, 64, 1, 2048, 4096, 34.194,
-           f"{_DGXC} 25.05", layers_per_stage=_DS_PP4),
+           f"{_DGXC} 25.05", recompute_modules=("core_attn",), layers_per_stage=_DS_PP4),  # launch.sh RM=core_attn
     MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "bf16", 4, 1, 1, 128, 4, 1024, 8192,
            4.426, f"{_DGXC} 25.05", layers_per_stage=(48,)),
     MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "fp8", 4, 1, 1, 128, 4, 1024, 8192,

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "TRAINING_STACK", "AttentionTable", "DeviceSpec", "TrainingStack", "device_spec",
+__all__ = ["CATALOGUE", "DEEPEP", "TRAINING_STACK", "AttentionTable", "DeepEPFigures", "DeviceSpec", "TrainingStack",
+           "device_spec",
            "legacy_view"]
 
 GB = 1e9
@@ -407,3 +408,40 @@ class TrainingStack:
 
 #: The training stack every LLM plan is priced for (one set of figures, never per model).
 TRAINING_STACK = TrainingStack()
+
+
+@dataclass(frozen=True)
+class DeepEPFigures:
+    """DeepEP's published normal-kernel (training) bandwidths: what Megatron's ``flex`` dispatcher reaches.
+
+    Measured on H800 (~160 GB/s NVLink achievable) with one 400 Gb/s CX7 NIC (~50 GB/s) per GPU, DeepSeek-V3's
+    setting (4096 tokens, hidden 7168, top-8 of 256 experts, top-4 groups = nodes).  The bandwidths are
+    *logical*: DeepEP's test divides (tokens x distinct destination nodes, its own node included) x hidden x
+    bytes by the kernel time, so :func:`~dnnplace.models.llm.evaluation.moe.flex_dispatch_time` prices the same
+    logical bytes at them.  Kept as fractions of those maxima (NVLink: of the device's achievable NCCL NVLink
+    bandwidth; RDMA: of its NIC line rate) so they apply to any device of the catalogue.
+    """
+
+    nvlink: tuple[float, float] = (153 / 160, 158 / 160)  # (dispatch, combine), intranode EP 8
+    #: (nodes of the EP group, (dispatch, combine)) for the internode kernels; EP 16 / 32 / 64 at 8 GPUs a node
+    rdma: tuple[tuple[int, tuple[float, float]], ...] = ((2, (43 / 50, 43 / 50)), (4, (58 / 50, 57 / 50)),
+                                                         (8, (51 / 50, 50 / 50)))
+    sources: dict[str, str] = field(default_factory=lambda: {
+        "nvlink": "DeepEP README (docs/legacy.md, 'Normal kernels with NVLink and RDMA forwarding'): intranode "
+                  "EP 8 dispatch 153 GB/s, combine 158 GB/s of ~160 GB/s NVLink on H800",
+        "rdma": "same table: internode EP 16 43 / 43 GB/s, EP 32 58 / 57 GB/s, EP 64 51 / 50 GB/s (dispatch / "
+                "combine, RDMA bottleneck bandwidth) of a ~50 GB/s CX7 400 Gb/s NIC; 'logical' per DeepEP "
+                "tests/test_internode.py (num_rdma_token_sent counts the source node too)",
+    }, compare=False)
+
+    def rdma_fraction(self, nodes: int) -> tuple[float, float]:
+        """The published figure of the largest tested node count not above ``nodes`` (the smallest one below it)."""
+        best = self.rdma[0][1]
+        for n, frac in self.rdma:
+            if n <= nodes:
+                best = frac
+        return best
+
+
+#: DeepEP's normal kernels (the ``flex`` token dispatcher of Megatron-Core), the same for every model.
+DEEPEP = DeepEPFigures()

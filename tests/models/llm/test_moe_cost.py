@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dnnplace.core.catalogue import device_spec
-from dnnplace.models.llm.evaluation import flops
+from dnnplace.models.llm.evaluation import flops, moe_dispatch
 from dnnplace.models.llm.evaluation import moe as M
 from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
 
@@ -122,7 +122,9 @@ def test_dispatch_volumes_hand_computed() -> None:
     nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 2, "flex")
     remote = 80.0 * 22 / 28
     assert nic[0] == pytest.approx(remote)
-    assert nvl[0] == pytest.approx(40.0 + (80.0 - remote))
+    # NVLink: a rank (2 experts) is hit with p = 1 - C(6,2)/C(8,2) = 13/28; the other rank of the own domain and
+    # the non-landing rank of the remote one take the 80 B token over NVLink each with probability p
+    assert nvl[0] == pytest.approx(2 * 80.0 * 13 / 28)
     # everything inside one domain: no NIC traffic
     for disp in ("alltoall", "allgather", "flex"):
         assert M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 8, disp)[1][0] == 0.0
@@ -347,3 +349,62 @@ def test_stage_layer_kinds_vectorised_equal_the_per_rank_count() -> None:
         d, sp = M.rank_layer_counts(m.moe.moe_layers, s, pp)
         assert [dense[i, r:len(s):pp].sum() for r in range(pp)] == d.tolist()
         assert [sparse[i, r:len(s):pp].sum() for r in range(pp)] == sp.tolist()
+
+
+def test_domains_hit_against_enumeration_with_group_limited_routing() -> None:
+    """Expected distinct domains of a token's experts, by brute force over every group set and expert set."""
+    def brute(e: int, k: int, ep: int, per_domain: int, g: int, tg: int) -> float:
+        per_group, per_rank = e // g, e // ep
+        total, n = 0.0, 0
+        for groups in itertools.combinations(range(g), tg):
+            pool = [x for x in range(e) if x // per_group in groups]
+            sets = list(itertools.combinations(pool, k))
+            total += sum(len({(x // per_rank) // per_domain for x in c}) for c in sets) / len(sets)
+            n += 1
+        return total / n
+
+    for e, k, ep, per_domain, g, tg in ((8, 2, 4, 2, 4, 2), (12, 3, 6, 2, 3, 2), (16, 3, 8, 2, 4, 1),
+                                        (8, 2, 8, 3, 2, 1), (8, 2, 4, 2, 1, 1)):
+        hit = moe_dispatch._domains_hit(e, k, ep, per_domain, g, tg)
+        assert hit == pytest.approx(brute(e, k, ep, per_domain, g, tg))
+
+
+def test_deepseek_v3_group_limit_bounds_the_nodes_a_token_reaches() -> None:
+    """DeepSeek-V3 at EP 64 on 8-GPU nodes: one group of 32 experts per node, 4 groups per token, so a token
+    reaches 4 x (1 - C(96, 8) / C(128, 8)) nodes (its own counted) -- not 8 x (1 - C(224, 8) / C(256, 8))."""
+    m = ds3()
+    hits = M.domains_hit(m, A([64.0]), A([1.0]), 8)[0]
+    assert hits == pytest.approx(4 * (1 - comb(96, 8) / comb(128, 8)))
+    assert hits < 8 * (1 - comb(224, 8) / comb(256, 8))
+    nvl, nic = M.dispatch_volumes(m, A([4096.0]), A([64.0]), A([1.0]), 8, "flex")
+    assert nic[0] == pytest.approx(2 * 7168 * 4096 * hits * 7 / 8)  # the own node is 1/8 of the hits
+
+
+def test_flex_dispatch_time_at_deepep_published_bandwidths() -> None:
+    """DeepSeek-V3, EP 64 over 8 nodes: logical RDMA bytes (tokens x nodes hit, own node included) at DeepEP's
+    EP 64 figures, 51 GB/s dispatch and 50 GB/s combine of a 50 GB/s NIC; the NVLink side is not the bound."""
+    from dnnplace.core.catalogue import DEEPEP
+
+    m, t = ds3(), A([4096.0])
+    logical = 2 * 7168 * 4096 * 4 * (1 - comb(96, 8) / comb(128, 8))
+    want = 0.5 * (logical / 51e9 + logical / 50e9) + H100.internode_latency_s
+    assert M.flex_dispatch_time(m, t, A([64.0]), A([1.0]), 8, H100)[0] == pytest.approx(want)
+    assert DEEPEP.rdma_fraction(8) == (51 / 50, 50 / 50) and DEEPEP.rdma_fraction(3) == (43 / 50, 43 / 50)
+    # inside one domain: the NVLink copies at DeepEP's intranode figures of the NCCL NVLink bandwidth
+    nvl, _ = M.dispatch_volumes(m, t, A([8.0]), A([1.0]), 8, "flex")
+    bw = H100.nvlink_bandwidth * H100.nvlink_fraction
+    want = 0.5 * (nvl[0] / (bw * 153 / 160) + nvl[0] / (bw * 158 / 160)) + H100.nvlink_latency_s
+    assert M.flex_dispatch_time(m, t, A([8.0]), A([1.0]), 8, H100)[0] == pytest.approx(want)
+
+
+def test_moe_cast_bytes_hand_computed() -> None:
+    """8 experts, top-2, hidden 4, ffn 6 (gated), 2 heads of 2, 1 KV head: a quantize kernel moving 4 bytes per
+    element (Hopper delayed FP8: read 2, write two 1-byte copies) and 2 extra bytes where fused into a norm."""
+    m = small()
+    T, one = A([10.0]), A([1.0])
+    out = M.moe_cast_bytes(m, 4.0, 2.0, T, one, one, one, A([20.0]))
+    assert out["experts"][0][0] == 20 * 4 * (4 + 6) and out["experts"][1][0] == 20 * 4 * (4 + 2 * 6)
+    assert out["attention"][0][0] == 10 * (2 * 4 + 4 * 4) and out["attention"][1][0] == 10 * 4 * (4 + 4 + 2 * 2)
+    assert out["dense_mlp"][0][0] == 10 * (2 * 4 + 2 * 6) and out["dense_mlp"][1][0] == 10 * 4 * (4 + 2 * 6)
+    half = M.moe_cast_bytes(m, 4.0, 2.0, T, one, A([2.0]), one, A([20.0]))["experts"]  # etp 2: ffn / 2 per shard
+    assert half[0][0] == 20 * 4 * (4 + 3)

@@ -16,22 +16,30 @@ then EP: the EP group has stride etp), within an NVLink domain of ``domain`` GPU
 
 from __future__ import annotations
 
-from math import comb
-
 import numpy as np
 
 from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.models.llm.evaluation import flops
+from dnnplace.models.llm.evaluation.moe_dispatch import (
+    dispatch_time,
+    dispatch_times,
+    dispatch_volumes,
+    distinct_groups,
+    domains_hit,
+    flex_dispatch_time,
+    permute_bytes,
+)
 from dnnplace.models.llm.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
 
 Array = np.ndarray
 
 __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
-           "dispatch_times", "dispatch_volumes", "distinct_groups", "expert_gemm_times", "expert_memory",
-           "expert_params", "grouped_gemm_time", "load_factor", "mla_attention_fwd_flops", "mla_gemms",
-           "mla_layer_compute", "model_flops_per_step", "model_flops_per_token", "moe_dense_params",
-           "moe_layer_costs", "permute_bytes", "rank_layer_counts", "recompute_reruns", "router_bytes",
-           "router_gemm", "router_times", "shared_expert_gemms", "stage_layer_kinds"]
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit", "expert_gemm_times",
+           "expert_memory", "expert_params", "flex_dispatch_time", "grouped_gemm_time", "load_factor",
+           "mla_attention_fwd_flops", "mla_gemms", "mla_layer_compute", "model_flops_per_step",
+           "model_flops_per_token", "moe_cast_bytes", "moe_dense_params", "moe_layer_costs", "permute_bytes",
+           "rank_layer_counts", "recompute_reruns", "router_bytes", "router_gemm", "router_times",
+           "shared_expert_gemms", "stage_layer_kinds"]
 
 
 # ----------------------------------------------------------------------------------------------- model FLOPs
@@ -124,97 +132,6 @@ def router_times(m: MoEModel, t: Array, dev: DeviceSpec, peak: float) -> tuple[A
 
 
 # ----------------------------------------------------------------------------------------------- permutation
-
-def permute_bytes(m: MoEModel, t: Array, etp: Array, act_bytes: float = 2.0) -> Array:
-    """HBM bytes of one direction's permute + unpermute on one rank (forward; the backward moves the same).
-
-    Permute reads t tokens and writes their t x top_k copies grouped by expert; unpermute reads the
-    copies back and writes t tokens (``MOE_STACK.permute_passes`` = read + write).  With ETP > 1 the
-    all-gathered copies are sorted once more by local expert (and unsorted after): t x top_k x etp each way.
-    """
-    h, k = float(m.arch.hidden), float(m.moe.top_k)
-    one = 0.5 * MOE_STACK.permute_passes * act_bytes * h
-    base = 2.0 * one * (t + t * k)
-    sort = np.where(etp > 1, 2.0 * 2.0 * one * t * k * etp, 0.0)
-    return base + sort
-
-
-# ----------------------------------------------------------------------------------------------- dispatch
-
-def _hit(experts: int, top_k: int, groups: float) -> float:
-    """Probability that one given group (of experts / groups experts) holds one of a token's top_k distinct
-    experts drawn uniformly: 1 - C(E - E/g, k) / C(E, k)."""
-    g = int(groups)
-    if g <= 1:
-        return 1.0
-    return 1.0 - comb(experts - experts // g, top_k) / comb(experts, top_k)
-
-
-def distinct_groups(experts: int, top_k: int, groups: Array) -> Array:
-    """Expected number of distinct groups a token's top_k experts fall into: groups x hit probability."""
-    g = np.asarray(groups, dtype=float)
-    return g * np.vectorize(lambda x: _hit(experts, top_k, x), otypes=[float])(g)
-
-
-def _ep_in_domain(ep: Array, etp: Array, domain: int) -> Array:
-    """EP-group members that share one NVLink domain (the group has stride etp)."""
-    return np.clip(np.floor(domain / np.maximum(etp, 1)), 1, ep)
-
-
-def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dispatcher: str,
-                     act_bytes: float = 2.0) -> tuple[Array, Array]:
-    """Bytes one rank sends in one dispatch (the combine sends the same back), over NVLink and over its NIC.
-
-    * ``alltoall``: each of the t x top_k token copies goes to the rank holding its expert, uniform over
-      the EP group: (k_in - 1)/ep of them to NVLink peers, (ep - k_in)/ep across the domain (k_in = EP
-      members per domain); then an all-gather over the ETP group (NVLink) of the t x top_k received
-      copies: (etp - 1) x t x top_k more.
-    * ``allgather``: every rank gathers the t tokens of all etp x ep ranks of its group: each rank's
-      tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
-    * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
-      one of its experts (copies for one domain travel once and are forwarded on NVLink there), with
-      top_k x etp targets as Megatron's flex dispatcher sets them up.
-    """
-    h, k, e = float(m.arch.hidden), int(m.moe.top_k), int(m.moe.num_experts)
-    tok = act_bytes * h * t
-    k_in = _ep_in_domain(ep, etp, domain)
-    if dispatcher == "alltoall":
-        nvl = tok * k * (k_in - 1) / ep + tok * k * (etp - 1)
-        nic = tok * k * (ep - k_in) / ep
-        return nvl, nic
-    if dispatcher == "allgather":
-        n = ep * etp
-        inside = np.minimum(n, domain)
-        nvl = np.where(n <= domain, tok * (n - 1), tok * (inside - 1))
-        nic = np.where(n <= domain, 0.0, tok * (n - inside))
-        return nvl, nic
-    if dispatcher == "flex":
-        kk = np.minimum(k * etp, e * etp)
-        domains = np.maximum(ep / k_in, 1)
-        # the token's own domain is one of the groups it may hit: the remote ones are the other g - 1
-        remote = (domains - 1) * np.vectorize(lambda x: _hit(e, k, x), otypes=[float])(domains)
-        nic = tok * remote
-        copies_out = tok * kk * (ep - k_in) / ep  # copies bound for other domains, forwarded there on NVLink
-        nvl = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
-        return nvl, nic
-    raise ValueError(f"unknown dispatcher {dispatcher!r}")
-
-
-def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
-    """Seconds of one dispatch (or combine): NVLink and NIC traffic run at once, plus one message latency.
-
-    Bus bandwidths are the catalogue's NCCL fractions of NVLink and of one NIC per GPU.  NCCL's
-    all-to-all posts its send/receive pairs to every peer inside one group call, so they are in
-    flight together: one latency (of the slower link used), not one per peer.
-    """
-    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
-    nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
-    lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
-    busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
-    return np.where(nvl + nic > 0, busy + lat, 0.0)
-
-
-# ----------------------------------------------------------------------------------------------- experts
 
 def load_factor(mean_tokens: Array, ranks: Array) -> Array:
     """The slowest of ``ranks`` ranks' load over the mean, under uniform random routing.
@@ -408,18 +325,6 @@ def _bit(modules: Array, name: str) -> Array:
     return (np.asarray(modules, dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
 
 
-def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Array, domain: int,
-                   dev: DeviceSpec) -> Array:
-    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``."""
-    from dnnplace.models.llm.moe import DISPATCHERS
-
-    out = np.zeros_like(np.asarray(t, dtype=float))
-    for i, name in enumerate(DISPATCHERS):
-        nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
-        out = np.where(np.asarray(dispatcher) == i, dispatch_time(nvl, nic, dev), out)
-    return out
-
-
 def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,
                     domain: int, dev: DeviceSpec, peak: float, *, shared_overlap: bool = False,
                     a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
@@ -460,6 +365,33 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
     ep_b = ep_b + np.where(whole, ep_f, 0.0)
     return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def moe_cast_bytes(m: MoEModel, cast: float, fused: float, tokens: Array, tp: Array, etp: Array, sp_div: Array,
+                   copies: Array) -> dict[str, tuple[Array, Array]]:
+    """HBM bytes a quantized (FP8 / FP4) recipe's casts add to one layer of an MoE model, per micro-batch, by part.
+
+    The dense model's rule (``precision.cast_bytes_per_token``) applied part by part: ``cast`` bytes per
+    element a quantize kernel moves, ``fused`` the extra bytes of a cast fused into the producing norm.
+    ``attention``: the input norm writes QKV's input quantized (fused), the out projection's input is cast;
+    backward, the gradients entering the out projection and QKV are cast.  ``dense_mlp``: the pre-MLP norm
+    (fused) and the activation output; backward fc2's and fc1's output gradients.  ``experts``: the
+    dispatched copies enter TE's grouped linear in 16 bits and are cast there -- fc1's input (hidden) and the
+    activation output (ffn / etp) per copy; backward fc2's and fc1's output gradients.  ``shared``: the
+    shared experts as a dense MLP on the TP group's tokens.  The router stays 16-bit (HIGH_PRECISION_OPS).
+    """
+    a, s = m.arch, m.moe
+    h, T = float(a.hidden), tokens
+    glu = 2.0 if a.gated else 1.0
+    q, kv = float(a.q_width), float(a.kv_width)
+    out = {"attention": (T * (fused * h / sp_div + cast * q / tp), T * cast * (h / sp_div + (q + 2 * kv) / tp)),
+           "dense_mlp": (T * (fused * h / sp_div + fused * a.ffn_hidden / tp),
+                         T * cast * (h / sp_div + glu * a.ffn_hidden / tp))}
+    f = s.expert_ffn / etp
+    out["experts"] = (copies * cast * (h + f), copies * cast * (h + glu * f))
+    sf = float(s.shared_ffn)
+    out["shared"] = (T * cast * (h / sp_div + sf / tp), T * cast * (h / sp_div + glu * sf / tp))
+    return out
 
 
 def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: Array, dev: DeviceSpec,

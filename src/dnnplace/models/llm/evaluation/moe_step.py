@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.llm.evaluation import memory
+from dnnplace.models.llm.evaluation import comm, flops, memory, precision
 from dnnplace.models.llm.evaluation import moe as moe_cost
+from dnnplace.models.llm.evaluation.candidates import KINDS, Candidates, StageCosts
 from dnnplace.models.llm.spec import LLMProblem
 
 Array = np.ndarray
 
-__all__ = ["moe_params", "moe_rank_memory", "rank_layer_kinds"]
+__all__ = ["moe_memory_lower_bound", "moe_params", "moe_rank_memory", "rank_layer_kinds"]
 
 
 def rank_layer_kinds(c: Any, pattern: tuple[bool, ...], width: int) -> tuple[Array, Array]:
@@ -88,3 +89,153 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     out["activations"] = per_layer * inflight + logits
     out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
     return out
+
+
+def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Array:
+    """A proven lower bound on the peak bytes per GPU of every split of every candidate, whatever recompute
+    modules from ``modules_mask`` (bit mask: the most any of its configurations frees) it uses.
+
+    Every layer costs a rank at least ``b_r`` = the cheaper kind's (dense or sparse) weights, gradients and
+    optimizer state, plus the cheaper kind's activations with every module of the mask recomputed (full
+    recompute: the layer input) times the fewest micro-batches any of rank r's chunks holds in flight
+    (``memory.inflight_layers``' counts; 1F1B: min(m, pp - r)), plus the allocator's fragmentation share.  Any
+    split puts n_r >= 0 layers on rank r with sum n_r = L, so the fullest rank holds at least
+    buffer + L / sum_r (1 / b_r) (water filling); the embedding, head, MTP layer and logits only add to it.
+    """
+    mm, a = problem.moe, problem.arch
+    ep, etp, _, _, _ = c.expert()
+    n = len(c)
+    tp, pp, vp = c.tp, c.pp, c.vp
+    gpus = problem.cluster.gpus
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    eshard = np.where(c.dist, gpus / (pp * ep * etp), 1.0)
+    wb = memory.WEIGHT_BYTES if problem.job.precision == "bf16" else 1.0  # quantized recipes may keep 1-byte copies
+    per = wb + memory.GRAD_BYTES
+    attn = moe_cost.attention_params(mm, tp)
+    dense_static = (per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.dense_mlp_params(mm, tp))
+    sparse_static = ((per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.moe_dense_params(mm, tp))
+                     + (per + memory.OPTIMIZER_BYTES / eshard) * moe_cost.expert_params(mm, np.ones(n), ep, etp))
+    tokens = c.mbs * problem.job.seq_len / c.cp
+    t = tokens / tp
+    names = tuple(name for b, name in enumerate(moe_cost.RECOMPUTE_MODULES) if modules_mask >> b & 1)
+    acts = []
+    for sparse in (False, True):
+        keep = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), ())
+        freed = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), names)
+        acts.append(np.where(c.recompute == 2, 2.0 * t * a.hidden, np.where(c.recompute == 1, freed, keep)))
+    layers = np.array(mm.moe.moe_layers)
+    kinds = []
+    if (~layers).any():
+        kinds.append((dense_static, acts[0]))
+    if layers.any():
+        kinds.append((sparse_static, acts[1]))
+    static = np.minimum.reduce([k[0] for k in kinds])
+    act = np.minimum.reduce([k[1] for k in kinds]) * (1.0 + memory.FRAGMENTATION)
+    m = problem.job.global_batch / (c.dp * c.mbs)
+    inv = np.zeros(n)
+    key = (np.round(m).astype(np.int64) * 4096 + vp.astype(np.int64)) * 4096 + pp.astype(np.int64)
+    uniq, back = np.unique(key, return_inverse=True)  # the in-flight counts depend on (pp, vp, m) alone
+    order = np.argsort(back, kind="stable")
+    starts = np.searchsorted(back[order], np.arange(len(uniq) + 1))
+    for i, u in enumerate(uniq.tolist()):
+        rows = order[starts[i]:starts[i + 1]]
+        p_, v_, m_ = float(u % 4096), float(u // 4096 % 4096), float(u // (4096 * 4096))
+        r = np.arange(int(p_))
+        chunks = memory.inflight_chunks(r, np.asarray(p_), np.asarray(v_), np.asarray(m_))
+        full, rest = chunks // (p_ * v_), chunks % (p_ * v_)
+        # chunk k holds full pp + clip(rest - k pp, 0, pp) micro-batches: the fewest in the last one
+        fewest = (full * p_ + np.clip(rest - (v_ - 1) * p_, 0, p_)) if v_ > 1 else np.minimum(m_, p_ - r)
+        b = static[rows, None] + act[rows, None] * fewest[None, :]
+        inv[rows] = (1.0 / np.maximum(b, 1e-30)).sum(axis=1)
+    return memory.BUFFER_FIXED_BYTES + a.num_layers / inv
+
+
+def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll: Array) -> StageCosts:
+    """An MoE model's per-layer costs: its dense layers and its sparse ones, and the MTP layer on the last rank.
+
+    Both kinds share the attention (MLA's projections and core for DeepSeek-style models, else the dense
+    one) with its TP collectives; a dense layer adds its MLP, a sparse one the MoE terms of
+    ``evaluation/llm/moe.py`` (router, permutation, grouped GEMMs, shared experts, the exposed dispatch and
+    combine).  With selective recomputation and recompute modules, the modules alone are rerun
+    (Megatron's default ``core_attn`` when none is named).
+    """
+    mm = problem.moe
+    a, dev, s = problem.arch, problem.device, problem.job.seq_len
+    peak = dev.peak(problem.job.precision)
+    tp, tokens = c.tp, dense.tokens
+    ep, etp, disp, mods, a2a = c.expert()
+    sp_div = np.where(c.sp, tp, 1.0)
+    sel = (c.recompute == 1)
+    mods = np.where(sel, mods, 0.0)
+    core_rerun = sel & ((mods == 0) | moe_cost._bit(mods, "core_attn"))
+    mods_eff = np.where(core_rerun & (mods == 0), 1.0, mods)  # bit 0: core_attn
+    full = c.recompute == 2
+    # attention
+    att_shapes = moe_cost.mla_gemms(mm, tokens, tp) if mm.mla is not None else flops.layer_gemms(a, tokens, tp)[:2]
+    agf, agb = flops.fwd_bwd_gemm_times(att_shapes, dev, peak)
+    if mm.mla is not None:
+        att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
+    else:
+        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
+        att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
+    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
+    act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
+    norm_f = flops.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
+    norm_b = flops.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
+    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), flops.hbm_time(8.0 * tokens * a.hidden / sp_div,
+                                                                                  dev), 0.0)
+    att_tp_f = sum(comm.overlapped(coll, g, tp) for g in (agf[0], agf[-1]))
+    att_tp_b = sum(comm.overlapped(coll, g, tp) for g in (agb[0], agb[-1]))
+    on = (tp > 1) & c.sp
+    att_tp_f, att_tp_b = np.where(on, att_tp_f, 0.0), np.where(on, att_tp_b, 0.0)
+    # the dense layers' MLP
+    mgf, mgb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp)[2:], dev, peak)
+    mlp_f = mgf[0] + mgf[1] + flops.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
+    mlp_b = mgb[0] + mgb[1] + flops.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
+    mlp_b = mlp_b + np.where(moe_cost._bit(mods, "mlp"), mlp_f, 0.0)
+    mlp_tp_f = np.where(on, comm.overlapped(coll, mgf[0], tp) + comm.overlapped(coll, mgf[1], tp), 0.0)
+    mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
+    # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
+    t = tokens / tp
+    moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
+                                   a2a_overlap=a2a)
+    if mm.moe.shared_ffn:
+        sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
+        sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
+        sh_tp_f = np.where(on, comm.overlapped(coll, sgf[0], tp) + comm.overlapped(coll, sgf[1], tp), 0.0)
+        sh_tp_b = np.where(on, comm.overlapped(coll, sgb[0], tp) + comm.overlapped(coll, sgb[1], tp), 0.0)
+    else:
+        sh_tp_f = sh_tp_b = 0.0 * tp
+    cp = dense.layer["cp"]
+    rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
+    if rec.quantized:  # the recipe's casts, part by part (moe.moe_cast_bytes); the experts' on the slowest rank
+        copies = t * mm.moe.top_k * etp * moe_cost.load_factor(t * mm.moe.top_k * etp, ep)
+        fused = rec.copies(gen) * rec.copy_bytes() - precision.BF16_BYTES
+        cast_bytes = moe_cost.moe_cast_bytes(mm, rec.cast_bytes(gen), fused, tokens, tp, etp, sp_div, copies)
+        casts = {k: (flops.hbm_time(f, dev), flops.hbm_time(b, dev)) for k, (f, b) in cast_bytes.items()}
+        norm_f, norm_b = norm_f + casts["attention"][0], norm_b + casts["attention"][1]
+        mlp_f, mlp_b = mlp_f + casts["dense_mlp"][0], mlp_b + casts["dense_mlp"][1]
+        extra = casts["experts"][0] + (casts["shared"][0] if mm.moe.shared_ffn else 0.0), \
+            casts["experts"][1] + (casts["shared"][1] if mm.moe.shared_ffn else 0.0)
+        moe = {**moe, "compute": (moe["compute"][0] + extra[0], moe["compute"][1] + extra[1])}
+
+    def whole(f: Array, b: Array) -> tuple[Array, Array]:
+        return f, b + np.where(full, f, 0.0)  # full recomputation reruns the layer's forward
+
+    d_comp = whole(att_f + norm_f + mlp_f, att_b + norm_b + mlp_b)
+    d_tp = whole(att_tp_f + mlp_tp_f, att_tp_b + mlp_tp_b)
+    s_comp = whole(att_f + norm_f + moe["compute"][0], att_b + norm_b + moe["compute"][1])
+    s_tp = whole(att_tp_f + sh_tp_f, att_tp_b + sh_tp_b)
+    s_ep = whole(*moe["ep"])
+    zero = (0.0 * tp, 0.0 * tp)
+    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero}
+    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep}
+    last = dict(dense.last)
+    for _ in range(mm.moe.mtp_layers):  # DeepSeek's MTP layer on the last stage: a layer, its projection, a head
+        kind = sparse if mm.moe.moe_layers[-1] else layer
+        proj = flops.fwd_bwd_gemm_times([(tokens, np.full_like(tokens, float(a.hidden)) / tp,
+                                          np.full_like(tokens, 2.0 * a.hidden))], dev, peak)
+        last = {k: (last[k][0] + kind[k][0] + (dense.last[k][0] + (proj[0][0] if k == "compute" else 0.0)),
+                    last[k][1] + kind[k][1] + (dense.last[k][1] + (proj[1][0] if k == "compute" else 0.0)))
+                for k in KINDS}
+    return StageCosts(layer, dense.first, last, dense.m, tokens, moe_layer=sparse, pattern=mm.moe.moe_layers)

@@ -10,155 +10,16 @@ share every formula.  docs/llm_planner.md explains each term.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
 
 import numpy as np
 
-from dnnplace.models.llm.config import GRAD_DTYPES
 from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, precision, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
-from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
+from dnnplace.models.llm.evaluation.candidates import KINDS, BatchResult, Candidates, StageCosts, take_rows
 from dnnplace.models.llm.rules import PRECISION_RECIPES
-from dnnplace.models.llm.spec import MEMORY_KEYS, RECOMPUTE, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
+from dnnplace.models.llm.spec import MEMORY_KEYS, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
 
 Array = np.ndarray
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """Configurations as arrays; ``rank_layers[i, r]`` = layers of pipeline rank r (0 past pp).
-
-    ``stage_layers[i, s]``, when given, = layers of virtual stage s (model order, rank s % pp, chunk
-    s // pp; 0 past pp * vp): how a rank's layers are spread over its chunks, which the schedule and the
-    in-flight activations depend on.  Without it each rank's layers are cut as :meth:`config` says.
-    """
-
-    tp: Array
-    pp: Array
-    vp: Array
-    cp: Array
-    dp: Array
-    mbs: Array
-    recompute: Array  # 0 none, 1 selective, 2 full
-    sp: Array
-    dist: Array
-    rank_layers: Array
-    stage_layers: Array | None = None
-    # The expert-parallel knobs (None: a dense candidate, ep = etp = 1): ep, etp, the dispatcher's index in
-    # DISPATCHERS, the recompute modules' bit mask, the all-to-all overlap.
-    ep: Array | None = None
-    etp: Array | None = None
-    dispatcher: Array | None = None
-    modules: Array | None = None
-    a2a: Array | None = None
-    # The data-parallel sharding knobs (None: as before, ZeRO 1 with the distributed optimizer else 0, and
-    # fp32 gradients): the ZeRO stage and the index of the gradient dtype in GRAD_DTYPES.
-    zero: Array | None = None
-    grad: Array | None = None
-
-    def sharding(self) -> tuple[Array, Array]:
-        """(ZeRO stage, gradient bytes per parameter) with the defaults where not given."""
-        zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
-        grad = np.zeros(len(self)) if self.grad is None else self.grad
-        return zero, np.asarray(fsdp.GRAD_DTYPE_BYTES)[grad.astype(np.int64)]
-
-    def expert(self) -> tuple[Array, Array, Array, Array, Array]:
-        """(ep, etp, dispatcher, modules, a2a) with the dense defaults where not given."""
-        one, zero = np.ones(len(self)), np.zeros(len(self))
-        return (one if self.ep is None else self.ep, one if self.etp is None else self.etp,
-                zero if self.dispatcher is None else self.dispatcher, zero if self.modules is None else self.modules,
-                zero.astype(bool) if self.a2a is None else self.a2a)
-
-    def __len__(self) -> int:
-        return len(self.tp)
-
-    @staticmethod
-    def of(configs: list[ParallelConfig]) -> Candidates:
-        width = max(c.pp for c in configs)
-        layers = np.zeros((len(configs), width))
-        stages = np.zeros((len(configs), max(c.pp * c.vp for c in configs)))
-        for i, c in enumerate(configs):
-            layers[i, :c.pp] = [c.rank_layers(r) for r in range(c.pp)]
-            stages[i, :c.pp * c.vp] = c.layers_per_stage
-
-        def col(name: str) -> Array:
-            return np.array([getattr(c, name) for c in configs], dtype=float)
-
-        return Candidates(col("tp"), col("pp"), col("vp"), col("cp"), col("dp"), col("mbs"),
-                          np.array([RECOMPUTE.index(c.recompute) for c in configs], dtype=float),
-                          np.array([c.sequence_parallel for c in configs]),
-                          np.array([c.distributed_optimizer for c in configs]), layers, stages,
-                          col("ep"), col("etp"), np.array([DISPATCHERS.index(c.dispatcher) for c in configs], float),
-                          np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
-                          np.array([c.a2a_overlap for c in configs]), col("zero"),
-                          np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float))
-
-    def stages(self) -> Array:
-        """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
-        if self.stage_layers is not None:
-            return self.stage_layers
-        return self._cut_stages
-
-    @cached_property
-    def _cut_stages(self) -> Array:
-        pp, vp = self.pp.astype(np.int64), self.vp.astype(np.int64)
-        width = int((pp * vp).max())
-        s = np.arange(width)[None, :]
-        r, k = s % pp[:, None], s // pp[:, None]
-        valid = k < vp[:, None]
-        n = np.take_along_axis(self.rank_layers, np.minimum(r, self.rank_layers.shape[1] - 1), axis=1)
-        full = np.ceil(n / vp[:, None])
-        short_chunk = np.where((r == pp[:, None] - 1) & (r > 0), vp[:, None] - 1, 0)
-        out = np.where(k == short_chunk, n - (vp[:, None] - 1) * full, full)
-        return np.where(valid, out, 0.0)
-
-    def config(self, i: int) -> ParallelConfig:
-        """Candidate ``i`` as a ParallelConfig: ``stage_layers`` when given, else each rank's layers in equal
-        chunks of ceil(n / vp), but for a remainder, which shortens rank 0's first chunk (it also embeds) or
-        the last rank's last chunk (it also runs the head and the loss)."""
-        pp, vp = int(self.pp[i]), int(self.vp[i])
-        stages = tuple(int(x) for x in self.stages()[i, :pp * vp])
-        return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
-                              mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
-                              sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=stages, **self._expert_fields(i), **self._sharding_fields(i))
-
-    def _sharding_fields(self, i: int) -> dict[str, Any]:
-        zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
-        grad = 0 if self.grad is None else int(self.grad[i])
-        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad]}
-
-    def _expert_fields(self, i: int) -> dict[str, Any]:
-        ep, etp, disp, mods, a2a = self.expert()
-        return {"ep": int(ep[i]), "etp": int(etp[i]), "dispatcher": DISPATCHERS[int(disp[i])],
-                "recompute_modules": MODULE_SETS[int(mods[i])], "a2a_overlap": bool(a2a[i])}
-
-
-@dataclass(frozen=True)
-class StageCosts:
-    """Per-micro-batch seconds of one layer and of the embedding / LM-head extras, by kind."""
-
-    layer: dict[str, tuple[Array, Array]]  # kind -> (forward, backward) of one layer
-    first: dict[str, tuple[Array, Array]]  # extras of pipeline rank 0
-    last: dict[str, tuple[Array, Array]]  # extras of the last pipeline rank
-    m: Array  # micro-batches per step
-    tokens: Array  # tokens of one micro-batch on one GPU (before TP)
-    moe_layer: dict[str, tuple[Array, Array]] | None = None  # an MoE model's sparse layer (``layer``: its dense)
-    pattern: tuple[bool, ...] = ()  # an MoE model's layers: which are sparse
-
-    def per_layer(self) -> Array:
-        """Seconds of one layer; of an MoE model the cheaper kind (what the bounds may assume of any layer)."""
-        dense = sum(f + b for f, b in self.layer.values())
-        if self.moe_layer is None:
-            return dense
-        return np.minimum(dense, sum(f + b for f, b in self.moe_layer.values()))
-
-    def extras(self, which: str) -> Array:
-        return sum(f + b for f, b in getattr(self, which).values())
-
-
-KINDS = ("compute", "tp", "cp", "ep")
 
 
 def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
@@ -229,101 +90,7 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
     if problem.moe is None:
         return StageCosts(layer, first, last, m, tokens)
-    return _moe_stage_costs(problem, c, StageCosts(layer, first, last, m, tokens), coll)
-
-
-def _moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll: Array) -> StageCosts:
-    """An MoE model's per-layer costs: its dense layers and its sparse ones, and the MTP layer on the last rank.
-
-    Both kinds share the attention (MLA's projections and core for DeepSeek-style models, else the dense
-    one) with its TP collectives; a dense layer adds its MLP, a sparse one the MoE terms of
-    ``evaluation/llm/moe.py`` (router, permutation, grouped GEMMs, shared experts, the exposed dispatch and
-    combine).  With selective recomputation and recompute modules, the modules alone are rerun
-    (Megatron's default ``core_attn`` when none is named).
-    """
-    mm = problem.moe
-    a, dev, s = problem.arch, problem.device, problem.job.seq_len
-    peak = dev.peak(problem.job.precision)
-    tp, tokens = c.tp, dense.tokens
-    ep, etp, disp, mods, a2a = c.expert()
-    sp_div = np.where(c.sp, tp, 1.0)
-    sel = (c.recompute == 1)
-    mods = np.where(sel, mods, 0.0)
-    core_rerun = sel & ((mods == 0) | moe_cost._bit(mods, "core_attn"))
-    mods_eff = np.where(core_rerun & (mods == 0), 1.0, mods)  # bit 0: core_attn
-    full = c.recompute == 2
-    # attention
-    att_shapes = moe_cost.mla_gemms(mm, tokens, tp) if mm.mla is not None else flops.layer_gemms(a, tokens, tp)[:2]
-    agf, agb = flops.fwd_bwd_gemm_times(att_shapes, dev, peak)
-    if mm.mla is not None:
-        att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
-    else:
-        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
-        att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
-    el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
-    act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
-    norm_f = flops.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
-    norm_b = flops.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
-    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), flops.hbm_time(8.0 * tokens * a.hidden / sp_div,
-                                                                                  dev), 0.0)
-    att_tp_f = sum(comm.overlapped(coll, g, tp) for g in (agf[0], agf[-1]))
-    att_tp_b = sum(comm.overlapped(coll, g, tp) for g in (agb[0], agb[-1]))
-    on = (tp > 1) & c.sp
-    att_tp_f, att_tp_b = np.where(on, att_tp_f, 0.0), np.where(on, att_tp_b, 0.0)
-    # the dense layers' MLP
-    mgf, mgb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp)[2:], dev, peak)
-    mlp_f = mgf[0] + mgf[1] + flops.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
-    mlp_b = mgb[0] + mgb[1] + flops.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
-    mlp_b = mlp_b + np.where(moe_cost._bit(mods, "mlp"), mlp_f, 0.0)
-    mlp_tp_f = np.where(on, comm.overlapped(coll, mgf[0], tp) + comm.overlapped(coll, mgf[1], tp), 0.0)
-    mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
-    # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
-    t = tokens / tp
-    moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
-                                   a2a_overlap=a2a)
-    if mm.moe.shared_ffn:
-        sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
-        sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
-        sh_tp_f = np.where(on, comm.overlapped(coll, sgf[0], tp) + comm.overlapped(coll, sgf[1], tp), 0.0)
-        sh_tp_b = np.where(on, comm.overlapped(coll, sgb[0], tp) + comm.overlapped(coll, sgb[1], tp), 0.0)
-    else:
-        sh_tp_f = sh_tp_b = 0.0 * tp
-    cp = dense.layer["cp"]
-
-    def whole(f: Array, b: Array) -> tuple[Array, Array]:
-        return f, b + np.where(full, f, 0.0)  # full recomputation reruns the layer's forward
-
-    d_comp = whole(att_f + norm_f + mlp_f, att_b + norm_b + mlp_b)
-    d_tp = whole(att_tp_f + mlp_tp_f, att_tp_b + mlp_tp_b)
-    s_comp = whole(att_f + norm_f + moe["compute"][0], att_b + norm_b + moe["compute"][1])
-    s_tp = whole(att_tp_f + sh_tp_f, att_tp_b + sh_tp_b)
-    s_ep = whole(*moe["ep"])
-    zero = (0.0 * tp, 0.0 * tp)
-    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero}
-    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep}
-    last = dict(dense.last)
-    for _ in range(mm.moe.mtp_layers):  # DeepSeek's MTP layer on the last stage: a layer, its projection, a head
-        kind = sparse if mm.moe.moe_layers[-1] else layer
-        proj = flops.fwd_bwd_gemm_times([(tokens, np.full_like(tokens, float(a.hidden)) / tp,
-                                          np.full_like(tokens, 2.0 * a.hidden))], dev, peak)
-        last = {k: (last[k][0] + kind[k][0] + (dense.last[k][0] + (proj[0][0] if k == "compute" else 0.0)),
-                    last[k][1] + kind[k][1] + (dense.last[k][1] + (proj[1][0] if k == "compute" else 0.0)))
-                for k in KINDS}
-    return StageCosts(layer, dense.first, last, dense.m, tokens, moe_layer=sparse, pattern=mm.moe.moe_layers)
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """Predictions of :func:`evaluate_batch`, one entry per candidate."""
-
-    step: Array
-    time: dict[str, Array]  # TIME_KEYS
-    memory: dict[str, Array]  # MEMORY_KEYS, of the rank with the most memory
-    mem_total: Array
-    fits: Array
-    m: Array
-    pipeline: Array | None = None  # the schedule's makespan, pipeline sends included
-    tail: Array | None = None  # what follows it: the largest exposed DP communication + optimizer step
+    return moe_step.moe_stage_costs(problem, c, StageCosts(layer, first, last, m, tokens), coll)
 
 
 def p2p_time(problem: LLMProblem, c: Candidates, tokens: Array) -> Array:
@@ -411,7 +178,9 @@ def split_lower_bound(costs: StageCosts, c: Candidates, p2p: Array, rows: dict[t
         for lo in range(0, len(idx), block):
             b = idx[lo:lo + block]
             lay, f, last, mm = layer[b, None, None], ef[b, None, None], el[b, None, None], costs.m[b, None, None]
-            work = n * lay + (r == 0) * f + (r == pp - 1) * last
+            body = (n * lay if costs.moe_layer is None  # an MoE model: its few dense layers at most at the cheaper cost
+                    else take_rows(costs, b).layers_work(np.broadcast_to(n, (len(b),) + n.shape)))
+            work = body + (r == 0) * f + (r == pp - 1) * last
             fill = before * lay + (r > 0) * f + 2.0 * r * np.where(pp > 1, p2p[b], 0.0)[:, None, None]
             out[b] = (mm * work + fill).max(axis=2).min(axis=1)
     return out
@@ -511,6 +280,23 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
                        mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m,
                        pipeline=with_p2p, tail=tail.max(axis=1))
 
+
+def moe_peak_memory(problem: LLMProblem, c: Candidates) -> Array:
+    """Peak bytes per GPU of every candidate of an MoE model, without pricing its time: the memory part of
+    :func:`evaluate_batch` alone (the same terms, in the same order; a test checks they agree), so that the
+    search can drop the (configuration, split) rows that cannot fit before it prices their schedules."""
+    job = problem.job
+    m = job.global_batch / (c.dp * c.mbs)
+    tokens = c.mbs * job.seq_len / c.cp
+    width = c.rank_layers.shape[1]
+    r = np.arange(width)[None, :]
+    valid = r < c.pp[:, None]
+    is_first, is_last = (r == 0), (r == c.pp[:, None] - 1)
+    nd, ns = moe_step.rank_layer_kinds(c, problem.moe.moe.moe_layers, width)
+    params, experts = moe_step.moe_params(problem, c, nd, ns, is_first, is_last)
+    mem = rank_memory(problem, c, params, c.rank_layers, r, is_last, m, tokens)
+    mem = moe_step.moe_rank_memory(problem, c, mem, experts, nd, ns, r, m, tokens, rank_chunks(c, width))
+    return np.where(valid, sum(mem.values()), -np.inf).max(axis=1)
 
 def stage_compute(fwd: dict[str, Array], bwd: dict[str, Array], rows: Array, bott: Array) -> Array:
     return (fwd["compute"] + bwd["compute"])[rows, bott]

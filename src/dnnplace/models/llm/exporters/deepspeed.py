@@ -27,7 +27,8 @@ import json
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.exporters.checked import CheckedPlan, checked_plan, refuse
+from dnnplace.models.llm.exporters.checked import CheckedPlan, checked_plan
+from dnnplace.models.llm.exporters.deepspeed_moe import moe_section
 from dnnplace.models.llm.plan_file import rank_layers
 from dnnplace.models.llm.spec import LLMPlan
 
@@ -132,7 +133,7 @@ def document(plan: CheckedPlan) -> dict[str, Any]:
 def render(plan: dict[str, Any] | LLMPlan) -> str:
     """The JSON text: pass ``ds_config`` to ``deepspeed.initialize`` and set ``PipelineModule.parts`` from it."""
     checked = checked_plan(plan, "deepspeed")
-    if checked.problem.moe is not None:
-        raise refuse("deepspeed", checked.arch, "it is a mixture of experts; the DeepSpeed MoE export (ep_size) "
-                                                "is not written yet")
-    return json.dumps(document(checked), indent=2) + "\n"
+    doc = document(checked)
+    if checked.problem.moe is not None:  # DeepSpeed-MoE's layer arguments (exporters/deepspeed_moe.py)
+        doc["moe"] = moe_section(checked)
+    return json.dumps(doc, indent=2) + "\n"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dnnplace.models.llm.exporters.checked import CheckedPlan, checked_plan, refuse
+from dnnplace.models.llm.exporters.torchtitan_moe import MoEFlavor, moe_flavor_of, moe_parallelism
 from dnnplace.models.llm.plan_file import stage_bounds
 from dnnplace.models.llm.spec import LLMPlan, TransformerArch
 
@@ -154,7 +155,8 @@ def data_parallel(plan: CheckedPlan) -> bool:
 def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
     """The TOML tables, section -> key -> value (bools, ints, strings and lists of them)."""
     a, c, j = plan.arch, plan.config, plan.job
-    flavor = flavor_of(a)
+    moe = plan.problem.moe
+    flavor: Flavor | MoEFlavor = flavor_of(a) if moe is None else moe_flavor_of(moe)
     if c["pp"] > 1 and not flavor.pipelining:
         raise refuse("torchtitan", a, f"torchtitan 0.2.2's {flavor.name} train spec has no pipelining "
                                       f"(pp={c['pp']}); plan with --fix pp=1")
@@ -169,6 +171,8 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         "context_parallel_degree": c["cp"],
         "pipeline_parallel_degree": c["pp"],
     }
+    if moe is not None:  # the expert-parallel knobs (exporters/torchtitan_moe.py)
+        par.update(moe_parallelism(plan, par))
     if c["pp"] > 1:
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if c["vp"] > 1 else "1F1B"
         par["pipeline_parallel_microbatch_size"] = c["mbs"]

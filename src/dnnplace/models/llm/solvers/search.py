@@ -35,70 +35,41 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import check_pins, pin_fields
-from dnnplace.models.llm.evaluation import memory, schedule
-from dnnplace.models.llm.evaluation import moe as moe_cost
+from dnnplace.models.llm.evaluation import schedule
 from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.models.llm.evaluation.step import (
-    KINDS,
     BatchResult,
     Candidates,
     estimate_at,
     evaluate_batch,
-    p2p_time,
-    split_lower_bound,
-    stage_costs,
 )
 from dnnplace.models.llm.rules import describe_removed, problem_columns
+from dnnplace.models.llm.solvers.bounds import lower_bounds
+from dnnplace.models.llm.solvers.grid import (
+    BOUND_ROWS,
+    MAX_BASES,
+    Columns,
+    _Clock,
+    _divisors,
+    _expand,
+    _Pace,
+    _TimeUp,
+    as_candidates,
+    splits,
+)
+from dnnplace.models.llm.solvers.moe_search import _expert_columns, _keep, _moe_fitting
 from dnnplace.models.llm.spec import RECOMPUTE, LLMEstimate, LLMPlan, LLMProblem, ParallelConfig
 
 ProgressFn = Callable[[float, float, str], None]
-Columns = dict[str, np.ndarray]
 FIXABLE = tuple(f.name for f in pin_fields())
 CHUNK_ROWS = 20000  # candidate rows evaluated per numpy batch
-BOUND_ROWS = 200_000  # base configurations bounded per numpy batch
 BOUND_CELLS = 2e6  # the first bounding batch, in split rows x ranks (then paced by the clock)
 EVAL_CELLS = 2e5  # the first pricing batch, in schedule tasks (then paced by the clock)
-MAX_BASES = 2_000_000  # base configurations one search may hold (a few hundred MB of columns and bounds)
 
 
 def _expert_knobs(problem: LLMProblem) -> tuple[str, ...]:
     """Knobs a problem leaves no choice in: the expert-parallel ones of a dense model (the rules force them)."""
     return () if problem.arch.num_experts > 1 else ("ep", "etp", "dispatcher", "recompute_modules", "a2a_overlap")
-
-
-class _Clock:
-    """The search's deadline (``None``: no limit)."""
-
-    def __init__(self, time_limit: float | None) -> None:
-        self.started = time.perf_counter()
-        self.limit = time_limit
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-    def over(self) -> bool:
-        return self.limit is not None and self.elapsed() > self.limit
-
-
-class _Pace:
-    """Work per numpy batch, in cells (a row weighs what the cost model does for it: its layer splits times
-    its pipeline ranks, or its schedule's tasks), so the clock is read every ``target`` seconds or so from the
-    first call on: a batch sized in rows alone could take minutes on one deep, many-micro-batch shape."""
-
-    def __init__(self, start: float, target: float = 0.25, cap: float = 2e9) -> None:
-        self.budget, self.target, self.cap = start, target, cap
-
-    def take(self, cum: np.ndarray, lo: int) -> int:
-        """The end of the next batch from row ``lo`` (``cum``: the rows' running weight, from 0): as many
-        rows as the budget holds, at least one."""
-        hi = int(np.searchsorted(cum, cum[lo] + self.budget, side="right")) - 1
-        return max(hi, lo + 1)
-
-    def timed(self, work: float, seconds: float) -> None:
-        if work and seconds > self.target:
-            self.budget = max(1.0, work * self.target / seconds)
-        elif work >= self.budget / 2 and seconds < self.target / 4:
-            self.budget = min(self.cap, 2 * self.budget)
 
 
 def _tasks(cols: Columns, problem: LLMProblem) -> np.ndarray:
@@ -112,32 +83,9 @@ def _tasks(cols: Columns, problem: LLMProblem) -> np.ndarray:
     return np.where(exact <= schedule.MAX_EXACT_TASKS, exact, np.minimum(exact, runs)) + 8.0
 
 
-class _TimeUp(Exception):
-    """The deadline passed while the space was still being built or bounded."""
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _expand(cols: Columns, name: str, keys: np.ndarray, options: Callable[[int], list[int]]) -> Columns:
-    """Each row repeated once per value of knob ``name`` (``options(key)`` for the row's key), in order."""
-    table = {int(k): np.asarray(options(int(k)), dtype=np.int64) for k in np.unique(keys)}
-    if len(table) == 1:  # the same values for every row: no loop over the rows
-        (values,) = table.values()
-        rows = np.repeat(np.arange(len(keys)), len(values))
-        return {**{k: v[rows] for k, v in cols.items()}, name: np.tile(values, len(keys))}
-    parts = [table[int(k)] for k in keys.tolist()]
-    counts = np.array([len(p) for p in parts], dtype=np.int64)
-    rows = np.repeat(np.arange(len(keys)), counts)
-    out = {k: v[rows] for k, v in cols.items()}
-    out[name] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return out
-
-
 def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | None = None,
-                 removed: Counter[str] | None = None, emptied: list[str] | None = None) -> Columns:
+                 removed: Counter[str] | None = None, emptied: list[str] | None = None,
+                 floor: list[float] | None = None) -> Columns:
     """Every base configuration the rules allow, honouring ``fixed``, as named columns (module docstring).
 
     Knobs are added in the order tp, pp, cp (dp follows), mbs, vp, recompute, distributed optimizer,
@@ -201,7 +149,8 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
-                                                                                     clock))
+                                                                                     clock), clock=clock, floor=floor,
+                               removed=removed, emptied=emptied)
     return cols
 
 
@@ -235,225 +184,6 @@ def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int])
 #: The recompute-module sets the search tries with recompute=selective (Megatron's default core_attn, each
 #: MoE-specific module alone, and the recipes' combinations); a pinned set is taken as given.  Not every one of
 #: the 128 subsets: the search is exhaustive over these.
-SEARCHED_MODULE_SETS = ("none", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
-                        "mla_up_proj+mlp+moe", "moe_act+layernorm+mla_up_proj")
-
-
-def _keep(cols: Columns, pcols: dict, have: set[str], removed: Counter[str], emptied: list[str] | None,
-          clock: _Clock) -> Columns:
-    if clock.over():
-        raise _TimeUp
-    mask = filter_rows(CONFIG_RULES, {**pcols, **cols}, len(cols["tp"]), have, removed, emptied)
-    return {k: v[mask] for k, v in cols.items()}
-
-
-def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns, have: set[str],
-                    keep_fn: Callable[[Columns], Columns]) -> Columns:
-    """An MoE model's expert-parallel knobs, one at a time, each filtered by the rules: ep (divisors of the
-    experts), etp (up to a node), the dispatcher, the all-to-all overlap, the recompute modules."""
-    from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
-
-    n, gpn, e = problem.cluster.gpus, problem.cluster.gpus_per_node, problem.moe.moe.num_experts
-    zero = lambda: np.zeros(len(cols["tp"]), dtype=np.int64)  # noqa: E731
-    ep = [int(fixed["ep"])] if "ep" in fixed else [d for d in _divisors(math.gcd(e, n))]  # type: ignore
-    cols = _expand(cols, "ep", zero(), lambda _: ep)
-    have.add("ep")
-    cols = keep_fn(cols)
-    etp = [int(fixed["etp"])] if "etp" in fixed else [d for d in _divisors(n) if d <= gpn]  # type: ignore
-    cols = _expand(cols, "etp", zero(), lambda _: etp)
-    have.add("etp")
-    cols = keep_fn(cols)
-    # The weights, gradients and optimizer state of the average rank depend on ep and etp only among the knobs
-    # still to come: a base whose average rank overflows cannot fit with any of them (a proven prune).
-    rows = np.arange(len(cols["tp"]))
-    for lo in range(0, len(rows), BOUND_ROWS):
-        part = rows[lo:lo + BOUND_ROWS]
-        lb = static_memory_lb(problem, as_candidates(cols, part, np.zeros((len(part), 1))))
-        rows[lo:lo + BOUND_ROWS] = np.where(lb <= problem.device.usable_memory_bytes, part, -1)
-    cols = {k: v[rows[rows >= 0]] for k, v in cols.items()}
-    size = len(cols["tp"]) * len(DISPATCHERS) * 2 * len(SEARCHED_MODULE_SETS)
-    if size > MAX_BASES and not {"dispatcher", "recompute_modules", "a2a_overlap"} <= set(fixed):
-        raise DnnplaceError(f"the decision space holds up to {size:,} base configurations with the expert knobs "
-                            f"(more than {MAX_BASES:,}): pin some knobs (--fix ep=...,etp=...,dispatcher=...)")
-    disp = [DISPATCHERS.index(str(fixed["dispatcher"]))] if "dispatcher" in fixed else list(range(len(DISPATCHERS)))
-    cols = _expand(cols, "dispatcher", zero(), lambda _: disp)
-    have.add("dispatcher")
-    cols = keep_fn(cols)
-    a2a = [int(bool(fixed["a2a_overlap"]))] if "a2a_overlap" in fixed else [0, 1]
-    cols = _expand(cols, "a2a_overlap", zero(), lambda _: a2a)
-    cols["a2a_overlap"] = cols["a2a_overlap"].astype(bool)
-    mods = ([MODULE_SETS.index(str(fixed["recompute_modules"]))] if "recompute_modules" in fixed
-            else [MODULE_SETS.index(x) for x in SEARCHED_MODULE_SETS])
-    cols = _expand(cols, "recompute_modules", cols["recompute"], lambda r: mods if r == 1 else [0])
-    have |= {"a2a_overlap", "recompute_modules"}
-    return keep_fn(cols)
-
-
-def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candidates:
-    """Rows of named columns as the cost model's :class:`Candidates` (the one place its field names are mapped)."""
-    def num(name: str) -> np.ndarray:
-        return cols[name][rows].astype(float)
-
-    names = (("ep", "ep"), ("etp", "etp"), ("dispatcher", "dispatcher"), ("modules", "recompute_modules"))
-    expert = {k: (num(c) if c in cols else None) for k, c in names}
-    a2a = cols["a2a_overlap"][rows].astype(bool) if "a2a_overlap" in cols else None
-    sharding = {k: (num(c) if c in cols else None) for k, c in (("zero", "zero"), ("grad", "grad_dtype"))}
-    return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
-                      recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
-                      dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert,
-                      **sharding)
-
-
-def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
-                 split_rows: dict[tuple[int, int], np.ndarray] | None = None,
-                 floor_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Proven lower bounds on the step time of each base configuration over all its layer splits:
-    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone; ``floor_out``
-    receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`)."""
-    L = problem.arch.num_layers
-    # The stage costs and the schedule bound do not read the data-parallel sharding knobs: computed once per
-    # set of ZeRO twins, and spread back (``back``) to every row.
-    full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
-    same = [k for k in sorted(cols) if k not in _SHARDING_KNOBS]
-    _, first_row, back = np.unique(np.stack([cols[k][rows].astype(np.int64) for k in same], axis=1), axis=0,
-                                   return_index=True, return_inverse=True)
-    back = back.ravel()
-    rows = rows[first_row]
-    pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
-    c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
-    costs = stage_costs(problem, c)
-    layer, first, last = costs.per_layer(), costs.extras("first"), costs.extras("last")
-    total = L * layer + first + last
-    one = np.where(pp == 1, total, 0.0)
-    lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
-    p2p = p2p_time(problem, c, costs.tokens)
-    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
-    if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
-        lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
-    per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[back] for part in (0, 1))
-    floor = _sharded_floor(problem, full, per_f, per_b, costs.m[back])
-    if floor_out is not None:
-        floor_out[:] = floor
-    lb = lb[back] + floor
-    return np.where(static_memory_lb(problem, full) > problem.device.usable_memory_bytes, np.inf, lb), lb
-
-
-#: Knobs the stage costs and the schedule do not read (the ZeRO stage and what follows from it).
-_SHARDING_KNOBS = ("zero", "distributed_optimizer")
-
-
-def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b: np.ndarray,
-                   m: np.ndarray) -> np.ndarray:
-    """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
-    whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
-    with the most layers (at least ceil(L / pp), in vp chunks; the exposure grows with the layers), without the step-end
-    all-gather, and with the embedding and head where one rank holds everything (pp = 1)."""
-    if problem.moe is not None:
-        return np.zeros(len(c))
-    from dnnplace.models.llm.evaluation import comm, fsdp, precision
-
-    a = problem.arch
-    zero, grad_b = c.sharding()
-    domain = comm.nvlink_domain(problem.cluster)
-    group = c.dp * c.cp
-    span = c.tp * group
-    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp, domain), domain, problem.cluster.gpus,
-                              problem.device)
-    gather = precision.recipe(problem.job.precision).param_allgather_bytes()
-    extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
-    none = np.zeros(len(c))
-    return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
-                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none, chunks=c.vp)
-
-
-def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
-    """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
-    optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average)."""
-    a = problem.arch
-    shard = np.where(c.dist, c.dp * c.cp, 1.0)
-    if problem.moe is not None:  # the same average over an MoE model's parts (its experts sharded over edp)
-        mm = problem.moe
-        ep, etp, _, _, _ = c.expert()
-        attn = moe_cost.attention_params(mm, c.tp)
-        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, c.tp))
-                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, c.tp))
-                  + memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp)) / c.pp
-        experts = moe_cost.expert_params(mm, np.full(len(c), float(mm.moe.num_moe_layers)), ep, etp) / c.pp
-        eshard = np.where(c.dist, problem.cluster.gpus / (c.pp * ep * etp), 1.0)
-        return ((memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params
-                + (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / eshard) * experts
-                + memory.BUFFER_FIXED_BYTES)
-    params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
-              + memory.head_params(a, c.tp, c.pp)) / c.pp
-    zero, grad_b = c.sharding()  # ZeRO-2 shards the gradients, ZeRO-3 the weights too
-    group = np.maximum(c.dp * c.cp, 1.0)
-    weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
-    grads = grad_b / np.where(zero >= 2, group, 1.0)
-    average = (weights + grads + memory.OPTIMIZER_BYTES / shard) * params + memory.BUFFER_FIXED_BYTES
-    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group))
-
-
-def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero: np.ndarray, grad_b: np.ndarray,
-                     group: np.ndarray) -> np.ndarray:
-    """Proven lower bound on the peak memory of any split of a dense model: the rank with the most layers
-    holds at least ceil(L / pp) of them, their state, and at least one micro-batch of each one's activations
-    (1F1B keeps min(m, pp - r) >= 1 in flight; interleaving, with m >= pp, at least one per chunk), plus the
-    ZeRO-2/3 working set and the buffers of :func:`step.rank_memory` (logits and the embedding left out)."""
-    from dnnplace.models.llm.evaluation import fsdp, precision
-
-    a = problem.arch
-    rec = precision.recipe(problem.job.precision)
-    n = np.ceil(a.num_layers / c.pp)
-    lp = memory.layer_params(a, c.tp)
-    seq = problem.job.seq_len / c.cp
-    act = memory.layer_activation_bytes(a, seq, c.mbs, c.tp, c.sp, c.recompute)
-    w = memory.WEIGHT_BYTES
-    if rec.quantized:  # as rank_memory prices the recipe's layers: its weight copies and quantized saved inputs
-        q = rec.quantized_layers(a.num_layers) / a.num_layers
-        w = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * w
-        delta = precision.saved_input_delta(a, rec, seq * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
-        act = act + q * np.where(c.recompute == 2, 0.0, delta)
-    acts = n * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
-        a, seq, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute)), 0.0)
-    state = (w / np.where(zero == 3, group, 1.0) + grad_b / np.where(zero >= 2, group, 1.0)
-             + memory.OPTIMIZER_BYTES / shard) * lp * n
-    work = lp * np.where(zero == 3, (1 + fsdp.PREFETCH) * min(w, memory.WEIGHT_BYTES) + grad_b,
-                         np.where(zero == 2, grad_b, 0.0))
-    return state + work + acts * (1 + memory.FRAGMENTATION) + memory.BUFFER_FIXED_BYTES
-
-
-def splits(L: int, pp: int, vp: int) -> np.ndarray:
-    """Every per-rank layer count of the family Megatron expresses: rows (first, middle..., last).
-
-    Without interleaving (vp = 1): first and last rank free, the middle ranks equal
-    (``--decoder-first/last-pipeline-num-layers``).  Interleaved: every virtual stage holds the
-    same k layers but the first and the last, which may hold fewer (at least one) -- the split
-    NeMo's account-for-embedding/loss options give (126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1),
-    written with ``--pipeline-model-parallel-layout``.  Chunks of unequal size inside the
-    interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
-    chunks, and the simulated schedule shows such splits slower than the formula says.
-    """
-    if pp == 1:
-        return np.array([[L]])
-    if vp == 1:
-        f = np.arange(1, L)
-        if pp == 2:
-            return np.stack([f, L - f], axis=1)
-        ff, ll = np.meshgrid(f, f, indexing="ij")
-        rest = L - ff - ll
-        ok = (rest >= pp - 2) & (rest % (pp - 2) == 0)
-        ff, ll, mid = ff[ok], ll[ok], rest[ok] // (pp - 2)
-        return np.concatenate([ff[:, None], np.repeat(mid[:, None], pp - 2, axis=1), ll[:, None]], axis=1)
-    rows = []
-    n = pp * vp
-    for k in range(1, L // max(n - 2, 1) + 2):
-        for short_first in range(k):
-            short_last = n * k - short_first - L
-            if 0 <= short_last < k:
-                rows.append([vp * k - short_first] + [vp * k] * (pp - 2) + [vp * k - short_last])
-    return np.array(rows, dtype=np.int64).reshape(-1, pp)
-
-
 @dataclass(frozen=True)
 class RunnerUp:
     """One of the fastest configurations after the plan's own (each the best layer split of its knobs)."""
@@ -513,8 +243,9 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
     fixed = check_pins(dict(fixed or {}))
     removed: Counter[str] = Counter()
     emptied: list[str] = []
+    unexpanded: list[float] = []  # proven bounds of the MoE bases left unexpanded (_moe_best_bases)
     try:
-        cols = base_columns(problem, fixed, clock, removed, emptied)
+        cols = base_columns(problem, fixed, clock, removed, emptied, unexpanded)
     except _TimeUp:
         raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
@@ -582,6 +313,8 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
         for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
+            keep = _moe_fitting(problem, cols, own, layers)  # an MoE model: only the rows that fit are priced
+            own, layers = own[keep], layers[keep]
             own_cum = np.concatenate([[0.0], np.cumsum(tasks[own])])
             lo = 0
             while lo < len(own):  # a long split list in slices, the clock between them
@@ -617,6 +350,12 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
             progress(i, len(order), f"{i} of {len(order)} configurations")
         if status == "time_limit":
             break
+    if unexpanded and best_t > min(unexpanded):  # an unexpanded base might hold a faster plan: say so with its bound
+        if best is None and status == "optimal":  # the space ran out, not the clock
+            raise DnnplaceError(f"none of the {len(order):,} expanded configurations fits and the others (bound "
+                                f"{min(unexpanded):.3g} s) were not expanded: pin some knobs (--fix ep=...,etp=...)")
+        if best is not None:
+            status, exhaustive, pending = "time_limit", False, min(pending, min(unexpanded))
     if best is None:
         if status == "time_limit":
             raise DnnplaceError(_out_of_time(time_limit, f"before a configuration that fits was found ({i:,} of "

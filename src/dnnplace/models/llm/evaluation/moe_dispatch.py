@@ -1,0 +1,208 @@
+"""Token dispatch of a mixture-of-experts layer: permutation, the all-to-all / all-gather / DeepEP volumes
+on NVLink and on the NICs, and their seconds.
+
+Apart from :mod:`.moe` (expert GEMMs, memory, the layer's costs) because it is the part the dispatcher
+knob changes; :mod:`.moe` re-exports it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from math import comb
+
+import numpy as np
+
+from dnnplace.core.catalogue import DEEPEP, DeviceSpec
+from dnnplace.models.llm.moe import MOE_STACK, MoEModel
+
+Array = np.ndarray
+
+
+def permute_bytes(m: MoEModel, t: Array, etp: Array, act_bytes: float = 2.0) -> Array:
+    """HBM bytes of one direction's permute + unpermute on one rank (forward; the backward moves the same).
+
+    Permute reads t tokens and writes their t x top_k copies grouped by expert; unpermute reads the
+    copies back and writes t tokens (``MOE_STACK.permute_passes`` = read + write).  With ETP > 1 the
+    all-gathered copies are sorted once more by local expert (and unsorted after): t x top_k x etp each way.
+    """
+    h, k = float(m.arch.hidden), float(m.moe.top_k)
+    one = 0.5 * MOE_STACK.permute_passes * act_bytes * h
+    base = 2.0 * one * (t + t * k)
+    sort = np.where(etp > 1, 2.0 * 2.0 * one * t * k * etp, 0.0)
+    return base + sort
+
+
+# ----------------------------------------------------------------------------------------------- dispatch
+
+def _hit(experts: int, top_k: int, groups: float) -> float:
+    """Probability that one given group (of experts / groups experts) holds one of a token's top_k distinct
+    experts drawn uniformly: 1 - C(E - E/g, k) / C(E, k)."""
+    g = int(groups)
+    if g <= 1:
+        return 1.0
+    return 1.0 - comb(experts - experts // g, top_k) / comb(experts, top_k)
+
+
+def distinct_groups(experts: int, top_k: int, groups: Array) -> Array:
+    """Expected number of distinct groups a token's top_k experts fall into: groups x hit probability."""
+    g = np.asarray(groups, dtype=float)
+    return g * np.vectorize(lambda x: _hit(experts, top_k, x), otypes=[float])(g)
+
+
+@lru_cache(maxsize=4096)
+def _domains_hit(experts: int, top_k: int, ep: int, per_domain: int, groups: int, topk_groups: int) -> float:
+    """Expected distinct NVLink domains holding one of a token's top_k experts (its own domain counted).
+
+    Experts sit contiguously on the EP ranks (E/ep each), ``per_domain`` consecutive EP ranks share a domain.
+    Uniform routing (the recipes' forced load balancing: random logits) with Megatron's group-limited routing
+    (``moe_router_num_groups`` / ``moe_router_group_topk``, DeepSeek's n_group / topk_group): a token picks
+    ``topk_groups`` of the ``groups`` contiguous expert groups uniformly, then top_k experts uniformly among
+    theirs.  A domain d is missed with probability E_S[C(N - x_S, k) / C(N, k)] (N experts in the chosen
+    groups S, x_S of them on d); the distribution of x_S over the C(G, g) group sets is counted exactly.
+    """
+    g, tg = (groups, topk_groups) if groups > 1 and 0 < topk_groups < groups else (1, 1)
+    per_group, per_rank = experts // g, experts // ep
+    n_sel = tg * per_group
+    domains = -(-ep // per_domain)
+    total = 0.0
+    for d in range(domains):
+        overlap = [0] * g  # experts of group j on domain d
+        for e in range(experts):
+            if (e // per_rank) // per_domain == d:
+                overlap[e // per_group] += 1
+        ways: dict[tuple[int, int], int] = {(0, 0): 1}  # (groups chosen, experts of d among them) -> count
+        for o in overlap:
+            nxt = dict(ways)
+            for (j, x), c in ways.items():
+                if j < tg:
+                    nxt[(j + 1, x + o)] = nxt.get((j + 1, x + o), 0) + c
+            ways = nxt
+        sets = comb(g, tg)
+        miss = sum(c * comb(n_sel - x, top_k) for (j, x), c in ways.items() if j == tg) / (sets * comb(n_sel, top_k))
+        total += 1.0 - miss
+    return total
+
+
+def domains_hit(m: MoEModel, ep: Array, etp: Array, domain: int) -> Array:
+    """Per candidate: expected distinct NVLink domains a token's experts fall in (:func:`_domains_hit`)."""
+    s = m.moe
+    k_in = _ep_in_domain(ep, etp, domain)
+    e_arr, k_arr = np.broadcast_arrays(np.asarray(ep, dtype=np.int64), k_in.astype(np.int64))
+    key = e_arr * (1 << 20) + k_arr  # ep and its per-domain count are small whole numbers: one key per pair
+    uniq, back = np.unique(key.reshape(-1), return_inverse=True)
+    vals = np.array([_domains_hit(s.num_experts, s.top_k, int(u >> 20), int(u & ((1 << 20) - 1)), s.expert_groups,
+                                  s.topk_groups) for u in uniq])
+    return vals[back.reshape(-1)].reshape(np.shape(k_arr))
+
+
+def _ep_in_domain(ep: Array, etp: Array, domain: int) -> Array:
+    """EP-group members that share one NVLink domain (the group has stride etp)."""
+    return np.clip(np.floor(domain / np.maximum(etp, 1)), 1, ep)
+
+
+def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dispatcher: str,
+                     act_bytes: float = 2.0) -> tuple[Array, Array]:
+    """Bytes one rank sends in one dispatch (the combine sends the same back), over NVLink and over its NIC.
+
+    * ``alltoall``: each of the t x top_k token copies goes to the rank holding its expert, uniform over
+      the EP group: (k_in - 1)/ep of them to NVLink peers, (ep - k_in)/ep across the domain (k_in = EP
+      members per domain); then an all-gather over the ETP group (NVLink) of the t x top_k received
+      copies: (etp - 1) x t x top_k more.
+    * ``allgather``: every rank gathers the t tokens of all etp x ep ranks of its group: each rank's
+      tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
+    * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
+      one of its experts (copies for one domain travel once and are forwarded on NVLink there), with
+      top_k x etp targets as Megatron's flex dispatcher sets them up; the domains hit follow the model's
+      group-limited routing (:func:`domains_hit`).  With etp 1 a token reaches each distinct destination rank
+      once (DeepEP's layout): over NVLink to every one but the rank it lands on in each domain hit.
+    """
+    h, k, e = float(m.arch.hidden), int(m.moe.top_k), int(m.moe.num_experts)
+    tok = act_bytes * h * t
+    k_in = _ep_in_domain(ep, etp, domain)
+    if dispatcher == "alltoall":
+        nvl = tok * k * (k_in - 1) / ep + tok * k * (etp - 1)
+        nic = tok * k * (ep - k_in) / ep
+        return nvl, nic
+    if dispatcher == "allgather":
+        n = ep * etp
+        inside = np.minimum(n, domain)
+        nvl = np.where(n <= domain, tok * (n - 1), tok * (inside - 1))
+        nic = np.where(n <= domain, 0.0, tok * (n - inside))
+        return nvl, nic
+    if dispatcher == "flex":
+        kk = np.minimum(k * etp, e * etp)
+        domains = np.ceil(ep / k_in)
+        # every domain is as likely to be hit (group selection ignores where the token is): the token's own
+        # domain is 1/domains of the expected hits, the rest cross the NIC once each
+        remote = domains_hit(m, ep, etp, domain) * (1.0 - 1.0 / domains)
+        nic = tok * remote
+        copies_out = tok * kk * (ep - k_in) / ep  # copies bound for other domains, forwarded there on NVLink
+        by_copy = tok * kk * (k_in - 1) / ep + np.maximum(copies_out - nic, 0.0)
+        # etp 1: DeepEP sends a token once per distinct destination rank; in every domain hit one rank is
+        # where it lands (the source's own, or the RDMA peer), the others take it over NVLink
+        ranks = domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
+        by_rank = tok * ranks * (k_in - 1) / k_in
+        return np.where(etp > 1, by_copy, by_rank), nic
+    raise ValueError(f"unknown dispatcher {dispatcher!r}")
+
+
+def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (or combine): NVLink and NIC traffic run at once, plus one message latency.
+
+    Bus bandwidths are the catalogue's NCCL fractions of NVLink and of one NIC per GPU.  NCCL's
+    all-to-all posts its send/receive pairs to every peer inside one group call, so they are in
+    flight together: one latency (of the slower link used), not one per peer.
+    """
+    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
+    lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
+    busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
+    return np.where(nvl + nic > 0, busy + lat, 0.0)
+
+
+def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dev: DeviceSpec,
+                       act_bytes: float = 2.0) -> Array:
+    """Seconds of one flex (DeepEP normal-kernel) dispatch + combine, halved: one "dispatch" of the layer's four.
+
+    DeepEP's published bandwidths (catalogue ``DEEPEP``) are logical: tokens x distinct destination domains
+    (the source's own included) x hidden x bytes over the kernel time.  Across domains the RDMA side binds:
+    t x :func:`domains_hit` tokens at the figure of the EP group's domain count; inside one domain the NVLink
+    side: the copies :func:`dispatch_volumes` sends on NVLink at the intranode figure of the device's NCCL
+    NVLink bandwidth.  Both run at once, plus one message latency, dispatch and combine at their own figures.
+    """
+    nvl, nic = dispatch_volumes(m, t, ep, etp, domain, "flex", act_bytes)
+    k_in = _ep_in_domain(ep, etp, domain)
+    domains = np.ceil(ep / k_in)
+    logical = act_bytes * m.arch.hidden * t * domains_hit(m, ep, etp, domain)
+    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    out = np.zeros_like(np.asarray(t, dtype=float))
+    for i in (0, 1):  # dispatch, combine
+        frac = np.full_like(domains, DEEPEP.rdma[0][1][i])  # the largest tested node count not above domains
+        for nodes, f in DEEPEP.rdma:
+            frac = np.where(domains >= nodes, f[i], frac)
+        rdma = np.where(domains > 1, logical / (dev.internode_bandwidth * frac), 0.0)
+        busy = np.maximum(nvl / (nvl_bw * DEEPEP.nvlink[i]), rdma)
+        lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
+        out = out + 0.5 * np.where(nvl + nic > 0, busy + lat, 0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- experts
+
+
+def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Array, domain: int,
+                   dev: DeviceSpec) -> Array:
+    """Seconds of one dispatch (= one combine) per candidate; ``dispatcher`` indexes ``DISPATCHERS``, and a
+    negative index takes the fastest of them (the search's relaxation, a lower bound over the dispatchers)."""
+    from dnnplace.models.llm.moe import DISPATCHERS
+
+    out = np.zeros_like(np.asarray(t, dtype=float))
+    fastest = np.full_like(out, np.inf)
+    for i, name in enumerate(DISPATCHERS):
+        if name == "flex":
+            one = flex_dispatch_time(m, t, ep, etp, domain, dev)
+        else:
+            one = dispatch_time(*dispatch_volumes(m, t, ep, etp, domain, name), dev)
+        out = np.where(np.asarray(dispatcher) == i, one, out)
+        fastest = np.minimum(fastest, one)
+    return np.where(np.asarray(dispatcher) < 0, fastest, out)

@@ -1,0 +1,139 @@
+"""Proven lower bounds on a base configuration's step time and memory, over all its layer splits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dnnplace.models.llm.evaluation import memory, schedule
+from dnnplace.models.llm.evaluation import moe as moe_cost
+from dnnplace.models.llm.evaluation.candidates import take_rows
+from dnnplace.models.llm.evaluation.step import (
+    KINDS,
+    Candidates,
+    StageCosts,
+    p2p_time,
+    split_lower_bound,
+    stage_costs,
+)
+from dnnplace.models.llm.solvers.grid import Columns, as_candidates
+from dnnplace.models.llm.spec import LLMProblem
+
+
+def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
+                 split_rows: dict[tuple[int, int], np.ndarray] | None = None,
+                 floor_out: np.ndarray | None = None, costs: StageCosts | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Proven lower bounds on the step time of each base configuration over all its layer splits:
+    infinite where no split can fit (:func:`static_memory_lb`), and the time bound alone; ``floor_out``
+    receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`); ``costs``: the
+    rows' :func:`stage_costs`, when the caller has them."""
+    L = problem.arch.num_layers
+    # The stage costs and the schedule bound do not read the data-parallel sharding knobs: computed once per
+    # set of ZeRO twins, and spread back (``back``) to every row.
+    full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
+    same = [k for k in sorted(cols) if k not in _SHARDING_KNOBS]
+    _, first_row, back = np.unique(np.stack([cols[k][rows].astype(np.int64) for k in same], axis=1), axis=0,
+                                   return_index=True, return_inverse=True)
+    back = back.ravel()
+    rows = rows[first_row]
+    pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
+    c = as_candidates(cols, rows, np.zeros((len(rows), 1)))
+    costs = take_rows(costs, first_row) if costs is not None else stage_costs(problem, c)
+    layer, first, last = costs.per_layer(), costs.extras("first"), costs.extras("last")
+    total = costs.layers_work(np.full(len(rows), float(L))) + first + last  # an MoE model: its exact layer mix
+    one = np.where(pp == 1, total, 0.0)
+    lb_max = np.maximum.reduce([total / pp, first + vp * layer, last + vp * layer, one])
+    p2p = p2p_time(problem, c, costs.tokens)
+    lb = schedule.pipeline_time(lb_max, total, costs.m, vp) + schedule.pp_exposed(p2p, c.pp, c.vp, costs.m)
+    if split_rows is not None:  # the schedule over the splits the search may choose (a proven bound)
+        lb = np.maximum(lb, split_lower_bound(costs, c, p2p, split_rows))
+    per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[back] for part in (0, 1))
+    floor = _sharded_floor(problem, full, per_f, per_b, costs.m[back])
+    if floor_out is not None:
+        floor_out[:] = floor
+    lb = lb[back] + floor
+    return np.where(static_memory_lb(problem, full) > problem.device.usable_memory_bytes, np.inf, lb), lb
+
+
+#: Knobs the stage costs and the schedule do not read (the ZeRO stage and what follows from it).
+_SHARDING_KNOBS = ("zero", "distributed_optimizer")
+
+
+def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b: np.ndarray,
+                   m: np.ndarray) -> np.ndarray:
+    """A proven lower bound on what ZeRO-2/3 add after the schedule (0 at stages 0-1 and for an MoE model,
+    whose rules keep zero <= 1): the exposed per-layer collectives of :func:`fsdp.sharded_exposed` on the rank
+    with the most layers (at least ceil(L / pp), in vp chunks; the exposure grows with the layers), without the step-end
+    all-gather, and with the embedding and head where one rank holds everything (pp = 1)."""
+    if problem.moe is not None:
+        return np.zeros(len(c))
+    from dnnplace.models.llm.evaluation import comm, fsdp, precision
+
+    a = problem.arch
+    zero, grad_b = c.sharding()
+    domain = comm.nvlink_domain(problem.cluster)
+    group = c.dp * c.cp
+    span = c.tp * group
+    bw, lat = comm.group_link(span, comm.members_per_domain(span, c.tp, domain), domain, problem.cluster.gpus,
+                              problem.device)
+    gather = precision.recipe(problem.job.precision).param_allgather_bytes()
+    extra = np.where(c.pp == 1, memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp), 0.0)
+    none = np.zeros(len(c))
+    return fsdp.sharded_exposed(zero, none, group, bw, lat, memory.layer_params(a, c.tp), extra,
+                                np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none, chunks=c.vp)
+
+
+def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
+    """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
+    optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average)."""
+    a = problem.arch
+    shard = np.where(c.dist, c.dp * c.cp, 1.0)
+    if problem.moe is not None:  # the same average over an MoE model's parts (its experts sharded over edp)
+        mm = problem.moe
+        ep, etp, _, _, _ = c.expert()
+        attn = moe_cost.attention_params(mm, c.tp)
+        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, c.tp))
+                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, c.tp))
+                  + memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp)) / c.pp
+        experts = moe_cost.expert_params(mm, np.full(len(c), float(mm.moe.num_moe_layers)), ep, etp) / c.pp
+        eshard = np.where(c.dist, problem.cluster.gpus / (c.pp * ep * etp), 1.0)
+        return ((memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params
+                + (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / eshard) * experts
+                + memory.BUFFER_FIXED_BYTES)
+    params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
+              + memory.head_params(a, c.tp, c.pp)) / c.pp
+    zero, grad_b = c.sharding()  # ZeRO-2 shards the gradients, ZeRO-3 the weights too
+    group = np.maximum(c.dp * c.cp, 1.0)
+    weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
+    grads = grad_b / np.where(zero >= 2, group, 1.0)
+    average = (weights + grads + memory.OPTIMIZER_BYTES / shard) * params + memory.BUFFER_FIXED_BYTES
+    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group))
+
+
+def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero: np.ndarray, grad_b: np.ndarray,
+                     group: np.ndarray) -> np.ndarray:
+    """Proven lower bound on the peak memory of any split of a dense model: the rank with the most layers
+    holds at least ceil(L / pp) of them, their state, and at least one micro-batch of each one's activations
+    (1F1B keeps min(m, pp - r) >= 1 in flight; interleaving, with m >= pp, at least one per chunk), plus the
+    ZeRO-2/3 working set and the buffers of :func:`step.rank_memory` (logits and the embedding left out)."""
+    from dnnplace.models.llm.evaluation import fsdp, precision
+
+    a = problem.arch
+    rec = precision.recipe(problem.job.precision)
+    n = np.ceil(a.num_layers / c.pp)
+    lp = memory.layer_params(a, c.tp)
+    seq = problem.job.seq_len / c.cp
+    act = memory.layer_activation_bytes(a, seq, c.mbs, c.tp, c.sp, c.recompute)
+    w = memory.WEIGHT_BYTES
+    if rec.quantized:  # as rank_memory prices the recipe's layers: its weight copies and quantized saved inputs
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        w = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * w
+        delta = precision.saved_input_delta(a, rec, seq * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act = act + q * np.where(c.recompute == 2, 0.0, delta)
+    acts = n * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
+        a, seq, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute)), 0.0)
+    state = (w / np.where(zero == 3, group, 1.0) + grad_b / np.where(zero >= 2, group, 1.0)
+             + memory.OPTIMIZER_BYTES / shard) * lp * n
+    work = lp * np.where(zero == 3, (1 + fsdp.PREFETCH) * min(w, memory.WEIGHT_BYTES) + grad_b,
+                         np.where(zero == 2, grad_b, 0.0))
+    return state + work + acts * (1 + memory.FRAGMENTATION) + memory.BUFFER_FIXED_BYTES
