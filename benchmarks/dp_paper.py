@@ -43,7 +43,7 @@ def one(key: str) -> dict:
     ref_ideals = enumerate_ideals(prepare(w), 10**6).n_ideals
     return {
         "key": key, "value": sol.value, "runtime_s": sol.runtime_s + read_s, "ideals": sol.stats["ideals"],
-        "ref_ideals": ref_ideals, "pairs": sol.stats["pairs_examined"],
+        "ref_ideals": ref_ideals, "pairs": sol.stats.get("pairs_examined", -1),  # -1: the DP stopped early
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 

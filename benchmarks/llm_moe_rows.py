@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dnnplace.core.systems import system_spec
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "llm" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "models" / "llm" / "fixtures"
 
 #: DeepSeek-V3's layouts (decoder layers per virtual stage; the embedding sits on the first, the MTP layer and the
 #: loss on the last).  PP8 VP2: the 25.08 recipe's map_pp_vp_to_layout (NeMo scripts/performance/llm/
