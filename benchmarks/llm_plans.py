@@ -75,7 +75,8 @@ ROWS = ([Row(h.arch.name.rsplit("-", 1)[1], "h100", "bf16", h.gpus, h.tp, h.pp, 
         + [Row("8b", "h100", "fp8", 8, 1, 1, 2, 1, 128, 9.44, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
            Row("70b", "h100", "fp8", 64, 4, 4, 2, 5, 128, 10.46, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
            Row("405b", "gb200-nvl72", "bf16", 128, 4, 8, 2, 8, 64, 9.347, "dgxc-benchmarking, NeMo 25.04.01", False),
-           Row("405b", "gb200-nvl72", "fp8", 128, 4, 8, 2, 8, 64, 6.131, "dgxc-benchmarking, NeMo 25.04.01", False)])
+           Row("405b", "gb200-nvl72", "fp8", 128, 4, 8, 2, 8, 64, 6.131, "dgxc-benchmarking, NeMo 25.04.01", False,
+               "bf16")])  # NeMo 2.3 set_primary_perf_configs: fp8 -> grad_reduce_in_fp32=False
 
 def arch_of(model: str) -> TransformerArch:
     return LLAMA_405B if model == "405b" else load_arch(EXAMPLES / f"llama3.1-{model}.json")
