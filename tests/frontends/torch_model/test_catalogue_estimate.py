@@ -59,7 +59,8 @@ def _profile(built, training: bool) -> dict:
                                repeats=1)
 
 
-@pytest.mark.parametrize("factory", [hf.gpt2_tiny, _mixtral_1], ids=["gpt2", "mixtral"])
+@pytest.mark.parametrize("factory", [hf.gpt2_tiny, pytest.param(_mixtral_1, marks=pytest.mark.slow)],
+                         ids=["gpt2", "mixtral"])
 @pytest.mark.parametrize("training", [False, True])
 def test_no_kernel_runs_on_real_data_and_the_costs_are_those_of_running_it(factory, training, monkeypatch):
     built = factory()

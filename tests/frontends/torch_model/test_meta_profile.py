@@ -57,6 +57,7 @@ def test_a_meta_model_costs_what_the_cpu_model_costs(file, name, training, views
     assert all(n["fpgaLatency"] > 0 and n["flops"] > 0 for n in fwd if n["name"].startswith(("linear", "addmm")))
 
 
+@pytest.mark.slow  # a whole dnnplace process that imports torch
 def test_host_refuses_a_meta_model_in_one_line(tmp_path):
     out = tmp_path / "w.json"
     proc = subprocess.run([sys.executable, "-m", "dnnplace", "profile", "examples/meta_models.py:tied_lm",

@@ -55,6 +55,7 @@ def _expert_mms(doc: dict) -> list[dict]:
     return [n for n in _forward(doc) if "grouped_mm" in n["name"] or n["name"].startswith("bmm")]
 
 
+@pytest.mark.slow  # profiles and runs real transformers MoE models
 @pytest.mark.parametrize("family", ["mixtral", "qwen2_moe"])
 def test_moe_profiles_and_trains_with_the_experts_counted(family):
     (built, moe_width) = _tiny(family)
@@ -85,6 +86,7 @@ def test_moe_profiles_and_trains_with_the_experts_counted(family):
         assert sol.bound is not None and math.isfinite(sol.bound) and sol.bound <= sol.value * (1 + 1e-9)
 
 
+@pytest.mark.slow  # profiles and runs real transformers MoE models
 def test_eager_experts_are_traced_as_the_grouped_implementation():
     """The eager loop over hit experts cannot be exported (data-dependent trip count); the grouped one is the
     same function, so it is traced instead -- and costs what the grouped model costs."""
@@ -101,12 +103,14 @@ def test_eager_experts_are_traced_as_the_grouped_implementation():
     assert _profile(eager, training=True)["nodes"] == _profile(grouped, training=True)["nodes"]
 
 
+@pytest.mark.slow  # profiles and runs real transformers MoE models
 def test_batched_experts_count_the_same_work():
     (batched, _), (grouped, _) = _tiny("mixtral", "batched_mm"), _tiny("mixtral")
     b, g = _profile(batched, training=True), _profile(grouped, training=True)
     assert sum(n["flops"] for n in _expert_mms(b)) == sum(n["flops"] for n in _expert_mms(g)) > 0
 
 
+@pytest.mark.slow  # profiles and runs real transformers MoE models
 def test_host_training_times_a_moe_model():
     """--device host --training used to fail: the backward timing made the float histc of expert ids a leaf,
     and cumsum(..., dtype=int32) of it has no gradient ('Autograd not support dtype: Int')."""
@@ -185,6 +189,7 @@ def test_moe_stages_unpickle_in_a_process_without_transformers(tmp_path):
     assert int(proc.stdout.strip().splitlines()[-1]) == 8  # 4 layers x (gate+up, down)
 
 
+@pytest.mark.slow  # profiles and runs real transformers MoE models
 def test_bf16_experts_use_torch_grouped_mm_and_count_the_same():
     """In bf16 transformers exports ``torch.nn.functional.grouped_mm`` (``aten._grouped_mm``), which torch's
     FLOP counter does not know either."""
