@@ -5,8 +5,9 @@ Three models are planned, each by its own methods and judged by its own cost mod
 - the paper's placement: which accelerator or CPU core runs each operator of a DNN graph, for
   the highest pipeline throughput or the lowest single-sample latency (Tarnawski et al., NeurIPS 2020);
 - Piper's: pipeline stages with data and tensor parallelism and recomputation (NeurIPS 2021);
-- the LLM training planner: TP x PP x VP x CP x DP, micro-batch and recomputation for a Hugging Face
-  config.json on a GPU cluster, exported to Megatron-LM, torchtitan or DeepSpeed.
+- the LLM training planner: TP x PP x VP x CP x EP x DP, ZeRO stage, micro-batch, recomputation and
+  precision for a Hugging Face config.json (dense or mixture-of-experts) on a GPU system, exported to
+  Megatron-LM, torchtitan or DeepSpeed.
 
 Everything the ``dnnplace`` command does is here:
 

@@ -31,12 +31,13 @@ app = typer.Typer(
         "- the paper's placement (Tarnawski et al., NeurIPS 2020): which accelerator or CPU core runs each"
         " operator, for the best pipeline throughput or single-sample latency;\n\n"
         "- Piper's (NeurIPS 2021): stages with data and tensor parallelism and recomputation;\n\n"
-        "- LLM training: TP x PP x VP x CP x DP, micro-batch and recomputation for a Hugging Face config.json"
-        " on a GPU cluster, exported to Megatron-LM, torchtitan or DeepSpeed.\n\n"
+        "- LLM training: TP x PP x VP x CP x EP x DP, ZeRO stage, micro-batch, recomputation and precision for a"
+        " Hugging Face config.json (dense or mixture-of-experts) on a GPU system, exported to Megatron-LM,"
+        " torchtitan or DeepSpeed.\n\n"
         "Start with:\n\n"
         "  dnnplace solve WORKLOAD.json -o plan.json (a paper or Piper workload)\n\n"
         "  dnnplace evaluate WORKLOAD.json plan.json\n\n"
-        "  dnnplace plan config.json --gpus 64 --seq-len 8192 --global-batch 512 -o llm.json\n\n"
+        "  dnnplace plan config.json --gpus 64 --seq-len 8192 --global-batch 512 -o llm.json (or solve)\n\n"
         "  dnnplace export llm.json --to megatron"
     ),
     no_args_is_help=True,
