@@ -64,3 +64,24 @@ def test_every_model_package_has_its_entry_in_the_one_table():
     assert packages == sorted(MODELS)
     for name in packages:
         assert importlib.import_module(f"dnnplace.models.{name}.entry").ENTRY is MODELS[name]
+
+
+def test_a_model_without_its_own_screen_view_is_shown_from_its_entry(monkeypatch):
+    # the CLI's per-model views are refinements: a model without one prints its entry's documents
+    from io import StringIO
+
+    from rich.console import Console
+
+    from dnnplace.cli import render
+
+    pr = dnnplace.load_llm(PACKAGE.parents[1] / "examples" / "llm" / "llama3.1-8b.json", gpus=8, seq_len=4096,
+                           global_batch=32)
+    sol = dnnplace.solve(pr, tp=1, pp=2, cp=1, mbs=1, recompute="none")
+    monkeypatch.setattr(render, "_PLAN", {})
+    monkeypatch.setattr(render, "_SIMULATION", {})
+    buf = StringIO()
+    con = Console(file=buf, width=200)
+    render.print_plan(con, pr, sol.evaluation, "plan")
+    render.print_simulation(con, pr, dnnplace.simulate(pr, sol.plan), "sim", "1f1b")
+    text = buf.getvalue()
+    assert "step_time_s:" in text and "sim: 1f1b" in text

@@ -13,7 +13,7 @@ from rich.text import Text
 from dnnplace.models.llm.spec import LLMEstimate, LLMProblem
 from dnnplace.models.paper.evaluation import Evaluation
 from dnnplace.models.paper.workload import Workload
-from dnnplace.models.piper.evaluation import PiperEvaluation, evaluation_dict, stage_rows
+from dnnplace.models.piper.evaluation import PiperEvaluation, stage_rows
 from dnnplace.models.piper.spec import PiperInstance
 from dnnplace.utils.text import format_bytes, format_number, id_ranges, printable
 
@@ -143,13 +143,19 @@ def _paper_simulation(console: Console, inst: Workload, sim: Any, title: str, sc
     console.print(table)
 
 
-# How each planned model's results are shown, by the model's registry name (dnnplace.api.models.MODELS):
-# adding a model is one entry in each table.
+# The views of the models that have their own (by registry name, dnnplace.api.models.MODELS); a model without
+# one is shown by :func:`_document_lines` from its entry's evaluation_document: a new model needs no line here.
 _PLAN: dict[str, Callable[..., None]] = {"paper": print_evaluation, "piper": print_piper_stages, "llm": _llm_plan}
-_DOCUMENT: dict[str, Callable[[Any, Any], dict]] = {
-    "paper": lambda inst, ev: ev.to_dict(), "piper": evaluation_dict, "llm": lambda inst, ev: ev.prediction_dict()}
 _SIMULATION: dict[str, Callable[..., None]] = {"paper": _paper_simulation, "piper": _piper_simulation,
                                                "llm": _llm_simulation}
+
+
+def _document_lines(console: Console, inst: object, ev: object, title: str) -> None:
+    """Any model's evaluation as ``key: value`` lines (its entry's evaluation_document)."""
+    console.print(Text(printable(title)))
+    for k, v in evaluation_document(inst, ev).items():
+        if not isinstance(v, (dict, list)):
+            console.print(Text(f"  {k}: {format_number(v) if isinstance(v, float) else printable(v)}"))
 
 
 def _model(inst: object) -> str:
@@ -160,7 +166,7 @@ def _model(inst: object) -> str:
 
 def print_plan(console: Console, inst: object, ev: object, title: str) -> None:
     """The table of a judged plan, for whichever model ``inst`` belongs to."""
-    _PLAN[_model(inst)](console, inst, ev, title)
+    _PLAN.get(_model(inst), _document_lines)(console, inst, ev, title)
 
 
 def print_solution(console: Console, inst: object, sol: Any, doc: dict, title: str) -> None:
@@ -182,10 +188,20 @@ _SOLUTION: dict[str, Callable[..., None]] = {"llm": _llm_solution}
 
 
 def evaluation_document(inst: object, ev: object) -> dict:
-    """``evaluate --json``: the evaluation of any model as one JSON object."""
-    return _DOCUMENT[_model(inst)](inst, ev)
+    """``evaluate --json``: the evaluation of any model as one JSON object (its entry's evaluation_document)."""
+    from dnnplace.api.models import model_of
+
+    return model_of(inst).evaluation_document(inst, ev)
 
 
 def print_simulation(console: Console, inst: object, sim: object, title: str, schedule: str) -> None:
     """The summary line and the per-device (paper), per-stage (Piper) or per-step (LLM) view of a simulation."""
-    _SIMULATION[_model(inst)](console, inst, sim, title, schedule)
+    view = _SIMULATION.get(_model(inst))
+    if view is None:  # a model without its own view: the scalars of its simulation's document
+        console.print(Text(printable(f"{title}: {schedule}")))
+        doc = sim.to_dict() if hasattr(sim, "to_dict") else {}
+        for k, v in doc.items():
+            if not isinstance(v, (dict, list)):
+                console.print(Text(f"  {k}: {format_number(v) if isinstance(v, float) else printable(v)}"))
+        return
+    view(console, inst, sim, title, schedule)

@@ -110,6 +110,8 @@ class PlannedModel:
     read_plan: Callable[[Any, Any, str], tuple[Any, Any]]  # (instance, decoded JSON, source) -> (instance, plan)
     plan_notes: Callable[..., list[str]] = lambda inst, plan, **options: []  # what the plan records but is not used
     plan_noun: str = "plan"  # what messages call its plans ("split" in the paper's model)
+    #: (instance, evaluation) -> the evaluation as one JSON object (``evaluate --json``; the CLI's default view)
+    evaluation_document: Callable[[Any, Any], dict[str, Any]] = lambda inst, ev: ev.to_dict()
     #: (decoded JSON, source, **load options) -> (instance, the plan the file carries or None)
     read: Callable[..., tuple[Any, Any]] | None = None
     #: Is a decoded JSON document one of this model's files?  None: the format of files no other model claims.

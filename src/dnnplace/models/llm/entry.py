@@ -71,7 +71,7 @@ def _with_runtime(plan: LLMPlan, runtime_s: float) -> LLMPlan:
 
 ENTRY = PlannedModel(
     "llm", LLMProblem, LLMPlan, "llm-search", "an LLM training problem", _evaluate, _simulate, _report, _document,
-    _read_plan, read=_read, reads=_reads,
+    _read_plan, read=_read, reads=_reads, evaluation_document=lambda problem, ev: ev.prediction_dict(),
     reads_path=is_config_path, load_flags=tuple(Flag(*o) for o in PROBLEM_OPTIONS),
     # the plan records its own status, bound and gap; the solve's runtime is the one shown
     with_proof=lambda plan, meta: _with_runtime(plan, meta["runtime_s"]), with_runtime=_with_runtime,

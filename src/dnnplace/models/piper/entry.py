@@ -42,6 +42,12 @@ def _document(inst: PiperInstance, plan: Any, ev: Any) -> dict[str, Any]:
     return plan_to_dict(inst, plan, ev)
 
 
+def _evaluation_document(inst: PiperInstance, ev: Any) -> dict[str, Any]:
+    from dnnplace.models.piper.evaluation import evaluation_dict
+
+    return evaluation_dict(inst, ev)
+
+
 def _reads(doc: Any) -> bool:
     from dnnplace.models.piper.piper_json import is_piper_json
 
@@ -113,7 +119,7 @@ _BUDGET = frozenset({"accelerators", "memory", "bandwidth", "batch"})
 
 ENTRY = PlannedModel(
     "piper", PiperInstance, PiperPlan, "piper", "a Piper workload", _evaluate, _simulate, _report, _document,
-    _read_plan, _notes, read=_read, reads=_reads, with_budget=_budget,
+    _read_plan, _notes, read=_read, reads=_reads, with_budget=_budget, evaluation_document=_evaluation_document,
     simulate_defaults=MappingProxyType({"microbatches": 64}),
     simulate_options=options(schedule={"1f1b"}, microbatches=None),  # Piper streams under 1F1B only
     report_options=options(schedule={"1f1b"}, microbatches={8}),  # its page has no timeline
