@@ -204,8 +204,9 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None, gpus: int 
 
     given = {"bert_layers": bert_layers, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
              "gpus_per_node": gpus_per_node, "device": device, "system": system, "precision": precision}
-    doc = None if model_of_path(str(path)) is not None else read_json_file(path)
-    m = model_of_path(str(path)) or model_of_file(doc)
+    by_path = model_of_path(str(path))  # a folder or file.py:fn: no JSON file to decode here
+    doc = None if by_path is not None else read_json_file(path)
+    m = by_path or model_of_file(doc)
     options = {k: v for k, v in given.items() if v is not None}
     check_declared(m, "load_options", options)  # before the parse, as it costs
     assert m.read is not None, m.name

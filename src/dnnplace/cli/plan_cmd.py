@@ -65,6 +65,8 @@ def plan(
         inputs += [calibrate] if calibrate is not None else []
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]  # solve's one rule
+        from dnnplace.models.llm.load import machine
+
         device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision)
@@ -105,18 +107,6 @@ def plan(
                 out.print(f"plan written to {output}")
             if report is not None:
                 out.print(f"report written to {report}")
-
-
-def machine(system: str | None, device: str | None, gpus_per_node: int | None, gpus: int) -> tuple[str, int]:
-    """(catalogue device, NVLink group size) from ``--system`` or from ``--device`` / ``--gpus-per-node``."""
-    if system is None:
-        return device or "h100", 8 if gpus_per_node is None else gpus_per_node
-    if device is not None or gpus_per_node is not None:
-        raise DnnplaceError("give --system or --device / --gpus-per-node, not both")
-    from dnnplace.core.systems import system_spec
-
-    spec = system_spec(system)
-    return spec.gpu, spec.domain_for(gpus)
 
 
 def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]:
