@@ -30,7 +30,7 @@ from dnnplace.core.catalogue import DeviceSpec, device_spec
 from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
-from dnnplace.models.llm.evaluation.band import HELD_IN, held_in_band
+from dnnplace.models.llm.evaluation.band import HELD_IN, LLAMA_405B, PUBLISHED, band_for, held_in_band
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.simulation import simulate_llm
 from dnnplace.models.llm.solvers import search
@@ -38,8 +38,6 @@ from dnnplace.models.llm.spec import Cluster, LLMPlan, LLMProblem, ParallelConfi
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "llm"
 TOLERANCE, MAX_RUNTIME = 0.15, 10.0
-LLAMA_405B = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128, 128256,
-                             architecture="LlamaForCausalLM", source="Llama 3.1 405B config (Meta)")
 
 
 @dataclass(frozen=True)
@@ -66,17 +64,10 @@ class Row:
         return f"Llama 3.1 {self.model.upper()} {machine} {self.precision.upper()}"
 
 
-_BF16 = "dgxc-benchmarking, NeMo 24.09"
-# The held-in rows are the error band's own (evaluation/llm/band.py), so the two cannot drift apart.
-ROWS = ([Row(h.arch.name.rsplit("-", 1)[1], "h100", "bf16", h.gpus, h.tp, h.pp, h.cp, h.vp, h.global_batch,
-             h.measured_s, _BF16, True, h.grad_dtype) for h in HELD_IN]
-        # NeMo 24.12's performance scripts (scripts/llm/performance/llama3_8b.py, llama3_70b.py) set
-        # plugins.grad_reduce_in_fp32 = False; the 405B script of 25.04 keeps the recipe's FP32 default.
-        + [Row("8b", "h100", "fp8", 8, 1, 1, 2, 1, 128, 9.44, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
-           Row("70b", "h100", "fp8", 64, 4, 4, 2, 5, 128, 10.46, "dgxc-benchmarking, NeMo 24.12", False, "bf16"),
-           Row("405b", "gb200-nvl72", "bf16", 128, 4, 8, 2, 8, 64, 9.347, "dgxc-benchmarking, NeMo 25.04.01", False),
-           Row("405b", "gb200-nvl72", "fp8", 128, 4, 8, 2, 8, 64, 6.131, "dgxc-benchmarking, NeMo 25.04.01", False,
-               "bf16")])  # NeMo 2.3 set_primary_perf_configs: fp8 -> grad_reduce_in_fp32=False
+# The rows are the error bands' own (evaluation/band.py: held in, and checked), so the two cannot drift apart.
+ROWS = [Row(r.arch.name.rsplit("-", 1)[1], r.system, r.precision, r.gpus, r.tp, r.pp, r.cp, r.vp, r.global_batch,
+            r.measured_s, r.source, r in HELD_IN, r.grad_dtype) for r in PUBLISHED]
+
 
 def arch_of(model: str) -> TransformerArch:
     return LLAMA_405B if model == "405b" else load_arch(EXAMPLES / f"llama3.1-{model}.json")
@@ -172,6 +163,9 @@ def main() -> int:
     band = held_in_band()
     assert (band.low, band.high) == (min(held), max(held)), "benchmark and band disagree on the held-in rows"
     print(band.text())
+    for kind, row in (("fp8-hopper", ("fp8", "h100")), ("blackwell", ("bf16", "gb200"))):
+        other = band_for(*row)  # the bands plans of these kinds print (none of their rows fitted)
+        print(f"{kind}: {other.text() if other else 'no rows'}")
     if new_missed:
         print("rows not built on that miss: " + "; ".join(new_missed))
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -23,6 +23,13 @@ def parse_fix(text: str | None) -> dict[str, Any]:
     return parse_pins(text, "--fix")
 
 
+def parse_pins_of(text: str) -> dict[str, Any]:
+    """``--compare``'s pins, typed and checked as ``--fix``'s are."""
+    from dnnplace.models.llm.config import parse_pins
+
+    return parse_pins(text, "--compare")
+
+
 def plan(
     model: str = typer.Argument(..., help="Hugging Face config.json (or its folder), or file.py:fn."),
     gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
@@ -79,14 +86,20 @@ def plan(
             problem = scaled_problem(problem, calibration.scale)
         if isinstance(runner_ups, bool) or not 0 <= runner_ups <= 20:
             raise DnnplaceError(f"--runner-ups must be a whole number in 0..20, got {runner_ups}")
+        pins, rival_pins = parse_fix(fix), (None if compare is None else parse_pins_of(compare))
         with progress_bar(not as_json) as progress:
             sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress,
-                            runner_ups=0 if as_json else runner_ups, **parse_fix(fix))
+                            runner_ups=runner_ups, **pins)
         result = sol.plan
-        doc = result.to_dict()
+        from dnnplace.models.llm.plan_doc import calibrated_band_doc, plan_document, runner_up_doc
+
+        doc = plan_document(result, sol.stats.get("runner_ups", []))
+        if calibration is not None:  # the user's own residuals replace the published band
+            doc["error_band"] = calibrated_band_doc(calibration.errors(True), result.estimate.step_time_s)
         rival = None
-        if compare is not None:
-            rival = api.solve(problem, "llm-search", time_limit=time_limit, **parse_fix(compare)).plan
+        if rival_pins is not None:
+            rival = api.solve(problem, "llm-search", time_limit=time_limit, **rival_pins).plan
+            doc["compared"] = runner_up_doc(problem, result.estimate.step_time_s, rival)
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)
         if report is not None:
@@ -110,50 +123,49 @@ def plan(
 
 
 def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]:
-    """What the model's measured error band says of a prediction, and of a configuration to compare with."""
-    from dnnplace.models.llm.evaluation.band import ErrorBand, held_in_band
+    """What the model's measured error band for this kind of run says of a prediction, and of a configuration
+    to compare with."""
+    from dnnplace.models.llm.plan_doc import band_of
 
-    band = held_in_band()
-    prec, dev = problem.job.precision, problem.device.name
-    moe = getattr(problem, "moe", None) is not None
-    if ErrorBand.covers(prec, dev, moe):
+    band = band_of(problem)
+    if band is not None:
         lo, hi = band.measured_range(predicted_s)
         lines = [f"{band.text()}: a measured step of {lo:.2f}-{hi:.2f} s"]
     else:
-        what = f"mixture-of-experts {prec}" if moe else prec
-        lines = [f"no measured error band for {what} on {dev} ({band.text()}; docs/dev/fidelity.md and"
-                 " docs/moe.md list how far FP8, Blackwell and MoE runs fall outside it)"]
+        moe = getattr(problem, "moe", None) is not None
+        what = f"mixture-of-experts {problem.job.precision}" if moe else problem.job.precision
+        lines = [f"no measured error band for {what} on {problem.device.name} (no published run of this kind is"
+                 " evaluated in a band; docs/dev/fidelity.md and docs/moe.md list how far such runs fall off)"]
     if rival is not None:
         t = rival.estimate.step_time_s
         fits = "fits" if rival.estimate.fits else "does not fit"
-        verdict = ("within the error band of each other: the model cannot order them"
-                   if band.indistinguishable(predicted_s, t) else "further apart than the error band")
+        verdict = ("" if band is None else "; within the error band of each other: the model cannot order them"
+                   if band.indistinguishable(predicted_s, t) else "; further apart than the error band")
         lines.append(f"compared configuration: {t:.3f} s ({fits}), {100 * (t / predicted_s - 1):+.1f} % against"
-                     f" the plan; {verdict}")
+                     f" the plan{verdict}")
     return lines
 
 
 def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list[str]:
     """The next fastest configurations that fit, each with its time, memory and whether the error band can tell
-    it from the plan (where the band covers the run)."""
-    from dnnplace.models.llm.evaluation.band import ErrorBand, held_in_band
+    it from the plan (where a band covers the run)."""
+    from dnnplace.models.llm.plan_doc import band_of
 
     if not others:
         return []
-    band = held_in_band()
-    covered = ErrorBand.covers(problem.job.precision, problem.device.name, getattr(problem, "moe", None) is not None)
+    band = band_of(problem)
     lines = ["runner-ups (the next fastest configurations that fit, each with its best layer split):"]
     close = 0
     for n, r in enumerate(others, 1):
         t, c = r.estimate.step_time_s, r.config
         knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
                  f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else ""))
-        same = covered and band.indistinguishable(predicted_s, t)
+        same = band is not None and band.indistinguishable(predicted_s, t)
         close += same
         verdict = "; within the error band of the plan" if same else ""
         lines.append(f"  {n}. {knobs}: {t:.3f} s ({100 * (t / predicted_s - 1):+.2f} %), "
                      f"{r.estimate.memory_per_gpu_bytes / 1e9:.1f} GB{verdict}")
-    if not covered:
+    if band is None:
         lines.append("  (no measured error band for this run: how far apart these are in practice is unknown)")
     elif close:
         lines.append(f"  the plan is within the error band of {close} of them: the model cannot order those "

@@ -35,7 +35,9 @@ def _report(problem: LLMProblem, plan: LLMPlan, path: Any, *, title: str | None 
 
 
 def _document(problem: LLMProblem, plan: LLMPlan, ev: Any) -> dict[str, Any]:
-    return replace(plan, problem=problem, estimate=ev).to_dict()
+    from dnnplace.models.llm.plan_doc import plan_document
+
+    return plan_document(replace(plan, problem=problem, estimate=ev))
 
 
 def _read(doc: Any, source: str, **problem: Any) -> tuple[LLMProblem, LLMPlan | None]:

@@ -199,6 +199,8 @@ _ARCH_FIELDS = tuple(f.name for f in dataclasses.fields(TransformerArch))
 _TEXT_LIMIT = {"source": LLM_SOURCE_CHARS}
 _TOP = ("format", "version", "model", "cluster", "job", "config", "prediction", "status", "bound", "gap",
         "exhaustive", "runtime_s")
+#: What the planner adds about its prediction (models/llm/plan_doc.py); a reader recomputes both, so drops them.
+_CLAIMS = ("error_band", "runner_ups", "compared")
 _DERIVED = ("num_microbatches", "first_stage_layers", "last_stage_layers")  # written for readers, checked back
 
 
@@ -390,7 +392,11 @@ def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
     if isinstance(version, bool) or version not in READ_VERSIONS:
         raise InputError(f"{where}: plan.version: {shown(version)} is not supported (expected "
                          f"{' or '.join(map(str, READ_VERSIONS))})")
-    _obj(doc, where, "plan", (*_TOP, "moe"), ("moe",))
+    _obj(doc, where, "plan", (*_TOP, *_CLAIMS, "moe"), (*_CLAIMS, "moe"))
+    for key, kind in zip(_CLAIMS, (dict, list, dict)):  # derived claims (models/llm/plan_doc.py): shape only, dropped
+        if key in doc and not isinstance(doc[key], kind):
+            raise InputError(f"{where}: {key}: expected a JSON {'object' if kind is dict else 'array'}, "
+                             f"got {shown(doc[key])}")
     if "moe" in doc and moe_reader is None:
         raise InputError(f"{where}: moe: this reader does not read mixture-of-experts plans")
     c = _obj(doc["cluster"], where, "cluster", ("device", "gpus", "gpus_per_node"))
