@@ -235,16 +235,19 @@ def expert_params(m: MoEModel, moe_layers: Array, ep: Array, etp: Array) -> Arra
     return moe_layers * (s.num_experts / ep) * per_expert / etp
 
 
-def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False) -> dict[str, Array]:
+def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False,
+                  grad_bytes: Array | float = TRAINING_STACK.grad_bytes) -> dict[str, Array]:
     """Bytes of the routed experts' weights, gradients and optimizer state on one rank.
 
-    Weights and fp32 gradients stay whole on the rank that holds the expert shard; with the distributed
-    optimizer the fp32 master copy and Adam moments are sharded over the expert-data-parallel group
-    (EDP = N / (pp x ep x etp): the ranks holding copies of the same expert shard).
+    Weights and gradients (``grad_bytes`` per parameter: fp32 main grads by default, 2 with Megatron's
+    ``grad_reduce_in_fp32=False``, which the NeMo / Megatron-Bridge benchmark recipes set) stay whole on the
+    rank that holds the expert shard; with the distributed optimizer the fp32 master copy and Adam moments are
+    sharded over the expert-data-parallel group (EDP = N / (pp x ep x etp): the ranks holding copies of the
+    same expert shard).
     """
     wb = TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)
     shard = np.where(distributed_optimizer, edp, 1.0)
-    return {"weights": wb * params, "gradients": TRAINING_STACK.grad_bytes * params,
+    return {"weights": wb * params, "gradients": grad_bytes * params,
             "optimizer": TRAINING_STACK.optimizer_bytes * params / shard}
 
 

@@ -63,7 +63,9 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     ep, etp, _, mods, _ = c.expert()
     col = (lambda x: x[:, None])  # noqa: E731
     edp = problem.cluster.gpus / (c.pp * ep * etp)
-    ex = moe_cost.expert_memory(experts, col(edp), col(c.dist), fp8=problem.job.precision == "fp8")
+    rec = precision.recipe(problem.job.precision)
+    ex = moe_cost.expert_memory(experts, col(edp), col(c.dist), fp8=rec.quantized,
+                                grad_bytes=col(c.sharding()[1]))
     t = tokens / c.tp
     sel = c.recompute == 1
     out = dict(mem)
@@ -110,7 +112,7 @@ def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Ar
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
     eshard = np.where(c.dist, gpus / (pp * ep * etp), 1.0)
     wb = memory.WEIGHT_BYTES if problem.job.precision == "bf16" else 1.0  # quantized recipes may keep 1-byte copies
-    per = wb + memory.GRAD_BYTES
+    per = wb + c.sharding()[1]  # the gradient buffer's bytes (grad_dtype), as the evaluator prices them
     attn = moe_cost.attention_params(mm, tp)
     dense_static = (per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.dense_mlp_params(mm, tp))
     sparse_static = ((per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.moe_dense_params(mm, tp))
@@ -161,7 +163,7 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     """
     mm = problem.moe
     a, dev, s = problem.arch, problem.device, problem.job.seq_len
-    peak = dev.peak(problem.job.precision)
+    peak = precision.recipe(problem.job.precision).gemm_peak(dev)  # mxfp8 / fp8-cs run at the fp8 peak
     tp, tokens = c.tp, dense.tokens
     ep, etp, disp, mods, a2a = c.expert()
     sp_div = np.where(c.sp, tp, 1.0)
