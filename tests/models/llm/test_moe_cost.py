@@ -190,7 +190,7 @@ def test_activation_parts_and_recompute_modules_hand_computed() -> None:
     t, tp, etp = A([10.0]), A([1.0]), A([1.0])
     parts = M.activation_parts(m, t, tp, etp, moe_layer=True)
     copies = 10 * 2  # t x top_k x etp
-    assert parts["moe"][0] == 2 * copies * (4 + 2 * 6 + 4)
+    assert parts["moe"][0] == copies * (2 * (4 + 2 * 6) + 4)  # fc1 input and output, fp32 prob; no expert output
     assert parts["moe_act"][0] == 2 * copies * 6
     assert parts["shared_experts"][0] == 2 * 10 * 3 * 6
     assert parts["layernorm"][0] == 2 * 2 * 10 * 4
@@ -214,7 +214,7 @@ def test_mla_activation_parts_hand_computed() -> None:
     parts = M.activation_parts(m, t, tp, A([1.0]), moe_layer=True)
     T = 4096
     assert parts["mla_up_proj"][0] == 2 * (T * (1536 + 512 + 64) + T * 128 * (2 * 192 + 128) / 2)
-    assert parts["moe"][0] == 2 * 2048 * 8 * (7168 + 2 * 2048 + 7168)
+    assert parts["moe"][0] == 2048 * 8 * (2 * (7168 + 2 * 2048) + 4)  # fc1 input and output, fp32 prob
 
 
 def test_permute_and_router_bytes_hand_computed() -> None:
@@ -408,3 +408,28 @@ def test_moe_cast_bytes_hand_computed() -> None:
     assert out["dense_mlp"][0][0] == 10 * (2 * 4 + 2 * 6) and out["dense_mlp"][1][0] == 10 * 4 * (4 + 2 * 6)
     half = M.moe_cast_bytes(m, 4.0, 2.0, T, one, A([2.0]), one, A([20.0]))["experts"]  # etp 2: ffn / 2 per shard
     assert half[0][0] == 20 * 4 * (4 + 3)
+
+
+def test_quantized_recipes_save_quantized_gemm_inputs_hand_computed() -> None:
+    """TE keeps the quantized copy of a linear's input (here 1.03125 bytes: MXFP8's byte + a 1-byte scale per 32)
+    instead of the 16-bit one; the pre-MLP norm output of an MoE layer stays 16-bit (the BF16 router saves it)."""
+    m = small(shared=6)  # hidden 4, 8 experts top-2, expert ffn 6, one shared expert of 6; GQA 2 heads of 2
+    t, tp, etp, qb = A([10.0]), A([1.0]), A([1.0]), 1.0 + 1.0 / 32
+    bf = M.activation_parts(m, t, tp, etp, moe_layer=True)
+    qp = M.activation_parts(m, t, tp, etp, moe_layer=True, quant_bytes=qb)
+    copies = 10 * 2
+    assert qp["moe"][0] == pytest.approx(copies * (qb * 4 + 2 * 2 * 6 + 4))  # fc1 input quantized
+    assert qp["moe_act"][0] == pytest.approx(qb * copies * 6)
+    assert qp["shared_experts"][0] == pytest.approx(10 * (2 * 2 * 6 + qb * 6))
+    assert qp["layernorm"][0] == pytest.approx((qb + 2) * 10 * 4)
+    assert qp["kept"][0] == pytest.approx(bf["kept"][0] + qb * 10 * 4)  # the out projection's quantized copy
+    dense = M.activation_parts(m, t, tp, etp, moe_layer=False, quant_bytes=qb)
+    assert dense["layernorm"][0] == pytest.approx(2 * qb * 10 * 4)
+    assert dense["mlp"][0] == pytest.approx(10 * (2 * 2 * 6 + qb * 6))
+
+
+def test_expert_weights_take_the_recipe_bytes() -> None:
+    p = A([1e9])
+    mem = M.expert_memory(p, A([4.0]), A([True]), weight_bytes=2 + 2 * (1 + 1 / 32))  # BF16 + two MXFP8 copies
+    assert mem["weights"][0] == pytest.approx(4.0625e9)
+    assert M.expert_memory(p, A([4.0]), A([True]), fp8=True)["weights"][0] == 3e9

@@ -236,23 +236,26 @@ def expert_params(m: MoEModel, moe_layers: Array, ep: Array, etp: Array) -> Arra
 
 
 def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False,
-                  grad_bytes: Array | float = TRAINING_STACK.grad_bytes) -> dict[str, Array]:
+                  grad_bytes: Array | float = TRAINING_STACK.grad_bytes,
+                  weight_bytes: Array | float | None = None) -> dict[str, Array]:
     """Bytes of the routed experts' weights, gradients and optimizer state on one rank.
 
     Weights and gradients (``grad_bytes`` per parameter: fp32 main grads by default, 2 with Megatron's
     ``grad_reduce_in_fp32=False``, which the NeMo / Megatron-Bridge benchmark recipes set) stay whole on the
     rank that holds the expert shard; with the distributed optimizer the fp32 master copy and Adam moments are
     sharded over the expert-data-parallel group (EDP = N / (pp x ep x etp): the ranks holding copies of the
-    same expert shard).
+    same expert shard).  ``weight_bytes``: bytes per weight the precision recipe keeps (``Recipe.weight_bytes``:
+    the BF16 weight and its cached quantized copies, or FP8 parameters alone); without it BF16, plus one byte
+    with ``fp8``.
     """
-    wb = TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)
+    wb = (TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)) if weight_bytes is None else weight_bytes
     shard = np.where(distributed_optimizer, edp, 1.0)
     return {"weights": wb * params, "gradients": grad_bytes * params,
             "optimizer": TRAINING_STACK.optimizer_bytes * params / shard}
 
 
 def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bool,
-                     act_bytes: float = 2.0) -> dict[str, Array]:
+                     act_bytes: float = 2.0, quant_bytes: float | None = None) -> dict[str, Array]:
     """Bytes one decoder layer stores for its backward, per micro-batch, by the recompute module that frees them.
 
     ``t``: the rank's sequence-parallel tokens; T = t x tp the TP group's.  Keys: a module of
@@ -261,36 +264,50 @@ def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bo
     MLA layers store the two latents (up projections' inputs) and the post-RoPE Q, K and V
     (``mla_up_proj``); a GQA layer its norm output's QKV and Q, K, V.  Flash attention keeps its fp32
     log-sum-exp (``core_attn``).  An MoE layer keeps the t x top_k x etp dispatched copies as fc1's input
-    (``moe``), fc1's output and the activation output (fc2's input, ``moe_act``), the expert outputs
-    for the weighted combine, and the shared experts' internals (``shared_experts``).
+    (``moe``) with each copy's routing prob, fc1's output and the activation output (fc2's input,
+    ``moe_act``), and the shared experts' internals (``shared_experts``).
+
+    ``quant_bytes``: a quantized recipe's bytes per saved GEMM input (``Recipe.saved_input_bytes``).  TE saves
+    the quantized (column-wise) copy of a linear's input for its weight gradient instead of the 16-bit one,
+    the dense rule of ``precision.saved_input_delta`` applied part by part: the input norm's output (QKV or
+    MLA's down projections), the latents entering MLA's up projections, a quantized copy of the out
+    projection's input beside the 16-bit attention output flash keeps, the dense and shared MLPs' activation
+    output, and an expert's fc1 input (the dispatched copies) and activation output (fc2's input).  An MoE
+    layer's pre-MLP norm output stays 16-bit: the router, a BF16 linear, saves it.
     """
     a, b = m.arch, act_bytes
+    qb = act_bytes if quant_bytes is None else quant_bytes
     h, T = float(a.hidden), t * tp
     parts = {key: np.zeros_like(t) for key in ("kept", *RECOMPUTE_MODULES)}
     parts["kept"] = parts["kept"] + 2.0 * b * t * h  # layer input, residual after attention
-    parts["layernorm"] = parts["layernorm"] + 2.0 * b * t * h  # input and pre-MLP norm outputs (SP shards)
+    # input and pre-MLP norm outputs (SP shards); quantized recipes save the first as the QKV / down input
+    parts["layernorm"] = parts["layernorm"] + (qb + (b if moe_layer else qb)) * t * h
+    extra = 0.0 if quant_bytes is None else quant_bytes  # the out projection's quantized input copy
     if m.mla is not None:
         x, heads = m.mla, float(a.heads)
-        latents = T * (x.q_lora_rank + x.kv_lora_rank + x.qk_rope_head_dim)
+        latents = T * (x.q_lora_rank + x.kv_lora_rank)
         qkv = T * heads * (2 * x.qk_head_dim + x.v_head_dim) / tp
-        parts["mla_up_proj"] = parts["mla_up_proj"] + b * (latents + qkv)
-        parts["kept"] = parts["kept"] + b * T * heads * x.v_head_dim / tp  # attention output (o_proj input)
+        parts["mla_up_proj"] = parts["mla_up_proj"] + qb * latents + b * (T * x.qk_rope_head_dim + qkv)
+        parts["kept"] = parts["kept"] + (b + extra) * T * heads * x.v_head_dim / tp  # attention output
     else:
-        parts["kept"] = parts["kept"] + b * (T * (a.q_width + 2 * a.kv_width) / tp + T * a.q_width / tp)
+        parts["kept"] = parts["kept"] + b * T * (a.q_width + 2 * a.kv_width) / tp + (b + extra) * T * a.q_width / tp
     parts["core_attn"] = parts["core_attn"] + 4.0 * T * a.heads / tp
     glu = 2.0 if a.gated else 1.0
     if not moe_layer:
         dense_f = float(a.ffn_hidden)
-        parts["mlp"] = parts["mlp"] + b * T * (glu + 1.0) * dense_f / tp  # fc1 output, activation output
+        parts["mlp"] = parts["mlp"] + (b * glu + qb) * T * dense_f / tp  # fc1 output, activation output
         return parts
     s = m.moe
     copies = t * s.top_k * etp
     f = s.expert_ffn / etp
     parts["kept"] = parts["kept"] + MOE_STACK.router_bytes_per_score * t * (s.num_experts + s.top_k)
-    parts["moe"] = parts["moe"] + b * copies * (h + glu * f + h)  # fc1 input, fc1 output, expert output
-    parts["moe_act"] = parts["moe_act"] + b * copies * f  # activation output (fc2 input)
+    # fc1 input, fc1 output and the fp32 routing prob of each copy: Megatron-Core applies the probs in the
+    # activation (weighted_bias_swiglu_impl, TEGroupedMLP, since ADLR/megatron-lm!2668 "Memory efficient
+    # token permutation", core_r0.12.0) and unpermutes by a plain sum, so no expert output is kept for the combine
+    parts["moe"] = parts["moe"] + copies * (qb * h + b * glu * f + MOE_STACK.router_bytes_per_score)
+    parts["moe_act"] = parts["moe_act"] + qb * copies * f  # activation output (fc2 input)
     if s.shared_ffn:
-        parts["shared_experts"] = parts["shared_experts"] + b * T * (glu + 1.0) * s.shared_ffn / tp
+        parts["shared_experts"] = parts["shared_experts"] + (b * glu + qb) * T * s.shared_ffn / tp
     return parts
 
 
