@@ -575,7 +575,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for name, a, b, same in checks:
         assert a.predicted_s is not None and b.predicted_s is not None
-        print(f"| {name} | {a.row.precision} {a.row.layout_text()} | {b.row.precision} {b.row.layout_text()} |"
+        print(f"| {name} | {a.row.precision} GBS{a.row.global_batch} {a.row.layout_text()} |"
+              f" {b.row.precision} GBS{b.row.global_batch} {b.row.layout_text()} |"
               f" {a.row.measured_s / b.row.measured_s:.2f} | {a.predicted_s / b.predicted_s:.2f} |"
               f" {'kept' if same else 'REVERSED'} |")
     print()
