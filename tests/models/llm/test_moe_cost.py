@@ -433,3 +433,23 @@ def test_expert_weights_take_the_recipe_bytes() -> None:
     mem = M.expert_memory(p, A([4.0]), A([True]), weight_bytes=2 + 2 * (1 + 1 / 32))  # BF16 + two MXFP8 copies
     assert mem["weights"][0] == pytest.approx(4.0625e9)
     assert M.expert_memory(p, A([4.0]), A([True]), fp8=True)["weights"][0] == 3e9
+
+
+def test_sliding_window_layers_run_at_the_measured_window_rates() -> None:
+    """GPT-OSS-120B on GB200 at seq 4096: its 18 windowed layers (window 128, head dim 64) at cuDNN's measured
+    161 / 182 TFLOP/s, the 18 global ones as before; averaged per layer."""
+    import dataclasses
+
+    from dnnplace.models.llm.evaluation.flops import attention_times
+
+    m = load_moe(FIXTURES / "gpt-oss-120b.json")
+    a, dev = m.arch, device_spec("gb200")
+    tok, tp, cp = A([4096.0]), A([1.0]), A([1.0])
+    f, b = M.attention_core_times(a, tok, 4096, tp, dev, cp)
+    gf, gb = attention_times(dataclasses.replace(a, sliding_window=0), tok, 4096, tp, dev, cp)
+    useful = 4 * 4096 * (128 - 128 * 128 / (2 * 4096)) * 64 * 64  # 126 keys per query, 64 heads of 64
+    assert f[0] == pytest.approx((18 * gf[0] + 18 * useful / 161e12) / 36)
+    assert b[0] == pytest.approx((18 * gb[0] + 18 * 2.5 * useful / 182e12) / 36)
+    # no measurement for H100 at this window: the old pricing
+    h = device_spec("h100")
+    assert M.attention_core_times(a, tok, 4096, tp, h, cp)[0][0] == attention_times(a, tok, 4096, tp, h, cp)[0][0]

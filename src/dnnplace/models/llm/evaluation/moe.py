@@ -16,9 +16,11 @@ then EP: the EP group has stride etp), within an NVLink domain of ``domain`` GPU
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.core.catalogue import SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -30,6 +32,7 @@ from dnnplace.models.llm.evaluation.moe_dispatch import (
     permute_bytes,
 )
 from dnnplace.models.llm.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
+from dnnplace.models.llm.spec import TransformerArch
 
 Array = np.ndarray
 
@@ -385,6 +388,30 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
     ep_b = ep_b + np.where(whole, ep_f, 0.0)
     return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def attention_core_times(a: TransformerArch, tokens: Array, seq: int, tp: Array, dev: DeviceSpec,
+                         cp: Array) -> tuple[Array, Array]:
+    """Forward / backward seconds of one layer's attention core (averaged over the layers), sliding windows at
+    their measured rates.
+
+    ``flops.attention_times`` prices every layer's useful FLOPs at the long-sequence causal rates of a head-dim-128
+    table; a short window runs only a few tiles per query block, so where the catalogue measured the model's
+    window and head dim on this device (``SLIDING_WINDOW_ATTENTION``: cuDNN, window 128, head dim 64, GPT-OSS's
+    local layers) the windowed layers run at those rates and the global layers as before.  Context parallelism
+    (cp > 1) keeps the old pricing: the measurement is of whole sequences.
+    """
+    f, b = flops.attention_times(a, tokens, seq, tp, dev, cp)
+    tab = SLIDING_WINDOW_ATTENTION.get(dev.name)
+    win = a.windowed_layers
+    if not win or tab is None or a.sliding_window != tab.window or a.head_dim != tab.head_dim \
+            or a.sliding_window >= seq:
+        return f, b
+    ff, fb = flops.attention_times(dataclasses.replace(a, sliding_window=0), tokens, seq, tp, dev, cp)
+    useful = 4.0 * tokens * flops.causal_keys(seq, a.sliding_window) * a.q_width / tp
+    wf, wb = useful / tab.rate("fwd", seq), flops.FLASH_BWD_RATIO * useful / tab.rate("bwd", seq)
+    n, one = a.num_layers, np.asarray(cp) == 1
+    return (np.where(one, ((n - win) * ff + win * wf) / n, f), np.where(one, ((n - win) * fb + win * wb) / n, b))
 
 
 def moe_cast_bytes(m: MoEModel, cast: float, fused: float, tokens: Array, tp: Array, etp: Array, sp_div: Array,

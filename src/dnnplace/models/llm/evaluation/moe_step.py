@@ -206,7 +206,7 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     if mm.mla is not None:
         att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
     else:
-        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
+        cf, cb = moe_cost.attention_core_times(a, tokens, s, tp, dev, c.cp)  # windows at measured rates
         att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
