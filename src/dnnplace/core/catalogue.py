@@ -422,6 +422,8 @@ class DeepEPFigures:
     """
 
     nvlink: tuple[float, float] = (153 / 160, 158 / 160)  # (dispatch, combine), intranode EP 8
+    #: SMs the dispatch / combine kernels occupy while they run (beside any overlapped compute)
+    sms: int = 20
     #: (nodes of the EP group, (dispatch, combine)) for the internode kernels; EP 16 / 32 / 64 at 8 GPUs a node
     rdma: tuple[tuple[int, tuple[float, float]], ...] = ((2, (43 / 50, 43 / 50)), (4, (58 / 50, 57 / 50)),
                                                          (8, (51 / 50, 50 / 50)))
@@ -431,6 +433,9 @@ class DeepEPFigures:
         "rdma": "same table: internode EP 16 43 / 43 GB/s, EP 32 58 / 57 GB/s, EP 64 51 / 50 GB/s (dispatch / "
                 "combine, RDMA bottleneck bandwidth) of a ~50 GB/s CX7 400 Gb/s NIC; 'logical' per DeepEP "
                 "tests/test_internode.py (num_rdma_token_sent counts the source node too)",
+        "sms": "Megatron-Core moe/token_dispatcher.py (_DeepepManager): set_deepep_num_sms(20) when "
+               "moe_flex_dispatcher_num_sms is unset ('DeepEP's historical mcore default'); DeepEP's kernels are "
+               "persistent, one per SM (DeepEP README: Buffer.set_num_sms)",
     }, compare=False)
 
     def rdma_fraction(self, nodes: int) -> tuple[float, float]:
