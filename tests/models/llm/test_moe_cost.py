@@ -453,3 +453,16 @@ def test_sliding_window_layers_run_at_the_measured_window_rates() -> None:
     # no measurement for H100 at this window: the old pricing
     h = device_spec("h100")
     assert M.attention_core_times(a, tok, 4096, tp, h, cp)[0][0] == attention_times(a, tok, 4096, tp, h, cp)[0][0]
+
+
+def test_overlapped_flex_kernels_take_their_sms_from_the_compute() -> None:
+    """With the EP overlap, a flex transfer of T seconds costs max(T - compute, T x 20 / 132) on H100 (DeepEP's 20
+    SMs of 132 are busy beside the compute); the alltoall overlap hides T up to the compute, as before."""
+    m = ds3()
+    t = A([4096.0])
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, H100.peak("bf16"))
+    for disp, steal in (("flex", 20 / 132), ("alltoall", 0.0)):
+        plain, ovl = _costs(m, disp=disp), _costs(m, disp=disp, a2a_overlap=True)
+        T, beside = plain["ep"][0][0], plain["compute"][0][0] - (sf1 + sf2)[0]  # forward
+        assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * steal))
+    assert _costs(m, disp="flex", a2a_overlap=True)["ep"][0][0] > 0.0
