@@ -43,6 +43,13 @@ RECIPE_TAG = {"25.09": "r0.1.0", "25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01
               "26.04.01": "v0.4.2", "26.06": "v0.5.0", "26.06.01": "v0.5.1", "26.08": "v0.5.1 (= v0.6.0)"}
 LABELS = {"deepseek-v3": "DeepSeek-V3", "gpt-oss-120b": "GPT-OSS-120B", "qwen3-30b-a3b": "Qwen3-30B-A3B",
           "qwen3-235b-a22b": "Qwen3-235B-A22B"}
+#: Where each fixture's architecture figures come from (tests/models/llm/fixtures/README.md).
+CONFIG_SOURCES = {
+    "deepseek-v3": "huggingface.co/deepseek-ai/DeepSeek-V3 config.json (as vendored by NVIDIA aiconfigurator)",
+    "gpt-oss-120b": "huggingface.co/openai/gpt-oss-120b/blob/main/config.json",
+    "qwen3-30b-a3b": "huggingface.co/Qwen/Qwen3-30B-A3B config.json (as vendored by NVIDIA aiconfigurator)",
+    "qwen3-235b-a22b": "huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json",
+}
 
 
 @dataclass(frozen=True)
@@ -546,6 +553,9 @@ def order_checks(results: list[RowResult], gap: float = 0.10) -> list[tuple[str,
 def main() -> int:
     results = [price(r) for r in BRIDGE_ROWS]
     print(f"Source: {SOURCE}.  '~': the table's layout, the closest recipe variant's other settings.")
+    print()
+    for model, where in CONFIG_SOURCES.items():
+        print(f"* {LABELS[model]}: tests/models/llm/fixtures/{model}.json, {where}")
     print()
     print("| release | model | system | precision | GPUs | GBS | layout | measured s | predicted s | error | fits |"
           " memory GB | note |")
