@@ -550,6 +550,33 @@ def order_checks(results: list[RowResult], gap: float = 0.10) -> list[tuple[str,
     return out
 
 
+#: The releases in time order (the tables' own).
+RELEASES = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08")
+
+
+def cross_release_checks(results: list[RowResult], gap: float = 0.10) -> list[tuple[str, RowResult, RowResult, bool]]:
+    """Rows of one model, system, precision, GPU count and global batch in consecutive releases whose settings
+    differ and whose measured times differ by more than ``gap``: whether the prediction orders them as measured.
+    Informational only (the software changed between the two runs too): not part of the check's exit status."""
+    by_key: dict[tuple[str, str, str], list[RowResult]] = {}
+    for res in results:
+        if res.predicted_s is not None:
+            by_key.setdefault((res.row.model, res.row.system, res.row.precision), []).append(res)
+    out = []
+    for (model, system, prec), rs in by_key.items():
+        for a, b in combinations(rs, 2):
+            ia, ib = RELEASES.index(a.row.release), RELEASES.index(b.row.release)
+            if abs(ia - ib) != 1 or a.row.layout_text() == b.row.layout_text() \
+                    or (a.row.gpus, a.row.global_batch) != (b.row.gpus, b.row.global_batch):
+                continue
+            ma, mb = a.row.measured_s, b.row.measured_s
+            if max(ma, mb) / min(ma, mb) - 1 <= gap:
+                continue
+            assert a.predicted_s is not None and b.predicted_s is not None
+            out.append((f"{LABELS[model]} {system} {prec}", a, b, (ma < mb) == (a.predicted_s < b.predicted_s)))
+    return out
+
+
 def main() -> int:
     results = [price(r) for r in BRIDGE_ROWS]
     print(f"Source: {SOURCE}.  '~': the table's layout, the closest recipe variant's other settings.")
@@ -591,6 +618,21 @@ def main() -> int:
               f" {'kept' if same else 'REVERSED'} |")
     print()
     print(f"{sum(c[3] for c in checks)} of {len(checks)} pairs ordered as measured.")
+    cross = cross_release_checks(results)
+    print()
+    print("Across consecutive releases (same model, system, precision, GPUs and GBS; other settings; the software"
+          " changed too, so informational, not in the exit status):")
+    print()
+    print("| group | A | B | measured A / B | predicted A / B | order |")
+    print("|---|---|---|---|---|---|")
+    for name, a, b, same in cross:
+        assert a.predicted_s is not None and b.predicted_s is not None
+        print(f"| {name} | {a.row.release} GBS{a.row.global_batch} {a.row.layout_text()} |"
+              f" {b.row.release} GBS{b.row.global_batch} {b.row.layout_text()} |"
+              f" {a.row.measured_s / b.row.measured_s:.2f} | {a.predicted_s / b.predicted_s:.2f} |"
+              f" {'kept' if same else 'REVERSED'} |")
+    print()
+    print(f"{sum(c[3] for c in cross)} of {len(cross)} pairs ordered as measured.")
     return 0 if within == len(results) and all(c[3] for c in checks) else 1
 
 

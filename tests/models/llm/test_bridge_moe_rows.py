@@ -32,6 +32,10 @@ def test_every_row_parses_and_evaluates() -> None:
     assert sum(res.predicted_s is None for res in results) == 9
     for name, a, b, _ in bench.order_checks(results):
         assert name and a.row.release == b.row.release
+    for _name, a, b, _ in bench.cross_release_checks(results):
+        assert abs(bench.RELEASES.index(a.row.release) - bench.RELEASES.index(b.row.release)) == 1
+        assert (a.row.model, a.row.system, a.row.gpus, a.row.global_batch) == (b.row.model, b.row.system, b.row.gpus,
+                                                                                b.row.global_batch)
 
 
 def test_measured_step_is_tokens_over_throughput() -> None:
