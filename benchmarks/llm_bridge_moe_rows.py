@@ -18,7 +18,8 @@ and is token-dropless (the tables' footnote), except the 25.09 "tokendrop" rows,
 reason and not priced.  Step time = GBS x seq / (tokens/s/GPU x GPUs).
 
 Model configs: tests/models/llm/fixtures/ (their Hugging Face config.json; see the README there).  Exit 0
-when every row is within 15 % and fits; it is a check, not a target the cost model was fitted to.
+when every row is within 15 % and fits and every in-release pair of rows > 10 % apart is ordered as measured; it
+is a check, not a target the cost model was fitted to.
 
     PYTHONPATH=src python benchmarks/llm_bridge_moe_rows.py
 """
@@ -585,19 +586,20 @@ def main() -> int:
         print(f"* {LABELS[model]}: tests/models/llm/fixtures/{model}.json, {where}")
     print()
     print("| release | model | system | precision | GPUs | GBS | layout | measured s | predicted s | error | fits |"
-          " memory GB | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " memory GB | recipe | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for res in results:
         r = res.row
         head = (f"| {r.release} | {LABELS[r.model]}{' (w/o MTP)' if r.note == 'w/o MTP' else ''} | {r.system} |"
                 f" {r.precision or '-'} | {r.gpus} | {r.global_batch} | {r.layout_text()} | {r.measured_s:.2f} |")
+        recipe = f"{RECIPE_TAG[r.release]} {r.recipe}" if r.recipe else f"{RECIPE_TAG[r.release]} (table only)"
         if res.predicted_s is None:
-            print(f"{head} - | - | - | - | not priced: {res.reason} |")
+            print(f"{head} - | - | - | - | {recipe} | not priced: {res.reason} |")
             continue
         assert res.error is not None
         note = ("split assumed; " if res.split_assumed else "") + ("" if res.ok else "MISSED")
         print(f"{head} {res.predicted_s:.2f} | {100 * res.error:+.1f} % | {res.fits} | {res.memory_gb:.1f} |"
-              f" {note.strip('; ')} |")
+              f" {recipe} | {note.strip('; ')} |")
     priced = [res for res in results if res.predicted_s is not None]
     within = sum(res.ok for res in priced)
     errs = sorted(abs(res.error) for res in priced if res.error is not None)
