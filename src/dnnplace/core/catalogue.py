@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DEEPEP", "TRAINING_STACK", "AttentionTable", "DeepEPFigures", "DeviceSpec", "TrainingStack",
-           "device_spec",
-           "legacy_view"]
+__all__ = ["CATALOGUE", "DEEPEP", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable", "DeepEPFigures",
+           "DeviceSpec", "TrainingStack", "WindowAttentionTable", "device_spec", "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
@@ -423,6 +422,8 @@ class DeepEPFigures:
     """
 
     nvlink: tuple[float, float] = (153 / 160, 158 / 160)  # (dispatch, combine), intranode EP 8
+    #: SMs the dispatch / combine kernels occupy while they run (beside any overlapped compute)
+    sms: int = 20
     #: (nodes of the EP group, (dispatch, combine)) for the internode kernels; EP 16 / 32 / 64 at 8 GPUs a node
     rdma: tuple[tuple[int, tuple[float, float]], ...] = ((2, (43 / 50, 43 / 50)), (4, (58 / 50, 57 / 50)),
                                                          (8, (51 / 50, 50 / 50)))
@@ -432,6 +433,9 @@ class DeepEPFigures:
         "rdma": "same table: internode EP 16 43 / 43 GB/s, EP 32 58 / 57 GB/s, EP 64 51 / 50 GB/s (dispatch / "
                 "combine, RDMA bottleneck bandwidth) of a ~50 GB/s CX7 400 Gb/s NIC; 'logical' per DeepEP "
                 "tests/test_internode.py (num_rdma_token_sent counts the source node too)",
+        "sms": "Megatron-Core moe/token_dispatcher.py (_DeepepManager): set_deepep_num_sms(20) when "
+               "moe_flex_dispatcher_num_sms is unset ('DeepEP's historical mcore default'); DeepEP's kernels are "
+               "persistent, one per SM (DeepEP README: Buffer.set_num_sms)",
     }, compare=False)
 
     def rdma_fraction(self, nodes: int) -> tuple[float, float]:
@@ -445,3 +449,47 @@ class DeepEPFigures:
 
 #: DeepEP's normal kernels (the ``flex`` token dispatcher of Megatron-Core), the same for every model.
 DEEPEP = DeepEPFigures()
+
+
+@dataclass(frozen=True)
+class WindowAttentionTable:
+    """Measured fused sliding-window attention throughput of one device: BF16, causal within a window of
+    ``window`` keys, head dim ``head_dim``, by pass and sequence length, in *useful* FLOP/s (the window's keys
+    only: 4 x batch x heads x seq x mean keys x head dim forward, 2.5 x that backward, as the benchmark counts
+    them).  Kept apart from :class:`AttentionTable` (head dim 128, whole causal sequence) because a short window
+    runs a few tiles per query block, far below the long-sequence rates."""
+
+    window: int
+    head_dim: int
+    rates: dict[str, dict[int, float]]  # "fwd" / "bwd" -> seq -> FLOP/s
+    source: str
+
+    def rate(self, pass_: str, seq: int) -> float:
+        """The figure of the largest tested sequence not above ``seq`` (the smallest one below them)."""
+        table = self.rates[pass_]
+        tested = sorted(table)
+        best = tested[0]
+        for n in tested:
+            if n <= seq:
+                best = n
+        return table[best]
+
+
+_CUDNN_SWA = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gpu}/{csv} (config "
+              "gpt_oss: cuDNN backend, bfloat16, mask top_left, sliding_window_size 128, head dim 64, batch 2, 128 "
+              "heads; non-deterministic backward, TE's default), cudnn-frontend 1.21.1 / cuDNN 9.22")
+_TF = 1e12
+#: GPT-OSS-style sliding-window attention (window 128, head dim 64) as cuDNN runs it; B200 / B300 take the
+#: GB200 / GB300 measurement (ASSUMPTION: the same GPU die).  No Hopper measurement at this window.
+SLIDING_WINDOW_ATTENTION: dict[str, WindowAttentionTable] = {
+    "gb200": WindowAttentionTable(128, 64, {
+        "fwd": {2048: 153 * _TF, 4096: 161 * _TF, 8192: 165 * _TF, 16384: 167 * _TF, 32768: 104 * _TF},
+        "bwd": {2048: 176 * _TF, 4096: 182 * _TF, 8192: 187 * _TF, 16384: 188 * _TF, 32768: 186 * _TF}},
+        _CUDNN_SWA.format(gpu="gb200", csv="gpt_oss_20260424_100011.csv")),
+    "gb300": WindowAttentionTable(128, 64, {
+        "fwd": {2048: 160 * _TF, 4096: 167 * _TF, 8192: 172 * _TF, 16384: 173 * _TF, 32768: 108 * _TF},
+        "bwd": {2048: 184 * _TF, 4096: 191 * _TF, 8192: 198 * _TF, 16384: 200 * _TF, 32768: 199 * _TF}},
+        _CUDNN_SWA.format(gpu="gb300", csv="gpt_oss_20260424_100022.csv")),
+}
+SLIDING_WINDOW_ATTENTION["b200"] = SLIDING_WINDOW_ATTENTION["gb200"]
+SLIDING_WINDOW_ATTENTION["b300"] = SLIDING_WINDOW_ATTENTION["gb300"]

@@ -60,7 +60,7 @@ CASES = [
     ({}, 8, 16, 1024, replace(cfg(tp=8, dp=1), zero=3), "zero_shards"),  # nothing to shard over
 ]
 #: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py.
-MOE_ONLY = {"zero_dense", "grad_dtype_dense"}
+MOE_ONLY = {"zero_dense"}
 
 
 def _problem(change: dict, gpus: int, gbs: int, seq: int):  # noqa: ANN202

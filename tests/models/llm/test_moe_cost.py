@@ -190,7 +190,7 @@ def test_activation_parts_and_recompute_modules_hand_computed() -> None:
     t, tp, etp = A([10.0]), A([1.0]), A([1.0])
     parts = M.activation_parts(m, t, tp, etp, moe_layer=True)
     copies = 10 * 2  # t x top_k x etp
-    assert parts["moe"][0] == 2 * copies * (4 + 2 * 6 + 4)
+    assert parts["moe"][0] == copies * (2 * (4 + 2 * 6) + 4)  # fc1 input and output, fp32 prob; no expert output
     assert parts["moe_act"][0] == 2 * copies * 6
     assert parts["shared_experts"][0] == 2 * 10 * 3 * 6
     assert parts["layernorm"][0] == 2 * 2 * 10 * 4
@@ -214,7 +214,7 @@ def test_mla_activation_parts_hand_computed() -> None:
     parts = M.activation_parts(m, t, tp, A([1.0]), moe_layer=True)
     T = 4096
     assert parts["mla_up_proj"][0] == 2 * (T * (1536 + 512 + 64) + T * 128 * (2 * 192 + 128) / 2)
-    assert parts["moe"][0] == 2 * 2048 * 8 * (7168 + 2 * 2048 + 7168)
+    assert parts["moe"][0] == 2048 * 8 * (2 * (7168 + 2 * 2048) + 4)  # fc1 input and output, fp32 prob
 
 
 def test_permute_and_router_bytes_hand_computed() -> None:
@@ -408,3 +408,61 @@ def test_moe_cast_bytes_hand_computed() -> None:
     assert out["dense_mlp"][0][0] == 10 * (2 * 4 + 2 * 6) and out["dense_mlp"][1][0] == 10 * 4 * (4 + 2 * 6)
     half = M.moe_cast_bytes(m, 4.0, 2.0, T, one, A([2.0]), one, A([20.0]))["experts"]  # etp 2: ffn / 2 per shard
     assert half[0][0] == 20 * 4 * (4 + 3)
+
+
+def test_quantized_recipes_save_quantized_gemm_inputs_hand_computed() -> None:
+    """TE keeps the quantized copy of a linear's input (here 1.03125 bytes: MXFP8's byte + a 1-byte scale per 32)
+    instead of the 16-bit one; the pre-MLP norm output of an MoE layer stays 16-bit (the BF16 router saves it)."""
+    m = small(shared=6)  # hidden 4, 8 experts top-2, expert ffn 6, one shared expert of 6; GQA 2 heads of 2
+    t, tp, etp, qb = A([10.0]), A([1.0]), A([1.0]), 1.0 + 1.0 / 32
+    bf = M.activation_parts(m, t, tp, etp, moe_layer=True)
+    qp = M.activation_parts(m, t, tp, etp, moe_layer=True, quant_bytes=qb)
+    copies = 10 * 2
+    assert qp["moe"][0] == pytest.approx(copies * (qb * 4 + 2 * 2 * 6 + 4))  # fc1 input quantized
+    assert qp["moe_act"][0] == pytest.approx(qb * copies * 6)
+    assert qp["shared_experts"][0] == pytest.approx(10 * (2 * 2 * 6 + qb * 6))
+    assert qp["layernorm"][0] == pytest.approx((qb + 2) * 10 * 4)
+    assert qp["kept"][0] == pytest.approx(bf["kept"][0] + qb * 10 * 4)  # the out projection's quantized copy
+    dense = M.activation_parts(m, t, tp, etp, moe_layer=False, quant_bytes=qb)
+    assert dense["layernorm"][0] == pytest.approx(2 * qb * 10 * 4)
+    assert dense["mlp"][0] == pytest.approx(10 * (2 * 2 * 6 + qb * 6))
+
+
+def test_expert_weights_take_the_recipe_bytes() -> None:
+    p = A([1e9])
+    mem = M.expert_memory(p, A([4.0]), A([True]), weight_bytes=2 + 2 * (1 + 1 / 32))  # BF16 + two MXFP8 copies
+    assert mem["weights"][0] == pytest.approx(4.0625e9)
+    assert M.expert_memory(p, A([4.0]), A([True]), fp8=True)["weights"][0] == 3e9
+
+
+def test_sliding_window_layers_run_at_the_measured_window_rates() -> None:
+    """GPT-OSS-120B on GB200 at seq 4096: its 18 windowed layers (window 128, head dim 64) at cuDNN's measured
+    161 / 182 TFLOP/s, the 18 global ones as before; averaged per layer."""
+    import dataclasses
+
+    from dnnplace.models.llm.evaluation.flops import attention_times
+
+    m = load_moe(FIXTURES / "gpt-oss-120b.json")
+    a, dev = m.arch, device_spec("gb200")
+    tok, tp, cp = A([4096.0]), A([1.0]), A([1.0])
+    f, b = M.attention_core_times(a, tok, 4096, tp, dev, cp)
+    gf, gb = attention_times(dataclasses.replace(a, sliding_window=0), tok, 4096, tp, dev, cp)
+    useful = 4 * 4096 * (128 - 128 * 128 / (2 * 4096)) * 64 * 64  # 126 keys per query, 64 heads of 64
+    assert f[0] == pytest.approx((18 * gf[0] + 18 * useful / 161e12) / 36)
+    assert b[0] == pytest.approx((18 * gb[0] + 18 * 2.5 * useful / 182e12) / 36)
+    # no measurement for H100 at this window: the old pricing
+    h = device_spec("h100")
+    assert M.attention_core_times(a, tok, 4096, tp, h, cp)[0][0] == attention_times(a, tok, 4096, tp, h, cp)[0][0]
+
+
+def test_overlapped_flex_kernels_take_their_sms_from_the_compute() -> None:
+    """With the EP overlap, a flex transfer of T seconds costs max(T - compute, T x 20 / 132) on H100 (DeepEP's 20
+    SMs of 132 are busy beside the compute); the alltoall overlap hides T up to the compute, as before."""
+    m = ds3()
+    t = A([4096.0])
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, H100.peak("bf16"))
+    for disp, steal in (("flex", 20 / 132), ("alltoall", 0.0)):
+        plain, ovl = _costs(m, disp=disp), _costs(m, disp=disp, a2a_overlap=True)
+        T, beside = plain["ep"][0][0], plain["compute"][0][0] - (sf1 + sf2)[0]  # forward
+        assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * steal))
+    assert _costs(m, disp="flex", a2a_overlap=True)["ep"][0][0] > 0.0

@@ -112,8 +112,6 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"zero={r['zero']} shards over dp*cp = 1 rank: there is nothing to shard"),
     Rule("zero_dense", ("zero",), lambda c: (c["zero"] < 2) | (c["num_experts"] == 1),
          lambda r: f"zero={r['zero']} is priced for dense models; a mixture of experts plans with zero 0 or 1"),
-    Rule("grad_dtype_dense", ("grad_dtype",), lambda c: (c["grad_dtype"] == 0) | (c["num_experts"] == 1),
-         lambda r: "grad_dtype=bf16 is priced for dense models; a mixture of experts keeps fp32 gradients"),
 )
 # The expert-parallel knobs' rules (model/moe_rules.py), in the same form, after the dense ones.
 CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RULE, *MOE_CONFIG_RULES))

@@ -16,9 +16,11 @@ then EP: the EP group has stride etp), within an NVLink domain of ``domain`` GPU
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.core.catalogue import DEEPEP, SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -30,6 +32,8 @@ from dnnplace.models.llm.evaluation.moe_dispatch import (
     permute_bytes,
 )
 from dnnplace.models.llm.moe import MOE_STACK, RECOMPUTE_MODULES, MoEModel
+from dnnplace.models.llm.moe_knobs import DISPATCHERS
+from dnnplace.models.llm.spec import TransformerArch
 
 Array = np.ndarray
 
@@ -235,21 +239,27 @@ def expert_params(m: MoEModel, moe_layers: Array, ep: Array, etp: Array) -> Arra
     return moe_layers * (s.num_experts / ep) * per_expert / etp
 
 
-def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False) -> dict[str, Array]:
+def expert_memory(params: Array, edp: Array, distributed_optimizer: Array, fp8: bool = False,
+                  grad_bytes: Array | float = TRAINING_STACK.grad_bytes,
+                  weight_bytes: Array | float | None = None) -> dict[str, Array]:
     """Bytes of the routed experts' weights, gradients and optimizer state on one rank.
 
-    Weights and fp32 gradients stay whole on the rank that holds the expert shard; with the distributed
-    optimizer the fp32 master copy and Adam moments are sharded over the expert-data-parallel group
-    (EDP = N / (pp x ep x etp): the ranks holding copies of the same expert shard).
+    Weights and gradients (``grad_bytes`` per parameter: fp32 main grads by default, 2 with Megatron's
+    ``grad_reduce_in_fp32=False``, which the NeMo / Megatron-Bridge benchmark recipes set) stay whole on the
+    rank that holds the expert shard; with the distributed optimizer the fp32 master copy and Adam moments are
+    sharded over the expert-data-parallel group (EDP = N / (pp x ep x etp): the ranks holding copies of the
+    same expert shard).  ``weight_bytes``: bytes per weight the precision recipe keeps (``Recipe.weight_bytes``:
+    the BF16 weight and its cached quantized copies, or FP8 parameters alone); without it BF16, plus one byte
+    with ``fp8``.
     """
-    wb = TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)
+    wb = (TRAINING_STACK.weight_bytes + (1.0 if fp8 else 0.0)) if weight_bytes is None else weight_bytes
     shard = np.where(distributed_optimizer, edp, 1.0)
-    return {"weights": wb * params, "gradients": TRAINING_STACK.grad_bytes * params,
+    return {"weights": wb * params, "gradients": grad_bytes * params,
             "optimizer": TRAINING_STACK.optimizer_bytes * params / shard}
 
 
 def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bool,
-                     act_bytes: float = 2.0) -> dict[str, Array]:
+                     act_bytes: float = 2.0, quant_bytes: float | None = None) -> dict[str, Array]:
     """Bytes one decoder layer stores for its backward, per micro-batch, by the recompute module that frees them.
 
     ``t``: the rank's sequence-parallel tokens; T = t x tp the TP group's.  Keys: a module of
@@ -258,36 +268,50 @@ def activation_parts(m: MoEModel, t: Array, tp: Array, etp: Array, moe_layer: bo
     MLA layers store the two latents (up projections' inputs) and the post-RoPE Q, K and V
     (``mla_up_proj``); a GQA layer its norm output's QKV and Q, K, V.  Flash attention keeps its fp32
     log-sum-exp (``core_attn``).  An MoE layer keeps the t x top_k x etp dispatched copies as fc1's input
-    (``moe``), fc1's output and the activation output (fc2's input, ``moe_act``), the expert outputs
-    for the weighted combine, and the shared experts' internals (``shared_experts``).
+    (``moe``) with each copy's routing prob, fc1's output and the activation output (fc2's input,
+    ``moe_act``), and the shared experts' internals (``shared_experts``).
+
+    ``quant_bytes``: a quantized recipe's bytes per saved GEMM input (``Recipe.saved_input_bytes``).  TE saves
+    the quantized (column-wise) copy of a linear's input for its weight gradient instead of the 16-bit one,
+    the dense rule of ``precision.saved_input_delta`` applied part by part: the input norm's output (QKV or
+    MLA's down projections), the latents entering MLA's up projections, a quantized copy of the out
+    projection's input beside the 16-bit attention output flash keeps, the dense and shared MLPs' activation
+    output, and an expert's fc1 input (the dispatched copies) and activation output (fc2's input).  An MoE
+    layer's pre-MLP norm output stays 16-bit: the router, a BF16 linear, saves it.
     """
     a, b = m.arch, act_bytes
+    qb = act_bytes if quant_bytes is None else quant_bytes
     h, T = float(a.hidden), t * tp
     parts = {key: np.zeros_like(t) for key in ("kept", *RECOMPUTE_MODULES)}
     parts["kept"] = parts["kept"] + 2.0 * b * t * h  # layer input, residual after attention
-    parts["layernorm"] = parts["layernorm"] + 2.0 * b * t * h  # input and pre-MLP norm outputs (SP shards)
+    # input and pre-MLP norm outputs (SP shards); quantized recipes save the first as the QKV / down input
+    parts["layernorm"] = parts["layernorm"] + (qb + (b if moe_layer else qb)) * t * h
+    extra = 0.0 if quant_bytes is None else quant_bytes  # the out projection's quantized input copy
     if m.mla is not None:
         x, heads = m.mla, float(a.heads)
-        latents = T * (x.q_lora_rank + x.kv_lora_rank + x.qk_rope_head_dim)
+        latents = T * (x.q_lora_rank + x.kv_lora_rank)
         qkv = T * heads * (2 * x.qk_head_dim + x.v_head_dim) / tp
-        parts["mla_up_proj"] = parts["mla_up_proj"] + b * (latents + qkv)
-        parts["kept"] = parts["kept"] + b * T * heads * x.v_head_dim / tp  # attention output (o_proj input)
+        parts["mla_up_proj"] = parts["mla_up_proj"] + qb * latents + b * (T * x.qk_rope_head_dim + qkv)
+        parts["kept"] = parts["kept"] + (b + extra) * T * heads * x.v_head_dim / tp  # attention output
     else:
-        parts["kept"] = parts["kept"] + b * (T * (a.q_width + 2 * a.kv_width) / tp + T * a.q_width / tp)
+        parts["kept"] = parts["kept"] + b * T * (a.q_width + 2 * a.kv_width) / tp + (b + extra) * T * a.q_width / tp
     parts["core_attn"] = parts["core_attn"] + 4.0 * T * a.heads / tp
     glu = 2.0 if a.gated else 1.0
     if not moe_layer:
         dense_f = float(a.ffn_hidden)
-        parts["mlp"] = parts["mlp"] + b * T * (glu + 1.0) * dense_f / tp  # fc1 output, activation output
+        parts["mlp"] = parts["mlp"] + (b * glu + qb) * T * dense_f / tp  # fc1 output, activation output
         return parts
     s = m.moe
     copies = t * s.top_k * etp
     f = s.expert_ffn / etp
     parts["kept"] = parts["kept"] + MOE_STACK.router_bytes_per_score * t * (s.num_experts + s.top_k)
-    parts["moe"] = parts["moe"] + b * copies * (h + glu * f + h)  # fc1 input, fc1 output, expert output
-    parts["moe_act"] = parts["moe_act"] + b * copies * f  # activation output (fc2 input)
+    # fc1 input, fc1 output and the fp32 routing prob of each copy: Megatron-Core applies the probs in the
+    # activation (weighted_bias_swiglu_impl, TEGroupedMLP, since ADLR/megatron-lm!2668 "Memory efficient
+    # token permutation", core_r0.12.0) and unpermutes by a plain sum, so no expert output is kept for the combine
+    parts["moe"] = parts["moe"] + copies * (qb * h + b * glu * f + MOE_STACK.router_bytes_per_score)
+    parts["moe_act"] = parts["moe_act"] + qb * copies * f  # activation output (fc2 input)
     if s.shared_ffn:
-        parts["shared_experts"] = parts["shared_experts"] + b * T * (glu + 1.0) * s.shared_ffn / tp
+        parts["shared_experts"] = parts["shared_experts"] + (b * glu + qb) * T * s.shared_ffn / tp
     return parts
 
 
@@ -335,7 +359,11 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     tokens t x tp).  ``ep``: the exposed dispatch + combine, twice each way (the backward sends the
     gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
     the dispatch behind the shared experts; ``a2a_overlap`` (overlap_moe_expert_parallel_comm: one
-    micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute.
+    micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute -- but the
+    flex (DeepEP) kernels hold ``DEEPEP.sms`` of the device's SMs while they run, so the compute beside them
+    runs on the rest: over a transfer of T seconds it loses T x sms / sm_count, and the overlapped layer
+    exposes max(T - compute, T x sms / sm_count).  (NCCL's all-to-all kernels take SMs too; no source gives
+    their count, so the alltoall / allgather overlap is priced without it.)
     Recompute ``modules``: ``moe`` reruns the whole forward (its all-to-alls included) in the backward,
     ``moe_act`` the activation, ``shared_experts`` the shared experts' GEMMs.
     """
@@ -359,12 +387,38 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     if shared_overlap:
         ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
     on = np.asarray(a2a_overlap, dtype=bool)  # per candidate
-    ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), 0.0), ep_f)
-    ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), 0.0), ep_b)
+    # the search's relaxation (dispatcher < 0, the fastest) takes no SMs: it stays a lower bound
+    steal = np.where(np.asarray(dispatcher) == DISPATCHERS.index("flex"), DEEPEP.sms / float(dev.sm_count), 0.0)
+    ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), steal * ep_f), ep_f)
+    ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), steal * ep_b), ep_b)
     whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
     comp_b = comp_b + np.where(whole, comp_f, np.where(act, act_f, 0.0) + np.where(shared, sh_f, 0.0))
     ep_b = ep_b + np.where(whole, ep_f, 0.0)
     return {"compute": (comp_f, comp_b), "ep": (ep_f, ep_b)}
+
+
+def attention_core_times(a: TransformerArch, tokens: Array, seq: int, tp: Array, dev: DeviceSpec,
+                         cp: Array) -> tuple[Array, Array]:
+    """Forward / backward seconds of one layer's attention core (averaged over the layers), sliding windows at
+    their measured rates.
+
+    ``flops.attention_times`` prices every layer's useful FLOPs at the long-sequence causal rates of a head-dim-128
+    table; a short window runs only a few tiles per query block, so where the catalogue measured the model's
+    window and head dim on this device (``SLIDING_WINDOW_ATTENTION``: cuDNN, window 128, head dim 64, GPT-OSS's
+    local layers) the windowed layers run at those rates and the global layers as before.  Context parallelism
+    (cp > 1) keeps the old pricing: the measurement is of whole sequences.
+    """
+    f, b = flops.attention_times(a, tokens, seq, tp, dev, cp)
+    tab = SLIDING_WINDOW_ATTENTION.get(dev.name)
+    win = a.windowed_layers
+    if not win or tab is None or a.sliding_window != tab.window or a.head_dim != tab.head_dim \
+            or a.sliding_window >= seq:
+        return f, b
+    ff, fb = flops.attention_times(dataclasses.replace(a, sliding_window=0), tokens, seq, tp, dev, cp)
+    useful = 4.0 * tokens * flops.causal_keys(seq, a.sliding_window) * a.q_width / tp
+    wf, wb = useful / tab.rate("fwd", seq), flops.FLASH_BWD_RATIO * useful / tab.rate("bwd", seq)
+    n, one = a.num_layers, np.asarray(cp) == 1
+    return (np.where(one, ((n - win) * ff + win * wf) / n, f), np.where(one, ((n - win) * fb + win * wb) / n, b))
 
 
 def moe_cast_bytes(m: MoEModel, cast: float, fused: float, tokens: Array, tp: Array, etp: Array, sp_div: Array,

@@ -63,15 +63,23 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     ep, etp, _, mods, _ = c.expert()
     col = (lambda x: x[:, None])  # noqa: E731
     edp = problem.cluster.gpus / (c.pp * ep * etp)
-    ex = moe_cost.expert_memory(experts, col(edp), col(c.dist), fp8=problem.job.precision == "fp8")
+    a = problem.arch
+    rec, q, quant, wq = _quantized(problem)
+    grad_b = col(c.sharding()[1])
+    ex = moe_cost.expert_memory(experts, col(edp), col(c.dist), grad_bytes=grad_b, weight_bytes=wq)
     t = tokens / c.tp
     sel = c.recompute == 1
     out = dict(mem)
     for key in ("weights", "gradients", "optimizer"):
         out[key] = mem[key] + ex[key]
+    if rec.quantized:  # the rest's layers keep the recipe's weight copies too; embedding and head stay BF16
+        params = mem["gradients"] / grad_b  # the rank's non-expert parameters (rank_memory's gradient bytes)
+        ends = (r == 0) * col(memory.embedding_params(a, c.tp)) + (r == col(c.pp) - 1) * col(
+            memory.head_params(a, c.tp, c.pp))
+        out["weights"] = memory.WEIGHT_BYTES * params + (wq - memory.WEIGHT_BYTES) * (params - ends) + ex["weights"]
     acts = []
     for sparse in (False, True):
-        parts = moe_cost.activation_parts(mm, t, c.tp, etp, sparse)
+        parts = _parts(mm, t, c.tp, etp, sparse, q, quant)
         keep = np.zeros(len(c))
         code = np.where(sel, np.where(mods == 0, 1.0, mods), 0.0).astype(np.int64)  # selective alone: core_attn
         for mask in np.unique(code):
@@ -83,12 +91,32 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     total = np.maximum(nd + ns, 1.0)
     per_layer = (nd * col(acts[0]) + ns * col(acts[1])) / total
     inflight = memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), chunks)
-    a = problem.arch
     is_last = r == col(c.pp) - 1
     logits = is_last * col(4.0 * tokens * a.hidden / np.where(c.sp, c.tp, 1.0) + 6.0 * tokens * a.vocab / c.tp)
     out["activations"] = per_layer * inflight + logits
     out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
     return out
+
+
+def _quantized(problem: LLMProblem) -> tuple[precision.Recipe, float, float | None, float]:
+    """(recipe, its quantized share of the layers, bytes of a saved quantized GEMM input or None, bytes per
+    layer weight averaged over the quantized and the BF16 layers)."""
+    rec = precision.recipe(problem.job.precision)
+    if not rec.quantized:
+        return rec, 0.0, None, memory.WEIGHT_BYTES
+    q = rec.quantized_layers(problem.arch.num_layers) / problem.arch.num_layers
+    gen = precision.ARCHITECTURES.get(problem.device.name, "")
+    return rec, q, rec.saved_input_bytes(), q * rec.weight_bytes(gen) + (1 - q) * memory.WEIGHT_BYTES
+
+
+def _parts(mm: Any, t: Array, tp: Array, etp: Array, sparse: bool, q: float,
+           quant: float | None) -> dict[str, Array]:
+    """A layer's activation parts averaged over the recipe's quantized (share q) and BF16 layers."""
+    bf16 = moe_cost.activation_parts(mm, t, tp, etp, sparse)
+    if quant is None:
+        return bf16
+    qp = moe_cost.activation_parts(mm, t, tp, etp, sparse, quant_bytes=quant)
+    return {k: q * qp[k] + (1 - q) * bf16[k] for k in bf16}
 
 
 def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Array:
@@ -109,8 +137,9 @@ def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Ar
     gpus = problem.cluster.gpus
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
     eshard = np.where(c.dist, gpus / (pp * ep * etp), 1.0)
+    _, q, quant, _ = _quantized(problem)
     wb = memory.WEIGHT_BYTES if problem.job.precision == "bf16" else 1.0  # quantized recipes may keep 1-byte copies
-    per = wb + memory.GRAD_BYTES
+    per = wb + c.sharding()[1]  # the gradient buffer's bytes (grad_dtype), as the evaluator prices them
     attn = moe_cost.attention_params(mm, tp)
     dense_static = (per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.dense_mlp_params(mm, tp))
     sparse_static = ((per + memory.OPTIMIZER_BYTES / shard) * (attn + moe_cost.moe_dense_params(mm, tp))
@@ -120,8 +149,9 @@ def moe_memory_lower_bound(problem: LLMProblem, c: Any, modules_mask: int) -> Ar
     names = tuple(name for b, name in enumerate(moe_cost.RECOMPUTE_MODULES) if modules_mask >> b & 1)
     acts = []
     for sparse in (False, True):
-        keep = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), ())
-        freed = moe_cost.activation_bytes(moe_cost.activation_parts(mm, t, tp, etp, sparse), names)
+        parts = _parts(mm, t, tp, etp, sparse, q, quant)  # as the evaluator counts them
+        keep = moe_cost.activation_bytes(parts, ())
+        freed = moe_cost.activation_bytes(parts, names)
         acts.append(np.where(c.recompute == 2, 2.0 * t * a.hidden, np.where(c.recompute == 1, freed, keep)))
     layers = np.array(mm.moe.moe_layers)
     kinds = []
@@ -161,7 +191,7 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     """
     mm = problem.moe
     a, dev, s = problem.arch, problem.device, problem.job.seq_len
-    peak = dev.peak(problem.job.precision)
+    peak = precision.recipe(problem.job.precision).gemm_peak(dev)  # mxfp8 / fp8-cs run at the fp8 peak
     tp, tokens = c.tp, dense.tokens
     ep, etp, disp, mods, a2a = c.expert()
     sp_div = np.where(c.sp, tp, 1.0)
@@ -176,7 +206,7 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     if mm.mla is not None:
         att_f, att_b = moe_cost.mla_layer_compute(mm, tokens, s, tp, np.where(sel, mods_eff, 0.0), dev, peak)
     else:
-        cf, cb = flops.attention_times(a, tokens, s, tp, dev, c.cp)
+        cf, cb = moe_cost.attention_core_times(a, tokens, s, tp, dev, c.cp)  # windows at measured rates
         att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
