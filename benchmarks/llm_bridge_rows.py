@@ -43,7 +43,7 @@ LLAMA_405B = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8
                              architecture="LlamaForCausalLM", source="Llama 3.1 405B config (Meta)")
 SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H100": "dgx-h100"}
 #: The planner's recipe for each published precision name (module docstring).
-RECIPE = {"FP8": "fp8-cs", "FP8-CS": "fp8-cs", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4"}
+RECIPE = {"FP8": "fp8-cs-all", "FP8-CS": "fp8-cs-all", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4"}
 
 _MB = "Megatron-Bridge docs/performance-summary-archive.md"
 

@@ -45,9 +45,9 @@ def test_cast_bytes_per_element() -> None:
 
 
 def test_block_scaled_weights_keep_bf16_and_two_copies() -> None:
-    assert recipe("mxfp8").weight_bytes("blackwell") == 2 + 2 * 1.03125
+    assert recipe("mxfp8").weight_bytes("blackwell") == 2 * 1.03125  # MXFP8 parameters, no BF16 copy
     assert recipe("nvfp4").weight_bytes("blackwell") == 2 + 2 * 0.5625
-    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # NeMo bf16_with_mxfp8_mixed: no fp8_param_gather
+    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # gathered as BF16 into the gradient buffer
 
 
 def test_delayed_scaling_state_is_the_amax_history() -> None:
@@ -79,7 +79,7 @@ def test_peaks_and_architectures() -> None:
 
 
 def test_unknown_recipe_and_sixteen_bit_operators() -> None:
-    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, mxfp8, nvfp4"):
+    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4"):
         recipe("fp16")
     assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
     assert all(r.source for r in RECIPES.values())
@@ -168,3 +168,30 @@ def test_exports_refuse_recipes_they_do_not_write_and_fp8_gathers_fp8_parameters
     h = _fp8_problem("8b", 8, 128, "fp8")
     text = export(search(h, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"}), "megatron")
     assert "--fp8-param-gather" in text
+
+
+def test_fp8_cs_all_quantizes_every_layer() -> None:
+    # Megatron-Bridge's performance recipes: current scaling with first_last_layers_bf16 = False.
+    r = recipe("fp8-cs-all")
+    assert r.quantized_layers(32) == 32 and recipe("fp8-cs").quantized_layers(32) == 30
+    assert r.cast_bytes("hopper") == recipe("fp8-cs").cast_bytes("hopper") == 6
+    assert r.weight_bytes("blackwell") == 1.0 and r.param_allgather_bytes() == 1.0
+
+
+def test_mxfp8_weights_hand_computed() -> None:
+    # Llama 3.1 70B, TP1 PP4 VP5 on GB300: 20 layers per rank, MXFP8 parameters 2 x (1 + 1/32) bytes each
+    # (norms counted with the layer, as the model does), the embedding / LM head in BF16.
+    from llm_helpers import llama
+
+    from dnnplace.core.systems import system_device, system_spec
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob
+
+    arch = llama("70b")
+    dev = system_device(system_spec("gb300-nvl72"))
+    pr = LLMProblem(arch, Cluster(dev.name, 64, 64), TrainingJob(8192, 256, "mxfp8"), dev)
+    est = evaluate(pr, ParallelConfig(1, 4, 5, 1, 16, 1, "none", False, True, (4,) * 20, grad_dtype="bf16"))
+    layer = 8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192  # 855,654,400
+    first = 20 * layer * 2.0625 + 2 * 128256 * 8192
+    last = 20 * layer * 2.0625 + 2 * (128256 * 8192 + 8192)
+    assert est.memory_breakdown["weights"] in (pytest.approx(first), pytest.approx(last))

@@ -130,7 +130,7 @@ class TrainingJob:
     global_batch: int
     """Sequences per optimizer step (over every data-parallel replica)."""
     precision: str = "bf16"
-    """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, mxfp8 or nvfp4."""
+    """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, fp8-cs-all, mxfp8 or nvfp4."""
 
 
 @dataclass(frozen=True)

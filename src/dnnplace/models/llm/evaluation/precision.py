@@ -55,8 +55,17 @@ SOURCES: dict[str, str] = {
                "NeMo bf16_with_fp8_current_scaling_mixed: Fp8Recipe.tensorwise, first and last transformer "
                "layer in BF16 (num_layers_at_start/end_in_bf16 = 1), fp8_param_gather=True",
     "mxfp8": "TE MXFP8BlockScaling (user guide, low_precision_training/mxfp8): one E8M0 scale per 32 consecutive "
-             "values, 1-D blocks, E4M3 both passes, Blackwell (SM 10.0+) only; NeMo bf16_with_mxfp8_mixed: "
-             "fp8_param_gather=False",
+             "values, 1-D blocks, E4M3 both passes, Blackwell (SM 10.0+) only; NeMo (2025-09) and Megatron-Bridge "
+             "(since 2025-08, #450) bf16_with_mxfp8_mixed: fp8_param_gather=True with "
+             "reuse_grad_buf_for_mxfp8_param_ag=True",
+    "mxfp8_param_gather": "Megatron-Core param_and_grad_buffer.py: with reuse_grad_buf_for_mxfp8_param_ag the "
+                          "quantized parameters keep no persistent param_data buffer; the distributed optimizer's "
+                          "all-gather writes BF16 values into the gradient buffer and _post_param_sync copies them "
+                          "into TE's MXFP8 storage (row- and column-wise copies): 2 bytes gathered per parameter",
+    "fp8_cs_all": "Megatron-Bridge performance recipes: scripts/performance/utils/precision.py "
+                  "get_precision_config('fp8_cs') (25.09-26.04) and perf_recipes/_common.py _perf_precision "
+                  "(26.06+): bf16_with_fp8_current_scaling_mixed() with first_last_layers_bf16 = False -- every "
+                  "transformer layer in FP8, fp8_param_gather=True",
     "nvfp4": "TE NVFP4BlockScaling / cuDNN block-scale quantize: 16 E2M1 values share one E4M3 scale, plus one "
              "FP32 per-tensor scale (its amax is a separate pass); 16x16 2-D blocks for weights, random "
              "Hadamard transform on wgrad inputs, stochastic rounding of gradients; selected layers kept in "
@@ -99,6 +108,7 @@ class Recipe:
     bf16_layers_fraction: float  # share of the remaining layers kept in BF16 (NVFP4's selective layers)
     param_gather: bool  # FP8 parameters (fp8_param_gather): no BF16 weight copy, 1-byte all-gather
     source: str
+    gather_bf16: bool = False  # the quantized parameters are all-gathered as BF16 (MXFP8's grad-buffer reuse)
 
     @property
     def quantized(self) -> bool:
@@ -142,7 +152,7 @@ class Recipe:
 
     def param_allgather_bytes(self) -> float:
         """Bytes per parameter of the data-parallel parameter all-gather."""
-        return self.element_bytes if self.param_gather else BF16_BYTES
+        return self.element_bytes if self.param_gather and not self.gather_bf16 else BF16_BYTES
 
     def scaling_state_bytes(self, quantized_tensors: int) -> float:
         """FP32 scaling state of ``quantized_tensors`` tensorwise-scaled tensors: amax history + scale + 1/scale."""
@@ -178,8 +188,12 @@ RECIPES: dict[str, Recipe] = {
                   SOURCES["delayed"]),
     "fp8-cs": Recipe("fp8-cs", "fp8", "current", ("hopper", "blackwell"), 1.0, 0, 0.0, 0, True, 1, 1, 0.0, True,
                      SOURCES["current"]),
-    "mxfp8": Recipe("mxfp8", "fp8", "block", ("blackwell",), 1.0, 32, 1.0, 0, False, 0, 0, 0.0, False,
-                    SOURCES["mxfp8"]),
+    # Current scaling with every layer quantized, as Megatron-Bridge's performance recipes run "FP8".
+    "fp8-cs-all": Recipe("fp8-cs-all", "fp8", "current", ("hopper", "blackwell"), 1.0, 0, 0.0, 0, True, 0, 0, 0.0,
+                         True, SOURCES["fp8_cs_all"]),
+    # MXFP8 parameters (two 1-byte copies + E8M0 scales, no BF16 copy), gathered as BF16 through the gradient buffer.
+    "mxfp8": Recipe("mxfp8", "fp8", "block", ("blackwell",), 1.0, 32, 1.0, 0, False, 0, 0, 0.0, True,
+                    SOURCES["mxfp8"] + "; " + SOURCES["mxfp8_param_gather"], gather_bf16=True),
     # NVFP4: the paper keeps about 16 % of the linear layers (the last ones) in BF16; the per-tensor amax
     # is a pass of its own.
     "nvfp4": Recipe("nvfp4", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.16, False,
