@@ -33,6 +33,7 @@ from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import ParallelConfig
 from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.memory import FRAGMENTATION
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMEstimate, LLMProblem, TrainingJob, TransformerArch
 
@@ -247,6 +248,15 @@ def price(row: BridgeRow) -> tuple[LLMProblem, LLMEstimate]:
     return pr, evaluate(pr, config_of(row, pr.arch))
 
 
+def offload_text(row: BridgeRow, pr: LLMProblem, est: LLMEstimate) -> str:
+    """An estimate, not the planner's: the peak with the activations of the offloaded layers (and their share of
+    the allocator's fragmentation allowance) off the GPU -- the layers' stored tensors scale with their count."""
+    if not row.offload_layers:
+        return ""
+    act = est.memory_breakdown["activations"] * (1 + FRAGMENTATION) * row.offload_layers / pr.arch.num_layers
+    return f" (without their activations: {(est.memory_per_gpu_bytes - act) / 1e9:.1f} GB, an estimate)"
+
+
 def run_row(row: BridgeRow) -> tuple[str, bool, float | None]:
     """The row's table line, whether it is within the tolerance and fits, and its error (None: not priced)."""
     head = (f"| {row.release} | {row.system} | {row.model.upper()} | {row.precision} ({row.recipe}) | {row.gpus} |"
@@ -260,7 +270,7 @@ def run_row(row: BridgeRow) -> tuple[str, bool, float | None]:
     fits = f"{'yes' if est.fits else 'NO'} ({est.memory_per_gpu_bytes / 1e9:.1f} / {cap / 1e9:.1f})"
     why = [w for w, bad in (("error", abs(err) > TOLERANCE), ("does not fit", not est.fits)) if bad]
     if row.not_expressible:
-        why.append("not expressible: " + row.not_expressible)
+        why.append("not expressible: " + row.not_expressible + offload_text(row, pr, est))
     ok = not why
     notes = ("MISSED: " + ", ".join(why) if why else "") + (("; " if why else "") + row.note if row.note else "")
     return f"{head} {est.step_time_s:.2f} | {100 * err:+.1f} % | {fits} | {notes} |", ok, err
