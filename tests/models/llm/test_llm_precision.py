@@ -100,8 +100,23 @@ def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
     fwd, bwd = cast_bytes_per_token(a, recipe("fp8"), "hopper", one, one)
     assert float(fwd[0]) == 0 * (2 * 4096 + 14336) + 4 * 4096  # fused casts write 2 x 1 byte for 2
     assert float(bwd[0]) == 4 * (2 * 4096 + 2 * 14336 + 4096 + 2 * 1024)  # 43,008 gradients x 4 bytes
+    # MXFP8: the SwiGLU writes both copies itself; the two norms write BF16 and a cast reads it back.
     fwd_mx, _ = cast_bytes_per_token(a, recipe("mxfp8"), "blackwell", one, one)
-    assert float(fwd_mx[0]) == pytest.approx((2 * 1.03125 - 2) * (2 * 4096 + 14336) + 4.0625 * 4096)
+    assert float(fwd_mx[0]) == pytest.approx((2 + 2.0625) * 2 * 4096 + (2.0625 - 2) * 14336 + 4.0625 * 4096)
+
+
+def test_current_scaling_casts_after_its_producers() -> None:
+    # TE's FUSED_NORM_AMAX_FP8 / FUSED_ACTIVATION_AMAX_FP8: BF16 write + amax, then a cast reads 2 bytes and writes
+    # the copies (Hopper 2, Blackwell 1); the out projection's input cast reads twice (amax pass) and writes.
+    a, one = llama("8b"), np.array([1.0])
+    fwd_h, _ = cast_bytes_per_token(a, recipe("fp8-cs-all"), "hopper", one, one)
+    assert float(fwd_h[0]) == (2 + 2) * (2 * 4096 + 14336) + (2 + 2 + 2) * 4096
+    fwd_b, _ = cast_bytes_per_token(a, recipe("fp8-cs-all"), "blackwell", one, one)
+    assert float(fwd_b[0]) == (2 + 1) * (2 * 4096 + 14336) + (2 + 2 + 1) * 4096
+    nv = recipe("nvfp4")
+    assert not nv.producer_fused("norm") and not nv.producer_fused("act")
+    assert recipe("mxfp8").producer_fused("act") and not recipe("mxfp8").producer_fused("norm")
+    assert recipe("fp8").producer_fused("norm") and recipe("fp8").producer_fused("act")
 
 
 # --- the recipes in the cost model -------------------------------------------------------------------------------

@@ -79,6 +79,13 @@ SOURCES: dict[str, str] = {
     "param_gather": "Megatron-Core --fp8-param-gather: parameters are stored in FP8 (TE fp8_model_init), the "
                     "distributed optimizer keeps the FP32 master copy, and the data-parallel parameter "
                     "all-gather moves 1 byte per parameter",
+    "producer_fusion": "TE pytorch/csrc/extensions/normalization.cpp (layernorm_fwd / rmsnorm_fwd) and "
+                       "activation.cpp: the norm or activation kernel writes the quantized output itself "
+                       "(FULLY_FUSED) only for tensorwise delayed scaling and, for the activation, MXFP8; current "
+                       "scaling and NVFP4 write BF16 with a fused amax, then quantize_with_amax casts it "
+                       "(FUSED_NORM_AMAX_FP8 / _NVFP4, FUSED_ACTIVATION_AMAX_FP8 / _NVFP4); an MXFP8 norm writes "
+                       "BF16 and is quantized by a kernel of its own (UNFUSED) unless NVTE_NORM_FWD_USE_CUDNN is set "
+                       "(TE's default: unset)",
     "lm_head": "megatron/core/models/gpt/gpt_model.py: output_layer = tensor_parallel.ColumnParallelLinear "
                "(not a TE module), so the LM head GEMM runs in BF16 under fp8_autocast",
     # The gradient buffer's dtype is a trainer setting, not part of a recipe: NeMo's performance scripts
@@ -127,6 +134,23 @@ class Recipe:
         if self.block:
             return 2  # scales run along the contraction dimension, which differs between the two uses
         return 2 if arch == "hopper" else 1
+
+    def producer_fused(self, producer: str) -> bool:
+        """Does the ``producer`` kernel ("norm" or "act") write its output quantized itself (SOURCES
+        "producer_fusion")?  Only where the scale is known before the kernel runs and TE has the fused kernel:
+        delayed scaling for both, MXFP8 (1-D blocks inside one row) for the activation."""
+        if self.scaling == "delayed":
+            return True
+        return producer == "act" and self.scaling == "block" and not self.extra_amax_pass
+
+    def producer_cast_bytes(self, producer: str, arch: str) -> float:
+        """HBM bytes per element the quantized output of a norm or activation adds to its 16-bit write: the
+        copies' bytes instead of the write when the producer is fused, else a cast kernel's read of the 16-bit
+        output and its writes (the amax comes fused from the producer, so no extra pass)."""
+        if not self.quantized:
+            return 0.0
+        written = self.copies(arch) * self.copy_bytes()
+        return written - BF16_BYTES if self.producer_fused(producer) else BF16_BYTES + written
 
     def cast_bytes(self, arch: str) -> float:
         """HBM bytes a quantize kernel moves per source element (read BF16, write every copy + scales)."""
@@ -222,10 +246,11 @@ def cast_bytes_per_token(arch: TransformerArch, r: Recipe, gpu_arch: str, tp: Ar
                          sp_div: Array) -> tuple[Array, Array]:
     """HBM bytes per local token that one quantized layer's casts add (forward, backward).
 
-    Forward: the norms and the MLP activation write their output quantized (TE's LayerNormLinear and
-    LayerNormMLP fuse the cast), which costs the copies' bytes instead of the 16-bit write they replace;
-    the attention output entering the out projection is cast by a kernel of its own.  Backward: every
-    output gradient entering a quantized GEMM is cast (and on Hopper transposed) by a kernel of its own:
+    Forward: the norms and the MLP activation write their output quantized where TE fuses the cast into
+    them (:meth:`Recipe.producer_fused`), which costs the copies' bytes instead of the 16-bit write they
+    replace, and are otherwise cast by a kernel of their own after a 16-bit write (current scaling, NVFP4, the
+    MXFP8 norms); the attention output entering the out projection is always cast by a kernel of its own.
+    Backward: every output gradient entering a quantized GEMM is cast (and on Hopper transposed) by a kernel of its own:
     fc2's and the out projection's (hidden wide, sequence-parallel shards), fc1's (gated: 2 ffn) and QKV's.
     ``sp_div`` = tp with sequence parallelism, else 1.
     """
@@ -233,8 +258,8 @@ def cast_bytes_per_token(arch: TransformerArch, r: Recipe, gpu_arch: str, tp: Ar
         zero = np.zeros_like(np.asarray(tp, dtype=float))
         return zero, zero
     h, f = arch.hidden, arch.ffn_hidden
-    fused = r.copies(gpu_arch) * r.copy_bytes() - BF16_BYTES
-    fwd = fused * (2.0 * h / sp_div + f / tp) + r.cast_bytes(gpu_arch) * arch.q_width / tp
+    norm, act = r.producer_cast_bytes("norm", gpu_arch), r.producer_cast_bytes("act", gpu_arch)
+    fwd = norm * 2.0 * h / sp_div + act * f / tp + r.cast_bytes(gpu_arch) * arch.q_width / tp
     grads = 2.0 * h / sp_div + (2 if arch.gated else 1) * f / tp + (arch.q_width + 2 * arch.kv_width) / tp
     return fwd, r.cast_bytes(gpu_arch) * grads
 
