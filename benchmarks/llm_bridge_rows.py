@@ -11,6 +11,8 @@ at the commit of the release's table; from 2026-06 ``src/megatron/bridge/perf_re
   ``fp8_param_gather = True``) on Hopper and Blackwell alike -- the recipes have no delayed-scaling entry
   from 25.11 on; the 25.09 tables name no precision: the first figure is ``fp8_cs``, the one in parentheses
   ``fp8_mx`` (the table's footnote: 32-element quantization blocks), as the 25.09 yaml lists them;
+* NVFP4 is ``bf16_with_nvfp4_mixed()`` unchanged: every layer in NVFP4 (``nvfp4-all``), with FP4 parameters
+  (``fp4_param_gather``, ``nvfp4-fp4p``) from 26.04.01 on;
 * gradients reduced in BF16 (every script sets ``grad_reduce_in_fp32 = False``);
 * FSDP (the table's FSDP column) = Megatron-FSDP ``optim_grads_params``: ZeRO 3 over dp x cp;
 * no recomputation unless the recipe sets it; CUDA graphs where the recipe sets them (the planner prices no
@@ -47,7 +49,9 @@ LLAMA_405B = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8
                              architecture="LlamaForCausalLM", source="Llama 3.1 405B config (Meta)")
 SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H100": "dgx-h100"}
 #: The planner's recipe for each published precision name (module docstring).
-RECIPE = {"FP8": "fp8-cs-all", "FP8-CS": "fp8-cs-all", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4"}
+RECIPE = {"FP8": "fp8-cs-all", "FP8-CS": "fp8-cs-all", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4-all"}
+#: Releases whose NVFP4 recipe keeps FP4 parameters (Megatron-Bridge #3364, 2026-04-21: fp4_param_gather=True).
+FP4_PARAMS = ("26.04.01", "26.06")
 
 _MB = "Megatron-Bridge docs/performance-summary-archive.md"
 
@@ -81,6 +85,8 @@ class BridgeRow:
 
     @property
     def recipe(self) -> str:
+        if self.precision == "NVFP4" and self.release in FP4_PARAMS:
+            return "nvfp4-fp4p"
         return RECIPE[self.precision]
 
     @property

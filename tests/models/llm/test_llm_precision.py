@@ -79,7 +79,8 @@ def test_peaks_and_architectures() -> None:
 
 
 def test_unknown_recipe_and_sixteen_bit_operators() -> None:
-    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4"):
+    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4, "
+                                               "nvfp4-all, nvfp4-fp4p"):
         recipe("fp16")
     assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
     assert all(r.source for r in RECIPES.values())
@@ -210,3 +211,10 @@ def test_mxfp8_weights_hand_computed() -> None:
     first = 20 * layer * 2.0625 + 2 * 128256 * 8192
     last = 20 * layer * 2.0625 + 2 * (128256 * 8192 + 8192)
     assert est.memory_breakdown["weights"] in (pytest.approx(first), pytest.approx(last))
+
+
+def test_bridge_nvfp4_recipes_quantize_every_layer() -> None:
+    assert recipe("nvfp4-all").quantized_layers(80) == recipe("nvfp4-fp4p").quantized_layers(80) == 80
+    assert recipe("nvfp4-all").weight_bytes("blackwell") == 2 + 2 * 0.5625  # BF16 weight + row/column copies
+    assert recipe("nvfp4-fp4p").weight_bytes("blackwell") == 2 * 0.5625  # FP4 parameters, no BF16 copy
+    assert recipe("nvfp4-all").param_allgather_bytes() == 2.0 and recipe("nvfp4-fp4p").param_allgather_bytes() == 0.5

@@ -46,7 +46,8 @@ NORMS = ("rms", "layer")
 PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "bf16": ("bf16", ("ampere", "hopper", "blackwell")), "fp8": ("fp8", ("hopper", "blackwell")),
     "fp8-cs": ("fp8", ("hopper", "blackwell")), "fp8-cs-all": ("fp8", ("hopper", "blackwell")),
-    "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",))}
+    "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",)), "nvfp4-all": ("fp4", ("blackwell",)),
+    "nvfp4-fp4p": ("fp4", ("blackwell",))}
 PRECISIONS = tuple(PRECISION_RECIPES)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
 PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")

@@ -71,6 +71,11 @@ SOURCES: dict[str, str] = {
              "Hadamard transform on wgrad inputs, stochastic rounding of gradients; selected layers kept in "
              "BF16, about 16 % of the linear layers (NVIDIA, 'Pretraining Large Language Models with NVFP4', "
              "arXiv:2509.25149)",
+    "nvfp4_all": "Megatron-Bridge bf16_with_nvfp4_mixed() (mixed_precision.py, 26.02-26.06), which the performance "
+                 "scripts' get_precision_config('nvfp4') return unchanged: first_last_layers_bf16 = False (the "
+                 "MixedPrecisionConfig default), no per-module BF16 override for Llama -- every layer in NVFP4",
+    "nvfp4_fp4p": "Megatron-Bridge #3364 (2026-04-21): bf16_with_nvfp4_mixed() sets fp4_param_gather = True -- the "
+                  "parameters are NVFP4 tensors (no BF16 copy) and the data-parallel all-gather moves FP4",
     "layouts": "TE cublaslt_gemm.cu CanonicalizeGemmInput: 'Hopper only supports TN GEMMs for FP8. Column-wise "
                "data is transpose of data'; 'Blackwell supports any GEMM layout for FP8'; TE user guide, "
                "performance considerations, 'Handling transposes' (row-wise and column-wise usages)",
@@ -222,6 +227,11 @@ RECIPES: dict[str, Recipe] = {
     # is a pass of its own.
     "nvfp4": Recipe("nvfp4", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.16, False,
                     SOURCES["nvfp4"]),
+    # Megatron-Bridge's NVFP4 performance recipe: every layer in NVFP4; BF16 parameters until #3364, FP4 since.
+    "nvfp4-all": Recipe("nvfp4-all", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, False,
+                        SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"]),
+    "nvfp4-fp4p": Recipe("nvfp4-fp4p", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, True,
+                         SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_fp4p"]),
 }
 
 
