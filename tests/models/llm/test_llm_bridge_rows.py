@@ -52,3 +52,18 @@ def test_every_row_is_priced_or_refused_in_one_line(row: object) -> None:
         assert est.step_time_s > 0 and est.memory_per_gpu_bytes > 0
     line, _, _ = BENCH.run_row(row)
     assert line.startswith("|") and "\n" not in line
+
+
+def test_recipe_of_each_release() -> None:
+    # FP8 / FP8-CS: current scaling, every layer; NVFP4: every layer, FP4 parameters from 26.04.01 (#3364).
+    recipes = {(r.release, r.precision): r.recipe for r in BENCH.ROWS}
+    assert recipes[("26.06", "FP8")] == recipes[("25.11", "FP8-CS")] == "fp8-cs-all"
+    assert recipes[("26.04.01", "NVFP4")] == recipes[("26.06", "NVFP4")] == "nvfp4-fp4p"
+    assert recipes[("26.04", "NVFP4")] == recipes[("26.02", "NVFP4")] == "nvfp4-all"
+    assert recipes[("25.09", "FP8-MX")] == recipes[("26.04.01", "MXFP8")] == "mxfp8"
+
+
+def test_405b_pp16_vp8_leaves_its_ends_to_embedding_and_loss() -> None:
+    row = next(r for r in BENCH.ROWS if r.model == "405b" and r.pp == 16 and r.vp == 8)
+    split = BENCH.config_of(row, BENCH.arch_of("405b")).layers_per_stage
+    assert split == (0,) + (1,) * 126 + (0,)
