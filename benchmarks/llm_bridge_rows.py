@@ -22,8 +22,8 @@ A row whose recipe uses a knob the planner lacks (activation CPU offloading of N
 layers) is priced without it and printed "not expressible" with the reason, never dropped.  Layers split as
 Megatron-Bridge's 405B recipe splits them (account_for_embedding / account_for_loss_in_pipeline_split: the
 embedding and the loss each count as a layer, so pp 16 x vp 8 leaves the first and last virtual stage without
-a transformer layer).  Step time from
-the tables: GBS x seq / (tokens/s/GPU x GPUs).  Exit 0 only when every row is within 15 % and fits.
+a transformer layer).  Step time from the tables: GBS x seq / (tokens/s/GPU x GPUs).  Exit 0 only when
+every row is within 15 % and fits.
 
     PYTHONPATH=src python benchmarks/llm_bridge_rows.py
 """
