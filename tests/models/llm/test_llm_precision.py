@@ -218,3 +218,20 @@ def test_bridge_nvfp4_recipes_quantize_every_layer() -> None:
     assert recipe("nvfp4-all").weight_bytes("blackwell") == 2 + 2 * 0.5625  # BF16 weight + row/column copies
     assert recipe("nvfp4-fp4p").weight_bytes("blackwell") == 2 * 0.5625  # FP4 parameters, no BF16 copy
     assert recipe("nvfp4-all").param_allgather_bytes() == 2.0 and recipe("nvfp4-fp4p").param_allgather_bytes() == 0.5
+
+
+def test_bridge_nvfp4_runs_tp_collectives_blocking() -> None:
+    # Megatron-Bridge turns tp_comm_overlap off for NVFP4: Llama 3.1 8B, TP2 on 8 GB200s (one NVLink domain),
+    # 4096-token micro-batches: each SP all-gather / reduce-scatter of a 2 x 4096 x 4096-byte activation is
+    # (1/2) x 33.55 MB / (900 GB/s x 0.8) + 5 us, and a step runs 8 per layer (4 each way) on 32 layers plus
+    # one each way at the embedding and the LM head, for each of the 128 / (4 x 1) = 32 micro-batches.
+    from dnnplace.models.llm.spec import Cluster, TrainingJob
+
+    dev = system_device(system_spec("gb200-nvl72"))
+    pr = LLMProblem(llama("8b"), Cluster(dev.name, 8, 8), TrainingJob(4096, 128, "nvfp4-all"), dev)
+    est = evaluate(pr, uniform(pr.arch, 8, 2, 1, 1))
+    coll = 0.5 * 2 * 4096 * 4096 / (900e9 * 0.8) + 5e-6
+    assert est.time_breakdown["tp_comm_exposed"] == pytest.approx(32 * (32 * 8 + 4) * coll)
+    overlapped = evaluate(LLMProblem(pr.arch, pr.cluster, TrainingJob(4096, 128, "nvfp4"), dev),
+                          uniform(pr.arch, 8, 2, 1, 1))
+    assert overlapped.time_breakdown["tp_comm_exposed"] < est.time_breakdown["tp_comm_exposed"]

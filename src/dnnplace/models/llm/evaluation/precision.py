@@ -76,6 +76,10 @@ SOURCES: dict[str, str] = {
                  "MixedPrecisionConfig default), no per-module BF16 override for Llama -- every layer in NVFP4",
     "nvfp4_fp4p": "Megatron-Bridge #3364 (2026-04-21): bf16_with_nvfp4_mixed() sets fp4_param_gather = True -- the "
                   "parameters are NVFP4 tensors (no BF16 copy) and the data-parallel all-gather moves FP4",
+    "nvfp4_no_tp_overlap": "Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py and "
+                           "llama31_llm_pretrain.py (25.11-26.06) set comm_overlap.tp_comm_overlap = False for "
+                           "nvfp4 on every GPU (perf_recipes/llama/*/llama31.py likewise): the sequence-parallel "
+                           "all-gathers and reduce-scatters run blocking",
     "layouts": "TE cublaslt_gemm.cu CanonicalizeGemmInput: 'Hopper only supports TN GEMMs for FP8. Column-wise "
                "data is transpose of data'; 'Blackwell supports any GEMM layout for FP8'; TE user guide, "
                "performance considerations, 'Handling transposes' (row-wise and column-wise usages)",
@@ -121,6 +125,7 @@ class Recipe:
     param_gather: bool  # FP8 parameters (fp8_param_gather): no BF16 weight copy, 1-byte all-gather
     source: str
     gather_bf16: bool = False  # the quantized parameters are all-gathered as BF16 (MXFP8's grad-buffer reuse)
+    tp_overlap: bool = True  # TP communication overlapped with the GEMMs (TE userbuffers) where TP > 1 with SP
 
     @property
     def quantized(self) -> bool:
@@ -229,9 +234,11 @@ RECIPES: dict[str, Recipe] = {
                     SOURCES["nvfp4"]),
     # Megatron-Bridge's NVFP4 performance recipe: every layer in NVFP4; BF16 parameters until #3364, FP4 since.
     "nvfp4-all": Recipe("nvfp4-all", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, False,
-                        SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"]),
+                        SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_no_tp_overlap"],
+                        tp_overlap=False),
     "nvfp4-fp4p": Recipe("nvfp4-fp4p", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, True,
-                         SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_fp4p"]),
+                         SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_fp4p"] + "; "
+                         + SOURCES["nvfp4_no_tp_overlap"], tp_overlap=False),
 }
 
 
