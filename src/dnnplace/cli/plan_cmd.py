@@ -43,7 +43,9 @@ def plan(
     seq_len: int = typer.Option(..., "--seq-len", help="Sequence length."),
     global_batch: int = typer.Option(..., "--global-batch", help="Global batch (sequences per step)."),
     precision: str = typer.Option("bf16", "--precision", help="Precision recipe: bf16, fp8 (delayed"
-                                     " scaling), fp8-cs (current scaling), mxfp8 or nvfp4 (Blackwell)."),
+                                     " scaling), fp8-cs (current scaling), fp8-cs-all (every layer FP8),"
+                                     " mxfp8, nvfp4, nvfp4-all (every layer NVFP4) or nvfp4-fp4p (and FP4"
+                                     " parameters) (Blackwell)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
                                           ' --fix) and say whether the error band can tell it from the plan.'),

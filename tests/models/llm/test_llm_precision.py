@@ -45,9 +45,9 @@ def test_cast_bytes_per_element() -> None:
 
 
 def test_block_scaled_weights_keep_bf16_and_two_copies() -> None:
-    assert recipe("mxfp8").weight_bytes("blackwell") == 2 + 2 * 1.03125
+    assert recipe("mxfp8").weight_bytes("blackwell") == 2 * 1.03125  # MXFP8 parameters, no BF16 copy
     assert recipe("nvfp4").weight_bytes("blackwell") == 2 + 2 * 0.5625
-    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # NeMo bf16_with_mxfp8_mixed: no fp8_param_gather
+    assert recipe("mxfp8").param_allgather_bytes() == 2.0  # gathered as BF16 into the gradient buffer
 
 
 def test_delayed_scaling_state_is_the_amax_history() -> None:
@@ -79,7 +79,8 @@ def test_peaks_and_architectures() -> None:
 
 
 def test_unknown_recipe_and_sixteen_bit_operators() -> None:
-    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, mxfp8, nvfp4"):
+    with pytest.raises(DnnplaceError, match="precision must be one of bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4, "
+                                               "nvfp4-all, nvfp4-fp4p"):
         recipe("fp16")
     assert {"attention core", "LM head", "MoE router", "norms"} <= set(HIGH_PRECISION_OPS)
     assert all(r.source for r in RECIPES.values())
@@ -100,8 +101,23 @@ def test_cast_bytes_of_an_8b_layer_on_hopper() -> None:
     fwd, bwd = cast_bytes_per_token(a, recipe("fp8"), "hopper", one, one)
     assert float(fwd[0]) == 0 * (2 * 4096 + 14336) + 4 * 4096  # fused casts write 2 x 1 byte for 2
     assert float(bwd[0]) == 4 * (2 * 4096 + 2 * 14336 + 4096 + 2 * 1024)  # 43,008 gradients x 4 bytes
+    # MXFP8: the SwiGLU writes both copies itself; the two norms write BF16 and a cast reads it back.
     fwd_mx, _ = cast_bytes_per_token(a, recipe("mxfp8"), "blackwell", one, one)
-    assert float(fwd_mx[0]) == pytest.approx((2 * 1.03125 - 2) * (2 * 4096 + 14336) + 4.0625 * 4096)
+    assert float(fwd_mx[0]) == pytest.approx((2 + 2.0625) * 2 * 4096 + (2.0625 - 2) * 14336 + 4.0625 * 4096)
+
+
+def test_current_scaling_casts_after_its_producers() -> None:
+    # TE's FUSED_NORM_AMAX_FP8 / FUSED_ACTIVATION_AMAX_FP8: BF16 write + amax, then a cast reads 2 bytes and writes
+    # the copies (Hopper 2, Blackwell 1); the out projection's input cast reads twice (amax pass) and writes.
+    a, one = llama("8b"), np.array([1.0])
+    fwd_h, _ = cast_bytes_per_token(a, recipe("fp8-cs-all"), "hopper", one, one)
+    assert float(fwd_h[0]) == (2 + 2) * (2 * 4096 + 14336) + (2 + 2 + 2) * 4096
+    fwd_b, _ = cast_bytes_per_token(a, recipe("fp8-cs-all"), "blackwell", one, one)
+    assert float(fwd_b[0]) == (2 + 1) * (2 * 4096 + 14336) + (2 + 2 + 1) * 4096
+    nv = recipe("nvfp4")
+    assert not nv.producer_fused("norm") and not nv.producer_fused("act")
+    assert recipe("mxfp8").producer_fused("act") and not recipe("mxfp8").producer_fused("norm")
+    assert recipe("fp8").producer_fused("norm") and recipe("fp8").producer_fused("act")
 
 
 # --- the recipes in the cost model -------------------------------------------------------------------------------
@@ -168,3 +184,54 @@ def test_exports_refuse_recipes_they_do_not_write_and_fp8_gathers_fp8_parameters
     h = _fp8_problem("8b", 8, 128, "fp8")
     text = export(search(h, {"tp": 1, "pp": 1, "cp": 2, "mbs": 1, "recompute": "none"}), "megatron")
     assert "--fp8-param-gather" in text
+
+
+def test_fp8_cs_all_quantizes_every_layer() -> None:
+    # Megatron-Bridge's performance recipes: current scaling with first_last_layers_bf16 = False.
+    r = recipe("fp8-cs-all")
+    assert r.quantized_layers(32) == 32 and recipe("fp8-cs").quantized_layers(32) == 30
+    assert r.cast_bytes("hopper") == recipe("fp8-cs").cast_bytes("hopper") == 6
+    assert r.weight_bytes("blackwell") == 1.0 and r.param_allgather_bytes() == 1.0
+
+
+def test_mxfp8_weights_hand_computed() -> None:
+    # Llama 3.1 70B, TP1 PP4 VP5 on GB300: 20 layers per rank, MXFP8 parameters 2 x (1 + 1/32) bytes each
+    # (norms counted with the layer, as the model does), the embedding / LM head in BF16.
+    from llm_helpers import llama
+
+    from dnnplace.core.systems import system_device, system_spec
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob
+
+    arch = llama("70b")
+    dev = system_device(system_spec("gb300-nvl72"))
+    pr = LLMProblem(arch, Cluster(dev.name, 64, 64), TrainingJob(8192, 256, "mxfp8"), dev)
+    est = evaluate(pr, ParallelConfig(1, 4, 5, 1, 16, 1, "none", False, True, (4,) * 20, grad_dtype="bf16"))
+    layer = 8192 * (8192 + 2 * 1024) + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192  # 855,654,400
+    first = 20 * layer * 2.0625 + 2 * 128256 * 8192
+    last = 20 * layer * 2.0625 + 2 * (128256 * 8192 + 8192)
+    assert est.memory_breakdown["weights"] in (pytest.approx(first), pytest.approx(last))
+
+
+def test_bridge_nvfp4_recipes_quantize_every_layer() -> None:
+    assert recipe("nvfp4-all").quantized_layers(80) == recipe("nvfp4-fp4p").quantized_layers(80) == 80
+    assert recipe("nvfp4-all").weight_bytes("blackwell") == 2 + 2 * 0.5625  # BF16 weight + row/column copies
+    assert recipe("nvfp4-fp4p").weight_bytes("blackwell") == 2 * 0.5625  # FP4 parameters, no BF16 copy
+    assert recipe("nvfp4-all").param_allgather_bytes() == 2.0 and recipe("nvfp4-fp4p").param_allgather_bytes() == 0.5
+
+
+def test_bridge_nvfp4_runs_tp_collectives_blocking() -> None:
+    # Megatron-Bridge turns tp_comm_overlap off for NVFP4: Llama 3.1 8B, TP2 on 8 GB200s (one NVLink domain),
+    # 4096-token micro-batches: each SP all-gather / reduce-scatter of a 2 x 4096 x 4096-byte activation is
+    # (1/2) x 33.55 MB / (900 GB/s x 0.8) + 5 us, and a step runs 8 per layer (4 each way) on 32 layers plus
+    # one each way at the embedding and the LM head, for each of the 128 / (4 x 1) = 32 micro-batches.
+    from dnnplace.models.llm.spec import Cluster, TrainingJob
+
+    dev = system_device(system_spec("gb200-nvl72"))
+    pr = LLMProblem(llama("8b"), Cluster(dev.name, 8, 8), TrainingJob(4096, 128, "nvfp4-all"), dev)
+    est = evaluate(pr, uniform(pr.arch, 8, 2, 1, 1))
+    coll = 0.5 * 2 * 4096 * 4096 / (900e9 * 0.8) + 5e-6
+    assert est.time_breakdown["tp_comm_exposed"] == pytest.approx(32 * (32 * 8 + 4) * coll)
+    overlapped = evaluate(LLMProblem(pr.arch, pr.cluster, TrainingJob(4096, 128, "nvfp4"), dev),
+                          uniform(pr.arch, 8, 2, 1, 1))
+    assert overlapped.time_breakdown["tp_comm_exposed"] < est.time_breakdown["tp_comm_exposed"]

@@ -192,3 +192,21 @@ def _stages(rank_layers: list[int], pp: int, vp: int) -> tuple[int, ...]:
         for k in range(vp):
             out[k * pp + r] = n // vp + (k < n % vp)
     return tuple(out)
+
+
+def test_interleaved_split_may_leave_the_ends_to_embedding_and_loss() -> None:
+    # Megatron-Bridge's Llama 3.1 405B recipe (account_for_embedding / account_for_loss_in_pipeline_split) on
+    # pp 16 x vp 8: 128 virtual stages for 126 layers, the first holding only the embedding, the last the loss.
+    from dnnplace.core.catalogue import CATALOGUE
+    from dnnplace.models.llm.spec import Cluster, LLMProblem, TrainingJob
+
+    arch = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128, 128256)
+    dev = CATALOGUE["gb200"]
+    pr = LLMProblem(arch, Cluster(dev.name, 256, 64), TrainingJob(8192, 1536, "bf16"), dev)
+    split = (0,) + (1,) * 126 + (0,)
+    est = evaluate(pr, ParallelConfig(4, 16, 8, 1, 4, 1, "none", True, True, split))
+    assert est.step_time_s > 0
+    with pytest.raises(DnnplaceError, match="rule (vp_layers|split_min)"):  # an inner stage without a layer is not one
+        evaluate(pr, ParallelConfig(4, 16, 8, 1, 4, 1, "none", True, True, (1, 0) + (1,) * 124 + (1, 0)))
+    with pytest.raises(DnnplaceError, match="rule split_min"):  # nor is a 1F1B rank without one
+        evaluate(pr, ParallelConfig(4, 2, 1, 1, 32, 1, "none", True, True, (126, 0)))

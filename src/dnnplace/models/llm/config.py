@@ -211,7 +211,8 @@ def check_fields(config: ParallelConfig, where: str = "config") -> None:
 
 def columns(configs: Sequence[ParallelConfig]) -> dict[str, np.ndarray]:
     """Configurations as named columns (module docstring); the split adds ``stages`` (its length),
-    ``min_stage_layers`` and ``layers_total``."""
+    ``min_stage_layers``, ``min_inner_layers`` (of the stages between the first and the last) and
+    ``layers_total``."""
     cols: dict[str, np.ndarray] = {}
     for name, f in FIELDS.items():
         vals = [getattr(c, name) for c in configs]
@@ -225,6 +226,7 @@ def columns(configs: Sequence[ParallelConfig]) -> dict[str, np.ndarray]:
         else:
             cols["stages"] = np.array([len(v) for v in vals], dtype=np.int64)
             cols["min_stage_layers"] = np.array([min(v, default=0) for v in vals], dtype=np.int64)
+            cols["min_inner_layers"] = np.array([min(v[1:-1], default=1) for v in vals], dtype=np.int64)
             cols["layers_total"] = np.array([sum(v) for v in vals], dtype=np.int64)
     return cols
 

@@ -45,7 +45,9 @@ NORMS = ("rms", "layer")
 #: GEMMs run at and the GPU generations Transformer Engine runs them on.
 PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "bf16": ("bf16", ("ampere", "hopper", "blackwell")), "fp8": ("fp8", ("hopper", "blackwell")),
-    "fp8-cs": ("fp8", ("hopper", "blackwell")), "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",))}
+    "fp8-cs": ("fp8", ("hopper", "blackwell")), "fp8-cs-all": ("fp8", ("hopper", "blackwell")),
+    "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",)), "nvfp4-all": ("fp4", ("blackwell",)),
+    "nvfp4-fp4p": ("fp4", ("blackwell",))}
 PRECISIONS = tuple(PRECISION_RECIPES)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
 PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
@@ -66,6 +68,16 @@ def _chain_divides(n: Any, *parts: Any) -> Any:
 
 def _micro(c: Cols) -> Any:
     return c["global_batch"] // (c["dp"] * c["mbs"])
+
+
+def _ends_only(c: Cols) -> Any:
+    """An interleaved split whose first / last virtual stage may hold no layer, only the embedding / the loss:
+    Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split count each as
+    a layer, so 126 layers on pp 16 x vp 8 give 0, 1, ..., 1, 0 (Megatron-Bridge's Llama 3.1 405B recipe sets
+    both).  Only a given split can be one (the search's columns have none, so its rules are unchanged)."""
+    if "min_inner_layers" not in c:
+        return False
+    return (np.asarray(c["vp"]) > 1) & (np.asarray(c["min_inner_layers"]) >= 1)
 
 
 #: Megatron's rules for a configuration (arguments.py / ModelParallelConfig), in the order they are reported.
@@ -94,12 +106,16 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: "interleaving (vp > 1) needs pp >= 2"),
     Rule("vp_microbatches", ("vp", "pp", "dp", "mbs"), lambda c: (c["vp"] == 1) | (_micro(c) % c["pp"] == 0),
          lambda r: f"interleaving needs micro-batches {_micro(r)} divisible by pp={r['pp']}"),
-    Rule("vp_layers", ("vp", "pp"), lambda c: c["vp"] * c["pp"] <= c["num_layers"],
-         lambda r: f"pp*vp = {r['pp'] * r['vp']} virtual stages exceed {r['num_layers']} layers"),
+    Rule("vp_layers", ("vp", "pp"),
+         lambda c: (c["vp"] * c["pp"] <= c["num_layers"])
+         | (_ends_only(c) & (c["vp"] * c["pp"] <= c["num_layers"] + 2)),
+         lambda r: f"pp*vp = {r['pp'] * r['vp']} virtual stages exceed {r['num_layers']} layers (+ 2 with an "
+                   "embedding-only first and loss-only last stage)"),
     Rule("split_count", ("vp", "pp", "stages"), lambda c: c["stages"] == c["pp"] * c["vp"],
          lambda r: f"layers_per_stage needs pp*vp = {r['pp'] * r['vp']} entries, has {r['stages']}"),
-    Rule("split_min", ("min_stage_layers",), lambda c: c["min_stage_layers"] >= 1,
-         lambda r: "every virtual stage needs >= 1 layer"),
+    Rule("split_min", ("min_stage_layers",),
+         lambda c: (c["min_stage_layers"] >= 1) | (_ends_only(c) & (c["min_stage_layers"] >= 0)),
+         lambda r: "every virtual stage needs >= 1 layer (an interleaved split's first and last may hold none)"),
     Rule("split_sum", ("layers_total",), lambda c: c["layers_total"] == c["num_layers"],
          lambda r: f"layers_per_stage sums to {r['layers_total']}, the model has {r['num_layers']}"),
     # ZeRO: Megatron's distributed optimizer is stage 1, and stages 2-3 keep it (Megatron-FSDP v1 requires

@@ -130,7 +130,8 @@ class TrainingJob:
     global_batch: int
     """Sequences per optimizer step (over every data-parallel replica)."""
     precision: str = "bf16"
-    """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, mxfp8 or nvfp4."""
+    """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4,
+    nvfp4-all or nvfp4-fp4p."""
 
 
 @dataclass(frozen=True)

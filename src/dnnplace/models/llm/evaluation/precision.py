@@ -55,13 +55,31 @@ SOURCES: dict[str, str] = {
                "NeMo bf16_with_fp8_current_scaling_mixed: Fp8Recipe.tensorwise, first and last transformer "
                "layer in BF16 (num_layers_at_start/end_in_bf16 = 1), fp8_param_gather=True",
     "mxfp8": "TE MXFP8BlockScaling (user guide, low_precision_training/mxfp8): one E8M0 scale per 32 consecutive "
-             "values, 1-D blocks, E4M3 both passes, Blackwell (SM 10.0+) only; NeMo bf16_with_mxfp8_mixed: "
-             "fp8_param_gather=False",
+             "values, 1-D blocks, E4M3 both passes, Blackwell (SM 10.0+) only; NeMo (2025-09) and Megatron-Bridge "
+             "(since 2025-08, #450) bf16_with_mxfp8_mixed: fp8_param_gather=True with "
+             "reuse_grad_buf_for_mxfp8_param_ag=True",
+    "mxfp8_param_gather": "Megatron-Core param_and_grad_buffer.py: with reuse_grad_buf_for_mxfp8_param_ag the "
+                          "quantized parameters keep no persistent param_data buffer; the distributed optimizer's "
+                          "all-gather writes BF16 values into the gradient buffer and _post_param_sync copies them "
+                          "into TE's MXFP8 storage (row- and column-wise copies): 2 bytes gathered per parameter",
+    "fp8_cs_all": "Megatron-Bridge performance recipes: scripts/performance/utils/precision.py "
+                  "get_precision_config('fp8_cs') (25.09-26.04) and perf_recipes/_common.py _perf_precision "
+                  "(26.06+): bf16_with_fp8_current_scaling_mixed() with first_last_layers_bf16 = False -- every "
+                  "transformer layer in FP8, fp8_param_gather=True",
     "nvfp4": "TE NVFP4BlockScaling / cuDNN block-scale quantize: 16 E2M1 values share one E4M3 scale, plus one "
              "FP32 per-tensor scale (its amax is a separate pass); 16x16 2-D blocks for weights, random "
              "Hadamard transform on wgrad inputs, stochastic rounding of gradients; selected layers kept in "
              "BF16, about 16 % of the linear layers (NVIDIA, 'Pretraining Large Language Models with NVFP4', "
              "arXiv:2509.25149)",
+    "nvfp4_all": "Megatron-Bridge bf16_with_nvfp4_mixed() (mixed_precision.py, 26.02-26.06), which the performance "
+                 "scripts' get_precision_config('nvfp4') return unchanged: first_last_layers_bf16 = False (the "
+                 "MixedPrecisionConfig default), no per-module BF16 override for Llama -- every layer in NVFP4",
+    "nvfp4_fp4p": "Megatron-Bridge #3364 (2026-04-21): bf16_with_nvfp4_mixed() sets fp4_param_gather = True -- the "
+                  "parameters are NVFP4 tensors (no BF16 copy) and the data-parallel all-gather moves FP4",
+    "nvfp4_no_tp_overlap": "Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py and "
+                           "llama31_llm_pretrain.py (25.11-26.06) set comm_overlap.tp_comm_overlap = False for "
+                           "nvfp4 on every GPU (perf_recipes/llama/*/llama31.py likewise): the sequence-parallel "
+                           "all-gathers and reduce-scatters run blocking",
     "layouts": "TE cublaslt_gemm.cu CanonicalizeGemmInput: 'Hopper only supports TN GEMMs for FP8. Column-wise "
                "data is transpose of data'; 'Blackwell supports any GEMM layout for FP8'; TE user guide, "
                "performance considerations, 'Handling transposes' (row-wise and column-wise usages)",
@@ -70,6 +88,13 @@ SOURCES: dict[str, str] = {
     "param_gather": "Megatron-Core --fp8-param-gather: parameters are stored in FP8 (TE fp8_model_init), the "
                     "distributed optimizer keeps the FP32 master copy, and the data-parallel parameter "
                     "all-gather moves 1 byte per parameter",
+    "producer_fusion": "TE pytorch/csrc/extensions/normalization.cpp (layernorm_fwd / rmsnorm_fwd) and "
+                       "activation.cpp: the norm or activation kernel writes the quantized output itself "
+                       "(FULLY_FUSED) only for tensorwise delayed scaling and, for the activation, MXFP8; current "
+                       "scaling and NVFP4 write BF16 with a fused amax, then quantize_with_amax casts it "
+                       "(FUSED_NORM_AMAX_FP8 / _NVFP4, FUSED_ACTIVATION_AMAX_FP8 / _NVFP4); an MXFP8 norm writes "
+                       "BF16 and is quantized by a kernel of its own (UNFUSED) unless NVTE_NORM_FWD_USE_CUDNN is set "
+                       "(TE's default: unset)",
     "lm_head": "megatron/core/models/gpt/gpt_model.py: output_layer = tensor_parallel.ColumnParallelLinear "
                "(not a TE module), so the LM head GEMM runs in BF16 under fp8_autocast",
     # The gradient buffer's dtype is a trainer setting, not part of a recipe: NeMo's performance scripts
@@ -99,6 +124,8 @@ class Recipe:
     bf16_layers_fraction: float  # share of the remaining layers kept in BF16 (NVFP4's selective layers)
     param_gather: bool  # FP8 parameters (fp8_param_gather): no BF16 weight copy, 1-byte all-gather
     source: str
+    gather_bf16: bool = False  # the quantized parameters are all-gathered as BF16 (MXFP8's grad-buffer reuse)
+    tp_overlap: bool = True  # TP communication overlapped with the GEMMs (TE userbuffers) where TP > 1 with SP
 
     @property
     def quantized(self) -> bool:
@@ -117,6 +144,23 @@ class Recipe:
         if self.block:
             return 2  # scales run along the contraction dimension, which differs between the two uses
         return 2 if arch == "hopper" else 1
+
+    def producer_fused(self, producer: str) -> bool:
+        """Does the ``producer`` kernel ("norm" or "act") write its output quantized itself (SOURCES
+        "producer_fusion")?  Only where the scale is known before the kernel runs and TE has the fused kernel:
+        delayed scaling for both, MXFP8 (1-D blocks inside one row) for the activation."""
+        if self.scaling == "delayed":
+            return True
+        return producer == "act" and self.scaling == "block" and not self.extra_amax_pass
+
+    def producer_cast_bytes(self, producer: str, arch: str) -> float:
+        """HBM bytes per element the quantized output of a norm or activation adds to its 16-bit write: the
+        copies' bytes instead of the write when the producer is fused, else a cast kernel's read of the 16-bit
+        output and its writes (the amax comes fused from the producer, so no extra pass)."""
+        if not self.quantized:
+            return 0.0
+        written = self.copies(arch) * self.copy_bytes()
+        return written - BF16_BYTES if self.producer_fused(producer) else BF16_BYTES + written
 
     def cast_bytes(self, arch: str) -> float:
         """HBM bytes a quantize kernel moves per source element (read BF16, write every copy + scales)."""
@@ -142,7 +186,7 @@ class Recipe:
 
     def param_allgather_bytes(self) -> float:
         """Bytes per parameter of the data-parallel parameter all-gather."""
-        return self.element_bytes if self.param_gather else BF16_BYTES
+        return self.element_bytes if self.param_gather and not self.gather_bf16 else BF16_BYTES
 
     def scaling_state_bytes(self, quantized_tensors: int) -> float:
         """FP32 scaling state of ``quantized_tensors`` tensorwise-scaled tensors: amax history + scale + 1/scale."""
@@ -178,12 +222,23 @@ RECIPES: dict[str, Recipe] = {
                   SOURCES["delayed"]),
     "fp8-cs": Recipe("fp8-cs", "fp8", "current", ("hopper", "blackwell"), 1.0, 0, 0.0, 0, True, 1, 1, 0.0, True,
                      SOURCES["current"]),
-    "mxfp8": Recipe("mxfp8", "fp8", "block", ("blackwell",), 1.0, 32, 1.0, 0, False, 0, 0, 0.0, False,
-                    SOURCES["mxfp8"]),
+    # Current scaling with every layer quantized, as Megatron-Bridge's performance recipes run "FP8".
+    "fp8-cs-all": Recipe("fp8-cs-all", "fp8", "current", ("hopper", "blackwell"), 1.0, 0, 0.0, 0, True, 0, 0, 0.0,
+                         True, SOURCES["fp8_cs_all"]),
+    # MXFP8 parameters (two 1-byte copies + E8M0 scales, no BF16 copy), gathered as BF16 through the gradient buffer.
+    "mxfp8": Recipe("mxfp8", "fp8", "block", ("blackwell",), 1.0, 32, 1.0, 0, False, 0, 0, 0.0, True,
+                    SOURCES["mxfp8"] + "; " + SOURCES["mxfp8_param_gather"], gather_bf16=True),
     # NVFP4: the paper keeps about 16 % of the linear layers (the last ones) in BF16; the per-tensor amax
     # is a pass of its own.
     "nvfp4": Recipe("nvfp4", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.16, False,
                     SOURCES["nvfp4"]),
+    # Megatron-Bridge's NVFP4 performance recipe: every layer in NVFP4; BF16 parameters until #3364, FP4 since.
+    "nvfp4-all": Recipe("nvfp4-all", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, False,
+                        SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_no_tp_overlap"],
+                        tp_overlap=False),
+    "nvfp4-fp4p": Recipe("nvfp4-fp4p", "fp4", "block", ("blackwell",), 0.5, 16, 1.0, 0, True, 0, 0, 0.0, True,
+                         SOURCES["nvfp4"] + "; " + SOURCES["nvfp4_all"] + "; " + SOURCES["nvfp4_fp4p"] + "; "
+                         + SOURCES["nvfp4_no_tp_overlap"], tp_overlap=False),
 }
 
 
@@ -208,10 +263,11 @@ def cast_bytes_per_token(arch: TransformerArch, r: Recipe, gpu_arch: str, tp: Ar
                          sp_div: Array) -> tuple[Array, Array]:
     """HBM bytes per local token that one quantized layer's casts add (forward, backward).
 
-    Forward: the norms and the MLP activation write their output quantized (TE's LayerNormLinear and
-    LayerNormMLP fuse the cast), which costs the copies' bytes instead of the 16-bit write they replace;
-    the attention output entering the out projection is cast by a kernel of its own.  Backward: every
-    output gradient entering a quantized GEMM is cast (and on Hopper transposed) by a kernel of its own:
+    Forward: the norms and the MLP activation write their output quantized where TE fuses the cast into
+    them (:meth:`Recipe.producer_fused`), which costs the copies' bytes instead of the 16-bit write they
+    replace, and are otherwise cast by a kernel of their own after a 16-bit write (current scaling, NVFP4, the
+    MXFP8 norms); the attention output entering the out projection is always cast by a kernel of its own.
+    Backward: every output gradient entering a quantized GEMM is cast (and on Hopper transposed) by a kernel of its own:
     fc2's and the out projection's (hidden wide, sequence-parallel shards), fc1's (gated: 2 ffn) and QKV's.
     ``sp_div`` = tp with sequence parallelism, else 1.
     """
@@ -219,8 +275,8 @@ def cast_bytes_per_token(arch: TransformerArch, r: Recipe, gpu_arch: str, tp: Ar
         zero = np.zeros_like(np.asarray(tp, dtype=float))
         return zero, zero
     h, f = arch.hidden, arch.ffn_hidden
-    fused = r.copies(gpu_arch) * r.copy_bytes() - BF16_BYTES
-    fwd = fused * (2.0 * h / sp_div + f / tp) + r.cast_bytes(gpu_arch) * arch.q_width / tp
+    norm, act = r.producer_cast_bytes("norm", gpu_arch), r.producer_cast_bytes("act", gpu_arch)
+    fwd = norm * 2.0 * h / sp_div + act * f / tp + r.cast_bytes(gpu_arch) * arch.q_width / tp
     grads = 2.0 * h / sp_div + (2 if arch.gated else 1) * f / tp + (arch.q_width + 2 * arch.kv_width) / tp
     return fwd, r.cast_bytes(gpu_arch) * grads
 

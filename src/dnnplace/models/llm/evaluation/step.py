@@ -36,7 +36,8 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     # BF16 do not (priced as the average layer: ``q`` is the quantized share).
     rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
     shapes = flops.layer_gemms(a, tokens, tp)
-    margins = flops.tp_overlap_sms(dev, gen, (tp > 1) & c.sp)
+    overlap = c.sp & rec.tp_overlap  # TE's userbuffers overlap, unless the recipe runs without it
+    margins = flops.tp_overlap_sms(dev, gen, (tp > 1) & overlap)
     gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, bf16, margins("bf16"))
     q = rec.quantized_layers(a.num_layers) / a.num_layers
     if rec.quantized:
@@ -53,11 +54,12 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
         comp_b = comp_b + q * flops.hbm_time(tokens * cast_b, dev)
 
     # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
-    # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way.
+    # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way, and SP's four collectives blocking
+    # where the recipe turns the overlap off -- the same four ring steps either way.
     tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, np.ones_like(tp), domain), domain, gpus, dev)
     coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
-    tp_f = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
-    tp_b = np.where(c.sp, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
+    tp_f = np.where(overlap, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
+    tp_b = np.where(overlap, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
     tp_f, tp_b = np.where(tp > 1, tp_f, 0.0), np.where(tp > 1, tp_b, 0.0)
 
     # CP: ring exchange of K and V (backward: also dK, dV), hidden behind the attention of the other steps.
