@@ -38,6 +38,7 @@ from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import ParallelConfig
 from dnnplace.models.llm.evaluation import evaluate
+from dnnplace.models.llm.evaluation.band import LLAMA_405B, published_split
 from dnnplace.models.llm.evaluation.memory import FRAGMENTATION
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMEstimate, LLMProblem, TrainingJob, TransformerArch
@@ -45,8 +46,6 @@ from dnnplace.models.llm.spec import Cluster, LLMEstimate, LLMProblem, TrainingJ
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "llm"
 TOLERANCE = 0.15
 SEQ = 8192
-LLAMA_405B = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128, 128256,
-                             architecture="LlamaForCausalLM", source="Llama 3.1 405B config (Meta)")
 SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H100": "dgx-h100"}
 #: The planner's recipe for each published precision name (module docstring).
 RECIPE = {"FP8": "fp8-cs-all", "FP8-CS": "fp8-cs-all", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4-all"}
@@ -232,12 +231,7 @@ def problem_of(row: BridgeRow) -> LLMProblem:
 def config_of(row: BridgeRow, arch: TransformerArch) -> ParallelConfig:
     """The published knobs; layers in equal virtual stages, or the first and last virtual stage one layer
     short when they do not divide (Megatron's account_for_embedding / account_for_loss split)."""
-    stages = row.pp * row.vp
-    if arch.num_layers % stages == 0:
-        split = (arch.num_layers // stages,) * stages
-    else:
-        inner = (arch.num_layers + 2) // stages
-        split = (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
+    split = published_split(arch.num_layers, row.pp * row.vp)
     dp = row.gpus // (row.tp * row.pp * row.cp)
     return ParallelConfig(row.tp, row.pp, row.vp, row.cp, dp, row.mbs, "none", row.tp > 1, True, split,
                           zero=3 if row.fsdp else 1, grad_dtype="bf16")

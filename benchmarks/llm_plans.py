@@ -30,7 +30,7 @@ from dnnplace.core.catalogue import DeviceSpec, device_spec
 from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
-from dnnplace.models.llm.evaluation.band import HELD_IN, LLAMA_405B, PUBLISHED, band_for, held_in_band
+from dnnplace.models.llm.evaluation.band import HELD_IN, LLAMA_405B, PUBLISHED, band_for, held_in_band, published_split
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.simulation import simulate_llm
 from dnnplace.models.llm.solvers import search
@@ -90,12 +90,7 @@ def make_problem(arch: TransformerArch, gpus: int, gbs: int, precision: str = "b
 def published_config(arch: TransformerArch, row: Row) -> ParallelConfig:
     """The published knobs; layers in equal virtual stages, or NeMo's split that gives the first and last
     virtual stage one layer less (account_for_embedding / account_for_loss) when they do not divide."""
-    stages = row.pp * row.vp
-    if arch.num_layers % stages == 0:
-        split = (arch.num_layers // stages,) * stages
-    else:
-        inner = (arch.num_layers + 2) // stages
-        split = (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
+    split = published_split(arch.num_layers, row.pp * row.vp)
     return ParallelConfig(row.tp, row.pp, row.vp, row.cp, row.gpus // (row.tp * row.pp * row.cp), 1, "none",
                           row.tp > 1, True, split, grad_dtype=row.grad_dtype)
 

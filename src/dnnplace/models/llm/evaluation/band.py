@@ -26,7 +26,7 @@ from dnnplace.core.systems import GPU_GENERATIONS, system_device, system_spec
 from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
 __all__ = ["CHECKED", "HELD_IN", "KINDS", "PUBLISHED", "ErrorBand", "HeldInRow", "PublishedRow", "band_for",
-           "held_in_band", "kind_of"]
+           "held_in_band", "kind_of", "published_split"]
 
 _LLAMA_8B = TransformerArch("llama3.1-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, max_position=131072,
                             architecture="LlamaForCausalLM", rope_theta=500000.0)
@@ -38,6 +38,16 @@ LLAMA_405B = TransformerArch("llama3.1-405b", "llama", 126, 16384, 53248, 128, 8
 # NVIDIA dgxc-benchmarking Llama 3.1 recipes: BF16 on H100 80GB SXM, 8 per node (NeMo 24.09); FP8 on H100
 # (NeMo 24.12); 405B on GB200 NVL72, BF16 and FP8 (NeMo 25.04.01).
 _SOURCE = "dgxc-benchmarking, NeMo 24.09"
+
+
+def published_split(layers: int, stages: int) -> tuple[int, ...]:
+    """Decoder layers per virtual stage as NVIDIA's recipes split them: equal when ``stages`` divides
+    ``layers``, else the first and last virtual stage one layer short (Megatron's
+    account_for_embedding / account_for_loss_in_pipeline_split), which may leave them empty."""
+    if layers % stages == 0:
+        return (layers // stages,) * stages
+    inner = (layers + 2) // stages
+    return (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
 
 
 @dataclass(frozen=True)
@@ -75,12 +85,7 @@ class PublishedRow:
     def config(self) -> ParallelConfig:
         """The published knobs; layers in equal virtual stages, or NeMo's split that gives the first and last
         virtual stage one layer less (account_for_embedding / account_for_loss) when they do not divide."""
-        stages, layers = self.pp * self.vp, self.arch.num_layers
-        if layers % stages == 0:
-            split = (layers // stages,) * stages
-        else:
-            inner = (layers + 2) // stages
-            split = (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
+        split = published_split(self.arch.num_layers, self.pp * self.vp)
         return ParallelConfig(self.tp, self.pp, self.vp, self.cp, self.gpus // (self.tp * self.pp * self.cp), 1,
                               "none", self.tp > 1, True, split, grad_dtype=self.grad_dtype)
 
