@@ -17,7 +17,7 @@ table's layout with the closest variant's other settings (marked "~").  Every Mo
 and is token-dropless (the tables' footnote), except the 25.09 "tokendrop" rows, which are printed with the
 reason and not priced.  Step time = GBS x seq / (tokens/s/GPU x GPUs).
 
-Model configs: tests/models/llm/fixtures/ (their Hugging Face config.json; see the README there).  Exit 0
+Model configs: src/dnnplace/models/llm/published/ (their Hugging Face config.json; see the README there).  Exit 0
 when every row is within 15 % and fits and every in-release pair of rows > 10 % apart is ordered as measured; it
 is a check, not a target the cost model was fitted to.
 
@@ -30,10 +30,11 @@ import json
 import sys
 from dataclasses import dataclass
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "models" / "llm" / "fixtures"
+from dnnplace.models.llm.published import CONFIGS
+
+FIXTURES = CONFIGS
 SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and docs/performance-summary-archive.md "
           "(commit 067f987df), MoE pre-training tables")
 #: The catalogue system each table's "DGX-..." name is.
@@ -44,7 +45,7 @@ RECIPE_TAG = {"25.09": "r0.1.0", "25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01
               "26.04.01": "v0.4.2", "26.06": "v0.5.0", "26.06.01": "v0.5.1", "26.08": "v0.5.1 (= v0.6.0)"}
 LABELS = {"deepseek-v3": "DeepSeek-V3", "gpt-oss-120b": "GPT-OSS-120B", "qwen3-30b-a3b": "Qwen3-30B-A3B",
           "qwen3-235b-a22b": "Qwen3-235B-A22B"}
-#: Where each fixture's architecture figures come from (tests/models/llm/fixtures/README.md).
+#: Where each fixture's architecture figures come from (src/dnnplace/models/llm/published/README.md).
 CONFIG_SOURCES = {
     "deepseek-v3": "huggingface.co/deepseek-ai/DeepSeek-V3 config.json (as vendored by NVIDIA aiconfigurator)",
     "gpt-oss-120b": "huggingface.co/openai/gpt-oss-120b/blob/main/config.json",
@@ -583,7 +584,7 @@ def main() -> int:
     print(f"Source: {SOURCE}.  '~': the table's layout, the closest recipe variant's other settings.")
     print()
     for model, where in CONFIG_SOURCES.items():
-        print(f"* {LABELS[model]}: tests/models/llm/fixtures/{model}.json, {where}")
+        print(f"* {LABELS[model]}: src/dnnplace/models/llm/published/{model}.json, {where}")
     print()
     print("| release | model | system | precision | GPUs | GBS | layout | measured s | predicted s | error | fits |"
           " memory GB | recipe | note |")

@@ -1,6 +1,6 @@
 """The published mixture-of-experts training rows the LLM planner is checked against (issue 32), as data.
 
-Each row: the model's config.json (tests/models/llm/fixtures/, copied from the shared LLM measurements),
+Each row: the model's config.json (src/dnnplace/models/llm/published/, copied from the shared LLM measurements),
 the system, the published layout (TP, PP, VP, EP, ETP, dispatcher, selective-recompute modules and
 the pipeline layout the recipe sets) and the measured seconds per step, with its source.
 ``python benchmarks/llm_moe_rows.py [--search]`` prints each row's model FLOPs (the recipes' formula,
@@ -14,63 +14,15 @@ layout through the evaluator (and, with ``--search``, the free search); exit 0 w
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-from dnnplace.core.systems import system_spec
+from dnnplace.models.llm.evaluation.band import MOE_PUBLISHED, PublishedMoERow
+from dnnplace.models.llm.published import CONFIGS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "models" / "llm" / "fixtures"
+FIXTURES = CONFIGS
 
-#: DeepSeek-V3's layouts (decoder layers per virtual stage; the embedding sits on the first, the MTP layer and the
-#: loss on the last).  PP8 VP2: the 25.08 recipe's map_pp_vp_to_layout (NeMo scripts/performance/llm/
-#: pretrain_deepseek_v3.py at the commit dgxc 25.08 pins), Et*4|(t*4|)*14|tL.  PP4: the 25.05 recipe (NeMo 25.04,
-#: same script at v2.3.0) sets num_layers_in_first_pipeline_stage = 64/pp - 1 and the last 64/pp - 2.
-_DS_PP8_VP2 = (4,) * 15 + (1,)
-_DS_PP4 = (15, 16, 16, 14)
-
-
-@dataclass(frozen=True)
-class MoERow:
-    model: str  # config file stem under FIXTURES
-    label: str
-    system: str  # catalogue device name
-    gpus_per_domain: int  # GPUs per NVLink domain
-    gpus: int
-    precision: str
-    tp: int
-    pp: int
-    vp: int
-    ep: int
-    etp: int
-    global_batch: int
-    seq_len: int
-    measured_s: float
-    source: str
-    dispatcher: str = "alltoall"
-    recompute_modules: tuple[str, ...] = ()
-    layers_per_stage: tuple[int, ...] = ()
-
-    @property
-    def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp)
-
-
-_DGXC = "NVIDIA dgxc-benchmarking"
-MOE_ROWS: tuple[MoERow, ...] = (
-    MoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 1024, "bf16", 1, 8, 2, 64, 1, 8192, 4096, 36.189,
-           f"{_DGXC} 25.08", dispatcher="flex", recompute_modules=("mla_up_proj", "mlp", "moe"),
-           layers_per_stage=_DS_PP8_VP2),  # the 25.08 script: H100 uses DeepEP (flex), forced load balancing
-    # GB200 NVL72: a job of 256 GPUs fills 64-GPU segments of its racks (the systems catalogue's NVLink group)
-    MoERow("deepseek-v3", "DeepSeek-V3", "gb200", system_spec("gb200-nvl72").domain_for(256), 256, "bf16",
-           2, 4, 1, 64, 1, 2048, 4096, 34.194,
-           f"{_DGXC} 25.05", recompute_modules=("core_attn",), layers_per_stage=_DS_PP4),  # launch.sh RM=core_attn
-    MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "bf16", 4, 1, 1, 128, 4, 1024, 8192,
-           4.426, f"{_DGXC} 25.05", layers_per_stage=(48,)),
-    MoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "fp8", 4, 1, 1, 128, 4, 1024, 8192,
-           3.855, f"{_DGXC} 25.05", layers_per_stage=(48,)),
-    MoERow("qwen3-30b-a3b", "Qwen3-30B-A3B", "h100", 8, 16, "bf16", 1, 1, 1, 16, 1, 1024, 4096, 20.147,
-           "Megatron-Bridge MoE performance notes", dispatcher="flex", layers_per_stage=(48,)),
-)
+#: The rows live with the error bands that are measured on them (``evaluation/band.py``).
+MoERow = PublishedMoERow
+MOE_ROWS: tuple[PublishedMoERow, ...] = MOE_PUBLISHED
 
 
 def moe_table(search_free: bool = False) -> bool:

@@ -161,7 +161,9 @@ def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list
     for n, r in enumerate(others, 1):
         t, c = r.estimate.step_time_s, r.config
         knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
-                 f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else ""))
+                 f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else "")
+                 + (f" ep={c.ep} etp={c.etp} dispatcher={c.dispatcher}"
+                    if getattr(problem, "moe", None) is not None else ""))
         same = band is not None and band.indistinguishable(predicted_s, t)
         close += same
         verdict = "; within the error band of the plan" if same else ""

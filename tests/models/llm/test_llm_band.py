@@ -8,7 +8,17 @@ import pytest
 from llm_helpers import llama
 
 from dnnplace.models.llm.evaluation import evaluate
-from dnnplace.models.llm.evaluation.band import CHECKED, HELD_IN, PUBLISHED, ErrorBand, band_for, held_in_band, kind_of
+from dnnplace.models.llm.evaluation.band import (
+    CHECKED,
+    HELD_IN,
+    MOE_PUBLISHED,
+    PUBLISHED,
+    ErrorBand,
+    band_for,
+    held_in_band,
+    kind_of,
+)
+from dnnplace.models.llm.published import config_path
 
 
 def test_held_in_architectures_are_the_example_configs() -> None:
@@ -60,27 +70,32 @@ def test_plan_prints_the_band_and_the_comparison() -> None:
     assert r.returncode == 0 and "no measured error band for bf16 on a100" in " ".join(r.stdout.split())
 
 
-def test_a_mixture_of_experts_plan_gets_no_dense_band() -> None:
-    """No held-in row exercises dispatch or grouped GEMMs: the dense rows' band is no evidence for MoE runs."""
-    from pathlib import Path
+def test_a_mixture_of_experts_plan_gets_the_moe_rows_band() -> None:
+    """No held-in row exercises dispatch or grouped GEMMs: an MoE plan gets the band of the published MoE runs,
+    recomputed from the cost model on each (none fitted), and says how wide it is."""
 
     from cli_runner import run_cli
 
     assert not ErrorBand.covers("bf16", "h100", moe=True)
-    config = Path(__file__).parent / "fixtures" / "qwen3-30b-a3b.json"
+    errors = [r.error() for r in MOE_PUBLISHED]
+    band = band_for("bf16", "h100", moe=True)
+    assert band is not None and band is band_for("fp8", "gb200", moe=True)
+    assert (band.low, band.high, band.rows) == (min(errors), max(errors), len(MOE_PUBLISHED))
+    assert band_for("bf16", "a100", moe=True) is None
+    config = config_path("qwen3-30b-a3b")
     r = run_cli("plan", config, "--gpus", "16", "--seq-len", "4096", "--global-batch", "1024",
                 "--fix", "tp=1,pp=1,vp=1,cp=1,mbs=1,ep=16,etp=1,dispatcher=flex")
     text = " ".join(r.stdout.split())
     assert r.returncode == 0, r.stderr
-    assert "no measured error band for mixture-of-experts bf16 on h100" in text and "a measured step of" not in text
+    assert "published mixture-of-experts runs" in text and "a measured step of" in text
 
 
 def test_each_kind_has_its_own_rows_band() -> None:
     """FP8 Hopper and Blackwell runs get the band of the published runs of their kind (none fitted)."""
     assert kind_of("fp8", "h100") == kind_of("fp8-cs", "h200") == "fp8-hopper"
     assert kind_of("bf16", "gb200") == kind_of("mxfp8", "b200") == "blackwell"
-    assert kind_of("bf16", "a100") is None and kind_of("bf16", "h100", moe=True) is None
-    assert band_for("bf16", "a100") is None and band_for("bf16", "h100", moe=True) is None
+    assert kind_of("bf16", "a100") is None and kind_of("bf16", "h100", moe=True) == "moe"
+    assert band_for("bf16", "a100") is None
     for kind, prec, dev in (("fp8-hopper", "fp8", "h100"), ("blackwell", "bf16", "gb200")):
         rows = [r for r in CHECKED if kind_of(r.precision, r.problem().device.name) == kind]
         errors = [evaluate(r.problem(), r.config()).step_time_s / r.measured_s - 1 for r in rows]
@@ -117,15 +132,16 @@ def test_plan_json_carries_band_runner_ups_and_reads_back(tmp_path) -> None:
     assert r.returncode == 2 and "runner_ups: expected a JSON array" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_moe_plan_json_says_it_has_no_band() -> None:
+def test_moe_plan_json_carries_the_moe_band_and_runner_ups() -> None:
     import json
-    from pathlib import Path
 
     from cli_runner import run_cli
 
-    config = Path(__file__).parent / "fixtures" / "qwen3-30b-a3b.json"
+    config = config_path("qwen3-30b-a3b")
     r = run_cli("plan", config, "--gpus", "16", "--seq-len", "4096", "--global-batch", "1024", "--json",
                 "--runner-ups", "0", "--fix", "tp=1,pp=1,vp=1,cp=1,mbs=1,ep=16,etp=1,dispatcher=flex")
     assert r.returncode == 0, r.stderr
-    band = json.loads(r.stdout)["error_band"]
-    assert band["rows"] == 0 and band["low"] is None and band["evidence"].startswith("none")
+    doc = json.loads(r.stdout)
+    band, t = doc["error_band"], doc["prediction"]["step_time_s"]
+    assert band["kind"] == "moe" and band["rows"] == len(MOE_PUBLISHED)
+    assert band["low"] <= band["high"] and band["measured_high_s"] == pytest.approx(t / (1 + band["low"]))

@@ -21,6 +21,7 @@ from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.evaluation.fsdp import sharded_exposed
 from dnnplace.models.llm.evaluation.rules import check_config
 from dnnplace.models.llm.plan_file import read_llm_plan
+from dnnplace.models.llm.published import config_path
 from dnnplace.models.llm.solvers import search
 from dnnplace.models.llm.solvers.search import search_with_runner_ups
 from dnnplace.models.llm.spec import RECOMPUTE, LLMPlan, ParallelConfig, TransformerArch
@@ -176,8 +177,7 @@ def test_codec_round_trips_the_new_knobs_and_reads_old_files() -> None:
 def test_moe_models_keep_zero_0_1_and_take_bf16_gradients() -> None:
     """ZeRO 2/3 stay dense-only; bf16 gradients (the Megatron-Bridge recipes' grad_reduce_in_fp32=False) are
     priced for MoE too: 2 bytes per parameter less on every parameter the rank holds, experts included."""
-    fixtures = Path(__file__).resolve().parent / "fixtures"
-    pr = dnnplace.load_llm(fixtures / "qwen3-30b-a3b.json", gpus=16, seq_len=4096, global_batch=1024)
+    pr = dnnplace.load_llm(config_path("qwen3-30b-a3b"), gpus=16, seq_len=4096, global_batch=1024)
     cfg = ParallelConfig(1, 1, 1, 1, 16, 1, "none", False, True, (48,), ep=16, dispatcher="flex")
     check_config(pr, cfg)
     with pytest.raises(DnnplaceError, match=r"\(rule zero_dense\)$"):

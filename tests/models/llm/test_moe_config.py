@@ -10,8 +10,9 @@ import pytest
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
+from dnnplace.models.llm.published import CONFIGS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = CONFIGS
 
 
 def test_deepseek_v3_full_size() -> None:

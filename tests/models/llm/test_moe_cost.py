@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from math import comb
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from dnnplace.core.catalogue import device_spec
 from dnnplace.models.llm.evaluation import flops, moe_dispatch
 from dnnplace.models.llm.evaluation import moe as M
 from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
+from dnnplace.models.llm.published import CONFIGS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = CONFIGS
 H100 = device_spec("h100")
 A = np.array
 

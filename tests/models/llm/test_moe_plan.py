@@ -16,10 +16,11 @@ import dnnplace
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.plan_file import read_llm_plan
+from dnnplace.models.llm.published import CONFIGS
 from dnnplace.models.llm.solvers import search
 from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = CONFIGS
 TINY = {"model_type": "qwen3_moe", "hidden_size": 512, "intermediate_size": 1024, "moe_intermediate_size": 256,
         "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
         "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 4096, "mlp_only_layers": [0]}

@@ -4,7 +4,6 @@ vectorised filter agreeing with the checker on every point of a small grid."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,9 @@ from dnnplace.models.llm.moe_rules import (
     moe_columns,
     moe_problem_columns,
 )
+from dnnplace.models.llm.published import CONFIGS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = CONFIGS
 
 
 def ds3():

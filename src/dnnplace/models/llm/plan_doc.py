@@ -32,7 +32,8 @@ def error_band_doc(problem: LLMProblem, predicted_s: float) -> dict[str, Any]:
         return {"evidence": f"none: no published {what} are evaluated in a band (docs/dev/fidelity.md, docs/moe.md)",
                 "low": None, "high": None, "rows": 0, "measured_low_s": None, "measured_high_s": None,
                 "kind": kind_of(problem.job.precision, problem.device.name, problem.moe is not None)}
-    return {**band.to_dict(predicted_s), "kind": kind_of(problem.job.precision, problem.device.name)}
+    return {**band.to_dict(predicted_s), "kind": kind_of(problem.job.precision, problem.device.name,
+                                                         problem.moe is not None)}
 
 
 def runner_up_doc(problem: LLMProblem, predicted_s: float, other: LLMPlan) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +16,9 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.exporters.megatron_moe import layer_freq, moe_model_args, moe_parallel_args
 from dnnplace.models.llm.moe_config import load_moe
 from dnnplace.models.llm.moe_rules import check_moe_config, moe_columns
+from dnnplace.models.llm.published import CONFIGS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = CONFIGS
 MODELS = ("deepseek-v3", "llama-4-maverick-17b-128e", "qwen3-30b-a3b")
 
 

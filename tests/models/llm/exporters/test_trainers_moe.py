@@ -19,9 +19,10 @@ from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.exporters import export
 from dnnplace.models.llm.exporters.torchtitan_moe import MOE_FLAVORS, moe_flavor_of
 from dnnplace.models.llm.moe_config import load_moe
+from dnnplace.models.llm.published import CONFIGS
 from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = CONFIGS
 
 
 def qwen3_plan(**cfg: Any) -> LLMPlan:

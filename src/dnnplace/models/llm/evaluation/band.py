@@ -3,11 +3,13 @@
 A band is the range of relative errors (predicted / measured - 1) of the evaluator on published runs
 of one *kind* (:data:`KINDS`): the BF16 Hopper rows the cost model was built against (:data:`HELD_IN`,
 NVIDIA's BF16 H100 Llama 3.1 step times), and the rows it was not built on -- FP8 on Hopper, and
-Blackwell / NVL72 (:data:`CHECKED`).  No constant of the cost model is fitted to any of them, so a
-band says how far off the model is on that kind of run, not how well it was tuned.  Bands are
-recomputed from the current cost model, never stored as figures, so a change of the model moves them.
-A run of no kind here (a mixture of experts, an A100) gets no band, and the plan says so
-(docs/dev/fidelity.md, docs/moe.md give the MoE rows' errors).
+Blackwell / NVL72 (:data:`CHECKED`) -- and the mixture-of-experts runs issue #32 names (:data:`MOE_PUBLISHED`:
+DeepSeek-V3, Llama 4 Maverick, Qwen3-30B-A3B on H100 and GB200 NVL72).  No constant of the cost model is
+fitted to any of them, so a band says how far off the model is on that kind of run, not how well it was tuned.
+Bands are recomputed from the current cost model, never stored as figures, so a change of the model moves them.
+All MoE rows make one band, whatever their GPU: five rows are too few to split, and a band that is
+wide says so plainly (docs/moe.md gives the errors on 120 more published MoE runs).  A run of no kind
+here (an A100) gets no band, and the plan says so (docs/dev/fidelity.md).
 
 Two predictions ``best <= other`` cannot be told apart when the errors of the band could reverse
 them: with true time = predicted / (1 + e), e in [low, high], ``best`` may really take
@@ -25,8 +27,8 @@ from dnnplace.core.catalogue import device_spec
 from dnnplace.core.systems import GPU_GENERATIONS, system_device, system_spec
 from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
-__all__ = ["CHECKED", "HELD_IN", "KINDS", "PUBLISHED", "ErrorBand", "HeldInRow", "PublishedRow", "band_for",
-           "held_in_band", "kind_of", "published_split"]
+__all__ = ["CHECKED", "HELD_IN", "KINDS", "MOE_PUBLISHED", "PUBLISHED", "ErrorBand", "HeldInRow",
+           "PublishedMoERow", "PublishedRow", "band_for", "held_in_band", "kind_of", "published_split"]
 
 _LLAMA_8B = TransformerArch("llama3.1-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, max_position=131072,
                             architecture="LlamaForCausalLM", rope_theta=500000.0)
@@ -117,27 +119,105 @@ CHECKED: tuple[PublishedRow, ...] = (
 )
 PUBLISHED: tuple[PublishedRow, ...] = HELD_IN + CHECKED
 
+#: DeepSeek-V3's layouts (decoder layers per virtual stage; the embedding sits on the first, the MTP layer and the
+#: loss on the last).  PP8 VP2: the 25.08 recipe's map_pp_vp_to_layout (NeMo scripts/performance/llm/
+#: pretrain_deepseek_v3.py at the commit dgxc 25.08 pins), Et*4|(t*4|)*14|tL.  PP4: the 25.05 recipe (NeMo 25.04,
+#: same script at v2.3.0) sets num_layers_in_first_pipeline_stage = 64/pp - 1 and the last 64/pp - 2.
+_DS_PP8_VP2 = (4,) * 15 + (1,)
+_DS_PP4 = (15, 16, 16, 14)
+_DGXC = "NVIDIA dgxc-benchmarking"
+
+
+@dataclass(frozen=True)
+class PublishedMoERow:
+    """One published mixture-of-experts run (issue #32's rows): the bundled config.json
+    (``models/llm/published``), the system, the published layout and the measured seconds per step."""
+
+    model: str  # config file stem under models/llm/published
+    label: str
+    system: str  # catalogue device name
+    gpus_per_domain: int  # GPUs per NVLink domain
+    gpus: int
+    precision: str
+    tp: int
+    pp: int
+    vp: int
+    ep: int
+    etp: int
+    global_batch: int
+    seq_len: int
+    measured_s: float
+    source: str
+    dispatcher: str = "alltoall"
+    recompute_modules: tuple[str, ...] = ()
+    layers_per_stage: tuple[int, ...] = ()
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+    def problem(self) -> LLMProblem:
+        from dnnplace.models.llm.load import problem
+        from dnnplace.models.llm.published import config_path
+
+        return problem(config_path(self.model), gpus=self.gpus, seq_len=self.seq_len, global_batch=self.global_batch,
+                       gpus_per_node=self.gpus_per_domain, device=self.system, precision=self.precision)
+
+    def config(self) -> ParallelConfig:
+        from dnnplace.models.llm.moe_knobs import module_set
+
+        return ParallelConfig(self.tp, self.pp, self.vp, 1, self.dp, 1,
+                              "selective" if self.recompute_modules else "none", self.tp > 1, True,
+                              self.layers_per_stage, ep=self.ep, etp=self.etp, dispatcher=self.dispatcher,
+                              recompute_modules=module_set(self.recompute_modules))
+
+    def error(self) -> float:
+        """Predicted / measured - 1 of the current cost model on this run's published configuration."""
+        from dnnplace.models.llm.evaluation.step import evaluate
+
+        return evaluate(self.problem(), self.config()).step_time_s / self.measured_s - 1
+
+
+#: GB200 NVL72: a job of 256 GPUs fills 64-GPU segments of its racks (``SystemSpec.domain_for``).
+MOE_PUBLISHED: tuple[PublishedMoERow, ...] = (
+    PublishedMoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 1024, "bf16", 1, 8, 2, 64, 1, 8192, 4096, 36.189,
+                    f"{_DGXC} 25.08", dispatcher="flex", recompute_modules=("mla_up_proj", "mlp", "moe"),
+                    layers_per_stage=_DS_PP8_VP2),  # the 25.08 script: H100 uses DeepEP (flex), forced balancing
+    PublishedMoERow("deepseek-v3", "DeepSeek-V3", "gb200", system_spec("gb200-nvl72").domain_for(256), 256, "bf16",
+                    2, 4, 1, 64, 1, 2048, 4096, 34.194, f"{_DGXC} 25.05", recompute_modules=("core_attn",),
+                    layers_per_stage=_DS_PP4),  # launch.sh RM=core_attn
+    PublishedMoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "bf16", 4, 1, 1, 128, 4, 1024,
+                    8192, 4.426, f"{_DGXC} 25.05", layers_per_stage=(48,)),
+    PublishedMoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "fp8", 4, 1, 1, 128, 4, 1024,
+                    8192, 3.855, f"{_DGXC} 25.05", layers_per_stage=(48,)),
+    PublishedMoERow("qwen3-30b-a3b", "Qwen3-30B-A3B", "h100", 8, 16, "bf16", 1, 1, 1, 16, 1, 1024, 4096, 20.147,
+                    "Megatron-Bridge MoE performance notes", dispatcher="flex", layers_per_stage=(48,)),
+)
+
 #: Each kind of run with a band: what its rows are, in words.
 KINDS: dict[str, str] = {
     "bf16-hopper": "published BF16 H100 runs",
     "fp8-hopper": "published FP8 H100 runs, not built on",
     "blackwell": "published Blackwell runs, not built on",
+    "moe": "published mixture-of-experts runs (H100 and GB200)",
 }
 
 
 def kind_of(precision: str, device: str, moe: bool = False) -> str | None:
     """The kind of run whose published rows are evidence for this one, or None.  Mixtures of experts price
-    terms no dense row exercises (dispatch, grouped GEMMs): no dense band covers them."""
+    terms no dense row exercises (dispatch, grouped GEMMs): no dense band covers them, their own rows do."""
     generation = GPU_GENERATIONS.get(device)
-    if moe or generation is None:
+    if generation is None:
         return None
+    if moe:
+        return "moe" if generation in ("hopper", "blackwell") else None
     if generation == "hopper":
         return "bf16-hopper" if precision == "bf16" else "fp8-hopper"
     return "blackwell" if generation == "blackwell" else None
 
 
-def _row_kind(row: PublishedRow) -> str | None:
-    return kind_of(row.precision, row.problem().device.name)
+def _row_kind(row: PublishedRow | PublishedMoERow) -> str | None:
+    return kind_of(row.precision, row.problem().device.name, isinstance(row, PublishedMoERow))
 
 
 @dataclass(frozen=True)
@@ -176,7 +256,8 @@ class ErrorBand:
 
 @lru_cache(maxsize=8)
 def _band(kind: str) -> ErrorBand:
-    errors = [r.error() for r in PUBLISHED if _row_kind(r) == kind]
+    rows: tuple[PublishedRow | PublishedMoERow, ...] = (*PUBLISHED, *MOE_PUBLISHED)
+    errors = [r.error() for r in rows if _row_kind(r) == kind]
     return ErrorBand(min(errors), max(errors), len(errors), KINDS[kind])
 
 
