@@ -35,13 +35,14 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import check_pins, pin_fields
-from dnnplace.models.llm.evaluation import schedule
+from dnnplace.models.llm.evaluation import memory, offload, schedule
 from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.models.llm.evaluation.step import (
     BatchResult,
     Candidates,
     estimate_at,
     evaluate_batch,
+    saved_layer_bytes,
 )
 from dnnplace.models.llm.rules import describe_removed, problem_columns
 from dnnplace.models.llm.solvers.bounds import lower_bounds
@@ -146,6 +147,12 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     have.add("recompute")
     cols = _sharding_columns(fixed, cols, zeros)
     have |= {"zero", "distributed_optimizer", "grad_dtype"}
+    if "offload_layers" in fixed:  # a pinned offload: every candidate takes it (the rules say where it may)
+        cols["offload_layers"] = np.full(len(cols["tp"]), int(fixed["offload_layers"]),  # type: ignore[call-overload]
+                                         dtype=np.int64)
+        have.add("offload_layers")
+    elif pcols["host_link"] and problem.moe is None:  # else the search takes 0 or the smallest N that fits
+        cols["offload_free"] = np.ones(len(cols["tp"]), dtype=bool)
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
@@ -327,22 +334,24 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
                 try:
                     with schedule.deadline(clock.over if clock.limit is not None else None):
                         res = evaluate_batch(problem, cand)
+                        offloaded = _offloaded(problem, cols, cand, res, own[lo:hi])
                 except schedule.OutOfTime:  # the limit passed inside one long pricing: as at the check above
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
                 priced = True
                 pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
                 own_slice, lo = own[lo:hi], hi
-                step = np.where(res.fits, res.step, np.inf)
-                j = int(np.argmin(step))
-                if step[j] < best_t:
-                    best_t, best, best_k = float(step[j]), (cand, res, j), int(own_slice[j])
-                if runners is not None:
-                    runners.offer(own_slice, step, cand, res)
-                cut = best_t if runners is None else runners.cut(best_t)
-                jb = int(np.argmin(res.step))
-                if res.step[jb] < best_bad_t:
-                    best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
+                for cb, rb, ob in ((cand, res, own_slice), *offloaded):  # the batch, then its offloaded rows
+                    step = np.where(rb.fits, rb.step, np.inf)
+                    j = int(np.argmin(step))
+                    if step[j] < best_t:
+                        best_t, best, best_k = float(step[j]), (cb, rb, j), int(ob[j])
+                    if runners is not None:
+                        runners.offer(ob, step, cb, rb)
+                    cut = best_t if runners is None else runners.cut(best_t)
+                    jb = int(np.argmin(rb.step))
+                    if rb.step[jb] < best_bad_t:
+                        best_bad_t, best_bad = float(rb.step[jb]), (cb, rb, jb)
             if pending < math.inf:
                 status, exhaustive = "time_limit", False
                 break
@@ -382,11 +391,40 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
     return plan, others
 
 
+def _offloaded(problem: LLMProblem, cols: Columns, cand: Candidates, res: BatchResult,
+               own: np.ndarray) -> list[tuple[Candidates, BatchResult, np.ndarray]]:
+    """The priced candidates that do not fit but may offload (pp = 1, no recomputation, offloading not
+    pinned), re-priced with the smallest number of offloaded layers that fits the GPU: by TE's schedule
+    (evaluation/llm/offload.py) the step time is non-decreasing and the GPU memory decreasing in N -- by one
+    layer's saved activations and their fragmentation allowance per layer -- and the host memory increasing,
+    so no other N can be faster and fit.  Empty when there are none."""
+    if "offload_free" not in cols:
+        return []
+    rows = np.flatnonzero(cols["offload_free"][own] & (cand.pp == 1) & (cand.recompute == 0) & ~res.fits)
+    if not len(rows):
+        return []
+    L = problem.arch.num_layers
+    saved = saved_layer_bytes(problem, cand.with_offload(rows, np.zeros(len(rows)))) * (1 + memory.FRAGMENTATION)
+    n = offload.smallest_fitting(res.mem_total[rows] - problem.device.usable_memory_bytes, saved,
+                                 np.full(len(rows), L - 1.0))
+    keep = n > 0
+    rows, n = rows[keep], n[keep]
+    if not len(rows):
+        return []
+    sub = cand.with_offload(rows, n)
+    out = evaluate_batch(problem, sub)
+    short = ~np.asarray(out.gpu_fits) & (n < L - 1)  # rounding: one layer more where the bytes only just miss
+    if short.any():
+        sub = cand.with_offload(rows, n + short)
+        out = evaluate_batch(problem, sub)
+    return [(sub, out, own[rows])]
+
+
 def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
     """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
     the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
     where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
-    implied = {"dp", "grad_dtype", *_expert_knobs(problem)}
+    implied = {"dp", "grad_dtype", "offload_layers", *_expert_knobs(problem)}  # offload: the smallest that fits
     if "zero" in fixed:
         implied.add("distributed_optimizer")
     if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
