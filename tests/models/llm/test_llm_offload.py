@@ -131,6 +131,25 @@ def test_slow_link_exposes_copy_time(monkeypatch: pytest.MonkeyPatch) -> None:
     assert exposed >= off.num_microbatches * 2 * 20 * layer / 1e9 - base.step_time_s
 
 
+@settings(max_examples=10, deadline=None)
+@given(tp=st.sampled_from([1, 2, 8]), mbs=st.sampled_from([1, 2]), zero=st.sampled_from([1, 3]),
+       bw=st.sampled_from([1e9, 2e10, 63e9]))
+def test_time_non_decreasing_and_memory_decreasing_in_n(tp: int, mbs: int, zero: int, bw: float) -> None:
+    """What the search's dominance rests on, over every N of one configuration and slow to fast links."""
+    import unittest.mock
+
+    pr = _pr()
+    link = dataclasses.replace(HOST_LINKS["h100"], bandwidth=bw)
+    with unittest.mock.patch.dict(HOST_LINKS, {"h100": link}):
+        base = dataclasses.replace(_cfg(0, tp=tp), mbs=mbs, zero=zero)
+        ests = [evaluate(pr, dataclasses.replace(base, offload_layers=n)) for n in range(32)]
+    steps = [e.step_time_s for e in ests]
+    mems = [e.memory_per_gpu_bytes for e in ests]
+    hosts = [e.host_memory_bytes for e in ests]
+    assert all(b >= a - 1e-12 * a for a, b in zip(steps, steps[1:]))
+    assert all(b < a for a, b in zip(mems, mems[1:])) and all(b > a for a, b in zip(hosts, hosts[1:]))
+
+
 def test_rules_name_the_offloading_limits() -> None:
     a100 = LLMProblem(llama("8b"), Cluster("a100", 8, 8), TrainingJob(4096, 64), device_spec("a100"))
     cfg = ParallelConfig(1, 1, 1, 1, 8, 1, "none", False, True, (32,), offload_layers=4)
