@@ -27,6 +27,7 @@ from dnnplace.models.llm.evaluation.step import saved_layer_bytes
 from dnnplace.models.llm.exporters import megatron
 from dnnplace.models.llm.plan_file import read_llm_plan
 from dnnplace.models.llm.solvers import search
+from dnnplace.models.llm.solvers.search import search_with_runner_ups
 from dnnplace.models.llm.spec import (
     RECOMPUTE,
     Cluster,
@@ -171,10 +172,12 @@ TINY = st.builds(
 
 
 def _brute(pr: LLMProblem, tps: tuple[int, ...] = (1, 2), zeros: tuple[int, ...] = (0, 1, 2, 3)) -> tuple[float, int]:
-    """The fastest fitting configuration over tp, pp (equal or first/last split), mbs, recompute, ZeRO and every
-    offload N, one by one through the evaluator; and the N it offloads."""
+    """The fastest fitting configuration over tp, pp (equal or first/last split), mbs, recompute, ZeRO -- and,
+    only when none of those fits (offloading is the search's last resort), every offload N -- one by one through
+    the evaluator; and the N it offloads."""
     L, n = pr.arch.num_layers, pr.cluster.gpus
     best, best_n = math.inf, -1
+    kept = math.inf  # the fastest that fits without offloading
     for tp, pp in itertools.product(tps, range(1, L + 1)):
         if n % (tp * pp):
             continue
@@ -190,7 +193,9 @@ def _brute(pr: LLMProblem, tps: tuple[int, ...] = (1, 2), zeros: tuple[int, ...]
                     continue
                 if e.fits and e.step_time_s < best:
                     best, best_n = e.step_time_s, off
-    return best, best_n
+                if e.fits and off == 0:
+                    kept = min(kept, e.step_time_s)
+    return (kept, 0) if kept < math.inf else (best, best_n)
 
 
 @settings(max_examples=5, deadline=None)
@@ -230,6 +235,18 @@ def test_search_offloads_where_nothing_else_fits() -> None:
     assert plan.status == "fixed"
     pinned = search(pr, {**fix, "offload_layers": n + 5})
     assert pinned.config.offload_layers == n + 5
+
+
+def test_search_never_trades_a_fitting_configuration_for_offloading() -> None:
+    """Offloading is the last resort: where a configuration fits without it, the plan and its runner-ups offload
+    nothing, even if an offloaded one is priced faster; where none does, the plan offloads."""
+    pr = _pr()
+    plan, others = search_with_runner_ups(pr, {"tp": 1, "cp": 1, "vp": 1}, count=2)
+    assert plan.estimate.fits and plan.config.offload_layers == 0
+    assert others and all(o.config.offload_layers == 0 and o.estimate.fits for o in others)
+    alone = search(pr, {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "recompute": "none", "mbs": 1, "zero": 1,
+                        "distributed_optimizer": True})
+    assert alone.config.offload_layers > 0 and alone.estimate.fits
 
 
 def test_plan_file_round_trip_and_old_files() -> None:

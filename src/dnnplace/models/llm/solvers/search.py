@@ -86,7 +86,7 @@ def _tasks(cols: Columns, problem: LLMProblem) -> np.ndarray:
 
 def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | None = None,
                  removed: Counter[str] | None = None, emptied: list[str] | None = None,
-                 floor: list[float] | None = None) -> Columns:
+                 floor: list[float] | None = None, offload: bool = True) -> Columns:
     """Every base configuration the rules allow, honouring ``fixed``, as named columns (module docstring).
 
     Knobs are added in the order tp, pp, cp (dp follows), mbs, vp, recompute, distributed optimizer,
@@ -151,7 +151,7 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
         cols["offload_layers"] = np.full(len(cols["tp"]), int(fixed["offload_layers"]),  # type: ignore[call-overload]
                                          dtype=np.int64)
         have.add("offload_layers")
-    elif pcols["host_link"] and problem.moe is None:  # else the search takes 0 or the smallest N that fits
+    elif offload and pcols["host_link"] and problem.moe is None:  # else 0 or the smallest N that fits
         cols["offload_free"] = np.ones(len(cols["tp"]), dtype=bool)
     keep()
     if problem.moe is not None:
@@ -239,20 +239,44 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     return search_with_runner_ups(problem, fixed, time_limit, progress, 0)[0]
 
 
+class _NothingFits(DnnplaceError):
+    """No configuration of the space searched fits (the message says which comes closest)."""
+
+
 def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None = None,
                            time_limit: float | None = None, progress: ProgressFn | None = None,
                            count: int = 3) -> tuple[LLMPlan, list[RunnerUp]]:
     """:func:`search`, and the ``count`` fastest other configurations that fit (each a different set of knobs
     with its best layer split), found by the same exhaustive branch and bound with the pruning threshold at
-    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it)."""
+    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it).
+
+    Activation CPU offloading is the search's last resort: the space is first searched without it, and only
+    when nothing there fits again with it (0 or the smallest number of layers that fits, per configuration).
+    Its copy schedule is priced from Transformer Engine's code but no measured run shows it winning over a
+    configuration that fits without it (NVIDIA's recipes offload only where memory demands it), so a plan
+    never trades a configuration that fits for an offloaded one on the model's word alone; pin
+    ``offload_layers`` to price or search a given count."""
     clock = _Clock(time_limit)
     check_problem(problem)
     fixed = check_pins(dict(fixed or {}))
+    if "offload_layers" in fixed:
+        return _search_space(problem, fixed, clock, time_limit, progress, count, True)
+    try:
+        return _search_space(problem, fixed, clock, time_limit, progress, count, False)
+    except _NothingFits:
+        if not (problem_columns(problem)["host_link"] and problem.moe is None):
+            raise
+    return _search_space(problem, fixed, clock, time_limit, progress, count, True)
+
+
+def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, time_limit: float | None,
+                  progress: ProgressFn | None, count: int, offload: bool) -> tuple[LLMPlan, list[RunnerUp]]:
+    """The branch and bound of :func:`search_with_runner_ups` over one space: with or without offloading."""
     removed: Counter[str] = Counter()
     emptied: list[str] = []
     unexpanded: list[float] = []  # proven bounds of the MoE bases left unexpanded (_moe_best_bases)
     try:
-        cols = base_columns(problem, fixed, clock, removed, emptied, unexpanded)
+        cols = base_columns(problem, fixed, clock, removed, emptied, unexpanded, offload=offload)
     except _TimeUp:
         raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
@@ -375,7 +399,7 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
             cand = as_candidates(cols, np.full(len(s), k), s)
             res = evaluate_batch(problem, cand)
             best_bad = (cand, res, int(np.argmin(res.step)))
-        raise DnnplaceError(_nothing_fits(problem, *best_bad))
+        raise _NothingFits(_nothing_fits(problem, *best_bad))
     cand, res, j = best
     bound = best_t
     if status != "optimal":
