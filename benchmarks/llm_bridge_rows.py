@@ -18,8 +18,9 @@ at the commit of the release's table; from 2026-06 ``src/megatron/bridge/perf_re
 * no recomputation unless the recipe sets it; CUDA graphs where the recipe sets them (the planner prices no
   launch overhead, so they change nothing here and are only listed).
 
-A row whose recipe uses a knob the planner lacks (activation CPU offloading of N layers, recomputation of N
-layers) is priced without it and printed "not expressible" with the reason, never dropped.  Layers split as
+Activation CPU offloading of N layers (the recipes' ``cpu_offloading_num_layers``) is priced with the planner's
+``offload_layers`` knob; a row whose recipe uses a knob the planner lacks (recomputation of N layers) is priced
+without it and printed "not expressible" with the reason, never dropped.  Layers split as
 Megatron-Bridge's 405B recipe splits them (account_for_embedding / account_for_loss_in_pipeline_split: the
 embedding and the loss each count as a layer, so pp 16 x vp 8 leaves the first and last virtual stage without
 a transformer layer).  Step time from the tables: GBS x seq / (tokens/s/GPU x GPUs).  Exit 0 only when
@@ -39,7 +40,6 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import ParallelConfig
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.evaluation.band import LLAMA_405B, published_split
-from dnnplace.models.llm.evaluation.memory import FRAGMENTATION
 from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMEstimate, LLMProblem, TrainingJob, TransformerArch
 
@@ -92,8 +92,6 @@ class BridgeRow:
     def not_expressible(self) -> str:
         """Why the planner cannot run this row as the recipe did ('' when it can)."""
         why = []
-        if self.offload_layers:
-            why.append(f"activation CPU offloading of {self.offload_layers} layers")
         if self.recompute_layers:
             why.append(f"full recompute of {self.recompute_layers} layers per stage")
         return "; ".join(why)
@@ -234,13 +232,15 @@ def config_of(row: BridgeRow, arch: TransformerArch) -> ParallelConfig:
     split = published_split(arch.num_layers, row.pp * row.vp)
     dp = row.gpus // (row.tp * row.pp * row.cp)
     return ParallelConfig(row.tp, row.pp, row.vp, row.cp, dp, row.mbs, "none", row.tp > 1, True, split,
-                          zero=3 if row.fsdp else 1, grad_dtype="bf16")
+                          zero=3 if row.fsdp else 1, grad_dtype="bf16", offload_layers=row.offload_layers)
 
 
 def config_text(row: BridgeRow) -> str:
     parts = [f"TP{row.tp} PP{row.pp} CP{row.cp} VP{row.vp} mbs{row.mbs} GBS{row.gbs}"]
     if row.fsdp:
         parts.append("FSDP")
+    if row.offload_layers:
+        parts.append(f"offload {row.offload_layers}")
     if row.cuda_graphs:
         parts.append(f"CG {row.cuda_graphs}")
     return " ".join(parts)
@@ -251,13 +251,12 @@ def price(row: BridgeRow) -> tuple[LLMProblem, LLMEstimate]:
     return pr, evaluate(pr, config_of(row, pr.arch))
 
 
-def offload_text(row: BridgeRow, pr: LLMProblem, est: LLMEstimate) -> str:
-    """An estimate, not the planner's: the peak with the activations of the offloaded layers (and their share of
-    the allocator's fragmentation allowance) off the GPU -- the layers' stored tensors scale with their count."""
-    if not row.offload_layers:
+def offload_text(est: LLMEstimate) -> str:
+    """The host memory the offloaded activations take, and the offload copies' exposed seconds ('' without)."""
+    if not est.host_memory_bytes:
         return ""
-    act = est.memory_breakdown["activations"] * (1 + FRAGMENTATION) * row.offload_layers / pr.arch.num_layers
-    return f" (without their activations: {(est.memory_per_gpu_bytes - act) / 1e9:.1f} GB, an estimate)"
+    return (f"; host {est.host_memory_bytes / 1e9:.1f} / {est.host_capacity_bytes / 1e9:.0f} GB, offload exposed "
+            f"{est.time_breakdown['offload_exposed']:.2f} s")
 
 
 def run_row(row: BridgeRow) -> tuple[str, bool, float | None]:
@@ -270,10 +269,10 @@ def run_row(row: BridgeRow) -> tuple[str, bool, float | None]:
         return f"{head} - | - | - | MISSED: {exc} |", False, None
     err = est.step_time_s / row.measured_s - 1
     cap = pr.device.usable_memory_bytes
-    fits = f"{'yes' if est.fits else 'NO'} ({est.memory_per_gpu_bytes / 1e9:.1f} / {cap / 1e9:.1f})"
+    fits = f"{'yes' if est.fits else 'NO'} ({est.memory_per_gpu_bytes / 1e9:.1f} / {cap / 1e9:.1f}{offload_text(est)})"
     why = [w for w, bad in (("error", abs(err) > TOLERANCE), ("does not fit", not est.fits)) if bad]
     if row.not_expressible:
-        why.append("not expressible: " + row.not_expressible + offload_text(row, pr, est))
+        why.append("not expressible: " + row.not_expressible)
     ok = not why
     notes = ("MISSED: " + ", ".join(why) if why else "") + (("; " if why else "") + row.note if row.note else "")
     return f"{head} {est.step_time_s:.2f} | {100 * err:+.1f} % | {fits} | {notes} |", ok, err

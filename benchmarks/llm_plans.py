@@ -99,7 +99,8 @@ def cfg_text(c: ParallelConfig) -> str:
     split = f" {c.first_stage_layers}/{c.last_stage_layers}" if c.pp > 1 else ""
     zero = {0: " zero0", 1: "", 2: " zero2", 3: " zero3 (fsdp)"}[int(c.zero or 0)]
     grad = " bf16-grad" if c.grad_dtype == "bf16" else ""
-    return f"tp{c.tp} pp{c.pp} vp{c.vp} cp{c.cp} dp{c.dp} mbs{c.mbs} {c.recompute}{zero}{grad}{split}"
+    offload = f" offload{c.offload_layers}" if c.offload_layers else ""
+    return f"tp{c.tp} pp{c.pp} vp{c.vp} cp{c.cp} dp{c.dp} mbs{c.mbs} {c.recompute}{zero}{grad}{offload}{split}"
 
 
 def run_row(row: Row) -> tuple[str, bool, float | None]:

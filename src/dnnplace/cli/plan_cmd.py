@@ -163,7 +163,8 @@ def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list
         knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
                  f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else "")
                  + (f" ep={c.ep} etp={c.etp} dispatcher={c.dispatcher}"
-                    if getattr(problem, "moe", None) is not None else ""))
+                    if getattr(problem, "moe", None) is not None else "")
+                 + (f" offload_layers={c.offload_layers}" if c.offload_layers else ""))
         same = band is not None and band.indistinguishable(predicted_s, t)
         close += same
         verdict = "; within the error band of the plan" if same else ""
@@ -198,8 +199,9 @@ def print_plan(console: object, doc: dict) -> None:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute", "sequence_parallel",
-              "distributed_optimizer", "zero", "grad_dtype", "first_stage_layers", "last_stage_layers"):
-        t.add_row(k, str(c[k]))
+              "distributed_optimizer", "zero", "grad_dtype", "offload_layers", "first_stage_layers",
+              "last_stage_layers"):
+        t.add_row(k, str(c.get(k, 0)))  # offload_layers: absent from plan files before version 5
     t.add_row("step time (s)", f"{p['step_time_s']:.3f}")
     t.add_row("tokens/s", f"{p['tokens_per_s']:.0f}")
     t.add_row("MFU", f"{100 * p['mfu']:.1f} %")
@@ -208,6 +210,9 @@ def print_plan(console: object, doc: dict) -> None:
     t.add_row("memory per GPU (GB)", f"{p['memory_per_gpu_bytes'] / 1e9:.1f}")
     for k, v in p["memory_breakdown"].items():
         t.add_row(f"  memory: {k} (GB)", f"{v / 1e9:.1f}")
+    if p.get("host_memory_bytes"):  # activation offloading: the host memory it takes per GPU
+        t.add_row("host memory per GPU (GB)", f"{p['host_memory_bytes'] / 1e9:.1f} of "
+                                               f"{p.get('host_capacity_bytes', 0.0) / 1e9:.1f}")
     t.add_row("fits", str(p["fits"]))
     t.add_row("runtime (s)", f"{doc['runtime_s']:.2f}")
     console.print(t)  # type: ignore[attr-defined]

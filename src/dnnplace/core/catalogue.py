@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DEEPEP", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable", "DeepEPFigures",
-           "DeviceSpec", "TrainingStack", "WindowAttentionTable", "device_spec", "legacy_view"]
+__all__ = ["CATALOGUE", "DEEPEP", "HOST_LINKS", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable",
+           "DeepEPFigures", "DeviceSpec", "HostLink", "TrainingStack", "WindowAttentionTable", "device_spec",
+           "host_link", "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
@@ -323,6 +324,70 @@ def device_spec(name: str) -> DeviceSpec:
         return CATALOGUE[name.lower()]
     except KeyError:
         raise DnnplaceError(f"unknown device '{name}'; the catalogue has: {', '.join(CATALOGUE)}") from None
+
+
+@dataclass(frozen=True)
+class HostLink:
+    """How one GPU of a system reaches its host's memory: what activation CPU offloading is priced with.
+
+    ``bandwidth``: bytes/s per GPU in ONE direction (a link shared by several GPUs already divided);
+    ``fraction``: what a pinned-memory copy-engine transfer sustains of it; ``memory_bytes``: host memory per
+    GPU (the system's memory over the GPUs that share it)."""
+
+    link: str  # "pcie-gen5-x16" | "nvlink-c2c"
+    bandwidth: float
+    fraction: float
+    memory_bytes: float
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def copy_bandwidth(self) -> float:
+        """Bytes/s one device-to-host (or host-to-device) copy of this GPU sustains."""
+        return self.bandwidth * self.fraction
+
+
+#: PCIe 5.0: 32 GT/s per lane, 128b/130b encoding -> 3.94 GB/s per lane per direction, 63.0 GB/s for x16.
+_PCIE5_X16 = 32e9 * 16 * (128 / 130) / 8
+_PCIE5 = ("PCI-SIG PCI Express 5.0 base specification: 32 GT/s per lane, 128b/130b encoding -> 63.0 GB/s per "
+          "direction for x16; DGX datasheets / user guides: each GPU reaches the host CPUs over PCIe Gen5 x16 "
+          "(PCIe switches)")
+_NVBW = ("NVIDIA technical blog on nvbandwidth (github.com/NVIDIA/nvbandwidth): host_to_device_memcpy_ce example "
+         "on a PCIe Gen5 x16 GPU, ~55.6 GB/s -> 55.6 / 63.0 = 0.88 of the link")
+_C2C = ("NVIDIA GB200 NVL72 / GB300 NVL72 product pages and the Blackwell architecture technical brief: each "
+        "superchip joins one Grace CPU to two Blackwell GPUs over NVLink-C2C at 900 GB/s bidirectional; taken "
+        "as shared by the two GPUs -> 450 GB/s bidirectional = 225 GB/s per GPU per direction")
+_C2C_FRACTION = "ASSUMPTION: the PCIe copy-engine fraction of the nvbandwidth example (no C2C figure published)"
+_GRACE_MEM = ("NVIDIA GB200 NVL72 / GB300 NVL72 product pages: up to 17 TB LPDDR5X per rack = 480 GB per Grace CPU "
+              "(Grace datasheet: up to 480 GB LPDDR5X), shared by the superchip's 2 GPUs -> 240 GB per GPU")
+
+
+def _pcie(system_memory: float, ds: str) -> HostLink:
+    return HostLink("pcie-gen5-x16", _PCIE5_X16, 55.6e9 / _PCIE5_X16, system_memory / 8,
+                    sources={"bandwidth": _PCIE5, "fraction": _NVBW,
+                             "memory_bytes": f"{ds}: {system_memory / 1e12:g} TB system memory / 8 GPUs"})
+
+
+def _c2c() -> HostLink:
+    return HostLink("nvlink-c2c", 900e9 / 2 / 2, 55.6e9 / _PCIE5_X16, 480e9 / 2,
+                    sources={"bandwidth": _C2C, "fraction": _C2C_FRACTION, "memory_bytes": _GRACE_MEM})
+
+
+#: Host links of the systems each GPU ships in (core/systems.py): the DGX systems' PCIe Gen5 x16 to 2 TB of
+#: system memory, the NVL72 racks' NVLink-C2C to Grace's LPDDR5X.  A GPU without an entry (a100: no offload
+#: figures gathered) is refused activation offloading in one line.
+HOST_LINKS: dict[str, HostLink] = {
+    "h100": _pcie(2e12, "NVIDIA DGX H100 datasheet: 2 TB system memory"),
+    "h200": _pcie(2e12, "NVIDIA DGX H200 datasheet: 2 TB system memory"),
+    "b200": _pcie(2e12, "NVIDIA DGX B200 datasheet: 2 TB system memory (configurable to 4 TB)"),
+    "b300": _pcie(2e12, "NVIDIA DGX B300 datasheet: 2 TB system memory (configurable to 4 TB)"),
+    "gb200": _c2c(),
+    "gb300": _c2c(),
+}
+
+
+def host_link(name: str) -> HostLink | None:
+    """The host link of GPU ``name``'s system, or None where the catalogue has none."""
+    return HOST_LINKS.get(name.lower())
 
 
 #: One host CPU core, for the ``cpuLatency`` of a catalogue-device profile (nothing is executed there):

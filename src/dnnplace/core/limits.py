@@ -69,6 +69,7 @@ LLM_LIMITS: dict[str, tuple[int, int]] = {
     "mbs": (1, 1 << 24),
     "ep": (1, 1 << 20),
     "etp": (1, 1 << 20),
+    "offload_layers": (0, 1_024),  # layers whose activations go to host memory: fewer than num_layers
 }
 LLM_NAME_CHARS = 256  # a model's name (a file stem) or architecture class in a plan file
 LLM_SOURCE_CHARS = 4_096  # where its config came from (a path: Hugging Face caches sit deep)

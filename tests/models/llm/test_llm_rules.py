@@ -58,9 +58,13 @@ CASES = [
     ({}, 8, 16, 1024, replace(cfg(dp=8), zero=0), "zero_dist_opt"),  # ZeRO-0 without the distributed optimizer
     ({}, 8, 16, 1024, replace(cfg(dp=8), zero=3, distributed_optimizer=False), "zero_dist_opt"),
     ({}, 8, 16, 1024, replace(cfg(tp=8, dp=1), zero=3), "zero_shards"),  # nothing to shard over
+    ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=8), "offload_layers"),  # Megatron: fewer than L
+    ({}, 8, 16, 1024, replace(cfg(pp=2, dp=4), offload_layers=1), "offload_pp"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=1, recompute="selective"), "offload_recompute"),
 ]
-#: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py.
-MOE_ONLY = {"zero_dense"}
+#: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py, and the
+#: offloading rules another device or an MoE model breaks (tests/models/llm/test_llm_offload.py).
+MOE_ONLY = {"zero_dense", "offload_host", "offload_dense"}
 
 
 def _problem(change: dict, gpus: int, gbs: int, seq: int):  # noqa: ANN202

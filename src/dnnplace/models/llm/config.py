@@ -133,6 +133,14 @@ class ParallelConfig:
     data parallelism: fp32 (Megatron's default for bf16, NeMo's ``grad_reduce_in_fp32=True``) or bf16
     (``--grad-reduce-in-bf16``; NeMo's performance scripts and launcher set it per run).  A numerics choice, so
     the search never changes it: it keeps the default unless pinned."""
+    # Activation CPU offloading (plan-file version 5).
+    offload_layers: int = knob("pin the layers whose activations are offloaded to host memory", "count", since=5,
+                               default=0)
+    """Megatron-Core's ``cpu_offloading_num_layers`` (``cpu_offloading_activations=True``, weights kept): the
+    saved activations of the first N transformer layers go to host memory during the forward pass and come
+    back during the backward pass (Transformer Engine's ``get_cpu_offload_context``).  Megatron-Core allows
+    0 <= N < num_layers, pp = 1 and no recomputation (TransformerConfig.__post_init__).  Left out, the search
+    takes, for each configuration, 0 when it fits and else the smallest N that does (evaluation/llm/offload.py)."""
 
     def __post_init__(self) -> None:
         # Plan files and callers write recompute as text; keep the enum (an unknown value is left for the

@@ -15,7 +15,8 @@ from dnnplace.models.llm.spec import LLMPlan, LLMProblem
 
 __all__ = ["band_of", "calibrated_band_doc", "error_band_doc", "plan_document", "runner_up_doc"]
 
-RUNNER_UP_KNOBS = ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "zero", "grad_dtype", "ep", "etp", "dispatcher")
+RUNNER_UP_KNOBS = ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "zero", "grad_dtype", "ep", "etp", "dispatcher",
+                   "offload_layers")
 
 
 def band_of(problem: LLMProblem) -> ErrorBand | None:

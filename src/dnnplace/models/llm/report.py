@@ -69,7 +69,9 @@ def render_llm_report(plan: LLMPlan, title: str) -> str:
             ("job", f"sequence {pr.job.seq_len}, global batch {pr.job.global_batch}, {pr.job.precision}"),
             ("configuration", f"tp {cfg.tp}, pp {cfg.pp}, vp {cfg.vp}, cp {cfg.cp}, dp {cfg.dp}, micro-batch"
                               f" {cfg.mbs}, recompute {cfg.recompute}, distributed optimizer"
-                              f" {'on' if cfg.distributed_optimizer else 'off'}"),
+                              f" {'on' if cfg.distributed_optimizer else 'off'}, ZeRO {cfg.zero}"
+                              + (f", activations of {cfg.offload_layers} layers offloaded to host memory"
+                                 if cfg.offload_layers else "")),
             ("layers per virtual stage", ", ".join(map(str, cfg.layers_per_stage))),
             ("search status (claimed)", claimed_status(plan.status, plan.bound, plan.gap, est.step_time_s)),
             ("predicted step time", f"{est.step_time_s:.3f} s ({est.tokens_per_s:,.0f} tokens/s, MFU"
@@ -84,6 +86,9 @@ def render_llm_report(plan: LLMPlan, title: str) -> str:
     verdict = "fits" if est.fits else "does NOT fit"
     mem.append(("peak per GPU", f"{est.memory_per_gpu_bytes / 1e9:.2f} GB of"
                                 f" {pr.device.usable_memory_bytes / 1e9:.2f} GB: {verdict}"))
+    if est.host_memory_bytes:
+        mem.append(("host memory per GPU (offloaded activations)", f"{est.host_memory_bytes / 1e9:.2f} GB of"
+                                                                   f" {est.host_capacity_bytes / 1e9:.2f} GB"))
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_STYLE}"
             f"</style></head><body><h1>{html.escape(title)}</h1>{_table(head)}<h2>Time per step</h2>{_table(times)}"
             f"<h2>Memory per GPU</h2><div>{bars}</div>{_table(mem)}<h2>Pipeline timeline (one step)</h2>"

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.core.catalogue import host_link
 from dnnplace.core.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.core.rule import Cols, Rule, first_broken
 from dnnplace.core.systems import GPU_GENERATIONS
@@ -128,6 +129,23 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"zero={r['zero']} shards over dp*cp = 1 rank: there is nothing to shard"),
     Rule("zero_dense", ("zero",), lambda c: (c["zero"] < 2) | (c["num_experts"] == 1),
          lambda r: f"zero={r['zero']} is priced for dense models; a mixture of experts plans with zero 0 or 1"),
+    # Activation CPU offloading: Megatron-Core TransformerConfig.__post_init__ (cpu_offloading_num_layers in
+    # [0, num_layers), no pipeline parallelism, no recomputation); the host link and memory are the catalogue's.
+    Rule("offload_layers", ("offload_layers",), lambda c: c["offload_layers"] < c["num_layers"],
+         lambda r: f"offload_layers={r['offload_layers']}: Megatron offloads fewer than the {r['num_layers']} "
+                   "layers (cpu_offloading_num_layers < num_layers)"),
+    Rule("offload_pp", ("offload_layers", "pp"), lambda c: (c["offload_layers"] == 0) | (c["pp"] == 1),
+         lambda r: f"offload_layers={r['offload_layers']} needs pp=1 (Megatron: no pipeline parallelism with CPU "
+                   "offloading)"),
+    Rule("offload_recompute", ("offload_layers", "recompute"),
+         lambda c: (c["offload_layers"] == 0) | (c["recompute"] == RECOMPUTE.index("none")),
+         lambda r: f"offload_layers={r['offload_layers']} needs recompute=none (Megatron: CPU offloading does not "
+                   "work with activation recomputation)"),
+    Rule("offload_host", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | c["host_link"],
+         lambda r: f"offload_layers={r['offload_layers']}: device {clip(str(r['device']), 40)} has no host link in "
+                   "the catalogue (core/catalogue.py HOST_LINKS)"),
+    Rule("offload_dense", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | (c["num_experts"] == 1),
+         lambda r: f"offload_layers={r['offload_layers']} is priced for dense models only"),
 )
 # The expert-parallel knobs' rules (model/moe_rules.py), in the same form, after the dense ones.
 CONFIG_RULES += tuple(Rule(r.name, r.needs, r.ok, r.message) for r in (DENSE_RULE, *MOE_CONFIG_RULES))
@@ -206,6 +224,7 @@ def problem_columns(problem: Any) -> dict[str, Any]:
                 global_batch=j.global_batch, precision=j.precision, plannable=bool(problem.device.plannable))
     moe = getattr(problem, "moe", None)
     cols.update(moe_problem_columns(moe, c.gpus) if moe is not None else dense_problem_columns(a))
+    cols["host_link"] = host_link(str(c.device)) is not None  # activation offloading's link (HOST_LINKS)
     cols["moe_priced"] = moe is not None  # read by frontends/moe_config.py: the MoE cost terms price it
     return cols
 

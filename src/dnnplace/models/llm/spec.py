@@ -43,11 +43,13 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 4  # 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field; 1: without
-READ_VERSIONS = (1, 2, 3, 4)  # head_dim, max_position, dropout, biases, rope, window, MoE
+VERSION = 5  # 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field;
+READ_VERSIONS = (1, 2, 3, 4, 5)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
-             "ep_comm_exposed")
+             "ep_comm_exposed", "offload_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
+#: The overflow a plan names when its offloaded activations exceed the host memory per GPU.
+HOST_OVERFLOW = "host_memory"
 #: What a plan may claim the search proved (solvers/llm/search.py writes these).
 PLAN_STATUSES = ("optimal", "fixed", "time_limit")
 
@@ -171,6 +173,8 @@ class LLMEstimate:
     overflow: str | None
     num_microbatches: int
     mfu_bf16_peak: float | None = None  # model FLOP/s over the dense BF16 peak (NVIDIA's tables), any precision
+    host_memory_bytes: float = 0.0  # offloaded activations held in host memory per GPU (offload_layers)
+    host_capacity_bytes: float = 0.0  # the host memory per GPU they must fit in (0: no host link)
 
     @property
     def feasible(self) -> bool:
@@ -186,7 +190,8 @@ class LLMEstimate:
                 "model_flops_per_step": self.model_flops_per_step,
                 "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
                 "memory_breakdown": dict(self.memory_breakdown), "time_breakdown": dict(self.time_breakdown),
-                "fits": self.fits, "overflow": self.overflow}
+                "fits": self.fits, "overflow": self.overflow, "host_memory_bytes": self.host_memory_bytes,
+                "host_capacity_bytes": self.host_capacity_bytes}
 
 
 # The plan file's name of each TransformerArch field (its own name unless listed), and the version that first
@@ -351,8 +356,10 @@ def _read_estimate(p: Any, where: str, num_microbatches: int) -> LLMEstimate:
         elif f.name == "fits":
             vals[f.name] = check_field("flag", None, v, where, "prediction.fits")
         elif f.name == "overflow":
-            if v is not None and (not isinstance(v, str) or v not in p.get("memory_breakdown", {})):
-                raise InputError(f"{where}: prediction.overflow must be null or a memory part, got {shown(v)}")
+            if v is not None and (not isinstance(v, str) or (v not in p.get("memory_breakdown", {})
+                                                                and v != HOST_OVERFLOW)):
+                raise InputError(f"{where}: prediction.overflow must be null, a memory part or "
+                                 f"{HOST_OVERFLOW!r}, got {shown(v)}")
             vals[f.name] = v
         else:
             vals[f.name] = _number(v, where, f"prediction.{f.name}")

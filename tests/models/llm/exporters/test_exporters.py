@@ -885,3 +885,24 @@ def test_deepspeed_refuses_a_pipelined_zero_2_or_3() -> None:
     with pytest.raises(DnnplaceError, match="zero=3 with pp=4") as info:
         export(_sharded("70b-uneven-first-last", 3), "deepspeed")
     assert "\n" not in str(info.value) and "--fix zero=1" in str(info.value)
+
+
+def test_megatron_offloading_round_trip_and_megatron_core_rules(tmp_path: Path) -> None:
+    """offload_layers N is --cpu-offloading-num-layers N, and Megatron-Core's TransformerConfig (installed) takes
+    the configuration the planner's rules accept and refuses N = num_layers, pp > 1 and recomputation as they do."""
+    p = plan(arch=LLAMA8B, tp=8, pp=1, vp=1, cp=1, dp=8, offload_layers=12)
+    assert p.config.offload_layers == 12
+    ns = megatron_namespace(p, tmp_path)
+    assert ns.cpu_offloading_num_layers == 12
+    if importlib.util.find_spec("megatron") is None:
+        return
+    import torch
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    base = {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "cpu_offloading": True}
+    TransformerConfig(**base, cpu_offloading_num_layers=12)
+    pipelined = {"pipeline_model_parallel_size": 2, "pipeline_dtype": torch.bfloat16}
+    for extra in ({"cpu_offloading_num_layers": 32}, {"cpu_offloading_num_layers": 4, **pipelined},
+                  {"cpu_offloading_num_layers": 4, "recompute_granularity": "selective"}):
+        with pytest.raises(ValueError):
+            TransformerConfig(**base, **extra)

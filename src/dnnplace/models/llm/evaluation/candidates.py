@@ -51,6 +51,21 @@ class Candidates:
     # fp32 gradients): the ZeRO stage and the index of the gradient dtype in GRAD_DTYPES.
     zero: Array | None = None
     grad: Array | None = None
+    # Activation CPU offloading (None: none): the layers whose saved activations go to host memory.
+    offload: Array | None = None
+
+    def offloads(self) -> Array:
+        """Offloaded layers per candidate (0 where not given)."""
+        return np.zeros(len(self)) if self.offload is None else self.offload
+
+    def with_offload(self, rows: Array, n: Array) -> Candidates:
+        """Candidates ``rows`` only, each with ``n`` offloaded layers (the search's smallest fitting N)."""
+        def pick(v: Any) -> Any:
+            return None if v is None else v[rows]
+        fields = {f: pick(getattr(self, f)) for f in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "sp",
+                                                      "dist", "rank_layers", "stage_layers", "ep", "etp",
+                                                      "dispatcher", "modules", "a2a", "zero", "grad")}
+        return Candidates(**fields, offload=np.asarray(n, dtype=float))
 
     def sharding(self) -> tuple[Array, Array]:
         """(ZeRO stage, gradient bytes per parameter) with the defaults where not given."""
@@ -87,7 +102,8 @@ class Candidates:
                           col("ep"), col("etp"), np.array([DISPATCHERS.index(c.dispatcher) for c in configs], float),
                           np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
                           np.array([c.a2a_overlap for c in configs]), col("zero"),
-                          np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float))
+                          np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float),
+                          col("offload_layers"))
 
     def stages(self) -> Array:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
@@ -117,7 +133,8 @@ class Candidates:
         return ParallelConfig(tp=int(self.tp[i]), pp=pp, vp=vp, cp=int(self.cp[i]), dp=int(self.dp[i]),
                               mbs=int(self.mbs[i]), recompute=RECOMPUTE[int(self.recompute[i])],
                               sequence_parallel=bool(self.sp[i]), distributed_optimizer=bool(self.dist[i]),
-                              layers_per_stage=stages, **self._expert_fields(i), **self._sharding_fields(i))
+                              layers_per_stage=stages, **self._expert_fields(i), **self._sharding_fields(i),
+                              offload_layers=int(self.offloads()[i]))
 
     def _sharding_fields(self, i: int) -> dict[str, Any]:
         zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
@@ -141,6 +158,16 @@ class StageCosts:
     tokens: Array  # tokens of one micro-batch on one GPU (before TP)
     moe_layer: dict[str, tuple[Array, Array]] | None = None  # an MoE model's sparse layer (``layer``: its dense)
     pattern: tuple[bool, ...] = ()  # an MoE model's layers: which are sparse
+    # Activation offloading: seconds the (only) pipeline stage waits for its host copies per micro-batch,
+    # forward and backward (evaluation/llm/offload.py); None: no offloading.
+    offload: tuple[Array, Array] | None = None
+
+    def offload_wait(self) -> tuple[Array, Array]:
+        """(forward, backward) seconds per micro-batch waited for the offload copies (0 without offloading)."""
+        if self.offload is None:
+            zero = np.zeros_like(np.asarray(self.m, dtype=float))
+            return zero, zero
+        return self.offload
 
     def per_layer(self) -> Array:
         """Seconds of one layer; of an MoE model the cheaper kind (what the bounds may assume of any layer)."""
@@ -186,6 +213,8 @@ class BatchResult:
     m: Array
     pipeline: Array | None = None  # the schedule's makespan, pipeline sends included
     tail: Array | None = None  # what follows it: the largest exposed DP communication + optimizer step
+    host: Array | None = None  # host memory per GPU the offloaded activations take (None: no offloading)
+    gpu_fits: Array | None = None  # the GPU memory alone fits (``fits`` also needs the host memory to)
 
 
 def take_rows(costs: StageCosts, rows: Array) -> StageCosts:
@@ -194,4 +223,5 @@ def take_rows(costs: StageCosts, rows: Array) -> StageCosts:
         return {k: (np.broadcast_to(f, costs.m.shape)[rows], np.broadcast_to(b, costs.m.shape)[rows])
                 for k, (f, b) in d.items()}
     return StageCosts(pick(costs.layer), pick(costs.first), pick(costs.last), costs.m[rows], costs.tokens[rows],
-                      moe_layer=None if costs.moe_layer is None else pick(costs.moe_layer), pattern=costs.pattern)
+                      moe_layer=None if costs.moe_layer is None else pick(costs.moe_layer), pattern=costs.pattern,
+                      offload=None if costs.offload is None else (costs.offload[0][rows], costs.offload[1][rows]))

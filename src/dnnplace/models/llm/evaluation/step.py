@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, precision, schedule
+from dnnplace.core.catalogue import host_link
+from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, offload, precision, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, BatchResult, Candidates, StageCosts, take_rows
 from dnnplace.models.llm.rules import PRECISION_RECIPES
-from dnnplace.models.llm.spec import MEMORY_KEYS, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
+from dnnplace.models.llm.spec import HOST_OVERFLOW, MEMORY_KEYS, TIME_KEYS, LLMEstimate, LLMProblem, ParallelConfig
 
 Array = np.ndarray
 
@@ -91,7 +92,13 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
             "ep": (0.0 * tp, 0.0 * tp)}
     layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
     if problem.moe is None:
-        return StageCosts(layer, first, last, m, tokens)
+        n_off = c.offloads()
+        wait = None
+        if np.any(n_off > 0):  # the offload copies' wait behind the layers' own time (evaluation/llm/offload.py)
+            copy = offload.copy_seconds(saved_layer_bytes(problem, c), host_link(dev.name))
+            wait = tuple(offload.exposed(n_off, a.num_layers, copy, sum(layer[k][part] for k in KINDS))
+                         for part in (0, 1))
+        return StageCosts(layer, first, last, m, tokens, offload=wait)  # type: ignore[arg-type]
     return moe_step.moe_stage_costs(problem, c, StageCosts(layer, first, last, m, tokens), coll)
 
 
@@ -121,7 +128,8 @@ def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
         else:
             per_sparse = np.sum([costs.moe_layer[k][part] for k in KINDS], axis=0)
             body = dense_n * per_layer[:, None] + sparse_n * per_sparse[:, None]
-        out.append(body + first * emb[:, None] + last * head[:, None])
+        wait = costs.offload_wait()[part]  # offloading runs with pp = 1: its one stage waits
+        out.append(body + first * emb[:, None] + last * head[:, None] + first * wait[:, None])
     return out[0], out[1]
 
 
@@ -211,7 +219,9 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
 
     fwd = {k: per_rank(k, 0) for k in KINDS}
     bwd = {k: per_rank(k, 1) for k in KINDS}
-    stage = sum(fwd[k] + bwd[k] for k in KINDS)
+    wait_f, wait_b = costs.offload_wait()
+    wait = is_first * (wait_f + wait_b)[:, None]  # the offload copies' wait (pp = 1: rank 0 only)
+    stage = sum(fwd[k] + bwd[k] for k in KINDS) + wait
     stage_max = np.where(valid, stage, -np.inf).max(axis=1)
     rows = np.arange(len(c))
     bott = np.where(valid, stage, -np.inf).argmax(axis=1)
@@ -265,7 +275,8 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
             "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
             "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
             "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
-            "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott]}
+            "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott],
+            "offload_exposed": m * wait[rows, bott]}
     assert tuple(time) == TIME_KEYS
 
     mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)
@@ -278,9 +289,36 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     total = np.where(valid, total, -np.inf)
     worst = total.argmax(axis=1)
     mem_total = total[rows, worst]
+    gpu_fits = mem_total <= dev.usable_memory_bytes
+    host = None
+    fits = gpu_fits
+    n_off = c.offloads()
+    if np.any(n_off > 0):  # the offloaded activations must fit in the host memory per GPU
+        host = offload.host_bytes(n_off, saved_layer_bytes(problem, c))
+        fits = gpu_fits & (host <= host_capacity(problem))
     return BatchResult(step=step, time=time, memory={k: v[rows, worst] for k, v in mem.items()},
-                       mem_total=mem_total, fits=mem_total <= dev.usable_memory_bytes, m=m,
-                       pipeline=with_p2p, tail=tail.max(axis=1))
+                       mem_total=mem_total, fits=fits, m=m, pipeline=with_p2p, tail=tail.max(axis=1), host=host,
+                       gpu_fits=gpu_fits)
+
+
+def host_capacity(problem: LLMProblem) -> float:
+    """Host memory per GPU of the problem's system (0 without a host link in the catalogue)."""
+    link = host_link(problem.device.name)
+    return 0.0 if link is None else link.memory_bytes
+
+
+def saved_layer_bytes(problem: LLMProblem, c: Candidates) -> Array:
+    """Bytes one layer saves for its backward pass, per micro-batch, as :func:`rank_memory` prices them (the
+    recipe's quantized saved inputs included): what activation offloading moves to the host per layer."""
+    a = problem.arch
+    rec = precision.recipe(problem.job.precision)
+    seq_loc = problem.job.seq_len / c.cp
+    act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
+    if rec.quantized:
+        q = rec.quantized_layers(a.num_layers) / a.num_layers
+        delta = precision.saved_input_delta(a, rec, seq_loc * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
+        act_layer = act_layer + q * np.where(c.recompute == 2, 0.0, delta)
+    return act_layer
 
 
 def moe_peak_memory(problem: LLMProblem, c: Candidates) -> Array:
@@ -335,6 +373,8 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
         delta = precision.saved_input_delta(a, rec, seq_loc * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
         act_layer = act_layer + q * np.where(c.recompute == 2, 0.0, delta)
     act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), rank_chunks(c, nl.shape[1]))
+    # Offloaded layers (pp = 1, one micro-batch in flight) leave the GPU's peak: TE keeps L - N layers' worth.
+    act = act - (r == 0) * col(np.minimum(c.offloads(), nl[:, 0]) * act_layer)
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)
@@ -355,6 +395,8 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
           else moe_cost.model_flops_per_step(problem.moe, job.seq_len, job.global_batch))
     mem = {k: float(v[i]) for k, v in res.memory.items()}
     fits = bool(res.fits[i])
+    gpu_fits = fits if res.gpu_fits is None else bool(res.gpu_fits[i])
+    host = 0.0 if res.host is None else float(res.host[i])
     flop_rate = mf / (step * problem.cluster.gpus)
     bf16 = problem.device.peak_flops.get("bf16")
     return LLMEstimate(
@@ -365,11 +407,16 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
         mfu_bf16_peak=flop_rate / bf16 if bf16 else None,
         model_flops_per_step=mf, memory_per_gpu_bytes=float(res.mem_total[i]), memory_breakdown=mem,
         time_breakdown={k: float(v[i]) for k, v in res.time.items()}, fits=fits,
-        overflow=None if fits else max(mem, key=lambda k: mem[k]), num_microbatches=int(res.m[i]))
+        overflow=None if fits else (HOST_OVERFLOW if gpu_fits else max(mem, key=lambda k: mem[k])),
+        num_microbatches=int(res.m[i]), host_memory_bytes=host,
+        host_capacity_bytes=host_capacity(problem) if host > 0 else 0.0)
 
 
 def overflow_text(problem: LLMProblem, est: LLMEstimate) -> str:
     """One line: which memory overflows and by how much."""
+    if est.overflow == HOST_OVERFLOW:
+        return (f"offloaded activations need {est.host_memory_bytes / 1e9:.1f} GB of host memory per GPU > "
+                f"{est.host_capacity_bytes / 1e9:.1f} GB on {problem.device.name}'s system")
     parts = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in est.memory_breakdown.items())
     return (f"needs {est.memory_per_gpu_bytes / 1e9:.1f} GB per GPU > {problem.device.usable_memory_bytes / 1e9:.1f}"
             f" GB on {problem.device.name} ({parts} GB); largest: {est.overflow}")

@@ -65,6 +65,13 @@ def checked_plan(plan: dict[str, Any] | LLMPlan, target: str) -> CheckedPlan:
         check_config(parsed.problem, parsed.config)
     except DnnplaceError as exc:
         raise DnnplaceError(f"export --to {target}: the plan breaks a planner rule: {exc}") from None
+    offloaded = int(doc["config"].get("offload_layers", 0))
+    if offloaded and target != "megatron":
+        # torchtitan 0.2.2's training.enable_cpu_offload moves FSDP2's parameters, gradients and optimizer state,
+        # DeepSpeed's activation_checkpointing.cpu_checkpointing only the checkpoints of recomputed layers:
+        # neither offloads the saved activations of N layers that are not recomputed.
+        raise refuse(target, parsed.problem.arch, f"offload_layers={offloaded} (activation CPU offloading) has no "
+                                                  f"{target} setting; re-plan with --fix offload_layers=0")
     precision = parsed.problem.job.precision
     if precision not in EXPORTED_PRECISIONS:
         raise refuse(target, parsed.problem.arch, f"precision {precision} is priced but not yet written by the "

@@ -211,6 +211,11 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
     groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
     groups += sharding_args(c)
+    if int(c.get("offload_layers", 0)):
+        # Activation CPU offloading: Megatron-LM's arguments.py makes --cpu-offloading-num-layers N > 0 turn
+        # cpu_offloading on (TransformerConfig's cpu_offloading itself has no command-line flag); activations
+        # only (cpu_offloading_activations=True, cpu_offloading_weights=False: the defaults).
+        groups.append(["--cpu-offloading-num-layers", str(int(c["offload_layers"]))])
     groups += model_args(plan.arch, j["seq_len"])
     if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
         groups += moe_model_args(moe) + moe_parallel_args(

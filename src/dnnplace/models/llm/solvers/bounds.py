@@ -28,6 +28,7 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     receives the part of them the ZeRO-2/3 collectives make (:func:`_sharded_floor`); ``costs``: the
     rows' :func:`stage_costs`, when the caller has them."""
     L = problem.arch.num_layers
+    rows_in = rows
     # The stage costs and the schedule bound do not read the data-parallel sharding knobs: computed once per
     # set of ZeRO twins, and spread back (``back``) to every row.
     full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
@@ -52,7 +53,19 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     if floor_out is not None:
         floor_out[:] = floor
     lb = lb[back] + floor
-    return np.where(static_memory_lb(problem, full) > problem.device.usable_memory_bytes, np.inf, lb), lb
+    room = offload_room(problem, cols, rows_in)
+    return np.where(static_memory_lb(problem, full, room) > problem.device.usable_memory_bytes, np.inf, lb), lb
+
+
+def offload_room(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> np.ndarray:
+    """The most layers each base configuration may offload: its pin, else (the search choosing N) L - 1 where
+    Megatron allows offloading (pp = 1, no recomputation, the search's ``offload_free`` column), else 0."""
+    if "offload_layers" in cols:
+        return cols["offload_layers"][rows].astype(float)
+    if "offload_free" not in cols:
+        return np.zeros(len(rows))
+    ok = cols["offload_free"][rows] & (cols["pp"][rows] == 1) & (cols["recompute"][rows] == 0)
+    return np.where(ok, problem.arch.num_layers - 1.0, 0.0)
 
 
 #: Knobs the stage costs and the schedule do not read (the ZeRO stage and what follows from it).
@@ -83,9 +96,10 @@ def _sharded_floor(problem: LLMProblem, c: Candidates, per_f: np.ndarray, per_b:
                                 np.ceil(a.num_layers / c.pp), per_f, per_b, m, gather, grad_b, none, chunks=c.vp)
 
 
-def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
+def static_memory_lb(problem: LLMProblem, c: Candidates, offload: np.ndarray | None = None) -> np.ndarray:
     """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
-    optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average)."""
+    optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average);
+    ``offload``: the most layers each may offload (their activations leave the bound)."""
     a = problem.arch
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
     if problem.moe is not None:  # the same average over an MoE model's parts (its experts sharded over edp)
@@ -107,11 +121,12 @@ def static_memory_lb(problem: LLMProblem, c: Candidates) -> np.ndarray:
     weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
     grads = grad_b / np.where(zero >= 2, group, 1.0)
     average = (weights + grads + memory.OPTIMIZER_BYTES / shard) * params + memory.BUFFER_FIXED_BYTES
-    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group))
+    off = np.zeros(len(c)) if offload is None else offload
+    return np.maximum(average, _fullest_rank_lb(problem, c, shard, zero, grad_b, group, off))
 
 
 def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero: np.ndarray, grad_b: np.ndarray,
-                     group: np.ndarray) -> np.ndarray:
+                     group: np.ndarray, offload: np.ndarray) -> np.ndarray:
     """Proven lower bound on the peak memory of any split of a dense model: the rank with the most layers
     holds at least ceil(L / pp) of them, their state, and at least one micro-batch of each one's activations
     (1F1B keeps min(m, pp - r) >= 1 in flight; interleaving, with m >= pp, at least one per chunk), plus the
@@ -130,7 +145,7 @@ def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero
         w = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * w
         delta = precision.saved_input_delta(a, rec, seq * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
         act = act + q * np.where(c.recompute == 2, 0.0, delta)
-    acts = n * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
+    acts = (n - np.minimum(offload, n)) * act + np.where(c.recompute == 2, memory.layer_activation_bytes(
         a, seq, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute)), 0.0)
     state = (w / np.where(zero == 3, group, 1.0) + grad_b / np.where(zero >= 2, group, 1.0)
              + memory.OPTIMIZER_BYTES / shard) * lp * n

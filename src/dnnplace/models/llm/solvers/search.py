@@ -35,13 +35,14 @@ import numpy as np
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import check_pins, pin_fields
-from dnnplace.models.llm.evaluation import schedule
+from dnnplace.models.llm.evaluation import memory, offload, schedule
 from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.models.llm.evaluation.step import (
     BatchResult,
     Candidates,
     estimate_at,
     evaluate_batch,
+    saved_layer_bytes,
 )
 from dnnplace.models.llm.rules import describe_removed, problem_columns
 from dnnplace.models.llm.solvers.bounds import lower_bounds
@@ -85,7 +86,7 @@ def _tasks(cols: Columns, problem: LLMProblem) -> np.ndarray:
 
 def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | None = None,
                  removed: Counter[str] | None = None, emptied: list[str] | None = None,
-                 floor: list[float] | None = None) -> Columns:
+                 floor: list[float] | None = None, offload: bool = True) -> Columns:
     """Every base configuration the rules allow, honouring ``fixed``, as named columns (module docstring).
 
     Knobs are added in the order tp, pp, cp (dp follows), mbs, vp, recompute, distributed optimizer,
@@ -146,6 +147,12 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     have.add("recompute")
     cols = _sharding_columns(fixed, cols, zeros)
     have |= {"zero", "distributed_optimizer", "grad_dtype"}
+    if "offload_layers" in fixed:  # a pinned offload: every candidate takes it (the rules say where it may)
+        cols["offload_layers"] = np.full(len(cols["tp"]), int(fixed["offload_layers"]),  # type: ignore[call-overload]
+                                         dtype=np.int64)
+        have.add("offload_layers")
+    elif offload and pcols["host_link"] and problem.moe is None:  # else 0 or the smallest N that fits
+        cols["offload_free"] = np.ones(len(cols["tp"]), dtype=bool)
     keep()
     if problem.moe is not None:
         cols = _expert_columns(problem, fixed, cols, have, keep_fn=lambda c: _keep(c, pcols, have, removed, emptied,
@@ -232,20 +239,44 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
     return search_with_runner_ups(problem, fixed, time_limit, progress, 0)[0]
 
 
+class _NothingFits(DnnplaceError):
+    """No configuration of the space searched fits (the message says which comes closest)."""
+
+
 def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None = None,
                            time_limit: float | None = None, progress: ProgressFn | None = None,
                            count: int = 3) -> tuple[LLMPlan, list[RunnerUp]]:
     """:func:`search`, and the ``count`` fastest other configurations that fit (each a different set of knobs
     with its best layer split), found by the same exhaustive branch and bound with the pruning threshold at
-    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it)."""
+    the slowest of the kept ones (exact when the search is; what was priced when the clock stopped it).
+
+    Activation CPU offloading is the search's last resort: the space is first searched without it, and only
+    when nothing there fits again with it (0 or the smallest number of layers that fits, per configuration).
+    Its copy schedule is priced from Transformer Engine's code but no measured run shows it winning over a
+    configuration that fits without it (NVIDIA's recipes offload only where memory demands it), so a plan
+    never trades a configuration that fits for an offloaded one on the model's word alone; pin
+    ``offload_layers`` to price or search a given count."""
     clock = _Clock(time_limit)
     check_problem(problem)
     fixed = check_pins(dict(fixed or {}))
+    if "offload_layers" in fixed:
+        return _search_space(problem, fixed, clock, time_limit, progress, count, True)
+    try:
+        return _search_space(problem, fixed, clock, time_limit, progress, count, False)
+    except _NothingFits:
+        if not (problem_columns(problem)["host_link"] and problem.moe is None):
+            raise
+    return _search_space(problem, fixed, clock, time_limit, progress, count, True)
+
+
+def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, time_limit: float | None,
+                  progress: ProgressFn | None, count: int, offload: bool) -> tuple[LLMPlan, list[RunnerUp]]:
+    """The branch and bound of :func:`search_with_runner_ups` over one space: with or without offloading."""
     removed: Counter[str] = Counter()
     emptied: list[str] = []
     unexpanded: list[float] = []  # proven bounds of the MoE bases left unexpanded (_moe_best_bases)
     try:
-        cols = base_columns(problem, fixed, clock, removed, emptied, unexpanded)
+        cols = base_columns(problem, fixed, clock, removed, emptied, unexpanded, offload=offload)
     except _TimeUp:
         raise DnnplaceError(_out_of_time(time_limit, "while the configurations were enumerated")) from None
     L = problem.arch.num_layers
@@ -327,22 +358,24 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
                 try:
                     with schedule.deadline(clock.over if clock.limit is not None else None):
                         res = evaluate_batch(problem, cand)
+                        offloaded = _offloaded(problem, cols, cand, res, own[lo:hi])
                 except schedule.OutOfTime:  # the limit passed inside one long pricing: as at the check above
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
                 priced = True
                 pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
                 own_slice, lo = own[lo:hi], hi
-                step = np.where(res.fits, res.step, np.inf)
-                j = int(np.argmin(step))
-                if step[j] < best_t:
-                    best_t, best, best_k = float(step[j]), (cand, res, j), int(own_slice[j])
-                if runners is not None:
-                    runners.offer(own_slice, step, cand, res)
-                cut = best_t if runners is None else runners.cut(best_t)
-                jb = int(np.argmin(res.step))
-                if res.step[jb] < best_bad_t:
-                    best_bad_t, best_bad = float(res.step[jb]), (cand, res, jb)
+                for cb, rb, ob in ((cand, res, own_slice), *offloaded):  # the batch, then its offloaded rows
+                    step = np.where(rb.fits, rb.step, np.inf)
+                    j = int(np.argmin(step))
+                    if step[j] < best_t:
+                        best_t, best, best_k = float(step[j]), (cb, rb, j), int(ob[j])
+                    if runners is not None:
+                        runners.offer(ob, step, cb, rb)
+                    cut = best_t if runners is None else runners.cut(best_t)
+                    jb = int(np.argmin(rb.step))
+                    if rb.step[jb] < best_bad_t:
+                        best_bad_t, best_bad = float(rb.step[jb]), (cb, rb, jb)
             if pending < math.inf:
                 status, exhaustive = "time_limit", False
                 break
@@ -366,7 +399,7 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
             cand = as_candidates(cols, np.full(len(s), k), s)
             res = evaluate_batch(problem, cand)
             best_bad = (cand, res, int(np.argmin(res.step)))
-        raise DnnplaceError(_nothing_fits(problem, *best_bad))
+        raise _NothingFits(_nothing_fits(problem, *best_bad))
     cand, res, j = best
     bound = best_t
     if status != "optimal":
@@ -382,11 +415,40 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
     return plan, others
 
 
+def _offloaded(problem: LLMProblem, cols: Columns, cand: Candidates, res: BatchResult,
+               own: np.ndarray) -> list[tuple[Candidates, BatchResult, np.ndarray]]:
+    """The priced candidates that do not fit but may offload (pp = 1, no recomputation, offloading not
+    pinned), re-priced with the smallest number of offloaded layers that fits the GPU: by TE's schedule
+    (evaluation/llm/offload.py) the step time is non-decreasing and the GPU memory decreasing in N -- by one
+    layer's saved activations and their fragmentation allowance per layer -- and the host memory increasing,
+    so no other N can be faster and fit.  Empty when there are none."""
+    if "offload_free" not in cols:
+        return []
+    rows = np.flatnonzero(cols["offload_free"][own] & (cand.pp == 1) & (cand.recompute == 0) & ~res.fits)
+    if not len(rows):
+        return []
+    L = problem.arch.num_layers
+    saved = saved_layer_bytes(problem, cand.with_offload(rows, np.zeros(len(rows)))) * (1 + memory.FRAGMENTATION)
+    n = offload.smallest_fitting(res.mem_total[rows] - problem.device.usable_memory_bytes, saved,
+                                 np.full(len(rows), L - 1.0))
+    keep = n > 0
+    rows, n = rows[keep], n[keep]
+    if not len(rows):
+        return []
+    sub = cand.with_offload(rows, n)
+    out = evaluate_batch(problem, sub)
+    short = ~np.asarray(out.gpu_fits) & (n < L - 1)  # rounding: one layer more where the bytes only just miss
+    if short.any():
+        sub = cand.with_offload(rows, n + short)
+        out = evaluate_batch(problem, sub)
+    return [(sub, out, own[rows])]
+
+
 def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
     """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
     the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
     where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
-    implied = {"dp", "grad_dtype", *_expert_knobs(problem)}
+    implied = {"dp", "grad_dtype", "offload_layers", *_expert_knobs(problem)}  # offload: the smallest that fits
     if "zero" in fixed:
         implied.add("distributed_optimizer")
     if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
