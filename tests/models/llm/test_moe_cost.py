@@ -231,6 +231,28 @@ def test_permute_and_router_bytes_hand_computed() -> None:
     assert rf[0] > 0 and rb[0] > rf[0]
 
 
+def test_permute_bytes_by_dispatcher_hand_computed() -> None:
+    """Megatron-Core's dispatchers: alltoall sorts the received copies by local expert only when the rank holds
+    more than one; DeepEP's flex path permutes one received row per (token, destination rank) into the copies."""
+    m = small()  # hidden 4, top-2, 8 experts
+    t, etp = A([10.0]), A([1.0])
+    row = 2 * 4 * 2  # bytes of one row read and written (bf16, hidden 4)
+    # alltoall at ep 4 (2 local experts): permute 1 + unpermute 1 (10 + 20 rows), sort + unsort of the 20 copies
+    assert M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([0]))[0] == row * 30 + 2 * row * 20
+    # ep 8: one expert per rank, no sort
+    assert M.permute_bytes(m, t, etp, ep=A([8.0]), dispatcher=A([0]))[0] == row * 30
+    # etp 2 at ep 8: the 40 gathered copies still need no sort (one local expert)
+    assert M.permute_bytes(m, t, A([2.0]), ep=A([8.0]), dispatcher=A([0]))[0] == row * (10 + 20)
+    # flex at ep 4: a token's 2 distinct experts fall on distinct ranks with 1 - C(6,2)/C(8,2) per rank of
+    # 2 experts -> 4 x (1 - 15/28) = 13/7 ranks: 10 x 13/7 received rows permuted into the 20 copies and back
+    ranks = 4 * (1 - comb(6, 2) / comb(8, 2))
+    flex = M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([2]))[0]
+    assert flex == pytest.approx(row * (10 * ranks + 20), rel=1e-12)
+    # the search's relaxation (negative index) takes the fewest bytes of the dispatchers
+    lo = M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([-1]))[0]
+    assert lo == pytest.approx(min(flex, row * 30 + 2 * row * 20, row * 30), rel=1e-12)
+
+
 def test_expert_gemm_times_scale_with_routed_tokens() -> None:
     m = ds3()
     peak = H100.peak("bf16")
@@ -272,7 +294,7 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     rf, _ = M.router_times(m, t, H100, peak)
     ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
     (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
-    perm = flops.hbm_time(M.permute_bytes(m, t, etp), H100)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
     copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
     act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
     assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)

@@ -369,7 +369,7 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     """
     s = m.moe
     rf, rb = router_times(m, t, dev, peak)
-    perm = flops.hbm_time(permute_bytes(m, t, etp), dev)
+    perm = flops.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
     ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
     copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
     f = s.expert_ffn / etp
