@@ -311,6 +311,24 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
 
 
+def test_router_gemm_stays_bf16_under_a_quantized_recipe() -> None:
+    """An FP8 recipe runs the experts and shared experts at the FP8 peak, the router GEMM at BF16 (Megatron-Core's
+    RouterGatingLinearFunction calls TE's GEMM on the 16-bit tensors, outside the quantized linears)."""
+    from dnnplace.models.llm.moe_rules import modules_mask
+
+    m, fp8 = ds3(), H100.peak("fp8")
+    t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
+    c = M.moe_layer_costs(m, t, tp, ep, etp, A([0]), A([modules_mask(())]), 8, H100, fp8)
+    rf, _ = M.router_times(m, t, H100, H100.peak("bf16"))
+    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, fp8)
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, fp8)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
+    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
+    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    assert M.router_times(m, t, H100, fp8)[0][0] < rf[0]  # it was priced at the FP8 peak before
+
+
 def test_mla_layer_compute_and_its_recompute() -> None:
     from dnnplace.models.llm.moe_rules import modules_mask
 

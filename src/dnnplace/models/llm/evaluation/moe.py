@@ -354,7 +354,8 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
                     a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
     """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
 
-    ``compute``: router, permute + unpermute, routed experts (grouped GEMMs), their activation (gated:
+    ``compute``: router (its GEMM at the BF16 peak whatever the recipe), the dispatcher's permutations
+    (:func:`permute_bytes`), routed experts (grouped GEMMs), their activation (gated:
     read 2 ffn, write ffn per copy; backward 5 ffn), shared experts (a dense MLP on the TP group's
     tokens t x tp).  ``ep``: the exposed dispatch + combine, twice each way (the backward sends the
     gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
@@ -368,7 +369,9 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     ``moe_act`` the activation, ``shared_experts`` the shared experts' GEMMs.
     """
     s = m.moe
-    rf, rb = router_times(m, t, dev, peak)
+    # the router GEMM stays 16-bit in every recipe: Megatron-Core's RouterGatingLinearFunction calls TE's general
+    # GEMM on the BF16 input and weight directly (or torch.mm), outside the quantized linear modules
+    rf, rb = router_times(m, t, dev, dev.peak_flops.get("bf16", peak))
     perm = flops.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
     ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
     copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
