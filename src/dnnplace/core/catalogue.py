@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DEEPEP", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable", "DeepEPFigures",
-           "DeviceSpec", "TrainingStack", "WindowAttentionTable", "device_spec", "legacy_view"]
+__all__ = ["CATALOGUE", "DEEPEP", "HYBRIDEP_NVLINK", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable",
+           "DeepEPFigures", "FlexNVLinkTable", "DeviceSpec", "TrainingStack", "WindowAttentionTable", "device_spec",
+           "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
@@ -493,3 +494,43 @@ SLIDING_WINDOW_ATTENTION: dict[str, WindowAttentionTable] = {
 }
 SLIDING_WINDOW_ATTENTION["b200"] = SLIDING_WINDOW_ATTENTION["gb200"]
 SLIDING_WINDOW_ATTENTION["b300"] = SLIDING_WINDOW_ATTENTION["gb300"]
+
+
+@dataclass(frozen=True)
+class FlexNVLinkTable:
+    """Measured flex-dispatcher (HybridEP) bandwidth inside one NVLink domain of a device, by EP ranks.
+
+    *Logical* bytes per second, dispatch and combine: HybridEP's ``tests/test_hybrid_ep.py`` divides the rows a
+    rank receives (one per token and destination rank, its own rank's included) x hidden x 2 bytes (BF16) by the
+    time through the Torch API (what Megatron-Core's flex dispatcher calls).  Kept apart from :class:`DeepEPFigures`
+    (DeepEP's H800 figures, fractions of a device's NVLink) because these are absolute measurements of one device.
+    """
+
+    figures: tuple[tuple[int, tuple[float, float]], ...]  # (EP ranks, (dispatch, combine) bytes/s)
+    source: str
+
+    def at(self, ranks: float) -> tuple[float, float]:
+        """The figure of the largest tested rank count not above ``ranks`` (the smallest one below them)."""
+        best = self.figures[0][1]
+        for n, fig in self.figures:
+            if n <= ranks:
+                best = fig
+        return best
+
+
+_HYBRIDEP = ("DeepEP hybrid-ep branch docs/README_Hybrid-EP.md, 'Performance Results', {gpu}: 4096 tokens, hidden "
+             "7168, top-8, random uniform router, 8 local experts, BF16 dispatch and combine through the Torch API, "
+             "{sms} SMs; bytes as tests/test_hybrid_ep.py counts them (dispatched rows x hidden x 2)")
+#: HybridEP inside one NVLink domain, the flex backend Megatron-Bridge's Blackwell recipes run.  GB200: 32 SMs
+#: (the recipes' ``moe_hybridep_num_sms = 32``, Megatron-Bridge ``scripts/performance/utils/overrides.py``);
+#: B200: the one HybridEP row published, 16 SMs at 8 ranks (on GB200 16 and 32 SMs differ by under 6 % at 8
+#: ranks).  B300 / GB300 take the B200 / GB200 figures (ASSUMPTION: the same NVLink 5 at 1.8 TB/s a GPU; no
+#: measurement published).
+HYBRIDEP_NVLINK: dict[str, FlexNVLinkTable] = {
+    "gb200": FlexNVLinkTable(((8, (545.71e9, 568.94e9)), (16, (523.48e9, 521.55e9)), (24, (507.32e9, 483.76e9)),
+                              (32, (484.22e9, 464.54e9)), (36, (479.02e9, 447.89e9))),
+                             _HYBRIDEP.format(gpu="GB200 Platform", sms=32)),
+    "b200": FlexNVLinkTable(((8, (535.94e9, 530.86e9)),), _HYBRIDEP.format(gpu="B200 Platform", sms=16)),
+}
+HYBRIDEP_NVLINK["gb300"] = HYBRIDEP_NVLINK["gb200"]
+HYBRIDEP_NVLINK["b300"] = HYBRIDEP_NVLINK["b200"]

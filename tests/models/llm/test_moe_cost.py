@@ -311,6 +311,35 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
 
 
+def test_flex_inside_one_domain_runs_at_the_measured_hybridep_rate() -> None:
+    """B200 (HYBRIDEP_NVLINK: 535.94 / 530.86 GB/s at 8 ranks, the smallest tested): a rank's received rows
+    (one per token and distinct destination rank, its own included) x hidden x 2 bytes at the figure, dispatch
+    and combine halved, one NVLink latency each; no table (H100), etp 2 or a group past the domain: the old rule."""
+    from dnnplace.core.catalogue import HYBRIDEP_NVLINK
+
+    b200 = device_spec("b200")
+    m = small()  # hidden 4, top-2, 8 experts
+    t, ep, one = A([1000.0]), A([4.0]), A([1.0])
+    ranks = 4 * (1 - comb(6, 2) / comb(8, 2))  # distinct ranks of 2 experts, 2 experts a rank
+    received = 1000 * ranks * 4 * 2
+    d, c = HYBRIDEP_NVLINK["b200"].at(4)
+    assert (d, c) == (535.94e9, 530.86e9)
+    expected = 0.5 * (received / d + b200.nvlink_latency_s) + 0.5 * (received / c + b200.nvlink_latency_s)
+    got = M.flex_dispatch_time(m, t, ep, one, 8, b200)[0]
+    assert got == pytest.approx(expected, rel=1e-12)
+    # the DeepEP rule where nothing is measured: H100, ETP 2, or EP groups spanning two domains
+    h100_rule = M.flex_dispatch_time(m, t, ep, one, 8, H100)[0]
+    nvl, _ = M.dispatch_volumes(m, t, ep, one, 8, "flex")
+    bw = H100.nvlink_bandwidth * H100.nvlink_fraction
+    deepep = 0.5 * (nvl[0] / (bw * 153 / 160) + H100.nvlink_latency_s) + 0.5 * (nvl[0] / (bw * 158 / 160)
+                                                                               + H100.nvlink_latency_s)
+    assert h100_rule == pytest.approx(deepep, rel=1e-12)
+    assert M.flex_dispatch_time(m, t, ep, A([2.0]), 8, b200)[0] != pytest.approx(expected, rel=1e-3)
+    r8 = 1000 * 8 * (1 - comb(7, 2) / comb(8, 2)) * 4 * 2  # ep 8 over two 4-GPU domains: RDMA as before
+    at8 = 0.5 * (r8 / d + b200.internode_latency_s) + 0.5 * (r8 / c + b200.internode_latency_s)
+    assert M.flex_dispatch_time(m, t, A([8.0]), one, 4, b200)[0] != pytest.approx(at8, rel=1e-3)
+
+
 def test_router_gemm_stays_bf16_under_a_quantized_recipe() -> None:
     """An FP8 recipe runs the experts and shared experts at the FP8 peak, the router GEMM at BF16 (Megatron-Core's
     RouterGatingLinearFunction calls TE's GEMM on the 16-bit tensors, outside the quantized linears)."""

@@ -12,7 +12,7 @@ from math import comb
 
 import numpy as np
 
-from dnnplace.core.catalogue import DEEPEP, DeviceSpec
+from dnnplace.core.catalogue import DEEPEP, HYBRIDEP_NVLINK, DeviceSpec
 from dnnplace.models.llm.moe import MOE_STACK, MoEModel
 
 Array = np.ndarray
@@ -194,12 +194,22 @@ def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int
     t x :func:`domains_hit` tokens at the figure of the EP group's domain count; inside one domain the NVLink
     side: the copies :func:`dispatch_volumes` sends on NVLink at the intranode figure of the device's NCCL
     NVLink bandwidth.  Both run at once, plus one message latency, dispatch and combine at their own figures.
+
+    Where the catalogue has a measurement of the device's flex kernels inside one NVLink domain
+    (``HYBRIDEP_NVLINK``: HybridEP, the backend Megatron-Bridge's Blackwell recipes run) and the EP group fits in
+    one domain with etp 1, the NVLink side is priced at it instead: the rows a rank receives, t x D (D the distinct
+    EP ranks a token's experts fall on, its own included), x hidden x bytes, at the figure of the largest tested
+    rank count not above ep -- the bytes its benchmark counts.
     """
     nvl, nic = dispatch_volumes(m, t, ep, etp, domain, "flex", act_bytes)
     k_in = _ep_in_domain(ep, etp, domain)
     domains = np.ceil(ep / k_in)
     logical = act_bytes * m.arch.hidden * t * domains_hit(m, ep, etp, domain)
     nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    table = HYBRIDEP_NVLINK.get(dev.name)
+    if table is not None:
+        measured = (domains == 1) & (np.asarray(etp) == 1)
+        received = act_bytes * m.arch.hidden * t * domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
     out = np.zeros_like(np.asarray(t, dtype=float))
     for i in (0, 1):  # dispatch, combine
         frac = np.full_like(domains, DEEPEP.rdma[0][1][i])  # the largest tested node count not above domains
@@ -207,6 +217,9 @@ def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int
             frac = np.where(domains >= nodes, f[i], frac)
         rdma = np.where(domains > 1, logical / (dev.internode_bandwidth * frac), 0.0)
         busy = np.maximum(nvl / (nvl_bw * DEEPEP.nvlink[i]), rdma)
+        if table is not None:
+            fig = np.vectorize(lambda e, j=i: table.at(float(e))[j], otypes=[float])(np.asarray(ep, dtype=float))
+            busy = np.where(measured, received / fig, busy)
         lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
         out = out + 0.5 * np.where(nvl + nic > 0, busy + lat, 0.0)
     return out
