@@ -508,6 +508,10 @@ class FlexNVLinkTable:
 
     figures: tuple[tuple[int, tuple[float, float]], ...]  # (EP ranks, (dispatch, combine) bytes/s)
     source: str
+    #: SMs the kernels hold while they run, beside any overlapped compute: the recipes' setting, Megatron-Bridge
+    #: ``perf_recipes/_common.py`` / ``scripts/performance/utils/overrides.py`` ``moe_hybridep_num_sms = 32``
+    #: whenever the flex backend is hybridep
+    sms: int = 32
 
     def at(self, ranks: float) -> tuple[float, float]:
         """The figure of the largest tested rank count not above ``ranks`` (the smallest one below them)."""

@@ -535,3 +535,20 @@ def test_overlapped_flex_kernels_take_their_sms_from_the_compute() -> None:
         T, beside = plain["ep"][0][0], plain["compute"][0][0] - (sf1 + sf2)[0]  # forward
         assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * steal))
     assert _costs(m, disp="flex", a2a_overlap=True)["ep"][0][0] > 0.0
+
+
+def test_overlapped_flex_on_blackwell_takes_hybridep_sms() -> None:
+    """GB200 (a HYBRIDEP_NVLINK device): the recipes' HybridEP holds 32 SMs of 148 beside the compute, so an
+    overlapped flex transfer of T seconds costs max(T - compute, T x 32 / 148)."""
+    from dnnplace.models.llm.moe import DISPATCHERS
+    from dnnplace.models.llm.moe_rules import modules_mask
+
+    gb = device_spec("gb200")
+    assert gb.sm_count == 148
+    m = load_moe(FIXTURES / "qwen3-30b-a3b.json")  # no shared experts: the whole compute is beside the transfer
+    t, one, ep = A([16384.0]), A([1.0]), A([8.0])
+    args = (m, t, one, ep, one, A([DISPATCHERS.index("flex")]), A([modules_mask(())]), 72, gb, gb.peak("bf16"))
+    plain, ovl = M.moe_layer_costs(*args), M.moe_layer_costs(*args, a2a_overlap=True)
+    T, beside = plain["ep"][0][0], plain["compute"][0][0]
+    assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * 32 / 148))
+    assert T * 32 / 148 > T - beside  # this layer's compute hides all but the SMs' share

@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from dnnplace.core.catalogue import DEEPEP, SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
+from dnnplace.core.catalogue import DEEPEP, HYBRIDEP_NVLINK, SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -361,7 +361,8 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
     the dispatch behind the shared experts; ``a2a_overlap`` (overlap_moe_expert_parallel_comm: one
     micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute -- but the
-    flex (DeepEP) kernels hold ``DEEPEP.sms`` of the device's SMs while they run, so the compute beside them
+    flex (DeepEP) kernels hold ``DEEPEP.sms`` of the device's SMs while they run (HybridEP's ``sms`` on a
+    device of ``HYBRIDEP_NVLINK``), so the compute beside them
     runs on the rest: over a transfer of T seconds it loses T x sms / sm_count, and the overlapped layer
     exposes max(T - compute, T x sms / sm_count).  (NCCL's all-to-all kernels take SMs too; no source gives
     their count, so the alltoall / allgather overlap is priced without it.)
@@ -391,7 +392,9 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
         ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
     on = np.asarray(a2a_overlap, dtype=bool)  # per candidate
     # the search's relaxation (dispatcher < 0, the fastest) takes no SMs: it stays a lower bound
-    steal = np.where(np.asarray(dispatcher) == DISPATCHERS.index("flex"), DEEPEP.sms / float(dev.sm_count), 0.0)
+    hybrid = HYBRIDEP_NVLINK.get(dev.name)  # Blackwell: the recipes' flex backend is HybridEP, with its own SMs
+    sms = float(hybrid.sms if hybrid is not None else DEEPEP.sms)
+    steal = np.where(np.asarray(dispatcher) == DISPATCHERS.index("flex"), sms / float(dev.sm_count), 0.0)
     ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), steal * ep_f), ep_f)
     ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), steal * ep_b), ep_b)
     whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
