@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DEEPEP", "HYBRIDEP_NVLINK", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK", "AttentionTable",
-           "DeepEPFigures", "FlexNVLinkTable", "DeviceSpec", "TrainingStack", "WindowAttentionTable", "device_spec",
-           "legacy_view"]
+__all__ = ["CATALOGUE", "DEEPEP", "HYBRIDEP_NVLINK", "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTION", "TRAINING_STACK",
+           "AttentionTable", "DeepEPFigures", "FlexNVLinkTable", "DeviceSpec", "MLAAttentionTable", "TrainingStack",
+           "WindowAttentionTable", "device_spec", "legacy_view"]
 
 GB = 1e9
 MIB = 2**20
@@ -538,3 +538,50 @@ HYBRIDEP_NVLINK: dict[str, FlexNVLinkTable] = {
 }
 HYBRIDEP_NVLINK["gb300"] = HYBRIDEP_NVLINK["gb200"]
 HYBRIDEP_NVLINK["b300"] = HYBRIDEP_NVLINK["b200"]
+
+
+@dataclass(frozen=True)
+class MLAAttentionTable:
+    """Measured fused attention throughput of one device at multi-latent attention's shape (DeepSeek-V3: 128 heads,
+    query-key head dim 192, value head dim 128), BF16, causal, by pass and sequence length, in the benchmark's
+    FLOP/s: forward 2 x unmasked scores x (qk + v) per head, backward 2 x unmasked scores x (3 qk + 2 v).  Kept apart
+    from :class:`AttentionTable` (head dim 128 for both) because the asymmetric head dims run at their own rates."""
+
+    head_dim_qk: int
+    head_dim_v: int
+    rates: dict[str, dict[int, float]]  # "fwd" / "bwd" -> seq -> FLOP/s
+    source: str
+
+    def rate(self, pass_: str, seq: int) -> float:
+        """The figure of the largest tested sequence not above ``seq`` (the smallest one below them)."""
+        table = self.rates[pass_]
+        tested = sorted(table)
+        best = tested[0]
+        for n in tested:
+            if n <= seq:
+                best = n
+        return table[best]
+
+
+_CUDNN_DSV3 = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/{path} (config dsv3: cuDNN backend, "
+               "bfloat16, mask top_left, 128 heads, head dims 192 / 128, batch {batch}; backward {bwd})")
+#: MLA's attention core as cuDNN runs it.  GB200 / GB300: cudnn-frontend 1.21.1 / cuDNN 9.22, non-deterministic
+#: backward (TE's default).  H100 takes the H200 measurement (cuDNN 9.19, which has the deterministic backward only),
+#: as the catalogue's H100 attention fractions do (the same GH100 die and peak).  B200 / B300 keep their catalogue
+#: fractions: their peaks differ from GB200 / GB300's (2.25 against 2.5 PFLOP/s BF16), so the rates do not carry over.
+MLA_ATTENTION: dict[str, MLAAttentionTable] = {
+    "gb200": MLAAttentionTable(192, 128, {
+        "fwd": {2048: 1072 * _TF, 4096: 1406 * _TF, 8192: 1585 * _TF, 16384: 1678 * _TF, 32768: 1743 * _TF},
+        "bwd": {2048: 846 * _TF, 4096: 1057 * _TF, 8192: 1193 * _TF, 16384: 1134 * _TF, 32768: 1076 * _TF}},
+        _CUDNN_DSV3.format(path="dsv3/gb200/dsv3_20260424_101009.csv", batch=2, bwd="non-deterministic")),
+    "gb300": MLAAttentionTable(192, 128, {
+        "fwd": {2048: 1285 * _TF, 4096: 1590 * _TF, 8192: 1825 * _TF, 16384: 1967 * _TF, 32768: 1991 * _TF},
+        "bwd": {2048: 914 * _TF, 4096: 1143 * _TF, 8192: 1291 * _TF, 16384: 1302 * _TF, 32768: 1289 * _TF}},
+        _CUDNN_DSV3.format(path="dsv3/gb300/dsv3_20260424_101002.csv", batch=2, bwd="non-deterministic")),
+    "h100": MLAAttentionTable(192, 128, {
+        "fwd": {2048: 522 * _TF, 4096: 599 * _TF, 8192: 643 * _TF},
+        "bwd": {2048: 352 * _TF, 4096: 404 * _TF, 8192: 442 * _TF}},
+        _CUDNN_DSV3.format(path="h200_919_only_cudnn/dsv3_20260227_034744.csv (H200)", batch=1,
+                           bwd="deterministic, the only one measured")),
+}
+MLA_ATTENTION["h200"] = MLA_ATTENTION["h100"]

@@ -364,9 +364,18 @@ def test_mla_layer_compute_and_its_recompute() -> None:
     m, peak = ds3(), H100.peak("bf16")
     T, tp = A([4096.0]), A([1.0])
     f0, b0 = M.mla_layer_compute(m, T, 4096, tp, A([0]), H100, peak)
-    gf, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
-    core = M.mla_attention_fwd_flops(m, T, 4096, tp) / (989e12 * H100.attn_fwd_fraction)
-    assert f0[0] == pytest.approx((sum(gf) + core)[0], rel=1e-12)
+    gf, gb = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
+    # cuDNN's MLA-shape measurement (H200 at 4096: 599 / 404 TFLOP/s), the backward counted as 3 x 192 + 2 x 128
+    # over 192 + 128 of the forward's FLOPs: 4096 tokens x 4096 keys x 128 heads x 320 forward
+    fl = 4096 * 4096 * 128 * 320
+    assert M.mla_attention_fwd_flops(m, T, 4096, tp)[0] == fl
+    assert f0[0] == pytest.approx((sum(gf) + fl / 599e12)[0], rel=1e-12)
+    assert b0[0] == pytest.approx((sum(gb) + fl * 832 / 320 / 404e12)[0], rel=1e-12)
+    # no measurement at this device (A100): the catalogue's fused-attention fractions, as before
+    a100 = device_spec("a100")
+    fa, _ = M.mla_layer_compute(m, T, 4096, tp, A([0]), a100, a100.peak("bf16"))
+    ga, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), a100, a100.peak("bf16"))
+    assert fa[0] == pytest.approx((sum(ga) + fl / (312e12 * a100.attn_fwd_fraction))[0], rel=1e-12)
     _, b1 = M.mla_layer_compute(m, T, 4096, tp, A([modules_mask(["mla_up_proj"])]), H100, peak)
     assert b1[0] == pytest.approx(b0[0] + gf[1][0] + gf[3][0], rel=1e-12)  # q_up and kv_up rerun
 

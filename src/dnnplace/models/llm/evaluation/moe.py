@@ -20,7 +20,14 @@ import dataclasses
 
 import numpy as np
 
-from dnnplace.core.catalogue import DEEPEP, HYBRIDEP_NVLINK, SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
+from dnnplace.core.catalogue import (
+    DEEPEP,
+    HYBRIDEP_NVLINK,
+    MLA_ATTENTION,
+    SLIDING_WINDOW_ATTENTION,
+    TRAINING_STACK,
+    DeviceSpec,
+)
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -461,6 +468,10 @@ def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: 
     ``tokens``: the TP group's tokens (mbs x seq / cp).  The core runs at the catalogue's fused-attention
     fractions (16-bit in every recipe), the backward at 2.5 x the forward's FLOPs (as the dense
     attention); recomputing ``mla_up_proj`` reruns the two up projections, ``core_attn`` the core.
+    Where the catalogue measured the model's head dims on this device (``MLA_ATTENTION``: cuDNN at DeepSeek-V3's
+    192 / 128), the core runs at those rates at the job's sequence instead, the backward counted as that benchmark
+    counts it: (3 qk + 2 v) / (qk + v) x the forward's FLOPs.  Context parallelism takes the same rates (as the
+    fractions before it: no CP-specific measurement exists, and pricing CP apart would favour one side unsourced).
     """
     shapes = mla_gemms(m, tokens, tp)
     gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
@@ -469,6 +480,12 @@ def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: 
     cf = core / (bf * float(dev.attn_fwd_fraction or 0.0))
     cb = TRAINING_STACK.flash_bwd_ratio * core / (bf * float(dev.attn_bwd_fraction or 0.0))
     assert m.mla is not None
+    tab = MLA_ATTENTION.get(dev.name)
+    x = m.mla
+    if tab is not None and (x.qk_head_dim, x.v_head_dim) == (tab.head_dim_qk, tab.head_dim_v):
+        ratio = (3.0 * x.qk_head_dim + 2.0 * x.v_head_dim) / (x.qk_head_dim + x.v_head_dim)
+        cf = core / tab.rate("fwd", seq)
+        cb = ratio * core / tab.rate("bwd", seq)
     ups = (1, 3) if m.mla.q_lora_rank else (2,)  # mla_gemms' order: [q_down, q_up | q], kv_down, kv_up, o
     up_f = sum((gf[i] for i in ups), np.zeros_like(cf))
     fwd = sum(gf) + cf
