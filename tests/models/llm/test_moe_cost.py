@@ -231,6 +231,28 @@ def test_permute_and_router_bytes_hand_computed() -> None:
     assert rf[0] > 0 and rb[0] > rf[0]
 
 
+def test_permute_bytes_by_dispatcher_hand_computed() -> None:
+    """Megatron-Core's dispatchers: alltoall sorts the received copies by local expert only when the rank holds
+    more than one; DeepEP's flex path permutes one received row per (token, destination rank) into the copies."""
+    m = small()  # hidden 4, top-2, 8 experts
+    t, etp = A([10.0]), A([1.0])
+    row = 2 * 4 * 2  # bytes of one row read and written (bf16, hidden 4)
+    # alltoall at ep 4 (2 local experts): permute 1 + unpermute 1 (10 + 20 rows), sort + unsort of the 20 copies
+    assert M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([0]))[0] == row * 30 + 2 * row * 20
+    # ep 8: one expert per rank, no sort
+    assert M.permute_bytes(m, t, etp, ep=A([8.0]), dispatcher=A([0]))[0] == row * 30
+    # etp 2 at ep 8: the 40 gathered copies still need no sort (one local expert)
+    assert M.permute_bytes(m, t, A([2.0]), ep=A([8.0]), dispatcher=A([0]))[0] == row * (10 + 20)
+    # flex at ep 4: a token's 2 distinct experts fall on distinct ranks with 1 - C(6,2)/C(8,2) per rank of
+    # 2 experts -> 4 x (1 - 15/28) = 13/7 ranks: 10 x 13/7 received rows permuted into the 20 copies and back
+    ranks = 4 * (1 - comb(6, 2) / comb(8, 2))
+    flex = M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([2]))[0]
+    assert flex == pytest.approx(row * (10 * ranks + 20), rel=1e-12)
+    # the search's relaxation (negative index) takes the fewest bytes of the dispatchers
+    lo = M.permute_bytes(m, t, etp, ep=A([4.0]), dispatcher=A([-1]))[0]
+    assert lo == pytest.approx(min(flex, row * 30 + 2 * row * 20, row * 30), rel=1e-12)
+
+
 def test_expert_gemm_times_scale_with_routed_tokens() -> None:
     m = ds3()
     peak = H100.peak("bf16")
@@ -272,7 +294,7 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     rf, _ = M.router_times(m, t, H100, peak)
     ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
     (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
-    perm = flops.hbm_time(M.permute_bytes(m, t, etp), H100)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
     copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
     act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
     assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
@@ -289,15 +311,71 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
 
 
+def test_flex_inside_one_domain_runs_at_the_measured_hybridep_rate() -> None:
+    """B200 (HYBRIDEP_NVLINK: 535.94 / 530.86 GB/s at 8 ranks, the smallest tested): a rank's received rows
+    (one per token and distinct destination rank, its own included) x hidden x 2 bytes at the figure, dispatch
+    and combine halved, one NVLink latency each; no table (H100), etp 2 or a group past the domain: the old rule."""
+    from dnnplace.core.catalogue import HYBRIDEP_NVLINK
+
+    b200 = device_spec("b200")
+    m = small()  # hidden 4, top-2, 8 experts
+    t, ep, one = A([1000.0]), A([4.0]), A([1.0])
+    ranks = 4 * (1 - comb(6, 2) / comb(8, 2))  # distinct ranks of 2 experts, 2 experts a rank
+    received = 1000 * ranks * 4 * 2
+    d, c = HYBRIDEP_NVLINK["b200"].at(4)
+    assert (d, c) == (535.94e9, 530.86e9)
+    expected = 0.5 * (received / d + b200.nvlink_latency_s) + 0.5 * (received / c + b200.nvlink_latency_s)
+    got = M.flex_dispatch_time(m, t, ep, one, 8, b200)[0]
+    assert got == pytest.approx(expected, rel=1e-12)
+    # the DeepEP rule where nothing is measured: H100, ETP 2, or EP groups spanning two domains
+    h100_rule = M.flex_dispatch_time(m, t, ep, one, 8, H100)[0]
+    nvl, _ = M.dispatch_volumes(m, t, ep, one, 8, "flex")
+    bw = H100.nvlink_bandwidth * H100.nvlink_fraction
+    deepep = 0.5 * (nvl[0] / (bw * 153 / 160) + H100.nvlink_latency_s) + 0.5 * (nvl[0] / (bw * 158 / 160)
+                                                                               + H100.nvlink_latency_s)
+    assert h100_rule == pytest.approx(deepep, rel=1e-12)
+    assert M.flex_dispatch_time(m, t, ep, A([2.0]), 8, b200)[0] != pytest.approx(expected, rel=1e-3)
+    r8 = 1000 * 8 * (1 - comb(7, 2) / comb(8, 2)) * 4 * 2  # ep 8 over two 4-GPU domains: RDMA as before
+    at8 = 0.5 * (r8 / d + b200.internode_latency_s) + 0.5 * (r8 / c + b200.internode_latency_s)
+    assert M.flex_dispatch_time(m, t, A([8.0]), one, 4, b200)[0] != pytest.approx(at8, rel=1e-3)
+
+
+def test_router_gemm_stays_bf16_under_a_quantized_recipe() -> None:
+    """An FP8 recipe runs the experts and shared experts at the FP8 peak, the router GEMM at BF16 (Megatron-Core's
+    RouterGatingLinearFunction calls TE's GEMM on the 16-bit tensors, outside the quantized linears)."""
+    from dnnplace.models.llm.moe_rules import modules_mask
+
+    m, fp8 = ds3(), H100.peak("fp8")
+    t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
+    c = M.moe_layer_costs(m, t, tp, ep, etp, A([0]), A([modules_mask(())]), 8, H100, fp8)
+    rf, _ = M.router_times(m, t, H100, H100.peak("bf16"))
+    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, fp8)
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, fp8)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
+    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
+    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    assert M.router_times(m, t, H100, fp8)[0][0] < rf[0]  # it was priced at the FP8 peak before
+
+
 def test_mla_layer_compute_and_its_recompute() -> None:
     from dnnplace.models.llm.moe_rules import modules_mask
 
     m, peak = ds3(), H100.peak("bf16")
     T, tp = A([4096.0]), A([1.0])
     f0, b0 = M.mla_layer_compute(m, T, 4096, tp, A([0]), H100, peak)
-    gf, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
-    core = M.mla_attention_fwd_flops(m, T, 4096, tp) / (989e12 * H100.attn_fwd_fraction)
-    assert f0[0] == pytest.approx((sum(gf) + core)[0], rel=1e-12)
+    gf, gb = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), H100, peak)
+    # cuDNN's MLA-shape measurement (H200 at 4096: 599 / 404 TFLOP/s), the backward counted as 3 x 192 + 2 x 128
+    # over 192 + 128 of the forward's FLOPs: 4096 tokens x 4096 keys x 128 heads x 320 forward
+    fl = 4096 * 4096 * 128 * 320
+    assert M.mla_attention_fwd_flops(m, T, 4096, tp)[0] == fl
+    assert f0[0] == pytest.approx((sum(gf) + fl / 599e12)[0], rel=1e-12)
+    assert b0[0] == pytest.approx((sum(gb) + fl * 832 / 320 / 404e12)[0], rel=1e-12)
+    # no measurement at this device (A100): the catalogue's fused-attention fractions, as before
+    a100 = device_spec("a100")
+    fa, _ = M.mla_layer_compute(m, T, 4096, tp, A([0]), a100, a100.peak("bf16"))
+    ga, _ = flops.fwd_bwd_gemm_times(M.mla_gemms(m, T, tp), a100, a100.peak("bf16"))
+    assert fa[0] == pytest.approx((sum(ga) + fl / (312e12 * a100.attn_fwd_fraction))[0], rel=1e-12)
     _, b1 = M.mla_layer_compute(m, T, 4096, tp, A([modules_mask(["mla_up_proj"])]), H100, peak)
     assert b1[0] == pytest.approx(b0[0] + gf[1][0] + gf[3][0], rel=1e-12)  # q_up and kv_up rerun
 
@@ -466,3 +544,20 @@ def test_overlapped_flex_kernels_take_their_sms_from_the_compute() -> None:
         T, beside = plain["ep"][0][0], plain["compute"][0][0] - (sf1 + sf2)[0]  # forward
         assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * steal))
     assert _costs(m, disp="flex", a2a_overlap=True)["ep"][0][0] > 0.0
+
+
+def test_overlapped_flex_on_blackwell_takes_hybridep_sms() -> None:
+    """GB200 (a HYBRIDEP_NVLINK device): the recipes' HybridEP holds 32 SMs of 148 beside the compute, so an
+    overlapped flex transfer of T seconds costs max(T - compute, T x 32 / 148)."""
+    from dnnplace.models.llm.moe import DISPATCHERS
+    from dnnplace.models.llm.moe_rules import modules_mask
+
+    gb = device_spec("gb200")
+    assert gb.sm_count == 148
+    m = load_moe(FIXTURES / "qwen3-30b-a3b.json")  # no shared experts: the whole compute is beside the transfer
+    t, one, ep = A([16384.0]), A([1.0]), A([8.0])
+    args = (m, t, one, ep, one, A([DISPATCHERS.index("flex")]), A([modules_mask(())]), 72, gb, gb.peak("bf16"))
+    plain, ovl = M.moe_layer_costs(*args), M.moe_layer_costs(*args, a2a_overlap=True)
+    T, beside = plain["ep"][0][0], plain["compute"][0][0]
+    assert ovl["ep"][0][0] == pytest.approx(max(T - beside, T * 32 / 148))
+    assert T * 32 / 148 > T - beside  # this layer's compute hides all but the SMs' share

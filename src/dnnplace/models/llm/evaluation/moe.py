@@ -20,7 +20,14 @@ import dataclasses
 
 import numpy as np
 
-from dnnplace.core.catalogue import DEEPEP, SLIDING_WINDOW_ATTENTION, TRAINING_STACK, DeviceSpec
+from dnnplace.core.catalogue import (
+    DEEPEP,
+    HYBRIDEP_NVLINK,
+    MLA_ATTENTION,
+    SLIDING_WINDOW_ATTENTION,
+    TRAINING_STACK,
+    DeviceSpec,
+)
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -354,13 +361,15 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
                     a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
     """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
 
-    ``compute``: router, permute + unpermute, routed experts (grouped GEMMs), their activation (gated:
+    ``compute``: router (its GEMM at the BF16 peak whatever the recipe), the dispatcher's permutations
+    (:func:`permute_bytes`), routed experts (grouped GEMMs), their activation (gated:
     read 2 ffn, write ffn per copy; backward 5 ffn), shared experts (a dense MLP on the TP group's
     tokens t x tp).  ``ep``: the exposed dispatch + combine, twice each way (the backward sends the
     gradients back the same routes).  ``shared_overlap`` (Megatron's moe_shared_expert_overlap) hides
     the dispatch behind the shared experts; ``a2a_overlap`` (overlap_moe_expert_parallel_comm: one
     micro-batch's all-to-all runs under another's compute) hides it behind this layer's compute -- but the
-    flex (DeepEP) kernels hold ``DEEPEP.sms`` of the device's SMs while they run, so the compute beside them
+    flex (DeepEP) kernels hold ``DEEPEP.sms`` of the device's SMs while they run (HybridEP's ``sms`` on a
+    device of ``HYBRIDEP_NVLINK``), so the compute beside them
     runs on the rest: over a transfer of T seconds it loses T x sms / sm_count, and the overlapped layer
     exposes max(T - compute, T x sms / sm_count).  (NCCL's all-to-all kernels take SMs too; no source gives
     their count, so the alltoall / allgather overlap is priced without it.)
@@ -368,8 +377,10 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     ``moe_act`` the activation, ``shared_experts`` the shared experts' GEMMs.
     """
     s = m.moe
-    rf, rb = router_times(m, t, dev, peak)
-    perm = flops.hbm_time(permute_bytes(m, t, etp), dev)
+    # the router GEMM stays 16-bit in every recipe: Megatron-Core's RouterGatingLinearFunction calls TE's general
+    # GEMM on the BF16 input and weight directly (or torch.mm), outside the quantized linear modules
+    rf, rb = router_times(m, t, dev, dev.peak_flops.get("bf16", peak))
+    perm = flops.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
     ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
     copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
     f = s.expert_ffn / etp
@@ -388,7 +399,9 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
         ep_f, ep_b = np.maximum(ep_f - sh_f, 0.0), np.maximum(ep_b - sh_b, 0.0)
     on = np.asarray(a2a_overlap, dtype=bool)  # per candidate
     # the search's relaxation (dispatcher < 0, the fastest) takes no SMs: it stays a lower bound
-    steal = np.where(np.asarray(dispatcher) == DISPATCHERS.index("flex"), DEEPEP.sms / float(dev.sm_count), 0.0)
+    hybrid = HYBRIDEP_NVLINK.get(dev.name)  # Blackwell: the recipes' flex backend is HybridEP, with its own SMs
+    sms = float(hybrid.sms if hybrid is not None else DEEPEP.sms)
+    steal = np.where(np.asarray(dispatcher) == DISPATCHERS.index("flex"), sms / float(dev.sm_count), 0.0)
     ep_f = np.where(on, np.maximum(ep_f - (comp_f - sh_f), steal * ep_f), ep_f)
     ep_b = np.where(on, np.maximum(ep_b - (comp_b - sh_b), steal * ep_b), ep_b)
     whole, act, shared = _bit(modules, "moe"), _bit(modules, "moe_act"), _bit(modules, "shared_experts")
@@ -455,6 +468,10 @@ def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: 
     ``tokens``: the TP group's tokens (mbs x seq / cp).  The core runs at the catalogue's fused-attention
     fractions (16-bit in every recipe), the backward at 2.5 x the forward's FLOPs (as the dense
     attention); recomputing ``mla_up_proj`` reruns the two up projections, ``core_attn`` the core.
+    Where the catalogue measured the model's head dims on this device (``MLA_ATTENTION``: cuDNN at DeepSeek-V3's
+    192 / 128), the core runs at those rates at the job's sequence instead, the backward counted as that benchmark
+    counts it: (3 qk + 2 v) / (qk + v) x the forward's FLOPs.  Context parallelism takes the same rates (as the
+    fractions before it: no CP-specific measurement exists, and pricing CP apart would favour one side unsourced).
     """
     shapes = mla_gemms(m, tokens, tp)
     gf, gb = flops.fwd_bwd_gemm_times(shapes, dev, peak)
@@ -463,6 +480,12 @@ def mla_layer_compute(m: MoEModel, tokens: Array, seq: int, tp: Array, modules: 
     cf = core / (bf * float(dev.attn_fwd_fraction or 0.0))
     cb = TRAINING_STACK.flash_bwd_ratio * core / (bf * float(dev.attn_bwd_fraction or 0.0))
     assert m.mla is not None
+    tab = MLA_ATTENTION.get(dev.name)
+    x = m.mla
+    if tab is not None and (x.qk_head_dim, x.v_head_dim) == (tab.head_dim_qk, tab.head_dim_v):
+        ratio = (3.0 * x.qk_head_dim + 2.0 * x.v_head_dim) / (x.qk_head_dim + x.v_head_dim)
+        cf = core / tab.rate("fwd", seq)
+        cb = ratio * core / tab.rate("bwd", seq)
     ups = (1, 3) if m.mla.q_lora_rank else (2,)  # mla_gemms' order: [q_down, q_up | q], kv_down, kv_up, o
     up_f = sum((gf[i] for i in ups), np.zeros_like(cf))
     fwd = sum(gf) + cf

@@ -12,24 +12,49 @@ from math import comb
 
 import numpy as np
 
-from dnnplace.core.catalogue import DEEPEP, DeviceSpec
+from dnnplace.core.catalogue import DEEPEP, HYBRIDEP_NVLINK, DeviceSpec
 from dnnplace.models.llm.moe import MOE_STACK, MoEModel
 
 Array = np.ndarray
 
 
-def permute_bytes(m: MoEModel, t: Array, etp: Array, act_bytes: float = 2.0) -> Array:
-    """HBM bytes of one direction's permute + unpermute on one rank (forward; the backward moves the same).
+def permute_bytes(m: MoEModel, t: Array, etp: Array, act_bytes: float = 2.0, ep: Array | None = None,
+                  dispatcher: Array | None = None) -> Array:
+    """HBM bytes of one direction's permutations on one rank (forward; the backward moves the same).
 
-    Permute reads t tokens and writes their t x top_k copies grouped by expert; unpermute reads the
-    copies back and writes t tokens (``MOE_STACK.permute_passes`` = read + write).  With ETP > 1 the
-    all-gathered copies are sorted once more by local expert (and unsorted after): t x top_k x etp each way.
+    Megatron-Core's token dispatchers (``moe/token_dispatcher.py``), each pass one read and one write of the
+    rows it moves (``MOE_STACK.permute_passes``), C = t x top_k x etp the copies a rank's experts receive:
+
+    * ``alltoall`` (and without ``dispatcher``): permutation 1 reads t tokens and writes their t x top_k
+      copies grouped by destination, unpermutation 1 the reverse; after the all-to-all (and the ETP
+      all-gather), when the rank holds more than one expert (E / ep > 1), permutation 2
+      (``sort_chunks_by_idxs``, "Sort tokens by local expert") reorders the C received copies by expert, and
+      unpermutation 2 restores them before the combine: 2 x C each way.  Without ``ep`` the old rule
+      (the sort with etp > 1) is kept.
+    * ``flex`` (DeepEP): the dispatch kernel reads the t tokens itself and delivers one row per (token,
+      destination rank): R = t x etp x D rows, D the distinct EP ranks a token's experts fall on
+      (:func:`domains_hit` over ranks); ``get_permuted_hidden_states_by_experts`` then permutes the R rows into
+      the C copies and ``get_restored_hidden_states_by_experts`` reverses it before the combine kernel.
+    * ``allgather``: as ``alltoall`` without ``ep`` (unchanged; no published row runs it).
+
+    A negative ``dispatcher`` (the search's relaxation) takes the fewest bytes of the dispatchers.
     """
     h, k = float(m.arch.hidden), float(m.moe.top_k)
     one = 0.5 * MOE_STACK.permute_passes * act_bytes * h
+    copies = t * k * etp
     base = 2.0 * one * (t + t * k)
-    sort = np.where(etp > 1, 2.0 * 2.0 * one * t * k * etp, 0.0)
-    return base + sort
+    old = base + np.where(etp > 1, 2.0 * 2.0 * one * copies, 0.0)
+    if ep is None or dispatcher is None:
+        return old
+    from dnnplace.models.llm.moe import DISPATCHERS
+
+    local = float(m.moe.num_experts) / np.asarray(ep, dtype=float)
+    a2a = base + np.where(local > 1, 2.0 * 2.0 * one * copies, 0.0)
+    ranks = domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
+    flex = 2.0 * one * (t * etp * ranks + copies)
+    d = np.asarray(dispatcher)
+    out = np.where(d == DISPATCHERS.index("flex"), flex, np.where(d == DISPATCHERS.index("alltoall"), a2a, old))
+    return np.where(d < 0, np.minimum.reduce([a2a, flex, old]), out)
 
 
 # ----------------------------------------------------------------------------------------------- dispatch
@@ -169,12 +194,22 @@ def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int
     t x :func:`domains_hit` tokens at the figure of the EP group's domain count; inside one domain the NVLink
     side: the copies :func:`dispatch_volumes` sends on NVLink at the intranode figure of the device's NCCL
     NVLink bandwidth.  Both run at once, plus one message latency, dispatch and combine at their own figures.
+
+    Where the catalogue has a measurement of the device's flex kernels inside one NVLink domain
+    (``HYBRIDEP_NVLINK``: HybridEP, the backend Megatron-Bridge's Blackwell recipes run) and the EP group fits in
+    one domain with etp 1, the NVLink side is priced at it instead: the rows a rank receives, t x D (D the distinct
+    EP ranks a token's experts fall on, its own included), x hidden x bytes, at the figure of the largest tested
+    rank count not above ep -- the bytes its benchmark counts.
     """
     nvl, nic = dispatch_volumes(m, t, ep, etp, domain, "flex", act_bytes)
     k_in = _ep_in_domain(ep, etp, domain)
     domains = np.ceil(ep / k_in)
     logical = act_bytes * m.arch.hidden * t * domains_hit(m, ep, etp, domain)
     nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    table = HYBRIDEP_NVLINK.get(dev.name)
+    if table is not None:
+        measured = (domains == 1) & (np.asarray(etp) == 1)
+        received = act_bytes * m.arch.hidden * t * domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
     out = np.zeros_like(np.asarray(t, dtype=float))
     for i in (0, 1):  # dispatch, combine
         frac = np.full_like(domains, DEEPEP.rdma[0][1][i])  # the largest tested node count not above domains
@@ -182,6 +217,9 @@ def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int
             frac = np.where(domains >= nodes, f[i], frac)
         rdma = np.where(domains > 1, logical / (dev.internode_bandwidth * frac), 0.0)
         busy = np.maximum(nvl / (nvl_bw * DEEPEP.nvlink[i]), rdma)
+        if table is not None:
+            fig = np.vectorize(lambda e, j=i: table.at(float(e))[j], otypes=[float])(np.asarray(ep, dtype=float))
+            busy = np.where(measured, received / fig, busy)
         lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
         out = out + 0.5 * np.where(nvl + nic > 0, busy + lat, 0.0)
     return out
