@@ -26,6 +26,7 @@ from dnnplace.models.llm.evaluation.rules import check_config
 from dnnplace.models.llm.evaluation.step import saved_layer_bytes
 from dnnplace.models.llm.exporters import megatron
 from dnnplace.models.llm.plan_file import read_llm_plan
+from dnnplace.models.llm.published import config_path
 from dnnplace.models.llm.solvers import search
 from dnnplace.models.llm.solvers.search import search_with_runner_ups
 from dnnplace.models.llm.spec import (
@@ -156,8 +157,7 @@ def test_rules_name_the_offloading_limits() -> None:
     cfg = ParallelConfig(1, 1, 1, 1, 8, 1, "none", False, True, (32,), offload_layers=4)
     with pytest.raises(DnnplaceError, match=r"has no host link .*\(rule offload_host\)$"):
         check_config(a100, cfg)
-    fixtures = Path(__file__).resolve().parent / "fixtures"
-    moe = dnnplace.load_llm(fixtures / "qwen3-30b-a3b.json", gpus=16, seq_len=4096, global_batch=1024)
+    moe = dnnplace.load_llm(config_path("qwen3-30b-a3b"), gpus=16, seq_len=4096, global_batch=1024)
     mcfg = ParallelConfig(1, 1, 1, 1, 16, 1, "none", False, True, (48,), ep=16, dispatcher="flex", offload_layers=2)
     with pytest.raises(DnnplaceError, match=r"\(rule offload_dense\)$"):
         check_config(moe, mcfg)
