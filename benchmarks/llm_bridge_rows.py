@@ -14,6 +14,9 @@ at the commit of the release's table; from 2026-06 ``src/megatron/bridge/perf_re
 * NVFP4 is ``bf16_with_nvfp4_mixed()`` unchanged: every layer in NVFP4 (``nvfp4-all``), with FP4 parameters
   (``fp4_param_gather``, ``nvfp4-fp4p``) from 26.04.01 on;
 * gradients reduced in BF16 (every script sets ``grad_reduce_in_fp32 = False``);
+* Transformer Engine's cross entropy (``cross_entropy_fusion_impl = "te"``: the 25.09 yaml configs, then
+  ``scripts/performance/utils/overrides.py`` and ``perf_recipes/_common.py`` ``_benchmark_common``), which keeps
+  the 16-bit logits only (the planner's ``cross_entropy="te"``);
 * FSDP (the table's FSDP column) = Megatron-FSDP ``optim_grads_params``: ZeRO 3 over dp x cp;
 * no recomputation unless the recipe sets it; CUDA graphs where the recipe sets them (the planner prices no
   launch overhead, so they change nothing here and are only listed).
@@ -51,6 +54,8 @@ SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "
 RECIPE = {"FP8": "fp8-cs-all", "FP8-CS": "fp8-cs-all", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4-all"}
 #: Releases whose NVFP4 recipe keeps FP4 parameters (Megatron-Bridge #3364, 2026-04-21: fp4_param_gather=True).
 FP4_PARAMS = ("26.04.01", "26.06")
+#: The recipes' cross entropy: TE's parallel_cross_entropy in every release (module docstring).
+CROSS_ENTROPY = "te"
 
 _MB = "Megatron-Bridge docs/performance-summary-archive.md"
 
@@ -223,7 +228,7 @@ def problem_of(row: BridgeRow) -> LLMProblem:
     system = system_spec(SYSTEMS[row.system])
     dev = system_device(system)
     return LLMProblem(arch_of(row.model), Cluster(dev.name, row.gpus, system.domain_for(row.gpus)),
-                      TrainingJob(SEQ, row.gbs, row.recipe), dev)
+                      TrainingJob(SEQ, row.gbs, row.recipe, cross_entropy=CROSS_ENTROPY), dev)
 
 
 def config_of(row: BridgeRow, arch: TransformerArch) -> ParallelConfig:

@@ -441,6 +441,9 @@ class TrainingStack:
         ("blackwell", "bf16"): (32, 16), ("blackwell", "fp8"): (1, 1), ("blackwell", "fp4"): (1, 1)})
     fsdp_prefetch: int = 1  # FSDP units gathered ahead of the one computing (ZeRO-3)
     bf16_grad_bytes: float = 2.0  # a bf16 main-gradient buffer (the grad_dtype knob)
+    # Bytes per logit live at the memory peak (the end of the forward) by cross-entropy implementation
+    # (TrainingJob.cross_entropy): Megatron-Core's own (a 16-bit logit + its fp32 copy) or TE's (16-bit only).
+    ce_logit_bytes: dict[str, float] = field(default_factory=lambda: {"megatron": 6.0, "te": 2.0})
     sources: dict[str, str] = field(default_factory=lambda: {
         "weight_bytes": "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without the distributed "
                         "optimizer, 6 + 12/dp with it (bf16 weight 2, fp32 grad 4, fp32 master + 2 moments 12)",
@@ -472,6 +475,15 @@ class TrainingStack:
                          "Megatron-FSDP's default prefetches one bucket ahead",
         "bf16_grad_bytes": "Megatron-LM --grad-reduce-in-bf16 (accumulate_allreduce_grads_in_fp32=False); NeMo "
                            "performance scripts grad_reduce_in_fp32=False; launcher grad_sync_dtype=bf16",
+        "ce_logit_bytes": "megatron: Megatron-Core tensor_parallel/cross_entropy.py (_VocabParallelCrossEntropy) and "
+                          "fusions/fused_cross_entropy.py (cross_entropy_fusion_impl='native'): "
+                          "calculate_logits_max casts the 16-bit logits to an fp32 copy (4 bytes) while GPTModel "
+                          "still holds the 16-bit output_layer output (2), and the fp32 softmax is what is saved; "
+                          "te: language_module.compute_language_model_loss with cross_entropy_fusion_impl='te' "
+                          "calls TE's parallel_cross_entropy (transformer_engine/pytorch/cross_entropy.py, "
+                          "triton/cross_entropy.py): it reads the 16-bit logits with an online softmax, saves them "
+                          "and 3 fp32 values per token (m, d, X_y), and writes the gradient in place in the "
+                          "16-bit logits -- no fp32 copy",
     }, compare=False)
 
     def sm_margin(self, generation: str, fmt: str) -> tuple[int, int]:

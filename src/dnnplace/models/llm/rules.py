@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.core.catalogue import host_link
+from dnnplace.core.catalogue import TRAINING_STACK, host_link
 from dnnplace.core.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.core.rule import Cols, Rule, first_broken
 from dnnplace.core.systems import GPU_GENERATIONS
@@ -35,8 +35,8 @@ from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, check_fields, 
 from dnnplace.models.llm.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
 from dnnplace.utils.text import clip
 
-__all__ = ["CONFIG_RULES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES", "PROBLEM_RULES",
-           "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
+__all__ = ["CONFIG_RULES", "CROSS_ENTROPIES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES",
+           "PROBLEM_RULES", "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
 
 
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
@@ -50,6 +50,8 @@ PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",)), "nvfp4-all": ("fp4", ("blackwell",)),
     "nvfp4-fp4p": ("fp4", ("blackwell",))}
 PRECISIONS = tuple(PRECISION_RECIPES)
+#: Cross-entropy implementations (TrainingJob.cross_entropy), priced by the catalogue's ce_logit_bytes.
+CROSS_ENTROPIES = tuple(TRAINING_STACK.ce_logit_bytes)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
 PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
 
@@ -262,6 +264,7 @@ def check_problem_fields(problem: Any, where: str = "problem") -> None:
     for name in ("seq_len", "global_batch"):
         check_llm_count(name, getattr(j, name), where)
     check_field("choice", PRECISIONS, j.precision, where, "precision")
+    check_field("choice", CROSS_ENTROPIES, j.cross_entropy, where, "cross_entropy")
     check_field("text", None, c.device, where, "device")
 
 

@@ -29,6 +29,7 @@ from dnnplace.models.llm.config import FIELDS as CONFIG_FIELDS
 from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, Recompute, check_value
 from dnnplace.models.llm.rules import (
     ARCH_CHECKS,
+    CROSS_ENTROPIES,
     MLP_KINDS,
     PRECISIONS,
     PRICED_FAMILIES,
@@ -134,6 +135,10 @@ class TrainingJob:
     precision: str = "bf16"
     """Precision recipe (model/llm_rules.py PRECISION_RECIPES): bf16, fp8, fp8-cs, fp8-cs-all, mxfp8, nvfp4,
     nvfp4-all or nvfp4-fp4p."""
+    cross_entropy: str = "megatron"
+    """Cross-entropy implementation (the catalogue's ``ce_logit_bytes``): ``megatron`` (Megatron-Core's
+    vocab-parallel cross entropy, fused or not: an fp32 copy of the logits) or ``te`` (Transformer Engine's
+    ``parallel_cross_entropy``, ``cross_entropy_fusion_impl='te'``, which Megatron-Bridge's Llama recipes set)."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +253,8 @@ class LLMPlan:
         doc = {
             "format": FORMAT, "version": VERSION, "model": model,
             "cluster": {"device": c.device, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node},
-            "job": {"seq_len": j.seq_len, "global_batch": j.global_batch, "precision": j.precision},
+            "job": {"seq_len": j.seq_len, "global_batch": j.global_batch, "precision": j.precision,
+                    **({} if j.cross_entropy == "megatron" else {"cross_entropy": j.cross_entropy})},
             "config": config, "prediction": self.estimate.prediction_dict(),
             "status": self.status, "bound": self.bound, "gap": self.gap, "exhaustive": self.exhaustive,
             "runtime_s": self.runtime_s,
@@ -408,10 +414,13 @@ def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
     if "moe" in doc and moe_reader is None:
         raise InputError(f"{where}: moe: this reader does not read mixture-of-experts plans")
     c = _obj(doc["cluster"], where, "cluster", ("device", "gpus", "gpus_per_node"))
-    j = _obj(doc["job"], where, "job", ("seq_len", "global_batch", "precision"))
+    j = _obj(doc["job"], where, "job", ("seq_len", "global_batch", "precision", "cross_entropy"),
+             ("cross_entropy",))
     job = TrainingJob(check_field("count", "seq_len", j["seq_len"], where, "job.seq_len"),
                       check_field("count", "global_batch", j["global_batch"], where, "job.global_batch"),
-                      check_field("choice", PRECISIONS, j["precision"], where, "job.precision"))
+                      check_field("choice", PRECISIONS, j["precision"], where, "job.precision"),
+                      check_field("choice", CROSS_ENTROPIES, j.get("cross_entropy", "megatron"), where,
+                                  "job.cross_entropy"))
     arch = _read_arch(doc["model"], where, version, job.seq_len, moe="moe" in doc)
     device = _text(c["device"], where, "cluster.device", 64, empty=False)
     cluster = Cluster(device, check_field("count", "gpus", c["gpus"], where, "cluster.gpus"),

@@ -36,6 +36,8 @@ WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = (TRAINING_STACK.weight_bytes, TRAINI
 BUFFER_FIXED_BYTES, FRAGMENTATION = TRAINING_STACK.buffer_fixed_bytes, TRAINING_STACK.fragmentation
 #: Megatron's DDP bucket: 40 M parameters (distributed.DistributedDataParallelConfig.bucket_size).
 BUCKET_PARAMS = TRAINING_STACK.bucket_params
+#: Bytes per logit live at the end of the forward, by cross-entropy implementation (catalogue ce_logit_bytes).
+CE_LOGIT_BYTES = TRAINING_STACK.ce_logit_bytes
 
 
 def layer_params(arch: TransformerArch, tp: Array) -> Array:
@@ -59,6 +61,18 @@ def head_params(arch: TransformerArch, tp: Array, pp: Array) -> Array:
     if arch.tied_embeddings:
         head = np.where(pp > 1, head, 0.0)
     return head + arch.hidden
+
+
+def head_activation_bytes(arch: TransformerArch, tokens: Array, tp: Array, sp_div: Array,
+                          cross_entropy: str = "megatron") -> Array:
+    """Bytes the last stage holds beyond its layers at the end of the forward, per micro-batch.
+
+    The final norm's input and the LM head's input (16-bit, hidden wide, sequence-parallel shards) and the
+    vocab-parallel logits as the cross entropy keeps them: Megatron-Core's casts them to an fp32 copy beside
+    the 16-bit output (6 bytes per logit), Transformer Engine's keeps the 16-bit logits only and writes the
+    gradient into them (2 bytes; its 3 fp32 values per token are left out, a vocab-th of that).
+    ``tokens`` are the micro-batch's tokens on this GPU (mbs x seq / cp)."""
+    return 4.0 * tokens * arch.hidden / sp_div + CE_LOGIT_BYTES[cross_entropy] * tokens * arch.vocab / tp
 
 
 def layer_activation_bytes(arch: TransformerArch, seq: Array, mbs: Array, tp: Array, sp: Array,

@@ -378,7 +378,7 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     working = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, np.zeros_like(c.recompute))
     act = act + col(np.where(c.recompute == 2, working, 0.0))  # full recompute rebuilds one layer at a time
     sp_div = np.where(c.sp, c.tp, 1.0)
-    act = act + is_last * col(4.0 * tokens * a.hidden / sp_div + 6.0 * tokens * a.vocab / c.tp)  # logits
+    act = act + is_last * col(memory.head_activation_bytes(a, tokens, c.tp, sp_div, problem.job.cross_entropy))
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
     mem = {"weights": weights, "gradients": col(c.sharding()[1]) * params,
            "optimizer": memory.OPTIMIZER_BYTES * params / col(shard), "activations": act,
