@@ -21,6 +21,7 @@ from dnnplace.api.models import (
 )
 from dnnplace.core.limits import MAX_COUNT, MAX_VALUE
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.llm.rules import CROSS_ENTROPIES
 from dnnplace.models.llm.spec import PRECISIONS
 from dnnplace.models.paper import paper_json
 from dnnplace.models.paper.evaluation import Evaluation
@@ -162,20 +163,21 @@ def save_split(split: Split, path: PathLike, evaluation: Evaluation | None = Non
 
 _LOAD = {"path": _PATH, "bert_layers": optional(integer(1, MAX_COUNT)), "gpus": optional(integer(1)),
          "seq_len": optional(integer(1)), "global_batch": optional(integer(1)), "gpus_per_node": optional(integer(1)),
-         "device": optional(text(64)), "system": optional(text(64)), "precision": optional(choice(*PRECISIONS))}
+         "device": optional(text(64)), "system": optional(text(64)), "precision": optional(choice(*PRECISIONS)),
+         "cross_entropy": optional(choice(*CROSS_ENTROPIES))}
 
 
 @validate_params(**_LOAD)
 def load(path: PathLike, *, bert_layers: int | None = None, gpus: int | None = None, seq_len: int | None = None,
          global_batch: int | None = None, gpus_per_node: int | None = None, device: str | None = None,
-         system: str | None = None, precision: str | None = None) -> Instance:
+         system: str | None = None, precision: str | None = None, cross_entropy: str | None = None) -> Instance:
     """Read an instance of any planned model, once, from what the file is.
 
     A paper workload; Piper's (its nodes carry ``TMPCs``; ``bert_layers`` builds BERT-L from
     ``bert32a100.json``); an LLM plan file (as its :class:`~dnnplace.models.llm.spec.LLMProblem`);
     or a Hugging Face ``config.json`` (a folder holding one, or ``file.py:fn``) with ``gpus``,
     ``seq_len``, ``global_batch`` and optionally ``gpus_per_node``, ``device`` or ``system``, and
-    ``precision`` (what :func:`~dnnplace.load_llm` takes).  An option of another model is refused
+    ``precision`` and ``cross_entropy`` (what :func:`~dnnplace.load_llm` takes).  An option of another model is refused
     by name.
 
     Examples
@@ -187,14 +189,15 @@ def load(path: PathLike, *, bert_layers: int | None = None, gpus: int | None = N
     'PiperInstance'
     """
     return load_with_plan(path, bert_layers=bert_layers, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
-                          gpus_per_node=gpus_per_node, device=device, system=system, precision=precision)[0]
+                          gpus_per_node=gpus_per_node, device=device, system=system, precision=precision,
+                          cross_entropy=cross_entropy)[0]
 
 
 @validate_params(**_LOAD)
 def load_with_plan(path: PathLike, *, bert_layers: int | None = None, gpus: int | None = None,
                    seq_len: int | None = None, global_batch: int | None = None, gpus_per_node: int | None = None,
                    device: str | None = None, system: str | None = None,
-                   precision: str | None = None) -> tuple[Instance, Any]:
+                   precision: str | None = None, cross_entropy: str | None = None) -> tuple[Instance, Any]:
     """The instance a file holds and the plan it carries (an LLM plan file's; None otherwise), read once.
 
     A command that judges an LLM plan file alone needs both: reading the file a second time for the
@@ -203,7 +206,8 @@ def load_with_plan(path: PathLike, *, bert_layers: int | None = None, gpus: int 
     from dnnplace.utils.files import read_json_file
 
     given = {"bert_layers": bert_layers, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
-             "gpus_per_node": gpus_per_node, "device": device, "system": system, "precision": precision}
+             "gpus_per_node": gpus_per_node, "device": device, "system": system, "precision": precision,
+             "cross_entropy": cross_entropy}
     by_path = model_of_path(str(path))  # a folder or file.py:fn: no JSON file to decode here
     doc = None if by_path is not None else read_json_file(path)
     m = by_path or model_of_file(doc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dnnplace.models.llm.rules import CROSS_ENTROPIES
 from dnnplace.models.llm.spec import PRECISIONS, LLMProblem
 from dnnplace.utils.params import choice, integer, path_like, text, validate_params
 
@@ -17,9 +18,9 @@ _COUNT = integer(1)  # the planner's own limits (LLM_LIMITS) bound them above, n
 
 
 @validate_params(model=path_like(), gpus=_COUNT, seq_len=_COUNT, global_batch=_COUNT, gpus_per_node=_COUNT,
-                 device=text(64), precision=choice(*PRECISIONS))
+                 device=text(64), precision=choice(*PRECISIONS), cross_entropy=choice(*CROSS_ENTROPIES))
 def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpus_per_node: int = 8,
-             device: str = "h100", precision: str = "bf16") -> LLMProblem:
+             device: str = "h100", precision: str = "bf16", cross_entropy: str = "megatron") -> LLMProblem:
     """An LLM training problem: a Hugging Face ``config.json`` (or its folder, or ``file.py:fn``) on a cluster.
 
     The architecture is read without weights; the device's figures come from the catalogue
@@ -36,7 +37,7 @@ def load_llm(model: PathLike, *, gpus: int, seq_len: int, global_batch: int, gpu
     from dnnplace.models.llm.load import problem
 
     return problem(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                   device=device, precision=precision)
+                   device=device, precision=precision, cross_entropy=cross_entropy)
 
 
 @validate_params(path=path_like(), to=text(64))

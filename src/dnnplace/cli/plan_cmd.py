@@ -46,6 +46,9 @@ def plan(
                                      " scaling), fp8-cs (current scaling), fp8-cs-all (every layer FP8),"
                                      " mxfp8, nvfp4, nvfp4-all (every layer NVFP4) or nvfp4-fp4p (and FP4"
                                      " parameters) (Blackwell)."),
+    cross_entropy: str = typer.Option("megatron", "--cross-entropy", help="Cross-entropy implementation:"
+                                      " megatron (an fp32 copy of the logits) or te (Transformer Engine's, 16-bit"
+                                      " logits only; Megatron-Bridge's recipes set it)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
                                           ' --fix) and say whether the error band can tell it from the plan.'),
@@ -78,7 +81,8 @@ def plan(
 
         device, gpus_per_node = machine(system, device, gpus_per_node, gpus)
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
-                               gpus_per_node=gpus_per_node, device=device, precision=precision)
+                               gpus_per_node=gpus_per_node, device=device, precision=precision,
+                               cross_entropy=cross_entropy)
         calibration = None
         if calibrate is not None:  # the user's own runs scale the compute efficiencies (solvers/llm/calibrate.py)
             from dnnplace.models.llm.solvers.calibrate import calibrate as fit

@@ -69,3 +69,24 @@ def test_plan_file_carries_a_non_default_cross_entropy() -> None:
     assert again.problem.job.cross_entropy == "te" and again.to_dict() == d
     plain = search(base, {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "mbs": 1}).to_dict()
     assert "cross_entropy" not in plain["job"]  # the default writes the version-5 job unchanged
+
+
+def test_cli_and_api_take_the_cross_entropy() -> None:
+    """`plan --cross-entropy te`, `solve --cross-entropy te` and `load_llm(cross_entropy=...)` set the job's; an
+    unknown one is one line, exit 2."""
+    from cli_runner import run_cli
+    from llm_helpers import EXAMPLES
+
+    import dnnplace
+
+    cfg = EXAMPLES / "llama3.1-8b.json"
+    assert dnnplace.load_llm(cfg, gpus=8, seq_len=SEQ, global_batch=64, cross_entropy="te").job.cross_entropy == "te"
+    base = ("--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
+    r = run_cli("plan", cfg, *base, "--cross-entropy", "te", "--json", "--runner-ups", "0")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["job"]["cross_entropy"] == "te"
+    r = run_cli("solve", cfg, *base, "--cross-entropy", "te")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("plan", cfg, *base, "--cross-entropy", "apex")
+    assert r.returncode == 2 and "--cross-entropy must be one of megatron, te" in r.stderr
+    assert "Traceback" not in r.stderr

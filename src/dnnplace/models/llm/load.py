@@ -24,6 +24,8 @@ PROBLEM_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("system", str, "LLM: a whole system instead of --device and --gpus-per-node: dgx-h100, dgx-h200,"
                     " dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72."),
     ("precision", str, f"LLM: precision recipe: {', '.join(PRECISIONS)} [default: bf16]."),
+    ("cross_entropy", str, "LLM: cross-entropy implementation: megatron (default) or te (Transformer Engine's,"
+                           " which Megatron-Bridge's recipes set)."),
 )
 REQUIRED = ("gpus", "seq_len", "global_batch")
 
@@ -57,7 +59,8 @@ def machine(system: str | None, device: str | None, gpus_per_node: int | None, g
 
 def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: int | None = None,
             seq_len: int | None = None, global_batch: int | None = None, gpus_per_node: int | None = None,
-            device: str | None = None, system: str | None = None, precision: str | None = None) -> LLMProblem:
+            device: str | None = None, system: str | None = None, precision: str | None = None,
+            cross_entropy: str | None = None) -> LLMProblem:
     """The problem of a config (``doc`` when already decoded, else read from ``spec``) on a cluster."""
     from dnnplace.core.catalogue import device_spec
     from dnnplace.models.llm.hf_config import arch_from_dict, load_arch
@@ -80,4 +83,4 @@ def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: 
         moe = moe_from_dict(doc, where) if mt in (*MOE_FAMILIES, "llama4_text") else None
         arch = moe.arch if moe else arch_from_dict(doc, where)
     return LLMProblem(arch, Cluster(dev.lower(), gpus, per_node), TrainingJob(seq_len, global_batch,
-                      precision or "bf16"), device_spec(dev), moe=moe)
+                      precision or "bf16", cross_entropy or "megatron"), device_spec(dev), moe=moe)
