@@ -132,7 +132,8 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
     * ``alltoall``: each of the t x top_k token copies goes to the rank holding its expert, uniform over
       the EP group: (k_in - 1)/ep of them to NVLink peers, (ep - k_in)/ep across the domain (k_in = EP
       members per domain); then an all-gather over the ETP group (NVLink) of the t x top_k received
-      copies: (etp - 1) x t x top_k more.
+      copies: (etp - 1) x t x top_k more (counted here in the NVLink bytes; :func:`dispatch_times` times it
+      after the all-to-all, :func:`etp_collective_time`).
     * ``allgather``: every rank gathers the t tokens of all etp x ep ranks of its group: each rank's
       tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
     * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
