@@ -130,6 +130,30 @@ def test_dispatch_volumes_hand_computed() -> None:
         assert M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 8, disp)[1][0] == 0.0
 
 
+def test_etp_collective_runs_after_the_all_to_all() -> None:
+    """Megatron-Core's alltoall dispatcher runs the EP all-to-all, then the ETP all-gather (the combine: the
+    reduce-scatter, then the all-to-all): the ring's seconds add to the all-to-all's, hand-computed."""
+    m = small()  # a rank's t x top_k = 20 received copies of 8 bytes: a 160 B block
+    t = A([10.0])
+    nvl_bw = H100.nvlink_bandwidth * H100.nvlink_fraction
+    nic_bw = H100.internode_bandwidth * H100.internode_fraction
+    # etp 2 inside a 4-GPU domain: one block over NVLink, one ring step
+    assert M.etp_collective_time(m, t, A([2.0]), 4, H100)[0] == pytest.approx(160.0 / nvl_bw + H100.nvlink_latency_s)
+    # etp 4 over 2-GPU domains: three blocks at the NIC's rate, three steps
+    assert M.etp_collective_time(m, t, A([4.0]), 2, H100)[0] == pytest.approx(
+        480.0 / nic_bw + 3 * H100.internode_latency_s)
+    assert M.etp_collective_time(m, t, A([1.0]), 4, H100)[0] == 0.0
+    # ep 4, etp 2, domain 4 (the volumes of test_dispatch_volumes_hand_computed): the all-to-all moves 40 B on
+    # NVLink and 80 B on the NIC at once, and the 160 B all-gather comes after it
+    one = M.dispatch_times(m, t, A([4.0]), A([2.0]), A([0]), 4, H100)[0]
+    a2a = max(40.0 / nvl_bw, 80.0 / nic_bw) + H100.internode_latency_s
+    assert one == pytest.approx(a2a + 160.0 / nvl_bw + H100.nvlink_latency_s)
+    # etp 1: the all-to-all alone, as before
+    nvl, nic = M.dispatch_volumes(m, t, A([4.0]), A([1.0]), 4, "alltoall")
+    assert M.dispatch_times(m, t, A([4.0]), A([1.0]), A([0]), 4, H100)[0] == pytest.approx(
+        M.dispatch_time(nvl, nic, H100)[0])
+
+
 def test_distinct_groups_against_enumeration() -> None:
     for experts, k, g in ((8, 2, 2), (8, 3, 4), (12, 4, 3), (6, 1, 3)):
         per = experts // g

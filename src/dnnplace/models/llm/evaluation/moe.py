@@ -35,6 +35,7 @@ from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_volumes,
     distinct_groups,
     domains_hit,
+    etp_collective_time,
     flex_dispatch_time,
     permute_bytes,
 )
@@ -45,7 +46,8 @@ from dnnplace.models.llm.spec import TransformerArch
 Array = np.ndarray
 
 __all__ = ["activation_bytes", "activation_parts", "attention_params", "dense_mlp_params", "dispatch_time",
-           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit", "expert_gemm_times",
+           "dispatch_times", "dispatch_volumes", "distinct_groups", "domains_hit", "etp_collective_time",
+           "expert_gemm_times",
            "expert_memory", "expert_params", "flex_dispatch_time", "grouped_gemm_time", "load_factor",
            "mla_attention_fwd_flops", "mla_gemms", "mla_layer_compute", "model_flops_per_step",
            "model_flops_per_token", "moe_cast_bytes", "moe_dense_params", "moe_layer_costs", "permute_bytes",

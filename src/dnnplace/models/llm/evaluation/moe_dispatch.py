@@ -132,7 +132,8 @@ def dispatch_volumes(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, 
     * ``alltoall``: each of the t x top_k token copies goes to the rank holding its expert, uniform over
       the EP group: (k_in - 1)/ep of them to NVLink peers, (ep - k_in)/ep across the domain (k_in = EP
       members per domain); then an all-gather over the ETP group (NVLink) of the t x top_k received
-      copies: (etp - 1) x t x top_k more.
+      copies: (etp - 1) x t x top_k more (counted here in the NVLink bytes; :func:`dispatch_times` times it
+      after the all-to-all, :func:`etp_collective_time`).
     * ``allgather``: every rank gathers the t tokens of all etp x ep ranks of its group: each rank's
       tokens reach the n - 1 others (sent once per ring step): (n - 1) x t over the ring's links.
     * ``flex`` (DeepEP / HybridEP): a token crosses the NIC once per distinct remote domain that holds
@@ -183,6 +184,28 @@ def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
     lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
     busy = np.maximum(nvl / nvl_bw, nic / nic_bw)
     return np.where(nvl + nic > 0, busy + lat, 0.0)
+
+
+def etp_collective_time(m: MoEModel, t: Array, etp: Array, domain: int, dev: DeviceSpec,
+                        act_bytes: float = 2.0) -> Array:
+    """Seconds of the expert-tensor-parallel all-gather that follows an ``alltoall`` dispatch (its reduce-scatter
+    before the combine is the same ring), priced apart from the all-to-all because it runs after it.
+
+    Megatron-Core's ``MoEAlltoAllTokenDispatcher`` (``moe/token_dispatcher.py``, core 0.12, the version NeMo 25.04
+    runs) calls ``all_to_all(ep_group, ...)`` and only then ``gather_from_sequence_parallel_region(...,
+    group=tp_group)`` on its output (the expert TP group); the combine runs ``reduce_scatter_to_sequence_parallel_
+    region`` and then the all-to-all.  Each is a blocking collective on the same stream, so the two add.  A rank
+    holds t x top_k received copies and the ring sends (etp - 1) of those blocks in etp - 1 steps, on NVLink when
+    the etp consecutive ranks share a domain, else at the NIC's rate.
+    """
+    e = np.asarray(etp, dtype=float)
+    nbytes = act_bytes * float(m.arch.hidden) * t * float(m.moe.top_k) * (e - 1.0)
+    inside = (e <= domain) & (np.mod(domain, np.maximum(e, 1.0)) == 0)
+    nvl_bw = dev.nvlink_bandwidth * float(dev.nvlink_fraction or 0.0)
+    nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
+    bw = np.where(inside, nvl_bw, nic_bw)
+    lat = np.where(inside, dev.nvlink_latency_s, dev.internode_latency_s)
+    return np.where(e > 1, nbytes / bw + (e - 1.0) * lat, 0.0)
 
 
 def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dev: DeviceSpec,
@@ -239,6 +262,10 @@ def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Arr
     for i, name in enumerate(DISPATCHERS):
         if name == "flex":
             one = flex_dispatch_time(m, t, ep, etp, domain, dev)
+        elif name == "alltoall":  # the all-to-all, then the ETP all-gather (combine: reduce-scatter, then a2a)
+            nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
+            etp_bytes = 2.0 * float(m.arch.hidden) * t * float(m.moe.top_k) * (np.asarray(etp, dtype=float) - 1.0)
+            one = dispatch_time(nvl - etp_bytes, nic, dev) + etp_collective_time(m, t, etp, domain, dev)
         else:
             one = dispatch_time(*dispatch_volumes(m, t, ep, etp, domain, name), dev)
         out = np.where(np.asarray(dispatcher) == i, one, out)
