@@ -475,7 +475,9 @@ def layers_per_stage(r: BridgeRow, num_layers: int) -> tuple[tuple[int, ...], bo
 
 
 def row_problem(r: BridgeRow) -> Any:
-    """The planner's problem for a row (the config read once; DeepSeek-V3 w/o MTP drops its MTP layer)."""
+    """The planner's problem for a row (the config read once; DeepSeek-V3 w/o MTP drops its MTP layer), with
+    Transformer Engine's cross entropy, which every MoE performance recipe sets (perf_recipes/_common.py
+    ``_benchmark_common(cfg, cross_entropy_impl="te")``, as for the dense rows)."""
     from dnnplace.models.llm.load import problem
 
     path = FIXTURES / f"{r.model}.json"
@@ -483,7 +485,7 @@ def row_problem(r: BridgeRow) -> Any:
     if r.note == "w/o MTP":
         doc["num_nextn_predict_layers"] = 0
     return problem(None, doc=doc, where=str(path), gpus=r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
-                   system=SYSTEMS[r.system], precision=r.precision)
+                   system=SYSTEMS[r.system], precision=r.precision, cross_entropy="te")
 
 
 def row_config(r: BridgeRow, num_layers: int) -> Any:

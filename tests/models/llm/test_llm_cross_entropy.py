@@ -90,3 +90,19 @@ def test_cli_and_api_take_the_cross_entropy() -> None:
     r = run_cli("plan", cfg, *base, "--cross-entropy", "apex")
     assert r.returncode == 2 and "--cross-entropy must be one of megatron, te" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_moe_last_stage_honours_the_cross_entropy() -> None:
+    """The MoE memory path keeps the logits as the job's cross entropy does (4 bytes a logit less with TE)."""
+    import dnnplace
+    from dnnplace.models.llm.published import config_path
+    from dnnplace.models.llm.spec import ParallelConfig
+
+    kw = {"gpus": 16, "seq_len": 4096, "global_batch": 1024}
+    meg = dnnplace.load_llm(config_path("qwen3-30b-a3b"), **kw)
+    te = dnnplace.load_llm(config_path("qwen3-30b-a3b"), cross_entropy="te", **kw)
+    cfg = ParallelConfig(1, 1, 1, 1, 16, 1, "none", False, True, (48,), ep=16, etp=1, dispatcher="flex")
+    a, b = evaluate(meg, cfg), evaluate(te, cfg)
+    drop = 4.0 * 4096 * meg.arch.vocab
+    assert a.memory_breakdown["activations"] - b.memory_breakdown["activations"] == pytest.approx(drop)
+    assert a.step_time_s == b.step_time_s

@@ -92,7 +92,8 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     per_layer = (nd * col(acts[0]) + ns * col(acts[1])) / total
     inflight = memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), chunks)
     is_last = r == col(c.pp) - 1
-    logits = is_last * col(4.0 * tokens * a.hidden / np.where(c.sp, c.tp, 1.0) + 6.0 * tokens * a.vocab / c.tp)
+    logits = is_last * col(memory.head_activation_bytes(a, tokens, c.tp, np.where(c.sp, c.tp, 1.0),
+                                                        problem.job.cross_entropy))
     out["activations"] = per_layer * inflight + logits
     out["buffers"] = memory.BUFFER_FIXED_BYTES + memory.FRAGMENTATION * out["activations"]
     return out
