@@ -16,6 +16,16 @@ __all__ = ["DEEPEP", "HYBRIDEP_NVLINK", "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTI
 GB = 1e9
 
 
+def _tested_at(tested: list[int], x: float) -> int:
+    """The largest of the ascending ``tested`` sizes not above ``x`` (the smallest when all are above): how every
+    measured table here is read between and beyond its tested points, never interpolated."""
+    best = tested[0]
+    for n in tested:
+        if n <= x:
+            best = n
+    return best
+
+
 @dataclass(frozen=True)
 class DeepEPFigures:
     """DeepEP's published normal-kernel (training) bandwidths: what Megatron's ``flex`` dispatcher reaches.
@@ -47,11 +57,7 @@ class DeepEPFigures:
 
     def rdma_fraction(self, nodes: int) -> tuple[float, float]:
         """The published figure of the largest tested node count not above ``nodes`` (the smallest one below it)."""
-        best = self.rdma[0][1]
-        for n, frac in self.rdma:
-            if n <= nodes:
-                best = frac
-        return best
+        return dict(self.rdma)[_tested_at([n for n, _ in self.rdma], nodes)]
 
 
 #: DeepEP's normal kernels (the ``flex`` token dispatcher of Megatron-Core), the same for every model.
@@ -74,12 +80,7 @@ class WindowAttentionTable:
     def rate(self, pass_: str, seq: int) -> float:
         """The figure of the largest tested sequence not above ``seq`` (the smallest one below them)."""
         table = self.rates[pass_]
-        tested = sorted(table)
-        best = tested[0]
-        for n in tested:
-            if n <= seq:
-                best = n
-        return table[best]
+        return table[_tested_at(sorted(table), seq)]
 
 
 _CUDNN_SWA = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gpu}/{csv} (config "
@@ -121,11 +122,7 @@ class FlexNVLinkTable:
 
     def at(self, ranks: float) -> tuple[float, float]:
         """The figure of the largest tested rank count not above ``ranks`` (the smallest one below them)."""
-        best = self.figures[0][1]
-        for n, fig in self.figures:
-            if n <= ranks:
-                best = fig
-        return best
+        return dict(self.figures)[_tested_at([n for n, _ in self.figures], ranks)]
 
 
 _HYBRIDEP = ("DeepEP hybrid-ep branch docs/README_Hybrid-EP.md, 'Performance Results', {gpu}: 4096 tokens, hidden "
@@ -161,12 +158,7 @@ class MLAAttentionTable:
     def rate(self, pass_: str, seq: int) -> float:
         """The figure of the largest tested sequence not above ``seq`` (the smallest one below them)."""
         table = self.rates[pass_]
-        tested = sorted(table)
-        best = tested[0]
-        for n in tested:
-            if n <= seq:
-                best = n
-        return table[best]
+        return table[_tested_at(sorted(table), seq)]
 
 
 _CUDNN_DSV3 = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/{path} (config dsv3: cuDNN backend, "

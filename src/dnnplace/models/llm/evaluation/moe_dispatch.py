@@ -208,6 +208,15 @@ def etp_collective_time(m: MoEModel, t: Array, etp: Array, domain: int, dev: Dev
     return np.where(e > 1, nbytes / bw + (e - 1.0) * lat, 0.0)
 
 
+def _tested_figure(figures: tuple[tuple[int, tuple[float, float]], ...], x: Array, i: int) -> Array:
+    """Element-wise figure ``i`` (0 dispatch, 1 combine) of the largest tested count not above ``x`` (the smallest
+    tested one below them), as the catalogue reads its tables (``catalogue_moe._tested_at``)."""
+    out = np.full_like(np.asarray(x, dtype=float), figures[0][1][i])
+    for n, f in figures:
+        out = np.where(x >= n, f[i], out)
+    return out
+
+
 def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int, dev: DeviceSpec,
                        act_bytes: float = 2.0) -> Array:
     """Seconds of one flex (DeepEP normal-kernel) dispatch + combine, halved: one "dispatch" of the layer's four.
@@ -235,13 +244,11 @@ def flex_dispatch_time(m: MoEModel, t: Array, ep: Array, etp: Array, domain: int
         received = act_bytes * m.arch.hidden * t * domains_hit(m, ep, np.ones_like(np.asarray(ep, dtype=float)), 1)
     out = np.zeros_like(np.asarray(t, dtype=float))
     for i in (0, 1):  # dispatch, combine
-        frac = np.full_like(domains, DEEPEP.rdma[0][1][i])  # the largest tested node count not above domains
-        for nodes, f in DEEPEP.rdma:
-            frac = np.where(domains >= nodes, f[i], frac)
+        frac = _tested_figure(DEEPEP.rdma, domains, i)
         rdma = np.where(domains > 1, logical / (dev.internode_bandwidth * frac), 0.0)
         busy = np.maximum(nvl / (nvl_bw * DEEPEP.nvlink[i]), rdma)
         if table is not None:
-            fig = np.vectorize(lambda e, j=i: table.at(float(e))[j], otypes=[float])(np.asarray(ep, dtype=float))
+            fig = _tested_figure(table.figures, np.asarray(ep, dtype=float), i)
             busy = np.where(measured, received / fig, busy)
         lat = np.where(nic > 0, dev.internode_latency_s, dev.nvlink_latency_s)
         out = out + 0.5 * np.where(nvl + nic > 0, busy + lat, 0.0)
