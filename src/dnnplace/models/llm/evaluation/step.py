@@ -308,8 +308,8 @@ def host_capacity(problem: LLMProblem) -> float:
 
 
 def saved_layer_bytes(problem: LLMProblem, c: Candidates) -> Array:
-    """Bytes one layer saves for its backward pass, per micro-batch, as :func:`rank_memory` prices them (the
-    recipe's quantized saved inputs included): what activation offloading moves to the host per layer."""
+    """Bytes one layer saves for its backward pass, per micro-batch (the recipe's quantized saved inputs
+    included): what :func:`rank_memory` keeps per in-flight layer and activation offloading moves to the host."""
     a = problem.arch
     rec = precision.recipe(problem.job.precision)
     seq_loc = problem.job.seq_len / c.cp
@@ -361,17 +361,15 @@ def rank_memory(problem: LLMProblem, c: Candidates, params: Array, nl: Array, r:
     col = (lambda x: x[:, None])  # noqa: E731
     rec = precision.recipe(problem.job.precision)
     seq_loc = problem.job.seq_len / c.cp
-    act_layer = memory.layer_activation_bytes(a, seq_loc, c.mbs, c.tp, c.sp, c.recompute)
+    act_layer = saved_layer_bytes(problem, c)  # the recipe's quantized saved inputs included
     weights = memory.WEIGHT_BYTES * params
     if rec.quantized:
-        # Quantized layers keep the recipe's weight copies (FP8 parameters, or BF16 + cached quantized copies)
-        # and save quantized GEMM inputs; embedding and LM head stay BF16.
+        # Quantized layers keep the recipe's weight copies (FP8 parameters, or BF16 + cached quantized copies);
+        # embedding and LM head stay BF16.
         q = rec.quantized_layers(a.num_layers) / a.num_layers
         wb = q * rec.weight_bytes(precision.ARCHITECTURES.get(problem.device.name, "")) + (1 - q) * memory.WEIGHT_BYTES
         layer_params = nl * col(memory.layer_params(a, c.tp))
         weights = weights + (wb - memory.WEIGHT_BYTES) * layer_params
-        delta = precision.saved_input_delta(a, rec, seq_loc * c.mbs, c.tp, np.where(c.sp, c.tp, 1.0))
-        act_layer = act_layer + q * np.where(c.recompute == 2, 0.0, delta)
     act = col(act_layer) * memory.inflight_layers(r, col(c.pp), col(c.vp), col(m), rank_chunks(c, nl.shape[1]))
     # Offloaded layers (pp = 1, one micro-batch in flight) leave the GPU's peak: TE keeps L - N layers' worth.
     act = act - (r == 0) * col(np.minimum(c.offloads(), nl[:, 0]) * act_layer)
