@@ -308,6 +308,18 @@ def _costs(m, modules=(), disp="alltoall", **kw):
                              H100.peak("bf16"), **kw)
 
 
+def _ds3_forward_parts(m, t, ep, etp, router_peak, peak):
+    """DeepSeek-V3's MoE-layer forward on H100 at 4096 tokens, EP64, alltoall, part by part (router, permutations,
+    experts, SwiGLU over the copies with the routing-imbalance allowance, shared expert): (sum, act, shared)."""
+    rf, _ = M.router_times(m, t, H100, router_peak)
+    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
+    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
+    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
+    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
+    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    return (rf + perm + ef + act + sf1 + sf2)[0], act, sf1 + sf2
+
+
 def test_moe_layer_costs_add_up_their_parts() -> None:
     m, peak = ds3(), H100.peak("bf16")
     t, ep, etp = A([4096.0]), A([64.0]), A([1.0])
@@ -315,13 +327,8 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     nvl, nic = M.dispatch_volumes(m, t, ep, etp, 8, "alltoall")
     one = M.dispatch_time(nvl, nic, H100)
     assert c["ep"][0][0] == pytest.approx(2 * one[0]) and c["ep"][1][0] == pytest.approx(2 * one[0])
-    rf, _ = M.router_times(m, t, H100, peak)
-    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
-    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
-    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
-    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
-    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
-    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    total, act, shared = _ds3_forward_parts(m, t, ep, etp, peak, peak)
+    assert c["compute"][0][0] == pytest.approx(total, rel=1e-12)
     # recomputing the MoE layer reruns its forward, all-to-alls included
     r = _costs(m, ("moe",))
     assert r["compute"][1][0] == pytest.approx(c["compute"][1][0] + c["compute"][0][0])
@@ -330,7 +337,7 @@ def test_moe_layer_costs_add_up_their_parts() -> None:
     assert a["compute"][1][0] == pytest.approx(c["compute"][1][0] + act[0]) and a["ep"] == c["ep"]
     # overlap never makes the exposed all-to-all negative, and hides at most the window it is given
     o = _costs(m, shared_overlap=True)
-    assert o["ep"][0][0] == pytest.approx(max(c["ep"][0][0] - (sf1 + sf2)[0], 0.0))
+    assert o["ep"][0][0] == pytest.approx(max(c["ep"][0][0] - shared[0], 0.0))
     assert 0.0 <= _costs(m, a2a_overlap=True)["ep"][0][0] <= c["ep"][0][0]
     assert _costs(m, disp="flex")["ep"][0][0] < c["ep"][0][0]  # one NIC crossing per remote node
 
@@ -373,12 +380,8 @@ def test_router_gemm_stays_bf16_under_a_quantized_recipe() -> None:
     t, tp, ep, etp = A([4096.0]), A([1.0]), A([64.0]), A([1.0])
     c = M.moe_layer_costs(m, t, tp, ep, etp, A([0]), A([modules_mask(())]), 8, H100, fp8)
     rf, _ = M.router_times(m, t, H100, H100.peak("bf16"))
-    ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, fp8)
-    (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, fp8)
-    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
-    copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
-    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
-    assert c["compute"][0][0] == pytest.approx((rf + perm + ef + act + sf1 + sf2)[0], rel=1e-12)
+    total, _, _ = _ds3_forward_parts(m, t, ep, etp, H100.peak("bf16"), fp8)
+    assert c["compute"][0][0] == pytest.approx(total, rel=1e-12)
     assert M.router_times(m, t, H100, fp8)[0][0] < rf[0]  # it was priced at the FP8 peak before
 
 
