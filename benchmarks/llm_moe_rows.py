@@ -30,12 +30,9 @@ def moe_table(search_free: bool = False) -> bool:
     search on request.  True when every priced row is within 15 % and fits."""
     import time
 
-    import dnnplace
     from dnnplace.errors import DnnplaceError
     from dnnplace.models.llm.evaluation import evaluate
-    from dnnplace.models.llm.moe_knobs import module_set
     from dnnplace.models.llm.solvers import search
-    from dnnplace.models.llm.spec import ParallelConfig
 
     ok = True
     print("| model | system | GPUs | published config | measured s | predicted s | error | fits | memory GB |"
@@ -45,13 +42,8 @@ def moe_table(search_free: bool = False) -> bool:
         config = (f"TP{r.tp} PP{r.pp} VP{r.vp} EP{r.ep} ETP{r.etp} {r.dispatcher}"
                   + (f" {'+'.join(r.recompute_modules)}" if r.recompute_modules else ""))
         try:
-            pr = dnnplace.load_llm(FIXTURES / f"{r.model}.json", gpus=r.gpus, seq_len=r.seq_len,
-                                   global_batch=r.global_batch, gpus_per_node=r.gpus_per_domain, device=r.system,
-                                   precision=r.precision)
-            cfg = ParallelConfig(r.tp, r.pp, r.vp, 1, r.dp, 1, "selective" if r.recompute_modules else "none",
-                                 r.tp > 1, True, r.layers_per_stage, ep=r.ep, etp=r.etp, dispatcher=r.dispatcher,
-                                 recompute_modules=module_set(r.recompute_modules))
-            est = evaluate(pr, cfg)
+            pr = r.problem()
+            est = evaluate(pr, r.config())
         except DnnplaceError as exc:
             ok = False
             print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} | - | - | - |"
