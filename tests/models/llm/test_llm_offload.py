@@ -239,11 +239,16 @@ def test_search_offloads_where_nothing_else_fits() -> None:
 
 def test_search_never_trades_a_fitting_configuration_for_offloading() -> None:
     """Offloading is the last resort: where a configuration fits without it, the plan and its runner-ups offload
-    nothing, even if an offloaded one is priced faster; where none does, the plan offloads."""
-    pr = _pr()
-    plan, others = search_with_runner_ups(pr, {"tp": 1, "cp": 1, "vp": 1}, count=2)
+    nothing, even though an offloaded one is priced faster; where none does, the plan offloads."""
+    big = problem(llama("70b"), 64, 128)
+    pins = {"tp": 2, "pp": 1, "cp": 1}
+    plan, others = search_with_runner_ups(big, pins, count=2)
     assert plan.estimate.fits and plan.config.offload_layers == 0
     assert others and all(o.config.offload_layers == 0 and o.estimate.fits for o in others)
+    faster = search(big, {**pins, "recompute": "none", "mbs": 1, "zero": 3, "distributed_optimizer": True})
+    assert faster.config.offload_layers > 0 and faster.estimate.fits  # the rival the policy passes over
+    assert faster.estimate.step_time_s < plan.estimate.step_time_s
+    pr = _pr()
     alone = search(pr, {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "recompute": "none", "mbs": 1, "zero": 1,
                         "distributed_optimizer": True})
     assert alone.config.offload_layers > 0 and alone.estimate.fits
