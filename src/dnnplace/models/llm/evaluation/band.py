@@ -110,11 +110,13 @@ _FP8_2412 = "dgxc-benchmarking, NeMo 24.12"
 _GB200_2504 = "dgxc-benchmarking, NeMo 25.04.01"
 #: The published runs the cost model was not built on (issue #31's rows).  Gradient buffers as each run's
 #: script sets them: NeMo 24.12's FP8 scripts and NeMo 2.3's set_primary_perf_configs (fp8) pass
-#: grad_reduce_in_fp32=False; the 405B BF16 script keeps the recipe's FP32 default.
+#: grad_reduce_in_fp32=False; so does the 405B BF16 run: dgxc 25.05 pins NeMo 6f2c6fd, whose perf script calls
+#: pretrain_recipe(performance_mode=True), and pretrain_performance_optimizations sets the plugin's
+#: grad_reduce_in_fp32 = False, which MegatronStrategy writes into the DDP config (update_config_with_dtype_overrides).
 CHECKED: tuple[PublishedRow, ...] = (
     PublishedRow(_LLAMA_8B, 8, 1, 1, 2, 1, 128, 9.44, _FP8_2412, "bf16", "fp8"),
     PublishedRow(_LLAMA_70B, 64, 4, 4, 2, 5, 128, 10.46, _FP8_2412, "bf16", "fp8"),
-    PublishedRow(LLAMA_405B, 128, 4, 8, 2, 8, 64, 9.347, _GB200_2504, "fp32", "bf16", "gb200-nvl72"),
+    PublishedRow(LLAMA_405B, 128, 4, 8, 2, 8, 64, 9.347, _GB200_2504, "bf16", "bf16", "gb200-nvl72"),
     PublishedRow(LLAMA_405B, 128, 4, 8, 2, 8, 64, 6.131, _GB200_2504, "bf16", "fp8", "gb200-nvl72"),
 )
 PUBLISHED: tuple[PublishedRow, ...] = HELD_IN + CHECKED
