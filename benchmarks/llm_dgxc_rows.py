@@ -24,7 +24,8 @@ from llm_plans import Row, arch_of, machine, make_problem, published_config  # n
 
 from dnnplace.core.systems import system_spec  # noqa: E402
 from dnnplace.models.llm.evaluation import evaluate  # noqa: E402
-from dnnplace.models.llm.evaluation.band import MOE_PUBLISHED, PublishedMoERow  # noqa: E402
+from dnnplace.models.llm.evaluation.band import _DS_PP4, CHECKED, MOE_PUBLISHED, PublishedMoERow  # noqa: E402
+from dnnplace.models.llm.spec import LLMEstimate  # noqa: E402
 
 _SRC = "dgxc-benchmarking v25.05.05"
 _L31, _DS, _L4 = (f"{_SRC} llama3.1/README.md", f"{_SRC} deepseek_v3/pretraining/README.md",
@@ -47,8 +48,9 @@ def _gb200(gpus: int) -> int:
 
 
 #: DeepSeek-V3's PP splits as NeMo 25.04's pretrain_deepseek_v3.py sets them (first stage 64/pp - 1 layers,
-#: last 64/pp - 2, the rest even); Maverick's PP2 VP12 puts 2 of its 48 layers on each virtual stage.
-_DS_PP4, _DS_PP8, _DS_PP16 = (15, 16, 16, 14), (7,) + (8,) * 6 + (6,), (3,) + (4,) * 14 + (2,)
+#: last 64/pp - 2, the rest even; PP4 is the issue row's, from band.py); Maverick's PP2 VP12 puts 2 of its 48
+#: layers on each virtual stage.
+_DS_PP8, _DS_PP16 = (7,) + (8,) * 6 + (6,), (3,) + (4,) * 14 + (2,)
 MOE: tuple[PublishedMoERow, ...] = (
     PublishedMoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 512, "bf16", 2, 8, 1, 64, 1, 4096, 4096, 48.948,
                     _DS, recompute_modules=("mla_up_proj",), layers_per_stage=_DS_PP8),
@@ -63,27 +65,31 @@ MOE: tuple[PublishedMoERow, ...] = (
                       ("fp8", 128, 6.093), ("fp8", 256, 6.223), ("fp8", 512, 6.327))),
 )
 
-#: The issue rows among them, and the one later-release row of the same model and system (DeepSeek-V3 H100,
-#: dgxc 25.08), for the release comparison.
-_ISSUE = {(r.model, r.system, r.gpus, r.precision, r.measured_s) for r in MOE_PUBLISHED}
+#: The issue rows among them (marked in the tables): (system, GPUs, precision, measured seconds).
+_ISSUE = {(r.system, r.gpus, r.precision, r.measured_s) for r in (*CHECKED, *MOE_PUBLISHED)}
 
 
-def dense_rows() -> dict[tuple[str, str], float]:
+def price_dense(r: Row) -> LLMEstimate:
+    """A dense row's published configuration through the evaluator, priced as llm_plans.py prices its rows."""
+    arch = arch_of(r.model)
+    dev, gpn = machine(r)
+    return evaluate(make_problem(arch, r.gpus, r.gbs, r.precision, dev, gpn), published_config(arch, r))
+
+
+def dense_rows() -> dict[tuple[str, str], tuple[float, float]]:
     """Print the dense rows; per (system, precision) the (measured, predicted) tokens/s/GPU of the 128/512-GPU row."""
-    speed: dict[tuple[str, str], float] = {}
+    speed: dict[tuple[str, str], tuple[float, float]] = {}
     print("| model | system | precision | GPUs | TP PP CP VP | GBS | measured s | predicted s | error | fits |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in DENSE:
-        arch = arch_of(r.model)
-        dev, gpn = machine(r)
-        est = evaluate(make_problem(arch, r.gpus, r.gbs, r.precision, dev, gpn), published_config(arch, r))
+        est = price_dense(r)
         err = est.step_time_s / r.measured - 1
-        issue = " (issue #31)" if r.system != "h100" and r.gpus == 128 else ""
+        issue = " (issue #31)" if (r.system, r.gpus, r.precision, r.measured) in _ISSUE else ""
         print(f"| Llama 3.1 405B{issue} | {r.system} | {r.precision} | {r.gpus} | {r.tp} {r.pp} {r.cp} {r.vp} |"
               f" {r.gbs} | {r.measured:.3f} | {est.step_time_s:.3f} | {err:+.1%} | {est.fits} |")
         if r.gpus in (128, 512) and (r.system, r.precision) not in speed:
             tokens = r.gbs * 8192 / r.gpus
-            speed[(r.system, r.precision)] = (tokens / r.measured, tokens / est.step_time_s)  # type: ignore[assignment]
+            speed[(r.system, r.precision)] = (tokens / r.measured, tokens / est.step_time_s)
     return speed
 
 
@@ -95,7 +101,7 @@ def moe_rows() -> list[float]:
         est = evaluate(r.problem(), r.config())
         err = est.step_time_s / r.measured_s - 1
         errors.append(err)
-        issue = " (issue #32)" if (r.model, r.system, r.gpus, r.precision, r.measured_s) in _ISSUE else ""
+        issue = " (issue #32)" if (r.system, r.gpus, r.precision, r.measured_s) in _ISSUE else ""
         print(f"| {r.label}{issue} | {r.system} | {r.precision} | {r.gpus} | {r.tp} {r.pp} {r.vp} {r.ep} {r.etp} |"
               f" {r.global_batch} | {r.measured_s:.3f} | {est.step_time_s:.2f} | {err:+.1%} | {est.fits} |")
     return errors
@@ -105,7 +111,7 @@ def main() -> int:
     speed = dense_rows()
     print("\nLlama 3.1 405B, GB200 over H100 per GPU (tokens/s/GPU, same release):")
     for p in ("bf16", "fp8"):
-        (gm, gp), (hm, hp) = speed[("gb200-nvl72", p)], speed[("h100", p)]  # type: ignore[misc]
+        (gm, gp), (hm, hp) = speed[("gb200-nvl72", p)], speed[("h100", p)]
         print(f"  {p}: measured {gm / hm:.2f}x, model {gp / hp:.2f}x")
     errors = moe_rows()
     later = MOE_PUBLISHED[0]

@@ -24,9 +24,7 @@ _SPEC.loader.exec_module(bench)
 def test_every_dense_run_evaluates_and_fits() -> None:
     assert len(bench.DENSE) == 8
     for r in bench.DENSE:
-        arch = bench.arch_of(r.model)
-        dev, gpn = bench.machine(r)
-        est = evaluate(bench.make_problem(arch, r.gpus, r.gbs, r.precision, dev, gpn), bench.published_config(arch, r))
+        est = bench.price_dense(r)
         assert est.step_time_s > 0 and est.fits, r
 
 
