@@ -263,3 +263,18 @@ def test_a_long_schedule_evaluation_stops_at_the_deadline() -> None:
         schedule.makespan(8, 4, 64, fwd, bwd, np.zeros(2))
     with schedule.deadline(None):
         assert np.isfinite(schedule.makespan(8, 4, 64, fwd, bwd, np.zeros(2))).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(-3, 3) | st.sampled_from([0, 2**21, 2**40, -(2**40)]), min_size=1, max_size=40),
+                min_size=1, max_size=12).filter(lambda cols: len({len(c) for c in cols}) == 1))
+def test_row_groups_equal_numpy_unique_rows(cols: list[list[int]]) -> None:
+    """The search's grouping of rows by their knobs is np.unique(axis=0): the same first rows and groups, in
+    the same (lexicographic) order, through the re-ranking its mixed-radix code does near overflow."""
+    from dnnplace.models.llm.solvers.grid import row_groups
+
+    arrays = [np.asarray(c, dtype=np.int64) for c in cols]
+    _, first, back = np.unique(np.stack(arrays, axis=1), axis=0, return_index=True, return_inverse=True)
+    got_first, got_back = row_groups(arrays)
+    assert got_first.tolist() == first.tolist()
+    assert got_back.tolist() == back.reshape(-1).tolist()

@@ -15,7 +15,7 @@ from dnnplace.models.llm.evaluation.step import (
     split_lower_bound,
     stage_costs,
 )
-from dnnplace.models.llm.solvers.grid import Columns, as_candidates
+from dnnplace.models.llm.solvers.grid import Columns, as_candidates, row_groups
 from dnnplace.models.llm.spec import LLMProblem
 
 
@@ -33,9 +33,7 @@ def lower_bounds(problem: LLMProblem, cols: Columns, rows: np.ndarray,
     # set of ZeRO twins, and spread back (``back``) to every row.
     full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
     same = [k for k in sorted(cols) if k not in _SHARDING_KNOBS]
-    _, first_row, back = np.unique(np.stack([cols[k][rows].astype(np.int64) for k in same], axis=1), axis=0,
-                                   return_index=True, return_inverse=True)
-    back = back.ravel()
+    first_row, back = row_groups([cols[k][rows] for k in same])
     rows = rows[first_row]
     pp, vp = cols["pp"][rows].astype(float), cols["vp"][rows].astype(float)
     c = as_candidates(cols, rows, np.zeros((len(rows), 1)))

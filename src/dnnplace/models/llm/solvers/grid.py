@@ -79,6 +79,30 @@ def _expand(cols: Columns, name: str, keys: np.ndarray, options: Callable[[int],
     return out
 
 
+def row_groups(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of integer ``columns`` (equal length): the index of each one's first row and every
+    row's group, groups in lexicographic order -- what ``np.unique(np.stack(columns, 1), axis=0,
+    return_index=True, return_inverse=True)`` gives, without its row-wise sort of structured values (seconds
+    on a search's millions of rows).  The columns fold into one mixed-radix int64 code, re-ranked (which keeps
+    the order) before it could overflow."""
+    n = len(columns[0]) if columns else 0
+    key = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    for col in columns:
+        c = np.asarray(col).astype(np.int64)
+        lo = int(c.min())
+        radix = int(c.max()) - lo + 1
+        if radix > 1 << 20:  # sparse values: their ranks instead
+            values, c = np.unique(c, return_inverse=True)
+            c, lo, radix = c.reshape(-1), 0, len(values)
+        if (int(key.max()) + 1) * radix >= 1 << 62:
+            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        key = key * radix + (c - lo)
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    return first, back.reshape(-1)
+
+
 def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candidates:
     """Rows of named columns as the cost model's :class:`Candidates` (the one place its field names are mapped)."""
     def num(name: str) -> np.ndarray:

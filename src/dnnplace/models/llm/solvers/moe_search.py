@@ -28,6 +28,7 @@ from dnnplace.models.llm.solvers.grid import (
     _expand,
     _TimeUp,
     as_candidates,
+    row_groups,
 )
 from dnnplace.models.llm.spec import LLMProblem
 
@@ -97,13 +98,9 @@ _LAYER_KEYS = ("tp", "cp", "mbs", "sequence_parallel", "recompute", "ep", "etp",
 def _shared_stage_costs(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> StageCosts:
     """``stage_costs`` of ``rows``, computed once per distinct layer (bases differing only in pp, vp, dp and
     the optimizer share their per-layer costs), with each row's own micro-batch count."""
-    key = np.zeros(len(rows), dtype=np.int64)
-    for k in _LAYER_KEYS:  # one mixed-radix code over the columns' own (few) values
-        values, code = np.unique(cols[k][rows], return_inverse=True)
-        key = key * len(values) + code.reshape(-1)
-    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    first, back = row_groups([cols[k][rows] for k in _LAYER_KEYS])
     uniq = stage_costs(problem, as_candidates(cols, rows[first], np.zeros((len(first), 1))))
-    shared = take_rows(uniq, back.reshape(-1))
+    shared = take_rows(uniq, back)
     m = problem.job.global_batch / (cols["dp"][rows] * cols["mbs"][rows]).astype(float)
     return dataclasses.replace(shared, m=m)
 
@@ -124,12 +121,7 @@ def _expert_grid(problem: LLMProblem, cols: Columns, ep: list[int], etp: list[in
     gradients and optimizer state fit (``static_memory_lb``: a proven prune, none of the knobs still to come
     changes them), each base's (ep, etp) in ascending order.  Worked out once per distinct
     :data:`_GRID_KEYS` value and joined back, so the columns are copied once."""
-    key = np.zeros(len(cols["tp"]), dtype=np.int64)
-    for k in _GRID_KEYS:
-        values, code = np.unique(cols[k], return_inverse=True)
-        key = key * len(values) + code.reshape(-1)
-    _, first, back = np.unique(key, return_index=True, return_inverse=True)
-    back = back.reshape(-1)
+    first, back = row_groups([cols[k] for k in _GRID_KEYS])
     u = len(first)
     grid: Columns = {k: cols[k][first] for k in _GRID_KEYS}
     grid.update(vp=np.ones(u, dtype=np.int64), mbs=np.ones(u, dtype=np.int64), recompute=np.zeros(u, dtype=np.int64),
