@@ -166,7 +166,8 @@ def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list
         t, c = r.estimate.step_time_s, r.config
         knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
                  f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else "")
-                 + (f" ep={c.ep} etp={c.etp} dispatcher={c.dispatcher}"
+                 + (f" ep={c.ep} etp={c.etp} dispatcher={c.dispatcher} a2a_overlap={c.a2a_overlap}"
+                    f" recompute_modules={c.recompute_modules}"
                     if getattr(problem, "moe", None) is not None else "")
                  + (f" offload_layers={c.offload_layers}" if c.offload_layers else ""))
         same = band is not None and band.indistinguishable(predicted_s, t)

@@ -245,3 +245,16 @@ def test_cli_exports_an_moe_plan_to_torchtitan_and_deepspeed(tmp_path: Path) -> 
           "a2a_overlap=false,distributed_optimizer=true", "-o", str(out)], 0)
     doc = json.loads(_cli(["export", str(out), "--to", "deepspeed"], 0).stdout)
     assert doc["moe"]["layer_args"]["ep_size"] == 16 and doc["moe"]["layer_args"]["k"] == 8
+
+
+def test_moe_runner_up_lines_tell_the_configurations_apart() -> None:
+    """Runner-ups differ in some knob (each is another configuration with its best split): the printed line
+    names every expert knob, the overlap and the recompute modules among them, so no two read the same."""
+    from dnnplace.cli.plan_cmd import runner_up_lines
+    from dnnplace.models.llm.solvers.search import search_with_runner_ups
+
+    pr = dnnplace.load_llm(FIXTURES / "qwen3-30b-a3b.json", gpus=16, seq_len=4096, global_batch=1024)
+    plan, others = search_with_runner_ups(pr, count=6)
+    lines = [ln.split(": ")[0] for ln in runner_up_lines(pr, plan.estimate.step_time_s, others)[1:-1]]
+    assert len(lines) == len(others) == 6 and len(set(lines)) == len(lines), lines
+    assert all("a2a_overlap=" in ln and "recompute_modules=" in ln for ln in lines)
