@@ -440,6 +440,7 @@ class TrainingStack:
         ("hopper", "bf16"): (24, 16), ("hopper", "fp8"): (24, 16),
         ("blackwell", "bf16"): (32, 16), ("blackwell", "fp8"): (1, 1), ("blackwell", "fp4"): (1, 1)})
     fsdp_prefetch: int = 1  # FSDP units gathered ahead of the one computing (ZeRO-3)
+    attn_query_tile: int = 128  # query rows per thread block of a fused attention kernel
     bf16_grad_bytes: float = 2.0  # a bf16 main-gradient buffer (the grad_dtype knob)
     # Bytes per logit live at the memory peak (the end of the forward) by cross-entropy implementation
     # (TrainingJob.cross_entropy): Megatron-Core's own (a 16-bit logit + its fp32 copy) or TE's (16-bit only).
@@ -470,6 +471,10 @@ class TrainingStack:
                                 "differ (16 vs 8), TE's default pipeline num_sm=16 (transformer_engine/pytorch/"
                                 "module/base.py initialize_ub); TE comm_gemm_overlap.cpp: _math_sms = sm_count - "
                                 "num_comm_sm when set_sm_margin. FP4 GEMMs: FP8's (no NVFP4 config published)",
+        "attn_query_tile": "FlashAttention-2 (Dao 2023, arXiv:2307.08691): one thread block per block of query "
+                           "rows, block sizes of 64 or 128 rows tuned per head dim; FlashAttention-3 (Shah et al. "
+                           "2024, arXiv:2407.08608): 128-row query tiles at head dim 128 on Hopper. Extends a "
+                           "measured attention table below its shortest length (evaluation/attention_shape.py)",
         "fsdp_prefetch": "torch.distributed.fsdp.fully_shard (FSDP2): implicit forward prefetch of the next "
                          "module and explicit backward prefetch of one (set_modules_to_backward_prefetch); "
                          "Megatron-FSDP's default prefetches one bucket ahead",
