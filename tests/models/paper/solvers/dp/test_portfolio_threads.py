@@ -6,6 +6,8 @@ import threading
 import time
 from unittest import mock
 
+import pytest
+
 from dnnplace.errors import SolverTimeout
 from dnnplace.models.paper.paper_json import workload_from_records
 from dnnplace.models.paper.solvers.dp import portfolio
@@ -42,3 +44,37 @@ def test_a_time_limit_ending_in_the_relaxations_stops_the_second_phase():
         out = portfolio.solve_dp(w, options, time_limit=2.0, finish=finish)
     assert started.is_set() and out.status == "time_limit"
     assert not [t for t in threading.enumerate() if t.name == "dnnplace-second-phase" and t.is_alive()]
+
+
+@pytest.mark.timing
+def test_ctrl_c_waits_for_the_second_phase_a_bounded_time():
+    """Ctrl-C in the relaxations while HiGHS is inside one long step (a presolve: it answers a cancel only between
+    steps): the solve re-raises within INTERRUPT_WAIT_S and some slack, and the thread ends at its next step."""
+    release, started = threading.Event(), threading.Event()
+
+    def finish(p, split, bound, end, options, stop):
+        started.set()
+        release.wait(30.0)  # one long step: deaf to the stop event until it ends
+        return None, 0.0, {}
+
+    def interrupted_spine(*args, **kwargs):
+        started.wait(10.0)
+        raise KeyboardInterrupt
+
+    w = _wide()
+    portfolio.solve_dp(w, DPOptions())  # compiled code loaded before the clock starts
+    options = DPOptions(max_ideals=3, gap=0.0, policy=DPPolicy(relax_share_small=1.0))
+    with mock.patch.object(portfolio, "spine_relaxation", interrupted_spine):
+        t0 = time.perf_counter()
+        try:
+            portfolio.solve_dp(w, options, time_limit=20.0, finish=finish)
+        except KeyboardInterrupt:
+            took = time.perf_counter() - t0
+        else:
+            raise AssertionError("the interrupt was swallowed")
+    assert started.is_set() and took < portfolio.INTERRUPT_WAIT_S + 1.0, took
+    release.set()
+    for t in threading.enumerate():
+        if t.name == "dnnplace-second-phase":
+            t.join(5.0)
+            assert not t.is_alive()

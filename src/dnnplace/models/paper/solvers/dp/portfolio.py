@@ -114,12 +114,18 @@ class _Portfolio:
         return self.start + self.policy.default_seconds if self.deadline is None else self.deadline
 
     def solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
-        """Steps 1-5 of :func:`solve_dp`; every thread it started has ended when it returns or raises."""
+        """Steps 1-5 of :func:`solve_dp`; every thread it started has ended when it returns or raises -- but
+        after Ctrl-C (or a signal the CLI turns into one), which waits at most ``INTERRUPT_WAIT_S`` for them:
+        HiGHS answers a cancel only between its steps, and a presolve step can take seconds."""
+        interrupted = False
         try:
             return self._solve(workload, extra_groups)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             for phase in self.phases:  # a time limit or an error can leave one running (its answer is not needed)
-                phase.cancel()
+                phase.cancel(INTERRUPT_WAIT_S if interrupted else None)
 
     def _solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
         options, policy, stats = self.options, self.policy, self.stats
@@ -311,6 +317,11 @@ class _Portfolio:
         return phase
 
 
+#: Seconds a solve interrupted by Ctrl-C waits for its second phase to stop before it re-raises (the CLI then says
+#: "interrupted" and exits; ``ip/builder._run_interruptibly`` gives HiGHS the same grace).
+INTERRUPT_WAIT_S = 0.3
+
+
 class _SecondPhase:
     """A second phase in a thread beside the DP, from the incumbent and bound known when it starts.
 
@@ -343,14 +354,16 @@ class _SecondPhase:
             raise self.error
         return self.out
 
-    def cancel(self) -> None:
-        """Stop it and wait until it has (its result and any error are dropped)."""
+    def cancel(self, limit: float | None = None) -> None:
+        """Stop it and wait until it has, or for ``limit`` seconds at most (its result and any error are
+        dropped; past the limit the daemon thread winds down on its own at HiGHS's next step)."""
         self.stop.set()
-        self._wait()
+        self._wait(limit)
 
-    def _wait(self) -> None:
-        """Until the thread ends, in slices so that Ctrl-C gets through: HiGHS answers a cancel between steps (its
-        presolve is one step, up to seconds on a large model), and highspy lets one solver run at a time in a
-        process."""
-        while self.thread.is_alive():
+    def _wait(self, limit: float | None = None) -> None:
+        """Until the thread ends (or ``limit`` seconds), in slices so that Ctrl-C gets through: HiGHS answers a
+        cancel between steps (its presolve is one step, up to seconds on a large model), and highspy lets one
+        solver run at a time in a process."""
+        until = None if limit is None else time.perf_counter() + limit
+        while self.thread.is_alive() and (until is None or time.perf_counter() < until):
             self.thread.join(0.05)
