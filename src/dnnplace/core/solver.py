@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput", "expired", "param"]
+__all__ = ["INTERRUPT_GRACE_S", "OBJECTIVES", "STATUSES", "ProgressFn", "RunContext", "Solver", "SolverOutput",
+           "expired", "param"]
 
 ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
 
@@ -34,6 +35,11 @@ ProgressFn = Callable[[float, float, str], None]  # (done, total, description)
 OBJECTIVES = ("throughput", "latency", "fw+bw")
 #: What a solver may claim about its split.
 STATUSES = ("optimal", "bounded", "feasible", "time_limit", "heuristic")
+
+
+#: Seconds a solve interrupted by Ctrl-C gives a solver thread (HiGHS) to wind down before it re-raises: HiGHS
+#: answers a cancel only between its steps, and one presolve step can take seconds, while the user asked to stop now.
+INTERRUPT_GRACE_S = 0.3
 
 
 def expired(deadline: float | None) -> bool:

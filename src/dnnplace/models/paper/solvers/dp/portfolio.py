@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.core.solver import SolverOutput, expired
+from dnnplace.core.solver import INTERRUPT_GRACE_S, SolverOutput, expired
 from dnnplace.errors import InfeasibleError, SolverTimeout
 from dnnplace.models.paper.solvers.dp.coarse import coarse_chain, coarse_upper_bound, exact_lattice
 from dnnplace.models.paper.solvers.dp.exact import run_dp
@@ -115,7 +115,7 @@ class _Portfolio:
 
     def solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
         """Steps 1-5 of :func:`solve_dp`; every thread it started has ended when it returns or raises -- but
-        after Ctrl-C (or a signal the CLI turns into one), which waits at most ``INTERRUPT_WAIT_S`` for them:
+        after Ctrl-C (or a signal the CLI turns into one), which waits at most ``INTERRUPT_GRACE_S`` for them:
         HiGHS answers a cancel only between its steps, and a presolve step can take seconds."""
         interrupted = False
         try:
@@ -125,7 +125,7 @@ class _Portfolio:
             raise
         finally:
             for phase in self.phases:  # a time limit or an error can leave one running (its answer is not needed)
-                phase.cancel(INTERRUPT_WAIT_S if interrupted else None)
+                phase.cancel(INTERRUPT_GRACE_S if interrupted else None)
 
     def _solve(self, workload: Workload, extra_groups: np.ndarray | None) -> SolverOutput:
         options, policy, stats = self.options, self.policy, self.stats
@@ -315,11 +315,6 @@ class _Portfolio:
         phase = _SecondPhase(lambda stop: finish(exact, split, bound, end, options, stop))
         self.phases.append(phase)
         return phase
-
-
-#: Seconds a solve interrupted by Ctrl-C waits for its second phase to stop before it re-raises (the CLI then says
-#: "interrupted" and exits; ``ip/builder._run_interruptibly`` gives HiGHS the same grace).
-INTERRUPT_WAIT_S = 0.3
 
 
 class _SecondPhase:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.core.solver import ProgressFn
+from dnnplace.core.solver import INTERRUPT_GRACE_S, ProgressFn
 from dnnplace.errors import DnnplaceError, SolverTimeout
 
 INF = float("inf")
@@ -73,7 +73,7 @@ def _run_interruptibly(h: Any, stop_at: float | None = None, stop: threading.Eve
                 cancelled = True
     except KeyboardInterrupt:
         h.cancelSolve()
-        give_up = time.monotonic() + 0.3
+        give_up = time.monotonic() + INTERRUPT_GRACE_S
         while time.monotonic() < give_up:
             try:
                 if h.wait(0.05)[0]:
