@@ -24,7 +24,7 @@ from llm_plans import Row, arch_of, machine, make_problem, published_config  # n
 
 from dnnplace.core.systems import system_spec  # noqa: E402
 from dnnplace.models.llm.evaluation import evaluate  # noqa: E402
-from dnnplace.models.llm.evaluation.band import _DS_PP4, CHECKED, MOE_PUBLISHED, PublishedMoERow  # noqa: E402
+from dnnplace.models.llm.evaluation.band import CHECKED, DS_PP4_SPLIT, MOE_PUBLISHED, PublishedMoERow  # noqa: E402
 from dnnplace.models.llm.spec import LLMEstimate  # noqa: E402
 
 _SRC = "dgxc-benchmarking v25.05.05"
@@ -57,7 +57,7 @@ MOE: tuple[PublishedMoERow, ...] = (
     PublishedMoERow("deepseek-v3", "DeepSeek-V3", "h100", 8, 1024, "bf16", 2, 16, 1, 64, 1, 8192, 4096, 52.04,
                     _DS, recompute_modules=("mla_up_proj",), layers_per_stage=_DS_PP16),
     *(PublishedMoERow("deepseek-v3", "DeepSeek-V3", "gb200", _gb200(g), g, "bf16", 2, 4, 1, ep, 1, 8 * g, 4096, t,
-                      _DS, recompute_modules=("core_attn",), layers_per_stage=_DS_PP4)
+                      _DS, recompute_modules=("core_attn",), layers_per_stage=DS_PP4_SPLIT)
       for g, ep, t in ((128, 32, 34.168), (256, 64, 34.194), (512, 64, 34.274))),
     *(PublishedMoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "gb200", _gb200(g), g, p, 1, 2, 12, 64, 1,
                       8 * g, 8192, t, _L4, layers_per_stage=(2,) * 24)

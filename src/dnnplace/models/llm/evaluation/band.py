@@ -126,7 +126,7 @@ PUBLISHED: tuple[PublishedRow, ...] = HELD_IN + CHECKED
 #: pretrain_deepseek_v3.py at the commit dgxc 25.08 pins), Et*4|(t*4|)*14|tL.  PP4: the 25.05 recipe (NeMo 25.04,
 #: same script at v2.3.0) sets num_layers_in_first_pipeline_stage = 64/pp - 1 and the last 64/pp - 2.
 _DS_PP8_VP2 = (4,) * 15 + (1,)
-_DS_PP4 = (15, 16, 16, 14)
+DS_PP4_SPLIT = (15, 16, 16, 14)
 _DGXC = "NVIDIA dgxc-benchmarking"
 
 
@@ -187,7 +187,7 @@ MOE_PUBLISHED: tuple[PublishedMoERow, ...] = (
                     layers_per_stage=_DS_PP8_VP2),  # the 25.08 script: H100 uses DeepEP (flex), forced balancing
     PublishedMoERow("deepseek-v3", "DeepSeek-V3", "gb200", system_spec("gb200-nvl72").domain_for(256), 256, "bf16",
                     2, 4, 1, 64, 1, 2048, 4096, 34.194, f"{_DGXC} 25.05", recompute_modules=("core_attn",),
-                    layers_per_stage=_DS_PP4),  # launch.sh RM=core_attn
+                    layers_per_stage=DS_PP4_SPLIT),  # launch.sh RM=core_attn
     PublishedMoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "bf16", 4, 1, 1, 128, 4, 1024,
                     8192, 4.426, f"{_DGXC} 25.05", layers_per_stage=(48,)),
     PublishedMoERow("llama-4-maverick-17b-128e", "Llama 4 Maverick", "h100", 8, 512, "fp8", 4, 1, 1, 128, 4, 1024,
