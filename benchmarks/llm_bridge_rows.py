@@ -38,12 +38,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from dnnplace.arch.hf_config import load_arch
 from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import ParallelConfig
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.evaluation.band import LLAMA_405B, published_split
-from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMEstimate, LLMProblem, TrainingJob, TransformerArch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "llm"

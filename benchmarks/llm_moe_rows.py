@@ -81,10 +81,10 @@ def moe_table(search_free: bool = False) -> bool:
 
 
 def main() -> int:
+    from dnnplace.arch.moe_config import load_moe
     from dnnplace.core.catalogue import device_spec
     from dnnplace.errors import DnnplaceError
     from dnnplace.models.llm.evaluation.moe import model_flops_per_step
-    from dnnplace.models.llm.moe_config import load_moe
     from dnnplace.models.llm.moe_rules import check_moe_config, moe_columns
 
     print("| model | system | GPUs | config | measured s | model PFLOP/step | measured MFU | rules |")

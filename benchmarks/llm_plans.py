@@ -26,12 +26,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dnnplace.arch.hf_config import load_arch
 from dnnplace.core.catalogue import DeviceSpec, device_spec
 from dnnplace.core.systems import system_device, system_spec
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.evaluation.band import HELD_IN, LLAMA_405B, PUBLISHED, band_for, held_in_band, published_split
-from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.simulation import simulate_llm
 from dnnplace.models.llm.solvers import search
 from dnnplace.models.llm.spec import Cluster, LLMPlan, LLMProblem, ParallelConfig, TrainingJob, TransformerArch

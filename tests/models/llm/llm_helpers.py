@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dnnplace.arch.hf_config import load_arch
 from dnnplace.core.catalogue import device_spec
-from dnnplace.models.llm.hf_config import load_arch
 from dnnplace.models.llm.spec import Cluster, LLMProblem, ParallelConfig, TrainingJob, TransformerArch
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "llm"

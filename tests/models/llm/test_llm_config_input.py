@@ -14,8 +14,8 @@ from cli_runner import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.hf_config import arch_from_dict, load_arch
 
 BASE: dict[str, Any] = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
                         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}

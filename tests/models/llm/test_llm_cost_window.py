@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from llm_helpers import problem, uniform
 
+from dnnplace.arch.hf_config import arch_from_dict
 from dnnplace.models.llm.evaluation import evaluate, model_flops_per_step
 from dnnplace.models.llm.evaluation.flops import attention_fwd_flops
-from dnnplace.models.llm.hf_config import arch_from_dict
 from dnnplace.models.llm.spec import TransformerArch
 
 MISTRAL = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,

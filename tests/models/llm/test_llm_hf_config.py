@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from llm_helpers import EXAMPLES
 
+from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.hf_config import arch_from_dict, load_arch
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dnnplace.arch.moe_config import load_moe, moe_from_dict
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
 from dnnplace.models.llm.published import CONFIGS
 
 FIXTURES = CONFIGS

@@ -9,10 +9,10 @@ from math import comb
 import numpy as np
 import pytest
 
+from dnnplace.arch.moe_config import load_moe, moe_from_dict
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.llm.evaluation import flops, moe_dispatch
 from dnnplace.models.llm.evaluation import moe as M
-from dnnplace.models.llm.moe_config import load_moe, moe_from_dict
 from dnnplace.models.llm.published import CONFIGS
 
 FIXTURES = CONFIGS

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
+from dnnplace.arch.moe_config import load_moe
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.moe import DISPATCHERS
-from dnnplace.models.llm.moe_config import load_moe
 from dnnplace.models.llm.moe_rules import (
     MOE_CONFIG_RULES,
     check_moe_config,

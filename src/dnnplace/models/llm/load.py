@@ -62,9 +62,9 @@ def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: 
             device: str | None = None, system: str | None = None, precision: str | None = None,
             cross_entropy: str | None = None) -> LLMProblem:
     """The problem of a config (``doc`` when already decoded, else read from ``spec``) on a cluster."""
+    from dnnplace.arch.hf_config import arch_from_dict, load_arch
+    from dnnplace.arch.moe_config import MOE_FAMILIES, moe_from_dict
     from dnnplace.core.catalogue import device_spec
-    from dnnplace.models.llm.hf_config import arch_from_dict, load_arch
-    from dnnplace.models.llm.moe_config import MOE_FAMILIES, moe_from_dict
     from dnnplace.models.llm.spec import Cluster, TrainingJob
 
     given = {"gpus": gpus, "seq_len": seq_len, "global_batch": global_batch}
@@ -74,7 +74,7 @@ def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: 
     assert gpus is not None and seq_len is not None and global_batch is not None
     dev, per_node = machine(system, device, gpus_per_node, gpus)
     if doc is None:
-        from dnnplace.models.llm.moe_config import is_moe_config, load_moe
+        from dnnplace.arch.moe_config import is_moe_config, load_moe
 
         moe = load_moe(str(spec)) if is_moe_config(str(spec)) else None
         arch = moe.arch if moe else load_arch(str(spec))

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dnnplace.arch.moe_config import load_moe
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.exporters.megatron_moe import layer_freq, moe_model_args, moe_parallel_args
-from dnnplace.models.llm.moe_config import load_moe
 from dnnplace.models.llm.moe_rules import check_moe_config, moe_columns
 from dnnplace.models.llm.published import CONFIGS
 
@@ -137,7 +137,7 @@ def test_shared_expert_overlap_conflicts_refused_by_both() -> None:
     q2 = {"model_type": "qwen2_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
           "shared_expert_intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
           "num_key_value_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 100}
-    from dnnplace.models.llm.moe_config import moe_from_dict
+    from dnnplace.arch.moe_config import moe_from_dict
 
     m = moe_from_dict(q2, "q2.json")
     for knobs, rule in ((dict(recompute="selective", recompute_modules=("shared_experts",)),

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 import dnnplace
+from dnnplace.arch.moe_config import load_moe
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.exporters import export
 from dnnplace.models.llm.exporters.torchtitan_moe import MOE_FLAVORS, moe_flavor_of
-from dnnplace.models.llm.moe_config import load_moe
 from dnnplace.models.llm.published import CONFIGS
 from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
 

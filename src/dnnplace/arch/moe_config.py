@@ -18,9 +18,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from dnnplace.arch.dense import TransformerArch
+from dnnplace.arch.moe import MLA, MoEModel, MoESpec
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.moe import MLA, MoEModel, MoESpec
-from dnnplace.models.llm.spec import TransformerArch
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import show_value
 

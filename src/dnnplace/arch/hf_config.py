@@ -15,9 +15,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from dnnplace.arch.dense import TransformerArch
 from dnnplace.core.limits import check_llm_count
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.spec import TransformerArch
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip, show_value
 

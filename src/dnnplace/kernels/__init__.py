@@ -1,0 +1,1 @@
+"""Measured kernel costs (placeholder until the layer lands)."""
