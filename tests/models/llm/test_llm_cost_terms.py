@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dnnplace.core.catalogue import CATALOGUE, TRAINING_STACK
+from dnnplace.kernels import roofline
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.flops import tp_overlap_sms
 
@@ -37,17 +38,17 @@ def test_an_fp8_gemm_runs_at_its_own_fraction() -> None:
     m = n = k = A(8192.0)
     waves = 2048 / 132
     fill = waves / 16
-    t = flops.gemm_time(m, n, k, H100, 1979e12)[0]
+    t = roofline.gemm_time(m, n, k, H100, 1979e12)[0]
     compute = 2 * 8192 ** 3 / (1979e12 * 1402.6 / 1979 * fill)
     epilogue = 2.0 * 8192 * 8192 / (3.35e12 * 0.85)
     assert t == pytest.approx(compute + epilogue)
-    assert flops.gemm_format(H100, 1979e12) == "fp8" and flops.gemm_format(H100, 1.0) == "bf16"
+    assert roofline.gemm_format(H100, 1979e12) == "fp8" and roofline.gemm_format(H100, 1.0) == "bf16"
 
 
 def test_an_sm_margin_scales_the_peak_and_recounts_the_waves() -> None:
     # 4096 x 4096: 32 x 16 = 512 tiles; on 132 SMs 3.88 waves (fill 3.88 / 4), on 116 SMs 4.41 (fill 4.41 / 5)
-    full = float(flops.gemm_efficiency(A(4096.0), A(4096.0), H100)[0])
-    cut = float(flops.gemm_efficiency(A(4096.0), A(4096.0), H100, sms=116.0)[0])
+    full = float(roofline.gemm_efficiency(A(4096.0), A(4096.0), H100)[0])
+    cut = float(roofline.gemm_efficiency(A(4096.0), A(4096.0), H100, sms=116.0)[0])
     f = 794.5 / 989
     assert full == pytest.approx(f * (512 / 132) / 4)
     assert cut == pytest.approx(f * (512 / 116) / 5 * 116 / 132)
@@ -57,7 +58,7 @@ def test_forward_sms_apply_to_the_forward_gemm_only() -> None:
     shapes = [(A(4096.0), A(8192.0), A(2048.0))]
     fwd, bwd = flops.fwd_bwd_gemm_times(shapes, H100, 989e12, [A(108.0)])
     ref_f, ref_b = flops.fwd_bwd_gemm_times(shapes, H100, 989e12)
-    assert fwd[0][0] == pytest.approx(flops.gemm_time(*shapes[0], H100, 989e12, sms=108.0)[0])
+    assert fwd[0][0] == pytest.approx(roofline.gemm_time(*shapes[0], H100, 989e12, sms=108.0)[0])
     assert fwd[0][0] > ref_f[0][0] and bwd[0][0] == ref_b[0][0]
 
 
@@ -106,7 +107,7 @@ def test_the_margins_reach_the_layer_cost_only_with_tp_overlap(monkeypatch: pyte
     tokens, h, f = A(8192 / 2), A(8192.0), A(28672.0)
     proj = [tokens, h, A(8192 / 4)]
     fc2 = [tokens, h, f / 4]
-    extra = sum(flops.gemm_time(*g, H100, 989e12, sms=s)[0] - flops.gemm_time(*g, H100, 989e12)[0]
+    extra = sum(roofline.gemm_time(*g, H100, 989e12, sms=s)[0] - roofline.gemm_time(*g, H100, 989e12)[0]
                 for g, s in ((proj, 108.0), (fc2, 116.0)))
     assert extra > 0 and with_margin - without == pytest.approx(extra, rel=1e-9)
     one = Candidates.of([uniform(arch, 64, 1, 8, 2, 1)])

@@ -11,6 +11,7 @@ import pytest
 
 from dnnplace.arch.moe_config import load_moe, moe_from_dict
 from dnnplace.core.catalogue import device_spec
+from dnnplace.kernels import roofline
 from dnnplace.models.llm.evaluation import flops, moe_dispatch
 from dnnplace.models.llm.evaluation import moe as M
 from dnnplace.models.llm.published import CONFIGS
@@ -184,7 +185,7 @@ def test_grouped_gemm_is_one_gemm_for_one_group_and_small_gemms_are_slow() -> No
     peak = H100.peak("bf16")
     for m_, n, k in ((4096, 4096, 7168), (1000, 300, 2048), (64, 4096, 4096)):
         one = M.grouped_gemm_time(A([m_]), A([n]), A([k]), A([1.0]), H100, peak)
-        assert one[0] == pytest.approx(flops.gemm_time(A([m_]), A([n]), A([k]), H100, peak)[0], rel=1e-12)
+        assert one[0] == pytest.approx(roofline.gemm_time(A([m_]), A([n]), A([k]), H100, peak)[0], rel=1e-12)
     # the same rows split over more experts: each expert re-reads its own weights -> slower per row
     rows = 8192
     t1 = M.grouped_gemm_time(A([rows / 1]), A([4096.0]), A([7168.0]), A([1.0]), H100, peak)[0]
@@ -314,9 +315,9 @@ def _ds3_forward_parts(m, t, ep, etp, router_peak, peak):
     rf, _ = M.router_times(m, t, H100, router_peak)
     ef, _ = M.expert_gemm_times(m, t, ep, etp, H100, peak)
     (sf1, sf2), _ = flops.fwd_bwd_gemm_times(M.shared_expert_gemms(m, t, A([1.0])), H100, peak)
-    perm = flops.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
+    perm = roofline.hbm_time(M.permute_bytes(m, t, etp, ep=ep, dispatcher=A([0])), H100)
     copies = 4096 * 8 * (1 + np.sqrt(2 * np.log(64) / (4096 * 8)))
-    act = flops.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
+    act = roofline.hbm_time(A([2.0 * copies * 3 * 2048]), H100)
     return (rf + perm + ef + act + sf1 + sf2)[0], act, sf1 + sf2
 
 

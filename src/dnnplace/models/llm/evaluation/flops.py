@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
+from dnnplace.kernels.roofline import gemm_time
 from dnnplace.models.llm.evaluation.attention_shape import cp_attention_rates
 from dnnplace.models.llm.spec import TransformerArch
 
@@ -33,54 +34,6 @@ def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> 
     spans = (L - arch.windowed_layers) * seq + arch.windowed_layers * min(arch.sliding_window or seq, seq)
     per_token = L * 6 * (proj + mlp) + 12 * spans * arch.q_width + 6 * arch.vocab * h
     return float(global_batch) * seq * per_token
-
-
-def gemm_format(dev: DeviceSpec, peak: float) -> str:
-    """The tensor-core format whose dense peak ``peak`` is (BF16 when none matches): whose MAMF applies."""
-    for fmt, p in dev.peak_flops.items():
-        if p == peak:
-            return fmt
-    return "bf16"
-
-
-def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0, fmt: str = "bf16",
-                    sms: Array | float | None = None) -> Array:
-    """Fraction of peak a GEMM with an m x n output reaches: MAMF of its format x tile and wave quantisation.
-
-    The output is cut into tiles; a partial tile costs a full one, and the last
-    wave of tiles over the SMs runs partly empty (why shapes just past a multiple are slow).
-    A grouped GEMM (``groups`` problems of the same shape in one kernel, the MoE experts) shares one
-    wave count over the tiles of all its groups.  ``sms`` < ``sm_count``: the GEMM is limited to that many
-    SMs (cuBLAS's SM count target, which Transformer Engine sets when a communication kernel overlapped
-    with it keeps an SM margin): the peak scales by sms / sm_count and the waves are counted over sms.
-    """
-    tm, tn = dev.gemm_tile
-    used = dev.sm_count if sms is None else np.minimum(np.asarray(sms, dtype=float), dev.sm_count)
-    tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
-    tile_fill = groups * m * n / np.maximum(tiles * tm * tn, 1.0)
-    waves = tiles / used
-    wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
-    return dev.gemm_fraction_for(fmt) * tile_fill * wave_fill * (used / dev.sm_count)
-
-
-def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0,
-              groups: Array | float = 1.0, sms: Array | float | None = None) -> Array:
-    """Seconds for (m x k) @ (k x n): the main loop (slower of tensor cores and operand traffic) + epilogue.
-
-    The epilogue writes the m x n output (``out_bytes`` per element: 2 for a 16-bit result, 8
-    for Megatron's fused fp32 gradient accumulation, which reads and writes main_grad with beta = 1)
-    after each tile's main loop; it is counted at streaming HBM bandwidth, not hidden.  With
-    ``groups`` > 1 the same shape runs once per group in one kernel, each group reading its own
-    weights: few rows per group make it bandwidth-bound (the inefficiency of small expert GEMMs).
-    ``peak`` names the format too: the MAMF fraction is that of the format with this peak
-    (:func:`gemm_format`).  ``sms``: the SMs the GEMM may use (:func:`gemm_efficiency`).
-    """
-    hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
-    work = 2.0 * groups * m * n * k
-    eff = np.maximum(gemm_efficiency(m, n, dev, groups, gemm_format(dev, peak), sms), 1e-12)
-    compute = np.where(work > 0, work / (peak * eff), 0.0)
-    operands = 2.0 * groups * (m * k + k * n) / hbm
-    return np.maximum(compute, operands) + out_bytes * groups * m * n / hbm
 
 
 def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
@@ -176,11 +129,6 @@ def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tup
 #: read for the max, read + write for exp, read for the sum (fwd 18); backward reads fp32 softmax and
 #: writes the 16-bit gradient (6).  Counted from Megatron's vocab_parallel_cross_entropy passes.
 CE_BYTES_FWD, CE_BYTES_BWD = TRAINING_STACK.ce_bytes_fwd, TRAINING_STACK.ce_bytes_bwd
-
-
-def hbm_time(nbytes: Array, dev: DeviceSpec) -> Array:
-    """Seconds a streaming kernel needs to move ``nbytes`` through HBM."""
-    return nbytes / (dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0))
 
 
 def tp_overlap_sms(dev: DeviceSpec, generation: str, overlap: Array) -> Callable[[str], list[Array | None]]:

@@ -28,6 +28,7 @@ from dnnplace.core.catalogue import (
     TRAINING_STACK,
     DeviceSpec,
 )
+from dnnplace.kernels import roofline
 from dnnplace.models.llm.evaluation import flops
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
@@ -141,7 +142,7 @@ def router_times(m: MoEModel, t: Array, dev: DeviceSpec, peak: float) -> tuple[A
     """Forward and backward seconds of the router on one rank: its GEMM and its fp32 score passes."""
     (gf,), (gb,) = flops.fwd_bwd_gemm_times([router_gemm(m, t)], dev, peak)
     bf, bb = router_bytes(m, t)
-    return gf + flops.hbm_time(bf, dev), gb + flops.hbm_time(bb, dev)
+    return gf + roofline.hbm_time(bf, dev), gb + roofline.hbm_time(bb, dev)
 
 
 # ----------------------------------------------------------------------------------------------- permutation
@@ -165,7 +166,7 @@ def grouped_gemm_time(m_rows: Array, n: Array, k: Array, groups: Array, dev: Dev
     full one; each group reads its own weight matrix, so few rows per expert make the GEMM
     bandwidth-bound (the inefficiency of small expert GEMMs); the epilogue writes each output.
     """
-    return flops.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
+    return roofline.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
 
 
 def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceSpec,
@@ -382,12 +383,12 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     # the router GEMM stays 16-bit in every recipe: Megatron-Core's RouterGatingLinearFunction calls TE's general
     # GEMM on the BF16 input and weight directly (or torch.mm), outside the quantized linear modules
     rf, rb = router_times(m, t, dev, dev.peak_flops.get("bf16", peak))
-    perm = flops.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
+    perm = roofline.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
     ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
     copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
     f = s.expert_ffn / etp
-    act_f = flops.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev)
-    act_b = flops.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev)
+    act_f = roofline.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev)
+    act_b = roofline.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev)
     sh_f = sh_b = np.zeros_like(t, dtype=float)
     shapes = shared_expert_gemms(m, t * tp, tp)
     if shapes:

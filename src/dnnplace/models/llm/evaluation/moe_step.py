@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.kernels import roofline
 from dnnplace.models.llm.evaluation import comm, flops, memory, precision
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, Candidates, StageCosts
@@ -211,9 +212,9 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
         att_f, att_b = sum(agf) + cf, sum(agb) + cb + np.where(core_rerun, cf, 0.0)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
     act_f, act_b = ((3.0, 5.0) if a.gated else (2.0, 3.0))
-    norm_f = flops.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
-    norm_b = flops.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
-    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), flops.hbm_time(8.0 * tokens * a.hidden / sp_div,
+    norm_f = roofline.hbm_time(2.0 * tokens * (el_f - act_f * a.ffn_hidden / tp), dev)
+    norm_b = roofline.hbm_time(2.0 * tokens * (el_b - act_b * a.ffn_hidden / tp), dev)
+    norm_b = norm_b + np.where(moe_cost._bit(mods, "layernorm"), roofline.hbm_time(8.0 * tokens * a.hidden / sp_div,
                                                                                   dev), 0.0)
     att_tp_f = sum(comm.overlapped(coll, g, tp) for g in (agf[0], agf[-1]))
     att_tp_b = sum(comm.overlapped(coll, g, tp) for g in (agb[0], agb[-1]))
@@ -221,8 +222,8 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     att_tp_f, att_tp_b = np.where(on, att_tp_f, 0.0), np.where(on, att_tp_b, 0.0)
     # the dense layers' MLP
     mgf, mgb = flops.fwd_bwd_gemm_times(flops.layer_gemms(a, tokens, tp)[2:], dev, peak)
-    mlp_f = mgf[0] + mgf[1] + flops.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
-    mlp_b = mgb[0] + mgb[1] + flops.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
+    mlp_f = mgf[0] + mgf[1] + roofline.hbm_time(2.0 * tokens * act_f * a.ffn_hidden / tp, dev)
+    mlp_b = mgb[0] + mgb[1] + roofline.hbm_time(2.0 * tokens * act_b * a.ffn_hidden / tp, dev)
     mlp_b = mlp_b + np.where(moe_cost._bit(mods, "mlp"), mlp_f, 0.0)
     mlp_tp_f = np.where(on, comm.overlapped(coll, mgf[0], tp) + comm.overlapped(coll, mgf[1], tp), 0.0)
     mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
@@ -243,7 +244,7 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
         copies = t * mm.moe.top_k * etp * moe_cost.load_factor(t * mm.moe.top_k * etp, ep)
         fused = rec.copies(gen) * rec.copy_bytes() - precision.BF16_BYTES
         cast_bytes = moe_cost.moe_cast_bytes(mm, rec.cast_bytes(gen), fused, tokens, tp, etp, sp_div, copies)
-        casts = {k: (flops.hbm_time(f, dev), flops.hbm_time(b, dev)) for k, (f, b) in cast_bytes.items()}
+        casts = {k: (roofline.hbm_time(f, dev), roofline.hbm_time(b, dev)) for k, (f, b) in cast_bytes.items()}
         norm_f, norm_b = norm_f + casts["attention"][0], norm_b + casts["attention"][1]
         mlp_f, mlp_b = mlp_f + casts["dense_mlp"][0], mlp_b + casts["dense_mlp"][1]
         extra = casts["experts"][0] + (casts["shared"][0] if mm.moe.shared_ffn else 0.0), \

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.core.catalogue import host_link
+from dnnplace.kernels import roofline
 from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, offload, precision, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, BatchResult, Candidates, StageCosts, take_rows
@@ -47,12 +48,12 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
         gb = [q * x + (1 - q) * y for x, y in zip(qb, gb)]
     attn_f, attn_b = flops.attention_times(a, tokens, s, tp, dev, c.cp)
     el_f, el_b = flops.elementwise_elements(a, tp, sp_div)
-    comp_f = sum(gf) + attn_f + flops.hbm_time(2.0 * tokens * el_f, dev)
-    comp_b = sum(gb) + attn_b + flops.hbm_time(2.0 * tokens * el_b, dev)
+    comp_f = sum(gf) + attn_f + roofline.hbm_time(2.0 * tokens * el_f, dev)
+    comp_b = sum(gb) + attn_b + roofline.hbm_time(2.0 * tokens * el_b, dev)
     if rec.quantized:
         cast_f, cast_b = precision.cast_bytes_per_token(a, rec, gen, tp, sp_div)
-        comp_f = comp_f + q * flops.hbm_time(tokens * cast_f, dev)
-        comp_b = comp_b + q * flops.hbm_time(tokens * cast_b, dev)
+        comp_f = comp_f + q * roofline.hbm_time(tokens * cast_f, dev)
+        comp_b = comp_b + q * roofline.hbm_time(tokens * cast_b, dev)
 
     # TP: with SP 2 all-gathers + 2 reduce-scatters each way, overlapped chunk-wise with the GEMM they feed
     # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way, and SP's four collectives blocking
@@ -79,15 +80,15 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     # Embedding (rank 0): lookup write + fp32 scatter-add of its gradient; SP: one reduce-scatter / all-gather.
     hid = tokens * a.hidden
     tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
-    first = {"compute": (flops.hbm_time(4.0 * hid / sp_div, dev), flops.hbm_time(12.0 * hid / sp_div, dev)),
+    first = {"compute": (roofline.hbm_time(4.0 * hid / sp_div, dev), roofline.hbm_time(12.0 * hid / sp_div, dev)),
              "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp),
              "ep": (0.0 * tp, 0.0 * tp)}
     # LM head (last rank): final norm, vocab-parallel GEMM (BF16 in every recipe), cross entropy on the logits.
     head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
     hf, hb = flops.fwd_bwd_gemm_times(head, dev, bf16)
     logits = tokens * a.vocab / tp
-    last = {"compute": (hf[0] + flops.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
-                        hb[0] + flops.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
+    last = {"compute": (hf[0] + roofline.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
+                        hb[0] + roofline.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
             "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp),
             "ep": (0.0 * tp, 0.0 * tp)}
     layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
@@ -263,10 +264,10 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
         dp_exp = fsdp.sharded_exposed(zero[:, None], dp_exp, group, bw, lat, lp, params - nl * lp, nl, per_f, per_b,
                                       m[:, None], gather, gb, ag_end, chunks=c.vp[:, None])
     gshard = np.where(zero[:, None] >= 2, group, 1.0)
-    opt = flops.hbm_time(28.0 * params / shard + gb * params / gshard, dev)
+    opt = roofline.hbm_time(28.0 * params / shard + gb * params / gshard, dev)
     if moe is not None:
         eshard = np.where(dist, edp, 1.0)
-        opt = opt + flops.hbm_time(28.0 * experts / eshard + gb * experts, dev)
+        opt = opt + roofline.hbm_time(28.0 * experts / eshard + gb * experts, dev)
     tail = np.where(valid, dp_exp + opt, -np.inf)
     tail_rank = tail.argmax(axis=1)
     step = with_p2p + tail.max(axis=1)

@@ -1,0 +1,218 @@
+"""Kernel seconds for one device: the measured tables where they exist, the sourced roofline elsewhere.
+
+:func:`kernel_costs` gives the :class:`KernelCosts` of a device name (cached per process).  Each method
+takes numpy arrays of shapes (broadcast together; the categorical arguments -- data type, head dim,
+window, routing -- are scalars) and returns :class:`~dnnplace.kernels.sources.Priced`: seconds and, per
+entry, where they came from.  A family the device's tables lack, or a categorical key they never
+measured (a head dim, a data type), is priced by the roofline and says so; ``measured=False`` prices
+everything by the roofline (the catalogue column of the benchmarks).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.core.catalogue import DeviceSpec, device_spec
+from dnnplace.errors import DnnplaceError
+from dnnplace.kernels import roofline as rl
+from dnnplace.kernels.measured import ATTN_DTYPES, COMM_OPS, GEMM_DTYPES, MOE_ROUTING, Family, family
+from dnnplace.kernels.sources import EXTRAPOLATED, ROOFLINE, Priced
+from dnnplace.kernels.tables import SYSTEMS, data_root
+
+__all__ = ["KernelCosts", "kernel_costs"]
+
+Array = np.ndarray
+ROUTINGS = tuple(MOE_ROUTING)
+
+
+def _arr(*xs: object) -> list[Array]:
+    return [np.asarray(x, dtype=float) for x in np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in xs])]
+
+
+def _held(fam_value: Array, sol_q: Array, sol_at: Array, code: Array) -> Array:
+    """Extrapolated entries keep the efficiency of the place that answered: value x SOL(query) / SOL(there)."""
+    ratio = np.where(sol_at > 0, sol_q / np.where(sol_at > 0, sol_at, 1.0), 1.0)
+    return np.where(code == EXTRAPOLATED, fam_value * ratio, fam_value)
+
+
+@dataclass(frozen=True)
+class KernelCosts:
+    """The kernel prices of one device (``system``: its measured tables' folder, None for roofline only)."""
+
+    device: str
+    spec: DeviceSpec
+    system: str | None
+    framework: str | None = None
+    measured: bool = True
+
+    def _family(self, name: str) -> Family | None:
+        if not self.measured or self.system is None:
+            return None
+        return family(self.system, name, None if name == "collective" else self.framework)
+
+    # -- GEMM ---------------------------------------------------------------------------------------
+    def gemm(self, m: object, n: object, k: object, dtype: str = "bf16") -> Priced:
+        """(m x k) @ (k x n) in ``dtype`` (bf16, fp16, fp8, fp8_block, fp4, int8_wo, int4_wo)."""
+        m_, n_, k_ = _arr(m, n, k)
+        fam = self._family("gemm")
+        grid = fam.grids.get((GEMM_DTYPES.get(dtype, dtype),)) if fam else None
+        if grid is None:
+            return Priced(self._gemm_roofline(m_, n_, k_, dtype), np.full(m_.shape, ROOFLINE, np.int8))
+        look = grid.lookup([m_, n_, k_])
+        sol_q = rl.sol_gemm(m_, n_, k_, self.spec, dtype)
+        a = look.at
+        sol_at = rl.sol_gemm(a[0], a[1], a[2], self.spec, dtype)
+        return Priced(_held(look.values, sol_q, sol_at, look.code), look.code)
+
+    def _gemm_roofline(self, m: Array, n: Array, k: Array, dtype: str) -> Array:
+        dev = self.spec
+        peak = rl.dtype_peak(dev, dtype)
+        return rl.gemm_time(m, n, k, dev, peak, in_bytes=rl.DTYPE_BYTES.get(dtype, 2.0))
+
+    # -- attention ----------------------------------------------------------------------------------
+    def context_attention(self, batch: object, seq: object, heads: object, kv_heads: object, head_dim: int,
+                          dtype: str = "bf16", kv_dtype: str = "bf16", window: int = 0) -> Priced:
+        """Causal prefill attention of ``batch`` sequences of ``seq`` tokens, ``heads`` / ``kv_heads`` per GPU."""
+        b, s, h, kv = _arr(batch, seq, heads, kv_heads)
+        kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
+        fam = self._family("context_attention")
+        key = (head_dim, window, ATTN_DTYPES.get(dtype, dtype), ATTN_DTYPES.get(kv_dtype, kv_dtype))
+        grid = fam.grids.get(key) if fam else None
+        code_extra = None
+        if grid is None and fam is not None and window:
+            grid = fam.grids.get((head_dim, 0) + key[2:])  # a window the tables lack: full attention, marked
+            code_extra = EXTRAPOLATED
+        if grid is None:
+            t = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
+            return Priced(t / _attn_fraction(self.spec), np.full(b.shape, ROOFLINE, np.int8))
+        look = grid.lookup([b, s, h, kv])
+        sol_q = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
+        a = look.at
+        sol_at = rl.sol_attention_context(a[0], a[1], a[2], a[3], head_dim, self.spec,
+                                          window if code_extra is None else 0, kvb)
+        code = look.code if code_extra is None else np.maximum(look.code, code_extra).astype(np.int8)
+        return Priced(_held(look.values, sol_q, sol_at, code), code)
+
+    def decode_attention(self, batch: object, kv_len: object, heads: object, kv_heads: object, head_dim: int,
+                         kv_dtype: str = "bf16", window: int = 0) -> Priced:
+        """One decode step's attention for ``batch`` sequences each reading ``kv_len`` cached tokens."""
+        b, L, h, kv = _arr(batch, kv_len, heads, kv_heads)
+        kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
+        fam = self._family("decode_attention")
+        key = (head_dim, window, "bfloat16", ATTN_DTYPES.get(kv_dtype, kv_dtype))
+        grid = fam.grids.get(key) if fam else None
+        code_extra = None
+        if grid is None and fam is not None and window:
+            grid = fam.grids.get((head_dim, 0) + key[2:])
+            code_extra = EXTRAPOLATED
+        if grid is None:
+            t = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
+            return Priced(t / _hbm_fraction(self.spec), np.full(b.shape, ROOFLINE, np.int8))
+        look = grid.lookup([b, L, h, kv])
+        sol_q = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
+        a = look.at
+        sol_at = rl.sol_attention_decode(a[0], a[1], a[2], a[3], head_dim, self.spec,
+                                          window if code_extra is None else 0, kvb)
+        code = look.code if code_extra is None else np.maximum(look.code, code_extra).astype(np.int8)
+        return Priced(_held(look.values, sol_q, sol_at, code), code)
+
+    # -- communication ------------------------------------------------------------------------------
+    def collective(self, op: str, nbytes: object, gpus: object, link: str = "nvlink") -> Priced:
+        """A collective of ``nbytes`` (the message, per GPU) over ``gpus`` GPUs on ``link``
+        (``nvlink``: the node's GPU-to-GPU fabric, NVLink or PCIe; ``network``: between nodes)."""
+        if op not in COMM_OPS:
+            raise DnnplaceError(f"unknown collective '{op}'; known: {', '.join(COMM_OPS)}")
+        nb, g = _arr(nbytes, gpus)
+        fam = self._family("collective") if link != "network" else None
+        grid = fam.grids.get((COMM_OPS[op],)) if fam else None
+        if grid is None:
+            return Priced(rl.collective_time(op, nb, g, self.spec, link), np.full(nb.shape, ROOFLINE, np.int8))
+        look = grid.lookup([g, nb])
+        sol_q = rl.sol_collective(op, nb, g, self.spec, link)
+        sol_at = rl.sol_collective(op, look.at[1], look.at[0], self.spec, link)
+        t = _held(look.values, sol_q, sol_at, look.code)
+        return Priced(np.where(g > 1, t, 0.0), look.code)
+
+    def p2p(self, nbytes: object, link: str = "nvlink") -> Priced:
+        """One point-to-point send of ``nbytes`` (pipeline activations): no table measures it; the roofline
+        at the link's bus bandwidth plus one step latency."""
+        nb = np.asarray(nbytes, dtype=float)
+        bw, frac, lat = rl.link_figures(self.spec, link)
+        return Priced(nb / max(bw * frac, 1.0) + lat, np.full(nb.shape, ROOFLINE, np.int8))
+
+    # -- mixture of experts -------------------------------------------------------------------------
+    def moe(self, tokens: object, hidden: int, inter: int, topk: int, experts: int, tp: int = 1, ep: int = 1,
+            dtype: str = "bf16", routing: str = "balanced") -> Priced:
+        """A fused MoE layer's experts (gated, 3 GEMMs) for ``tokens`` tokens on one GPU of ``tp`` x ``ep``."""
+        if routing not in MOE_ROUTING:
+            raise DnnplaceError(f"unknown routing '{routing}'; known: {', '.join(MOE_ROUTING)}")
+        t = np.asarray(tokens, dtype=float)
+        fam = self._family("moe")
+        key = (GEMM_DTYPES.get(dtype, dtype), MOE_ROUTING[routing], hidden, inter, topk, experts, tp, ep)
+        grid = fam.grids.get(key) if fam else None
+        if grid is None:
+            rows = t * topk / ep
+            local = float(max(experts // ep, 1))
+            per = rows / local
+            d = self.spec
+            peak = rl.dtype_peak(d, dtype)
+            b = rl.DTYPE_BYTES.get(dtype, 2.0)
+            up = rl.gemm_time(per, np.full_like(t, 2.0 * inter / tp), np.full_like(t, float(hidden)), d, peak,
+                              groups=local, in_bytes=b)
+            down = rl.gemm_time(per, np.full_like(t, float(hidden)), np.full_like(t, inter / tp), d, peak,
+                                groups=local, in_bytes=b)
+            return Priced(up + down, np.full(t.shape, ROOFLINE, np.int8))
+        look = grid.lookup([t])
+        d = self.spec
+        sol_q = rl.sol_moe(t, hidden, inter, topk, experts, tp, ep, d, dtype)
+        sol_at = rl.sol_moe(look.at[0], hidden, inter, topk, experts, tp, ep, d, dtype)
+        return Priced(_held(look.values, sol_q, sol_at, look.code), look.code)
+
+    # -- what is measured ---------------------------------------------------------------------------
+    def coverage(self) -> dict[str, object]:
+        """Per family: the table (framework, version), its keys and axis ranges; or 'roofline'."""
+        out: dict[str, object] = {}
+        for name in ("gemm", "context_attention", "decode_attention", "collective", "moe"):
+            fam = self._family(name)
+            if fam is None:
+                out[name] = {"source": "roofline"}
+                continue
+            axes: dict[str, list[float]] = {}
+            for g in fam.grids.values():
+                for a, ax in zip(fam.axes, g.axes):
+                    lo, hi = axes.get(a, [float("inf"), float("-inf")])
+                    axes[a] = [min(lo, float(ax[0])), max(hi, float(ax[-1]))]
+            keys = sorted({k for k in fam.grids}, key=str)
+            out[name] = {"source": "measured", "framework": fam.table[2], "version": fam.table[3],
+                         "key_fields": list(fam.keys), "keys": [list(map(_plain, k)) for k in keys],
+                         "ranges": axes, "points": sum(g.points for g in fam.grids.values()),
+                         "choice": fam.choice}
+        out["p2p"] = {"source": "roofline"}
+        return out
+
+
+def _plain(v: object) -> object:
+    return v.item() if hasattr(v, "item") else v
+
+
+def _attn_fraction(dev: DeviceSpec) -> float:
+    return float(dev.attn_fwd_fraction or dev.gemm_fraction or 0.5)
+
+
+def _hbm_fraction(dev: DeviceSpec) -> float:
+    return float(dev.hbm_fraction or 0.85)
+
+
+@functools.cache
+def kernel_costs(device: str, framework: str | None = None, measured: bool = True) -> KernelCosts:
+    """The kernel prices of ``device`` (a catalogue name); unknown names are one line naming the known ones."""
+    spec = device_spec(device)
+    system = SYSTEMS.get(device)
+    if system is not None and data_root() is None:
+        system = None  # aiconfigurator-core not installed: every answer says roofline
+    if framework is not None and framework not in ("trtllm", "vllm", "sglang"):
+        raise DnnplaceError(f"unknown kernel-table framework '{framework}'; known: trtllm, vllm, sglang")
+    return KernelCosts(device, spec, system, framework, measured)

@@ -1,0 +1,161 @@
+"""The measured families of one system, as lattices built once per process from its tables.
+
+Each builder reads the columns it needs (:func:`tables.read_columns`), splits the rows by the categorical
+keys of the family (data type, head dim, window, ...) and builds one :class:`~dnnplace.kernels.grid.Grid`
+per key over the numeric axes.  Latencies in the tables are milliseconds; the grids hold seconds.
+Every choice between rows of one key (which kernel source when several measured the same GEMM) is made
+here, once, by a stated rule.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.kernels.grid import Grid
+from dnnplace.kernels.tables import COMM_ORDER, TableRef, find_table, read_columns
+
+__all__ = ["ATTN_DTYPES", "COMM_OPS", "GEMM_DTYPES", "MOE_ROUTING", "Family", "family"]
+
+#: Our kernel data type -> the tables' name.  FP16 GEMMs run at the BF16 rate on every tensor-core
+#: generation these tables cover (same peak in the datasheets), so they read the BF16 rows.
+GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "nvfp4",
+               "nvfp4": "nvfp4", "int8_wo": "int8_wo", "int4_wo": "int4_wo", "int4": "int4_wo"}
+ATTN_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+#: Our collective names -> the NCCL table's.
+COMM_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+            "all_to_all": "alltoall"}
+#: Routing skew knob -> the MoE table's token distribution (balanced; power law of exponent alpha).
+MOE_ROUTING = {"balanced": "balanced", "power-law-1.01": "power_law_1.01", "power-law-1.2": "power_law_1.2"}
+_MS = 1e-3
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's lattices by categorical key, the table they came from, and the key fields' names."""
+
+    name: str
+    table: TableRef
+    keys: tuple[str, ...]
+    grids: dict[tuple[object, ...], Grid]
+    axes: tuple[str, ...]
+    choice: str = ""  # the rule that picked among rows (kernel source), for `dnnplace kernels`
+
+
+def _split(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[tuple[object, ...], np.ndarray]:
+    """Row indices by the tuple of the ``keys`` columns."""
+    if not keys:
+        return {(): np.arange(len(next(iter(cols.values()))))}
+    stacked = list(zip(*(cols[k].tolist() for k in keys)))
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, key in enumerate(stacked):
+        groups.setdefault(key, []).append(i)
+    return {k: np.asarray(v) for k, v in groups.items()}
+
+
+def _grids(cols: dict[str, np.ndarray], keys: tuple[str, ...], axes: tuple[str, ...], scale: tuple[str, ...],
+           value: str = "latency") -> dict[tuple[object, ...], Grid]:
+    out = {}
+    for key, rows in _split(cols, keys).items():
+        coords = [np.asarray(cols[a][rows], dtype=float) for a in axes]
+        out[key] = Grid.from_points(coords, np.asarray(cols[value][rows], dtype=float) * _MS, scale)
+    return out
+
+
+def _most_rows(sources: np.ndarray, dtypes: np.ndarray, skip: str = "") -> dict[str, str]:
+    """Per data type, the kernel source with the most measured rows (ties: alphabetical first)."""
+    best: dict[str, str] = {}
+    counts = Counter(zip(dtypes.tolist(), sources.tolist()))
+    for (dt, src), _n in sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+        if skip and skip in src:
+            continue
+        best.setdefault(dt, src)
+    return best
+
+
+def _gemm(system: str, framework: str | None) -> Family | None:
+    ref = find_table(system, "gemm", "gemm_perf.parquet", framework=framework)
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("kernel_source", "gemm_dtype", "m", "n", "k", "latency"))
+    pick = _most_rows(cols["kernel_source"], cols["gemm_dtype"])
+    keep = np.array([pick.get(d) == s for d, s in zip(cols["gemm_dtype"].tolist(), cols["kernel_source"].tolist())])
+    cols = {k: v[keep] for k, v in cols.items()}
+    grids = _grids(cols, ("gemm_dtype",), ("m", "n", "k"), ("lin", "lin", "lin"))
+    rule = "per data type, the kernel source with the most rows: " + ", ".join(f"{d} {s}" for d, s in pick.items())
+    return Family("gemm", ref, ("gemm_dtype",), grids, ("m", "n", "k"), rule)
+
+
+def _attention(system: str, framework: str | None, decode: bool) -> Family | None:
+    name = "generation_attention_perf.parquet" if decode else "context_attention_perf.parquet"
+    ref = find_table(system, "attention", name, framework=framework)
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size",
+                                 "attn_dtype", "kv_cache_dtype", "step", "latency"))
+    keys = ("head_dim", "window_size", "attn_dtype", "kv_cache_dtype")
+    if decode:  # the KV length a decode step reads: the prompt plus the tokens generated so far
+        cols = {**cols, "kv_len": cols["isl"] + cols["step"]}
+        return Family("decode_attention", ref, keys, _grids(cols, keys, ("batch_size", "kv_len", "num_heads",
+                                                                         "num_key_value_heads"),
+                                                           ("lin", "lin", "lin", "lin")),
+                      ("batch", "kv_len", "heads", "kv_heads"))
+    return Family("context_attention", ref, keys,
+                  _grids(cols, keys, ("batch_size", "isl", "num_heads", "num_key_value_heads"),
+                         ("lin", "sq", "lin", "lin")), ("batch", "seq", "heads", "kv_heads"))
+
+
+def _nccl(system: str) -> Family | None:
+    ref = find_table(system, "comm", "nccl_perf.parquet", order=COMM_ORDER[:1])
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"))
+    # message_size counts elements of nccl_dtype: bytes = elements x (2 for half, 1 for int8).  Both dtypes
+    # move the same bytes at the same speed, so they form one curve by bytes; where both measured a size,
+    # the half row is kept.
+    nbytes = cols["message_size"] * np.where(cols["nccl_dtype"] == "half", 2, 1)
+    order = np.lexsort((cols["nccl_dtype"] != "half",))
+    seen: set[tuple[str, int, int]] = set()
+    keep = np.zeros(len(nbytes), dtype=bool)
+    for i in order:
+        key = (str(cols["op_name"][i]), int(cols["num_gpus"][i]), int(nbytes[i]))
+        if key not in seen:
+            seen.add(key)
+            keep[i] = True
+    c = {"op_name": cols["op_name"][keep], "num_gpus": cols["num_gpus"][keep], "bytes": nbytes[keep],
+         "latency": cols["latency"][keep]}
+    return Family("collective", ref, ("op_name",), _grids(c, ("op_name",), ("num_gpus", "bytes"), ("lin", "lin")),
+                  ("gpus", "bytes"))
+
+
+def _moe(system: str, framework: str | None) -> Family | None:
+    ref = find_table(system, "moe", "moe_perf.parquet", framework=framework)
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                                 "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"))
+    pick = _most_rows(cols["kernel_source"], cols["moe_dtype"], skip="nongated")
+    keep = np.array([pick.get(d) == s for d, s in zip(cols["moe_dtype"].tolist(), cols["kernel_source"].tolist())])
+    cols = {k: v[keep] for k, v in cols.items()}
+    keys = ("moe_dtype", "distribution", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size")
+    rule = "gated experts; per data type the kernel source with the most rows: " + \
+        ", ".join(f"{d} {s}" for d, s in pick.items())
+    return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule)
+
+
+@functools.cache
+def family(system: str, name: str, framework: str | None = None) -> Family | None:
+    """The measured family ``name`` of ``system`` (None when no table has it); built once per process."""
+    if name == "gemm":
+        return _gemm(system, framework)
+    if name in ("context_attention", "decode_attention"):
+        return _attention(system, framework, decode=name == "decode_attention")
+    if name == "collective":
+        return _nccl(system)
+    if name == "moe":
+        return _moe(system, framework)
+    raise ValueError(name)
