@@ -4,12 +4,12 @@ A table is a set of measured points on a rectilinear lattice with holes (collect
 run out of memory or time, so sub-grids are ragged).  A query
 
 1. equal to a measured point gets that point's value verbatim (``measured``);
-2. inside the lattice gets the multilinear blend of the 2^d corners that bracket it, holes dropped and
-   the weights renormalised (``interpolated``); monotone where the data are, because a blend never leaves
-   the range of its corners.  Per axis, the blend runs in a coordinate chosen by the physics of the axis:
-   ``lin`` (latency ~ linear: batch, heads, GEMM m/n/k, message bytes) or ``sq`` (latency ~ square:
-   prefill attention's sequence length), so a kernel whose cost is a product of such terms is
-   reproduced exactly between nodes;
+2. inside the lattice gets the multilinear blend of the 2^d corners that bracket it, one axis at a time,
+   a hole dropped and its side's weight given to the other (``interpolated``); monotone where the data
+   are, because a blend never leaves the range of its corners.  Per axis the blend runs on ``lin`` values
+   (latency ~ linear: batch, heads, GEMM m/n/k, message bytes) or on their square roots (``sqrt``: prefill
+   attention's sequence length, where latency ~ seq^2), the two chosen by leave-one-out
+   (benchmarks/kernels_loo.py);
 3. outside the lattice (or where every bracketing corner is a hole) is answered at the nearest measured
    place (the clamped query, or the nearest point) and reported with that place, so the caller can hold
    its efficiency and scale by the speed-of-light ratio (``extrapolated``).
@@ -41,7 +41,7 @@ class Lookup:
 
 @dataclass
 class Grid:
-    """Measured values on a rectilinear lattice (``axes``) with NaN holes; ``scale[j]`` is ``lin`` or ``sq``."""
+    """Measured values on a rectilinear lattice (``axes``) with NaN holes; ``scale[j]`` is ``lin`` or ``sqrt``."""
 
     axes: list[np.ndarray]
     values: np.ndarray
@@ -66,9 +66,6 @@ class Grid:
     def points(self) -> int:
         return int(np.isfinite(self.values).sum())
 
-    def _coord(self, j: int, x: np.ndarray) -> np.ndarray:
-        return x * x if self.scale[j] == "sq" else x
-
     def lookup(self, query: list[np.ndarray]) -> Lookup:
         """Resolve queries (one array per axis, broadcast together)."""
         full = np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in query])
@@ -77,7 +74,7 @@ class Grid:
         n = q[0].size
         lo, w_hi, clamped = [], [], np.zeros(n, dtype=bool)
         at = []
-        for j, (ax, x) in enumerate(zip(self.axes, q)):
+        for ax, x in zip(self.axes, q):
             xc = np.clip(x, ax[0], ax[-1])
             clamped |= xc != x
             at.append(xc)
@@ -86,31 +83,25 @@ class Grid:
                 w_hi.append(np.zeros(n))
                 continue
             i = np.clip(np.searchsorted(ax, xc, side="right") - 1, 0, len(ax) - 2)
-            a, b = self._coord(j, ax[i]), self._coord(j, ax[i + 1])
-            t = (self._coord(j, xc) - a) / (b - a)
+            a, b = ax[i], ax[i + 1]
+            t = (xc - a) / (b - a)
             lo.append(i)
             w_hi.append(np.clip(t, 0.0, 1.0))
-        total = np.zeros(n)
-        weight = np.zeros(n)
-        exact = np.zeros(n, dtype=bool)
+        # the 2^d bracketing corners, then blended one axis at a time (sqrt-value axes first)
+        corners = np.empty((2,) * len(self.axes) + (n,))
         for corner in itertools.product((0, 1), repeat=len(self.axes)):
-            w = np.ones(n)
-            idx = []
-            for j, c in enumerate(corner):
-                if len(self.axes[j]) == 1:
-                    if c:
-                        w = np.zeros(n)
-                    idx.append(lo[j])
-                    continue
-                w = w * (w_hi[j] if c else 1.0 - w_hi[j])
-                idx.append(lo[j] + c)
-            v = self.values[tuple(idx)]
-            ok = np.isfinite(v) & (w > 0)
-            total += np.where(ok, w * np.where(ok, v, 0.0), 0.0)
-            weight += np.where(ok, w, 0.0)
-            exact |= ok & (w == 1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), np.nan)
+            idx = tuple(lo[j] + (c if len(self.axes[j]) > 1 else 0) for j, c in enumerate(corner))
+            corners[corner] = self.values[idx]
+        order = sorted(range(len(self.axes)), key=lambda j: self.scale[j] != "sqrt")
+        v = corners
+        exact = np.ones(n, dtype=bool)
+        for done, j in enumerate(order):
+            axis = j - sum(1 for k in order[:done] if k < j)
+            a, b = np.take(v, 0, axis=axis), np.take(v, 1, axis=axis)
+            v = _blend(a, b, w_hi[j], self.scale[j] == "sqrt")
+            exact &= (w_hi[j] == 0.0) | (w_hi[j] == 1.0)
+        out = v
+        exact &= np.isfinite(out)
         code = np.where(exact & ~clamped, MEASURED, np.where(clamped, EXTRAPOLATED, INTERPOLATED)).astype(np.int8)
         holes = ~np.isfinite(out)
         if holes.any():
@@ -136,3 +127,14 @@ class Grid:
         node = idx[k]
         vals = self.values[tuple(node.T)]
         return vals, [self.axes[j][node[:, j]] for j in range(node.shape[1])]
+
+
+def _blend(a: np.ndarray, b: np.ndarray, t: np.ndarray, sqrt: bool) -> np.ndarray:
+    """(1 - t) a + t b (of square roots, squared, on a ``sqrt`` axis); exactly a at t = 0 and b at t = 1; a hole
+    on one side gives the other side's value when it carries weight, else NaN (a hole)."""
+    t = np.broadcast_to(t, a.shape)
+    with np.errstate(invalid="ignore"):
+        mix = ((1.0 - t) * np.sqrt(a) + t * np.sqrt(b)) ** 2 if sqrt else (1.0 - t) * a + t * b
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    out = np.where(t == 0.0, a, np.where(t == 1.0, b, mix))
+    return np.where(fa & fb, out, np.where(fa & (t < 1.0), a, np.where(fb & (t > 0.0), b, np.nan)))

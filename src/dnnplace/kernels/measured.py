@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.kernels.grid import Grid
-from dnnplace.kernels.tables import COMM_ORDER, TableRef, find_table, read_columns
+from dnnplace.kernels.tables import COMM_ORDER, TableRef, find_table, find_tables, read_columns
 
 __all__ = ["ATTN_DTYPES", "COMM_OPS", "GEMM_DTYPES", "MOE_ROUTING", "Family", "family"]
 
@@ -105,7 +105,7 @@ def _attention(system: str, framework: str | None, decode: bool) -> Family | Non
                       ("batch", "kv_len", "heads", "kv_heads"))
     return Family("context_attention", ref, keys,
                   _grids(cols, keys, ("batch_size", "isl", "num_heads", "num_key_value_heads"),
-                         ("lin", "sq", "lin", "lin")), ("batch", "seq", "heads", "kv_heads"))
+                         ("lin", "sqrt", "lin", "lin")), ("batch", "seq", "heads", "kv_heads"))
 
 
 def _nccl(system: str) -> Family | None:
@@ -131,12 +131,28 @@ def _nccl(system: str) -> Family | None:
                   ("gpus", "bytes"))
 
 
+def _newest_first(parts: list[dict[str, np.ndarray]], key: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Rows of several versions of one table (newest first), one row per ``key`` tuple: the newest's."""
+    cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    seen: set[tuple[object, ...]] = set()
+    keep = np.zeros(len(cols[key[0]]), dtype=bool)
+    for i, k in enumerate(zip(*(cols[c].tolist() for c in key))):
+        if k not in seen:
+            seen.add(k)
+            keep[i] = True
+    return {c: v[keep] for c, v in cols.items()}
+
+
+_MOE_COLUMNS = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+                "moe_tp_size", "moe_ep_size", "distribution", "latency")
+
+
 def _moe(system: str, framework: str | None) -> Family | None:
-    ref = find_table(system, "moe", "moe_perf.parquet", framework=framework)
-    if ref is None:
+    refs = find_tables(system, "moe", "moe_perf.parquet", framework=framework)
+    if not refs:
         return None
-    cols = read_columns(ref[4], ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
-                                 "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"))
+    ref = refs[0]
+    cols = _newest_first([read_columns(r[4], _MOE_COLUMNS) for r in refs], _MOE_COLUMNS[:-1])
     pick = _most_rows(cols["kernel_source"], cols["moe_dtype"], skip="nongated")
     keep = np.array([pick.get(d) == s for d, s in zip(cols["moe_dtype"].tolist(), cols["kernel_source"].tolist())])
     cols = {k: v[keep] for k, v in cols.items()}
@@ -144,6 +160,7 @@ def _moe(system: str, framework: str | None) -> Family | None:
             "moe_ep_size")
     rule = "gated experts; per data type the kernel source with the most rows: " + \
         ", ".join(f"{d} {s}" for d, s in pick.items())
+    rule += "; the framework's versions merged, the newest row winning (MoE shapes are collected per model)"
     return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule)
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FRAMEWORK_ORDER", "SYSTEMS", "TableRef", "data_root", "find_table", "read_columns", "table_versions"]
+__all__ = ["FRAMEWORK_ORDER", "SYSTEMS", "TableRef", "data_root", "find_table", "find_tables", "read_columns",
+           "table_versions"]
 
 #: dnnplace device name -> aiconfigurator system folder (the ten systems with measured tables).
 SYSTEMS: dict[str, str] = {
@@ -88,6 +89,17 @@ def find_table(system: str, family: str, filename: str, order: tuple[str, ...] =
             v = versions[0]
             return TableRef((system, family, fw, v, root / system / family / fw / v / filename))
     return None
+
+
+def find_tables(system: str, family: str, filename: str, framework: str | None = None) -> list[TableRef]:
+    """Every version (newest first) of the framework :func:`find_table` picks: for families collected per
+    model in supplements (the MoE layers), whose newest folder holds only the latest models' shapes."""
+    first = find_table(system, family, filename, framework=framework)
+    if first is None:
+        return []
+    root = first[4].parents[4]
+    return [TableRef((system, family, first[2], v, root / system / family / first[2] / v / filename))
+            for v in table_versions(system, family, first[2], filename)]
 
 
 @functools.cache
