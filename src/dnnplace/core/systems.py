@@ -28,8 +28,8 @@ GBIT = 1e9 / 8  # bytes/s in one Gb/s
 
 #: GPU generation of each catalogue / system GPU: what decides the GEMM layouts and the precision
 #: recipes Transformer Engine runs on it.
-GPU_GENERATIONS: dict[str, str] = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell",
-                                   "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
+GPU_GENERATIONS: dict[str, str] = {"a100": "ampere", "a100-40g": "ampere", "h100": "hopper", "h200": "hopper",
+                                   "b200": "blackwell", "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell"}
 
 
 @dataclass(frozen=True)
