@@ -20,7 +20,16 @@ import sys
 
 import typer
 
-from dnnplace.cli import experiments_cmd, export_cmd, info_cmd, judge_cmd, plan_cmd, solve_cmd, torch_cmd
+from dnnplace.cli import (
+    experiments_cmd,
+    export_cmd,
+    info_cmd,
+    judge_cmd,
+    kernels_cmd,
+    plan_cmd,
+    solve_cmd,
+    torch_cmd,
+)
 from dnnplace.cli.console import OneLineUsageErrors, err, install_signal_handlers
 
 app = typer.Typer(
@@ -56,6 +65,7 @@ export_cmd.register(app)
 experiments_cmd.register(app)
 info_cmd.register(app)
 plan_cmd.register(app)
+kernels_cmd.register(app)
 
 
 def _flush_stdout() -> str | None:

@@ -11,18 +11,18 @@ everything by the roofline (the catalogue column of the benchmarks).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dnnplace.core.catalogue import DeviceSpec, device_spec
+from dnnplace.core.catalogue import ROOFLINE_DEFAULTS, DeviceSpec, device_spec, resolve_device_name
 from dnnplace.errors import DnnplaceError
 from dnnplace.kernels import roofline as rl
 from dnnplace.kernels.measured import ATTN_DTYPES, COMM_OPS, GEMM_DTYPES, MOE_ROUTING, Family, family
 from dnnplace.kernels.sources import EXTRAPOLATED, ROOFLINE, Priced
 from dnnplace.kernels.tables import SYSTEMS, data_root
 
-__all__ = ["KernelCosts", "kernel_costs"]
+__all__ = ["KernelCosts", "kernel_costs", "roofline_spec"]
 
 Array = np.ndarray
 ROUTINGS = tuple(MOE_ROUTING)
@@ -87,7 +87,7 @@ class KernelCosts:
             code_extra = EXTRAPOLATED
         if grid is None:
             t = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
-            return Priced(t / _attn_fraction(self.spec), np.full(b.shape, ROOFLINE, np.int8))
+            return Priced(t / float(self.spec.attn_fwd_fraction or 1.0), np.full(b.shape, ROOFLINE, np.int8))
         look = grid.lookup([b, s, h, kv])
         sol_q = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
         a = look.at
@@ -110,7 +110,7 @@ class KernelCosts:
             code_extra = EXTRAPOLATED
         if grid is None:
             t = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
-            return Priced(t / _hbm_fraction(self.spec), np.full(b.shape, ROOFLINE, np.int8))
+            return Priced(t / float(self.spec.hbm_fraction or 1.0), np.full(b.shape, ROOFLINE, np.int8))
         look = grid.lookup([b, L, h, kv])
         sol_q = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
         a = look.at
@@ -198,19 +198,27 @@ def _plain(v: object) -> object:
     return v.item() if hasattr(v, "item") else v
 
 
-def _attn_fraction(dev: DeviceSpec) -> float:
-    return float(dev.attn_fwd_fraction or dev.gemm_fraction or 0.5)
-
-
-def _hbm_fraction(dev: DeviceSpec) -> float:
-    return float(dev.hbm_fraction or 0.85)
+def roofline_spec(dev: DeviceSpec) -> DeviceSpec:
+    """``dev`` with every efficiency fraction it lacks (no published measurement) taken from the catalogue's
+    ``ROOFLINE_DEFAULTS``: what the roofline prices a card such as an RTX 4090 or an L4 with.  Attention
+    without its own figure runs at the GEMM fraction (flash attention is a chain of tensor-core GEMMs); a
+    card without NVLink moves collectives over PCIe at the defaults' measured PCIe bus-bandwidth fraction (a
+    bridge or NVLink without its own measured fraction takes that one too: the lower, published figure)."""
+    d = ROOFLINE_DEFAULTS
+    gemm = d.fraction("gemm_fraction", dev)
+    pcie_only = dev.nvlink_bandwidth <= 0
+    return replace(dev, gemm_fraction=gemm, hbm_fraction=d.fraction("hbm_fraction", dev),
+                   attn_fwd_fraction=dev.attn_fwd_fraction or gemm, attn_bwd_fraction=dev.attn_bwd_fraction or gemm,
+                   nvlink_fraction=d.pcie_fraction if pcie_only or dev.nvlink_fraction is None
+                   else dev.nvlink_fraction,
+                   internode_fraction=dev.internode_fraction or d.pcie_fraction)
 
 
 @functools.cache
 def kernel_costs(device: str, framework: str | None = None, measured: bool = True) -> KernelCosts:
     """The kernel prices of ``device`` (a catalogue name); unknown names are one line naming the known ones."""
-    spec = device_spec(device)
-    system = SYSTEMS.get(device)
+    spec = roofline_spec(device_spec(device))
+    system = SYSTEMS.get(resolve_device_name(device))
     if system is not None and data_root() is None:
         system = None  # aiconfigurator-core not installed: every answer says roofline
     if framework is not None and framework not in ("trtllm", "vllm", "sglang"):

@@ -134,7 +134,7 @@ def bus_factor(op: str, gpus: Array) -> Array:
 
 def link_figures(dev: DeviceSpec, link: str) -> tuple[float, float, float]:
     """(peak bytes/s one direction, efficiency fraction, per-step latency s) of a link kind."""
-    pcie = float(getattr(dev, "pcie_bandwidth", 0.0) or 0.0)
+    pcie = float(dev.pcie_bandwidth)
     if link == "nvlink" and dev.nvlink_bandwidth > 0:
         return dev.nvlink_bandwidth, float(dev.nvlink_fraction or 0.0), dev.nvlink_latency_s
     if link == "network":
