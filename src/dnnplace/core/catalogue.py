@@ -85,6 +85,9 @@ class DeviceSpec:
     gemm_fractions: dict[str, float] = field(default_factory=dict)
     # Measured fused-attention rates by mask and length; None: ``attn_*_fraction`` at every shape.
     attention: AttentionTable | None = None
+    # Price GEMMs and attention from the measured kernel tables (dnnplace.kernels) instead of the fractions
+    # above: the training planner's one switch per device (benchmarks print both columns).
+    measured_kernels: bool = False
     # The card's host link, bytes/s in ONE direction (PCIe Gen3 / Gen4 / Gen5 x16: 15.75 / 31.5 / 63.0 GB/s after
     # 128b/130b encoding; NVLink-C2C on the Grace superchips); 0.0: not given.
     pcie_bandwidth: float = 0.0

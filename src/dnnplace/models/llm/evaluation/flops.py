@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
-from dnnplace.kernels.roofline import gemm_time
+from dnnplace.kernels.roofline import gemm_format, gemm_time
 from dnnplace.models.llm.evaluation.attention_shape import cp_attention_rates
 from dnnplace.models.llm.spec import TransformerArch
 
@@ -58,9 +58,30 @@ def fwd_bwd_gemm_times(shapes: list[tuple[Array, Array, Array]], dev: DeviceSpec
     the SMs forward GEMM i may use (an overlapped reduce-scatter's SM margin), None for all of them.
     """
     sms = fwd_sms or [None] * len(shapes)
-    fwd = [gemm_time(m, n, k, dev, peak, sms=u) for (m, n, k), u in zip(shapes, sms)]
-    bwd = [gemm_time(m, k, n, dev, peak) + gemm_time(k, n, m, dev, peak, WGRAD_OUT_BYTES) for m, n, k in shapes]
+    fwd = [priced_gemm(m, n, k, dev, peak, sms=u) for (m, n, k), u in zip(shapes, sms)]
+    bwd = [priced_gemm(m, k, n, dev, peak) + priced_gemm(k, n, m, dev, peak, WGRAD_OUT_BYTES) for m, n, k in shapes]
     return fwd, bwd
+
+
+def priced_gemm(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_bytes: float = 2.0,
+                sms: Array | float | None = None) -> Array:
+    """Seconds of one GEMM: the catalogue's roofline, or, where the device's ``measured_kernels`` switch is on,
+    the measured table of its format (:mod:`dnnplace.kernels`).
+
+    The tables time a 16-bit output on every SM; a wider epilogue (the fp32 main_grad accumulation) adds its
+    extra bytes at streaming bandwidth, and an SM margin scales the time by the SMs taken away, as the
+    roofline does.  Backward GEMMs are priced at their own (transposed) shapes, which the tables measure.
+    """
+    if not dev.measured_kernels:
+        return gemm_time(m, n, k, dev, peak, out_bytes, sms=sms)
+    from dnnplace.kernels import kernel_costs
+
+    t = kernel_costs(dev.name).gemm(m, n, k, gemm_format(dev, peak)).seconds
+    hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
+    t = t + max(out_bytes - 2.0, 0.0) * m * n / hbm
+    if sms is not None:
+        t = t * dev.sm_count / np.minimum(np.asarray(sms, dtype=float), dev.sm_count)
+    return t
 
 
 def causal_keys(seq: int, window: int = 0) -> float:
@@ -105,7 +126,25 @@ def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, d
     """
     fwd = attention_fwd_flops(arch, tokens, seq, tp)
     rate_f, rate_b = cp_attention_rates(dev, seq, cp)
-    return fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
+    f, b = fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
+    if not dev.measured_kernels:
+        return f, b
+    # Measured: the prefill kernel at this shape (the tables time inference's forward kernel), layers with and
+    # without a window weighted by their count; the backward keeps the catalogue's backward/forward ratio.
+    # Context parallelism hands the kernel pieces the tables do not describe: those entries stay catalogue.
+    from dnnplace.kernels import kernel_costs
+
+    kc = kernel_costs(dev.name)
+    batch = np.maximum(np.asarray(tokens, dtype=float) / seq, 1e-9)
+    heads, kv = arch.heads / np.asarray(tp, dtype=float), arch.kv_heads / np.asarray(tp, dtype=float)
+    win = arch.windowed_layers
+    full = kc.context_attention(batch, seq, heads, kv, arch.head_dim).seconds
+    meas = full
+    if win:
+        windowed = kc.context_attention(batch, seq, heads, kv, arch.head_dim, window=arch.sliding_window).seconds
+        meas = ((arch.num_layers - win) * full + win * windowed) / arch.num_layers
+    single = np.asarray(cp, dtype=float) == 1.0
+    return np.where(single, meas, f), np.where(single, meas * (b / f), b)
 
 
 def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tuple[Array, Array]:
