@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -76,46 +77,35 @@ class KernelCosts:
     def context_attention(self, batch: object, seq: object, heads: object, kv_heads: object, head_dim: int,
                           dtype: str = "bf16", kv_dtype: str = "bf16", window: int = 0) -> Priced:
         """Causal prefill attention of ``batch`` sequences of ``seq`` tokens, ``heads`` / ``kv_heads`` per GPU."""
-        b, s, h, kv = _arr(batch, seq, heads, kv_heads)
-        kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
-        fam = self._family("context_attention")
         key = (head_dim, window, ATTN_DTYPES.get(dtype, dtype), ATTN_DTYPES.get(kv_dtype, kv_dtype))
-        grid = fam.grids.get(key) if fam else None
-        code_extra = None
-        if grid is None and fam is not None and window:
-            grid = fam.grids.get((head_dim, 0) + key[2:])  # a window the tables lack: full attention, marked
-            code_extra = EXTRAPOLATED
-        if grid is None:
-            t = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
-            return Priced(t / float(self.spec.attn_fwd_fraction or 1.0), np.full(b.shape, ROOFLINE, np.int8))
-        look = grid.lookup([b, s, h, kv])
-        sol_q = rl.sol_attention_context(b, s, h, kv, head_dim, self.spec, window, kvb)
-        a = look.at
-        sol_at = rl.sol_attention_context(a[0], a[1], a[2], a[3], head_dim, self.spec,
-                                          window if code_extra is None else 0, kvb)
-        code = look.code if code_extra is None else np.maximum(look.code, code_extra).astype(np.int8)
-        return Priced(_held(look.values, sol_q, sol_at, code), code)
+        return self._attention("context_attention", rl.sol_attention_context, float(self.spec.attn_fwd_fraction or 1),
+                               _arr(batch, seq, heads, kv_heads), key, kv_dtype)
 
     def decode_attention(self, batch: object, kv_len: object, heads: object, kv_heads: object, head_dim: int,
                          kv_dtype: str = "bf16", window: int = 0) -> Priced:
         """One decode step's attention for ``batch`` sequences each reading ``kv_len`` cached tokens."""
-        b, L, h, kv = _arr(batch, kv_len, heads, kv_heads)
-        kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
-        fam = self._family("decode_attention")
         key = (head_dim, window, "bfloat16", ATTN_DTYPES.get(kv_dtype, kv_dtype))
+        return self._attention("decode_attention", rl.sol_attention_decode, float(self.spec.hbm_fraction or 1),
+                               _arr(batch, kv_len, heads, kv_heads), key, kv_dtype)
+
+    def _attention(self, name: str, sol: Any, fraction: float, q: list[Array], key: tuple[Any, ...],
+                   kv_dtype: str) -> Priced:
+        """Either attention family: its lattice for ``key`` (head dim, window, dtypes); a window the tables lack
+        reads the full-attention lattice and is marked extrapolated; no lattice: the roofline at ``fraction``."""
+        head_dim, window = key[0], key[1]
+        kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
+        fam = self._family(name)
         grid = fam.grids.get(key) if fam else None
         code_extra = None
         if grid is None and fam is not None and window:
             grid = fam.grids.get((head_dim, 0) + key[2:])
             code_extra = EXTRAPOLATED
+        sol_q = sol(q[0], q[1], q[2], q[3], head_dim, self.spec, window, kvb)
         if grid is None:
-            t = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
-            return Priced(t / float(self.spec.hbm_fraction or 1.0), np.full(b.shape, ROOFLINE, np.int8))
-        look = grid.lookup([b, L, h, kv])
-        sol_q = rl.sol_attention_decode(b, L, h, kv, head_dim, self.spec, window, kvb)
+            return Priced(sol_q / fraction, np.full(q[0].shape, ROOFLINE, np.int8))
+        look = grid.lookup(q)
         a = look.at
-        sol_at = rl.sol_attention_decode(a[0], a[1], a[2], a[3], head_dim, self.spec,
-                                          window if code_extra is None else 0, kvb)
+        sol_at = sol(a[0], a[1], a[2], a[3], head_dim, self.spec, window if code_extra is None else 0, kvb)
         code = look.code if code_extra is None else np.maximum(look.code, code_extra).astype(np.int8)
         return Priced(_held(look.values, sol_q, sol_at, code), code)
 
