@@ -107,9 +107,19 @@ def read_columns(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The named columns of a parquet file as numpy arrays (strings as object arrays); read once."""
     import pyarrow.parquet as pq  # lazily: pyarrow is heavy and only tables need it
 
-    table = pq.read_table(path, columns=list(columns))
+    have = set(pq.read_schema(path).names)
+    table = pq.read_table(path, columns=[c for c in columns if c in have])
     out: dict[str, np.ndarray] = {}
     for name in columns:
-        col = table.column(name)
-        out[name] = np.asarray(col.to_numpy(zero_copy_only=False))
+        if name not in have:
+            if name not in ABSENT_MEANS:
+                raise ValueError(f"{path}: no column '{name}'")
+            out[name] = np.full(table.num_rows, ABSENT_MEANS[name])  # an older collection without the axis
+            continue
+        out[name] = np.asarray(table.column(name).to_numpy(zero_copy_only=False))
     return out
+
+
+#: Columns older collections lack, and what their absence means (vLLM 0.14's A100 attention tables have no
+#: window_size: every row is full attention).
+ABSENT_MEANS: dict[str, object] = {"window_size": 0}
