@@ -138,6 +138,12 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: "the all-to-all overlap and the shared-expert overlap exclude each other"),
     Rule("a2a_overlap_mtp", ("a2a_overlap",), lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] <= 1),
          lambda r: f"the all-to-all overlap supports at most 1 MTP layer, {r['name']} has {r['mtp_layers']}"),
+    # megatron-core 0.16.1 transformer/transformer_config.py TransformerConfig.__post_init__: "Pipeline model
+    # parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
+    Rule("a2a_overlap_mtp_pp", ("a2a_overlap", "pp"),
+         lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] == 0) | (c["pp"] > 1),
+         lambda r: f"the all-to-all overlap with {r['name']}'s MTP layer needs pp > 1 (megatron-core "
+                   "transformer_config.py TransformerConfig.__post_init__)"),
 )
 
 
