@@ -33,11 +33,18 @@ from dnnplace.core.systems import GPU_GENERATIONS
 from dnnplace.errors import InputError
 from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, check_fields, columns
 from dnnplace.models.llm.moe_knobs import RECOMPUTE_MODULES
-from dnnplace.models.llm.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
+from dnnplace.models.llm.moe_rules import (
+    DENSE_RULE,
+    DENSE_VALUES,
+    MOE_CONFIG_RULES,
+    dense_problem_columns,
+    moe_problem_columns,
+)
 from dnnplace.utils.text import clip
 
 __all__ = ["CONFIG_RULES", "CROSS_ENTROPIES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES",
-           "PROBLEM_RULES", "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
+           "PROBLEM_RULES", "Rule", "check_config", "check_pin_set", "check_problem", "filter_rows", "first_broken",
+           "problem_columns"]
 
 
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
@@ -318,6 +325,28 @@ def check_config(problem: Any, config: ParallelConfig) -> None:
     if broken is not None:
         rule, row = broken
         raise InputError(f"config {rule.message(row)} (rule {rule.name})")
+
+
+def check_pin_set(problem: Any, pins: dict[str, object], where: str = "--fix") -> None:
+    """Every pin is kept in the plan's configuration or refused here, in one line naming it and what makes it
+    meaningless (the model, or another knob).
+
+    The search enumerates only the knobs a problem has a choice in: a dense model runs the expert knobs at
+    :data:`~dnnplace.models.llm.moe_rules.DENSE_VALUES`, and recompute modules exist only under selective
+    recompute, so a pin of anything else would be dropped from the plan while a plan file holding it is refused
+    (rules ``dense_no_expert_knobs``, ``modules_selective``).  --fix, --compare and --calibrate pin through the
+    search, which calls this first."""
+    if problem.arch.num_experts == 1:
+        for key, value in DENSE_VALUES.items():
+            if key in pins and pins[key] != value:
+                raise InputError(f"{where}: {key}={str(pins[key]).lower()} does not apply to "
+                                 f"{clip(problem.arch.name, 60)}, a dense model (no experts: it runs "
+                                 f"{key}={str(value).lower()}; rule {DENSE_RULE.name})")
+    modules = pins.get("recompute_modules", "none")
+    if modules != "none" and pins.get("recompute") != "selective":
+        told = f"recompute={pins['recompute']}" if "recompute" in pins else "recompute not pinned"
+        raise InputError(f"{where}: recompute_modules={modules} needs recompute=selective, got {told} (pin "
+                         "recompute=selective with it; rule modules_selective)")
 
 
 def describe_removed(removed: Counter[str], last: str | None) -> str:
