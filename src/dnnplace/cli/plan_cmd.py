@@ -13,6 +13,7 @@ from typing import Any, Optional
 import typer
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.utils.text import clip
 
 
 def parse_fix(text: str | None) -> dict[str, Any]:
@@ -24,10 +25,13 @@ def parse_fix(text: str | None) -> dict[str, Any]:
 
 
 def parse_pins_of(text: str) -> dict[str, Any]:
-    """``--compare``'s pins, typed and checked as ``--fix``'s are."""
+    """``--compare``'s pins, typed and checked as ``--fix``'s are; none at all would compare the plan with itself."""
     from dnnplace.models.llm.config import parse_pins
 
-    return parse_pins(text, "--compare")
+    pins = parse_pins(text, "--compare")
+    if not pins:
+        raise DnnplaceError("--compare: give the configuration to compare as KEY=VALUE pins (as --fix), got none")
+    return pins
 
 
 def plan(
@@ -93,6 +97,11 @@ def plan(
         if isinstance(runner_ups, bool) or not 0 <= runner_ups <= 20:
             raise DnnplaceError(f"--runner-ups must be a whole number in 0..20, got {runner_ups}")
         pins, rival_pins = parse_fix(fix), (None if compare is None else parse_pins_of(compare))
+        from dnnplace.models.llm.rules import check_pin_set
+
+        check_pin_set(problem, pins, "--fix")
+        if rival_pins is not None:
+            check_pin_set(problem, rival_pins, "--compare")
         with progress_bar(not as_json) as progress:
             sol = api.solve(problem, "llm-search", time_limit=time_limit, progress=progress,
                             runner_ups=runner_ups, **pins)
@@ -104,7 +113,12 @@ def plan(
             doc["error_band"] = calibrated_band_doc(calibration.errors(True), result.estimate.step_time_s)
         rival = None
         if rival_pins is not None:
-            rival = api.solve(problem, "llm-search", time_limit=time_limit, **rival_pins).plan
+            from dnnplace.models.llm.solvers.search import price_pins
+
+            try:  # fitting or not, the compared configuration is an answer beside the plan
+                rival = price_pins(problem, rival_pins, time_limit)
+            except DnnplaceError as exc:
+                raise DnnplaceError(f"--compare {clip(compare, 60)}: {exc}") from None
             doc["compared"] = runner_up_doc(problem, result.estimate.step_time_s, rival)
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)

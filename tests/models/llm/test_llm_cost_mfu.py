@@ -43,3 +43,19 @@ def test_mfu_never_exceeds_one(dev: str, fp8: bool, h: int, layers: int, seq: in
     pr = LLMProblem(a, Cluster(dev, 8, 8), TrainingJob(seq, 16, precision), spec)
     est = evaluate(pr, uniform(a, 8, tp, 1, 1, mbs=mbs))
     assert 0 < est.mfu <= 1.0
+
+
+def test_w6_mfu_at_half_a_million_tokens_stays_below_the_peak() -> None:
+    """Llama 3.1 8B, 64 GPUs, seq 524,288, GBS 8, BF16 read 105.4 %: NeMo's count has non-causal attention,
+    the kernels priced are causal; the estimate counts what is timed (issue 45, W6)."""
+    from dnnplace.models.llm.evaluation import model_flops_per_step
+    from dnnplace.models.llm.evaluation.flops import executed_flops_per_step
+
+    a = llama("8b")
+    pr = LLMProblem(a, Cluster("h100", 64, 8), TrainingJob(524288, 8), device_spec("h100"))
+    est = search(pr).estimate
+    assert 0 < est.mfu <= 1.0
+    assert est.model_flops_per_step == executed_flops_per_step(a, 524288, 8) < model_flops_per_step(a, 524288, 8)
+    # the causal count is the published one less (s - 1) / 2 of the s keys per query in the 12 s h term
+    nemo, causal = model_flops_per_step(a, 524288, 8), executed_flops_per_step(a, 524288, 8)
+    assert nemo - causal == pytest.approx(8 * 524288 * a.num_layers * 12 * a.hidden * (524288 - 1) / 2, rel=1e-9)

@@ -137,8 +137,14 @@ def test_a2a_overlap_with_two_mtp_layers_is_refused() -> None:
         check_moe_config(m, 1024, moe_columns(pp=8, vp=2, dp=128, ep=64, a2a_overlap=True))
 
 
+def test_a2a_overlap_with_an_mtp_layer_needs_pipelining() -> None:
+    with pytest.raises(DnnplaceError, match=r"MTP layer needs pp > 1 .*\(rule a2a_overlap_mtp_pp\)"):
+        check_moe_config(ds3(), 1024, moe_columns(pp=1, dp=1024, ep=64, a2a_overlap=True))
+
+
 def test_every_moe_rule_has_a_case() -> None:
     named = {case[1] for case in BROKEN} | {"mla_up_proj_mla", "shared_experts_exist", "mlp_exists",
+                                            "a2a_overlap_mtp_pp",
                                             "etp_expert_ffn", "flex_expert_ranks", "dispatcher", "a2a_overlap_mtp",
                                             "expert_bias_etp"}  # the last: exporters/test_megatron_moe.py
     assert {r.name for r in MOE_CONFIG_RULES} == named

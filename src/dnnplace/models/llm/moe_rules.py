@@ -31,7 +31,8 @@ from dnnplace.models.llm.moe_knobs import DISPATCHERS, RECOMPUTE_MODULES
 MoEModel = Any
 
 
-__all__ = ["DENSE_RULE", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_problem_columns", "edp_of",
+__all__ = ["DENSE_RULE", "DENSE_VALUES", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_problem_columns",
+           "edp_of",
            "filter_moe_rows", "first_broken", "modules_mask", "moe_columns", "moe_problem_columns"]
 
 _RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
@@ -138,6 +139,12 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: "the all-to-all overlap and the shared-expert overlap exclude each other"),
     Rule("a2a_overlap_mtp", ("a2a_overlap",), lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] <= 1),
          lambda r: f"the all-to-all overlap supports at most 1 MTP layer, {r['name']} has {r['mtp_layers']}"),
+    # megatron-core 0.16.1 transformer/transformer_config.py TransformerConfig.__post_init__: "Pipeline model
+    # parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
+    Rule("a2a_overlap_mtp_pp", ("a2a_overlap", "pp"),
+         lambda c: ~_on(c, "a2a_overlap") | (c["mtp_layers"] == 0) | (c["pp"] > 1),
+         lambda r: f"the all-to-all overlap with {r['name']}'s MTP layer needs pp > 1 (megatron-core "
+                   "transformer_config.py TransformerConfig.__post_init__)"),
 )
 
 
@@ -156,12 +163,20 @@ def dense_problem_columns(arch: Any) -> dict[str, Any]:
             "grouped_gemm": True, "shared_expert_overlap": False}
 
 
+#: The one value of each expert knob a dense model runs (ParallelConfig's defaults): the dense cost model
+#: places no experts, dispatches no tokens and prices no recompute module.  DENSE_RULE (plan files) and the
+#: pin check (``rules.check_pin_set``: --fix, --compare, --calibrate) both read this table.
+DENSE_VALUES: dict[str, object] = {"ep": 1, "etp": 1, "dispatcher": "alltoall", "a2a_overlap": False,
+                                   "recompute_modules": "none"}
+
 #: A dense model has no experts to place, and the dense cost model prices no recompute module.
-DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "a2a_overlap", "recompute_modules"),
+DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "dispatcher", "a2a_overlap", "recompute_modules"),
                   lambda c: (c["num_experts"] > 1) | ((c["ep"] == 1) & (c["etp"] == 1) & ~_on(c, "a2a_overlap")
-                                                      & (c["recompute_modules"] == 0)),
-                  lambda r: f"{r['name']} has no experts: ep, etp, the all-to-all overlap and recompute modules "
-                            "do not apply (ep=1, etp=1)")
+                                                      & (c["recompute_modules"] == 0)
+                                                      & (c["dispatcher"] == DISPATCHERS.index("alltoall"))),
+                  lambda r: f"{r['name']} has no experts: ep, etp, the dispatcher, the all-to-all overlap and "
+                            "recompute modules do not apply (" + ", ".join(f"{k}={v}".lower() for k, v in
+                                                                          DENSE_VALUES.items()) + ")")
 
 
 def moe_columns(*, tp: int = 1, pp: int = 1, vp: int = 1, cp: int = 1, dp: int = 1, ep: int = 1, etp: int = 1,

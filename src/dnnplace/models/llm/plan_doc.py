@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dnnplace.models.llm.config import pin_fields
 from dnnplace.models.llm.evaluation.band import ErrorBand, band_for, kind_of
 from dnnplace.models.llm.spec import LLMPlan, LLMProblem
 
 __all__ = ["band_of", "calibrated_band_doc", "error_band_doc", "plan_document", "runner_up_doc"]
 
-RUNNER_UP_KNOBS = ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "zero", "grad_dtype", "ep", "etp", "dispatcher",
-                   "offload_layers")
+#: Every knob a runner-up is pinned by (all of ParallelConfig's pinnable fields), so that each can be re-pinned
+#: with --fix exactly and two runner-ups differing only in, say, recompute_modules read apart.
+RUNNER_UP_KNOBS = tuple(f.name for f in pin_fields())
 
 
 def band_of(problem: LLMProblem) -> ErrorBand | None:

@@ -32,11 +32,19 @@ from dnnplace.core.rule import Cols, Rule, first_broken
 from dnnplace.core.systems import GPU_GENERATIONS
 from dnnplace.errors import InputError
 from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, check_fields, columns
-from dnnplace.models.llm.moe_rules import DENSE_RULE, MOE_CONFIG_RULES, dense_problem_columns, moe_problem_columns
+from dnnplace.models.llm.moe_knobs import RECOMPUTE_MODULES
+from dnnplace.models.llm.moe_rules import (
+    DENSE_RULE,
+    DENSE_VALUES,
+    MOE_CONFIG_RULES,
+    dense_problem_columns,
+    moe_problem_columns,
+)
 from dnnplace.utils.text import clip
 
 __all__ = ["CONFIG_RULES", "CROSS_ENTROPIES", "MLP_KINDS", "NORMS", "POSITIONS", "PRECISIONS", "PRICED_FAMILIES",
-           "PROBLEM_RULES", "Rule", "check_config", "check_problem", "filter_rows", "first_broken", "problem_columns"]
+           "PROBLEM_RULES", "Rule", "check_config", "check_pin_set", "check_problem", "filter_rows", "first_broken",
+           "problem_columns"]
 
 
 MLP_KINDS = ("swiglu", "geglu", "gelu", "relu2")  # swiglu/geglu are gated (3 matrices); gelu, squared-ReLU not
@@ -50,6 +58,11 @@ PRECISION_RECIPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mxfp8": ("fp8", ("blackwell",)), "nvfp4": ("fp4", ("blackwell",)), "nvfp4-all": ("fp4", ("blackwell",)),
     "nvfp4-fp4p": ("fp4", ("blackwell",))}
 PRECISIONS = tuple(PRECISION_RECIPES)
+#: The recipes priced with quantized parameters (Recipe.param_gather in evaluation/precision.py, which a test
+#: checks against): Megatron runs them with ``--fp8-param-gather`` / ``--fp4-param-gather``.
+PARAM_GATHER_PRECISIONS = ("fp8", "fp8-cs", "fp8-cs-all", "mxfp8", "nvfp4-fp4p")
+#: The recipes with delayed scaling (Recipe.scaling == "delayed"): Transformer Engine's DelayedScaling.
+DELAYED_PRECISIONS = ("fp8",)
 #: Cross-entropy implementations (TrainingJob.cross_entropy), priced by the catalogue's ce_logit_bytes.
 CROSS_ENTROPIES = tuple(TRAINING_STACK.ce_logit_bytes)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
@@ -67,6 +80,11 @@ def _chain_divides(n: Any, *parts: Any) -> Any:
         ok = ok & (p > 0) & (rest % safe == 0)
         rest = rest // safe
     return ok & (rest == 1)
+
+
+def _module_on(c: Cols, name: str) -> Any:
+    """Is recompute module ``name`` in the ``recompute_modules`` column (its value is the set's bit mask)?"""
+    return (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
 
 
 def _micro(c: Cols) -> Any:
@@ -146,6 +164,18 @@ CONFIG_RULES: tuple[Rule, ...] = (
     Rule("offload_host", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | c["host_link"],
          lambda r: f"offload_layers={r['offload_layers']}: device {clip(str(r['device']), 40)} has no host link in "
                    "the catalogue (core/catalogue.py HOST_LINKS)"),
+    # What the trainers refuse of a precision recipe (each rule names the trainer's file and function).
+    Rule("fp8_param_gather_zero", ("zero",),
+         lambda c: ~np.asarray(c["param_gather"], dtype=bool) | (c["zero"] >= 1),
+         lambda r: f"precision {r['precision']} is priced with quantized parameters (--fp8-param-gather), which "
+                   "Megatron-LM runs only with the distributed optimizer or Megatron-FSDP (megatron/training/"
+                   f"arguments.py validate_args): zero={r['zero']} needs zero >= 1"),
+    Rule("fp8_delayed_recompute_modules", ("recompute_modules",),
+         lambda c: ~np.asarray(c["fp8_delayed"], dtype=bool)
+         | ~(_module_on(c, "moe_act") | _module_on(c, "layernorm")),
+         lambda r: f"precision {r['precision']} (delayed scaling) cannot recompute moe_act or layernorm "
+                   "(megatron-core transformer/transformer_config.py TransformerConfig.__post_init__: \"Delayed "
+                   "scaling does not support moe_act and layernorm recompute for fp8\")"),
     Rule("offload_dense", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | (c["num_experts"] == 1),
          lambda r: f"offload_layers={r['offload_layers']} is priced for dense models only"),
 )
@@ -228,6 +258,8 @@ def problem_columns(problem: Any) -> dict[str, Any]:
     cols.update(moe_problem_columns(moe, c.gpus) if moe is not None else dense_problem_columns(a))
     cols["host_link"] = host_link(str(c.device)) is not None  # activation offloading's link (HOST_LINKS)
     cols["moe_priced"] = moe is not None  # read by frontends/moe_config.py: the MoE cost terms price it
+    cols["param_gather"] = j.precision in PARAM_GATHER_PRECISIONS
+    cols["fp8_delayed"] = j.precision in DELAYED_PRECISIONS
     return cols
 
 
@@ -293,6 +325,28 @@ def check_config(problem: Any, config: ParallelConfig) -> None:
     if broken is not None:
         rule, row = broken
         raise InputError(f"config {rule.message(row)} (rule {rule.name})")
+
+
+def check_pin_set(problem: Any, pins: dict[str, object], where: str = "--fix") -> None:
+    """Every pin is kept in the plan's configuration or refused here, in one line naming it and what makes it
+    meaningless (the model, or another knob).
+
+    The search enumerates only the knobs a problem has a choice in: a dense model runs the expert knobs at
+    :data:`~dnnplace.models.llm.moe_rules.DENSE_VALUES`, and recompute modules exist only under selective
+    recompute, so a pin of anything else would be dropped from the plan while a plan file holding it is refused
+    (rules ``dense_no_expert_knobs``, ``modules_selective``).  --fix, --compare and --calibrate pin through the
+    search, which calls this first."""
+    if problem.arch.num_experts == 1:
+        for key, value in DENSE_VALUES.items():
+            if key in pins and pins[key] != value:
+                raise InputError(f"{where}: {key}={str(pins[key]).lower()} does not apply to "
+                                 f"{clip(problem.arch.name, 60)}, a dense model (no experts: it runs "
+                                 f"{key}={str(value).lower()}; rule {DENSE_RULE.name})")
+    modules = pins.get("recompute_modules", "none")
+    if modules != "none" and pins.get("recompute") != "selective":
+        told = f"recompute={pins['recompute']}" if "recompute" in pins else "recompute not pinned"
+        raise InputError(f"{where}: recompute_modules={modules} needs recompute=selective, got {told} (pin "
+                         "recompute=selective with it; rule modules_selective)")
 
 
 def describe_removed(removed: Counter[str], last: str | None) -> str:

@@ -98,7 +98,9 @@ NEMOTRON = {"name": "nemotron-ish", "family": "nemotron", "num_layers": 32, "hid
 PLANS = {
     "70b-tp4-pp4-vp5-cp2": plan(),
     "8b-tp1-pp1-cp2": plan(arch=LLAMA8B, tp=1, pp=1, vp=1, cp=2, dp=8, sequence_parallel=False,
-                           distributed_optimizer=False, recompute="selective", job={"precision": "fp8"}),
+                           distributed_optimizer=True, recompute="selective", job={"precision": "fp8"}),
+    "8b-pp1-cp2-mbs2-full": plan(arch=LLAMA8B, tp=1, pp=1, vp=1, cp=2, dp=8, mbs=2, sequence_parallel=False,
+                                 recompute="full"),
     "70b-uneven-first-last": plan(tp=8, pp=4, vp=1, cp=1, dp=2, layers_per_stage=[18, 22, 22, 18]),
     "70b-full-recompute-layout": plan(tp=8, pp=4, vp=2, cp=1, dp=2, recompute="full",
                                       layers_per_stage=[9, 11, 10, 10, 10, 10, 11, 9]),
@@ -114,7 +116,7 @@ PLANS = {
     "nemotron-relu2": plan(arch=NEMOTRON, tp=8, pp=2, vp=1, cp=1, dp=4, job={"seq_len": 4096}),
 }
 #: The plans torchtitan 0.2.2 has a model for, and those DeepSpeed's engine can run as priced.
-TORCHTITAN = ["70b-tp4-pp4-vp5-cp2", "8b-tp1-pp1-cp2", "70b-uneven-first-last", "70b-full-recompute-layout",
+TORCHTITAN = ["70b-tp4-pp4-vp5-cp2", "8b-pp1-cp2-mbs2-full", "70b-uneven-first-last", "70b-full-recompute-layout",
               "qwen3-32b-head-dim-qk-norm"]
 DEEPSPEED = [k for k, p in PLANS.items() if p.config.vp == 1 and p.config.cp == 1 and p.config.recompute != "selective"]
 
@@ -532,8 +534,13 @@ def test_torchtitan_round_trip(key: str, tmp_path: Path) -> None:
     assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == c.dp
     assert par.data_parallel_shard_degree == (c.dp if c.zero == 3 else 1)
     assert cfg.training.mixed_precision_reduce == "float32"
-    assert (cfg.training.global_batch_size, cfg.training.local_batch_size, cfg.training.seq_len) == (
-        j.global_batch, j.global_batch // c.dp, j.seq_len)
+    # torchtitan runs local_batch_size per forward and accumulates global / (local * dp) of them (train.py); a
+    # pipeline splits the local batch into micro-batches of pipeline_parallel_microbatch_size: mbs either way.
+    local = cfg.training.local_batch_size
+    micro = local if c.pp == 1 else par.pipeline_parallel_microbatch_size
+    assert (cfg.training.global_batch_size, micro, cfg.training.seq_len) == (j.global_batch, c.mbs, j.seq_len)
+    assert j.global_batch // (local * c.dp) * (local // micro) == j.global_batch // (c.dp * c.mbs)
+    assert local % micro == 0 and j.global_batch % (local * c.dp) == 0
     assert cfg.activation_checkpoint.mode == c.recompute
     if c.pp > 1:
         from torch.distributed.pipelining.schedules import get_schedule_class
@@ -549,7 +556,7 @@ def test_torchtitan_round_trip(key: str, tmp_path: Path) -> None:
 
 def test_torchtitan_names_the_priced_model() -> None:
     """The model name and flavor are written (torchtitan's default is llama3 debugmodel), or refused."""
-    for key, want in (("70b-tp4-pp4-vp5-cp2", ("llama3", "70B")), ("8b-tp1-pp1-cp2", ("llama3", "8B")),
+    for key, want in (("70b-tp4-pp4-vp5-cp2", ("llama3", "70B")), ("8b-pp1-cp2-mbs2-full", ("llama3", "8B")),
                       ("qwen3-32b-head-dim-qk-norm", ("qwen3", "32B"))):
         model = tomllib.loads(export(tt(PLANS[key]), "torchtitan"))["model"]
         assert (model["name"], model["flavor"]) == want
@@ -848,12 +855,12 @@ def test_torchtitan_writes_fsdp_and_refuses_the_stages_it_lacks(tmp_path: Path) 
     ConfigManager); ZeRO-1/2 and bf16 gradient reduction have no torchtitan 0.2.2 setting: one line each."""
     for zero, shard in ((3, 8), (0, 1)):
         f = tmp_path / f"z{zero}.toml"
-        f.write_text(export(_sharded("8b-tp1-pp1-cp2", zero), "torchtitan"))
+        f.write_text(export(_sharded("8b-pp1-cp2-mbs2-full", zero), "torchtitan"))
         par = torchtitan_config_manager()().parse_args(["--job.config_file", str(f)]).parallelism
         assert (par.data_parallel_shard_degree, par.data_parallel_replicate_degree) == (shard, 8 // shard)
     for zero, grad, culprit in ((1, "fp32", "zero=1"), (2, "fp32", "zero=2"), (3, "bf16", "grad_dtype=bf16")):
         with pytest.raises(DnnplaceError, match=culprit) as info:
-            export(_sharded("8b-tp1-pp1-cp2", zero, grad), "torchtitan")
+            export(_sharded("8b-pp1-cp2-mbs2-full", zero, grad), "torchtitan")
         assert "\n" not in str(info.value) and "--fix" in str(info.value)
 
 

@@ -36,6 +36,27 @@ def model_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> 
     return float(global_batch) * seq * per_token
 
 
+def executed_flops_per_step(arch: TransformerArch, seq: int, global_batch: int) -> float:
+    """The FLOPs of one step as the kernels the time model prices run them: :func:`model_flops_per_step` with
+    causal attention counting the scores it computes, w - w(w-1)/(2 seq) keys per query for a span of w keys
+    (w = seq without a window: (seq + 1) / 2; Megatron-Bridge's exact mean, as the MoE count uses).
+
+    NeMo's dense formula counts every score (non-causal) while the flash-attention kernel priced is causal,
+    so at long sequences its MFU passes 100 %; the estimate's MFU divides this count instead, the convention
+    of what is timed, and so stays at or below the peak (issue 45, W6)."""
+    h, L = arch.hidden, arch.num_layers
+    proj = 2 * h * arch.q_width + 2 * h * arch.kv_width
+    mlp = (3 if arch.gated else 2) * h * arch.ffn_hidden
+
+    def causal(w: int) -> float:
+        return w - w * (w - 1) / (2.0 * seq)
+
+    window = min(arch.sliding_window or seq, seq)
+    spans = (L - arch.windowed_layers) * causal(seq) + arch.windowed_layers * causal(window)
+    per_token = L * 6 * (proj + mlp) + 12 * spans * arch.q_width + 6 * arch.vocab * h
+    return float(global_batch) * seq * per_token
+
+
 def layer_gemms(arch: TransformerArch, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
     """(M, N, K) of one layer's forward GEMMs on one TP shard: QKV, out projection, MLP in, MLP out."""
     h, f = arch.hidden, arch.ffn_hidden

@@ -390,7 +390,7 @@ def estimate_at(problem: LLMProblem, res: BatchResult, i: int) -> LLMEstimate:
     """Candidate ``i`` of a batch result as an :class:`LLMEstimate`."""
     step = float(res.step[i])
     job = problem.job
-    mf = (flops.model_flops_per_step(problem.arch, job.seq_len, job.global_batch) if problem.moe is None
+    mf = (flops.executed_flops_per_step(problem.arch, job.seq_len, job.global_batch) if problem.moe is None
           else moe_cost.model_flops_per_step(problem.moe, job.seq_len, job.global_batch))
     mem = {k: float(v[i]) for k, v in res.memory.items()}
     fits = bool(res.fits[i])

@@ -72,6 +72,19 @@ def checked_plan(plan: dict[str, Any] | LLMPlan, target: str) -> CheckedPlan:
         # neither offloads the saved activations of N layers that are not recomputed.
         raise refuse(target, parsed.problem.arch, f"offload_layers={offloaded} (activation CPU offloading) has no "
                                                   f"{target} setting; re-plan with --fix offload_layers=0")
+    moe = parsed.problem.moe
+    if moe is not None and moe.attention_chunk:
+        # Llama 4's chunked attention is priced (its FLOPs and kernels); megatron-core 0.16.1's TransformerConfig,
+        # torchtitan 0.2.2's model registry and DeepSpeed's config have no setting for it.
+        raise refuse(target, parsed.problem.arch, f"attention_chunk={moe.attention_chunk} (chunked local attention) "
+                                                  f"has no {target} setting")
+    cross_entropy = parsed.problem.job.cross_entropy
+    if cross_entropy != "megatron" and target != "megatron":
+        # Transformer Engine's cross entropy keeps no fp32 copy of the logits (priced: ce_logit_bytes); torchtitan's
+        # loss and DeepSpeed's model code compute it their own way, so the plan's memory would not hold.
+        raise refuse(target, parsed.problem.arch, f"cross_entropy={cross_entropy} (Transformer Engine's fused cross "
+                                                  f"entropy) has no {target} setting; re-plan with --cross-entropy "
+                                                  "megatron")
     precision = parsed.problem.job.precision
     if precision not in EXPORTED_PRECISIONS:
         raise refuse(target, parsed.problem.arch, f"precision {precision} is priced but not yet written by the "

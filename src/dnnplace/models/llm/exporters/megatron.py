@@ -191,6 +191,29 @@ def sharding_args(c: dict[str, Any]) -> list[list[str]]:
     return groups
 
 
+def overlap_args(plan: CheckedPlan) -> list[list[str]]:
+    """The communication overlaps the step time prices, all off by default in Megatron-LM.
+
+    ``evaluation/step.py`` prices the data-parallel gradient reduce-scatter overlapped with the backward pass
+    (``--overlap-grad-reduce``), the distributed optimizer's parameter all-gather overlapped with the next
+    forward (``--overlap-param-gather``, which validate_args allows only with the distributed optimizer and
+    the gradient overlap), and, with sequence parallelism and a recipe that keeps it, the TP collectives
+    overlapped chunk-wise with their GEMMs (``--tp-comm-overlap``: Transformer Engine's userbuffers).
+    """
+    from dnnplace.models.llm.evaluation.precision import recipe
+
+    c = plan.config
+    zero = int(c.get("zero", 1 if c["distributed_optimizer"] else 0))
+    groups: list[list[str]] = []
+    if c["tp"] > 1 and c["sequence_parallel"] and recipe(plan.job["precision"]).tp_overlap:
+        groups.append(["--tp-comm-overlap"])
+    if c["dp"] * c["cp"] > 1:
+        groups.append(["--overlap-grad-reduce"])
+        if zero >= 1:
+            groups.append(["--overlap-param-gather"])
+    return groups
+
+
 def arguments(plan: CheckedPlan) -> list[list[str]]:
     """The arguments, grouped one option (with its values) per list."""
     c, j = plan.config, plan.job
@@ -211,6 +234,9 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
     groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
     groups += sharding_args(c)
+    groups += overlap_args(plan)
+    if j.get("cross_entropy", "megatron") == "te":  # Transformer Engine's fused cross entropy, as priced
+        groups += [["--cross-entropy-loss-fusion"], ["--cross-entropy-fusion-impl", "te"]]
     if int(c.get("offload_layers", 0)):
         # Activation CPU offloading: Megatron-LM's arguments.py makes --cpu-offloading-num-layers N > 0 turn
         # cpu_offloading on (TransformerConfig's cpu_offloading itself has no command-line flag); activations
@@ -220,13 +246,22 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
     if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
         groups += moe_model_args(moe) + moe_parallel_args(
             ep=c["ep"], etp=c["etp"], dispatcher=c["dispatcher"],
-            recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"])
+            recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"],
+            flex_backend=flex_backend(plan))
     groups.append(["--bf16"])
     if j["precision"] == "fp8":
         # the fp8 recipe is priced with FP8 parameters (NeMo's bf16_with_fp8_mixed: fp8_param_gather=True)
         groups.append(["--fp8-format", "hybrid"])
         groups.append(["--fp8-param-gather"])
     return groups
+
+
+def flex_backend(plan: CheckedPlan) -> str:
+    """The flex dispatcher's backend as priced: HybridEP on a device whose HybridEP kernels the catalogue
+    measured (``HYBRIDEP_NVLINK``: Megatron-Bridge's Blackwell recipes), DeepEP elsewhere."""
+    from dnnplace.core.catalogue_moe import HYBRIDEP_NVLINK
+
+    return "hybridep" if plan.problem.device.name in HYBRIDEP_NVLINK else "deepep"
 
 
 def render(plan: dict[str, Any] | LLMPlan) -> str:

@@ -72,19 +72,22 @@ def moe_model_args(m: MoEModel) -> list[list[str]]:
 
 def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: Iterable[str] = (),
                       grouped_gemm: bool = True, a2a_overlap: bool = False,
-                      shared_expert_overlap: bool = False) -> list[list[str]]:
+                      shared_expert_overlap: bool = False, flex_backend: str = "deepep") -> list[list[str]]:
     """The expert-parallel options of a plan (the rules in ``model/moe_rules.py`` hold already).
 
-    ``flex`` is Megatron's DeepEP dispatcher (``--moe-flex-dispatcher-backend deepep``). The router runs in
-    fp32 and permutation is fused, as in the recipes the cost model follows.
+    ``flex`` is Megatron's flex dispatcher with the backend priced (``--moe-flex-dispatcher-backend``: deepep,
+    or hybridep where the cost model prices HybridEP). The router runs in fp32 and permutation is fused, as in
+    the recipes the cost model follows.
     """
+    if flex_backend not in ("deepep", "hybridep"):
+        raise ValueError(f"unknown flex backend {flex_backend!r}")
     if dispatcher not in DISPATCHERS:
         raise ValueError(f"unknown dispatcher {dispatcher!r}")
     modules = [mod for mod in RECOMPUTE_MODULES if mod in set(recompute_modules)]
     out = [["--expert-model-parallel-size", str(ep)], ["--expert-tensor-parallel-size", str(etp)],
            ["--moe-token-dispatcher-type", dispatcher]]
     if dispatcher == "flex":
-        out.append(["--moe-flex-dispatcher-backend", "deepep"])
+        out.append(["--moe-flex-dispatcher-backend", flex_backend])
     if grouped_gemm:
         out.append(["--moe-grouped-gemm"])
     out += [["--moe-router-dtype", "fp32"], ["--moe-permute-fusion"]]

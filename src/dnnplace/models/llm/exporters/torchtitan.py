@@ -27,7 +27,7 @@ from dnnplace.models.llm.exporters.torchtitan_moe import MoEFlavor, moe_flavor_o
 from dnnplace.models.llm.plan_file import stage_bounds
 from dnnplace.models.llm.spec import LLMPlan, TransformerArch
 
-_AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
+_AC_MODE = {"none": "none", "full": "full"}  # selective is refused (sections)
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,19 @@ def data_parallel(plan: CheckedPlan) -> bool:
     return zero == 3
 
 
+def local_batch_size(c: dict[str, Any], j: dict[str, Any]) -> int:
+    """``training.local_batch_size``: what one data-parallel rank runs per forward pass.
+
+    torchtitan 0.2.2 (``train.py``, ``Trainer.__init__``) accumulates gradients over
+    ``global_batch_size // (local_batch_size * dp)`` steps, and a pipeline splits its local batch into
+    micro-batches of ``pipeline_parallel_microbatch_size``.  At pp = 1 the local batch is therefore the
+    priced micro-batch (``mbs``, accumulated ``num_microbatches`` times): the whole per-rank batch in one
+    forward would hold ``num_microbatches`` times the priced activations.  With pp > 1 it is the per-rank
+    batch, which the schedule splits into the priced micro-batches.
+    """
+    return int(c["mbs"]) if c["pp"] == 1 else int(j["global_batch"]) // int(c["dp"])
+
+
 def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
     """The TOML tables, section -> key -> value (bools, ints, strings and lists of them)."""
     a, c, j = plan.arch, plan.config, plan.job
@@ -161,8 +174,19 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         raise refuse("torchtitan", a, f"torchtitan 0.2.2's {flavor.name} train spec has no pipelining "
                                       f"(pp={c['pp']}); plan with --fix pp=1")
     model: dict[str, Any] = {"name": flavor.name, "flavor": flavor.flavor}
-    if j["precision"] == "fp8":
-        model["converters"] = ["float8"]
+    if j["precision"] != "bf16":
+        # torchtitan 0.2.2's float8 converter (components/quantization/float8.py) is torchao's Float8Linear:
+        # current (tensorwise or rowwise) scaling with high-precision weights -- not the delayed scaling with
+        # FP8 parameters the fp8 recipe prices (nor fp8-cs, which keeps FP8 parameters and BF16 end layers).
+        raise refuse("torchtitan", a, f"precision {j['precision']} (torchtitan's float8 converter is torchao's "
+                                      "current scaling with high-precision weights, another recipe); re-plan "
+                                      "with --precision bf16")
+    if c["recompute"] == "selective":
+        # torchtitan's selective AC (ActivationCheckpoint.selective_ac_option) is op-level SAC ("op": every
+        # second matmul) or every N-th layer: neither is Megatron's core-attention recompute, as priced.
+        raise refuse("torchtitan", a, "recompute=selective (Megatron's core-attention recompute; torchtitan's "
+                                      "selective AC recomputes ops or layers instead); re-plan with "
+                                      "--fix recompute=none or recompute=full")
     sharded = data_parallel(plan)
     par: dict[str, Any] = {
         "data_parallel_replicate_degree": 1 if sharded else c["dp"],
@@ -178,11 +202,9 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         par["pipeline_parallel_microbatch_size"] = c["mbs"]
         par["module_fqns_per_model_part"] = model_parts(plan)
     ac: dict[str, Any] = {"mode": _AC_MODE[c["recompute"]]}
-    if c["recompute"] == "selective":
-        ac["selective_ac_option"] = "op"
     out: dict[str, dict[str, Any]] = {"job": {"description": a.name}, "model": model}
     out["training"] = {
-        "local_batch_size": j["global_batch"] // c["dp"],
+        "local_batch_size": local_batch_size(c, j),
         "global_batch_size": j["global_batch"],
         "seq_len": j["seq_len"],
         "mixed_precision_param": "bfloat16",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dnnplace.core.catalogue_moe import HYBRIDEP_NVLINK
 from dnnplace.models.llm.exporters.checked import CheckedPlan, refuse
 from dnnplace.models.llm.moe import MoEModel
 
@@ -107,6 +108,9 @@ def moe_parallelism(plan: CheckedPlan, par: dict[str, Any]) -> dict[str, Any]:
                    "mesh borrows those ranks)")
     if c["dispatcher"] == "allgather":
         why.append("dispatcher=allgather (torchtitan has all-to-all and DeepEP)")
+    if c["dispatcher"] == "flex" and plan.problem.device.name in HYBRIDEP_NVLINK:
+        why.append(f"dispatcher=flex on {plan.problem.device.name} (priced as HybridEP; torchtitan's backend is "
+                   "DeepEP)")
     if c["a2a_overlap"]:
         why.append("a2a_overlap (torchtitan 0.2.2 has no such overlap)")
     if c["recompute"] == "selective" and c["recompute_modules"] != "none":

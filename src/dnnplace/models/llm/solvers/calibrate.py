@@ -31,7 +31,7 @@ from dnnplace.models.llm.config import check_pins
 from dnnplace.models.llm.spec import LLMProblem, ParallelConfig
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["MAX_RUNS", "SCALED", "Calibration", "calibrate", "read_measured", "scaled_problem"]
+__all__ = ["MAX_RUNS", "SCALED", "Calibration", "calibrate", "largest_scale", "read_measured", "scaled_problem"]
 
 SCALED = ("gemm_fraction", "attn_fwd_fraction", "attn_bwd_fraction", "hbm_fraction")
 MAX_RUNS = 64
@@ -78,10 +78,30 @@ def read_measured(path: str | Path) -> list[tuple[dict[str, object], float]]:
 
 
 def scaled_problem(problem: LLMProblem, k: float) -> LLMProblem:
-    """``problem`` with its device's :data:`SCALED` efficiencies multiplied by ``k``."""
+    """``problem`` with its device's compute efficiencies multiplied by ``k``: the :data:`SCALED` fractions,
+    and what the cost model reads in their place where the catalogue has it -- the MAMF fraction of each
+    tensor-core format (``gemm_fractions``) and the measured fused-attention rates (``attention``) -- so
+    that "compute efficiencies x k" is what every priced kernel gets."""
     dev = problem.device
+    att = dev.attention
+    if att is not None:
+        att = dataclasses.replace(att, rates={key: {n: r * k for n, r in row.items()}
+                                              for key, row in att.rates.items()})
+    gemm = {f: v * k for f, v in dev.gemm_fractions.items()}
     return dataclasses.replace(problem, device=dataclasses.replace(
-        dev, **{f: getattr(dev, f) * k for f in SCALED}))
+        dev, **{f: getattr(dev, f) * k for f in SCALED}, gemm_fractions=gemm, attention=att))
+
+
+def largest_scale(problem: LLMProblem) -> float:
+    """The largest ``k`` keeping every scaled efficiency at or below its peak (no kernel beats its peak): each
+    fraction at most 1, each measured attention rate at most the BF16 peak it was measured against."""
+    dev = problem.device
+    fractions = [float(getattr(dev, f)) for f in SCALED] + [float(v) for v in dev.gemm_fractions.values()]
+    top = min(1.0 / f for f in fractions if f > 0)
+    if dev.attention is not None:
+        peak = dev.peak("bf16")
+        top = min([top] + [peak / r for row in dev.attention.rates.values() for r in row.values() if r > 0])
+    return top
 
 
 def calibrate(problem: LLMProblem, runs: list[tuple[dict[str, object], float]]) -> Calibration:
@@ -97,12 +117,22 @@ def calibrate(problem: LLMProblem, runs: list[tuple[dict[str, object], float]]) 
         except DnnplaceError as exc:
             raise InputError(f"--calibrate: runs[{i}]: {exc}") from None
     measured = [t for _, t in runs]
+    from dnnplace.models.llm.rules import PRECISION_RECIPES
+
+    peak = problem.device.peak(PRECISION_RECIPES[problem.job.precision][0])
+    for i, (c, t) in enumerate(zip(configs, measured, strict=True)):
+        # No step beats every GPU at its peak on the FLOPs it computes (the estimate's count: what is timed): a
+        # faster measurement is a typo or another run, and fitting it would scale the model past the hardware.
+        floor = evaluate(problem, c).model_flops_per_step / (problem.cluster.gpus * peak)
+        if t < floor:
+            raise InputError(f"--calibrate: runs[{i}].step_time_s {t:.3g} s is faster than {problem.cluster.gpus} x "
+                             f"{problem.device.name} at peak allow ({floor:.3g} s for the step's FLOPs)")
 
     def loss(log_k: float) -> float:
         p = scaled_problem(problem, math.exp(log_k))
         return sum(math.log(evaluate(p, c).step_time_s / t) ** 2 for c, t in zip(configs, measured, strict=True))
 
-    top = min(1.0 / getattr(problem.device, f) for f in SCALED)  # no fraction above 1
+    top = largest_scale(problem)  # no efficiency above its peak
     lo, hi = math.log(0.2), math.log(top)
     g = (math.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)

@@ -44,7 +44,7 @@ from dnnplace.models.llm.evaluation.step import (
     evaluate_batch,
     saved_layer_bytes,
 )
-from dnnplace.models.llm.rules import describe_removed, problem_columns
+from dnnplace.models.llm.rules import check_pin_set, describe_removed, problem_columns
 from dnnplace.models.llm.solvers.bounds import lower_bounds
 from dnnplace.models.llm.solvers.grid import (
     BOUND_ROWS,
@@ -240,7 +240,24 @@ def search(problem: LLMProblem, fixed: dict[str, object] | None = None, time_lim
 
 
 class _NothingFits(DnnplaceError):
-    """No configuration of the space searched fits (the message says which comes closest)."""
+    """No configuration of the space searched fits (the message says which comes closest; ``closest`` is it,
+    priced, for a caller that wants a configuration whether or not it fits)."""
+
+    def __init__(self, message: str, closest: LLMPlan | None = None) -> None:
+        super().__init__(message)
+        self.closest = closest
+
+
+def price_pins(problem: LLMProblem, fixed: dict[str, object], time_limit: float | None = None) -> LLMPlan:
+    """The fastest configuration keeping ``fixed`` that fits, else the fastest one that does not (its estimate
+    says ``fits: false``): ``plan --compare`` prices a configuration beside the plan, and one that does not fit
+    is an answer about it, not a failure of the plan."""
+    try:
+        return search(problem, fixed, time_limit)
+    except _NothingFits as exc:
+        if exc.closest is None:
+            raise
+        return exc.closest
 
 
 def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None = None,
@@ -259,6 +276,7 @@ def search_with_runner_ups(problem: LLMProblem, fixed: dict[str, object] | None 
     clock = _Clock(time_limit)
     check_problem(problem)
     fixed = check_pins(dict(fixed or {}))
+    check_pin_set(problem, fixed, "fixed")
     if "offload_layers" in fixed:
         return _search_space(problem, fixed, clock, time_limit, progress, count, True)
     try:
@@ -399,7 +417,10 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
             cand = as_candidates(cols, np.full(len(s), k), s)
             res = evaluate_batch(problem, cand)
             best_bad = (cand, res, int(np.argmin(res.step)))
-        raise _NothingFits(_nothing_fits(problem, *best_bad))
+        cb, rb, jb = best_bad
+        closest = LLMPlan(problem, cb.config(jb), estimate_at(problem, rb, jb), status="infeasible", bound=math.inf,
+                          gap=0.0, exhaustive=False, runtime_s=clock.elapsed())
+        raise _NothingFits(_nothing_fits(problem, *best_bad), closest)
     cand, res, j = best
     bound = best_t
     if status != "optimal":
