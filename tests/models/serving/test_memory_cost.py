@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from dnnplace.core.catalogue import CATALOGUE
 from dnnplace.models.serving.catalogue import VLLM_2024
 from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.load import problem
@@ -50,10 +49,25 @@ def test_a_model_that_does_not_fit_says_why(llama70b):
     assert not ev.fits and "stage 1 (t4)" in ev.why and ev.output_tokens_per_s == 0
 
 
-@pytest.mark.skipif("l4" not in CATALOGUE, reason="the L4 datasheet entry lands with the catalogue update")
-def test_vllm_pr_6920_even_split_blocks(llama70b):
-    p = replace(problem(llama70b, gpus="8xl4", precision="fp8", isl=512, osl=128), engine=VLLM_2024,
-                max_model_len=8192)
-    ev = evaluate(p, ServingConfig((_pipe("l4", [10] * 8),), 256, 8192))
-    blocks = ev.replicas[0].kv_tokens / 16
-    assert blocks > 0
+def _pr6920(llama70b):
+    return replace(problem(llama70b, gpus="8xl4", precision="fp8", isl=512, osl=128), engine=VLLM_2024,
+                   max_model_len=8192)
+
+
+@pytest.mark.xfail(strict=True, reason="the model leaves ~9 GiB per L4 for KV where vLLM v0.5.3 left ~1 GB; "
+                   "the missing memory has no sourced explanation yet (never fitted)")
+def test_vllm_pr_6920_even_split_blocks_within_15_percent(llama70b):
+    ev = evaluate(_pr6920(llama70b), ServingConfig((_pipe("l4", [10] * 8),), 256, 8192))
+    assert abs(ev.replicas[0].kv_tokens / 16 - 1476) <= 0.15 * 1476
+
+
+def test_vllm_pr_6920_the_planner_split_beats_the_even_split(llama70b):
+    from dnnplace.models.serving.search import search
+
+    p = _pr6920(llama70b)
+    even = evaluate(p, ServingConfig((_pipe("l4", [10] * 8),), 256, 8192))
+    plan = search(p, tp=1, pp=8, max_num_seqs=256, max_num_batched_tokens=8192)
+    ev = evaluate(p, plan.config)
+    assert ev.replicas[0].kv_tokens >= even.replicas[0].kv_tokens
+    assert ev.output_tokens_per_s >= even.output_tokens_per_s
+    assert min(plan.config.replicas[0].partition()) >= 1

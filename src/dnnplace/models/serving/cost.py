@@ -61,8 +61,21 @@ def _costs(gpu: str, framework: str | None) -> KernelCosts:
 
 def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: str | None,
                 link: str = "nvlink") -> LayerTimes:
-    """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group."""
-    kc = _costs(gpu, framework)
+    """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group.
+
+    A measured table that cannot be read (a column missing in one framework's file) falls back to the
+    tables of no framework, then to the roofline; the sources then say so."""
+    last: Exception | None = None
+    for kc in (_costs(gpu, framework), _costs(gpu, None), kernel_costs(gpu, None, measured=False)):
+        try:
+            return _layer_times(m, kc, tp, it, link)
+        except Exception as exc:  # pyarrow's ArrowInvalid and kin: a table file of another shape
+            last = exc
+    assert last is not None
+    raise last
+
+
+def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link: str) -> LayerTimes:
     out = LayerTimes(np.zeros(m.num_layers), 0.0)
     T = max(it.tokens, 1.0)
     dt = m.weight_dtype

@@ -63,7 +63,7 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
     s = r.stages[i]
     fw = p.engine.framework
     link = "pcie" if p.fleet.nodes[s.node].link == "pcie" else "nvlink"
-    lt: LayerTimes = _cached_times(p, s.gpu, s.tp, it, fw, link)
+    lt: LayerTimes = cached_times(p, s.gpu, s.tp, it, fw, link)
     for k, v in lt.sources.items():
         src[k] = src.get(k, 0) + v
     t = float(lt.per_layer[lo:hi].sum())
@@ -81,7 +81,7 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
 _CACHE: dict[Any, LayerTimes] = {}
 
 
-def _cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
+def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
     key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link)
     hit = _CACHE.get(key)
     if hit is None:
