@@ -1,0 +1,103 @@
+"""Read a checkpoint's ``quantization_config`` into one small frozen description.
+
+Why: a serving plan's memory is mostly weights, and a quantized checkpoint's bytes per weight are
+fixed by its config, not by a flag the user remembers.  The training planner never reads these;
+the serving planner does, through this one reader below the planned models.
+
+Formats read (the ``quant_method`` field of ``config.json``'s ``quantization_config``):
+``fp8`` (vLLM / Transformers FineGrainedFP8, block or per-tensor scales), ``compressed-tensors``
+(llm-compressor: FP8 / INT8 / INT4 / NVFP4 schemes in ``config_groups``), ``awq`` and ``gptq``
+(INT4 or INT8 weight-only with a group size), ``modelopt`` (NVIDIA ModelOpt FP8 / NVFP4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+
+__all__ = ["QUANT_METHODS", "Quantization", "quant_from_dict"]
+
+QUANT_METHODS = ("fp8", "compressed-tensors", "awq", "gptq", "modelopt")
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How a checkpoint's linear weights are stored.
+
+    ``precision`` is the serving planner's weight precision name (``fp8``, ``fp4``, ``int4``, ``int8``);
+    ``bits`` the payload bits per weight, ``group_size`` the weights sharing one scale (0: per channel
+    or per tensor), ``scale_bits`` the bits of one scale (and zero point, where the format has one).
+    """
+
+    method: str
+    precision: str
+    bits: int
+    group_size: int = 0
+    scale_bits: int = 0
+    source: str = ""
+
+    @property
+    def bytes_per_weight(self) -> float:
+        """Payload plus the scales spread over their group (per-channel scales: negligible, 0)."""
+        per = self.scale_bits / self.group_size if self.group_size else 0.0
+        return (self.bits + per) / 8.0
+
+
+def _int(q: dict[str, Any], key: str, default: int, where: str) -> int:
+    v = q.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < -1 or v > 1 << 20:
+        raise DnnplaceError(f"{where}: quantization_config field '{key}' must be a whole number, got {v!r}")
+    return v
+
+
+def _compressed(q: dict[str, Any], where: str) -> Quantization:
+    groups = q.get("config_groups") or {}
+    if not isinstance(groups, dict) or not groups:
+        raise DnnplaceError(f"{where}: compressed-tensors quantization_config has no config_groups")
+    first = next(iter(groups.values()))
+    w = first.get("weights") if isinstance(first, dict) else None
+    if not isinstance(w, dict):
+        raise DnnplaceError(f"{where}: compressed-tensors config group has no 'weights' scheme")
+    bits = _int(w, "num_bits", 8, where)
+    kind = w.get("type", "int")
+    group = _int(w, "group_size", 0, where)
+    group = 0 if group < 0 else group
+    if kind == "float" and bits == 4:  # NVFP4: FP8 scale per 16 weights (llm-compressor's NVFP4 preset)
+        return Quantization("compressed-tensors", "fp4", 4, group or 16, 8, where)
+    if kind == "float":
+        return Quantization("compressed-tensors", "fp8", 8, group, 32 if group else 0, where)
+    return Quantization("compressed-tensors", f"int{bits}", bits, group, 16 if group else 0, where)
+
+
+def quant_from_dict(cfg: Any, where: str) -> Quantization | None:
+    """The checkpoint's quantization (None when the config has no ``quantization_config``)."""
+    if not isinstance(cfg, dict):
+        return None
+    q = cfg.get("quantization_config")
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        raise DnnplaceError(f"{where}: quantization_config must be an object")
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        group = int(block[0]) * int(block[1]) if isinstance(block, list) and len(block) == 2 else 0
+        return Quantization("fp8", "fp8", 8, group, 32 if group else 0, where)
+    if method == "compressed-tensors":
+        return _compressed(q, where)
+    if method in ("awq", "gptq"):
+        bits = _int(q, "bits", 4, where) or _int(q, "w_bit", 4, where)
+        group = _int(q, "group_size", 128, where) or _int(q, "q_group_size", 128, where)
+        group = 0 if group < 0 else group
+        # an FP16 scale and a packed zero point per group (AutoAWQ / AutoGPTQ layouts)
+        return Quantization(method, f"int{bits}", bits, group, 16 + bits if group else 0, where)
+    if method == "modelopt":
+        algo = str(q.get("quant_algo", "")).upper()
+        if "FP4" in algo:
+            return Quantization("modelopt", "fp4", 4, _int(q, "group_size", 16, where) or 16, 8, where)
+        return Quantization("modelopt", "fp8", 8, 0, 0, where)
+    raise DnnplaceError(f"{where}: unknown quant_method '{method}'; known: {', '.join(QUANT_METHODS)}")

@@ -1,0 +1,135 @@
+"""Every figure of the serving model that is not derived from a tensor shape, each with its source.
+
+Why one module: the engines differ in where they put the embedding and LM head, how they size the
+KV cache and how they split layers by default; a reviewer checks each figure here against the
+engine's file and function named beside it (read in the engines' sources; see
+``src/dnnplace/data/serving/ENGINES-NOTICE.md``).  None is fitted to a benchmark row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules"]
+
+#: Weight precisions the planner takes: name -> (bytes per weight, kernel dtype, source).
+PRECISIONS: dict[str, tuple[float, str, str]] = {
+    "bf16": (2.0, "bf16", "IEEE bfloat16"),
+    "fp16": (2.0, "fp16", "IEEE half"),
+    # per-tensor or per-channel FP32 scales: negligible next to the weights (vLLM Fp8LinearMethod)
+    "fp8": (1.0, "fp8", "vllm/model_executor/layers/quantization/fp8.py::Fp8LinearMethod.create_weights"),
+    # NVFP4: one FP8 E4M3 scale per 16 FP4 weights (ModelOpt / llm-compressor NVFP4 preset)
+    "fp4": (0.5 + 1.0 / 16.0, "fp4", "NVFP4 block of 16 weights with an FP8 scale (modelopt NVFP4)"),
+    # AWQ/GPTQ w4a16, group 128: an FP16 scale and a 4-bit zero per group (AutoAWQ WQLinear_GEMM layout)
+    "int4": (0.5 + (16.0 + 4.0) / 8.0 / 128.0, "int4_wo", "AutoAWQ WQLinear_GEMM: int4, group 128, fp16 scale"),
+    # GGUF: see GGUF below (block sizes of ggml's type_traits)
+    "q8_0": (34.0 / 32.0, "int8_wo", "ggml/src/ggml-common.h block_q8_0: fp16 d + 32 int8 = 34 bytes / 32"),
+    "q6_k": (210.0 / 256.0, "int4_wo", "ggml-common.h block_q6_K: 128 ql + 64 qh + 16 scales + fp16 d = 210 / 256"),
+    "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
+    "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
+}
+
+#: KV-cache element types -> bytes per element.
+KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "q8_0": 34.0 / 32.0}
+
+#: Bytes per weight of ggml's Q6_K: the type the K_M mixes promote some tensors to.
+Q6_K_BYTES = 210.0 / 256.0
+
+
+@dataclass(frozen=True)
+class GgufMix:
+    """llama.cpp's ``*_K_M`` mixes (src/llama-quant.cpp ``llama_tensor_get_type``): ``attn_v`` and
+    ``ffn_down`` of the layers ``use_more_bits`` picks (the first and last eighth, every third
+    between) and ``output.weight`` are Q6_K; every other tensor is the base type."""
+
+    base_bytes: float
+
+
+GGUF: dict[str, GgufMix] = {"q4_k_m": GgufMix(144.0 / 256.0), "q5_k_m": GgufMix(176.0 / 256.0)}
+
+
+def use_more_bits(layer: int, layers: int) -> bool:
+    """llama.cpp's ``use_more_bits(i_layer, n_layers)`` (src/llama-quant.cpp)."""
+    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """What one engine does with memory and layers, as read in its source.
+
+    ``memory_fraction``: the default share of memory it may use (``fraction_of``: ``total`` memory
+    of each GPU, or ``free`` after loading); ``kv_rule``: ``min_blocks`` (vLLM: the minimum over
+    workers of that worker's blocks), ``world_min`` (SGLang: the world's smallest free memory, then
+    the minimum over PP ranks), ``min_tokens`` (TensorRT-LLM: MIN all-reduce of tokens),
+    ``per_device`` (llama.cpp: each device holds its layers' cache of one global context),
+    ``dynamic`` (Hugging Face: no pool; grows with the batch).  ``embed_first`` / ``head_last``:
+    where the input embedding and LM head sit (``lm_head_every_stage``: SGLang's Llama builds it on
+    every PP rank; ``embed_on_host``: llama.cpp keeps ``tok_embd`` in host RAM).
+    """
+
+    name: str
+    framework: str | None  # the kernel tables' framework (None: roofline / llama.cpp kernels)
+    memory_fraction: float
+    fraction_of: str
+    kv_rule: str
+    block_size: int
+    default_split: str  # where the remainder layers go by default: middle | last | first | free_memory
+    lm_head_every_stage: bool = False
+    embed_on_host: bool = False
+    cuda_graphs: bool = True
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    sources: tuple[str, ...] = ()
+
+
+ENGINES: dict[str, EngineRules] = {
+    "vllm": EngineRules(
+        "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
+        max_num_seqs=256, max_num_batched_tokens=8192,
+        sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
+                 "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
+                 "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
+                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)")),
+    "sglang": EngineRules(
+        "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
+        max_num_seqs=4096, max_num_batched_tokens=8192,
+        sources=("srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
+                 "srt/distributed/utils.py::get_pp_indices: remainder to the last partitions",
+                 "srt/models/llama.py: ParallelLMHead on every PP rank",
+                 "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)")),
+    "trtllm": EngineRules(
+        "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
+        max_num_seqs=2048, max_num_batched_tokens=8192,
+        sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
+                 "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
+                 "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192")),
+    "llama.cpp": EngineRules(
+        "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
+        max_num_seqs=4, max_num_batched_tokens=512,
+        sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
+                 "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
+                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)")),
+    "hf": EngineRules(
+        "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False,
+        max_num_seqs=1, max_num_batched_tokens=4096,
+        sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
+                 "get_max_memory: 90 % of a single GPU when max_memory is unset")),
+}
+
+
+def engine_rules(name: str) -> EngineRules:
+    """The engine's rules; one line naming the known engines otherwise."""
+    from dnnplace.errors import DnnplaceError
+
+    try:
+        return ENGINES[name.lower()]
+    except (KeyError, AttributeError):
+        raise DnnplaceError(f"unknown engine '{name}'; known: {', '.join(ENGINES)}") from None
+
+
+#: vLLM of July 2024 (the PR #6920 runs): ``CacheConfig.block_size`` 16 and ``gpu_memory_utilization`` 0.90
+#: (vllm/engine/arg_utils.py of v0.5.3), CUDA graphs captured after the KV cache was sized.
+VLLM_2024 = EngineRules(
+    "vllm", "vllm", 0.90, "total", "min_blocks", 16, "middle", cuda_graphs=False, max_num_seqs=256,
+    max_num_batched_tokens=8192,
+    sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9",))

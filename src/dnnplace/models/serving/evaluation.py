@@ -1,0 +1,196 @@
+"""The serving model's one evaluator: memory, KV cache, throughput and latency of a deployment.
+
+Why one: the solver's DP, the baselines and ``evaluate`` all price a deployment here, so a plan
+and the baselines it is compared with share every formula.  Steady state of continuous batching:
+each replica runs ``pp`` micro-batches in flight; every iteration a micro-batch carries its decode
+tokens and prompt tokens in the workload's ratio (isl : osl), up to the engine's token budget, and the
+pipeline advances at its slowest stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, p2p_time
+from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_memory
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
+
+__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "steady_batch"]
+
+
+def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:
+    """The link activations cross from stage ``a`` to ``b``: another node's, PCIe between GPU types, else the node's."""
+    if a.node != b.node:
+        return "network"
+    if a.gpu != b.gpu or p.fleet.nodes[a.node].link == "pcie":
+        return "pcie"
+    return "nvlink"
+
+
+@dataclass
+class ReplicaEval:
+    """One replica: memory per stage, KV tokens, the batch it runs, stage times and the rate it serves."""
+
+    memory: list[StageMemory]
+    kv_tokens: float
+    concurrency: float
+    stage_s: list[float]
+    tokens_per_s: float
+    tpot_s: float
+    ttft_s: float
+    fits: bool
+    why: str
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
+    """Sequences running at steady state: the engine's limit, the KV cache at mean occupancy
+    (the prompt plus half the output, whole blocks), and the workload's own concurrency."""
+    wl = p.workload
+    per_seq = math.ceil((wl.isl + wl.osl / 2) / p.block) * p.block
+    c = min(float(max_num_seqs), math.floor(kv_tokens / per_seq))
+    if wl.concurrency is not None:
+        c = min(c, float(wl.concurrency))
+    return max(c, 0.0)
+
+
+def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Iteration,
+                src: dict[str, int]) -> float:
+    s = r.stages[i]
+    fw = p.engine.framework
+    link = "pcie" if p.fleet.nodes[s.node].link == "pcie" else "nvlink"
+    lt: LayerTimes = cached_times(p, s.gpu, s.tp, it, fw, link)
+    for k, v in lt.sources.items():
+        src[k] = src.get(k, 0) + v
+    t = float(lt.per_layer[lo:hi].sum())
+    if i == r.pp - 1:
+        t += lt.head
+    if i < r.pp - 1:
+        nxt = r.stages[i + 1]
+        lk = link_between(p, s, nxt)
+        pt = p2p_time(s.gpu, it.tokens * p.model.hidden * 2.0, lk, p.fleet.network_bandwidth,
+                      p.fleet.network_latency_s)
+        t += float(pt.seconds[0])
+    return t
+
+
+_CACHE: dict[Any, LayerTimes] = {}
+
+
+def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
+    key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link)
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) > 50_000:
+            _CACHE.clear()
+        hit = _CACHE[key] = layer_times(p.model, gpu, tp, it, fw, link)
+    return hit
+
+
+def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:
+    """The iteration of one micro-batch at steady state: decode and prompt tokens in the ratio osl : isl,
+    at most ``budget`` tokens (the engine's max_num_batched_tokens)."""
+    wl = p.workload
+    tokens = min(seqs_per_mb * (wl.isl + wl.osl) / wl.osl, float(budget))
+    decode = tokens * wl.osl / (wl.isl + wl.osl)
+    return Iteration(decode, wl.isl + wl.osl / 2, tokens - decode, wl.isl)
+
+
+def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
+    """Memory, KV cache and steady-state rate of one replica."""
+    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1,
+                         max_num_seqs, max_num_batched_tokens) for i, s in enumerate(r.stages)]
+    per_stage = stage_kv_tokens(mems, p)
+    kv = float(per_stage.min()) if len(per_stage) else 0.0
+    if p.engine.kv_rule == "min_blocks":
+        kv = math.floor(kv / p.block) * p.block
+    src: dict[str, int] = {}
+    why = ""
+    for i, m in enumerate(mems):
+        if m.kv_free <= 0:
+            why = f"stage {i + 1} ({m.gpu}): weights {m.weights / 2**30:.1f} GiB + activations leave no KV cache"
+            break
+    if not why and kv < p.workload.isl + p.workload.osl:
+        why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
+    conc = steady_batch(p, kv, max_num_seqs) if not why else 0.0
+    if why or conc < 1:
+        return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits")
+    per_mb = max(conc / r.pp, 1.0)
+    it = iteration(p, per_mb, max_num_batched_tokens)
+    times = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), it, src) for i in range(r.pp)]
+    slowest = max(times)
+    tok_s = it.decode / slowest
+    tpot = r.pp * slowest if r.pp > 1 else slowest
+    # TTFT: one request's prompt through every stage at the token budget, at the load's iteration pace
+    first = Iteration(0.0, 0.0, float(min(p.workload.isl, max_num_batched_tokens)), p.workload.isl)
+    chunks = math.ceil(p.workload.isl / max_num_batched_tokens)
+    pre = sum(_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), first, src) for i in range(r.pp))
+    ttft = chunks * pre + tpot
+    return ReplicaEval(mems, kv, conc, times, tok_s, tpot, ttft, True, "", src)
+
+
+@dataclass
+class ServingEvaluation:
+    """A deployment's prediction: fleet throughput, per-replica KV and latency, memory per GPU."""
+
+    replicas: list[ReplicaEval]
+    output_tokens_per_s: float
+    requests_per_s: float
+    ttft_ms: float
+    tpot_ms: float
+    fits: bool
+    meets_slo: bool
+    saturated: bool
+    error_band: float
+    sources: dict[str, int]
+    why: str = ""
+
+    @property
+    def value(self) -> float:
+        return self.output_tokens_per_s
+
+    def to_dict(self) -> dict[str, Any]:
+        def fin(x: float) -> float | None:
+            return None if not math.isfinite(x) else round(x, 6)
+
+        return {
+            "output_tokens_per_s": fin(self.output_tokens_per_s), "requests_per_s": fin(self.requests_per_s),
+            "ttft_ms": fin(self.ttft_ms), "tpot_ms": fin(self.tpot_ms),
+            "kv_cache_tokens": [int(r.kv_tokens) for r in self.replicas],
+            "max_concurrency": [int(r.concurrency) for r in self.replicas],
+            "fits": self.fits, "meets_slo": self.meets_slo, "saturated": self.saturated,
+            "error_band": round(self.error_band, 4), "sources": dict(self.sources), "why": self.why,
+            "memory_gib": [[{"gpu": m.gpu, "weights": round(m.weights / 2**30, 3),
+                             "activations": round(m.activations / 2**30, 3), "cuda_graphs": round(m.graphs / 2**30, 3),
+                             "kv_cache": round(max(m.kv_free, 0.0) / 2**30, 3), "budget": round(m.budget / 2**30, 3)}
+                            for m in r.memory] for r in self.replicas],
+        }
+
+
+def evaluate(p: ServingProblem, c: ServingConfig) -> ServingEvaluation:
+    """The one evaluator of the serving model."""
+    reps = [evaluate_replica(p, r, c.max_num_seqs, c.max_num_batched_tokens) for r in c.replicas]
+    fits = all(r.fits for r in reps)
+    src: dict[str, int] = {}
+    for r in reps:
+        for k, v in r.sources.items():
+            src[k] = src.get(k, 0) + v
+    wl = p.workload
+    cap = sum(r.tokens_per_s for r in reps) if fits else 0.0
+    tok = cap
+    saturated = False
+    if wl.rate is not None and fits:
+        demand = wl.rate * wl.osl
+        saturated = demand > cap
+        tok = min(demand, cap)
+    ttft = max((r.ttft_s for r in reps), default=math.inf) * 1e3
+    tpot = max((r.tpot_s for r in reps), default=math.inf) * 1e3
+    meets = fits and not saturated and (wl.ttft_ms is None or ttft <= wl.ttft_ms) and \
+        (wl.tpot_ms is None or tpot <= wl.tpot_ms)
+    why = next((r.why for r in reps if not r.fits), "")
+    return ServingEvaluation(reps, tok, tok / wl.osl, ttft, tpot, fits, meets, saturated, band_of(src), src, why)

@@ -1,0 +1,136 @@
+"""A deployment in the form each engine takes it as it is.
+
+Why explicit everywhere: the engines' default remainder rules differ (vLLM: middle stages, SGLang:
+last, TensorRT-LLM: first) and their rank -> GPU order is implicit, so every export sets the layer
+partition, the GPU order (``CUDA_VISIBLE_DEVICES`` in stage order with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``)
+and the batch limits; a 0-layer stage is refused, never written.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
+
+__all__ = ["EXPORTERS", "export"]
+
+
+def _check(p: ServingProblem, r: Replica) -> None:
+    if any(s.layers < 1 for s in r.stages):
+        raise DnnplaceError("a stage with 0 layers cannot be exported (the engines crash on it)")
+    if sum(r.partition()) != p.model.num_layers:
+        raise DnnplaceError(f"the partition {r.partition()} does not sum to {p.model.num_layers} layers")
+    if len({s.tp for s in r.stages}) != 1:
+        raise DnnplaceError("per-stage TP is a what-if: no engine takes it")
+    if len({s.node for s in r.stages}) != 1:
+        raise DnnplaceError("a replica across nodes needs a Ray placement group: export per node is not written")
+
+
+def _devices(r: Replica) -> str:
+    return ",".join(str(g) for s in r.stages for g in s.gpus)
+
+
+def _env(items: list[tuple[str, str]]) -> str:
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in items)
+
+
+def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    lines = []
+    for k, r in enumerate(plan.config.replicas):
+        _check(p, r)
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
+               ("VLLM_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+        args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
+                "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
+                str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
+                "--max-model-len", str(p.context), "--dtype", "half" if p.model.weight_dtype == "fp16" else "auto",
+                "--block-size", str(p.block), "--port", str(8000 + k)]
+        lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
+    return "\n".join(lines) + "\n"
+
+
+def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    lines = []
+    for k, r in enumerate(plan.config.replicas):
+        _check(p, r)
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
+               ("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+        if r.tp > 1 and len({s.gpu for s in r.stages}) > 1:
+            env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
+        args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
+                "--pp-size", str(r.pp), "--mem-fraction-static", f"{p.fraction:.2f}", "--base-gpu-id", "0",
+                "--max-running-requests", str(plan.config.max_num_seqs), "--context-length", str(p.context),
+                "--port", str(30000 + k)]
+        lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
+    return "\n".join(lines) + "\n"
+
+
+def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    docs = []
+    for k, r in enumerate(plan.config.replicas):
+        _check(p, r)
+        docs.append({"replica": k + 1, "env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": _devices(r)},
+                     "llm_api_options": {"model": model, "tensor_parallel_size": r.tp,
+                                         "pipeline_parallel_size": r.pp, "pp_partition": r.partition(),
+                                         "max_batch_size": plan.config.max_num_seqs,
+                                         "max_num_tokens": plan.config.max_num_batched_tokens,
+                                         "max_seq_len": p.context,
+                                         "kv_cache_config": {"free_gpu_memory_fraction": p.fraction}}})
+    return json.dumps(docs, indent=1) + "\n"
+
+
+def llama_slots(r: Replica) -> list[int]:
+    """``-ts`` in llama.cpp's slot units: each device's layers, the output layer one more slot on the last."""
+    return [s.layers + (1 if i == r.pp - 1 else 0) for i, s in enumerate(r.stages)]
+
+
+def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -> str:
+    lines = []
+    for k, r in enumerate(plan.config.replicas):
+        _check(p, r)
+        if r.tp != 1:
+            raise DnnplaceError("llama.cpp's layer split runs one GPU per stage (tp 1)")
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
+        args = ["llama-server", "-m", model, "-sm", "layer", "-ts", ",".join(map(str, llama_slots(r))),
+                "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
+                "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"CUDA{i}" for i in range(r.pp)),
+                "--port", str(8080 + k)]
+        lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
+    return "\n".join(lines) + "\n"
+
+
+def hf_device_map(p: ServingProblem, r: Replica) -> dict[str, Any]:
+    """One key per decoder layer plus embedding, norm, rotary and LM head (no parent keys), and max_memory."""
+    _check(p, r)
+    if r.tp != 1:
+        raise DnnplaceError("a Hugging Face device_map places whole layers: tp 1 only")
+    order = [s.gpus[0] for s in r.stages]
+    dm: dict[str, int] = {"model.embed_tokens": order[0], "model.rotary_emb": order[0]}
+    layer = 0
+    for s in r.stages:
+        for _ in range(s.layers):
+            dm[f"model.layers.{layer}"] = s.gpus[0]
+            layer += 1
+    dm["model.norm"] = order[-1]
+    dm["lm_head"] = order[-1] if not p.model.tied else order[0]
+    from dnnplace.core.catalogue import device_spec
+
+    mm = {g: f"{int(device_spec(s.gpu).usable_memory_bytes * p.fraction // 2**20)}MiB"
+          for s in r.stages for g in s.gpus}
+    return {"device_map": dm, "max_memory": mm}
+
+
+def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    return json.dumps([hf_device_map(p, r) for r in plan.config.replicas], indent=1) + "\n"
+
+
+EXPORTERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llama.cpp": llama_cpp, "hf": hf}
+
+
+def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
+    if to not in EXPORTERS:
+        raise DnnplaceError(f"unknown export target '{to}'; known: {', '.join(EXPORTERS)}")
+    return EXPORTERS[to](p, plan, model)

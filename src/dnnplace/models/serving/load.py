@@ -1,0 +1,165 @@
+"""A serving problem from a Hugging Face ``config.json``, a fleet, a workload and an engine.
+
+Why here and not in the CLI: ``dnnplace.load_serving`` and ``dnnplace serve`` build the same
+problem, validated once: unknown names, counts below one, a context longer than the model's and a
+checkpoint's quantization that contradicts ``--precision`` are one line each.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dnnplace.arch.dense import TransformerArch
+from dnnplace.arch.hf_config import load_arch
+from dnnplace.arch.moe import MoEModel
+from dnnplace.arch.moe_config import is_moe_config, load_moe
+from dnnplace.arch.quant import quant_from_dict
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.catalogue import GGUF, KV_DTYPES, PRECISIONS, Q6_K_BYTES, engine_rules, use_more_bits
+from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
+from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
+from dnnplace.utils.files import read_json_file
+
+__all__ = ["layer_profile", "problem", "profile_from"]
+
+_GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
+
+
+def _dense_layer_params(a: TransformerArch) -> tuple[float, float, float]:
+    """(attention, v projection, MLP down projection) weights of one dense layer, and the MLP total."""
+    attn = a.hidden * a.q_width * 2 + a.hidden * a.kv_width * 2
+    return float(attn), float(a.hidden * a.kv_width), float(a.hidden * a.ffn_hidden)
+
+
+def _mlp_params(ffn: int, hidden: int, gated: bool) -> float:
+    return float((3 if gated else 2) * hidden * ffn)
+
+
+def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv_dtype: str, source: str,
+                 checkpoint: Any = None) -> LayerProfile:
+    """The per-layer costs of ``arch`` stored at ``precision`` (bytes per weight from
+    :data:`~dnnplace.models.serving.catalogue.PRECISIONS`; a GGUF K_M mix per layer as llama.cpp makes it)."""
+    if precision not in PRECISIONS:
+        raise DnnplaceError(f"unknown precision '{precision}'; known: {', '.join(PRECISIONS)}")
+    if kv_dtype not in KV_DTYPES:
+        raise DnnplaceError(f"unknown KV-cache dtype '{kv_dtype}'; known: {', '.join(KV_DTYPES)}")
+    bpw, dtype, _ = PRECISIONS[precision]
+    if checkpoint is not None and checkpoint.precision != precision:
+        raise DnnplaceError(f"{source}: the checkpoint is quantized to {checkpoint.precision} "
+                            f"({checkpoint.method}); --precision {precision} contradicts it")
+    if checkpoint is not None:
+        bpw = checkpoint.bytes_per_weight
+    n = arch.num_layers
+    attn, v_proj, down = _dense_layer_params(arch)
+    mask = np.array(moe.moe.moe_layers if moe is not None else [False] * n, dtype=bool)
+    mlp = np.full(n, _mlp_params(arch.ffn_hidden, arch.hidden, arch.gated))
+    experts = top_k = expert_ffn = shared_ffn = 0
+    if moe is not None:
+        s = moe.moe
+        experts, top_k, expert_ffn, shared_ffn = s.num_experts, s.top_k, s.expert_ffn, s.shared_ffn
+        routed = s.num_experts * _mlp_params(s.expert_ffn, arch.hidden, True) + arch.hidden * s.num_experts
+        mlp = np.where(mask, routed + _mlp_params(s.shared_ffn, arch.hidden, True), mlp)
+        if moe.mla is not None:
+            m = moe.mla
+            q = (arch.hidden * m.q_lora_rank + m.q_lora_rank * arch.heads * m.qk_head_dim) if m.q_lora_rank \
+                else arch.hidden * arch.heads * m.qk_head_dim
+            kv = arch.hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + \
+                m.kv_lora_rank * arch.heads * (m.qk_nope_head_dim + m.v_head_dim)
+            attn = float(q + kv + arch.heads * m.v_head_dim * arch.hidden)
+    params = attn + mlp
+    norm_bytes = 2.0 * arch.hidden * 2.0  # two RMSNorm weights per layer, 16-bit
+    if precision in GGUF:
+        base = GGUF[precision].base_bytes
+        more = np.array([use_more_bits(i, n) for i in range(n)])
+        promoted = np.where(more, v_proj + (down if not moe else 0.0), 0.0)
+        wbytes = params * base + promoted * (Q6_K_BYTES - base) + norm_bytes
+    else:
+        wbytes = params * bpw + norm_bytes
+    kvb = KV_DTYPES[kv_dtype]
+    shardable = moe is None or moe.mla is None
+    if shardable:
+        kv_tok = np.full(n, 2.0 * arch.kv_heads * arch.head_dim * kvb)
+    else:
+        assert moe is not None and moe.mla is not None
+        kv_tok = np.full(n, float(moe.mla.kv_lora_rank + moe.mla.qk_rope_head_dim) * kvb)
+    window = np.zeros(n, dtype=np.int64)
+    if arch.sliding_window:
+        for i in range(n):
+            if not arch.global_every or (i + 1) % arch.global_every:
+                window[i] = arch.sliding_window
+    vh = float(arch.vocab * arch.hidden)
+    head = vh * (Q6_K_BYTES if precision in _GGUF_NAMES else 2.0)  # LM heads stay 16-bit in FP8/FP4/INT4 files
+    return LayerProfile(
+        arch.name, n, arch.hidden, arch.ffn_hidden, arch.heads, arch.kv_heads, arch.head_dim, arch.vocab,
+        arch.tied_embeddings, wbytes, kv_tok, shardable, window, mask, experts, top_k, expert_ffn, shared_ffn,
+        embed_bytes=vh * (bpw if precision in _GGUF_NAMES else 2.0), head_bytes=head, weight_dtype=dtype,
+        precision=precision, max_position=arch.max_position, source=source)
+
+
+def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16") -> LayerProfile:
+    """Read ``model`` (a config.json or its folder) through :mod:`dnnplace.arch` into a layer profile."""
+    text = str(model)
+    checkpoint = None
+    if is_moe_config(text):
+        moe = load_moe(text)
+        arch = moe.arch
+    else:
+        moe = None
+        arch = load_arch(text)
+    p = Path(text)
+    cfg_path = p / "config.json" if p.is_dir() else p
+    if cfg_path.is_file():
+        checkpoint = quant_from_dict(read_json_file(cfg_path), str(cfg_path))
+    return profile_from(arch, moe, precision, kv_dtype, text, checkpoint)
+
+
+def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False) -> Any:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or (value < 0 if zero else value <= 0) or \
+            (not integer and not math.isfinite(value)) or value > 1e12:
+        raise DnnplaceError(f"{name} must be a {'whole ' if integer else ''}number "
+                            f"{'>= 0' if zero else '> 0'}, got {value!r}")
+    return value
+
+
+def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | None = None, isl: int = 1024,
+            osl: int = 256, rate: float | None = None, concurrency: int | None = None,
+            ttft_ms: float | None = None, tpot_ms: float | None = None, engine: str = "vllm",
+            precision: str = "bf16", kv_dtype: str = "bf16", max_model_len: int = 0, block_size: int = 0,
+            memory_fraction: float = 0.0) -> ServingProblem:
+    """The serving problem; every argument checked here, once (one line naming the culprit)."""
+    rules = engine_rules(engine)
+    if (gpus is None) == (fleet is None):
+        raise DnnplaceError("give the fleet as --gpus SPEC or --fleet FILE.toml (one of them)")
+    f: Fleet = parse_gpus(gpus) if gpus is not None else fleet_from_toml(fleet)  # type: ignore[arg-type]
+    _positive(isl, "--isl")
+    _positive(osl, "--osl")
+    if rate is not None and concurrency is not None:
+        raise DnnplaceError("give --rate or --concurrency, not both")
+    for v, name in ((rate, "--rate"), (ttft_ms, "--ttft-ms"), (tpot_ms, "--tpot-ms")):
+        if v is not None:
+            _positive(v, name, integer=False)
+    if concurrency is not None:
+        _positive(concurrency, "--concurrency")
+    _positive(max_model_len, "--max-model-len", zero=True)
+    _positive(block_size, "--block-size", zero=True)
+    if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) or \
+            not 0 <= memory_fraction <= 1:
+        raise DnnplaceError(f"--memory-fraction must be in (0, 1], got {memory_fraction!r}")
+    prof = layer_profile(model, precision, kv_dtype)
+    if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
+        raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
+    context = max_model_len or prof.max_position
+    if max_model_len and max_model_len > prof.max_position:
+        raise DnnplaceError(f"--max-model-len {max_model_len} is longer than the model's context "
+                            f"({prof.max_position} tokens)")
+    if isl + osl > context:
+        raise DnnplaceError(f"--isl {isl} + --osl {osl} = {isl + osl} tokens is longer than the context "
+                            f"({context} tokens)")
+    wl = Workload(isl, osl, rate, concurrency, ttft_ms, tpot_ms)
+    return ServingProblem(prof, f, wl, rules, kv_dtype, max_model_len, block_size, float(memory_fraction),
+                          source=str(model))

@@ -1,0 +1,93 @@
+"""Memory per GPU as each engine allocates it, and the KV cache its rule leaves.
+
+Why per engine: the same split holds different KV caches in vLLM (the minimum over workers of each
+worker's blocks), SGLang (the world's smallest free memory for every rank, then the minimum over PP
+ranks), TensorRT-LLM (a fraction of each rank's free memory after loading, MIN-reduced) and
+llama.cpp (each device its own layers' cache of one global context); the first and last stages
+carry the embedding and LM head where that engine puts them (catalogue.EngineRules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.serving.spec import LayerProfile, ServingProblem
+
+__all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "stage_memory"]
+
+#: vLLM captures CUDA graphs up to this decode batch (config/compilation.py max_cudagraph_capture_size 512);
+#: the graph pool holds one such batch's intermediates.
+CUDA_GRAPH_MAX_BATCH = 512
+
+
+def activation_bytes(m: LayerProfile, tp: int, tokens: float, seqs: float, last: bool) -> float:
+    """The peak of one forward at ``tokens`` batched tokens on one GPU of ``tp``: the widest layer's
+    intermediates (residual and hidden, QKV, the gated MLP's up and activated outputs, 16-bit) and, on
+    the last stage, the FP32 logits of ``seqs`` sequences (vllm/v1/sample/sampler.py upcasts to FP32)."""
+    mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
+    width = 2 * m.hidden + (m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) / tp + 3 * mlp / tp
+    out = tokens * width * 2.0
+    if last:
+        out += seqs * m.vocab * 4.0
+    return float(out)
+
+
+def extra_weight_bytes(p: ServingProblem, first: bool, last: bool, tp: int) -> float:
+    """Embedding and LM head bytes a stage holds beside its layers, per GPU (vocab-sharded over TP)."""
+    m, e = p.model, p.engine
+    out = 0.0
+    if first and not e.embed_on_host:
+        out += m.embed_bytes
+    if last or e.lm_head_every_stage:
+        out += m.head_bytes + m.hidden * 2.0
+        if m.tied and not first and e.name == "vllm":
+            out += 0.0  # tied: vLLM's last rank holds its own embedding copy as the head (counted once here)
+    return out / tp
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """One GPU of a stage: budget the engine may use, weights, activation peak, CUDA graphs, and what is
+    left for the KV cache (``kv_free``), all bytes; ``kv_per_token``: its layers' KV bytes per token."""
+
+    gpu: str
+    budget: float
+    weights: float
+    activations: float
+    graphs: float
+    kv_free: float
+    kv_per_token: float
+
+    @property
+    def kv_tokens(self) -> float:
+        return max(self.kv_free, 0.0) / self.kv_per_token if self.kv_per_token > 0 else float("inf")
+
+
+def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: bool, last: bool,
+                 max_num_seqs: int, max_num_batched_tokens: int) -> StageMemory:
+    """The memory of one GPU of a stage running layers ``[lo, hi)`` (per-GPU rule; the cross-GPU rule is
+    :func:`dnnplace.models.serving.evaluation.kv_capacity`)."""
+    m, e = p.model, p.engine
+    total = device_spec(gpu).usable_memory_bytes
+    weights = float(m.weight_bytes[lo:hi].sum()) / tp + extra_weight_bytes(p, first, last, tp)
+    act = activation_bytes(m, tp, max_num_batched_tokens, max_num_seqs, last)
+    graphs = activation_bytes(m, tp, min(max_num_seqs, CUDA_GRAPH_MAX_BATCH), 0, False) if e.cuda_graphs else 0.0
+    if e.fraction_of == "free":
+        budget = p.fraction * max(total - weights - act, 0.0) + weights + act
+    else:
+        budget = p.fraction * total
+    kv_free = budget - weights - act - graphs
+    kv_tok = float(m.kv_per_gpu(tp)[lo:hi].sum())
+    return StageMemory(gpu, budget, weights, act, graphs, kv_free, kv_tok)
+
+
+def stage_kv_tokens(mems: list[StageMemory], p: ServingProblem) -> np.ndarray:
+    """Per stage, the tokens of KV cache the engine's rule gives it before the cross-stage minimum."""
+    rule = p.engine.kv_rule
+    if rule == "world_min":  # SGLang: the world's smallest free memory budgets every rank
+        rest = min(s.budget - s.weights for s in mems)
+        return np.array([max(rest - s.activations - s.graphs, 0.0) / s.kv_per_token for s in mems])
+    return np.array([s.kv_tokens for s in mems])

@@ -1,0 +1,159 @@
+"""The serving model's instance and plan: a model on a fleet under a workload, and a deployment.
+
+Why frozen dataclasses of plain values: a plan is priced by one evaluator, written to JSON, read
+back and exported to five engines; each reads the same fields (``replicas[*].stages[*]`` with the
+GPUs in stage order and the layers of each stage) so no exporter re-derives a split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnplace.models.serving.catalogue import EngineRules
+from dnnplace.models.serving.fleet import Fleet
+
+__all__ = ["FORMAT", "LayerProfile", "Replica", "ServingConfig", "ServingPlan", "ServingProblem", "Stage",
+           "Workload"]
+
+FORMAT = "dnnplace-serving-plan/1"
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """What one model costs per decoder layer, independent of the GPUs: the planner's view of an
+    architecture at a precision.  Arrays have one entry per decoder layer (layers differ: GGUF mixes,
+    windowed or MoE layers)."""
+
+    name: str
+    num_layers: int
+    hidden: int
+    ffn: int  # dense MLP width (0 on an MoE layer: see experts)
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+    weight_bytes: np.ndarray  # bytes of each decoder layer's weights (all TP shards together)
+    kv_bytes_per_token: np.ndarray  # K and V bytes per token per layer, all KV heads (MLA: the latent)
+    kv_shardable: bool  # False: MLA's latent is replicated over TP
+    window: np.ndarray  # keys each layer's queries see (0: all)
+    moe: np.ndarray  # True where the layer has routed experts
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    shared_ffn: int = 0
+    embed_bytes: float = 0.0  # the input embedding (vocab x hidden at 16 bits)
+    head_bytes: float = 0.0  # the LM head (vocab x hidden at 16 bits, or Q6_K in a GGUF file)
+    weight_dtype: str = "bf16"  # the GEMM dtype the kernels price
+    precision: str = "bf16"
+    max_position: int = 4096
+    source: str = ""
+
+    def kv_per_gpu(self, tp: int) -> np.ndarray:
+        """KV bytes per token per layer on one GPU of a TP group of ``tp`` (KV heads replicate when fewer
+        than ``tp``; an MLA latent never shards)."""
+        if not self.kv_shardable:
+            return self.kv_bytes_per_token
+        per_head = self.kv_bytes_per_token / max(self.kv_heads, 1)
+        return per_head * max(self.kv_heads // tp, 1)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests of ``isl`` prompt and ``osl`` output tokens; offline (both None), or ``rate`` requests/s,
+    or ``concurrency`` requests in flight."""
+
+    isl: int
+    osl: int
+    rate: float | None = None
+    concurrency: int | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    @property
+    def mode(self) -> str:
+        return "rate" if self.rate is not None else "concurrency" if self.concurrency is not None else "offline"
+
+
+@dataclass(frozen=True)
+class ServingProblem:
+    """A model (its layer profile) to serve on a fleet under a workload with one engine."""
+
+    model: LayerProfile
+    fleet: Fleet
+    workload: Workload
+    engine: EngineRules
+    kv_dtype: str = "bf16"
+    max_model_len: int = 0  # 0: the model's own maximum
+    block_size: int = 0  # 0: the engine's
+    memory_fraction: float = 0.0  # 0: the engine's
+    source: str = ""
+
+    @property
+    def context(self) -> int:
+        return self.max_model_len or self.model.max_position
+
+    @property
+    def block(self) -> int:
+        return self.block_size or self.engine.block_size
+
+    @property
+    def fraction(self) -> float:
+        return self.memory_fraction or self.engine.memory_fraction
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: ``tp`` GPUs of one type in one node (``gpus``: their indices in the node, in
+    TP-rank order) running ``layers`` consecutive decoder layers."""
+
+    gpu: str
+    node: int
+    gpus: tuple[int, ...]
+    layers: int
+
+    @property
+    def tp(self) -> int:
+        return len(self.gpus)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One copy of the model: its stages in pipeline order (uniform TP, as every engine demands)."""
+
+    stages: tuple[Stage, ...]
+
+    @property
+    def tp(self) -> int:
+        return self.stages[0].tp
+
+    @property
+    def pp(self) -> int:
+        return len(self.stages)
+
+    def partition(self) -> list[int]:
+        return [s.layers for s in self.stages]
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """A deployment: the replicas (data parallel) and the engine's batch limits."""
+
+    replicas: tuple[Replica, ...]
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    """A deployment with what was proven about it (status, bound on the objective, gap, runtime)."""
+
+    config: ServingConfig
+    status: str = "optimal"
+    bound: float | None = None
+    gap: float | None = None
+    runtime_s: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)

@@ -1,0 +1,54 @@
+"""The split DP equals brute force on random small instances (every contiguous split enumerated)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dnnplace.models.serving.dp import range_costs, split_dp
+
+
+def brute(per_layer, fixed, cap, n):
+    best = (np.inf, None)
+    S = len(per_layer)
+    for cuts in itertools.combinations(range(1, n), S - 1):
+        b = (0, *cuts, n)
+        worst = -np.inf
+        for s in range(S):
+            lo, hi = b[s], b[s + 1]
+            if hi - lo > cap[s]:
+                worst = np.inf
+                break
+            worst = max(worst, per_layer[s][lo:hi].sum() + fixed[s])
+        if worst < best[0]:
+            best = (worst, tuple(b[s + 1] - b[s] for s in range(S)))
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda S: st.tuples(
+    st.just(S), st.integers(S, 12),
+    st.lists(st.floats(0.1, 5.0), min_size=S, max_size=S),  # GPU speed (time per unit of layer work)
+    st.lists(st.integers(1, 12), min_size=S, max_size=S),  # memory: layers a stage holds
+    st.lists(st.floats(0.0, 3.0), min_size=S, max_size=S),  # first/last extras
+    st.lists(st.floats(0.5, 2.0), min_size=12, max_size=12))))  # layer work (non-uniform layers)
+def test_the_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
+    S, n, speed, cap, fixed, work = args
+    w = np.array(work[:n])
+    per_layer = [w * sp for sp in speed]
+    costs = []
+    for s in range(S):
+        prefix = np.concatenate([[0.0], np.cumsum(per_layer[s])])
+        lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+        costs.append(range_costs(prefix, fixed[s], (hi - lo) <= cap[s]))
+    got = split_dp(costs)
+    want, layers = brute(per_layer, fixed, cap, n)
+    if not np.isfinite(want):
+        assert got.status == "infeasible"
+        return
+    assert got.status == "optimal" and got.gap == 0 and got.bound == got.value
+    assert abs(got.value - want) <= 1e-9 * max(1.0, want)
+    assert sum(got.layers) == n and min(got.layers) >= 1 and len(got.layers) == S

@@ -1,0 +1,115 @@
+"""Fleet, workload, engine and precision inputs: what is read and what is refused (one line each)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dnnplace.arch.quant import quant_from_dict
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.catalogue import PRECISIONS
+from dnnplace.models.serving.fleet import fleet_from_toml, parse_gpus
+from dnnplace.models.serving.load import layer_profile, problem
+
+
+def test_a_gpus_spec_reads_nodes_and_terms_in_order():
+    f = parse_gpus("2xa100+2xt4;8xh100")
+    assert len(f.nodes) == 2
+    assert [g.name for g in f.nodes[0].gpus] == ["a100", "a100", "t4", "t4"]
+    assert [g.index for g in f.nodes[0].gpus] == [0, 1, 2, 3]
+    assert len(f.nodes[1].gpus) == 8 and f.spec() == "2xa100+2xt4;8xh100"
+
+
+@pytest.mark.parametrize("text,culprit", [
+    ("2xh10", "h10"), ("0xh100", "0xh100"), ("-2xh100", "-2xh100"), ("2xh100;", "node 2"), ("", "fleet"),
+    ("2xh100++t4", "term ''"), ("abc xyz", "abc xyz"),
+])
+def test_bad_fleets_are_one_line_naming_the_culprit(text, culprit):
+    with pytest.raises(DnnplaceError) as e:
+        parse_gpus(text)
+    msg = str(e.value)
+    assert "\n" not in msg and culprit in msg
+
+
+def test_an_unknown_gpu_names_the_known_ones_and_a_close_match():
+    with pytest.raises(DnnplaceError, match=r"did you mean 'h100'.*known: .*h200"):
+        parse_gpus("4xh1000")
+
+
+def test_a_fleet_file_with_links_and_network(tmp_path):
+    p = tmp_path / "f.toml"
+    p.write_text('[[node]]\ngpus = "2xa100+2xt4"\nlink = "pcie"\n[[node]]\ngpus = "8xh100"\n'
+                 '[network]\nbandwidth_gbps = 50\nlatency_us = 5\n')
+    f = fleet_from_toml(p)
+    assert f.nodes[0].link == "pcie" and f.nodes[1].link == "nvlink"
+    assert f.network_bandwidth == 50e9 and f.network_latency_s == pytest.approx(5e-6)
+
+
+@pytest.mark.parametrize("body,culprit", [
+    ('[[node]]\ngpu = "2xh100"\n', "did you mean 'gpus'"),
+    ('[[node]]\ngpus = "2xh100"\nlink = "infiniband"\n', "infiniband"),
+    ('[[nodes]]\ngpus = "2xh100"\n', "nodes"),
+    ('[[node]]\ngpus = "2xh100;2xa100"\n', "[[node]]"),
+    ("not toml [", "not a TOML"),
+])
+def test_a_fleet_file_with_a_typo_is_one_line(tmp_path, body, culprit):
+    p = tmp_path / "f.toml"
+    p.write_text(body)
+    with pytest.raises(DnnplaceError) as e:
+        fleet_from_toml(p)
+    assert culprit in str(e.value) and "\n" not in str(e.value)
+
+
+def test_precisions_are_sourced_and_gguf_sizes_are_ggml_block_sizes():
+    assert all(src for _, _, src in PRECISIONS.values())
+    assert PRECISIONS["q8_0"][0] * 8 == 8.5 and PRECISIONS["q4_k_m"][0] * 8 == 4.5
+    assert PRECISIONS["q6_k"][0] * 8 == 6.5625 and PRECISIONS["q5_k_m"][0] * 8 == 5.5
+
+
+def test_weights_scale_with_precision_and_k_m_mixes_differ_by_layer(llama70b):
+    bf = layer_profile(llama70b, "bf16")
+    f8 = layer_profile(llama70b, "fp8")
+    q4 = layer_profile(llama70b, "q4_k_m")
+    assert bf.weight_bytes.sum() / 1e9 == pytest.approx(137, rel=0.02)  # 68.5 B params in the layers
+    assert f8.weight_bytes.sum() == pytest.approx(bf.weight_bytes.sum() / 2, rel=0.01)
+    assert q4.weight_bytes[0] > q4.weight_bytes[20]  # the first eighth is promoted to Q6_K
+    assert f8.embed_bytes == bf.embed_bytes  # embeddings stay 16-bit in FP8 checkpoints
+
+
+def test_quantization_configs_are_read():
+    q = quant_from_dict({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}, "c")
+    assert q is not None and q.precision == "int4" and q.bytes_per_weight == pytest.approx(0.5 + 20 / 8 / 128)
+    q = quant_from_dict({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "c")
+    assert q is not None and q.precision == "fp8"
+    q = quant_from_dict({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}}, "c")
+    assert q is not None and q.precision == "fp4" and q.bytes_per_weight == pytest.approx(0.5625)
+    q = quant_from_dict({"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}, "c")
+    assert q is not None and q.precision == "fp4"
+    assert quant_from_dict({}, "c") is None
+    with pytest.raises(DnnplaceError, match="unknown quant_method 'bnb'"):
+        quant_from_dict({"quantization_config": {"quant_method": "bnb"}}, "c")
+
+
+def test_a_quantized_checkpoint_contradicting_the_precision_is_refused(tmp_path, llama70b):
+    cfg = json.loads(llama70b.read_text())
+    cfg["quantization_config"] = {"quant_method": "fp8"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert layer_profile(p, "fp8").precision == "fp8"
+    with pytest.raises(DnnplaceError, match="quantized to fp8"):
+        layer_profile(p, "bf16")
+
+
+@pytest.mark.parametrize("kw,culprit", [
+    ({"engine": "ollama"}, "unknown engine 'ollama'"), ({"precision": "int3"}, "unknown precision 'int3'"),
+    ({"kv_dtype": "fp4"}, "KV-cache dtype"), ({"isl": 0}, "--isl"), ({"osl": -3}, "--osl"),
+    ({"isl": 200_000}, "longer than the context"), ({"rate": 1.0, "concurrency": 4}, "not both"),
+    ({"concurrency": 0}, "--concurrency"), ({"max_model_len": 10**6}, "longer than the model's context"),
+    ({"precision": "q4_k_m"}, "llama.cpp only"), ({"rate": float("nan")}, "--rate"),
+])
+def test_bad_problem_arguments_are_one_line(llama70b, kw, culprit):
+    with pytest.raises(DnnplaceError) as e:
+        problem(llama70b, gpus="2xh100", **kw)
+    assert culprit in str(e.value) and "\n" not in str(e.value)
