@@ -73,6 +73,18 @@ def _micro(c: Cols) -> Any:
     return c["global_batch"] // (c["dp"] * c["mbs"])
 
 
+def _ends_allowed(c: Cols) -> Any:
+    """Where the embedding and the loss may each fill a virtual stage of their own: any interleaved
+    configuration the search enumerates (its split family, ``solvers.grid.splits``, has the empty ends), and a
+    given split only when its inner stages all hold layers (:func:`_ends_only`).  Megatron-Core counts each
+    as a layer (``transformer_block.get_num_layers_to_build``: ``num_layers + 1`` per option, the end stage
+    builds one layer fewer, down to none), so pp x vp may reach the layers + 2 (Qwen3-235B-A22B's 94 layers
+    on pp 32 x vp 3 in Megatron-MoE-ModelZoo)."""
+    if "min_inner_layers" not in c:
+        return np.asarray(c["vp"]) > 1
+    return _ends_only(c)
+
+
 def _ends_only(c: Cols) -> Any:
     """An interleaved split whose first / last virtual stage may hold no layer, only the embedding / the loss:
     Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split count each as
@@ -111,7 +123,7 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"interleaving needs micro-batches {_micro(r)} divisible by pp={r['pp']}"),
     Rule("vp_layers", ("vp", "pp"),
          lambda c: (c["vp"] * c["pp"] <= c["num_layers"])
-         | (_ends_only(c) & (c["vp"] * c["pp"] <= c["num_layers"] + 2)),
+         | (_ends_allowed(c) & (c["vp"] * c["pp"] <= c["num_layers"] + 2)),
          lambda r: f"pp*vp = {r['pp'] * r['vp']} virtual stages exceed {r['num_layers']} layers (+ 2 with an "
                    "embedding-only first and loss-only last stage)"),
     Rule("split_count", ("vp", "pp", "stages"), lambda c: c["stages"] == c["pp"] * c["vp"],
