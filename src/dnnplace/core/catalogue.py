@@ -29,7 +29,8 @@ from dnnplace.core.catalogue_moe import (  # the MoE and special-attention table
 from dnnplace.errors import DnnplaceError
 
 __all__ = ["CATALOGUE", "DEEPEP", "DEVICE_ALIASES", "HOST_OVERHEAD", "ROOFLINE_DEFAULTS", "HostOverhead",
-           "RooflineDefaults", "device_names", "resolve_device_name", "HOST_LINKS", "HYBRIDEP_NVLINK", "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTION",
+           "RooflineDefaults", "device_names", "resolve_device_name", "HOST_LINKS", "HYBRIDEP_NVLINK",
+           "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTION",
            "TRAINING_STACK", "AttentionTable", "DeepEPFigures", "DeviceSpec", "FlexNVLinkTable", "HostLink",
            "MLAAttentionTable", "TrainingStack", "WindowAttentionTable", "device_spec", "host_link", "legacy_view"]
 

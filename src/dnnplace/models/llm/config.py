@@ -39,8 +39,8 @@ from dnnplace.errors import InputError
 from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, module_set
 from dnnplace.utils.text import clip
 
-__all__ = ["CUDA_GRAPHS", "GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins", "columns", "knob",
-           "parse_pins", "pin_fields"]
+__all__ = ["CUDA_GRAPHS", "GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins",
+           "columns", "knob", "parse_pins", "pin_fields"]
 
 
 class Recompute(StrEnum):

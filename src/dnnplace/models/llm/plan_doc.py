@@ -7,10 +7,9 @@ evaluator recomputes both from the plan itself.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
-
-import dataclasses
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation.band import ErrorBand, band_for, kind_of

@@ -129,8 +129,8 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
     pp 32 x vp 3: 0, 1, ..., 1, 0, Megatron-Core counting the embedding and the loss as one layer each,
     ``transformer_config.py`` / ``transformer_block.get_num_layers_to_build``), or a
     ``--pipeline-model-parallel-layout`` with an embedding-only first or a loss-only last stage
-    (Megatron-Bridge's DeepSeek-V3 PP8 VP4 recipe ``Et|(tt|)*30mL``: 1, 2, ..., 2, 0).  Chunks of unequal size inside the
-    interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
+    (Megatron-Bridge's DeepSeek-V3 PP8 VP4 recipe ``Et|(tt|)*30mL``: 1, 2, ..., 2, 0).  Chunks of unequal size
+    inside the interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
     chunks, and the simulated schedule shows such splits slower than the formula says.
     """
     if pp == 1:

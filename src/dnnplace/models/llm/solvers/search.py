@@ -451,7 +451,8 @@ def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
     """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
     the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
     where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
-    implied = {"dp", "grad_dtype", "cuda_graphs", "offload_layers", *_expert_knobs(problem)}  # offload: the smallest that fits
+    # offload: the smallest that fits; cuda_graphs: its pin or none
+    implied = {"dp", "grad_dtype", "cuda_graphs", "offload_layers", *_expert_knobs(problem)}
     if "zero" in fixed:
         implied.add("distributed_optimizer")
     if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
