@@ -497,7 +497,7 @@ def row_config(r: BridgeRow, num_layers: int) -> Any:
     return ParallelConfig(r.tp, r.pp, r.vp, 1, r.dp, r.mbs, "selective" if r.recompute_modules else "none",
                           r.tp > 1, True, split, ep=r.ep, etp=r.etp, dispatcher=r.dispatcher,
                           recompute_modules=module_set(r.recompute_modules), a2a_overlap=r.a2a_overlap,
-                          grad_dtype="bf16")
+                          grad_dtype="bf16", cuda_graphs=r.cuda_graph.removeprefix("te:") or "none")
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,15 @@ def config_of(row: BridgeRow, arch: TransformerArch) -> ParallelConfig:
     split = published_split(arch.num_layers, row.pp * row.vp)
     dp = row.gpus // (row.tp * row.pp * row.cp)
     return ParallelConfig(row.tp, row.pp, row.vp, row.cp, dp, row.mbs, "none", row.tp > 1, True, split,
-                          zero=3 if row.fsdp else 1, grad_dtype="bf16", offload_layers=row.offload_layers)
+                          zero=3 if row.fsdp else 1, grad_dtype="bf16", offload_layers=row.offload_layers,
+                          cuda_graphs=graphs_of(row.cuda_graphs))
+
+
+def graphs_of(recipe: str) -> str:
+    """The planner's cuda_graphs knob for the recipe's setting: ``local full_iteration`` is the whole
+    iteration; 25.09's ``enable_cuda_graph=True`` is the local implementation's layer-wise capture (Megatron-Core:
+    'enable_cuda_graph is deprecated, use cuda_graph_impl=local instead', with the default scope, the layer)."""
+    return {"": "none", _CG8: "full_iteration", "true": "layer"}[recipe]
 
 
 def config_text(row: BridgeRow) -> str:

@@ -21,7 +21,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip, show_value
 
-__all__ = ["FAMILIES", "arch_from_dict", "load_arch"]
+__all__ = ["FAMILIES", "GATED_DELTA_FIELDS", "MAMBA_FIELDS", "arch_from_dict", "hybrid_mixer_refusal", "load_arch"]
 
 #: model_type -> (mlp, position, norm, tied default, field aliases)
 _STD = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
@@ -63,10 +63,44 @@ MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_exp
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "jamba", "dbrx", "granitemoe")
 
 
+#: Fields only hybrid linear-attention (gated delta-net: Qwen3-Next) or state-space (Mamba: Jamba) models carry.
+GATED_DELTA_FIELDS = ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim",
+                      "linear_value_head_dim", "linear_conv_kernel_dim", "full_attention_interval")
+MAMBA_FIELDS = ("mamba_d_state", "layers_block_type", "attn_layer_period")
+
+
+def hybrid_mixer_refusal(cfg: dict[str, Any], where: str) -> DnnplaceError | None:
+    """The one-line refusal of a hybrid model whose token mixer is not attention, or None.
+
+    Said before anything else (experts included), because it is the part of the cost model that is missing:
+    Qwen3-Next's gated delta-net (transformers' ``Qwen3NextGatedDeltaNet``: a causal conv and a chunked
+    delta-rule recurrence over a per-head state) has no FLOP count, no kernel rate and no state-memory term
+    here, so its layers cannot be priced, whatever the expert knobs."""
+    gdn = next((k for k in GATED_DELTA_FIELDS if cfg.get(k) is not None), None)
+    mamba = next((k for k in MAMBA_FIELDS if cfg.get(k) is not None), None)
+    if gdn is None and mamba is None:
+        return None
+    mt = clip(str(cfg.get("model_type")), 40)
+    layers = cfg.get("num_hidden_layers")
+    every = cfg.get("full_attention_interval")
+    share = ""
+    if isinstance(layers, int) and isinstance(every, int) and not isinstance(every, bool) and every >= 1:
+        share = f" on {layers - layers // every} of {layers} layers"
+    if gdn is not None:
+        return DnnplaceError(f"{where}: {mt} is a hybrid linear-attention model (gated delta-net{share}, field "
+                             f"'{gdn}'): not planned, the cost model has no gated delta-net term (its FLOPs, "
+                             "recurrent-state memory and kernel rates)")
+    return DnnplaceError(f"{where}: {mt} is a hybrid state-space model (Mamba layers, field '{mamba}'): not "
+                         "planned, the cost model has no Mamba term (its FLOPs, state memory and kernel rates)")
+
+
 def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> TransformerArch:
     """Validate a config dict (``where`` names the file in errors)."""
     if not isinstance(cfg, dict):
         raise DnnplaceError(f"{where}: a config must be a JSON object")
+    hybrid = hybrid_mixer_refusal(cfg, where)
+    if hybrid is not None:
+        raise hybrid
     mt = cfg.get("model_type")
     experts = next((cfg[k] for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1), None)
     if experts is not None or (isinstance(mt, str) and "moe" in mt.lower()) or mt in MOE_TYPES:

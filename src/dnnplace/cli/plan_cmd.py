@@ -136,6 +136,10 @@ def plan(
                 out.print(line)  # calibrated: its own residuals above replace the held-in band's range
             for line in runner_up_lines(problem, result.estimate.step_time_s, sol.stats.get("runner_ups", [])):
                 out.print(line)
+            from dnnplace.models.llm.plan_doc import host_lines
+
+            for line in host_lines(doc["host"]):
+                out.print(line)
             if output is not None:
                 out.print(f"plan written to {output}")
             if report is not None:
@@ -218,9 +222,9 @@ def print_plan(console: object, doc: dict) -> None:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for k in ("tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute", "sequence_parallel",
-              "distributed_optimizer", "zero", "grad_dtype", "offload_layers", "first_stage_layers",
+              "distributed_optimizer", "zero", "grad_dtype", "offload_layers", "cuda_graphs", "first_stage_layers",
               "last_stage_layers"):
-        t.add_row(k, str(c.get(k, 0)))  # offload_layers: absent from plan files before version 5
+        t.add_row(k, str(c.get(k, "none" if k == "cuda_graphs" else 0)))  # absent from older plan files
     t.add_row("step time (s)", f"{p['step_time_s']:.3f}")
     t.add_row("tokens/s", f"{p['tokens_per_s']:.0f}")
     t.add_row("MFU", f"{100 * p['mfu']:.1f} %")

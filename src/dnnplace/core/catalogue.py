@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from dnnplace.core.catalogue_host import HOST_OVERHEAD, HostOverhead  # the host side of a step: part of it
 from dnnplace.core.catalogue_inference import DEVICE_ALIASES, ROOFLINE_DEFAULTS, RooflineDefaults, inference_gpus
 from dnnplace.core.catalogue_moe import (  # the MoE and special-attention tables: part of this catalogue
     DEEPEP,
@@ -41,8 +42,9 @@ from dnnplace.core.device import (
 )
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["CATALOGUE", "DEEPEP", "DEVICE_ALIASES", "ROOFLINE_DEFAULTS", "RooflineDefaults", "device_names",
-           "resolve_device_name", "HOST_LINKS", "HYBRIDEP_NVLINK", "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTION",
+__all__ = ["CATALOGUE", "DEEPEP", "DEVICE_ALIASES", "HOST_OVERHEAD", "ROOFLINE_DEFAULTS", "HostOverhead",
+           "RooflineDefaults", "device_names", "resolve_device_name", "HOST_LINKS", "HYBRIDEP_NVLINK",
+           "MLA_ATTENTION", "SLIDING_WINDOW_ATTENTION",
            "TRAINING_STACK", "AttentionTable", "DeepEPFigures", "DeviceSpec", "FlexNVLinkTable", "HostLink",
            "MLAAttentionTable", "TrainingStack", "WindowAttentionTable", "device_spec", "host_link", "legacy_view"]
 

@@ -61,10 +61,12 @@ CASES = [
     ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=8), "offload_layers"),  # Megatron: fewer than L
     ({}, 8, 16, 1024, replace(cfg(pp=2, dp=4), offload_layers=1), "offload_pp"),
     ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=1, recompute="selective"), "offload_recompute"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), cuda_graphs="attn+moe_router"), "graphs_moe_scope"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=1, cuda_graphs="attn"), "graphs_offload"),
 ]
 #: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py, and the
 #: offloading rules another device or an MoE model breaks (tests/models/llm/test_llm_offload.py).
-MOE_ONLY = {"zero_dense", "offload_host", "offload_dense",
+MOE_ONLY = {"zero_dense", "offload_host", "offload_dense", "graphs_mlp_scope", "graphs_layer_moe",
             "fp8_param_gather_zero", "fp8_delayed_recompute_modules"}  # the last two: test_trainer_rules.py
 
 

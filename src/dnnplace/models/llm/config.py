@@ -39,8 +39,8 @@ from dnnplace.errors import InputError
 from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, module_set
 from dnnplace.utils.text import clip
 
-__all__ = ["GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins", "columns", "knob",
-           "parse_pins", "pin_fields"]
+__all__ = ["CUDA_GRAPHS", "GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins",
+           "columns", "knob", "parse_pins", "pin_fields"]
 
 
 class Recompute(StrEnum):
@@ -58,6 +58,13 @@ KINDS = ("count", "choice", "switch", "split", "level")
 ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
 #: The dtype of the main-gradient buffer that is accumulated and reduced over data parallelism.
 GRAD_DTYPES: tuple[str, ...] = ("fp32", "bf16")
+#: Megatron-Core's CUDA-graph scopes (TransformerConfig.cuda_graph_scope, enums.CudaGraphScope), as the recipes
+#: combine them: none (eager), per-module captures through Transformer Engine (``cuda_graph_impl=
+#: transformer_engine``: attn, mlp for dense layers, moe_router, moe_preprocess which needs moe_router), the whole
+#: layer (an empty scope list) and the local implementation's whole iteration (``full_iteration``).
+CUDA_GRAPHS: tuple[str, ...] = ("none", "attn", "moe_router", "moe_router+moe_preprocess", "attn+moe_router",
+                                "attn+moe_router+moe_preprocess", "attn+mlp", "attn+mlp+moe_router+moe_preprocess",
+                                "layer", "full_iteration")
 _BOOL_TEXT = {"true": True, "on": True, "1": True, "yes": True, "false": False, "off": False, "0": False,
               "no": False}
 
@@ -141,6 +148,14 @@ class ParallelConfig:
     back during the backward pass (Transformer Engine's ``get_cpu_offload_context``).  Megatron-Core allows
     0 <= N < num_layers, pp = 1 and no recomputation (TransformerConfig.__post_init__).  Left out, the search
     takes, for each configuration, 0 when it fits and else the smallest N that does (evaluation/llm/offload.py)."""
+    # CUDA graphs (plan-file version 6).
+    cuda_graphs: str = knob("pin the CUDA-graph scope (Megatron-Core --cuda-graph-scope)", "choice",
+                            choices=CUDA_GRAPHS, since=6, default="none")
+    """Megatron-Core's CUDA graphs: which modules are captured and replayed with one launch, so their ops cost
+    the host one op (evaluation/llm/host.py).  'none' (eager), module scopes joined by '+' (attn, mlp,
+    moe_router, moe_preprocess; ``--cuda-graph-impl transformer_engine``), 'layer' (every layer whole) or
+    'full_iteration' (``--cuda-graph-impl local``).  A choice of the software stack the recipe makes, so the
+    search keeps it as pinned (default none)."""
 
     def __post_init__(self) -> None:
         # Plan files and callers write recompute as text; keep the enum (an unknown value is left for the

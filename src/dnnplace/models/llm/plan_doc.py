@@ -7,14 +7,21 @@ evaluator recomputes both from the plan itself.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.config import pin_fields
 from dnnplace.models.llm.evaluation.band import ErrorBand, band_for, kind_of
 from dnnplace.models.llm.spec import LLMPlan, LLMProblem
 
-__all__ = ["band_of", "calibrated_band_doc", "error_band_doc", "plan_document", "runner_up_doc"]
+__all__ = ["HOST_BOUND_SHARE", "band_of", "calibrated_band_doc", "error_band_doc", "host_doc", "host_lines",
+           "plan_document", "runner_up_doc"]
+
+#: The share of the step the host's exposed time must reach for the plan to call the step host-bound: a warning
+#: threshold for the reader, not a figure of the cost model.
+HOST_BOUND_SHARE = 0.05
 
 #: Every knob a runner-up is pinned by (all of ParallelConfig's pinnable fields), so that each can be re-pinned
 #: with --fix exactly and two runner-ups differing only in, say, recompute_modules read apart.
@@ -56,7 +63,50 @@ def plan_document(plan: LLMPlan, runner_ups: Sequence[LLMPlan] = ()) -> dict[str
     doc["error_band"] = error_band_doc(plan.problem, predicted)
     if runner_ups:
         doc["runner_ups"] = [runner_up_doc(plan.problem, predicted, o) for o in runner_ups]
+    doc["host"] = host_doc(plan)
     return doc
+
+
+def widest_graphs(problem: LLMProblem) -> str:
+    """The widest CUDA-graph scope Megatron-Core captures for this model under dropless routing: every module
+    of an MoE layer up to the dispatcher's synchronisation, or a dense model's whole layer."""
+    if problem.moe is None:
+        return "layer"
+    return "attn+mlp+moe_router+moe_preprocess" if problem.moe.moe.num_dense_layers else \
+        "attn+moe_router+moe_preprocess"
+
+
+def host_doc(plan: LLMPlan) -> dict[str, Any]:
+    """``host`` of a plan document: the host time the step exposes (evaluation/llm/host.py), whether that makes
+    it host-bound, and what the widest CUDA-graph scope would save (the same configuration re-priced)."""
+    from dnnplace.models.llm.evaluation import evaluate
+
+    step = plan.estimate.step_time_s
+    exposed = float(plan.estimate.time_breakdown.get("host_exposed", 0.0))
+    doc: dict[str, Any] = {"exposed_s": exposed, "share": exposed / step if step > 0 else 0.0,
+                           "host_bound": exposed >= HOST_BOUND_SHARE * step, "cuda_graphs": plan.config.cuda_graphs,
+                           "with_graphs": None}
+    scope = widest_graphs(plan.problem)
+    if plan.config.cuda_graphs not in (scope, "full_iteration") and plan.config.offload_layers == 0:
+        try:
+            est = evaluate(plan.problem, dataclasses.replace(plan.config, cuda_graphs=scope))
+        except DnnplaceError:
+            return doc
+        doc["with_graphs"] = {"cuda_graphs": scope, "step_time_s": est.step_time_s, "saves_s": step - est.step_time_s}
+    return doc
+
+
+def host_lines(doc: dict[str, Any]) -> list[str]:
+    """What the screen says of the host's time: a warning when the step is host-bound, and what graphs save."""
+    lines = []
+    if doc["host_bound"]:
+        lines.append(f"warning: the step is host-bound: {doc['exposed_s']:.3f} s ({100 * doc['share']:.1f} %) is the "
+                     "CPU issuing eager ops the GPU waits for")
+    w = doc.get("with_graphs")
+    if w is not None and w["saves_s"] > 0:
+        lines.append(f"  CUDA graphs ({w['cuda_graphs']}) would save {w['saves_s']:.3f} s a step "
+                     f"(pin cuda_graphs={w['cuda_graphs']})")
+    return lines
 
 
 def calibrated_band_doc(errors: Sequence[float], predicted_s: float) -> dict[str, Any]:

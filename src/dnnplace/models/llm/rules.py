@@ -31,7 +31,7 @@ from dnnplace.core.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.core.rule import Cols, Rule, first_broken
 from dnnplace.core.systems import GPU_GENERATIONS
 from dnnplace.errors import InputError
-from dnnplace.models.llm.config import RECOMPUTE, ParallelConfig, check_fields, columns
+from dnnplace.models.llm.config import CUDA_GRAPHS, RECOMPUTE, ParallelConfig, check_fields, columns
 from dnnplace.models.llm.moe_knobs import RECOMPUTE_MODULES
 from dnnplace.models.llm.moe_rules import (
     DENSE_RULE,
@@ -91,6 +91,24 @@ def _micro(c: Cols) -> Any:
     return c["global_batch"] // (c["dp"] * c["mbs"])
 
 
+def _graph_scope(c: Cols, module: str) -> Any:
+    """Does each row's CUDA-graph scope name ``module``?"""
+    hit = np.array([module in s.split("+") for s in CUDA_GRAPHS])
+    return hit[np.asarray(c["cuda_graphs"]).astype(np.int64)]
+
+
+def _ends_allowed(c: Cols) -> Any:
+    """Where the embedding and the loss may each fill a virtual stage of their own: any interleaved
+    configuration the search enumerates (its split family, ``solvers.grid.splits``, has the empty ends), and a
+    given split only when its inner stages all hold layers (:func:`_ends_only`).  Megatron-Core counts each
+    as a layer (``transformer_block.get_num_layers_to_build``: ``num_layers + 1`` per option, the end stage
+    builds one layer fewer, down to none), so pp x vp may reach the layers + 2 (Qwen3-235B-A22B's 94 layers
+    on pp 32 x vp 3 in Megatron-MoE-ModelZoo)."""
+    if "min_inner_layers" not in c:
+        return np.asarray(c["vp"]) > 1
+    return _ends_only(c)
+
+
 def _ends_only(c: Cols) -> Any:
     """An interleaved split whose first / last virtual stage may hold no layer, only the embedding / the loss:
     Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split count each as
@@ -129,7 +147,7 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"interleaving needs micro-batches {_micro(r)} divisible by pp={r['pp']}"),
     Rule("vp_layers", ("vp", "pp"),
          lambda c: (c["vp"] * c["pp"] <= c["num_layers"])
-         | (_ends_only(c) & (c["vp"] * c["pp"] <= c["num_layers"] + 2)),
+         | (_ends_allowed(c) & (c["vp"] * c["pp"] <= c["num_layers"] + 2)),
          lambda r: f"pp*vp = {r['pp'] * r['vp']} virtual stages exceed {r['num_layers']} layers (+ 2 with an "
                    "embedding-only first and loss-only last stage)"),
     Rule("split_count", ("vp", "pp", "stages"), lambda c: c["stages"] == c["pp"] * c["vp"],
@@ -161,6 +179,24 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda c: (c["offload_layers"] == 0) | (c["recompute"] == RECOMPUTE.index("none")),
          lambda r: f"offload_layers={r['offload_layers']} needs recompute=none (Megatron: CPU offloading does not "
                    "work with activation recomputation)"),
+    # CUDA graphs: Megatron-Core TransformerConfig.__post_init__ (0.16.1) checks of cuda_graph_scope.
+    Rule("graphs_moe_scope", ("cuda_graphs",),
+         lambda c: (c["num_experts"] > 1) | ~_graph_scope(c, "moe_router"),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]}: the moe_router / moe_preprocess scopes need a "
+                   "mixture of experts (Megatron: 'moe cuda graph is only supported for MoE')"),
+    Rule("graphs_mlp_scope", ("cuda_graphs",),
+         lambda c: (c["dense_layers"] > 0) | ~_graph_scope(c, "mlp"),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]}: the mlp scope captures dense layers and the model "
+                   "has none (Megatron: 'mlp cuda graph is only supported for dense layers')"),
+    Rule("graphs_layer_moe", ("cuda_graphs",),
+         lambda c: (c["num_experts"] == 1) | (np.asarray(c["cuda_graphs"]) != CUDA_GRAPHS.index("layer")),
+         lambda r: "cuda_graphs=layer captures the MoE layers whole, which Megatron-Core graphs only with token "
+                   "drop-and-pad; the planner prices dropless routing (pick module scopes, e.g. "
+                   "attn+moe_router+moe_preprocess)"),
+    Rule("graphs_offload", ("cuda_graphs", "offload_layers"),
+         lambda c: (np.asarray(c["cuda_graphs"]) == 0) | (c["offload_layers"] == 0),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} needs offload_layers=0 (Megatron: 'CUDA graphs "
+                   "not supported with CPU offloading')"),
     Rule("offload_host", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | c["host_link"],
          lambda r: f"offload_layers={r['offload_layers']}: device {clip(str(r['device']), 40)} has no host link in "
                    "the catalogue (core/catalogue.py HOST_LINKS)"),

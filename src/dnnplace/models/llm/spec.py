@@ -45,10 +45,11 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 5  # 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field;
-READ_VERSIONS = (1, 2, 3, 4, 5)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
+VERSION = 6  # 6: cuda_graphs; 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs;
+# 2: every architecture field;
+READ_VERSIONS = (1, 2, 3, 4, 5, 6)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
-             "ep_comm_exposed", "offload_exposed")
+             "ep_comm_exposed", "offload_exposed", "host_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
 #: The overflow a plan names when its offloaded activations exceed the host memory per GPU.
 HOST_OVERFLOW = "host_memory"
@@ -155,7 +156,7 @@ _TEXT_LIMIT = {"source": LLM_SOURCE_CHARS}
 _TOP = ("format", "version", "model", "cluster", "job", "config", "prediction", "status", "bound", "gap",
         "exhaustive", "runtime_s")
 #: What the planner adds about its prediction (models/llm/plan_doc.py); a reader recomputes both, so drops them.
-_CLAIMS = ("error_band", "runner_ups", "compared")
+_CLAIMS = ("error_band", "runner_ups", "compared", "host")
 _DERIVED = ("num_microbatches", "first_stage_layers", "last_stage_layers")  # written for readers, checked back
 
 

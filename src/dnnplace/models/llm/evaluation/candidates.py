@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.llm.config import GRAD_DTYPES
+from dnnplace.models.llm.config import CUDA_GRAPHS, GRAD_DTYPES
 from dnnplace.models.llm.evaluation import fsdp
 from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
 from dnnplace.models.llm.spec import RECOMPUTE, ParallelConfig
@@ -53,6 +53,8 @@ class Candidates:
     grad: Array | None = None
     # Activation CPU offloading (None: none): the layers whose saved activations go to host memory.
     offload: Array | None = None
+    # The CUDA-graph scope's index in CUDA_GRAPHS (None: none, every op eager).
+    graphs: Array | None = None
 
     def offloads(self) -> Array:
         """Offloaded layers per candidate (0 where not given)."""
@@ -65,7 +67,7 @@ class Candidates:
         fields = {f: pick(getattr(self, f)) for f in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "sp",
                                                       "dist", "rank_layers", "stage_layers", "ep", "etp",
                                                       "dispatcher", "modules", "a2a", "zero", "grad")}
-        return Candidates(**fields, offload=np.asarray(n, dtype=float))
+        return Candidates(**fields, offload=np.asarray(n, dtype=float), graphs=pick(self.graphs))
 
     def sharding(self) -> tuple[Array, Array]:
         """(ZeRO stage, gradient bytes per parameter) with the defaults where not given."""
@@ -103,7 +105,8 @@ class Candidates:
                           np.array([MODULE_SETS.index(c.recompute_modules) for c in configs], dtype=float),
                           np.array([c.a2a_overlap for c in configs]), col("zero"),
                           np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float),
-                          col("offload_layers"))
+                          col("offload_layers"),
+                          np.array([CUDA_GRAPHS.index(c.cuda_graphs) for c in configs], dtype=float))
 
     def stages(self) -> Array:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
@@ -139,7 +142,8 @@ class Candidates:
     def _sharding_fields(self, i: int) -> dict[str, Any]:
         zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
         grad = 0 if self.grad is None else int(self.grad[i])
-        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad]}
+        graphs = 0 if self.graphs is None else int(self.graphs[i])
+        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad], "cuda_graphs": CUDA_GRAPHS[graphs]}
 
     def _expert_fields(self, i: int) -> dict[str, Any]:
         ep, etp, disp, mods, a2a = self.expert()
@@ -198,7 +202,7 @@ def _ax(v: Array, like: Array) -> Array:
     return v.reshape(v.shape + (1,) * (np.ndim(like) - v.ndim)) if np.ndim(like) > v.ndim else v
 
 
-KINDS = ("compute", "tp", "cp", "ep")
+KINDS = ("compute", "tp", "cp", "ep", "host")
 
 
 @dataclass(frozen=True)

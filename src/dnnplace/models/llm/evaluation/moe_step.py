@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import comm, flops, memory, precision
+from dnnplace.models.llm.evaluation import comm, flops, host, memory, precision
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, Candidates, StageCosts
 from dnnplace.models.llm.spec import LLMProblem
@@ -260,8 +260,18 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     s_tp = whole(att_tp_f + sh_tp_f, att_tp_b + sh_tp_b)
     s_ep = whole(*moe["ep"])
     zero = (0.0 * tp, 0.0 * tp)
-    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero}
-    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep}
+    # The host's time to issue each layer's ops, where the GPU does not hide it (evaluation/llm/host.py): every
+    # dropless dispatcher synchronises once per MoE layer forward.
+    d_host = host.layer_host_seconds(dev.name, host.DENSE_MODULES, c.graphs, 0.0 * tp)
+    s_host = host.layer_host_seconds(dev.name, host.MOE_MODULES, c.graphs, mm.moe.num_experts / ep,
+                                     shared=bool(mm.moe.shared_ffn))
+    d_host_exp = host.layer_exposed(dev.name, d_host, d_comp[0] + d_tp[0] + cp[0], d_comp[1] + d_tp[1] + cp[1],
+                                    c.graphs, sync=False, full_recompute=full)
+    s_host_exp = host.layer_exposed(dev.name, s_host, s_comp[0] + s_tp[0] + cp[0] + s_ep[0],
+                                    s_comp[1] + s_tp[1] + cp[1] + s_ep[1], c.graphs, sync=True, full_recompute=full,
+                                    overlap=a2a)
+    layer = {"compute": d_comp, "tp": d_tp, "cp": cp, "ep": zero, "host": d_host_exp}
+    sparse = {"compute": s_comp, "tp": s_tp, "cp": cp, "ep": s_ep, "host": s_host_exp}
     last = dict(dense.last)
     for _ in range(mm.moe.mtp_layers):  # DeepSeek's MTP layer on the last stage: a layer, its projection, a head
         kind = sparse if mm.moe.moe_layers[-1] else layer

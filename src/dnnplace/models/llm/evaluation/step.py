@@ -15,7 +15,7 @@ import numpy as np
 
 from dnnplace.core.catalogue import host_link
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import comm, flops, fsdp, memory, moe_step, offload, precision, schedule
+from dnnplace.models.llm.evaluation import comm, flops, fsdp, host, memory, moe_step, offload, precision, schedule
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, BatchResult, Candidates, StageCosts, take_rows
 from dnnplace.models.llm.rules import PRECISION_RECIPES
@@ -82,7 +82,7 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     tp_edge = np.where(tp > 1, np.where(c.sp, coll, 2.0 * coll), 0.0)
     first = {"compute": (roofline.hbm_time(4.0 * hid / sp_div, dev), roofline.hbm_time(12.0 * hid / sp_div, dev)),
              "tp": (tp_edge, np.where((tp > 1) & c.sp, coll, 0.0)), "cp": (0.0 * tp, 0.0 * tp),
-             "ep": (0.0 * tp, 0.0 * tp)}
+             "ep": (0.0 * tp, 0.0 * tp), "host": (0.0 * tp, 0.0 * tp)}
     # LM head (last rank): final norm, vocab-parallel GEMM (BF16 in every recipe), cross entropy on the logits.
     head = [(tokens, a.vocab / tp, np.full_like(tokens, float(a.hidden)))]
     hf, hb = flops.fwd_bwd_gemm_times(head, dev, bf16)
@@ -90,8 +90,13 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     last = {"compute": (hf[0] + roofline.hbm_time(4.0 * hid / sp_div + flops.CE_BYTES_FWD * logits, dev),
                         hb[0] + roofline.hbm_time(6.0 * hid / sp_div + flops.CE_BYTES_BWD * logits, dev)),
             "tp": (np.where((tp > 1) & c.sp, coll, 0.0), tp_edge), "cp": (0.0 * tp, 0.0 * tp),
-            "ep": (0.0 * tp, 0.0 * tp)}
-    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp)}
+            "ep": (0.0 * tp, 0.0 * tp), "host": (0.0 * tp, 0.0 * tp)}
+    # The host's time to issue the layer's ops, where the GPU does not hide it (evaluation/llm/host.py).
+    gpu_f, gpu_b = comp_f + tp_f + cp_f, comp_b + tp_b + cp_b
+    host_f = host.layer_host_seconds(dev.name, host.DENSE_MODULES, c.graphs, 0.0 * tp)
+    layer = {"compute": (comp_f, comp_b), "tp": (tp_f, tp_b), "cp": (cp_f, cp_b), "ep": (0.0 * tp, 0.0 * tp),
+             "host": host.layer_exposed(dev.name, host_f, gpu_f, gpu_b, c.graphs, sync=False,
+                                        full_recompute=rc == 2)}
     if problem.moe is None:
         n_off = c.offloads()
         wait = None
@@ -277,7 +282,7 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
             "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
             "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
             "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott],
-            "offload_exposed": m * wait[rows, bott]}
+            "offload_exposed": m * wait[rows, bott], "host_exposed": m * (fwd["host"] + bwd["host"])[rows, bott]}
     assert tuple(time) == TIME_KEYS
 
     mem = rank_memory(problem, c, params, nl, r, is_last, m, tokens)

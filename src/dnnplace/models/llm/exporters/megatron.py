@@ -214,6 +214,22 @@ def overlap_args(plan: CheckedPlan) -> list[list[str]]:
     return groups
 
 
+def cuda_graph_args(scope: str) -> list[list[str]]:
+    """The CUDA-graph scope as priced, spelled as megatron-core 0.16.1's TransformerConfig takes it
+    (``cuda_graph_impl``, ``cuda_graph_scope``: CudaGraphScope names).  Module scopes and the whole layer are
+    Transformer Engine's captures (``make_graphed_callables``; an empty scope is the whole layer), the whole
+    iteration the local implementation's (TE's refuses it); TE's captures run with TE's RNG tracker, as
+    Megatron-MoE-ModelZoo's commands set it (``--te-rng-tracker``)."""
+    if scope == "none":
+        return []
+    if scope == "full_iteration":
+        return [["--cuda-graph-impl", "local"], ["--cuda-graph-scope", "full_iteration"]]
+    groups = [["--cuda-graph-impl", "transformer_engine"], ["--te-rng-tracker"]]
+    if scope != "layer":
+        groups.append(["--cuda-graph-scope", *scope.split("+")])
+    return groups
+
+
 def arguments(plan: CheckedPlan) -> list[list[str]]:
     """The arguments, grouped one option (with its values) per list."""
     c, j = plan.config, plan.job
@@ -242,6 +258,7 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
         # cpu_offloading on (TransformerConfig's cpu_offloading itself has no command-line flag); activations
         # only (cpu_offloading_activations=True, cpu_offloading_weights=False: the defaults).
         groups.append(["--cpu-offloading-num-layers", str(int(c["offload_layers"]))])
+    groups += cuda_graph_args(str(c.get("cuda_graphs", "none")))
     groups += model_args(plan.arch, j["seq_len"])
     if moe is not None:  # the experts and their parallel layout (exporters/megatron_moe.py)
         groups += moe_model_args(moe) + moe_parallel_args(

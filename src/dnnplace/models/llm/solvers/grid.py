@@ -115,7 +115,8 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
     return Candidates(tp=num("tp"), pp=num("pp"), vp=num("vp"), cp=num("cp"), dp=num("dp"), mbs=num("mbs"),
                       recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
                       dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert,
-                      **sharding, offload=num("offload_layers") if "offload_layers" in cols else None)
+                      **sharding, offload=num("offload_layers") if "offload_layers" in cols else None,
+                      graphs=num("cuda_graphs") if "cuda_graphs" in cols else None)
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:
@@ -123,10 +124,13 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
 
     Without interleaving (vp = 1): first and last rank free, the middle ranks equal
     (``--decoder-first/last-pipeline-num-layers``).  Interleaved: every virtual stage holds the
-    same k layers but the first and the last, which may hold fewer (at least one) -- the split
-    NeMo's account-for-embedding/loss options give (126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1),
-    written with ``--pipeline-model-parallel-layout``.  Chunks of unequal size inside the
-    interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
+    same k layers but the first and the last, which may hold fewer, down to none -- the split
+    NeMo's account-for-embedding/loss options give (126 layers on pp 8 x vp 8: 1, 2, ..., 2, 1; 94 on
+    pp 32 x vp 3: 0, 1, ..., 1, 0, Megatron-Core counting the embedding and the loss as one layer each,
+    ``transformer_config.py`` / ``transformer_block.get_num_layers_to_build``), or a
+    ``--pipeline-model-parallel-layout`` with an embedding-only first or a loss-only last stage
+    (Megatron-Bridge's DeepSeek-V3 PP8 VP4 recipe ``Et|(tt|)*30mL``: 1, 2, ..., 2, 0).  Chunks of unequal size
+    inside the interleaved schedule are left out: its closed form (:mod:`..schedule`) holds for equal
     chunks, and the simulated schedule shows such splits slower than the formula says.
     """
     if pp == 1:
@@ -143,8 +147,8 @@ def splits(L: int, pp: int, vp: int) -> np.ndarray:
     rows = []
     n = pp * vp
     for k in range(1, L // max(n - 2, 1) + 2):
-        for short_first in range(k):
+        for short_first in range(k + 1):
             short_last = n * k - short_first - L
-            if 0 <= short_last < k:
+            if 0 <= short_last <= k:
                 rows.append([vp * k - short_first] + [vp * k] * (pp - 2) + [vp * k - short_last])
     return np.array(rows, dtype=np.int64).reshape(-1, pp)

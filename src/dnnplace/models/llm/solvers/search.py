@@ -146,7 +146,7 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     cols = _expand(cols, "recompute", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: rc)
     have.add("recompute")
     cols = _sharding_columns(fixed, cols, zeros)
-    have |= {"zero", "distributed_optimizer", "grad_dtype"}
+    have |= {"zero", "distributed_optimizer", "grad_dtype", "cuda_graphs"}
     if "offload_layers" in fixed:  # a pinned offload: every candidate takes it (the rules say where it may)
         cols["offload_layers"] = np.full(len(cols["tp"]), int(fixed["offload_layers"]),  # type: ignore[call-overload]
                                          dtype=np.int64)
@@ -178,13 +178,16 @@ def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int])
     """The data-parallel sharding knobs: each ZeRO stage of ``zeros`` (ascending, so that ties go to the less
     sharded one), the distributed optimizer it means (or its pin, for the rules to check), and the gradient
     dtype (its pin, else fp32: a numerics choice the search does not make)."""
-    from dnnplace.models.llm.config import GRAD_DTYPES
+    from dnnplace.models.llm.config import CUDA_GRAPHS, GRAD_DTYPES
 
     cols = _expand(cols, "zero", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: zeros)
     cols["distributed_optimizer"] = (np.full(len(cols["tp"]), bool(fixed["distributed_optimizer"]))
                                      if "distributed_optimizer" in fixed else cols["zero"] >= 1)
     grad = GRAD_DTYPES.index(str(fixed.get("grad_dtype", "fp32")))
     cols["grad_dtype"] = np.full(len(cols["tp"]), grad, dtype=np.int64)
+    # The CUDA-graph scope: its pin, else none -- a choice of the software stack the recipe makes, not searched.
+    graphs = CUDA_GRAPHS.index(str(fixed.get("cuda_graphs", "none")))
+    cols["cuda_graphs"] = np.full(len(cols["tp"]), graphs, dtype=np.int64)
     return cols
 
 
@@ -469,7 +472,8 @@ def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
     """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
     the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
     where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
-    implied = {"dp", "grad_dtype", "offload_layers", *_expert_knobs(problem)}  # offload: the smallest that fits
+    # offload: the smallest that fits; cuda_graphs: its pin or none
+    implied = {"dp", "grad_dtype", "cuda_graphs", "offload_layers", *_expert_knobs(problem)}
     if "zero" in fixed:
         implied.add("distributed_optimizer")
     if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
