@@ -74,7 +74,7 @@ def test_issue44_recompute_modules_without_selective_names_both() -> None:
 PIN_VALUES: dict[str, object] = {"tp": 2, "pp": 2, "vp": 2, "cp": 2, "dp": 2, "mbs": 2, "recompute": "selective",
                                  "distributed_optimizer": False, "ep": 2, "etp": 2, "dispatcher": "allgather",
                                  "recompute_modules": "moe_act", "a2a_overlap": True, "zero": 0,
-                                 "grad_dtype": "bf16", "offload_layers": 1}
+                                 "grad_dtype": "bf16", "offload_layers": 1, "cuda_graphs": "attn"}
 TINY_MOE = {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32,
             "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 4096}
