@@ -12,6 +12,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.kernels import kernel_costs
 from dnnplace.kernels.roofline import COLLECTIVE_OPS, DTYPE_BYTES
+from dnnplace.kernels.tables import FRAMEWORK_ORDER
 
 __all__ = ["KERNEL_FAMILIES", "describe_kernels", "price_kernel"]
 
@@ -29,8 +30,8 @@ _LINKS = ("nvlink", "network")
 
 
 def _framework(framework: str | None) -> str | None:
-    if framework not in (None, "trtllm", "vllm", "sglang"):
-        raise DnnplaceError(f"--framework: unknown '{framework}'; known: trtllm, vllm, sglang")
+    if framework is not None and framework not in FRAMEWORK_ORDER:
+        raise DnnplaceError(f"--framework: unknown '{framework}'; known: {', '.join(FRAMEWORK_ORDER)}")
     return framework
 
 

@@ -21,7 +21,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.kernels import roofline as rl
 from dnnplace.kernels.measured import ATTN_DTYPES, COMM_OPS, GEMM_DTYPES, MOE_ROUTING, Family, family
 from dnnplace.kernels.sources import EXTRAPOLATED, ROOFLINE, Priced
-from dnnplace.kernels.tables import SYSTEMS, data_root
+from dnnplace.kernels.tables import FRAMEWORK_ORDER, SYSTEMS, data_root
 
 __all__ = ["KernelCosts", "kernel_costs", "roofline_spec"]
 
@@ -126,11 +126,14 @@ class KernelCosts:
         t = _held(look.values, sol_q, sol_at, look.code)
         return Priced(np.where(g > 1, t, 0.0), look.code)
 
-    def p2p(self, nbytes: object, link: str = "nvlink") -> Priced:
+    def p2p(self, nbytes: object, link: str = "nvlink", bandwidth: float = 0.0, latency: float = 0.0) -> Priced:
         """One point-to-point send of ``nbytes`` (pipeline activations): no table measures it; the roofline
-        at the link's bus bandwidth plus one step latency."""
+        at the link's bus bandwidth plus one step latency.  ``bandwidth`` (bytes/s achieved) and ``latency``
+        given: the caller's own figures for the link (a fleet file's network), in place of the catalogue's."""
         nb = np.asarray(nbytes, dtype=float)
         bw, frac, lat = rl.link_figures(self.spec, link)
+        if bandwidth > 0:
+            bw, frac, lat = bandwidth, 1.0, latency
         return Priced(nb / max(bw * frac, 1.0) + lat, np.full(nb.shape, ROOFLINE, np.int8))
 
     # -- mixture of experts -------------------------------------------------------------------------
@@ -211,6 +214,6 @@ def kernel_costs(device: str, framework: str | None = None, measured: bool = Tru
     system = SYSTEMS.get(resolve_device_name(device))
     if system is not None and data_root() is None:
         system = None  # aiconfigurator-core not installed: every answer says roofline
-    if framework is not None and framework not in ("trtllm", "vllm", "sglang"):
-        raise DnnplaceError(f"unknown kernel-table framework '{framework}'; known: trtllm, vllm, sglang")
+    if framework is not None and framework not in FRAMEWORK_ORDER:
+        raise DnnplaceError(f"unknown kernel-table framework '{framework}'; known: {', '.join(FRAMEWORK_ORDER)}")
     return KernelCosts(device, spec, system, framework, measured)
