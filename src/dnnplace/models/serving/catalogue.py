@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules"]
+__all__ = ["BAND", "ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules"]
+
+#: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
+#: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
+#: wider: +39 % at PP4 on RTX PRO 6000, -72 % on L40S TP4/TP8 -- taken as the bands, never fitted).
+BAND = {"measured": 0.07, "interpolated": 0.10, "extrapolated": 0.25, "roofline": 0.40}
 
 #: Weight precisions the planner takes: name -> (bytes per weight, kernel dtype, source).
 PRECISIONS: dict[str, tuple[float, str, str]] = {

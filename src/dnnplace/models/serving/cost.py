@@ -13,16 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
+from dnnplace.kernels import KernelCosts, Priced, kernel_costs
+from dnnplace.models.serving.catalogue import BAND
 from dnnplace.models.serving.spec import LayerProfile
 
-__all__ = ["BAND", "Iteration", "LayerTimes", "band_of", "layer_times", "p2p_time"]
-
-#: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
-#: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
-#: wider: +39 % at PP4 on RTX PRO 6000, -72 % on L40S TP4/TP8 -- taken as the bands, never fitted).
-BAND = {"measured": 0.07, "interpolated": 0.10, "extrapolated": 0.25, "roofline": 0.40}
-
+__all__ = ["Iteration", "LayerTimes", "band_of", "layer_times", "p2p_time"]
 
 @dataclass(frozen=True)
 class Iteration:
@@ -52,27 +47,11 @@ class LayerTimes:
             self.sources[k] = self.sources.get(k, 0) + int(v)
 
 
-def _costs(gpu: str, framework: str | None) -> KernelCosts:
-    try:
-        return kernel_costs(gpu, framework)
-    except Exception:  # a framework the device has no table for: its roofline
-        return kernel_costs(gpu, None)
-
-
 def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: str | None,
-                link: str = "nvlink") -> LayerTimes:
-    """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group.
-
-    A measured table that cannot be read (a column missing in one framework's file) falls back to the
-    tables of no framework, then to the roofline; the sources then say so."""
-    last: Exception | None = None
-    for kc in (_costs(gpu, framework), _costs(gpu, None), kernel_costs(gpu, None, measured=False)):
-        try:
-            return _layer_times(m, kc, tp, it, link)
-        except Exception as exc:  # pyarrow's ArrowInvalid and kin: a table file of another shape
-            last = exc
-    assert last is not None
-    raise last
+               link: str = "nvlink") -> LayerTimes:
+    """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group, priced from
+    ``framework``'s tables where the device has them (a family they lack: the roofline, said so)."""
+    return _layer_times(m, kernel_costs(gpu, framework), tp, it, link)
 
 
 def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link: str) -> LayerTimes:
@@ -126,10 +105,7 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
 
 def p2p_time(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> Priced:
     """Activations sent from one stage to the next (the fleet's own network figures where it gives them)."""
-    if link == "network" and bandwidth > 0:
-        return Priced(np.array([nbytes / bandwidth + latency]), np.array([SOURCE_NAMES.index("roofline")],
-                                                                       dtype=np.int8))
-    return _costs(gpu, None).p2p([nbytes], link)
+    return kernel_costs(gpu).p2p([nbytes], link, bandwidth if link == "network" else 0.0, latency)
 
 
 def band_of(sources: dict[str, int]) -> float:
