@@ -51,7 +51,7 @@ def test_measured_points_come_back_exactly(system: str, name: str) -> None:
     if name == "gemm":
         cols = read_columns(path, ("kernel_source", "gemm_dtype", "m", "n", "k", "latency"))
         chosen = {k[0] for k in fam.grids}
-        pick = {d: s for d, s in (c.split(" ", 1) for c in fam.choice.split(": ", 1)[1].split(", "))}
+        pick = dict(fam.sources)
         rows = _unique_rows(cols, ("kernel_source", "gemm_dtype", "m", "n", "k"))
         rows = np.array([i for i in rows if cols["gemm_dtype"][i] in chosen and cols["gemm_dtype"][i] in _INV_GEMM
                          and pick.get(str(cols["gemm_dtype"][i])) == cols["kernel_source"][i]])
@@ -96,7 +96,7 @@ def test_measured_points_come_back_exactly(system: str, name: str) -> None:
     else:
         names = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
                  "moe_tp_size", "moe_ep_size", "distribution")
-        chosen = {d: s for d, s in (c.split(" ", 1) for c in fam.choice.split(": ", 1)[1].split("; ")[0].split(", "))}
+        chosen = dict(fam.sources)
         seen: set[tuple[object, ...]] = set()
         cand = []
         for ref in find_tables(system, "moe", "moe_perf.parquet"):  # newest first: a newer row wins

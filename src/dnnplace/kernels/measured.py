@@ -43,6 +43,7 @@ class Family:
     grids: dict[tuple[object, ...], Grid]
     axes: tuple[str, ...]
     choice: str = ""  # the rule that picked among rows (kernel source), for `dnnplace kernels`
+    sources: tuple[tuple[str, str], ...] = ()  # (table data type, the kernel source kept for it)
 
 
 def _split(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[tuple[object, ...], np.ndarray]:
@@ -86,7 +87,7 @@ def _gemm(system: str, framework: str | None) -> Family | None:
     cols = {k: v[keep] for k, v in cols.items()}
     grids = _grids(cols, ("gemm_dtype",), ("m", "n", "k"), ("lin", "lin", "lin"))
     rule = "per data type, the kernel source with the most rows: " + ", ".join(f"{d} {s}" for d, s in pick.items())
-    return Family("gemm", ref, ("gemm_dtype",), grids, ("m", "n", "k"), rule)
+    return Family("gemm", ref, ("gemm_dtype",), grids, ("m", "n", "k"), rule, tuple(pick.items()))
 
 
 def _attention(system: str, framework: str | None, decode: bool) -> Family | None:
@@ -161,7 +162,8 @@ def _moe(system: str, framework: str | None) -> Family | None:
     rule = "gated experts; per data type the kernel source with the most rows: " + \
         ", ".join(f"{d} {s}" for d, s in pick.items())
     rule += "; the framework's versions merged, the newest row winning (MoE shapes are collected per model)"
-    return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule)
+    return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule,
+                  tuple(pick.items()))
 
 
 @functools.cache
