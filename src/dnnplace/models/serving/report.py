@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dnnplace.models.serving.baselines import Baseline
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
-from dnnplace.models.serving.report_svg import GIB, Series, curve_svg, fleet_svg, memory_svg, times_svg
+from dnnplace.models.serving.report_svg import GIB, Series, curve_svg, fleet_svg, memory_svg, owners, times_svg
 from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem
 
 __all__ = ["curve", "describe", "proof_line", "render_report", "write_report"]
@@ -88,6 +88,16 @@ def proof_line(plan: ServingPlan, evaluation: ServingEvaluation) -> str:
     src = ", ".join(f"{v} {k}" for k, v in sorted(evaluation.sources.items(), key=lambda kv: -kv[1])) or "none"
     parts.append(f"kernel prices: {src}")
     return "; ".join(parts)
+
+
+def _clash_note(config: ServingConfig) -> str:
+    """A warning when a physical GPU is given to more than one stage: the plan cannot be deployed as drawn."""
+    twice = [(n, g) for (n, g), who in sorted(owners(config).items()) if len(who) > 1]
+    if not twice:
+        return ""
+    listed = ", ".join(f"node {n} GPU {g}" for n, g in twice)
+    return (f"<p class='clash'><b>Invalid deployment:</b> {_e(listed)} assigned to more than one stage (drawn red);"
+            " the figures below price it as if each stage had its own GPUs.</p>")
 
 
 def _table(rows: Iterable[tuple[str, str]], cls: str = "") -> str:
@@ -176,7 +186,7 @@ def render_report(p: ServingProblem, plan: ServingPlan, evaluation: ServingEvalu
             f"<p class='proof'>{_e(proof_line(plan, evaluation))}</p>"
             f"<h2>The fleet: pipelines and nodes</h2><p>Each replica's stages in pipeline order (layers 0-based),"
             f" the link each hop crosses; below, each node's GPUs coloured by the stage that uses them.</p>"
-            f"{fleet_svg(p, plan.config)}"
+            f"{_clash_note(plan.config)}{fleet_svg(p, plan.config)}"
             f"<h2>Memory per GPU</h2><p>Weights, activation peak, CUDA graphs and the KV cache the engine's rule"
             f" allocates; the light green is headroom left for KV on this GPU that the cross-stage rule does not"
             f" use; the outline is the GPU's memory, the dashed line the engine's budget.</p>"

@@ -16,7 +16,7 @@ from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.evaluation import ServingEvaluation, link_between
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem
 
-__all__ = ["GIB", "SEGMENTS", "Series", "curve_svg", "fleet_svg", "layer_range", "memory_svg", "nice_ticks",
+__all__ = ["GIB", "SEGMENTS", "Series", "curve_svg", "fleet_svg", "layer_range", "memory_svg", "nice_ticks", "owners",
            "stage_colour", "times_svg"]
 
 GIB = float(2**30)
@@ -41,13 +41,23 @@ def layer_range(first: int, count: int) -> str:
     return f"layers {first}\u2013{first + count - 1} ({count})"
 
 
+def owners(config: ServingConfig) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """(node, GPU index) -> the (replica, stage) pairs that use it; more than one pair is an invalid deployment."""
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for r, rep in enumerate(config.replicas):
+        for k, s in enumerate(rep.stages):
+            for g in s.gpus:
+                out.setdefault((s.node, g), []).append((r, k))
+    return out
+
+
 def fleet_svg(p: ServingProblem, config: ServingConfig) -> str:
     """Each replica as its stages in pipeline order (GPU kind, ids, layer range, the link between stages),
     then each node with its GPUs coloured by the stage that uses them (grey: idle)."""
     bw, bh, gap = 200, 66, 44
     parts: list[str] = []
     y = 10
-    owner: dict[tuple[int, int], tuple[int, int]] = {}
+    owner = owners(config)
     width = 400
     for r, rep in enumerate(config.replicas):
         parts.append(f"<text x='8' y='{y + 12}' class='rlabel'>replica {r + 1}: tp {rep.tp}, pp {rep.pp}</text>")
@@ -55,8 +65,6 @@ def fleet_svg(p: ServingProblem, config: ServingConfig) -> str:
         first = 0
         for k, s in enumerate(rep.stages):
             x = 8 + k * (bw + gap)
-            for g in s.gpus:
-                owner[(s.node, g)] = (r, k)
             ids = ",".join(map(str, s.gpus))
             title = f"replica {r + 1} stage {k + 1}: {s.gpu} x{s.tp} on node {s.node}, GPUs {ids}, " \
                     f"{layer_range(first, s.layers)}"
@@ -85,16 +93,19 @@ def fleet_svg(p: ServingProblem, config: ServingConfig) -> str:
         parts.append(f"<g class='node' data-node='{n}'><rect x='8' y='{y}' width='{nw}' height='{ch + 36}' rx='8'"
                      f" fill='#f6f6f6' stroke='#777'/><text x='16' y='{y + 16}' class='b'>node {n}"
                      f" ({_e(node.link)})</text>")
-        for j, g in enumerate(node.gpus):
+        for j, dev in enumerate(node.gpus):
             x = 16 + j * (cw + 6)
-            who = owner.get((n, g.index))
-            fill = stage_colour(*who) if who else "#d0d0d0"
-            use = f"replica {who[0] + 1} stage {who[1] + 1}" if who else "idle"
-            parts.append(f"<g class='gpu' data-node='{n}' data-index='{g.index}' data-use='{_e(use)}'><title>"
-                         f"node {n} GPU {g.index} ({_e(g.name)}): {_e(use)}</title><rect x='{x}' y='{y + 24}'"
+            who = owner.get((n, dev.index), [])
+            fill = "#ff3333" if len(who) > 1 else stage_colour(*who[0]) if who else "#d0d0d0"
+            use = "; ".join(f"replica {a + 1} stage {b + 1}" for a, b in who) or "idle"
+            if len(who) > 1:
+                use += " (assigned twice: invalid)"
+            cls = "gpu clash" if len(who) > 1 else "gpu"
+            parts.append(f"<g class='{cls}' data-node='{n}' data-index='{dev.index}' data-use='{_e(use)}'><title>"
+                         f"node {n} GPU {dev.index} ({_e(dev.name)}): {_e(use)}</title><rect x='{x}' y='{y + 24}'"
                          f" width='{cw}' height='{ch}' rx='4' fill='{fill}' stroke='#555'/><text x='{x + 5}'"
-                         f" y='{y + 40}' class='small'>GPU {g.index}</text><text x='{x + 5}' y='{y + 56}'"
-                         f" class='small'>{_e(g.name)}</text></g>")
+                         f" y='{y + 40}' class='small'>GPU {dev.index}</text><text x='{x + 5}' y='{y + 56}'"
+                         f" class='small'>{_e(dev.name)}</text></g>")
         parts.append("</g>")
         y += ch + 46
     return (f"<svg class='fleet' width='{width}' height='{y}' xmlns='http://www.w3.org/2000/svg'>"
