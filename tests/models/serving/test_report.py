@@ -215,6 +215,16 @@ def test_summary_baselines_and_proof_line(built):
     assert len(t.having("runner")) == 1 + len(built.runner_ups)
 
 
+def test_the_verdict_names_each_miss(built, llama70b):
+    assert "fits; meets the load and the SLOs" in _page(built)
+    p = problem(llama70b, gpus="2xa100+2xt4", precision="fp8", isl=512, osl=128, rate=1000.0, tpot_ms=10)
+    ev = evaluate(p, built.plan.config)
+    page = render_report(p, built.plan, ev)
+    assert ev.saturated and "saturated: 1000 requests/s asked" in page
+    assert f"TPOT {ev.tpot_ms:.1f} ms over the SLO 10 ms" in page and "TTFT" not in page.split("verdict")[1][:200]
+    assert _parse(page).having("slo")  # the TPOT SLO drawn on the curve
+
+
 def test_a_false_bound_is_called_false(built):
     claim = dataclasses.replace(built.plan, bound=built.ev.value / 2, gap=0.0)
     assert "the claim is false" in proof_line(claim, built.ev)
@@ -230,6 +240,16 @@ def test_a_deployment_that_does_not_fit_says_why(built):
     assert not t.having("chosen") and not t.having("tbar")
     assert "no stage time" in page
     assert t.having("over")  # the T4s' bars say they are over the engine's budget
+
+
+def test_a_search_that_found_nothing_says_so(llama70b):
+    p = problem(llama70b, gpus="1xt4", precision="bf16", isl=128, osl=128)
+    plan = search(p, time_limit=5)
+    assert plan.status == "infeasible" and not plan.config.replicas
+    page = render_report(p, plan, evaluate(p, plan.config))
+    assert "no deployment (search status infeasible)" in page and "fits; meets" not in page
+    assert "no GPU is used" in page and "no point of the curve fits" in page
+    assert _parse(page).having("gpu")[0]["data-use"] == "idle"
 
 
 def test_names_are_escaped_and_nothing_is_fetched(built):

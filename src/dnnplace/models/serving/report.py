@@ -106,15 +106,30 @@ def _table(rows: Iterable[tuple[str, str]], cls: str = "") -> str:
         + "</table>"
 
 
+def _verdict(p: ServingProblem, ev: ServingEvaluation) -> str:
+    """Fits or why not; then each way the deployment misses the load or an SLO, or that it meets them."""
+    if not ev.fits:
+        return f"does NOT fit: {ev.why}"
+    wl = p.workload
+    misses = []
+    if ev.saturated and wl.rate is not None:
+        misses.append(f"saturated: {wl.rate:g} requests/s asked, {ev.requests_per_s:.3g} served")
+    if wl.ttft_ms is not None and ev.ttft_ms > wl.ttft_ms:
+        misses.append(f"TTFT {ev.ttft_ms:.1f} ms over the SLO {wl.ttft_ms:g} ms")
+    if wl.tpot_ms is not None and ev.tpot_ms > wl.tpot_ms:
+        misses.append(f"TPOT {ev.tpot_ms:.1f} ms over the SLO {wl.tpot_ms:g} ms")
+    return "fits; " + ("; ".join(misses) if misses else "meets the load and the SLOs")
+
+
 def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> list[tuple[str, str]]:
     m, wl = p.model, p.workload
     load = f"{wl.rate:g} requests/s" if wl.rate is not None else \
         f"{wl.concurrency} requests in flight" if wl.concurrency is not None else "offline (maximum throughput)"
     slo = ", ".join(x for x in (f"TTFT \u2264 {wl.ttft_ms:g} ms" if wl.ttft_ms is not None else "",
                                 f"TPOT \u2264 {wl.tpot_ms:g} ms" if wl.tpot_ms is not None else "") if x) or "none"
-    verdict = ("fits" if ev.fits else f"does NOT fit: {ev.why}") + \
-        ("; meets the SLOs" if ev.meets_slo else "; misses the SLOs or the load" if ev.fits else "") + \
-        ("; saturated by the request rate" if ev.saturated else "")
+    verdict = _verdict(p, ev)
+    if not plan.config.replicas:  # the evaluator calls an empty deployment "fitting": say what it is
+        verdict = f"no deployment (search status {plan.status}): no replica of this model fits the fleet"
     return [("model", f"{m.name}: {m.num_layers} layers, {m.precision} weights, KV {p.kv_dtype}"),
             ("fleet", p.fleet.spec()),
             ("engine", f"{p.engine.name}, memory fraction {p.fraction:g} of {p.engine.fraction_of} memory,"
