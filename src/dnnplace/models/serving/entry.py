@@ -1,0 +1,107 @@
+"""The serving planner as the registry sees it: one :class:`~dnnplace.core.protocol.PlannedModel`.
+
+A serving plan records its own status, bound (on output tokens/s) and gap; ``solve`` minimises seconds
+per output token, so its proof is turned back into tokens/s here.  ``simulate`` takes a request rate
+(the plan's workload's, when none is given); the report draws the plan with its runner-ups and baselines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dnnplace.core.protocol import PlannedModel, Proof, options
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.evaluation import ServingEvaluation
+from dnnplace.models.serving.spec import FORMAT, ServingPlan, ServingProblem
+
+__all__ = ["ENTRY", "Judged"]
+
+
+class Judged(ServingEvaluation):
+    """A serving evaluation as ``solve`` reads any model's: ``value(objective)`` to minimise (seconds per
+    output token) and ``feasible``; everything else is the evaluation itself."""
+
+    def value(self, objective: str = "throughput") -> float:  # type: ignore[override]
+        tok = self.output_tokens_per_s
+        return 1.0 / tok if tok > 0 else math.inf
+
+    @property
+    def feasible(self) -> bool:
+        return self.fits
+
+
+def _judge(problem: ServingProblem, plan: ServingPlan, overlap_comm: bool = False) -> Judged:
+    from dnnplace.models.serving.evaluation import evaluate
+
+    ev = evaluate(problem, plan.config)
+    return Judged(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)})
+
+
+def _evaluate(problem: ServingProblem, plan: ServingPlan, **_: Any) -> ServingEvaluation:
+    from dnnplace.models.serving.evaluation import evaluate
+
+    return evaluate(problem, plan.config)
+
+
+def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None = None, **_: Any) -> Any:
+    from dnnplace.models.serving.simulator import simulate
+
+    rate = rate if rate is not None else problem.workload.rate
+    if rate is None:
+        raise DnnplaceError("simulating a serving plan needs a request rate: give --rate R (requests/s)")
+    return simulate(problem, plan.config, rate=rate)
+
+
+def _report(problem: ServingProblem, plan: ServingPlan, path: Any, **_: Any) -> Path:
+    from dnnplace.models.serving.baselines import baselines
+    from dnnplace.models.serving.evaluation import evaluate
+    from dnnplace.models.serving.report import write_report
+
+    ups = [(c, evaluate(problem, c)) for c in plan.meta.get("runner_ups", [])]
+    return write_report(problem, plan, evaluate(problem, plan.config), Path(path), runner_ups=ups,
+                        baselines=baselines(problem, plan))
+
+
+def _document(problem: ServingProblem, plan: ServingPlan, ev: Any) -> dict[str, Any]:
+    from dnnplace.models.serving.plan_file import plan_document
+
+    return plan_document(problem, plan, ev)
+
+
+def _reads(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("format") == FORMAT
+
+
+def _read(doc: Any, source: str, **given: Any) -> tuple[ServingProblem, ServingPlan]:
+    from dnnplace.models.serving.plan_file import read_serving_plan
+
+    if given:
+        raise DnnplaceError(f"{source}: a serving plan file carries its model, fleet and workload; "
+                            f"{next(iter(given)).replace('_', '-')} does not apply to it")
+    return read_serving_plan(doc, source)
+
+
+def _read_plan(problem: ServingProblem, doc: Any, source: str) -> tuple[ServingProblem, ServingPlan]:
+    from dnnplace.models.serving.plan_file import read_serving_plan
+
+    return read_serving_plan(doc, source)
+
+
+def _with_proof(plan: ServingPlan, meta: dict[str, Any]) -> ServingPlan:
+    """solve's proof (on seconds per token) as the plan keeps it (on tokens/s)."""
+    bound = meta.get("bound")
+    return replace(plan, status=meta["status"], bound=None if not bound else 1.0 / bound, gap=meta.get("gap"),
+                   runtime_s=meta["runtime_s"])
+
+
+ENTRY = PlannedModel(
+    "serving", ServingProblem, ServingPlan, "serving-search", "a serving problem", _evaluate, _simulate, _report,
+    _document, _read_plan, read=_read, reads=_reads, evaluation_document=lambda problem, ev: ev.to_dict(),
+    judge_solution=_judge, with_proof=_with_proof,
+    with_runtime=lambda plan, runtime_s: replace(plan, runtime_s=runtime_s),
+    proof_of=lambda plan: Proof(plan.status, plan.bound, plan.gap, plan.runtime_s),
+    simulate_options=options(rate=None))
