@@ -22,8 +22,9 @@ __all__ = ["ENTRY", "Judged"]
 
 
 class Judged(ServingEvaluation):
-    """A serving evaluation as ``solve`` reads any model's: ``value(objective)`` to minimise (seconds per
-    output token) and ``feasible``; everything else is the evaluation itself."""
+    """A serving evaluation as ``solve`` and ``dnnplace.evaluate`` give every model's: ``value(objective)`` to
+    minimise (seconds per output token, the inverse of ``output_tokens_per_s``) and ``feasible``; everything
+    else is the evaluation itself."""
 
     def value(self, objective: str = "throughput") -> float:  # type: ignore[override]
         tok = self.output_tokens_per_s
@@ -42,9 +43,7 @@ def _judge(problem: ServingProblem, plan: ServingPlan, overlap_comm: bool = Fals
 
 
 def _evaluate(problem: ServingProblem, plan: ServingPlan, **_: Any) -> ServingEvaluation:
-    from dnnplace.models.serving.evaluation import evaluate
-
-    return evaluate(problem, plan.config)
+    return _judge(problem, plan)
 
 
 def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None = None, **_: Any) -> Any:
@@ -92,10 +91,20 @@ def _read_plan(problem: ServingProblem, doc: Any, source: str) -> tuple[ServingP
 
 
 def _with_proof(plan: ServingPlan, meta: dict[str, Any]) -> ServingPlan:
-    """solve's proof (on seconds per token) as the plan keeps it (on tokens/s)."""
+    """solve's proof as the plan keeps it: the bound on tokens/s, and solve's own (seconds per output token)
+    as it was, so :func:`_proof_of` reads back exactly what ``solve`` returned."""
     bound = meta.get("bound")
     return replace(plan, status=meta["status"], bound=None if not bound else 1.0 / bound, gap=meta.get("gap"),
-                   runtime_s=meta["runtime_s"])
+                   runtime_s=meta["runtime_s"], meta={**plan.meta, "seconds_per_token_bound": bound})
+
+
+def _proof_of(plan: ServingPlan) -> Proof:
+    """The proof on solve's objective (seconds per output token, minimised) for every model's readers."""
+    if "seconds_per_token_bound" in plan.meta:
+        bound = plan.meta["seconds_per_token_bound"]
+    else:
+        bound = None if not plan.bound else 1.0 / plan.bound
+    return Proof(plan.status, bound, plan.gap, plan.runtime_s)
 
 
 ENTRY = PlannedModel(
@@ -103,5 +112,5 @@ ENTRY = PlannedModel(
     _document, _read_plan, read=_read, reads=_reads, evaluation_document=lambda problem, ev: ev.to_dict(),
     judge_solution=_judge, with_proof=_with_proof,
     with_runtime=lambda plan, runtime_s: replace(plan, runtime_s=runtime_s),
-    proof_of=lambda plan: Proof(plan.status, plan.bound, plan.gap, plan.runtime_s),
+    proof_of=_proof_of,
     simulate_options=options(rate=None))

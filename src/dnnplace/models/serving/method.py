@@ -57,6 +57,9 @@ class ServingSearch(Solver):
             if pp is not None and pp != len(layers):
                 raise DnnplaceError(f"--fix pp={pp} but layers={self.layers} gives {len(layers)} stages")
             pp = len(layers)
+            if sum(layers) != workload.model.num_layers:
+                raise DnnplaceError(f"--fix layers={self.layers} sums to {sum(layers)}; {workload.model.name} has"
+                                    f" {workload.model.num_layers} layers")
         limit = 30.0 if run.time_limit is None else run.time_limit
         if run.progress is not None:
             run.progress(0, 1, "searching deployments")

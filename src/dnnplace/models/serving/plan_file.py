@@ -78,6 +78,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "config": config_dict(plan.config),
         "prediction": _prediction(p, ev),
         "status": plan.status, "bound": plan.bound, "gap": plan.gap, "runtime_s": plan.runtime_s,
+        # solve's bound on its objective (seconds per output token), kept as it was proven
+        "seconds_per_token_bound": plan.meta.get("seconds_per_token_bound"),
         "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
         "runner_ups": ups,
         "baselines": [b.to_dict() for b in baselines],
@@ -200,6 +202,9 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     for i, u in enumerate(_get(doc, "runner_ups", list, source)):
         ups.append(_config(prob, _get(u, "config", dict, f"{source}: runner_ups[{i}]"),
                            f"{source}: runner_ups[{i}].config"))
-    plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime,
-                       {"model_config": m["config"], "runner_ups": ups})
+    meta: dict[str, Any] = {"model_config": m["config"], "runner_ups": ups}
+    spt = _get(doc, "seconds_per_token_bound", (int, float), source, optional=True)
+    if spt is not None:
+        meta["seconds_per_token_bound"] = spt
+    plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
     return prob, plan

@@ -180,9 +180,10 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             best[state] = top
             if state == counts:  # the whole fleet: each first replica with the best of the rest is a candidate
                 for sub in itertools.product(*[range(c + 1) for c in state]):
-                    if sub[first] and (found := replica_of(sub))[2] is not None:
-                        rest = best[tuple(a - b for a, b in zip(state, sub))]
-                        candidates.append((found[0] + rest[0], (found[2], *rest[2])))  # type: ignore[arg-type]
+                    found = replica_of(sub) if sub[first] else (0.0, 0.0, None)
+                    if found[2] is not None:
+                        others = best[tuple(a - b for a, b in zip(state, sub))]
+                        candidates.append((found[0] + others[0], (found[2], *others[2])))
             if time.monotonic() - t0 > time_limit:
                 complete = False
                 break
