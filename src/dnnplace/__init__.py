@@ -57,10 +57,12 @@ if TYPE_CHECKING:
         example_path,
         export,
         export_llm_plan,
+        export_serving_plan,
         info,
         load,
         load_llm,
         load_plan,
+        load_serving,
         load_split,
         load_workload,
         methods,
@@ -86,8 +88,9 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported on first use (PEP 562), so that ``import dnnplace`` (and the
 # CLI's start-up) does not pay for numpy, networkx, numba, HiGHS or torch before it needs them.
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(["Solution", "evaluate", "example_path", "export", "export_llm_plan", "info", "load", "load_llm",
-                     "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run",
+    **dict.fromkeys(["Solution", "evaluate", "example_path", "export", "export_llm_plan", "export_serving_plan", "info",
+                     "load", "load_llm", "load_serving", "load_plan", "load_split", "load_workload", "methods",
+                     "plan_document", "profile", "run",
                      "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget",
                      "write_report"], "dnnplace.api"),
     "Evaluation": "dnnplace.models.paper.evaluation", "workload_from_records": "dnnplace.models.paper.paper_json",
@@ -98,10 +101,10 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "DnnplaceError", "Evaluation", "InfeasibleError", "InputError", "PiperInstance", "Simulation", "Solution",
-    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "export_llm_plan", "info", "load",
-    "load_llm", "load_plan", "load_split", "load_workload", "methods", "plan_document", "profile", "run",
-    "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "workload_from_records",
-    "write_report",
+    "Solver", "Split", "Workload", "evaluate", "example_path", "export", "export_llm_plan",
+    "export_serving_plan", "info", "load", "load_llm", "load_plan", "load_serving", "load_split",
+    "load_workload", "methods", "plan_document", "profile", "run", "save_plan", "save_split", "save_workload",
+    "simulate", "solve", "with_budget", "workload_from_records", "write_report",
 ]
 __version__ = "0.1.0"
 

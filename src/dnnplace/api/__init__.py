@@ -12,6 +12,7 @@ small modules named by what they do; this namespace only re-exports them:
 - :mod:`~dnnplace.api.models`: the registry (``proof_of(plan)``: what any plan records as proven);
 - :mod:`~dnnplace.api.judge`: ``evaluate``, ``simulate``, ``write_report``;
 - :mod:`~dnnplace.api.llm`: ``load_llm``, ``export_llm_plan``;
+- :mod:`~dnnplace.api.serving`: ``load_serving``, ``export_serving_plan``;
 - :mod:`~dnnplace.api.lattice`: ``info``;
 - :mod:`~dnnplace.api.pytorch`: ``profile``, ``run``, ``export``, ``piper_document``.
 """
@@ -38,9 +39,10 @@ from dnnplace.api.llm import export_llm_plan, load_llm
 from dnnplace.api.models import Instance, Proof
 from dnnplace.api.planning import Solution, default_method, methods, solve, with_runtime
 from dnnplace.api.pytorch import export, piper_document, profile, run
+from dnnplace.api.serving import export_serving_plan, load_serving
 
-__all__ = ["Instance", "LatticeStep", "Proof", "Solution", "WorkloadInfo", "default_method", "evaluate", "example_path",
-           "export", "export_llm_plan", "info", "load", "load_llm", "load_plan", "load_split", "load_with_plan",
-           "load_workload", "methods", "piper_document", "plan_document", "plan_notes", "profile", "run",
-           "save_plan", "save_split", "save_workload", "simulate", "solve", "with_budget", "with_runtime",
-           "write_report"]
+__all__ = ["Instance", "LatticeStep", "Proof", "Solution", "WorkloadInfo", "default_method", "evaluate",
+           "example_path", "export", "export_llm_plan", "export_serving_plan", "info", "load", "load_llm",
+           "load_plan", "load_serving", "load_split", "load_with_plan", "load_workload", "methods",
+           "piper_document", "plan_document", "plan_notes", "profile", "run", "save_plan", "save_split",
+           "save_workload", "simulate", "solve", "with_budget", "with_runtime", "write_report"]

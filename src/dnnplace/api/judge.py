@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.api.models import Instance, check_declared, check_plan
-from dnnplace.utils.params import boolean, choice, integer, optional, path_like, paths, text, validate_params
+from dnnplace.utils.params import boolean, choice, integer, optional, path_like, paths, real, text, validate_params
 
 __all__ = ["evaluate", "simulate", "write_report"]
 
@@ -49,14 +49,16 @@ def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, sour
     return m.evaluate(workload, split, overlap_comm=overlap_comm, source=source)
 
 
-@validate_params(schedule=_SCHEDULE, microbatches=_MICROBATCHES, overlap_comm=boolean())
+@validate_params(schedule=_SCHEDULE, microbatches=_MICROBATCHES, overlap_comm=boolean(),
+                 rate=optional(real(0, 1e9, lo_open=True)))
 def simulate(workload: Instance, split: Any, *, schedule: str | None = None, microbatches: int | None = None,
-             overlap_comm: bool = False) -> Any:
+             overlap_comm: bool = False, rate: float | None = None) -> Any:
     """Simulate microbatches through the pipeline (``1f1b`` or ``gpipe``): time per sample, bubbles, trace.
 
     ``None`` takes the model's default: 1F1B over 64 microbatches for a split or a Piper plan
     (a Piper plan streams under 1F1B only: the fill, then the bottleneck stage's period per
     microbatch); an LLM plan's own schedule (1F1B or interleaved) and number of micro-batches.
+    A serving plan streams requests at ``rate`` requests/s (None: its workload's rate).
 
     Examples
     --------
@@ -68,8 +70,8 @@ def simulate(workload: Instance, split: Any, *, schedule: str | None = None, mic
     """
     m = check_plan(workload, split)
     check_declared(m, "simulate_options", {"schedule": schedule, "microbatches": microbatches,
-                                           "overlap_comm": overlap_comm or None})
-    options = _given(m.simulate_defaults, schedule=schedule, microbatches=microbatches)
+                                           "overlap_comm": overlap_comm or None, "rate": rate})
+    options = _given(m.simulate_defaults, schedule=schedule, microbatches=microbatches, rate=rate)
     return m.simulate(workload, split, overlap_comm=overlap_comm, **options)
 
 

@@ -32,6 +32,7 @@ METHODS: dict[str, str] = {
     "greedy": "dnnplace.models.paper.solvers.baselines.greedy:GreedyLatency",
     "piper": "dnnplace.models.piper.solvers.method:PiperPlanner",
     "llm-search": "dnnplace.models.llm.solvers.method:LLMSearch",
+    "serving-search": "dnnplace.models.serving.method:ServingSearch",
 }
 
 #: ``(method, objective)`` pairs answered by another method: the paper's "IP" for latency is its latency IP.

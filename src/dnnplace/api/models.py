@@ -20,15 +20,17 @@ from dnnplace.models.paper.entry import ENTRY as PAPER
 from dnnplace.models.paper.workload import Workload
 from dnnplace.models.piper.entry import ENTRY as PIPER
 from dnnplace.models.piper.spec import PiperInstance
+from dnnplace.models.serving.entry import ENTRY as SERVING
+from dnnplace.models.serving.spec import ServingProblem
 
 __all__ = ["MODELS", "Instance", "PlannedModel", "Proof", "check_declared", "check_plan", "model_of",
            "model_of_file", "model_of_path", "model_of_plan", "paper_instance", "proof_of"]
 
-#: An instance of a model dnnplace plans: the paper's workload, Piper's, or an LLM training problem.
-Instance = Workload | PiperInstance | LLMProblem
+#: An instance of a model dnnplace plans: the paper's workload, Piper's, an LLM training or serving problem.
+Instance = Workload | PiperInstance | LLMProblem | ServingProblem
 
 #: Every planned model, one line each (the order is the order errors list them in).
-MODELS: dict[str, PlannedModel] = {m.name: m for m in (PAPER, PIPER, LLM)}
+MODELS: dict[str, PlannedModel] = {m.name: m for m in (PAPER, PIPER, LLM, SERVING)}
 
 
 def _model_by(obj: Any, kind: str, what: str) -> PlannedModel:

@@ -27,6 +27,7 @@ from dnnplace.cli import (
     judge_cmd,
     kernels_cmd,
     plan_cmd,
+    serve_cmd,
     solve_cmd,
     torch_cmd,
 )
@@ -47,7 +48,9 @@ app = typer.Typer(
         "  dnnplace solve WORKLOAD.json -o plan.json (a paper or Piper workload)\n\n"
         "  dnnplace evaluate WORKLOAD.json plan.json\n\n"
         "  dnnplace plan config.json --gpus 64 --seq-len 8192 --global-batch 512 -o llm.json (or solve)\n\n"
-        "  dnnplace export llm.json --to megatron"
+        "  dnnplace export llm.json --to megatron\n\n"
+        "  dnnplace serve config.json --gpus \"2xa100-80g+2xl40s\" -o serve.json (serving on mixed GPUs)\n\n"
+        "  dnnplace export serve.json --to vllm"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -65,6 +68,7 @@ export_cmd.register(app)
 experiments_cmd.register(app)
 info_cmd.register(app)
 plan_cmd.register(app)
+serve_cmd.register(app)
 kernels_cmd.register(app)
 
 

@@ -13,15 +13,19 @@ import typer
 from dnnplace.cli.console import user_errors
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.exporters import EXPORTERS, get_exporter
+from dnnplace.models.serving.exporters import EXPORTERS as SERVING_EXPORTERS
 
-# The export registry's names (dnnplace.models.llm.exporters.EXPORTERS): the CLI never lists targets itself.
-ExportTarget = StrEnum("ExportTarget", {name: name for name in EXPORTERS})  # type: ignore[misc]
+# The export registries' names (dnnplace.models.llm.exporters.EXPORTERS, and the serving engines of
+# dnnplace.models.serving.exporters.EXPORTERS): the CLI never lists targets itself.
+ExportTarget = StrEnum("ExportTarget", {name: name for name in (*EXPORTERS, *SERVING_EXPORTERS)})  # type: ignore[misc]
 _TO_HELP = ("Target: " + "; ".join(f"{target.name}: {target.summary}" for target in EXPORTERS.values())
-            + " [default: stages, for a split with -w].")
+            + "; " + ", ".join(SERVING_EXPORTERS) + ": a serving plan (from `serve`) as that engine's command or"
+            " options [default: stages, for a split with -w].")
 
 
 def export_plan(
-    plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), or a split of a profiled workload."),
+    plan: Path = typer.Argument(..., help="An LLM plan (from `plan`), a serving plan (from `serve`), or a split"
+                                          " of a profiled workload."),
     to: Optional[ExportTarget] = typer.Option(None, "--to", show_default=False, help=_TO_HELP),
     workload: Optional[Path] = typer.Option(None, "--workload", "-w",
                                             help="Split targets: the profiled workload (from `profile`)."),
@@ -29,17 +33,30 @@ def export_plan(
     as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
                                                        " a runnable training script."),
     model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
-                                                              " (default: the one the workload was profiled from)."),
+                                                              " (default: the one the workload was profiled from);"
+                                                              " serving targets: the checkpoint the engine loads"
+                                                              " (default: MODEL)."),
 ) -> None:
     """Export a plan in the format another trainer reads: Megatron-LM arguments, a torchtitan TOML or a DeepSpeed
-    config (LLM plans); a torch.distributed.pipelining training script or stage lists (splits)."""
+    config (LLM plans); a torch.distributed.pipelining training script or stage lists (splits); the vLLM, SGLang,
+    TensorRT-LLM, llama.cpp or Hugging Face command or options (serving plans)."""
     with user_errors():
         from dnnplace import api
         from dnnplace.utils.files import check_outputs, write_text_atomic
 
         check_outputs([output], [plan, workload])
         if to is None and workload is None:
-            raise DnnplaceError(f"name an export target with --to: {', '.join(EXPORTERS)}")
+            raise DnnplaceError(f"name an export target with --to: {', '.join((*EXPORTERS, *SERVING_EXPORTERS))}")
+        if to is not None and str(to.value) in SERVING_EXPORTERS:
+            for flag, given in (("-w/--workload", workload is not None), ("--json", as_json)):
+                if given:
+                    raise DnnplaceError(f"{flag} does not apply to --to {to.value}")
+            text = api.export_serving_plan(plan, str(to.value), model if model is not None else "MODEL")
+            if output is not None:
+                write_text_atomic(output, text, inputs=[plan])
+            else:
+                sys.stdout.write(text)
+            return
         target = get_exporter(str(to.value) if to is not None else "stages")
         if target.takes == "split":
             if workload is None:

@@ -66,6 +66,8 @@ def simulate(
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome trace-event JSON here."),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="Transfers overlap compute."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="A serving plan: stream requests at this rate"
+                                         " (requests/s) [default: its workload's]."),
     accelerators: Optional[int] = accelerators_option(),
     memory: Optional[float] = memory_option(),
     bandwidth: Optional[float] = bandwidth_option(),
@@ -85,8 +87,10 @@ def simulate(
                             batch=batch)
         if trace is not None and model_of(inst).name == "piper":
             raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a Piper plan")
+        if trace is not None and model_of(inst).name == "serving":
+            raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a serving plan")
         sim = api.simulate(inst, plan, schedule=schedule.value if schedule is not None else None,
-                           microbatches=microbatches, overlap_comm=overlap_comm)
+                           microbatches=microbatches, overlap_comm=overlap_comm, rate=rate)
         if trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         print_notes(split or workload, inst, plan, overlap_comm)

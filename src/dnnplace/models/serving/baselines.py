@@ -1,7 +1,7 @@
-"""What users run now, priced by the same evaluator as the plan (stub: the baselines helper builds it).
+"""What users run today, priced by the same evaluator as the plan (stub: its owner's version replaces it).
 
-Why a stub here: the report draws a baselines table from :class:`Baseline` rows; this file keeps the
-shared interface's signature so the report runs and is tested before the real baselines land.
+Why a stub here: the plan file and ``dnnplace serve`` list the baselines by this signature; until they
+land the list is empty.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["Baseline", "baselines"]
 
 @dataclass
 class Baseline:
-    """One deployment users run today (``name``), its evaluation, the plan's gain over it and why."""
+    """One baseline deployment: what it is, its price, and the plan's gain over it (None: it does not fit)."""
 
     name: str
     config: ServingConfig | None
@@ -26,10 +26,12 @@ class Baseline:
     why: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The baseline as one JSON object."""
         return {"name": self.name, "gain": self.gain, "why": self.why,
-                "prediction": self.evaluation.to_dict() if self.evaluation is not None else None}
+                "prediction": None if self.evaluation is None else self.evaluation.to_dict()}
 
 
 def baselines(p: ServingProblem, plan: ServingPlan) -> list[Baseline]:
-    """The baselines of a plan (none until the baselines module is built)."""
+    """The engine's even split, accelerate's balanced map, llama.cpp's free-memory split, the best homogeneous
+    subset (none yet)."""
     return []

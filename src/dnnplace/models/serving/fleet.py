@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dnnplace.core.catalogue import CATALOGUE, DeviceSpec, device_spec
+from dnnplace.core.catalogue import CATALOGUE, DeviceSpec, device_names, device_spec, resolve_device_name
 from dnnplace.errors import DnnplaceError
 
 __all__ = ["LINKS", "MAX_GPUS", "Fleet", "Gpu", "Node", "fleet_from_toml", "parse_gpus"]
@@ -84,9 +84,9 @@ class Fleet:
 
 
 def _known(name: str, what: str) -> DeviceSpec:
-    key = name.lower()
+    key = resolve_device_name(name)  # an alias (a100-80g, h100-sxm) is its catalogue key
     if key not in CATALOGUE:
-        close = difflib.get_close_matches(key, list(CATALOGUE), n=1)
+        close = difflib.get_close_matches(name.lower(), list(device_names(aliases=True)), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise DnnplaceError(f"unknown GPU '{name}' in {what}{hint}; known: {', '.join(CATALOGUE)}")
     return device_spec(key)
@@ -104,7 +104,7 @@ def _node(text: str, node: int, what: str, link: str = "nvlink") -> Node:
             raise DnnplaceError(f"{what}: the count of '{term.strip()}' must be at least 1, got {count}")
         if count > MAX_GPUS or len(gpus) + count > MAX_GPUS:
             raise DnnplaceError(f"{what}: more than {MAX_GPUS} GPUs in one node ('{term.strip()}')")
-        name = m.group(2).lower()
+        name = resolve_device_name(m.group(2))
         _known(name, f"{what} term '{term.strip()}'")
         base = len(gpus)
         gpus.extend(Gpu(node, base + i, name) for i in range(count))

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from dnnplace.arch.dense import TransformerArch
-from dnnplace.arch.hf_config import load_arch
+from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.arch.moe import MoEModel
-from dnnplace.arch.moe_config import is_moe_config, load_moe
+from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_from_dict
 from dnnplace.arch.quant import quant_from_dict
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import GGUF, KV_DTYPES, PRECISIONS, Q6_K_BYTES, engine_rules, use_more_bits
@@ -100,10 +100,17 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         precision=precision, max_position=arch.max_position, source=source)
 
 
-def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16") -> LayerProfile:
-    """Read ``model`` (a config.json or its folder) through :mod:`dnnplace.arch` into a layer profile."""
+def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16",
+                  doc: dict[str, Any] | None = None) -> LayerProfile:
+    """Read ``model`` (a config.json or its folder) through :mod:`dnnplace.arch` into a layer profile; with
+    ``doc``, that decoded config instead (a plan file embeds it, so it is read back without the file)."""
     text = str(model)
     checkpoint = None
+    if doc is not None:
+        moe_doc = isinstance(doc, dict) and doc.get("model_type") in (*MOE_FAMILIES, "llama4_text")
+        moe = moe_from_dict(doc, text) if moe_doc else None
+        arch = moe.arch if moe is not None else arch_from_dict(doc, text)
+        return profile_from(arch, moe, precision, kv_dtype, text, quant_from_dict(doc, text))
     if is_moe_config(text):
         moe = load_moe(text)
         arch = moe.arch
@@ -130,7 +137,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
             osl: int = 256, rate: float | None = None, concurrency: int | None = None,
             ttft_ms: float | None = None, tpot_ms: float | None = None, engine: str = "vllm",
             precision: str = "bf16", kv_dtype: str = "bf16", max_model_len: int = 0, block_size: int = 0,
-            memory_fraction: float = 0.0) -> ServingProblem:
+            memory_fraction: float = 0.0, doc: dict[str, Any] | None = None) -> ServingProblem:
     """The serving problem; every argument checked here, once (one line naming the culprit)."""
     rules = engine_rules(engine)
     if (gpus is None) == (fleet is None):
@@ -150,7 +157,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if isinstance(memory_fraction, bool) or not isinstance(memory_fraction, (int, float)) or \
             not 0 <= memory_fraction <= 1:
         raise DnnplaceError(f"--memory-fraction must be in (0, 1], got {memory_fraction!r}")
-    prof = layer_profile(model, precision, kv_dtype)
+    prof = layer_profile(model, precision, kv_dtype, doc)
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
     context = max_model_len or prof.max_position

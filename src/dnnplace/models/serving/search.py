@@ -23,7 +23,7 @@ from dnnplace.models.serving.evaluation import cached_times, evaluate, iteration
 from dnnplace.models.serving.memory import stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
-__all__ = ["best_replica", "search"]
+__all__ = ["assign_gpus", "best_replica", "search"]
 
 _TPS = (1, 2, 4, 8)
 
@@ -119,6 +119,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     complete = True
     best_total, best_bound = 0.0, 0.0
     best_reps: tuple[Replica, ...] = ()
+    candidates: list[tuple[float, tuple[Replica, ...]]] = []
     for t in _TPS if tp is None else (tp,):
         units = _units(p, t)
         keys = [k for k, v in units.items() if v]
@@ -177,19 +178,62 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                     if best[less][0] > top[0]:
                         top = (best[less][0], max(top[1], best[less][1]), best[less][2])
             best[state] = top
+            if state == counts:  # the whole fleet: each first replica with the best of the rest is a candidate
+                for sub in itertools.product(*[range(c + 1) for c in state]):
+                    found = replica_of(sub) if sub[first] else (0.0, 0.0, None)
+                    if found[2] is not None:
+                        others = best[tuple(a - b for a, b in zip(state, sub))]
+                        candidates.append((found[0] + others[0], (found[2], *others[2])))
             if time.monotonic() - t0 > time_limit:
                 complete = False
                 break
         full = best.get(counts) or max(best.values(), key=lambda x: x[0])
         if full[0] > best_total:
             best_total, best_reps = full[0], full[2]
+        candidates.append((full[0], full[2]))
         best_bound = max(best_bound, full[1])
     runtime = time.monotonic() - t0
-    cfg = ServingConfig(tuple(best_reps), mns, mbt)
+    cfg = ServingConfig(assign_gpus(p, best_reps), mns, mbt)
     if not best_reps:
-        return ServingPlan(cfg, "infeasible", None, None, runtime)
+        return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
     value = evaluate(p, cfg).output_tokens_per_s
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
     status = "optimal" if complete and gap < 1e-9 else "feasible"
-    return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete})
+    return ServingPlan(cfg, status, bound, gap, runtime,
+                       {"complete": complete, "runner_ups": _runner_ups(p, cfg, candidates, mns, mbt)})
+
+
+def assign_gpus(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
+    """The replicas on distinct physical GPUs: the search counts units of each (node, kind) and prices a
+    replica on the first ones; here each stage takes the next unused unit of its node and kind, in order."""
+    taken: dict[tuple[int, str], int] = {}
+    out = []
+    for r in reps:
+        stages = []
+        for s in r.stages:
+            pool = [g.index for g in p.fleet.nodes[s.node].kinds()[s.gpu]]
+            at = taken.get((s.node, s.gpu), 0)
+            taken[(s.node, s.gpu)] = at + s.tp
+            stages.append(Stage(s.gpu, s.node, tuple(pool[at:at + s.tp]), s.layers))
+        out.append(Replica(tuple(stages)))
+    return tuple(out)
+
+
+def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],
+                mns: int, mbt: int, count: int = 5) -> list[ServingConfig]:
+    """Up to ``count`` distinct deployments after the plan, best first (each re-priced by the evaluator): what
+    a user weighs against it when the error band cannot order them."""
+    seen = {plan.replicas}
+    ranked: list[tuple[float, ServingConfig]] = []
+    for _, reps in sorted(candidates, key=lambda c: -c[0]):
+        cfg = ServingConfig(assign_gpus(p, reps), mns, mbt)
+        if not reps or cfg.replicas in seen:
+            continue
+        seen.add(cfg.replicas)
+        ev = evaluate(p, cfg)
+        if ev.fits:
+            ranked.append((ev.output_tokens_per_s, cfg))
+        if len(ranked) >= 4 * count:
+            break
+    return [c for _, c in sorted(ranked, key=lambda x: -x[0])[:count]]

@@ -1,0 +1,192 @@
+"""``dnnplace serve MODEL``: the deployment of a model for inference on the GPUs you have (of several kinds).
+
+Why its own command: the serving planner's inputs (a fleet, a workload, an engine) are not the training
+planner's; its plan file is read back by ``evaluate``, ``simulate``, ``report`` and ``export``.
+:func:`register` adds the command to a typer app; errors end in one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from dnnplace.errors import DnnplaceError
+
+__all__ = ["Engine", "parse_serve_pins", "print_serving_plan", "register", "serve"]
+
+
+class Engine(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
+    llama_cpp = "llama.cpp"
+    hf = "hf"
+
+
+#: ``--fix`` keys -> the serving method's parameter they pin.
+_PINS = {"tp": "tp", "pp": "pp", "layers": "layers", "max_num_seqs": "max_num_seqs", "mns": "max_num_seqs",
+         "max_num_batched_tokens": "max_num_batched_tokens", "mbt": "max_num_batched_tokens"}
+
+
+def parse_serve_pins(text: str | None) -> dict[str, Any]:
+    """``"tp=2,pp=2,layers=40+40"`` -> the serving method's pins: each key once, known, its value a whole
+    number (``layers``: stage sizes joined by '+'); nothing is silently dropped."""
+    if text is None:
+        return {}
+    pins: dict[str, Any] = {}
+    for item in text.split(","):
+        key, eq, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not key:
+            raise DnnplaceError(f"--fix: cannot read '{item.strip()[:40]}' (write KEY=VALUE, e.g. tp=2,pp=2)")
+        if key not in _PINS:
+            raise DnnplaceError(f"--fix: unknown key '{key[:40]}'; known: tp, pp, layers, max_num_seqs,"
+                                " max_num_batched_tokens")
+        name = _PINS[key]
+        if name in pins:
+            raise DnnplaceError(f"--fix: '{key}' is given twice")
+        value = value.strip()
+        if name == "layers":
+            from dnnplace.models.serving.method import parse_layers
+
+            parse_layers(value)
+            pins[name] = value
+        elif value.isdigit() and int(value) >= 1:
+            pins[name] = int(value)
+        else:
+            raise DnnplaceError(f"--fix: {key} must be a whole number >= 1, got '{value[:40]}'")
+    return pins
+
+
+def serve(
+    model: str = typer.Argument(..., help="Hugging Face config.json (or its folder)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help='The fleet: nodes separated by ";", each node'
+                                       ' COUNTxNAME terms joined by "+", e.g. "2xa100-80g+2xl40s" or'
+                                       ' "8xh100;8xa100-80g".'),
+    fleet: Optional[Path] = typer.Option(None, "--fleet", help="The fleet as a TOML file ([[node]] gpus, link;"
+                                         " [network] bandwidth_gbps, latency_us)."),
+    precision: str = typer.Option("bf16", "--precision", help="Weights: bf16, fp16, fp8, fp4, int4 (w4a16), or"
+                                  " GGUF q8_0, q6_k, q5_k_m, q4_k_m (llama.cpp)."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16, fp16, fp8, q8_0."),
+    engine: Engine = typer.Option(Engine.vllm, "--engine", help="The engine that serves it."),
+    isl: int = typer.Option(1024, "--isl", help="Prompt tokens per request."),
+    osl: int = typer.Option(256, "--osl", help="Output tokens per request."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Requests/s (default: offline, the most it serves)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight."),
+    ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="SLO: time to first token (ms, mean)."),
+    tpot_ms: Optional[float] = typer.Option(None, "--tpot-ms", help="SLO: time per output token (ms, mean)."),
+    max_model_len: int = typer.Option(0, "--max-model-len", help="Context (0: the model's own)."),
+    fix: Optional[str] = typer.Option(None, "--fix", help='Price a given deployment: "tp=2,pp=2,layers=40+40"'
+                                      " (also max_num_seqs, max_num_batched_tokens)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best deployment so far after."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a summary."),
+) -> None:
+    """Plan serving a model on a fleet of GPUs of several kinds: replicas, pipeline stages, TP and layer split
+    with the most output tokens/s, against the engines' defaults, exported to vLLM, SGLang, TensorRT-LLM,
+    llama.cpp or Hugging Face."""
+    from dnnplace.cli.console import out, progress_bar, user_errors
+
+    with user_errors():
+        from dnnplace import api
+        from dnnplace.utils.files import check_outputs, write_json_atomic
+        from dnnplace.utils.params import check_arguments
+
+        source = Path(model)
+        inputs: list[Path | None] = [source, source / "config.json" if _is_dir(source) else None, fleet]
+        check_outputs([output, report], inputs)
+        time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]
+        pins = parse_serve_pins(fix)
+        problem = api.load_serving(model, gpus=gpus, fleet=fleet, isl=isl, osl=osl, rate=rate,
+                                   concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, engine=engine.value,
+                                   precision=precision, kv_dtype=kv_dtype, max_model_len=max_model_len)
+        with progress_bar(not as_json) as progress:
+            sol = api.solve(problem, "serving-search", time_limit=time_limit, progress=progress, **pins)
+        doc = api.plan_document(problem, sol.plan, sol.evaluation)
+        if output is not None:
+            write_json_atomic(output, doc, inputs=inputs)
+        if report is not None:
+            api.write_report(problem, sol.plan, report, inputs=[*inputs, output])
+        if as_json:
+            from dnnplace.cli.common import emit_json
+
+            emit_json(doc)
+            return
+        print_serving_plan(out, doc)
+        if output is not None:
+            out.print(f"plan written to {output}")
+        if report is not None:
+            out.print(f"report written to {report}")
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _num(v: Any, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
+    """The screen summary of a serving plan document: deployment, prediction, proof, error band, baselines."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from dnnplace.utils.text import printable
+
+    p, c = doc["prediction"], doc["config"]
+    wl = doc["workload"]
+    mode = (f"{wl['rate']:g} requests/s" if wl.get("rate") is not None else
+            f"{wl['concurrency']} in flight" if wl.get("concurrency") is not None else "offline")
+    title = (f"{doc['model']['name']} ({doc['model']['precision']}) on {doc['fleet']['gpus']} with {doc['engine']}:"
+             f" isl {wl['isl']}, osl {wl['osl']}, {mode}")
+    t = Table(title=printable(title))
+    for col in ("replica", "stage", "GPU", "node", "GPU ids", "layers", "weights GiB", "KV GiB"):
+        t.add_column(col, justify="left" if col == "GPU" else "right")
+    for k, r in enumerate(c["replicas"]):
+        mem = p["memory_gib"][k] if k < len(p.get("memory_gib", [])) else []
+        for i, s in enumerate(r["stages"]):
+            m = mem[i] if i < len(mem) else {}
+            t.add_row(str(k + 1) if i == 0 else "", str(i + 1), printable(s["gpu"]), str(s["node"]),
+                      ",".join(map(str, s["gpus"])), str(s["layers"]), _num(m.get("weights")), _num(m.get("kv_cache")))
+    console.print(t)
+    lines = [
+        f"deployment: {len(c['replicas'])} replica(s), "
+        + "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}" for r in c["replicas"])
+        + f"; max_num_seqs {c['max_num_seqs']}, max_num_batched_tokens {c['max_num_batched_tokens']}",
+        f"prediction: {_num(p['output_tokens_per_s'], '.0f')} output tokens/s, {_num(p['requests_per_s'], '.2f')}"
+        f" requests/s, TTFT {_num(p['ttft_ms'], '.0f')} ms, TPOT {_num(p['tpot_ms'], '.1f')} ms; KV cache"
+        f" {', '.join(map(str, p['kv_cache_tokens']))} tokens per replica; max concurrency"
+        f" {', '.join(map(str, p['max_concurrency']))}; context {p['max_model_len']}",
+        f"fits {p['fits']}, meets SLO {p['meets_slo']}" + (f", saturated {p['saturated']}"
+                                                            if wl.get("rate") is not None else ""),
+        f"proof: {doc['status']}, bound {_num(doc['bound'], '.0f')} tokens/s, gap "
+        f"{_num(None if doc['gap'] is None else 100 * doc['gap'], '.1f')} %, {_num(doc['runtime_s'], '.2f')} s",
+        f"error band: +/-{100 * doc['error_band']:.0f} % (kernel sources: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(doc["sources"].items())) + ")",
+    ]
+    for b in doc["baselines"]:
+        gain = "does not fit" if b.get("gain") is None else f"plan gains {b['gain']:.2f}x"
+        lines.append(f"baseline {b['name']}: {gain} ({b.get('why', '')})")
+    if not doc["baselines"]:
+        lines.append("baselines: none priced")
+    for n, u in enumerate(doc["runner_ups"], 1):
+        up = u["prediction"]
+        reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"
+                         for r in u["config"]["replicas"])
+        lines.append(f"runner-up {n}: {len(u['config']['replicas'])} replica(s) {reps}: "
+                     f"{_num(up['output_tokens_per_s'], '.0f')} tokens/s")
+    for line in lines:
+        console.print(Text(printable(line)))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to a typer app."""
+    app.command("serve")(serve)

@@ -1,0 +1,210 @@
+"""The serving plan file (``dnnplace-serving-plan/1``): written by ``dnnplace serve``, read back by
+``evaluate``, ``simulate``, ``report`` and ``export``.
+
+Why self-contained: the file embeds the model's config.json, the fleet (with its links), the workload
+and the engine, so the deployment is re-priced and exported on another machine without the inputs.
+Every field read back is checked (kind, range, the GPUs named exist in that node and are used once,
+the layers sum to the model's); each failure is one line naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
+from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+from dnnplace.utils.files import read_json_file
+from dnnplace.utils.text import clip
+
+__all__ = ["FORMAT", "config_dict", "model_config", "plan_document", "read_serving_plan"]
+
+
+def config_dict(c: ServingConfig) -> dict[str, Any]:
+    """A deployment as JSON: the engine's batch limits and each replica's stages in pipeline order."""
+    return {"max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
+            "replicas": [{"tp": r.tp, "pp": r.pp, "partition": r.partition(),
+                          "stages": [{"gpu": s.gpu, "node": s.node, "gpus": list(s.gpus), "layers": s.layers}
+                                     for s in r.stages]} for r in c.replicas]}
+
+
+def _prediction(p: ServingProblem, ev: ServingEvaluation) -> dict[str, Any]:
+    d = ev.to_dict()
+    d["max_model_len"] = p.context
+    return d
+
+
+def model_config(p: ServingProblem, plan: ServingPlan) -> dict[str, Any]:
+    """The config.json the plan was made for: the one the plan carries, else the problem's source file."""
+    doc = plan.meta.get("model_config")
+    if isinstance(doc, dict):
+        return doc
+    src = Path(p.source)
+    found = read_json_file(src / "config.json" if src.is_dir() else src)
+    if not isinstance(found, dict):
+        raise DnnplaceError(f"{p.source}: not a config.json object")
+    return found
+
+
+def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
+                  baselines: list[Any] | None = None) -> dict[str, Any]:
+    """The plan file's content (``baselines``: :func:`~dnnplace.models.serving.baselines.baselines`'s list)."""
+    if baselines is None:
+        from dnnplace.models.serving.baselines import baselines as priced
+
+        baselines = priced(p, plan)
+    f = p.fleet
+    wl = p.workload
+    ups = []
+    for c in plan.meta.get("runner_ups", []):
+        ups.append({"config": config_dict(c), "prediction": _prediction(p, evaluate(p, c))})
+    return {
+        "format": FORMAT,
+        "model": {"name": p.model.name, "source": p.source, "precision": p.model.precision,
+                  "kv_dtype": p.kv_dtype, "num_layers": p.model.num_layers, "config": model_config(p, plan)},
+        "fleet": {"gpus": f.spec(), "nodes": [{"gpus": spec, "link": n.link} for spec, n in
+                                              zip(f.spec().split(";"), f.nodes)],
+                  "network": {"bandwidth_gbps": f.network_bandwidth / 1e9 or None,
+                              "latency_us": f.network_latency_s * 1e6 or None}},
+        "workload": {"isl": wl.isl, "osl": wl.osl, "rate": wl.rate, "concurrency": wl.concurrency,
+                     "ttft_ms": wl.ttft_ms, "tpot_ms": wl.tpot_ms},
+        "engine": p.engine.name, "max_model_len": p.max_model_len, "block_size": p.block_size,
+        "memory_fraction": p.memory_fraction,
+        "config": config_dict(plan.config),
+        "prediction": _prediction(p, ev),
+        "status": plan.status, "bound": plan.bound, "gap": plan.gap, "runtime_s": plan.runtime_s,
+        # solve's bound on its objective (seconds per output token), kept as it was proven
+        "seconds_per_token_bound": plan.meta.get("seconds_per_token_bound"),
+        "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
+        "runner_ups": ups,
+        "baselines": [b.to_dict() for b in baselines],
+    }
+
+
+def _get(d: Any, key: str, kind: type | tuple[type, ...], where: str, *, optional: bool = False) -> Any:
+    if not isinstance(d, dict):
+        raise DnnplaceError(f"{where}: must be a JSON object")
+    if key not in d or (optional and d[key] is None):
+        if optional:
+            return None
+        raise DnnplaceError(f"{where}: '{key}' is missing")
+    v = d[key]
+    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise DnnplaceError(f"{where}: '{key}' must be a {getattr(kind, '__name__', 'number')}, got {v!r}")
+    if not isinstance(v, kind) or (isinstance(v, float) and not math.isfinite(v)):
+        raise DnnplaceError(f"{where}: '{key}' has the wrong kind ({clip(repr(v), 40)})")
+    return v
+
+
+def _count(d: Any, key: str, where: str, lo: int = 1) -> int:
+    v = _get(d, key, int, where)
+    if v < lo or v > 1 << 30:
+        raise DnnplaceError(f"{where}: '{key}' must be a whole number >= {lo}, got {v}")
+    return int(v)
+
+
+def _fleet(doc: Any, where: str) -> Fleet:
+    f = _get(doc, "fleet", dict, where)
+    w = f"{where}: fleet"
+    fleet = parse_gpus(_get(f, "gpus", str, w), f"{where} fleet.gpus")
+    nodes_doc = _get(f, "nodes", list, w)
+    if len(nodes_doc) != len(fleet.nodes):
+        raise DnnplaceError(f"{w}: {len(nodes_doc)} nodes listed, the gpus spec has {len(fleet.nodes)}")
+    nodes = []
+    for i, (nd, node) in enumerate(zip(nodes_doc, fleet.nodes)):
+        link = _get(nd, "link", str, f"{w}.nodes[{i}]")
+        if link not in LINKS:
+            raise DnnplaceError(f"{w}.nodes[{i}]: unknown link '{clip(link, 30)}'; known: {', '.join(LINKS)}")
+        nodes.append(Node(node.gpus, link))
+    net = _get(f, "network", dict, w)
+    bw = _get(net, "bandwidth_gbps", (int, float), f"{w}.network", optional=True)
+    lat = _get(net, "latency_us", (int, float), f"{w}.network", optional=True)
+    for v, k in ((bw, "bandwidth_gbps"), (lat, "latency_us")):
+        if v is not None and not 0 < v < 1e9:
+            raise DnnplaceError(f"{w}.network: '{k}' must be a positive number, got {v}")
+    return Fleet(tuple(nodes), (bw or 0.0) * 1e9, (lat or 0.0) * 1e-6, text=fleet.text)
+
+
+def _config(p: ServingProblem, d: Any, where: str) -> ServingConfig:
+    reps_doc = _get(d, "replicas", list, where)
+    if not reps_doc:
+        raise DnnplaceError(f"{where}: 'replicas' is empty")
+    used: set[tuple[int, int]] = set()
+    reps = []
+    for k, rd in enumerate(reps_doc):
+        w = f"{where}.replicas[{k}]"
+        stages_doc = _get(rd, "stages", list, w)
+        if not stages_doc:
+            raise DnnplaceError(f"{w}: 'stages' is empty")
+        stages = []
+        for i, sd in enumerate(stages_doc):
+            ws = f"{w}.stages[{i}]"
+            node = _count(sd, "node", ws, 0)
+            if node >= len(p.fleet.nodes):
+                raise DnnplaceError(f"{ws}: node {node} is not in the fleet ({len(p.fleet.nodes)} nodes)")
+            gpu = _get(sd, "gpu", str, ws)
+            kinds = p.fleet.nodes[node].kinds()
+            if gpu not in kinds:
+                raise DnnplaceError(f"{ws}: node {node} has no '{clip(gpu, 30)}' GPU")
+            gpus = _get(sd, "gpus", list, ws)
+            have = {g.index for g in kinds[gpu]}
+            if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g not in have for g in gpus):
+                raise DnnplaceError(f"{ws}: 'gpus' must list {gpu} GPUs of node {node} ({sorted(have)})")
+            for g in gpus:
+                if (node, g) in used:
+                    raise DnnplaceError(f"{ws}: GPU {g} of node {node} is used twice")
+                used.add((node, g))
+            stages.append(Stage(gpu, node, tuple(gpus), _count(sd, "layers", ws)))
+        r = Replica(tuple(stages))
+        if len({s.tp for s in stages}) != 1:
+            raise DnnplaceError(f"{w}: every stage of a replica has the same TP size (as every engine demands)")
+        if sum(r.partition()) != p.model.num_layers:
+            raise DnnplaceError(f"{w}: the layers {r.partition()} sum to {sum(r.partition())}, "
+                                f"the model has {p.model.num_layers}")
+        reps.append(r)
+    return ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where))
+
+
+def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPlan]:
+    """The problem a plan file was made for and its plan (one-line errors naming the field)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise DnnplaceError(f"{source}: not a serving plan file (format {FORMAT})")
+    m = _get(doc, "model", dict, source)
+    wl = _get(doc, "workload", dict, source)
+    w = f"{source}: workload"
+    try:
+        prob = problem(_get(m, "source", str, f"{source}: model"), gpus="1xh100", isl=_count(wl, "isl", w),
+                       osl=_count(wl, "osl", w), rate=_get(wl, "rate", (int, float), w, optional=True),
+                       concurrency=_get(wl, "concurrency", int, w, optional=True),
+                       ttft_ms=_get(wl, "ttft_ms", (int, float), w, optional=True),
+                       tpot_ms=_get(wl, "tpot_ms", (int, float), w, optional=True),
+                       engine=_get(doc, "engine", str, source), precision=_get(m, "precision", str, f"{source}: model"),
+                       kv_dtype=_get(m, "kv_dtype", str, f"{source}: model"),
+                       max_model_len=_count(doc, "max_model_len", source, 0),
+                       block_size=_count(doc, "block_size", source, 0),
+                       memory_fraction=_get(doc, "memory_fraction", (int, float), source),
+                       doc=_get(m, "config", dict, f"{source}: model"))
+    except DnnplaceError as exc:
+        msg = str(exc)
+        raise DnnplaceError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+    prob = replace(prob, fleet=_fleet(doc, source))
+    cfg = _config(prob, _get(doc, "config", dict, source), f"{source}: config")
+    status = _get(doc, "status", str, source)
+    bound = _get(doc, "bound", (int, float), source, optional=True)
+    gap = _get(doc, "gap", (int, float), source, optional=True)
+    runtime = _get(doc, "runtime_s", (int, float), source, optional=True)
+    ups = []
+    for i, u in enumerate(_get(doc, "runner_ups", list, source)):
+        ups.append(_config(prob, _get(u, "config", dict, f"{source}: runner_ups[{i}]"),
+                           f"{source}: runner_ups[{i}].config"))
+    meta: dict[str, Any] = {"model_config": m["config"], "runner_ups": ups}
+    spt = _get(doc, "seconds_per_token_bound", (int, float), source, optional=True)
+    if spt is not None:
+        meta["seconds_per_token_bound"] = spt
+    plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
+    return prob, plan

@@ -1,0 +1,115 @@
+"""What ``dnnplace serve`` says when the answer is "no": the smallest fleet that would hold the model, the
+best latency any searched deployment reaches, the pins that cannot be honoured.
+
+Why here and not in the CLI: ``dnnplace.solve`` on a serving problem refuses the same way, one line
+each, so a script and the command read the same verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.fleet import parse_gpus
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+
+__all__ = ["apply_layers", "meet_slo", "smallest_fleet", "unfit"]
+
+_MAX_PROBE = 256  # GPUs of one kind tried before saying "more than this"
+
+
+def _even(n: int, parts: int) -> list[int]:
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def _fits_on(p: ServingProblem, kind: str, n: int) -> bool:
+    """Does one replica on ``n`` GPUs of ``kind`` in one node fit (TP within 8, the layers split evenly)?"""
+    q = replace(p, fleet=parse_gpus(f"{n}x{kind}"))
+    for tp in (t for t in (8, 4, 2, 1) if n % t == 0):
+        pp = n // tp
+        if pp > p.model.num_layers:
+            continue
+        stages = tuple(Stage(kind, 0, tuple(range(s * tp, (s + 1) * tp)), k)
+                       for s, k in enumerate(_even(p.model.num_layers, pp)))
+        if evaluate(q, ServingConfig((Replica(stages),), 1, p.engine.max_num_batched_tokens)).fits:
+            return True
+    return False
+
+
+def smallest_fleet(p: ServingProblem) -> dict[str, int | None]:
+    """GPU kind of the fleet -> the fewest of that kind one replica fits on (None: more than _MAX_PROBE)."""
+    out: dict[str, int | None] = {}
+    for kind in dict.fromkeys(g.name for g in p.fleet.gpus):
+        lo = next((n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if _fits_on(p, kind, n)), None)
+        if lo is not None:  # between the last power of two that failed and lo: the first count that fits
+            lo = next(n for n in range(lo // 2 + 1, lo + 1) if _fits_on(p, kind, n))
+        out[kind] = lo
+    return out
+
+
+def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
+    """The one line for a model that fits on no deployment of the fleet (under ``pins``, when given)."""
+    where = f"{p.model.name} ({p.model.precision}, context {p.context}) fits on no deployment of {p.fleet.spec()}"
+    if pins:
+        shown = ",".join(f"{k}={v}" for k, v in pins.items())
+        return DnnplaceError(f"{where} with --fix {shown}")
+    need = smallest_fleet(p)
+    parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
+    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)}")
+
+
+def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> ServingPlan:
+    """The plan with every replica's split set to ``layers`` (``--fix layers=40+40``), checked."""
+    if sum(layers) != p.model.num_layers:
+        raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} sums to {sum(layers)}; "
+                            f"{p.model.name} has {p.model.num_layers} layers")
+    reps = []
+    for r in plan.config.replicas:
+        if r.pp != len(layers):
+            raise DnnplaceError(f"--fix layers gives {len(layers)} stages; the deployment found has pp={r.pp}")
+        reps.append(Replica(tuple(replace(s, layers=k) for s, k in zip(r.stages, layers))))
+    cfg = replace(plan.config, replicas=tuple(reps))
+    ev = evaluate(p, cfg)
+    if not ev.fits:
+        raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} does not fit: {ev.why}")
+    return replace(plan, config=cfg, status="feasible", meta={**plan.meta, "runner_ups": []})
+
+
+def _slo_text(p: ServingProblem) -> str:
+    wl = p.workload
+    parts = [f"--ttft-ms {wl.ttft_ms:g}" if wl.ttft_ms is not None else "",
+             f"--tpot-ms {wl.tpot_ms:g}" if wl.tpot_ms is not None else "",
+             f"--rate {wl.rate:g}" if wl.rate is not None else ""]
+    return " ".join(x for x in parts if x)
+
+
+def meet_slo(p: ServingProblem, plan: ServingPlan) -> tuple[ServingPlan, ServingEvaluation]:
+    """The plan when it meets the workload's SLOs; else the fastest searched deployment (the plan and its
+    runner-ups, each also at fewer sequences in flight) that does; else one line with the best reached."""
+    ev = evaluate(p, plan.config)
+    if ev.meets_slo:
+        return plan, ev
+    tried: list[tuple[ServingConfig, ServingEvaluation]] = []
+    for c in (plan.config, *plan.meta.get("runner_ups", [])):
+        seqs = c.max_num_seqs
+        while seqs >= 1:
+            cc = replace(c, max_num_seqs=seqs)
+            tried.append((cc, evaluate(p, cc)))
+            seqs //= 2
+    ok = [(c, e) for c, e in tried if e.meets_slo]
+    if ok:
+        c, e = max(ok, key=lambda x: x[1].output_tokens_per_s)
+        meta = {**plan.meta, "slo": "the fastest searched deployment that meets the SLOs (heuristic)"}
+        return replace(plan, config=c, status="feasible", meta=meta), e
+    fit = [e for _, e in tried if e.fits]
+    if not fit:
+        raise unfit(p, {})
+    ttft = min(e.ttft_ms for e in fit)
+    tpot = min(e.tpot_ms for e in fit)
+    cap = max(sum(r.tokens_per_s for r in e.replicas) for e in fit) / p.workload.osl
+    best = f"the best reached is TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms"
+    if p.workload.rate is not None:
+        best += f", {cap:.2f} requests/s"
+    return_msg = f"no deployment of {p.fleet.spec()} meets {_slo_text(p)}: {best}"
+    raise DnnplaceError(return_msg)
