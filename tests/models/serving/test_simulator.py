@@ -76,7 +76,7 @@ def test_an_empty_queue_costs_one_prefill_through_every_stage_then_one_decode_pe
     dec = _seconds(p, c, Iteration(1.0, isl + osl / 2, 0.0, isl)) * 1e3
     for k in ("mean", "p50", "p99"):
         assert s.ttft_ms[k] == pytest.approx(pre, rel=1e-9)
-        assert s.tpot_ms[k] == pytest.approx(dec, rel=0.01)  # the KV length is priced on a 5 % grid
+        assert s.tpot_ms[k] == pytest.approx(dec, rel=0.01)  # the KV length: interpolated between grid points
 
 
 def test_far_above_capacity_it_saturates_and_runs_at_the_offline_rate():

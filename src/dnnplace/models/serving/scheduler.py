@@ -17,9 +17,9 @@ Why a price grid: one ``layer_times`` call costs milliseconds (it asks the kerne
 prices), and every batch of a simulation is a different (decodes, KV length, prompt tokens).  The
 stage times are taken from :func:`~dnnplace.models.serving.evaluation.cached_times` -- the same
 call the evaluator prices with -- at grid points (decodes and prompt tokens exact up to 8, then
-every 20 %, plus the prompt length and the token budget; KV length every 5 %) and interpolated
-bilinearly in decodes and prompt tokens between them, so a batch of one prefill or one decode is
-priced exactly and the rest within the grid's interpolation error.
+every 20 %, plus the prompt length and the token budget; KV length every 25 %) and interpolated
+linearly along each axis between them, so a prompt's prefill alone is priced exactly and the rest
+within the grid's interpolation error (decode attention is linear in the KV length).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from dnnplace.models.serving.spec import Replica, ServingProblem
 
 __all__ = ["Batch", "ReplicaScheduler", "RequestTable", "StagePricer", "price_grid"]
 
-#: Grid spacing of the price table: decodes and prompt tokens every 20 % above 8, KV length every 5 %.
+#: Grid spacing of the price table: decodes and prompt tokens every 20 % above 8, KV length every 25 %.
 GRID_STEP = 1.2
-KV_STEP = 1.05
+KV_STEP = 1.25
 
 
 def price_grid(limit: int, extra: tuple[int, ...] = ()) -> list[int]:
@@ -67,11 +67,16 @@ class StagePricer:
         self.memo: dict[tuple[int, int, int], tuple[float, ...]] = {}
         self.sources: dict[str, int] = {}
 
-    def _kv(self, kv_len: float) -> int:
-        """The KV length snapped to the 5 % grid (decode attention is the only price that reads it)."""
+    @staticmethod
+    def _kv_axis(kv_len: float) -> tuple[int, int, float]:
+        """The KV-length grid points either side of ``kv_len`` (every 25 %) and the weight of the upper."""
         if kv_len <= 1:
-            return 1
-        return int(round(KV_STEP ** round(math.log(kv_len) / math.log(KV_STEP))))
+            return 1, 1, 0.0
+        k = math.floor(math.log(kv_len) / math.log(KV_STEP))
+        lo, hi = int(round(KV_STEP ** k)), int(round(KV_STEP ** (k + 1)))
+        if hi <= lo or kv_len <= lo:
+            return lo, lo, 0.0
+        return lo, hi, (kv_len - lo) / (hi - lo)
 
     def corner(self, decode: int, kv: int, prefill: int) -> np.ndarray:
         """Stage seconds at one grid point, priced once."""
@@ -118,16 +123,17 @@ class StagePricer:
         return hit
 
     def _interpolate(self, decode: int, kv_len: float, prefill: int) -> np.ndarray:
-        kv = self._kv(kv_len) if decode else 0
-        d0, d1, wd = self._axis(self.d_grid, decode)
-        p0, p1, wp = self._axis(self.p_grid, prefill)
-        t = (1 - wd) * (1 - wp) * self.corner(d0, kv, p0)
-        if wd:
-            t = t + wd * (1 - wp) * self.corner(d1, kv, p0)
-        if wp:
-            t = t + (1 - wd) * wp * self.corner(d0, kv, p1)
-            if wd:
-                t = t + wd * wp * self.corner(d1, kv, p1)
+        axes = (self._axis(self.d_grid, decode), self._kv_axis(kv_len) if decode else (0, 0, 0.0),
+                self._axis(self.p_grid, prefill))
+        t = np.zeros(self.r.pp)
+        for pick in range(8):  # the corners of the cell, each weighed by its distance to the point
+            w, at = 1.0, []
+            for bit, (lo, hi, x) in enumerate(axes):
+                up = pick >> bit & 1
+                w *= x if up else 1.0 - x
+                at.append(hi if up else lo)
+            if w > 0:
+                t = t + w * self.corner(at[0], at[1], at[2])
         return t
 
 
