@@ -13,8 +13,8 @@ token a request samples comes out when its whole prompt (plus, after a recompute
 output) has been computed: vLLM discards what a partial prefill samples
 (``v1/worker/gpu_model_runner.py``), so the first token ends the last prefill chunk.  Under PP each
 step fills its micro-batch greedily from every ready request, as vLLM v1 does: micro-batches come out
-uneven and stay so (vLLM issue #41682, PRs #19873 and #39165 propose balancing; none merged in the
-versions read), where the evaluator assumes ``concurrency / pp`` sequences in each.
+uneven and stay so (vLLM issue #41682; the balancing PRs #19873 (closed), #39165 and #50410 (open)
+as found in the tracker), where the evaluator assumes ``concurrency / pp`` sequences in each.
 
 Why a price grid: one ``layer_times`` call costs milliseconds (it asks the kernel layer for seven
 prices), and every batch of a simulation is a different (decodes, KV length, prompt tokens).  The
