@@ -1,47 +1,223 @@
-"""A discrete-event simulation of an engine serving requests at a rate (stub: its owner's version replaces it).
+"""The discrete-event simulation of a deployment under a request rate: TTFT and TPOT distributions.
 
-Why a stub here: the plan file, ``dnnplace simulate`` and the protocol call :func:`simulate` by this
-signature; until the simulator lands it says so in one line.
+Why a simulation beside the evaluator: ``evaluate`` prices the steady state of continuous batching,
+which gives throughput but not the queueing a request sees under a rate -- the prefill it waits
+behind, the chunk its prompt is split into, the micro-batch its decode rides in, the preemption
+when the KV cache runs out.  Here requests arrive as a Poisson process (a seeded numpy Generator),
+each replica runs the engine's scheduler step by step (:mod:`~dnnplace.models.serving.scheduler`:
+vLLM v1's, for every engine), and each micro-batch is priced by the evaluator's own cost functions
+from the batch it actually holds.
+
+Routing between replicas: vLLM's data-parallel client sends each request to the engine with the
+least ``4 * waiting + running`` (``v1/engine/core_client.py::DPLBAsyncMPClient``; live counts here,
+where vLLM's are up to 100 ms stale); SGLang's DP controller defaults to round robin
+(``server_args.py``: ``load_balance_method = "round_robin"``), and the engines without a DP router
+(TensorRT-LLM, llama.cpp, Hugging Face) are taken as behind a round-robin proxy.
+
+The metrics are those of ``vllm bench serve``: TTFT from arrival to the first token, TPOT as
+(last token - first token) / (output tokens - 1), throughput as output tokens over the time from the
+first arrival to the last completion.  ``saturated``: over the second half of the arrival window
+fewer than 90 % as many requests completed as arrived (the queue grows without bound).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.cost import band_of
+from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem
 
 __all__ = ["Simulation", "simulate"]
 
+#: Saturated when completions over the second half of the arrival window fall below this share of arrivals.
+SATURATION_SHARE = 0.9
+
+#: The steady-state throughput window: between the times these shares of all output tokens were made.
+STEADY_WINDOW = (0.2, 0.8)
+
+
+def _stats(x: np.ndarray) -> dict[str, float | None]:
+    if not len(x):
+        return {"mean": None, "p50": None, "p90": None, "p99": None}
+    q = np.percentile(x, [50, 90, 99])
+    return {"mean": float(x.mean()), "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
+
 
 @dataclass
 class Simulation:
-    """Requests streamed through a deployment: throughput and TTFT / TPOT percentiles."""
+    """What a simulated run measured: latency distributions (ms), throughput, completions, preemptions."""
 
     rate: float
     requests: int
-    completed: int = 0
-    preemptions: int = 0
-    saturated: bool = False
-    output_tokens_per_s: float = 0.0
-    requests_per_s: float = 0.0
-    ttft_ms: dict[str, float] = field(default_factory=dict)
-    tpot_ms: dict[str, float] = field(default_factory=dict)
+    completed: int
+    preemptions: int
+    saturated: bool
+    output_tokens_per_s: float
+    requests_per_s: float
+    ttft_ms: dict[str, float | None]
+    tpot_ms: dict[str, float | None]
+    steady_output_tokens_per_s: float = 0.0
+    duration_s: float = 0.0
+    output_tokens: int = 0
+    arrived: int = 0
+    stopped: str = ""  # "" (all requests done), "time limit" or "stalled"
+    router: str = ""
+    micro_batches_in_flight: list[int] = field(default_factory=list)
+    batches: int = 0
+    priced_points: int = 0
+    error_band: float = 0.0
+    wall_s: float = 0.0
+    sources: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The simulation as one JSON object."""
-        return {"rate": self.rate, "requests": self.requests, "completed": self.completed,
-                "preemptions": self.preemptions, "saturated": self.saturated,
-                "output_tokens_per_s": self.output_tokens_per_s, "requests_per_s": self.requests_per_s,
-                "ttft_ms": dict(self.ttft_ms), "tpot_ms": dict(self.tpot_ms)}
+        def fin(x: float) -> float | None:
+            return round(x, 6) if math.isfinite(x) else None
+
+        def rnd(d: dict[str, float | None]) -> dict[str, float | None]:
+            return {k: (None if v is None else fin(v)) for k, v in d.items()}
+
+        return {
+            "rate": self.rate, "requests": self.requests, "completed": self.completed,
+            "preemptions": self.preemptions, "saturated": self.saturated,
+            "output_tokens_per_s": fin(self.output_tokens_per_s), "requests_per_s": fin(self.requests_per_s),
+            "ttft_ms": rnd(self.ttft_ms), "tpot_ms": rnd(self.tpot_ms),
+            "steady_output_tokens_per_s": fin(self.steady_output_tokens_per_s),
+            "duration_s": fin(self.duration_s), "output_tokens": self.output_tokens, "arrived": self.arrived,
+            "stopped": self.stopped, "router": self.router,
+            "micro_batches_in_flight": list(self.micro_batches_in_flight),
+            "batches": self.batches, "error_band": round(self.error_band, 4), "sources": dict(self.sources),
+        }
 
     def summary(self) -> list[str]:
-        """Lines for the screen."""
-        return [f"{k}: {v}" for k, v in self.to_dict().items()]
+        def ms(d: dict[str, float | None]) -> str:
+            return " / ".join("-" if d[k] is None else f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))
+
+        state = "SATURATED (the queue grows)" if self.saturated else "keeps up"
+        lines = [
+            f"simulated {self.arrived} of {self.requests} requests at {self.rate:g} req/s: "
+            f"{self.completed} completed, {self.preemptions} preemptions, {state}",
+            f"throughput {self.output_tokens_per_s:,.0f} output tokens/s ({self.requests_per_s:.2f} req/s); "
+            f"steady {self.steady_output_tokens_per_s:,.0f} tokens/s",
+            f"TTFT ms mean / p50 / p90 / p99: {ms(self.ttft_ms)}",
+            f"TPOT ms mean / p50 / p90 / p99: {ms(self.tpot_ms)}",
+            f"router {self.router}; micro-batches in flight {self.micro_batches_in_flight}; "
+            f"error band +-{self.error_band:.0%}",
+        ]
+        if self.stopped:
+            lines.append(f"stopped early ({self.stopped}) after {self.duration_s:.1f} simulated s: "
+                         "the figures cover what was simulated")
+        return lines
+
+
+def _check(rate: float, requests: int, time_limit: float) -> None:
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise DnnplaceError(f"--rate must be a number > 0, got {rate!r}")
+    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= 10_000_000:
+        raise DnnplaceError(f"--requests must be a whole number in [1, 10000000], got {requests!r}")
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
+        raise DnnplaceError(f"--time-limit must be a number > 0, got {time_limit!r}")
 
 
 def simulate(p: ServingProblem, config: ServingConfig, *, rate: float, requests: int = 2000, seed: int = 0,
              time_limit: float = 60.0) -> Simulation:
-    """Stream ``requests`` Poisson arrivals at ``rate`` requests/s through ``config``."""
-    raise DnnplaceError("the serving simulator is not built yet")
+    """Stream ``requests`` Poisson arrivals at ``rate`` requests/s through ``config``; stop cleanly with what
+    was simulated when ``time_limit`` seconds of wall clock have passed."""
+    _check(rate, requests, time_limit)
+    t_wall = time.perf_counter()
+    ev = evaluate(p, config)
+    if not ev.fits:
+        raise DnnplaceError(f"the deployment does not fit: {ev.why}")
+    wl = p.workload
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, requests))
+    reqs = RequestTable(arrivals.tolist(), wl.isl, wl.osl)
+    reps = [ReplicaScheduler(p, r, e.kv_tokens, config.max_num_seqs, config.max_num_batched_tokens, reqs)
+            for r, e in zip(config.replicas, ev.replicas)]
+    need = -(-(wl.isl + wl.osl - 1) // p.block)
+    for k, s in enumerate(reps):
+        if s.total_blocks < need:
+            raise DnnplaceError(f"replica {k + 1}: its KV cache ({s.total_blocks} blocks of {p.block}) cannot "
+                                f"hold one request ({wl.isl + wl.osl} tokens)")
+    least = p.engine.name == "vllm"
+    router = "least-loaded (vLLM DP: 4 * waiting + running)" if least else "round-robin"
+    tok_t: list[float] = []
+    tok_n: list[int] = []
+    made_total = 0
+    nxt = 0
+    rr = 0
+    now = 0.0
+    stopped = ""
+    step = 0
+    arr = reqs.arrival
+    while True:
+        step += 1
+        if step & 255 == 0 and time.perf_counter() - t_wall > time_limit:
+            stopped = "time limit"
+            break
+        best_t, best = math.inf, None
+        for s in reps:
+            if s.inflight and s.inflight[0].finish < best_t:
+                best_t, best = s.inflight[0].finish, s
+        if nxt < requests and arr[nxt] <= best_t:
+            now = arr[nxt]
+            if least:
+                target = min(range(len(reps)), key=lambda k: (reps[k].load(), (k - rr) % len(reps)))
+            else:
+                target = rr % len(reps)
+            rr = (target + 1) % len(reps)
+            s = reps[target]
+            s.waiting.append(nxt)
+            nxt += 1
+            s.pump(now)
+        elif best is not None:
+            now = best_t
+            made, _ = best.complete(now)
+            if made:
+                made_total += made
+                tok_t.append(now)
+                tok_n.append(made_total)
+            best.pump(now)
+        else:
+            if any(s.waiting or s.running for s in reps):
+                stopped = "stalled"
+            break
+    done = np.array(reqs.done)
+    first = np.array(reqs.first)
+    arrived = np.asarray(arrivals[:nxt])
+    ok = np.isfinite(done)
+    completed = int(ok.sum())
+    ttft = (first - arrivals)[np.isfinite(first)] * 1e3
+    tpot = ((done - first)[ok] / (wl.osl - 1) * 1e3) if wl.osl > 1 else np.zeros(0)
+    duration = now
+    tokens = made_total
+    steady = 0.0
+    if len(tok_n) >= 2:
+        n = np.array(tok_n, dtype=float)
+        t = np.array(tok_t)
+        a, b = np.searchsorted(n, STEADY_WINDOW[0] * n[-1]), np.searchsorted(n, STEADY_WINDOW[1] * n[-1])
+        if b > a and t[b] > t[a]:
+            steady = float((n[b] - n[a]) / (t[b] - t[a]))
+    saturated = False
+    if len(arrived):
+        half, end = arrived[-1] / 2.0, arrived[-1]
+        came = int(((arrived >= half) & (arrived <= end)).sum())
+        left = int(((done >= half) & (done <= end)).sum())
+        saturated = left < SATURATION_SHARE * came
+    src: dict[str, int] = {}
+    for s in reps:
+        for name, v in s.pricer.sources.items():
+            src[name] = src.get(name, 0) + v
+    return Simulation(
+        float(rate), requests, completed, sum(s.preemptions for s in reps), bool(saturated),
+        tokens / duration if duration > 0 else 0.0, completed / duration if duration > 0 else 0.0,
+        _stats(ttft), _stats(tpot), steady, duration, tokens, nxt, stopped, router,
+        [s.max_in_flight for s in reps], sum(s.batches for s in reps), sum(len(s.pricer.corners) for s in reps),
+        band_of(src), time.perf_counter() - t_wall, src)

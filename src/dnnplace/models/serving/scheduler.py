@@ -1,0 +1,313 @@
+"""One replica's engine scheduler, stepped by the discrete-event simulation, and the price of its batches.
+
+Why vLLM v1's scheduler (``vllm/v1/core/sched/scheduler.py::Scheduler.schedule``): it is the
+engine the planner exports first and the one whose contract ``ENGINES.md`` reads in full.  Every
+step it first gives each running request (in admission order) the tokens it still lacks -- one for
+a decode, the rest of a prompt for a chunked prefill -- from the ``max_num_batched_tokens`` budget;
+when a request needs a KV block and none is free it preempts the newest running request by
+recompute (its blocks freed, its computed tokens reset to 0, put back at the head of the waiting
+queue).  Only when nothing was preempted does it admit waiting requests, FCFS, while fewer than
+``max_num_seqs`` run, the budget lasts and their chunk's blocks are free.  A request whose tokens are
+all in flight (PP: its decode is still in an earlier micro-batch) gets nothing this step.  The
+token a request samples comes out when its whole prompt (plus, after a recompute, its earlier
+output) has been computed: vLLM discards what a partial prefill samples
+(``v1/worker/gpu_model_runner.py``), so the first token ends the last prefill chunk.  Under PP each
+step fills its micro-batch greedily from every ready request, as vLLM v1 does: micro-batches come out
+uneven and stay so (vLLM issue #41682; the balancing PRs #19873 (closed), #39165 and #50410 (open)
+as found in the tracker), where the evaluator assumes ``concurrency / pp`` sequences in each.
+
+Why a price grid: one ``layer_times`` call costs milliseconds (it asks the kernel layer for seven
+prices), and every batch of a simulation is a different (decodes, KV length, prompt tokens).  The
+stage times are taken from :func:`~dnnplace.models.serving.evaluation.cached_times` -- the same
+call the evaluator prices with -- at grid points (decodes and prompt tokens exact up to 8, then
+every 20 %, plus the prompt length and the token budget; KV length every 25 %) and interpolated
+linearly along each axis between them, so a prompt's prefill alone is priced exactly and the rest
+within the grid's interpolation error (decode attention is linear in the KV length).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnplace.models.serving.cost import Iteration, p2p_time
+from dnnplace.models.serving.evaluation import cached_times, link_between
+from dnnplace.models.serving.spec import Replica, ServingProblem
+
+__all__ = ["Batch", "ReplicaScheduler", "RequestTable", "StagePricer", "price_grid"]
+
+#: Grid spacing of the price table: decodes and prompt tokens every 20 % above 8, KV length every 25 %.
+GRID_STEP = 1.2
+KV_STEP = 1.25
+
+
+def price_grid(limit: int, extra: tuple[int, ...] = ()) -> list[int]:
+    """Token or sequence counts priced exactly: 0..8, then every 20 %, ``limit`` and ``extra``."""
+    pts = set(range(min(limit, 8) + 1))
+    x = 8.0
+    while x < limit:
+        pts.add(int(round(x)))
+        x *= GRID_STEP
+    pts.add(limit)
+    pts.update(e for e in extra if 0 <= e <= limit)
+    return sorted(pts)
+
+
+class StagePricer:
+    """Seconds each stage of one replica spends on a batch: its layers (the evaluator's ``cached_times``),
+    the LM head on the last stage, and the activations sent to the next stage on their link."""
+
+    def __init__(self, p: ServingProblem, r: Replica, max_num_seqs: int, budget: int) -> None:
+        self.p, self.r = p, r
+        self.bounds = np.concatenate([[0], np.cumsum(r.partition())]).astype(int)
+        self.d_grid = price_grid(max(max_num_seqs, 1))
+        self.p_grid = price_grid(max(budget, p.workload.isl), (p.workload.isl, budget))
+        self.corners: dict[tuple[int, int, int], np.ndarray] = {}
+        self.memo: dict[tuple[int, int, int], tuple[float, ...]] = {}
+        self.sources: dict[str, int] = {}
+
+    @staticmethod
+    def _kv_axis(kv_len: float) -> tuple[int, int, float]:
+        """The KV-length grid points either side of ``kv_len`` (every 25 %) and the weight of the upper."""
+        if kv_len <= 1:
+            return 1, 1, 0.0
+        k = math.floor(math.log(kv_len) / math.log(KV_STEP))
+        lo, hi = int(round(KV_STEP ** k)), int(round(KV_STEP ** (k + 1)))
+        if hi <= lo or kv_len <= lo:
+            return lo, lo, 0.0
+        return lo, hi, (kv_len - lo) / (hi - lo)
+
+    def corner(self, decode: int, kv: int, prefill: int) -> np.ndarray:
+        """Stage seconds at one grid point, priced once."""
+        key = (decode, kv if decode else 0, prefill)
+        hit = self.corners.get(key)
+        if hit is not None:
+            return hit
+        p, r = self.p, self.r
+        it = Iteration(float(decode), float(key[1]), float(prefill), p.workload.isl)
+        out = np.zeros(r.pp)
+        for i, s in enumerate(r.stages):
+            link = "pcie" if p.fleet.nodes[s.node].link == "pcie" else "nvlink"
+            lt = cached_times(p, s.gpu, s.tp, it, p.engine.framework, link)
+            for k, v in lt.sources.items():
+                self.sources[k] = self.sources.get(k, 0) + v
+            t = float(lt.per_layer[self.bounds[i]:self.bounds[i + 1]].sum())
+            if i == r.pp - 1:
+                t += lt.head
+            else:
+                pt = p2p_time(s.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, s, r.stages[i + 1]),
+                              p.fleet.network_bandwidth, p.fleet.network_latency_s)
+                t += float(pt.seconds[0])
+            out[i] = t
+        self.corners[key] = out
+        return out
+
+    @staticmethod
+    def _axis(grid: list[int], x: int) -> tuple[int, int, float]:
+        j = bisect.bisect_left(grid, x)
+        if j < len(grid) and grid[j] == x:
+            return x, x, 0.0
+        j = min(max(j, 1), len(grid) - 1)
+        lo, hi = grid[j - 1], grid[j]
+        return lo, hi, (x - lo) / (hi - lo)
+
+    def price(self, decode: int, kv_len: float, prefill: int) -> tuple[float, ...]:
+        """Stage seconds of a batch of ``decode`` sequences at mean ``kv_len`` and ``prefill`` prompt tokens."""
+        key = (decode, int(kv_len) if decode else 0, prefill)
+        hit = self.memo.get(key)
+        if hit is None:
+            if len(self.memo) > 200_000:
+                self.memo.clear()
+            hit = self.memo[key] = tuple(float(x) for x in self._interpolate(decode, kv_len, prefill))
+        return hit
+
+    def _interpolate(self, decode: int, kv_len: float, prefill: int) -> np.ndarray:
+        axes = (self._axis(self.d_grid, decode), self._kv_axis(kv_len) if decode else (0, 0, 0.0),
+                self._axis(self.p_grid, prefill))
+        t = np.zeros(self.r.pp)
+        for pick in range(8):  # the corners of the cell, each weighed by its distance to the point
+            w, at = 1.0, []
+            for bit, (lo, hi, x) in enumerate(axes):
+                up = pick >> bit & 1
+                w *= x if up else 1.0 - x
+                at.append(hi if up else lo)
+            if w > 0:
+                t = t + w * self.corner(at[0], at[1], at[2])
+        return t
+
+
+@dataclass
+class RequestTable:
+    """Every request's state, one list entry per request (lists: the event loop reads them one at a time)."""
+
+    arrival: list[float]
+    isl: int
+    osl: int
+    computed: list[int] = field(default_factory=list)  # tokens whose KV is in the cache
+    generated: list[int] = field(default_factory=list)  # output tokens produced
+    blocks: list[int] = field(default_factory=list)
+    epoch: list[int] = field(default_factory=list)  # bumped by a preemption: outputs in flight are dropped
+    first: list[float] = field(default_factory=list)
+    done: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival)
+        self.computed, self.generated, self.blocks, self.epoch = [0] * n, [0] * n, [0] * n, [0] * n
+        self.first, self.done = [math.nan] * n, [math.nan] * n
+
+
+@dataclass
+class Batch:
+    """One scheduled micro-batch: (request, epoch, samples a token) per entry, and when it leaves the last stage."""
+
+    entries: list[tuple[int, int, bool]]
+    decode: int
+    prefill: int
+    kv: float  # mean KV length the decodes attend over
+    finish: float = 0.0
+
+
+class ReplicaScheduler:
+    """One replica's engine: waiting queue, running list, KV blocks, and up to ``pp`` micro-batches in flight."""
+
+    def __init__(self, p: ServingProblem, r: Replica, kv_tokens: float, max_num_seqs: int, budget: int,
+                 reqs: RequestTable) -> None:
+        self.block = p.block
+        self.total_blocks = int(kv_tokens // self.block)
+        self.free = self.total_blocks
+        self.max_seqs, self.budget, self.pp = max_num_seqs, budget, r.pp
+        self.reqs = reqs
+        self.pricer = StagePricer(p, r, max_num_seqs, budget)
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []
+        self.inflight: deque[Batch] = deque()
+        self.stage_free = [0.0] * r.pp
+        self.preemptions = 0
+        self.max_in_flight = 0
+        self.batches = 0
+
+    def load(self) -> int:
+        """vLLM's DP load-balancing score (``v1/engine/core_client.py``: waiting * 4 + running)."""
+        return 4 * len(self.waiting) + len(self.running)
+
+    def _preempt(self) -> int:
+        q = self.reqs
+        v = self.running.pop()
+        self.free += q.blocks[v]
+        q.blocks[v] = 0
+        q.computed[v] = 0
+        q.epoch[v] += 1
+        self.waiting.appendleft(v)
+        self.preemptions += 1
+        return v
+
+    def schedule(self) -> Batch | None:
+        """One step of the scheduler: running requests first, then admissions (none after a preemption)."""
+        q, B = self.reqs, self.block
+        comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
+        isl = q.isl
+        budget = self.budget
+        entries: list[tuple[int, int, bool]] = []
+        decode = prefill = 0
+        kv_sum = 0
+        preempted = False
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            want = isl + gen[r] - comp[r]
+            if want <= 0:  # its token is still in flight
+                i += 1
+                continue
+            new = min(want, budget)
+            need = -(-(comp[r] + new) // B) - blocks[r]
+            fits = True
+            while need > self.free:
+                preempted = True
+                if self._preempt() == r:  # the newest running request was this one
+                    fits = False
+                    break
+            if not fits:
+                break
+            if need > 0:
+                self.free -= need
+                blocks[r] += need
+            is_decode = want == 1 and comp[r] >= isl
+            comp[r] += new
+            budget -= new
+            samples = comp[r] == isl + gen[r]
+            entries.append((r, epoch[r], samples))
+            if is_decode:
+                decode += 1
+                kv_sum += comp[r]
+            else:
+                prefill += new
+            i += 1
+        if not preempted:
+            waiting = self.waiting
+            while waiting and budget > 0 and len(running) < self.max_seqs:
+                r = waiting[0]
+                want = isl + gen[r] - comp[r]
+                new = min(want, budget)
+                need = -(-new // B)
+                if need > self.free:
+                    break
+                waiting.popleft()
+                running.append(r)
+                self.free -= need
+                blocks[r] = need
+                comp[r] = new
+                budget -= new
+                entries.append((r, epoch[r], new == want))
+                prefill += new
+        if not entries:
+            return None
+        return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
+
+    def submit(self, b: Batch, now: float) -> None:
+        """Send a micro-batch down the pipeline: each stage takes it when the previous one hands it over
+        and the stage has finished the micro-batch before it."""
+        t = self.pricer.price(b.decode, b.kv, b.prefill)
+        end = now
+        free = self.stage_free
+        for s, ts in enumerate(t):
+            f = free[s]
+            end = (end if end > f else f) + ts
+            free[s] = end
+        b.finish = end
+        self.inflight.append(b)
+        self.batches += 1
+        self.max_in_flight = max(self.max_in_flight, len(self.inflight))
+
+    def pump(self, now: float) -> None:
+        """Keep up to ``pp`` micro-batches in flight (vLLM's batch queue: ``max_concurrent_batches = pp``)."""
+        while len(self.inflight) < self.pp:
+            b = self.schedule()
+            if b is None:
+                return
+            self.submit(b, now)
+
+    def complete(self, now: float) -> tuple[int, list[int]]:
+        """The oldest micro-batch leaves the last stage: (tokens it produced, requests it finished)."""
+        b = self.inflight.popleft()
+        q = self.reqs
+        made = 0
+        finished: list[int] = []
+        for r, ep, samples in b.entries:
+            if not samples or q.epoch[r] != ep:
+                continue
+            q.generated[r] += 1
+            made += 1
+            if q.generated[r] == 1:
+                q.first[r] = now
+            if q.generated[r] == q.osl:
+                q.done[r] = now
+                self.running.remove(r)
+                self.free += q.blocks[r]
+                q.blocks[r] = 0
+                finished.append(r)
+        return made, finished
