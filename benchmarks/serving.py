@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from dnnplace.core.catalogue import device_spec  # noqa: E402
+from dnnplace.models.serving.catalogue import PRECISIONS, trtllm_bench_limits  # noqa: E402
 from dnnplace.models.serving.evaluation import evaluate  # noqa: E402
 from dnnplace.models.serving.load import problem  # noqa: E402
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage  # noqa: E402
@@ -25,15 +27,26 @@ MODELS = {"70B": ROOT / "tests" / "data" / "serving" / "llama3-70b.json",
           "8B": ROOT / "examples" / "llm" / "llama3.1-8b.json"}
 
 
+def params_of(m) -> float:
+    """Parameters of the checkpoint (what trtllm-bench reads from the safetensors header)."""
+    bpw = PRECISIONS[m.precision][0]
+    norms = 2.0 * m.hidden * 2.0
+    return float(((m.weight_bytes - norms) / bpw + norms / 2.0).sum() + (m.embed_bytes + m.head_bytes) / 2.0)
+
+
 def predict(row: dict) -> float | None:
     if row["engine"] != "TensorRT-LLM" or "H100" not in str(row["gpu"]) or row.get("isl") is None:
         return None
     size = "70B" if "70B" in row["model"] else "8B"
-    tp = int(row["tp"])
-    p = problem(MODELS[size], gpus=f"{tp}xh100", isl=int(row["isl"]), osl=int(row["osl"]), engine="trtllm",
-                precision="fp8", max_model_len=max(int(row["isl"]) + int(row["osl"]), 4096))
-    cfg = ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), p.model.num_layers),)),),
-                        p.engine.max_num_seqs, p.engine.max_num_batched_tokens)
+    tp, isl, osl = int(row["tp"]), int(row["isl"]), int(row["osl"])
+    # FP8 checkpoints run with an FP8 KV cache: trtllm-bench build forces it for FP8 (bench/build/build.py),
+    # the PyTorch flow takes the ModelOpt checkpoint's kv_cache_quant_algo FP8 (bench/benchmark/utils/general.py)
+    p = problem(MODELS[size], gpus=f"{tp}xh100", isl=isl, osl=osl, engine="trtllm", precision="fp8",
+                kv_dtype="fp8", max_model_len=max(isl + osl, 4096))
+    m = p.model
+    bs, tok = trtllm_bench_limits(params_of(m), "fp8", "fp8", m.num_layers, m.kv_heads, m.head_dim,
+                                  device_spec("h100").usable_memory_bytes / 2**30, tp, 1, isl, osl)
+    cfg = ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), m.num_layers),)),), bs, tok)
     return evaluate(p, cfg).output_tokens_per_s
 
 
