@@ -59,3 +59,15 @@ def test_graphs_captured_after_the_cache_do_not_shrink_it(llama70b, engine):
     p = problem(llama70b, gpus="2xh100", precision="fp8", engine=engine, isl=128, osl=128)
     m = stage_memory(p, "h100", 2, 0, 80, True, True, 512, 8192)
     assert m.kv_free == pytest.approx(m.budget - m.weights - m.activations)
+
+
+def test_a_layer_pays_its_norms_and_activation_at_hbm_speed(llama70b):
+    from dnnplace.kernels import kernel_costs as kcs
+
+    p = problem(llama70b, gpus="2xh100", precision="fp8", engine="trtllm", isl=1000, osl=1000)
+    m = p.model
+    it = Iteration(512.0, 1500.0, 0.0, 1000)
+    t = layer_times(m, "h100", 2, it, "trtllm", kv_dtype="fp8").per_layer[0]
+    spec = kcs("h100", "trtllm").spec
+    floor = 512 * (16 * m.hidden + 6 * m.ffn / 2) / (spec.hbm_bandwidth * spec.hbm_fraction)
+    assert t > floor > 0

@@ -104,13 +104,25 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
             s = kc.gemm([T, T], [2 * m.shared_ffn / tp, m.hidden], [m.hidden, m.shared_ffn / tp], dt)
             out.add(s)
             moe_t += float(s.seconds.sum())
-    out.per_layer = proj + attn + comm + np.where(m.moe, moe_t, mlp)
+    out.per_layer = proj + attn + comm + np.where(m.moe, moe_t, mlp) + _elementwise(m, kc, tp, T)
     # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
     rows = max(it.decode + it.prefill / it.isl, 1.0)
     h = kc.gemm([rows], [m.vocab / tp], [m.hidden], "bf16")
     out.add(h)
     out.head = float(h.seconds[0])
     return out
+
+
+def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: float) -> float:
+    """The memory-bound kernels of a decoder layer between its GEMMs: two fused residual-add + RMSNorm (read
+    residual and input, write both: 8 bytes per hidden element at 16 bits) and the gated activation (read
+    gate and up, write the product: 6 bytes per MLP element on this GPU), streamed at the device's HBM
+    fraction.  Why: every engine runs them as kernels of their own (TensorRT-LLM's Llama generation graph,
+    as aiconfigurator-core's trtllm model lists it: add_norm_1, add_norm_2, act_gate), a few % of a step."""
+    mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
+    nbytes = tokens * (2 * 8.0 * m.hidden + 6.0 * mlp / tp)
+    bw = kc.spec.hbm_bandwidth * float(kc.spec.hbm_fraction or 1.0)
+    return float(nbytes / bw)
 
 
 def p2p_time(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> Priced:
