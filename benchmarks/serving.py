@@ -1,65 +1,227 @@
 """Measured vs predicted for every given serving row (../shared/serving/measured_given.json).
 
 Why: the serving model's constants come from datasheets, kernel tables and engine sources; these
-published rows check it and are never fitted to.  Rows the model cannot express yet are listed with
-the reason.  Writes benchmarks/results/serving.md; exits 0 only when the offline targets hold
-(median |error| <= 6 %, >= 90 % of rows within 15 %).
+published rows check it and are never fitted to.  Each row runs with the settings its engine ran
+(trtllm-bench's FP8 KV cache and batch limits, vLLM v0.5.3's block size and memory fraction), and
+aiconfigurator's own prediction stands beside ours where it can express the row.  Writes
+benchmarks/results/serving.md; exits 0 only when every target line says "met".
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from dnnplace.models.serving.evaluation import evaluate  # noqa: E402
+from dnnplace.core.catalogue import device_spec  # noqa: E402
+from dnnplace.models.serving.catalogue import PRECISIONS, VLLM_2024, trtllm_bench_limits  # noqa: E402
+from dnnplace.models.serving.cost import Iteration, layer_times  # noqa: E402
+from dnnplace.models.serving.evaluation import evaluate, iteration  # noqa: E402
 from dnnplace.models.serving.load import problem  # noqa: E402
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage  # noqa: E402
 
 GIVEN = ROOT.parent / "shared" / "serving" / "measured_given.json"
 MODELS = {"70B": ROOT / "tests" / "data" / "serving" / "llama3-70b.json",
           "8B": ROOT / "examples" / "llm" / "llama3.1-8b.json"}
+AIC_MODELS = {"70B": "nvidia/Llama-3.1-70B-Instruct-FP8", "8B": "meta-llama/Meta-Llama-3.1-8B"}
 
 
-def predict(row: dict) -> float | None:
+def params_of(m: Any) -> float:
+    """Parameters of the checkpoint (what trtllm-bench reads from the safetensors header)."""
+    bpw = PRECISIONS[m.precision][0]
+    norms = 2.0 * m.hidden * 2.0
+    return float(((m.weight_bytes - norms) / bpw + norms / 2.0).sum() + (m.embed_bytes + m.head_bytes) / 2.0)
+
+
+def trtllm_row(row: dict) -> tuple[float, float, float] | None:
+    """(our output tokens/s, steady batch, iteration prefill tokens) of a TensorRT-LLM offline row."""
     if row["engine"] != "TensorRT-LLM" or "H100" not in str(row["gpu"]) or row.get("isl") is None:
         return None
     size = "70B" if "70B" in row["model"] else "8B"
-    tp = int(row["tp"])
-    p = problem(MODELS[size], gpus=f"{tp}xh100", isl=int(row["isl"]), osl=int(row["osl"]), engine="trtllm",
-                precision="fp8", max_model_len=max(int(row["isl"]) + int(row["osl"]), 4096))
-    cfg = ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), p.model.num_layers),)),),
-                        p.engine.max_num_seqs, p.engine.max_num_batched_tokens)
-    return evaluate(p, cfg).output_tokens_per_s
+    tp, isl, osl = int(row["tp"]), int(row["isl"]), int(row["osl"])
+    # FP8 checkpoints run with an FP8 KV cache: trtllm-bench build forces it for FP8 (bench/build/build.py),
+    # the PyTorch flow takes the ModelOpt checkpoint's kv_cache_quant_algo FP8 (bench/benchmark/utils/general.py)
+    p = problem(MODELS[size], gpus=f"{tp}xh100", isl=isl, osl=osl, engine="trtllm", precision="fp8",
+                kv_dtype="fp8", max_model_len=max(isl + osl, 4096))
+    m = p.model
+    # the engine flow's build heuristic runs at 0.95 (bench/build/build.py); the PyTorch flow passes
+    # --kv_cache_free_gpu_mem_fraction, default 0.90 (bench/benchmark/throughput.py)
+    frac = 0.95 if "engine flow" in str(row.get("engine_version")) else 0.90
+    bs, tok = trtllm_bench_limits(params_of(m), "fp8", "fp8", m.num_layers, m.kv_heads, m.head_dim,
+                                  device_spec("h100").usable_memory_bytes / 2**30, tp, 1, isl, osl, frac)
+    ev = evaluate(p, ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), m.num_layers),)),), bs, tok))
+    r = ev.replicas[0]
+    it = iteration(p, r.concurrency, tok)
+    return ev.output_tokens_per_s, r.concurrency, it.prefill
+
+
+_AIC: dict[tuple[str, int], Any] = {}
+
+
+def aiconfigurator(row: dict, batch: float, prefill: float) -> tuple[float | None, str]:
+    """aiconfigurator-core's step latency for the same iteration (same batch and prompt tokens per step,
+    TRT-LLM, h100_sxm, FP8 GEMM and KV): output tokens/s = batch / step; or why it could not run."""
+    try:
+        logging.disable(logging.WARNING)
+        from aiconfigurator_core.sdk.engine import EngineHandle
+    except ImportError as exc:  # pragma: no cover - the venv has it
+        return None, f"aiconfigurator_core not importable: {exc}"
+    size = "70B" if "70B" in row["model"] else "8B"
+    key = (size, int(row["tp"]))
+    try:
+        if key not in _AIC:
+            _AIC[key] = EngineHandle.compile(AIC_MODELS[size], "h100_sxm", "trtllm", tp_size=key[1],
+                                             gemm_quant_mode="fp8", kvcache_quant_mode="fp8")
+        ms = _AIC[key].mixed_step_latency(int(round(prefill)), int(round(batch)), int(row["isl"]), int(row["osl"]))
+    except Exception as exc:  # noqa: BLE001 - report the library's own reason in the table
+        return None, f"{type(exc).__name__}: {str(exc)[:120]}"
+    return (batch / (ms / 1e3) if ms > 0 else None), ""
+
+
+def _pipe(gpu: str, parts: list[int]) -> Replica:
+    return Replica(tuple(Stage(gpu, 0, (i,), n) for i, n in enumerate(parts)))
+
+
+def pr6920() -> tuple[list[str], dict[str, bool]]:
+    """vLLM PR #6920: blocks of the even split and of the PR's strategy, and the ratio of their rates."""
+    from dnnplace.models.serving.search import search
+
+    p = replace(problem(MODELS["70B"], gpus="8xl4", precision="fp8", isl=512, osl=128), engine=VLLM_2024,
+                max_model_len=8192)
+    # less_layer_in_first_last_partition(80, 8): first/last take 10 - (8 - 2) // 2, the middle 10 + 1
+    splits = {"even": [10] * 8, "PR strategy": [7] + [11] * 6 + [7]}
+    ev = {k: evaluate(p, ServingConfig((_pipe("l4", v),), 256, 8192)) for k, v in splits.items()}
+    plan = search(p, tp=1, pp=8, max_num_seqs=256, max_num_batched_tokens=8192)
+    ev["planner"] = evaluate(p, plan.config)
+    splits["planner"] = list(plan.config.replicas[0].partition())
+    blocks = {k: e.replicas[0].kv_tokens / p.block for k, e in ev.items()}
+    rate = {k: e.output_tokens_per_s for k, e in ev.items()}
+    lines = ["| split | layers | KV blocks predicted | measured | rate vs even (pred) | measured |",
+             "|---|---|---|---|---|---|"]
+    meas = {"even": (1476, 1.0), "PR strategy": (3078, 244.53 / 167.68)}
+    for k in splits:
+        mb, mr = meas.get(k, (None, None))
+        lines.append(f"| {k} | {'/'.join(map(str, splits[k]))} | {blocks[k]:.0f} | {mb or '-'} | "
+                     f"{rate[k] / rate['even']:.2f}x | {f'{mr:.2f}x' if mr else '-'} |")
+    ok = {"#6920 even-split blocks within 15 % of 1,476": abs(blocks["even"] / 1476 - 1) <= 0.15,
+          "#6920 planner split >= 3,078 blocks": blocks["planner"] >= 3078,
+          "#6920 planner split >= 1.3x the even split's rate": rate["planner"] >= 1.3 * rate["even"]}
+    lines += ["", "Workload not printed in the PR (0.02 % of CNN/DailyMail): priced at ISL 512 / OSL 128.",
+              "aiconfigurator: cannot express a PP layer split or an L4 PP8 pipeline (PP off, even splits)."]
+    return lines, ok
+
+
+def pr9003() -> tuple[list[str], dict[str, bool]]:
+    """TensorRT-LLM PR #9003: per-PP-rank step time of three partitions of a 61-layer model with MTP3."""
+    try:
+        import aiconfigurator_core
+
+        cfg = Path(aiconfigurator_core.__file__).parent / "model_configs" / "deepseek-ai--DeepSeek-V3_config.json"
+        p = problem(cfg, gpus="8xh200", precision="fp8", engine="trtllm", isl=1024, osl=1024)
+    except Exception as exc:  # noqa: BLE001
+        return [f"not expressed: no DeepSeek-V3 config ({exc})"], {}
+    # batch 1 with MTP3: the main model verifies 1 + 3 tokens, the last rank also runs the MTP layer 3 times
+    m = p.model
+    main = layer_times(m, "h200", 8, Iteration(4.0, 1024.0, 0.0, 1), "trtllm", kv_dtype="fp8")
+    draft = layer_times(m, "h200", 8, Iteration(1.0, 1024.0, 0.0, 1), "trtllm", kv_dtype="fp8")
+    rows = {430: [16, 16, 15, 14], 431: [16, 15, 15, 15], 432: [16, 16, 16, 13]}
+    given = {r["id"]: r for r in json.loads(GIVEN.read_text())["rows"]} if GIVEN.is_file() else {}
+    lines = ["| row | split | predicted ms per rank | measured ms per rank | bottleneck pred / meas |",
+             "|---|---|---|---|---|"]
+    ok_all, worst = True, {}
+    for rid, parts in rows.items():
+        lo, t = 0, []
+        for i, n in enumerate(parts):
+            s = float(main.per_layer[lo:lo + n].sum())
+            if i == 3:
+                s += main.head + 3 * (float(draft.per_layer[-1]) + draft.head)
+            t.append(s * 1e3)
+            lo += n
+        v = given.get(rid, {}).get("values", {})
+        meas = [float(str(v.get(f"rank{i}", "nan")).replace("ms", "").split("~")[-1]) for i in range(4)]
+        pb, mb = max(range(4), key=lambda i: t[i]), max(range(4), key=lambda i: meas[i])
+        ok_all &= pb == mb
+        worst[rid] = max(t)
+        lines.append(f"| {rid} | {parts}+MTP3 | {' / '.join(f'{x:.2f}' for x in t)} | "
+                     f"{' / '.join(str(v.get(f'rank{i}', '?')) for i in range(4))} | rank{pb} / rank{mb} |")
+    lines += ["", "Model, GPU and TP not stated in the PR: priced as DeepSeek-V3 (61 layers, the only 61-layer "
+              "MTP model of that time), TP8 H200 per stage, batch 1 at 1,024 cached tokens; absolute ms are not "
+              "comparable, the ranks' order is.", "aiconfigurator: cannot express a PP layer split."]
+    ok = {"#9003 bottleneck rank of every partition": ok_all,
+          "#9003 [16,15,15,15+MTP3] is the slowest partition": worst[431] == max(worst.values())}
+    return lines, ok
+
+
+def tp_sweep(res: list[tuple[dict, float]]) -> tuple[list[str], bool]:
+    """The TP 1/2/4/8 sweep of Llama 3.1 70B: the best TP per GPU, predicted vs measured, per ISL/OSL."""
+    by: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
+    for r, pred in res:
+        if "engine flow" in str(r.get("engine_version")):
+            by.setdefault((r["isl"], r["osl"]), {})[int(r["tp"])] = (r["value"] / r["tp"], pred / r["tp"])
+    lines, ok = ["| ISL/OSL | best TP per GPU, measured | predicted |", "|---|---|---|"], True
+    for (isl, osl), d in sorted(by.items()):
+        bm = max(d, key=lambda k: d[k][0])
+        bp = max(d, key=lambda k: d[k][1])
+        ok &= bm == bp
+        lines.append(f"| {isl}/{osl} | TP{bm} | TP{bp} |")
+    return lines, ok
 
 
 def main() -> int:
+    if not GIVEN.is_file():
+        print(f"{GIVEN}: not found (the given rows live beside the repository)")
+        return 2
     rows = json.loads(GIVEN.read_text())["rows"]
-    lines = ["# Serving: measured vs predicted (offline output tokens/s)", "",
-             "| id | model | GPUs | TP | ISL/OSL | measured | predicted | error |", "|---|---|---|---|---|---|---|---|"]
-    errs, skipped = [], []
+    lines = ["# Serving: measured vs predicted", "", "## TensorRT-LLM offline rows (output tokens/s, H100 SXM)", "",
+             "| id | model | TP | ISL/OSL | measured | dnnplace | error | aiconfigurator | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    errs, aerrs, res, why_aic = [], [], [], set()
     for r in rows:
-        pred = predict(r)
-        if pred is None:
-            skipped.append(f"- row {r['id']} ({r['engine']}, {r['gpu']}, {r['metric']}): not expressed yet "
-                           "(PP split / block-count rows: see tests/models/serving)")
+        out = trtllm_row(r)
+        if out is None:
             continue
+        pred, batch, prefill = out
         err = pred / r["value"] - 1
         errs.append(err)
-        lines.append(f"| {r['id']} | {r['model']} | {r['num_gpus']}x H100 | {r['tp']} | {r['isl']}/{r['osl']} | "
-                     f"{r['value']:.0f} | {pred:.0f} | {err:+.1%} |")
+        res.append((r, pred))
+        aic, why = aiconfigurator(r, batch, prefill)
+        if why:
+            why_aic.add(why)
+        aerr = aic / r["value"] - 1 if aic else None
+        if aerr is not None:
+            aerrs.append(aerr)
+        lines.append(f"| {r['id']} | {r['model']} | {r['tp']} | {r['isl']}/{r['osl']} | {r['value']:.0f} | "
+                     f"{pred:.0f} | {err:+.1%} | {f'{aic:.0f}' if aic else '-'} | "
+                     f"{f'{aerr:+.1%}' if aerr is not None else '-'} |")
     med = statistics.median(abs(e) for e in errs)
     within = sum(abs(e) <= 0.15 for e in errs) / len(errs)
-    lines += ["", f"Rows: {len(errs)}; median |error| {med:.1%}; within 15 %: {within:.0%}.", "", *skipped,
-              "", "aiconfigurator side by side: not run here (not installed in this environment)."]
+    lines += ["", f"dnnplace: {len(errs)} rows, median |error| {med:.1%}, within 15 %: {within:.0%}."]
+    if aerrs:
+        lines.append(f"aiconfigurator (its step latency at the same batch and prompt tokens per step): "
+                     f"{len(aerrs)} rows, median |error| {statistics.median(abs(e) for e in aerrs):.1%}, "
+                     f"within 15 %: {sum(abs(e) <= 0.15 for e in aerrs) / len(aerrs):.0%}.")
+    lines += [f"aiconfigurator could not run: {w}" for w in sorted(why_aic)]
+    sweep, sweep_ok = tp_sweep(res)
+    l6920, ok6920 = pr6920()
+    l9003, ok9003 = pr9003()
+    lines += ["", "## TP sweep (Llama 3.1 70B FP8, TRT-LLM 0.17)", "", *sweep,
+              "", "## vLLM PR #6920 (Llama-3-70B-FP8, 8 x L4, PP8, vLLM v0.5.3)", "", *l6920,
+              "", "## TensorRT-LLM PR #9003 (per-PP-rank step time)", "", *l9003,
+              "", "Under a request rate: no given rows (TTFT/TPOT target not checked here)."]
+    targets = {"offline median |error| <= 6 %": med <= 0.06, "offline >= 90 % of rows within 15 %": within >= 0.9,
+               "TP sweep: best TP per GPU predicted = measured": sweep_ok, **ok6920, **ok9003}
+    lines += ["", "## Targets", ""] + [f"- {k}: {'met' if v else 'MISSED'}" for k, v in targets.items()]
     out = ROOT / "benchmarks" / "results" / "serving.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if med <= 0.06 and within >= 0.9 else 1
+    return 0 if all(targets.values()) else 1
 
 
 if __name__ == "__main__":

@@ -131,10 +131,13 @@ class Grid:
 
 def _blend(a: np.ndarray, b: np.ndarray, t: np.ndarray, sqrt: bool) -> np.ndarray:
     """(1 - t) a + t b (of square roots, squared, on a ``sqrt`` axis); exactly a at t = 0 and b at t = 1; a hole
-    on one side gives the other side's value when it carries weight, else NaN (a hole)."""
+    on a side that carries weight gives NaN (a hole), so the query is answered by the nearest measured point
+    at that point's efficiency (:meth:`Grid.lookup`, extrapolated).  Why not the other side's value: the
+    tables' holes are where a shape grew too large to measure, so the finite side is the smaller shape and
+    its time alone (decode attention at batch 256 answering batch 479) beats the memory roofline."""
     t = np.broadcast_to(t, a.shape)
     with np.errstate(invalid="ignore"):
         mix = ((1.0 - t) * np.sqrt(a) + t * np.sqrt(b)) ** 2 if sqrt else (1.0 - t) * a + t * b
     fa, fb = np.isfinite(a), np.isfinite(b)
     out = np.where(t == 0.0, a, np.where(t == 1.0, b, mix))
-    return np.where(fa & fb, out, np.where(fa & (t < 1.0), a, np.where(fb & (t > 0.0), b, np.nan)))
+    return np.where(fa & fb, out, np.where(fa & (t == 0.0), a, np.where(fb & (t == 1.0), b, np.nan)))

@@ -8,9 +8,11 @@ engine's file and function named beside it (read in the engines' sources; see
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["BAND", "ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules"]
+__all__ = ["BAND", "ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules",
+           "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -85,6 +87,13 @@ class EngineRules:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     sources: tuple[str, ...] = ()
+    #: how the scheduler admits a request against the KV cache: ``mean`` (vLLM, SGLang: by the blocks it
+    #: holds now, preempting when the cache runs out, so the steady batch is bounded by the mean occupancy)
+    #: or ``reserve`` (TensorRT-LLM's GUARANTEED_NO_EVICT: only when the blocks of its whole ISL + OSL are free)
+    capacity_policy: str = "mean"
+    #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
+    #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
+    graphs_after_kv: bool = False
 
 
 ENGINES: dict[str, EngineRules] = {
@@ -104,10 +113,13 @@ ENGINES: dict[str, EngineRules] = {
                  "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)")),
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
-        max_num_seqs=2048, max_num_batched_tokens=8192,
+        max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
-                 "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192")),
+                 "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
+                 "llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy GUARANTEED_NO_EVICT",
+                 "_torch/pyexecutor/py_executor_creator.py: KV estimated from a dry run, CUDA graphs captured "
+                 "after the KV cache is allocated")),
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         max_num_seqs=4, max_num_batched_tokens=512,
@@ -138,3 +150,43 @@ VLLM_2024 = EngineRules(
     "vllm", "vllm", 0.90, "total", "min_blocks", 16, "middle", cuda_graphs=False, max_num_seqs=256,
     max_num_batched_tokens=8192,
     sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9",))
+
+
+#: trtllm-bench's bytes per element by quantization (tensorrt_llm/bench/build/tuning.py ``BYTES_PER_ELEM``).
+TRTLLM_BENCH_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+def trtllm_bench_limits(params: float, precision: str, kv_dtype: str, layers: int, kv_heads: int, head_dim: int,
+                        gpu_gib: float, tp: int, pp: int, isl: int, osl: int, fraction: float = 0.90,
+                        chunked_prefill: bool = False) -> tuple[int, int]:
+    """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` runs with when neither is given.
+
+    Why: the published TensorRT-LLM rows ran at these limits, not at the LLM API's defaults (2048, 8192).
+    Read in tensorrt_llm/bench/build/tuning.py ``calc_engine_setting`` and ``finetune_setting`` (KV requests
+    from ``fraction`` of all GPUs' memory less the checkpoint's parameters at its bytes per element; total
+    batch capped at 4096 and split over PP; the optimistic rounding up; tokens at batch x (1 + ISL / OSL),
+    capped at 32768), and tensorrt_llm/bench/benchmark/utils/general.py ``get_settings`` (without chunked
+    prefill, max_num_tokens is raised to ISL + max_batch_size).  ``gpu_gib``: pynvml's total memory, GiB.
+    """
+    bpe = TRTLLM_BENCH_BYTES.get(precision, 2.0)
+    kv_bpe = TRTLLM_BENCH_BYTES.get(kv_dtype, 2.0)
+    per_token = 2 * layers * max(tp, kv_heads) * head_dim * kv_bpe / 1024**3
+    available = gpu_gib * tp * pp - params * bpe / 1024**3
+    requests = available * fraction / (per_token * (isl + osl))
+    raw_bs = min(requests, 4096) / pp
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    if not chunked_prefill:
+        tok = max(tok, isl + bs)
+    return int(bs), int(tok)

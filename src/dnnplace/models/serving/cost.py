@@ -48,13 +48,22 @@ class LayerTimes:
 
 
 def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: str | None,
-               link: str = "nvlink") -> LayerTimes:
+                link: str = "nvlink", kv_dtype: str = "bf16") -> LayerTimes:
     """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group, priced from
-    ``framework``'s tables where the device has them (a family they lack: the roofline, said so)."""
-    return _layer_times(m, kernel_costs(gpu, framework), tp, it, link)
+    ``framework``'s tables where the device has them (a family they lack: the roofline, said so).
+
+    ``kv_dtype``: the cache's element type; attention reads the cache in it (an FP8 cache halves the bytes
+    each decode step streams, which is most of decode attention's time)."""
+    return _layer_times(m, kernel_costs(gpu, framework), tp, it, link, kv_dtype)
 
 
-def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link: str) -> LayerTimes:
+def _attn_dtype(kv_dtype: str) -> str:
+    """The kernel tables' name of a cache dtype (16-bit caches read as bf16; a GGUF q8_0 cache as fp8-sized)."""
+    return "fp8" if kv_dtype in ("fp8", "q8_0") else "bf16"
+
+
+def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link: str,
+                 kv_dtype: str = "bf16") -> LayerTimes:
     out = LayerTimes(np.zeros(m.num_layers), 0.0)
     T = max(it.tokens, 1.0)
     dt = m.weight_dtype
@@ -66,17 +75,18 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
     proj, mlp = float(g.seconds[:2].sum()), float(g.seconds[2:].sum())
     heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
     attn = np.zeros(m.num_layers)
+    kvd = _attn_dtype(kv_dtype)
     for w in np.unique(m.window):
         t = 0.0
         if it.decode > 0:
             d = kc.decode_attention([max(it.decode, 1.0)], [max(it.kv_len, 1.0)], [heads], [kvh], m.head_dim,
-                                    "bf16", int(w))
+                                    kvd, int(w))
             out.add(d)
             t += float(d.seconds[0])
         if it.prefill > 0:
             reqs = it.prefill / it.isl
             c = kc.context_attention([max(int(np.ceil(reqs)), 1)], [it.isl], [heads], [kvh], m.head_dim,
-                                     "bf16", "bf16", int(w))
+                                     "bf16", kvd, int(w))
             out.add(c)
             t += float(c.seconds[0]) * reqs / max(np.ceil(reqs), 1.0)
         attn[m.window == w] = t
@@ -94,13 +104,25 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
             s = kc.gemm([T, T], [2 * m.shared_ffn / tp, m.hidden], [m.hidden, m.shared_ffn / tp], dt)
             out.add(s)
             moe_t += float(s.seconds.sum())
-    out.per_layer = proj + attn + comm + np.where(m.moe, moe_t, mlp)
+    out.per_layer = proj + attn + comm + np.where(m.moe, moe_t, mlp) + _elementwise(m, kc, tp, T)
     # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
     rows = max(it.decode + it.prefill / it.isl, 1.0)
     h = kc.gemm([rows], [m.vocab / tp], [m.hidden], "bf16")
     out.add(h)
     out.head = float(h.seconds[0])
     return out
+
+
+def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: float) -> float:
+    """The memory-bound kernels of a decoder layer between its GEMMs: two fused residual-add + RMSNorm (read
+    residual and input, write both: 8 bytes per hidden element at 16 bits) and the gated activation (read
+    gate and up, write the product: 6 bytes per MLP element on this GPU), streamed at the device's HBM
+    fraction.  Why: every engine runs them as kernels of their own (TensorRT-LLM's Llama generation graph,
+    as aiconfigurator-core's trtllm model lists it: add_norm_1, add_norm_2, act_gate), a few % of a step."""
+    mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
+    nbytes = tokens * (2 * 8.0 * m.hidden + 6.0 * mlp / tp)
+    bw = kc.spec.hbm_bandwidth * float(kc.spec.hbm_fraction or 1.0)
+    return float(nbytes / bw)
 
 
 def p2p_time(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> Priced:

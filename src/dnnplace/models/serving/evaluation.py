@@ -49,9 +49,11 @@ class ReplicaEval:
 
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
     """Sequences running at steady state: the engine's limit, the KV cache at mean occupancy
-    (the prompt plus half the output, whole blocks), and the workload's own concurrency."""
+    (the prompt plus half the output, whole blocks; an engine that reserves a request's whole length
+    before admitting it: ISL + OSL), and the workload's own concurrency."""
     wl = p.workload
-    per_seq = math.ceil((wl.isl + wl.osl / 2) / p.block) * p.block
+    held = wl.isl + wl.osl if p.engine.capacity_policy == "reserve" else wl.isl + wl.osl / 2
+    per_seq = math.ceil(held / p.block) * p.block
     c = min(float(max_num_seqs), math.floor(kv_tokens / per_seq))
     if wl.concurrency is not None:
         c = min(c, float(wl.concurrency))
@@ -82,12 +84,13 @@ _CACHE: dict[Any, LayerTimes] = {}
 
 
 def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
-    key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link)
+    key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link,
+           p.kv_dtype)
     hit = _CACHE.get(key)
     if hit is None:
         if len(_CACHE) > 50_000:
             _CACHE.clear()
-        hit = _CACHE[key] = layer_times(p.model, gpu, tp, it, fw, link)
+        hit = _CACHE[key] = layer_times(p.model, gpu, tp, it, fw, link, p.kv_dtype)
     return hit
 
 

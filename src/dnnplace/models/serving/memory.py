@@ -79,7 +79,7 @@ def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: 
         budget = p.fraction * max(total - weights - act, 0.0) + weights + act
     else:
         budget = p.fraction * total
-    kv_free = budget - weights - act - graphs
+    kv_free = budget - weights - act - (0.0 if e.graphs_after_kv else graphs)
     kv_tok = float(m.kv_per_gpu(tp)[lo:hi].sum())
     return StageMemory(gpu, budget, weights, act, graphs, kv_free, kv_tok)
 
