@@ -1,0 +1,160 @@
+"""The real vLLM engine (its CPU build) started with a dnnplace vLLM export: planned layers, served tokens,
+and the throughput order of two splits.
+
+Why a real engine: the export is only right if vLLM takes it as it is. Each run parses the exported
+``vllm serve`` line with vLLM's own server parser and sets the exported ``VLLM_PP_LAYER_PARTITION``,
+then counts, on every pipeline rank, the decoder layers that are real modules rather than vLLM's
+``PPMissingLayer`` placeholders (``collective_rpc``).
+
+The model: a 6-layer Llama (hidden 1024, FFN 4096, vocabulary 2048) with random weights (vLLM's
+dummy load of a config-only folder), prompts as token ids without a tokenizer. Two pipeline splits
+of it on two ranks, 5+1 and 3+3; 5+1 is also the hand-pinned uneven split whose layers are checked.
+
+What the plan prices with, and why its order is device-independent: the catalogue has no CPU entry
+(no sourced CPU kernel table or roofline constants), so the plan is priced on two GPUs of one kind
+(``2xl4``), and the test checks the same order on T4, A100 and H100. The order cannot depend on the
+device: all six layers are identical, both stages are the same device, so a stage's time is (its
+layers) x (one layer's time) plus the embedding on the first and the LM head on the last; the
+pipeline advances at its slowest stage, and with a 2048-word vocabulary the head costs far less than
+a layer (checked below on the plan's own stage times). So the 3-layer bottleneck of 3+3 beats the
+5-layer bottleneck of 5+1 on any device, by about 5/3 when layers dominate, which is what a
+compute-bound CPU core shows too.
+
+Lanes: ``slow`` (engine start-up 25-50 s per split) and ``timing`` (it measures throughput, so it runs in
+the timing lane of ``make test-all``, alone: no other test steals its two cores). It skips only when
+``.venv-vllm`` is absent; ``make test-all`` (CI) builds it first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.exporters import export
+from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+DRIVER = Path(__file__).with_name("vllm_driver.py")
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024, "intermediate_size": 4096,
+    "num_hidden_layers": 6, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 2048,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+    "tie_word_embeddings": False, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+}
+PROMPTS, PROMPT_LEN, MAX_TOKENS, REPEATS = 16, 16, 24, 3
+# two micro-batches of 8 prompts: the token budget admits 8 prompts per scheduling step, so both pipeline
+# stages have a micro-batch in flight (vLLM runs pp batches concurrently)
+MAX_SEQS, BUDGET = PROMPTS, PROMPTS // 2 * PROMPT_LEN
+SPLITS = ((5, 1), (3, 3))
+GPU = "l4"
+
+if not VLLM_PY.exists():
+    pytest.skip("vLLM's CPU build is not installed: `make vllm-venv` builds .venv-vllm (make test-all does)",
+                allow_module_level=True)
+
+
+def plan_of(p: ServingProblem, split: tuple[int, ...], gpu: str = GPU) -> ServingPlan:
+    """A pinned deployment (``--fix pp=2,layers=5+1`` style): one replica, one GPU per stage, in stage order."""
+    stages = tuple(Stage(gpu, 0, (i,), n) for i, n in enumerate(split))
+    return ServingPlan(ServingConfig((Replica(stages),), MAX_SEQS, BUDGET), status="fixed")
+
+
+def exported_command(p: ServingProblem, plan: ServingPlan, model: Path) -> str:
+    """The export step, as one call: the Python API now; ``dnnplace export PLAN --to vllm`` when the CLI has it."""
+    lines = [ln for ln in export(p, plan, "vllm", model=str(model)).splitlines() if not ln.startswith("#")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def run_engine(command: str, model: Path, work: Path) -> dict[str, Any]:
+    """Start vLLM in .venv-vllm with the export's environment and flags; the driver's JSON result."""
+    env_words = dict(w.split("=", 1) for w in shlex.split(command) if "=" in w and w.split("=", 1)[0].isupper())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "VLLM_", "PYTHON"))}
+    env.update({k: v for k, v in env_words.items() if not k.startswith("CUDA_")})  # no GPUs on this machine
+    env.update({"VLLM_CPU_OMP_THREADS_BIND": "0|1", "VLLM_CACHE_ROOT": str(work / "cache"),
+                "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",  # collective_rpc ships count_layers by value
+                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"})
+    spec = work / "spec.json"
+    out = work / "out.json"
+    spec.write_text(json.dumps({"model": str(model), "command": command, "prompts": PROMPTS,
+                                "prompt_len": PROMPT_LEN, "max_tokens": MAX_TOKENS, "repeats": REPEATS}))
+    shm = Path("/dev/shm")
+    before = set(shm.glob("vllm_dist_*")) if shm.is_dir() else set()
+    try:
+        proc = subprocess.run([str(VLLM_PY), str(DRIVER), str(spec), str(out)], env=env, cwd=work,
+                              capture_output=True, text=True, timeout=200)
+    finally:  # vLLM leaves its shared-memory broadcast files behind: remove those this run made
+        for f in (set(shm.glob("vllm_dist_*")) - before) if shm.is_dir() else ():
+            f.unlink(missing_ok=True)
+    assert proc.returncode == 0 and out.exists(), \
+        f"vLLM exited {proc.returncode} on `{command}`:\n{(proc.stdout + proc.stderr)[-3000:]}"
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("tiny-llama")
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    return d
+
+
+@pytest.fixture(scope="module")
+def engine_runs(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, ...], Any]:
+    p = problem(model_dir, gpus=f"2x{GPU}", isl=PROMPT_LEN, osl=MAX_TOKENS)
+    runs = {}
+    for split in SPLITS:
+        command = exported_command(p, plan_of(p, split), model_dir)
+        runs[split] = {"command": command,
+                       **run_engine(command, model_dir, tmp_path_factory.mktemp(f"vllm-{'-'.join(map(str, split))}"))}
+    return runs
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_each_pipeline_rank_holds_exactly_the_planned_layers(engine_runs, split):
+    run = engine_runs[split]
+    assert run["env_partition"] == ",".join(map(str, split))
+    assert run["engine_kwargs"]["pipeline_parallel_size"] == len(split)
+    start = 0
+    for rank, (n, got) in enumerate(zip(split, run["layers"], strict=True)):
+        assert got["rank"] == rank
+        assert got["real"] == list(range(start, start + n)), got
+        assert got["missing"] == CONFIG["num_hidden_layers"] - n
+        assert (got["start"], got["end"]) == (start, start + n)
+        assert got["embed"] == (rank == 0) and got["lm_head"] == (rank == len(split) - 1)
+        start += n
+    assert start == CONFIG["num_hidden_layers"]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_a_request_is_served(engine_runs, split):
+    tokens = engine_runs[split]["served_tokens"]
+    assert len(tokens) == MAX_TOKENS and all(0 <= t < CONFIG["vocab_size"] for t in tokens)
+
+
+def test_measured_throughput_orders_the_splits_as_the_plan_does(engine_runs, model_dir):
+    measured = {s: max(engine_runs[s]["tokens_per_s"]) for s in SPLITS}  # best of the repeats: least disturbed
+    for gpu in (GPU, "t4", "a100", "h100"):
+        p = problem(model_dir, gpus=f"2x{gpu}", isl=PROMPT_LEN, osl=MAX_TOKENS)
+        ev = {s: evaluate(p, plan_of(p, s, gpu).config) for s in SPLITS}
+        predicted = {s: e.output_tokens_per_s for s, e in ev.items()}
+        # the LM head (on the last stage with one layer in 5+1) is not what limits: stage 1 is the bottleneck
+        five_one = ev[(5, 1)].replicas[0].stage_s
+        assert five_one[0] > five_one[1], (gpu, five_one)
+        assert predicted[(3, 3)] > predicted[(5, 1)], (gpu, predicted)
+    ratio_measured = measured[(3, 3)] / measured[(5, 1)]
+    ratio_predicted = predicted[(3, 3)] / predicted[(5, 1)]
+    print(f"vLLM CPU tokens/s {measured}; 3+3 over 5+1: measured {ratio_measured:.2f}x, "
+          f"plan ({gpu}) {ratio_predicted:.2f}x", file=sys.stderr)
+    assert measured[(3, 3)] > measured[(5, 1)], (measured, {s: engine_runs[s]["tokens_per_s"] for s in SPLITS})
