@@ -20,6 +20,10 @@ a layer (checked below on the plan's own stage times). So the 3-layer bottleneck
 5-layer bottleneck of 5+1 on any device, by about 5/3 when layers dominate, which is what a
 compute-bound CPU core shows too.
 
+Measured here (2 cores shared with other jobs, load ~7): best of 4 repeats 179 tokens/s for 5+1 and 261 for
+3+3, 1.46x; the plan says 1.61-1.64x. While measuring, the driver raises the engine's priority where it may
+(root), so that other processes' bursts do not decide the order.
+
 Lanes: ``slow`` (engine start-up 25-50 s per split) and ``timing`` (it measures throughput, so it runs in
 the timing lane of ``make test-all``, alone: no other test steals its two cores). It skips only when
 ``.venv-vllm`` is absent; ``make test-all`` (CI) builds it first.
@@ -40,6 +44,7 @@ import pytest
 from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.exporters import export
 from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
@@ -53,7 +58,7 @@ CONFIG = {
     "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
     "tie_word_embeddings": False, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
 }
-PROMPTS, PROMPT_LEN, MAX_TOKENS, REPEATS = 16, 16, 24, 3
+PROMPTS, PROMPT_LEN, MAX_TOKENS, REPEATS = 16, 16, 24, 4
 # two micro-batches of 8 prompts: the token budget admits 8 prompts per scheduling step, so both pipeline
 # stages have a micro-batch in flight (vLLM runs pp batches concurrently)
 MAX_SEQS, BUDGET = PROMPTS, PROMPTS // 2 * PROMPT_LEN
@@ -143,8 +148,14 @@ def test_a_request_is_served(engine_runs, split):
     assert len(tokens) == MAX_TOKENS and all(0 <= t < CONFIG["vocab_size"] for t in tokens)
 
 
+def test_the_split_does_not_change_what_is_served(engine_runs):
+    """The dummy weights are seeded per parameter, so both splits run the same model: same greedy tokens."""
+    assert engine_runs[SPLITS[0]]["served_tokens"] == engine_runs[SPLITS[1]]["served_tokens"]
+
+
 def test_measured_throughput_orders_the_splits_as_the_plan_does(engine_runs, model_dir):
     measured = {s: max(engine_runs[s]["tokens_per_s"]) for s in SPLITS}  # best of the repeats: least disturbed
+    ratio_predicted: dict[str, float] = {}
     for gpu in (GPU, "t4", "a100", "h100"):
         p = problem(model_dir, gpus=f"2x{gpu}", isl=PROMPT_LEN, osl=MAX_TOKENS)
         ev = {s: evaluate(p, plan_of(p, s, gpu).config) for s in SPLITS}
@@ -153,8 +164,14 @@ def test_measured_throughput_orders_the_splits_as_the_plan_does(engine_runs, mod
         five_one = ev[(5, 1)].replicas[0].stage_s
         assert five_one[0] > five_one[1], (gpu, five_one)
         assert predicted[(3, 3)] > predicted[(5, 1)], (gpu, predicted)
+        ratio_predicted[gpu] = predicted[(3, 3)] / predicted[(5, 1)]
+    # the planner's own split for this model on two GPUs is the one the engine runs fastest
+    p = problem(model_dir, gpus=f"2x{GPU}", isl=PROMPT_LEN, osl=MAX_TOKENS)
+    best = search(p, tp=1, pp=2, max_num_seqs=MAX_SEQS, max_num_batched_tokens=BUDGET)
+    assert best.config.replicas[0].partition() == [3, 3]
     ratio_measured = measured[(3, 3)] / measured[(5, 1)]
-    ratio_predicted = predicted[(3, 3)] / predicted[(5, 1)]
-    print(f"vLLM CPU tokens/s {measured}; 3+3 over 5+1: measured {ratio_measured:.2f}x, "
-          f"plan ({gpu}) {ratio_predicted:.2f}x", file=sys.stderr)
+    ratios = ", ".join(f"{g} {r:.2f}x" for g, r in ratio_predicted.items())
+    runs = {"+".join(map(str, s)): [round(x) for x in engine_runs[s]["tokens_per_s"]] for s in SPLITS}
+    print(f"vLLM CPU tokens/s per repeat {runs} (priority raised: {engine_runs[SPLITS[0]]['boosted']}); "
+          f"3+3 over 5+1: measured {ratio_measured:.2f}x, plan {ratios}", file=sys.stderr)
     assert measured[(3, 3)] > measured[(5, 1)], (measured, {s: engine_runs[s]["tokens_per_s"] for s in SPLITS})

@@ -65,6 +65,22 @@ def count_layers(worker: Any) -> dict[str, Any]:
             "lm_head": not isinstance(model.lm_head, PPMissingLayer)}
 
 
+def set_priority(niceness: int) -> bool:
+    """Set the scheduling priority of this process and its engine and worker processes; False if not allowed.
+
+    Why: the throughput of two splits is compared on a shared machine; while measuring, a higher
+    priority (root only) keeps other processes' bursts from deciding the order. Restored right after."""
+    import psutil
+
+    me = psutil.Process()
+    try:
+        for p in (me, *me.children(recursive=True)):
+            p.nice(niceness)
+    except (psutil.AccessDenied, psutil.NoSuchProcess, PermissionError):
+        return False
+    return True
+
+
 def main(spec_path: str, out_path: str) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -84,14 +100,20 @@ def main(spec_path: str, out_path: str) -> None:
                         detokenize=False)
     served = llm.generate(prompts[:1], sp, use_tqdm=False)[0].outputs[0].token_ids
     runs = []
-    for _ in range(spec["repeats"]):
-        t = time.perf_counter()
-        outs = llm.generate(prompts, sp, use_tqdm=False)
-        dt = time.perf_counter() - t
-        runs.append(sum(len(o.outputs[0].token_ids) for o in outs) / dt)
+    boosted = set_priority(-10)
+    try:
+        for _ in range(spec["repeats"]):
+            t = time.perf_counter()
+            outs = llm.generate(prompts, sp, use_tqdm=False)
+            dt = time.perf_counter() - t
+            runs.append(sum(len(o.outputs[0].token_ids) for o in outs) / dt)
+    finally:
+        if boosted:
+            set_priority(0)
     result = {"engine_kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))},
               "env_partition": os.environ.get("VLLM_PP_LAYER_PARTITION"), "startup_s": startup,
-              "layers": layers, "served_tokens": list(served), "tokens_per_s": runs}
+              "layers": layers, "served_tokens": list(served), "tokens_per_s": runs,
+              "boosted": boosted}
     with open(out_path, "w") as f:
         json.dump(result, f)
     del llm
