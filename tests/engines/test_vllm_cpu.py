@@ -17,12 +17,14 @@ device: all six layers are identical, both stages are the same device, so a stag
 layers) x (one layer's time) plus the embedding on the first and the LM head on the last; the
 pipeline advances at its slowest stage, and with a 2048-word vocabulary the head costs far less than
 a layer (checked below on the plan's own stage times). So the 3-layer bottleneck of 3+3 beats the
-5-layer bottleneck of 5+1 on any device, by about 5/3 when layers dominate, which is what a
-compute-bound CPU core shows too.
+5-layer bottleneck of 5+1 on any device, by about 5/3 when layers dominate (the plan: 1.61-1.64x). The
+CPU engine shows less (1.2-1.5x): its scheduler and front-end processes share the two cores with the workers.
 
-Measured here (2 cores shared with other jobs, load ~7): best of 4 repeats 179 tokens/s for 5+1 and 261 for
-3+3, 1.46x; the plan says 1.61-1.64x. While measuring, the driver raises the engine's priority where it may
-(root), so that other processes' bursts do not decide the order.
+How it is measured: both engines start side by side, then run the same 16 prompts x 24 tokens in turn, 4
+rounds; each round compares the two under the same background load (a 2-core machine shared with other
+jobs: run one after the other, the order flipped from run to run). While measuring, the driver raises the
+engine's priority where it may (root). Measured here (load 5-7), 3+3 over 5+1 per round: 1.33, 1.19, 1.48,
+2.9x in one run, 1.48, 1.38, 1.29, 1.41x in the next (medians 1.4x); the plan says 1.61-1.64x.
 
 Lanes: ``slow`` (engine start-up 25-50 s per split) and ``timing`` (it measures throughput, so it runs in
 the timing lane of ``make test-all``, alone: no other test steals its two cores). It skips only when
@@ -36,6 +38,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,29 +86,74 @@ def exported_command(p: ServingProblem, plan: ServingPlan, model: Path) -> str:
     return lines[0]
 
 
-def run_engine(command: str, model: Path, work: Path) -> dict[str, Any]:
-    """Start vLLM in .venv-vllm with the export's environment and flags; the driver's JSON result."""
+def _engine_env(command: str, work: Path) -> dict[str, str]:
+    """The export's ``VAR=value`` words (but CUDA's: no GPUs here) over a clean environment, plus the CPU build's."""
     env_words = dict(w.split("=", 1) for w in shlex.split(command) if "=" in w and w.split("=", 1)[0].isupper())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "VLLM_", "PYTHON"))}
-    env.update({k: v for k, v in env_words.items() if not k.startswith("CUDA_")})  # no GPUs on this machine
+    env.update({k: v for k, v in env_words.items() if not k.startswith("CUDA_")})
     env.update({"VLLM_CPU_OMP_THREADS_BIND": "0|1", "VLLM_CACHE_ROOT": str(work / "cache"),
                 "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",  # collective_rpc ships count_layers by value
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"})
-    spec = work / "spec.json"
-    out = work / "out.json"
-    spec.write_text(json.dumps({"model": str(model), "command": command, "prompts": PROMPTS,
-                                "prompt_len": PROMPT_LEN, "max_tokens": MAX_TOKENS, "repeats": REPEATS}))
+    return env
+
+
+def _wait(proc: subprocess.Popen[str], path: Path, log: Path, timeout: float) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise AssertionError(f"vLLM exited {proc.returncode} before {path.name}:\n{tail}")
+        time.sleep(0.2)
+    return dict(json.loads(path.read_text()))
+
+
+def run_engines(commands: dict[tuple[int, ...], str], model: Path, work: Path) -> dict[tuple[int, ...], Any]:
+    """Start one vLLM per exported command in .venv-vllm, side by side; then measure them in turn, REPEATS
+    rounds, so that the machine's other load falls on both alike (an idle engine sleeps after 1 s)."""
     shm = Path("/dev/shm")
     before = set(shm.glob("vllm_dist_*")) if shm.is_dir() else set()
+    procs: dict[tuple[int, ...], tuple[subprocess.Popen[str], Path, Path]] = {}
     try:
-        proc = subprocess.run([str(VLLM_PY), str(DRIVER), str(spec), str(out)], env=env, cwd=work,
-                              capture_output=True, text=True, timeout=200)
-    finally:  # vLLM leaves its shared-memory broadcast files behind: remove those this run made
+        for split, command in commands.items():
+            d = work / "-".join(map(str, split))
+            d.mkdir()
+            (d / "spec.json").write_text(json.dumps({"model": str(model), "command": command, "prompts": PROMPTS,
+                                                     "prompt_len": PROMPT_LEN, "max_tokens": MAX_TOKENS}))
+            log = d / "engine.log"
+            with log.open("w") as out:
+                proc = subprocess.Popen([str(VLLM_PY), str(DRIVER), str(d / "spec.json"), str(d)], env=_engine_env(
+                    command, d), cwd=d, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True)
+            procs[split] = (proc, d, log)
+        runs = {s: {"command": commands[s], **_wait(p, d / "ready.json", log, 240)} for s, (p, d, log) in procs.items()}
+        for s in runs:
+            runs[s]["tokens_per_s"] = []
+        for k in range(REPEATS):
+            for s, (proc, d, log) in procs.items():
+                time.sleep(1.5)  # the other engine's workers stop spinning 1 s after their last step
+                assert proc.stdin is not None
+                proc.stdin.write("measure\n")
+                proc.stdin.flush()
+                got = _wait(proc, d / f"measure-{k}.json", log, 60)
+                runs[s]["tokens_per_s"].append(got["tokens_per_s"])
+                runs[s]["boosted"] = got["boosted"]
+        return runs
+    finally:
+        for proc, _, _ in procs.values():
+            if proc.stdin is not None and not proc.stdin.closed:
+                try:
+                    proc.stdin.write("quit\n")
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass
+        for proc, _, _ in procs.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        # vLLM leaves its shared-memory broadcast files behind: remove those these runs made
         for f in (set(shm.glob("vllm_dist_*")) - before) if shm.is_dir() else ():
             f.unlink(missing_ok=True)
-    assert proc.returncode == 0 and out.exists(), \
-        f"vLLM exited {proc.returncode} on `{command}`:\n{(proc.stdout + proc.stderr)[-3000:]}"
-    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +166,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def engine_runs(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, ...], Any]:
     p = problem(model_dir, gpus=f"2x{GPU}", isl=PROMPT_LEN, osl=MAX_TOKENS)
-    runs = {}
-    for split in SPLITS:
-        command = exported_command(p, plan_of(p, split), model_dir)
-        runs[split] = {"command": command,
-                       **run_engine(command, model_dir, tmp_path_factory.mktemp(f"vllm-{'-'.join(map(str, split))}"))}
-    return runs
+    commands = {split: exported_command(p, plan_of(p, split), model_dir) for split in SPLITS}
+    return run_engines(commands, model_dir, tmp_path_factory.mktemp("vllm"))
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -154,7 +198,6 @@ def test_the_split_does_not_change_what_is_served(engine_runs):
 
 
 def test_measured_throughput_orders_the_splits_as_the_plan_does(engine_runs, model_dir):
-    measured = {s: max(engine_runs[s]["tokens_per_s"]) for s in SPLITS}  # best of the repeats: least disturbed
     ratio_predicted: dict[str, float] = {}
     for gpu in (GPU, "t4", "a100", "h100"):
         p = problem(model_dir, gpus=f"2x{gpu}", isl=PROMPT_LEN, osl=MAX_TOKENS)
@@ -169,9 +212,12 @@ def test_measured_throughput_orders_the_splits_as_the_plan_does(engine_runs, mod
     p = problem(model_dir, gpus=f"2x{GPU}", isl=PROMPT_LEN, osl=MAX_TOKENS)
     best = search(p, tp=1, pp=2, max_num_seqs=MAX_SEQS, max_num_batched_tokens=BUDGET)
     assert best.config.replicas[0].partition() == [3, 3]
-    ratio_measured = measured[(3, 3)] / measured[(5, 1)]
+    # measured: the two engines ran in turn, round by round; compare within each round (same background load)
+    even, uneven = engine_runs[(3, 3)]["tokens_per_s"], engine_runs[(5, 1)]["tokens_per_s"]
+    rounds = sorted(a / b for a, b in zip(even, uneven, strict=True))
+    median = (rounds[(len(rounds) - 1) // 2] + rounds[len(rounds) // 2]) / 2
     ratios = ", ".join(f"{g} {r:.2f}x" for g, r in ratio_predicted.items())
-    runs = {"+".join(map(str, s)): [round(x) for x in engine_runs[s]["tokens_per_s"]] for s in SPLITS}
-    print(f"vLLM CPU tokens/s per repeat {runs} (priority raised: {engine_runs[SPLITS[0]]['boosted']}); "
-          f"3+3 over 5+1: measured {ratio_measured:.2f}x, plan {ratios}", file=sys.stderr)
-    assert measured[(3, 3)] > measured[(5, 1)], (measured, {s: engine_runs[s]["tokens_per_s"] for s in SPLITS})
+    print(f"vLLM CPU tokens/s per round: 5+1 {[round(x) for x in uneven]}, 3+3 {[round(x) for x in even]} "
+          f"(priority raised: {engine_runs[(3, 3)]['boosted']}); 3+3 over 5+1: measured median {median:.2f}x "
+          f"(best of each {max(even) / max(uneven):.2f}x), plan {ratios}", file=sys.stderr)
+    assert median > 1.0, (uneven, even)

@@ -12,8 +12,8 @@ without asking and dies with SIGILL), a dummy load of a config-only model, token
 without a tokenizer, the mp executor, a fixed KV-cache size and the traced-once eager compile mode
 (eager mode skips the warm-up that allocates the second stage's receive buffer).
 
-Usage: vllm_driver.py SPEC.json OUT.json, SPEC = {"model", "command", "prompts", "prompt_len",
-"max_tokens", "repeats"}; the command's ``VAR=value`` words are already in this process's environment.
+Usage: vllm_driver.py SPEC.json OUT_DIR, SPEC = {"model", "command", "prompts", "prompt_len", "max_tokens"};
+the command's ``VAR=value`` words are already in this process's environment; stdin takes ``measure`` lines.
 """
 
 from __future__ import annotations
@@ -81,7 +81,16 @@ def set_priority(niceness: int) -> bool:
     return True
 
 
-def main(spec_path: str, out_path: str) -> None:
+def _write(path: str, doc: dict[str, Any]) -> None:
+    """Whole or not at all: the test polls for the file."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
+
+
+def main(spec_path: str, out_dir: str) -> None:
+    """Start the engine, write ready.json (layers per rank, one served request), then one measure-K.json per
+    ``measure`` line read on stdin, until ``quit``: the test interleaves two engines' measurements in time."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -99,23 +108,24 @@ def main(spec_path: str, out_path: str) -> None:
     sp = SamplingParams(max_tokens=out_len, min_tokens=out_len, ignore_eos=True, temperature=0.0,
                         detokenize=False)
     served = llm.generate(prompts[:1], sp, use_tqdm=False)[0].outputs[0].token_ids
-    runs = []
-    boosted = set_priority(-10)
-    try:
-        for _ in range(spec["repeats"]):
+    llm.generate(prompts, sp, use_tqdm=False)  # warm-up at the measured batch
+    _write(os.path.join(out_dir, "ready.json"), {
+        "engine_kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))},
+        "env_partition": os.environ.get("VLLM_PP_LAYER_PARTITION"), "startup_s": startup,
+        "layers": layers, "served_tokens": list(served)})
+    for k, line in enumerate(sys.stdin):
+        if line.strip() != "measure":
+            break
+        boosted = set_priority(-10)
+        try:
             t = time.perf_counter()
             outs = llm.generate(prompts, sp, use_tqdm=False)
             dt = time.perf_counter() - t
-            runs.append(sum(len(o.outputs[0].token_ids) for o in outs) / dt)
-    finally:
-        if boosted:
-            set_priority(0)
-    result = {"engine_kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))},
-              "env_partition": os.environ.get("VLLM_PP_LAYER_PARTITION"), "startup_s": startup,
-              "layers": layers, "served_tokens": list(served), "tokens_per_s": runs,
-              "boosted": boosted}
-    with open(out_path, "w") as f:
-        json.dump(result, f)
+        finally:
+            if boosted:
+                set_priority(0)
+        _write(os.path.join(out_dir, f"measure-{k}.json"),
+               {"tokens_per_s": sum(len(o.outputs[0].token_ids) for o in outs) / dt, "boosted": boosted})
     del llm
 
 
