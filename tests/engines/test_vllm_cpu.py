@@ -174,7 +174,10 @@ def engine_runs(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
 def test_each_pipeline_rank_holds_exactly_the_planned_layers(engine_runs, split):
     run = engine_runs[split]
     assert run["env_partition"] == ",".join(map(str, split))
-    assert run["engine_kwargs"]["pipeline_parallel_size"] == len(split)
+    kw = run["engine_kwargs"]  # the exported flags as vLLM's serve parser read them
+    assert kw["pipeline_parallel_size"] == len(split) and kw.get("tensor_parallel_size", 1) == 1
+    assert (kw["max_num_seqs"], kw["max_num_batched_tokens"]) == (MAX_SEQS, BUDGET)
+    assert kw["max_model_len"] == CONFIG["max_position_embeddings"]
     start = 0
     for rank, (n, got) in enumerate(zip(split, run["layers"], strict=True)):
         assert got["rank"] == rank
