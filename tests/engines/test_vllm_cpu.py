@@ -80,8 +80,20 @@ def plan_of(p: ServingProblem, split: tuple[int, ...], gpu: str = GPU) -> Servin
 
 
 def exported_command(p: ServingProblem, plan: ServingPlan, model: Path) -> str:
-    """The export step, as one call: the Python API now; ``dnnplace export PLAN --to vllm`` when the CLI has it."""
-    lines = [ln for ln in export(p, plan, "vllm", model=str(model)).splitlines() if not ln.startswith("#")]
+    """The export step as a user runs it: ``dnnplace serve ... --fix`` writes the pinned plan file, then
+    ``dnnplace export PLAN --to vllm`` writes the command the engine is started with."""
+    r = plan.config.replicas[0]
+    work = model.parent / ("plan-" + "-".join(map(str, r.partition())))
+    work.mkdir(exist_ok=True)
+    fix = (f"tp={r.tp},pp={r.pp},layers={'+'.join(map(str, r.partition()))},"
+           f"max_num_seqs={plan.config.max_num_seqs},max_num_batched_tokens={plan.config.max_num_batched_tokens}")
+    cli = [sys.executable, "-m", "dnnplace"]
+    subprocess.run([*cli, "serve", str(model / "config.json"), "--gpus", f"{r.pp}x{r.stages[0].gpu}",
+                    "--isl", str(PROMPT_LEN), "--osl", str(MAX_TOKENS), "--fix", fix, "-o", str(work / "plan.json")],
+                   check=True, capture_output=True, text=True)
+    subprocess.run([*cli, "export", str(work / "plan.json"), "--to", "vllm", "--model", str(model),
+                    "-o", str(work / "vllm.sh")], check=True, capture_output=True, text=True)
+    lines = [ln for ln in (work / "vllm.sh").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert len(lines) == 1, lines
     return lines[0]
 

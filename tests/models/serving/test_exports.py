@@ -204,3 +204,21 @@ def test_per_stage_tp_and_cross_node_replicas_are_refused(tp2, to):
     for bad, why in ((mixed_tp, "per-stage TP"), (two_nodes, "across nodes")):
         with pytest.raises(DnnplaceError, match=why):
             export(p, ServingPlan(ServingConfig((bad,), 64, 4096)), to)
+
+
+def test_vllm_dtype_is_half_when_any_stage_predates_sm80(setup, llama70b):
+    """vLLM picks ``--dtype auto`` from device 0 alone: a T4 later in the pipeline must still get ``half``."""
+    p, plan, _ = setup
+    args = shlex.split(export(p, plan, "vllm").splitlines()[1])
+    assert args[args.index("--dtype") + 1] == "half"
+    q = problem(llama70b, gpus="4xa100", precision="fp8", isl=128, osl=128)
+    r = Replica(tuple(Stage("a100", 0, (i,), 20) for i in range(4)))
+    args = shlex.split(export(q, ServingPlan(ServingConfig((r,), 64, 4096)), "vllm").splitlines()[1])
+    assert args[args.index("--dtype") + 1] == "auto"
+
+
+def test_hf_export_says_the_bus_order_and_how_to_read_max_memory(setup):
+    p, plan, _ = setup
+    doc = json.loads(export(p, plan, "hf"))[0]
+    assert doc["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert "int(k)" in doc["load"] and set(doc["max_memory"]) == {"0", "1", "2", "3"}

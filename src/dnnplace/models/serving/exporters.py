@@ -37,6 +37,18 @@ def _env(items: list[tuple[str, str]]) -> str:
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in items)
 
 
+#: GPUs before compute capability 8.0 (no BF16): vLLM decides ``--dtype auto`` from device 0 alone, so a fleet
+#: with any of these must be told ``half`` (ENGINES.md item 11; NVIDIA CUDA GPUs compute capability table:
+#: T4 7.5, V100 7.0).
+PRE_SM80 = frozenset({"t4", "v100"})
+
+
+def _vllm_dtype(p: ServingProblem, r: Replica) -> str:
+    if p.model.weight_dtype == "fp16" or any(s.gpu in PRE_SM80 for s in r.stages):
+        return "half"
+    return "auto"
+
+
 def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     lines = []
     for k, r in enumerate(plan.config.replicas):
@@ -46,7 +58,7 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
                 "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
-                "--max-model-len", str(p.context), "--dtype", "half" if p.model.weight_dtype == "fp16" else "auto",
+                "--max-model-len", str(p.context), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
         lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
@@ -120,7 +132,11 @@ def hf_device_map(p: ServingProblem, r: Replica) -> dict[str, Any]:
 
     mm = {g: f"{int(device_spec(s.gpu).usable_memory_bytes * p.fraction // 2**20)}MiB"
           for s in r.stages for g in s.gpus}
-    return {"device_map": dm, "max_memory": mm}
+    # CUDA numbers GPUs fastest first unless told the bus order: the map's indices are physical (PCI) ones.
+    # JSON keys are strings; accelerate wants int GPU keys, so the reader converts (``load`` says how).
+    return {"env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "device_map": dm, "max_memory": mm,
+            "load": "AutoModelForCausalLM.from_pretrained(MODEL, device_map=device_map, "
+                    "max_memory={int(k): v for k, v in max_memory.items()})"}
 
 
 def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
