@@ -1,0 +1,174 @@
+"""The messages and limits of issue 45's "Also" paragraph, each with its exact case: a trace near the task limit
+streams in bounded memory, an MoE memory shortfall says so, --compare / --calibrate failures name themselves,
+--fix pp=80 on 64 GPUs says what does not divide, a 144-GPU NVL72 job is not refused for a gpus-per-node never
+given, no negative bubble, refusals list every device and model family."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+from llm_helpers import EXAMPLES
+
+import dnnplace
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.llm.interleaved import simulate_schedule
+from dnnplace.models.llm.load import machine
+from dnnplace.models.llm.published import CONFIGS
+from dnnplace.models.llm.solvers.search import search
+from dnnplace.utils.files import write_chunks_atomic
+
+LLAMA8B, LLAMA70B = EXAMPLES / "llama3.1-8b.json", EXAMPLES / "llama3.1-70b.json"
+
+
+# ------------------------------------------------------------ simulate --trace near the task limit
+
+
+def test_streamed_trace_is_the_trace(tmp_path: Path) -> None:
+    run = simulate_schedule(3, 2, 6, [1.0, 2.0, 1.5, 1.0, 0.5, 2.0], [2.0] * 6, p2p=0.25)
+    out = tmp_path / "trace.json"
+    write_chunks_atomic(out, run.trace_chunks())
+    assert json.loads(out.read_text()) == run.chrome_trace()
+
+
+def test_the_simulation_keeps_tasks_in_flat_arrays() -> None:
+    # issue 45: 1.92 M tasks peaked at 6.4 GB (objects: ~3.3 kB a task with the trace); arrays take ~30 bytes
+    pp, vp, m = 8, 10, 640  # 102,400 tasks
+    tracemalloc.start()
+    try:
+        run = simulate_schedule(pp, vp, m, [1.0] * (pp * vp), [2.0] * (pp * vp))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(run.tasks) == 2 * pp * vp * m
+    assert peak / len(run.tasks) < 150, peak  # bytes a task at the peak (the per-rank orders included)
+    t = run.tasks[5]
+    assert (t.end - t.start) in (1.0, 2.0) and run.tasks[-1] == list(run.tasks)[-1]
+
+
+def test_writing_the_trace_does_not_hold_it(tmp_path: Path) -> None:
+    run = simulate_schedule(8, 10, 640, [1.0] * 80, [2.0] * 80)
+    out = tmp_path / "trace.json"
+    tracemalloc.start()
+    try:
+        write_chunks_atomic(out, run.trace_chunks())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.stat().st_size > 4 * peak  # 14 MB written through a few MB (a chunk of events at a time)
+    assert len(json.loads(out.read_text())["traceEvents"]) == len(run.tasks)
+
+
+# ------------------------------------------------------------ no negative bubble
+
+
+def test_no_negative_bubble() -> None:
+    # Llama 3.1 8B, 8 GPUs, tp=4 pp=1 mbs=2: the bubble was -1.8e-15 (two equal sums in another order)
+    pr = dnnplace.load_llm(LLAMA8B, gpus=8, seq_len=8192, global_batch=128)
+    plan = search(pr, {"tp": 4, "pp": 1, "mbs": 2})
+    assert plan.estimate.time_breakdown["bubble"] == 0.0
+    run = simulate_schedule(1, 1, 3, [0.1], [0.2])
+    assert run.bubble_fraction == 0.0
+
+
+# ------------------------------------------------------------ MoE memory shortfalls are memory shortfalls
+
+
+@pytest.mark.parametrize("config,gpus", [("deepseek-v3.json", 16), ("qwen3-30b-a3b.json", 1)])
+def test_moe_memory_shortfall_is_said_as_one(config: str, gpus: int) -> None:
+    pr = dnnplace.load_llm(CONFIGS / config, gpus=gpus, seq_len=4096, global_batch=64)
+    with pytest.raises(DnnplaceError) as info:
+        search(pr)
+    text = str(info.value)
+    assert text.startswith("no configuration fits in 85.5 GB per GPU on h100") and "\n" not in text
+    assert "weights, gradients and optimizer state" in text and "vp_needs_pp" not in text
+
+
+# ------------------------------------------------------------ --fix pp=80 on 64 GPUs
+
+
+def test_fix_pp_beyond_the_gpus_says_what_does_not_divide() -> None:
+    res = run_cli("plan", str(LLAMA70B), "--gpus", "64", "--seq-len", "8192", "--global-batch", "512",
+                  "--fix", "pp=80")
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert line == ("error: --fix: pp=80: pp = 80 does not divide the 64 GPUs (tp*pp*cp*dp must be the number "
+                    "of GPUs; rule world_size)")
+    assert "= 0 !=" not in line
+
+
+# ------------------------------------------------------------ NVL72: whole racks, said of the system
+
+
+def test_nvl72_whole_racks_and_partial_jobs() -> None:
+    assert machine("gb200-nvl72", None, None, 144) == ("gb200", 72)  # two whole racks
+    assert machine("gb200-nvl72", None, None, 128) == ("gb200", 64)  # two 64-GPU segments
+    assert machine("gb200-nvl72", None, None, 7) == ("gb200", 72)  # within one domain: 7 and 70 alike
+    assert machine("gb200-nvl72", None, None, 70) == ("gb200", 72)
+    with pytest.raises(DnnplaceError, match=r"^--system gb200-nvl72: 150 GPUs .*multiple of 64 or 72$"):
+        machine("gb200-nvl72", None, None, 150)
+
+
+def test_a_144_gpu_nvl72_job_is_planned() -> None:
+    res = run_cli("plan", str(LLAMA70B), "--gpus", "144", "--system", "gb200-nvl72", "--seq-len", "8192",
+                  "--global-batch", "144", "--runner-ups", "0", "--json", "--fix", "tp=4,pp=4,cp=1")
+    assert res.returncode == 0, res.stderr
+    assert "gpus_per_node" not in res.stderr
+    assert json.loads(res.stdout)["config"]["dp"] == 9
+
+
+# ------------------------------------------------------------ refusals list every device and family
+
+
+def test_plannable_device_refusal_lists_every_plannable_device() -> None:
+    from dnnplace.core.catalogue import device_names, device_spec
+
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
+                  "--device", "mi300x")
+    assert res.returncode == 2
+    for d in device_names():
+        if device_spec(d).plannable:
+            assert d in res.stderr, d
+    assert {"gb200", "b300", "gb300"} <= set(res.stderr.replace(",", " ").split())
+
+
+def test_unknown_family_refusal_lists_the_moe_families(tmp_path: Path) -> None:
+    from dnnplace.arch.moe_config import MOE_FAMILIES
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "mamba", "hidden_size": 64}))
+    res = run_cli("plan", str(cfg), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128")
+    assert res.returncode == 2 and "\n" not in res.stderr.strip()
+    assert all(f in res.stderr for f in (*MOE_FAMILIES, "llama", "gpt2"))
+
+
+# ------------------------------------------------------------ --compare / --calibrate failures name themselves
+
+
+def test_compare_of_an_moe_layout_too_large_says_compare_and_memory() -> None:
+    res = run_cli("plan", str(CONFIGS / "qwen3-30b-a3b.json"), "--gpus", "8", "--seq-len", "4096",
+                  "--global-batch", "64", "--runner-ups", "0", "--fix", "tp=1,pp=1,cp=1,ep=1",
+                  "--compare", "tp=1,pp=1,cp=1,ep=1,etp=1")
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert line.startswith("error: --compare tp=1,pp=1,cp=1,ep=1,etp=1: no configuration fits") and "\n" not in line
+
+
+def test_calibrate_failures_name_calibrate(tmp_path: Path) -> None:
+    m = tmp_path / "measured.json"
+    m.write_text(json.dumps({"runs": [{"config": {"tp": 3}, "step_time_s": 9.0}]}))
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
+                  "--calibrate", str(m))
+    assert res.returncode == 2 and res.stderr.strip().startswith("error: --calibrate: runs[0]:")
+    assert "\n" not in res.stderr.strip()
+
+
+def test_compare_empty_is_one_line() -> None:
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
+                  "--compare", "")
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("error: --compare: give the configuration to compare as KEY=VALUE pins (as --fix),"
+                                  " got none")
