@@ -172,3 +172,55 @@ def test_compare_empty_is_one_line() -> None:
     assert res.returncode == 2
     assert res.stderr.strip() == ("error: --compare: give the configuration to compare as KEY=VALUE pins (as --fix),"
                                   " got none")
+
+
+# ------------------------------------------------------------ recompute_modules=none under selective on MoE
+
+
+def _megatron_args(text: str, tmp_path: Path) -> list[str]:
+    import subprocess
+
+    f = tmp_path / "args.sh"
+    f.write_text(text)
+    out = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\0" "${DNNPLACE_MEGATRON_ARGS[@]}"', "_", str(f)],
+                         capture_output=True, check=True)
+    return out.stdout.decode().split("\0")[:-1]
+
+
+def test_selective_with_no_module_is_priced_and_exported_as_no_module(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.exporters import export
+    from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
+
+    pr = dnnplace.load_llm(CONFIGS / "qwen3-30b-a3b.json", gpus=16, seq_len=4096, global_batch=1024)
+    base = ParallelConfig(1, 1, 1, 1, 16, 1, "none", False, True, (48,), ep=16)
+    none, empty, core = (evaluate(pr, replace(base, recompute=r, recompute_modules=m))
+                         for r, m in (("none", "none"), ("selective", "none"), ("selective", "core_attn")))
+    assert empty.step_time_s == none.step_time_s and empty.memory_per_gpu_bytes == none.memory_per_gpu_bytes
+    assert core.step_time_s > none.step_time_s and core.memory_per_gpu_bytes < none.memory_per_gpu_bytes
+    plan = search(pr, {"tp": 1, "pp": 1, "cp": 1, "ep": 16, "recompute": "selective", "recompute_modules": "none"})
+    assert plan.config.recompute_modules == "none"
+    assert plan.estimate.step_time_s == evaluate(pr, replace(plan.config, recompute="none")).step_time_s
+    args = _megatron_args(export(plan, "megatron"), tmp_path)
+    i = args.index("--recompute-modules")
+    assert args[args.index("--recompute-granularity") + 1] == "selective"
+    assert i + 1 == len(args) or args[i + 1].startswith("--")  # an empty list: Megatron's [] (no module)
+    core_plan = LLMPlan(pr, replace(plan.config, recompute_modules="core_attn"), core, "fixed", core.step_time_s, 0.0,
+                        False, 0.0)
+    core_args = _megatron_args(export(core_plan, "megatron"), tmp_path)
+    assert core_args[core_args.index("--recompute-modules") + 1] == "core_attn"
+    # a version-6 file meant Megatron's default by "none": read back as core_attn
+    from dnnplace.models.llm.plan_file import read_llm_plan
+
+    old = core_plan.to_dict()
+    old["version"], old["config"]["recompute_modules"] = 6, "none"
+    assert read_llm_plan(old).config.recompute_modules == "core_attn"
+    try:
+        from megatron.core.transformer.transformer_config import TransformerConfig
+    except ImportError:
+        pytest.skip("megatron-core is not installed (pip install '.[trainers]')")
+    cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, recompute_granularity="selective",
+                            recompute_modules=[], num_moe_experts=8, moe_grouped_gemm=True)
+    assert cfg.recompute_modules == []  # an empty list is kept: nothing recomputed, not core_attn

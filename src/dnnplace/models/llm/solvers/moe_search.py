@@ -32,7 +32,7 @@ from dnnplace.models.llm.solvers.grid import (
 )
 from dnnplace.models.llm.spec import LLMProblem
 
-SEARCHED_MODULE_SETS = ("none", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
+SEARCHED_MODULE_SETS = ("core_attn", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
                         "mla_up_proj+mlp+moe", "moe_act+layernorm+mla_up_proj")
 
 
