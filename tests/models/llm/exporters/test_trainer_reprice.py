@@ -65,6 +65,10 @@ SAMPLE: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
     "dense-pp2-zero3": ("8b", 8, "h100", 8, "bf16", "megatron", dict(tp=2, pp=2, vp=1, cp=1, zero=3,
                                                                      recompute="full")),
     "dense-cp2-zero3": ("8b", 8, "h100", 8, "bf16", "megatron", dict(tp=1, pp=1, cp=2, zero=3, recompute="full")),
+    "dense-vp-zero3": ("8b", 8, "h100", 8, "bf16", "megatron", dict(tp=2, pp=2, vp=2, cp=1, zero=3,
+                                                                    recompute="full")),
+    "dense-vp4-zero0": ("8b", 8, "h100", 8, "bf16", "megatron", dict(tp=1, pp=2, vp=4, cp=1, zero=0,
+                                                                     recompute="full")),
     "dense-pp2-zero1-full": ("8b", 8, "h100", 8, "bf16", "megatron", dict(tp=2, pp=2, vp=1, cp=1, zero=1,
                                                                           recompute="full")),
     "moe-zero1-full": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(tp=1, pp=1, cp=1, ep=8,
@@ -79,12 +83,18 @@ FIXED: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
     "moe-replicated-cp-etp": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
         tp=2, pp=1, vp=1, cp=2, dp=4, mbs=1, recompute="full", sequence_parallel=True, distributed_optimizer=False,
         layers_per_stage=(48,), ep=2, etp=2, dispatcher="alltoall", zero=0)),
+    # DeepSeek-V3's published GB200 layout (NVIDIA dgxc-benchmarking 25.05): MLA, shared experts, an MTP layer
+    "moe-mla-mtp-layout": ("deepseek", 256, "gb200", 64, "bf16", "megatron", dict(
+        tp=2, pp=4, vp=1, cp=1, dp=32, mbs=1, recompute="selective", sequence_parallel=True,
+        distributed_optimizer=True, layers_per_stage=(15, 16, 16, 14), ep=64, etp=1, dispatcher="alltoall",
+        recompute_modules="core_attn", zero=1)),
 }
 
 
 def _problem(model: str, gpus: int, device: str, gpn: int, precision: str, ce: str) -> LLMProblem:
-    path = EXAMPLES / "llama3.1-8b.json" if model == "8b" else CONFIGS / "qwen3-30b-a3b.json"
-    seq, gbs = (8192, 128) if model == "8b" else (4096, 256)
+    path = {"8b": EXAMPLES / "llama3.1-8b.json", "qwen3": CONFIGS / "qwen3-30b-a3b.json",
+            "deepseek": CONFIGS / "deepseek-v3.json"}[model]
+    seq, gbs = {"8b": (8192, 128), "qwen3": (4096, 256), "deepseek": (4096, 2048)}[model]
     return dnnplace.load_llm(path, gpus=gpus, seq_len=seq, global_batch=gbs, device=device, gpus_per_node=gpn,
                              precision=precision, cross_entropy=ce)
 
@@ -113,6 +123,7 @@ def test_the_sample_covers_every_knob(plans: dict[str, LLMPlan]) -> None:
     assert {pr.job.precision for pr in jobs} == {"bf16", "fp8"} and {pr.job.cross_entropy for pr in jobs} == {
         "megatron", "te"}
     assert {pr.device.name for pr in jobs} >= {"h100", "gb200"} and {pr.moe is None for pr in jobs} == {True, False}
+    assert any(pr.moe is not None and pr.moe.mla is not None for pr in jobs)  # MLA, shared experts, MTP
 
 
 def _same_price(plan: LLMPlan, problem: LLMProblem, config: ParallelConfig) -> None:
@@ -149,7 +160,11 @@ _SAME_NAME = {"tensor_model_parallel_size": int, "pipeline_model_parallel_size":
               "recompute_num_layers": int, "expert_model_parallel_size": int, "expert_tensor_parallel_size": int,
               "moe_token_dispatcher_type": str, "moe_flex_dispatcher_backend": str, "moe_ffn_hidden_size": int,
               "moe_router_topk": int, "moe_router_dtype": str, "cpu_offloading_num_layers": int,
-              "cuda_graph_impl": str, "cross_entropy_fusion_impl": str, "normalization": str}
+              "cuda_graph_impl": str, "cross_entropy_fusion_impl": str, "normalization": str,
+              "moe_shared_expert_intermediate_size": int, "moe_router_score_function": str,
+              "moe_router_num_groups": int, "moe_router_group_topk": int, "mtp_num_layers": int,
+              "q_lora_rank": int, "kv_lora_rank": int, "qk_head_dim": int, "qk_pos_emb_head_dim": int,
+              "v_head_dim": int}
 #: (--moe-permute-fusion is left out: its check imports Transformer Engine's fused kernels, absent here; it is a
 #: kernel fusion the cost model does not price apart.)
 _SWITCHES = ("sequence_parallel", "tp_comm_overlap", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm",
@@ -169,7 +184,7 @@ def megatron_objects(flags: dict[str, list[str]]) -> tuple[Any, Any, Any]:
     import torch.nn.functional as F
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     def name(flag: str) -> str:
         return flag[2:].replace("-", "_")
@@ -200,7 +215,7 @@ def megatron_objects(flags: dict[str, list[str]]) -> tuple[Any, Any, Any]:
     layout = flags.get("--pipeline-model-parallel-layout")
     if layout:
         kw["pipeline_model_parallel_layout"] = layout[0]
-    tc = TransformerConfig(**kw)
+    tc = (MLATransformerConfig if "--multi-latent-attention" in flags else TransformerConfig)(**kw)
     strategy = (flags.get("--data-parallel-sharding-strategy") or ["no_shard"])[0]
     ddp = DistributedDataParallelConfig(
         grad_reduce_in_fp32="--grad-reduce-in-bf16" not in flags,
@@ -270,6 +285,10 @@ def megatron_readback(plan: LLMPlan, flags: dict[str, list[str]]) -> tuple[LLMPr
         assert tc.moe_flex_dispatcher_backend == ("hybridep" if plan.problem.device.name in HYBRIDEP_NVLINK
                                                   else "deepep")
     assert tc.tp_comm_overlap == (tp > 1 and tc.sequence_parallel)  # priced overlapped (W1)
+    mla = moe and plan.problem.moe.mla is not None  # type: ignore[union-attr]
+    assert bool(getattr(tc, "multi_latent_attention", False)) == mla  # MLATransformerConfig for MLA models
+    if mla:
+        assert tc.mtp_num_layers == plan.problem.moe.moe.mtp_layers  # type: ignore[union-attr]
     return dataclasses.replace(plan.problem, job=job), cfg
 
 
@@ -396,8 +415,8 @@ def test_deepspeed_config_reprices_as_the_plan(key: str, plans: dict[str, LLMPla
 
 #: The sample plans each narrower trainer runs (the rest it refuses in one line): the round trips above re-price
 #: these, so the coverage cannot shrink to refusals unnoticed.
-EXPORTED = {"torchtitan": {"dense-pp1-zero0", "dense-pp2-zero3", "dense-cp2-zero3", "moe-replicated-flex",
-                           "moe-replicated-cp-etp"},
+EXPORTED = {"torchtitan": {"dense-pp1-zero0", "dense-pp2-zero3", "dense-cp2-zero3", "dense-vp-zero3",
+                           "dense-vp4-zero0", "moe-replicated-flex", "moe-replicated-cp-etp"},
             "deepspeed": {"dense-pp1-zero0", "dense-blackwell-graphs", "dense-pp2-zero1-full", "moe-zero1-full"}}
 
 
