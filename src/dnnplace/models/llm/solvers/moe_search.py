@@ -138,7 +138,8 @@ def _expert_grid(problem: LLMProblem, cols: Columns, ep: list[int], etp: list[in
                                                        np.zeros((len(grid["tp"]), 1))))
         ok = need <= problem.device.usable_memory_bytes
         _count_memory(ok, need, removed, emptied, "weights, gradients and optimizer state")
-        grid = {k: v[ok] for k, v in grid.items()}
+        if ok.any():  # else none fits: the search goes on to price the fastest as its answer (a --compare's
+            grid = {k: v[ok] for k, v in grid.items()}  # fits: false, the plan's memory shortfall in numbers)
     counts = np.bincount(grid["_id"], minlength=u)  # grid rows are in _id order already
     starts = np.concatenate([[0], np.cumsum(counts)])
     per = counts[back]
@@ -196,16 +197,18 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
 
     n = len(cols["tp"])
     relaxed = _relaxed(cols)
-    lb, mem = np.empty(n), np.empty(n)
+    lb, mem, bare = np.empty(n), np.empty(n), np.empty(n)  # bare: the time bound alone
     for lo in range(0, n, BOUND_ROWS):
         if clock.over():
             raise _TimeUp
         rows = np.arange(lo, min(lo + BOUND_ROWS, n))
-        lb[rows] = lower_bounds(problem, relaxed, rows, costs=_shared_stage_costs(problem, relaxed, rows))[0]
+        lb[rows], bare[rows] = lower_bounds(problem, relaxed, rows, costs=_shared_stage_costs(problem, relaxed, rows))
         mem[rows] = moe_memory_lower_bound(problem, as_candidates(cols, rows, np.zeros((len(rows), 1))), modules)
         lb[rows] = np.where(mem[rows] > problem.device.usable_memory_bytes, np.inf, lb[rows])
-    _count_memory(mem <= problem.device.usable_memory_bytes, mem, removed, emptied,
-                  "weights, optimizer state and one micro-batch of activations")
+    fits = mem <= problem.device.usable_memory_bytes
+    _count_memory(fits, mem, removed, emptied, "weights, optimizer state and one micro-batch of activations")
+    if not fits.any():  # none can fit: keep the time bounds, so the fastest is priced as the search's answer
+        lb = np.where(fits, lb, bare)
     order = np.argsort(lb, kind="stable")
     order = order[np.isfinite(lb[order])]
     children = np.where(cols["recompute"][order] == 1, len(SEARCHED_MODULE_SETS), 1) * len(DISPATCHERS) * 2
