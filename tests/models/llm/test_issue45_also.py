@@ -226,3 +226,10 @@ def test_selective_with_no_module_is_priced_and_exported_as_no_module(tmp_path: 
     cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, recompute_granularity="selective",
                             recompute_modules=[], num_moe_experts=8, moe_grouped_gemm=True)
     assert cfg.recompute_modules == []  # an empty list is kept: nothing recomputed, not core_attn
+
+
+def test_whole_nodes_names_where_the_node_size_came_from() -> None:
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "70", "--seq-len", "8192", "--global-batch", "140")
+    assert res.returncode == 2 and "\n" not in res.stderr.strip()
+    assert "gpus_per_node 8" in res.stderr and "8 unless given" in res.stderr
+    assert machine("dgx-h100", None, None, 7) == ("h100", 8)  # within one node, as 7 or 70 on an NVL72 rack

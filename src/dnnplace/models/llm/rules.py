@@ -235,7 +235,8 @@ PROBLEM_RULES: tuple[Rule, ...] = (
          lambda r: f"device {clip(r['device'], 40)}: no published efficiency figures in the catalogue; use "
                    f"{', '.join(plannable_devices())}"),
     Rule("whole_nodes", (), lambda c: (c["gpus"] <= c["gpus_per_node"]) | (c["gpus"] % c["gpus_per_node"] == 0),
-         lambda r: f"gpus {r['gpus']} is not a multiple of gpus_per_node {r['gpus_per_node']}"),
+         lambda r: f"gpus {r['gpus']} is not a multiple of gpus_per_node {r['gpus_per_node']} (the NVLink group:"
+                   " --gpus-per-node, 8 unless given, or the --system's)"),
     Rule("learned_positions", (), lambda c: (c["position"] != "learned") | (c["seq_len"] <= c["max_position"]),
          lambda r: f"seq_len {r['seq_len']} exceeds the {r['max_position']} learned positions of "
                    f"{clip(r['name'], 60)} (max_position)"),
