@@ -233,3 +233,33 @@ def test_whole_nodes_names_where_the_node_size_came_from() -> None:
     assert res.returncode == 2 and "\n" not in res.stderr.strip()
     assert "gpus_per_node 8" in res.stderr and "8 unless given" in res.stderr
     assert machine("dgx-h100", None, None, 7) == ("h100", 8)  # within one node, as 7 or 70 on an NVL72 rack
+
+
+@pytest.mark.slow
+def test_simulate_trace_at_the_task_limit_stays_small(tmp_path: Path) -> None:
+    """The exact case: 1.92 M tasks (Llama 3.1 70B, 64 H100s, tp=8 pp=8 vp=10, GBS 12,000) peaked at 6.4 GB
+    with a 363 MB trace; the command's own peak RSS now stays under 1 GB (0.16 GB measured)."""
+    import os
+    import subprocess
+    import sys
+
+    from dnnplace.utils.files import write_json_atomic
+
+    pr = dnnplace.load_llm(LLAMA70B, gpus=64, seq_len=8192, global_batch=12_000)
+    plan = dnnplace.solve(pr, tp=8, pp=8, vp=10, cp=1, mbs=1, runner_ups=0).plan
+    plan_file, trace = tmp_path / "plan.json", tmp_path / "trace.json"
+    write_json_atomic(plan_file, plan.to_dict())
+    code = ("import resource, runpy, sys\n"
+            f"sys.argv = ['dnnplace', 'simulate', {str(plan_file)!r}, '--trace', {str(trace)!r}]\n"
+            "try:\n    runpy.run_module('dnnplace', run_name='__main__')\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    src = Path(dnnplace.__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(src)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    peak_kb = int(out.stdout.strip().splitlines()[-1])
+    assert peak_kb * 1024 < 1e9, peak_kb
+    with trace.open() as fh:
+        assert fh.read(16) == '{"traceEvents": '
+    assert trace.stat().st_size > 250e6
