@@ -73,6 +73,9 @@ SAMPLE: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
                                                                           recompute="full")),
     "moe-zero1-full": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(tp=1, pp=1, cp=1, ep=8,
                                                                         dispatcher="alltoall", recompute="full")),
+    "moe-empty-modules-no-overlap": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
+        tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", a2a_overlap=False, recompute="selective",
+        recompute_modules="none")),
 }
 #: Configurations priced as given (fitting or not): the MoE runs torchtitan expresses replicate (it has no
 #: ZeRO-1, and MoE plans are priced at ZeRO 0/1), so their experts fold into tp x cp.
@@ -83,6 +86,10 @@ FIXED: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
     "moe-replicated-cp-etp": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
         tp=2, pp=1, vp=1, cp=2, dp=4, mbs=1, recompute="full", sequence_parallel=True, distributed_optimizer=False,
         layers_per_stage=(48,), ep=2, etp=2, dispatcher="alltoall", zero=0)),
+    "moe-replicated-empty-modules": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
+        tp=2, pp=1, vp=1, cp=1, dp=8, mbs=1, recompute="selective", recompute_modules="none",
+        sequence_parallel=True, distributed_optimizer=False, layers_per_stage=(48,), ep=2, etp=1,
+        dispatcher="alltoall", zero=0)),
     # DeepSeek-V3's published GB200 layout (NVIDIA dgxc-benchmarking 25.05): MLA, shared experts, an MTP layer
     "moe-mla-mtp-layout": ("deepseek", 256, "gb200", 64, "bf16", "megatron", dict(
         tp=2, pp=4, vp=1, cp=1, dp=32, mbs=1, recompute="selective", sequence_parallel=True,
@@ -124,6 +131,15 @@ def test_the_sample_covers_every_knob(plans: dict[str, LLMPlan]) -> None:
         "megatron", "te"}
     assert {pr.device.name for pr in jobs} >= {"h100", "gb200"} and {pr.moe is None for pr in jobs} == {True, False}
     assert any(pr.moe is not None and pr.moe.mla is not None for pr in jobs)  # MLA, shared experts, MTP
+
+
+def _runs(plan: LLMPlan) -> ParallelConfig:
+    """The plan's configuration as a trainer without per-module recompute runs it: an MoE plan's selective
+    recompute of no module reruns nothing, priced as (and exported as) no recompute."""
+    c = plan.config
+    if plan.problem.moe is not None and c.recompute == "selective" and c.recompute_modules == "none":
+        return dataclasses.replace(c, recompute="none")
+    return c
 
 
 def _same_price(plan: LLMPlan, problem: LLMProblem, config: ParallelConfig) -> None:
@@ -346,7 +362,7 @@ def test_torchtitan_job_config_reprices_as_the_plan(key: str, plans: dict[str, L
         assert tr.global_batch_size // (tr.local_batch_size * dp) == plan.problem.job.global_batch // (mbs * dp)
     recompute = {"none": "none", "full": "full"}[job.activation_checkpoint.mode]
     zero = 3 if shard > 1 else 0
-    c, moe = plan.config, plan.problem.moe is not None
+    c, moe = _runs(plan), plan.problem.moe is not None
     layers = tuple(c.layers_per_stage)
     vp = 1
     if pp > 1:  # the split torchtitan builds: decoder layers per model part, parts round-robin over the ranks
@@ -389,7 +405,7 @@ def test_deepspeed_config_reprices_as_the_plan(key: str, plans: dict[str, LLMPla
     monkeypatch.setattr(ds_runtime_config.dist, "get_rank", lambda *a, **k: 0)
     doc = json.loads(text)
     ds = doc.get("ds_config", doc)
-    c = plan.config
+    c = _runs(plan)
     dp = c.dp
 
     class MPU:  # DeepSpeed reads the data-parallel size from the model-parallel unit it is given
@@ -416,8 +432,10 @@ def test_deepspeed_config_reprices_as_the_plan(key: str, plans: dict[str, LLMPla
 #: The sample plans each narrower trainer runs (the rest it refuses in one line): the round trips above re-price
 #: these, so the coverage cannot shrink to refusals unnoticed.
 EXPORTED = {"torchtitan": {"dense-pp1-zero0", "dense-pp2-zero3", "dense-cp2-zero3", "dense-vp-zero3",
-                           "dense-vp4-zero0", "moe-replicated-flex", "moe-replicated-cp-etp"},
-            "deepspeed": {"dense-pp1-zero0", "dense-blackwell-graphs", "dense-pp2-zero1-full", "moe-zero1-full"}}
+                           "dense-vp4-zero0", "moe-replicated-flex", "moe-replicated-cp-etp",
+                           "moe-replicated-empty-modules"},
+            "deepspeed": {"dense-pp1-zero0", "dense-blackwell-graphs", "dense-pp2-zero1-full", "moe-zero1-full",
+                          "moe-empty-modules-no-overlap"}}
 
 
 @pytest.mark.parametrize("target", sorted(EXPORTED))
