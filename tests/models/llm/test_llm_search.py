@@ -156,7 +156,7 @@ def test_progress_is_reported() -> None:
     (60, 128, None, "not a multiple of gpus_per_node"),
     (64, 1, {"dp": 64, "tp": 1, "pp": 1, "cp": 1}, r"rule batch_divisible \(global batch 1 not"),
     (64, 128, {"tp": 3, "pp": 7}, r"rule tp_heads \(tp=3 must divide the 64 attention heads"),
-    (64, 128, {"tp": 8, "pp": 7}, r"rule world_size \(tp\*pp\*cp = 8\*7\*1 = 56 does not divide the 64 GPUs"),
+    (64, 128, {"tp": 8, "pp": 7}, r"rule world_size \(tp\*pp\*cp\*dp = 56 != 64 GPUs"),
     (64, 128, {"tp": 0}, "tp 0 is outside 1..1,048,576"),
     (64, 128, {"pp": 1.5}, "pp must be a whole number, got 1.5"),
     (64, 128, {"distributed_optimizer": "yes"}, "distributed_optimizer must be true or false"),

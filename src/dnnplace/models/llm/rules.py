@@ -125,7 +125,7 @@ CONFIG_RULES: tuple[Rule, ...] = (
     Rule("world_size", ("tp", "pp", "cp", "dp"),
          lambda c: _chain_divides(c["gpus"], c["tp"], c["pp"], c["cp"], c["dp"]),
          lambda r: (f"tp*pp*cp*dp = {r['tp'] * r['pp'] * r['cp'] * r['dp']} != {r['gpus']} GPUs"
-                    if r["gpus"] % (r["tp"] * r["pp"] * r["cp"]) == 0 else  # else dp = 0: say what does not divide
+                    if r["dp"] > 0 else  # dp = gpus // (tp*pp*cp) = 0: say what does not divide
                     f"tp*pp*cp = {r['tp']}*{r['pp']}*{r['cp']} = {r['tp'] * r['pp'] * r['cp']} does not divide the"
                     f" {r['gpus']} GPUs")),
     Rule("tp_heads", ("tp",), lambda c: c["heads"] % c["tp"] == 0,

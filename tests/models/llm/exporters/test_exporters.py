@@ -767,7 +767,7 @@ def _bad(path: str, value: Any) -> dict:
     ("config.pp", True, "config.pp"),
     ("config.mbs", -1, "config.mbs"),
     ("config.dp", 3, r"tp\*pp\*cp\*dp"),
-    ("cluster.gpus", 63, r"tp\*pp\*cp = 4\*4\*2 = 32 does not divide the 63 GPUs"),
+    ("cluster.gpus", 63, r"tp\*pp\*cp\*dp"),
     ("config.num_microbatches", 63, "num_microbatches"),
     ("config.layers_per_stage", [4] * 19 + [5], "layers_per_stage"),
     ("config.layers_per_stage", [4] * 19, "layers_per_stage"),
