@@ -80,7 +80,7 @@ def simulate(
         from dnnplace.api.models import model_of
         from dnnplace.cli.render import print_simulation
         from dnnplace.errors import DnnplaceError
-        from dnnplace.utils.files import check_outputs, write_json_atomic
+        from dnnplace.utils.files import check_outputs, write_chunks_atomic, write_json_atomic
 
         check_outputs([trace], [workload, split])
         inst, plan = judged(workload, split, accelerators=accelerators, memory=memory, bandwidth=bandwidth,
@@ -91,7 +91,9 @@ def simulate(
             raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a serving plan")
         sim = api.simulate(inst, plan, schedule=schedule.value if schedule is not None else None,
                            microbatches=microbatches, overlap_comm=overlap_comm, rate=rate)
-        if trace is not None:
+        if trace is not None and hasattr(sim, "trace_chunks"):  # an LLM plan's: up to 2 M events, streamed
+            write_chunks_atomic(trace, sim.trace_chunks(), inputs=[workload, split])
+        elif trace is not None:
             write_json_atomic(trace, sim.chrome_trace(), inputs=[workload, split])
         print_notes(split or workload, inst, plan, overlap_comm)
         if as_json:

@@ -126,6 +126,14 @@ def _file_mode() -> int:
 
 def write_bytes_atomic(path: PathLike, data: bytes, *, inputs: Iterable[PathLike | None] = ()) -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring for the guarantees)."""
+    write_chunks_atomic(path, [data], inputs=inputs)
+
+
+def write_chunks_atomic(path: PathLike, chunks: Iterable[bytes | str], *,
+                        inputs: Iterable[PathLike | None] = ()) -> None:
+    """Write ``chunks`` (bytes, or text as UTF-8) one after another to ``path`` atomically, as
+    :func:`write_bytes_atomic` does: a large output (a trace of millions of events) streams to its file
+    without ever being whole in memory, and a failure midway leaves the old target untouched."""
     target = Path(path)
     check_output(target, list(inputs))
     try:
@@ -139,9 +147,10 @@ def write_bytes_atomic(path: PathLike, data: bytes, *, inputs: Iterable[PathLike
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            for chunk in chunks:
+                view = memoryview(chunk.encode("utf-8", errors="replace") if isinstance(chunk, str) else chunk)
+                while view:
+                    view = view[os.write(fd, view):]
             os.fsync(fd)
             os.close(fd)
             fd = -1

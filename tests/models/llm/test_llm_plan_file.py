@@ -21,7 +21,7 @@ def test_schema_keys_and_round_trip() -> None:
     plan = search(problem(llama("70b"), 64, 128), {"tp": 4, "pp": 4, "cp": 2, "vp": 5, "mbs": 1})
     d = plan.to_dict()
     assert list(d) == TOP
-    assert d["version"] == 6
+    assert d["version"] == 7
     assert list(d["model"]) == ["name", "family", "num_layers", "hidden_size", "ffn_hidden_size",
                                 "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
                                 "tied_embeddings", "mlp", "position", "norm", "max_position", "dropout",

@@ -132,8 +132,11 @@ def test_compare_without_pins_is_refused() -> None:
 
 def test_compare_failures_name_compare() -> None:
     res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
-                  "--compare", "tp=8,pp=8")
-    assert res.returncode == 2 and res.stderr.strip().startswith("error: --compare tp=8,pp=8:")
+                  "--compare", "tp=3,pp=2")
+    assert res.returncode == 2 and res.stderr.strip().startswith("error: --compare tp=3,pp=2:")
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
+                  "--compare", "tp=8,pp=8")  # refused with the pins, before any search
+    assert res.returncode == 2 and res.stderr.strip().startswith("error: --compare: tp=8, pp=8:")
 
 
 def test_w15_runner_ups_and_compared_carry_every_knob_and_repin() -> None:

@@ -54,7 +54,16 @@ def machine(system: str | None, device: str | None, gpus_per_node: int | None, g
     from dnnplace.core.systems import system_spec
 
     spec = system_spec(system)
-    return spec.gpu, spec.domain_for(gpus)
+    group = spec.domain_for(gpus)
+    if gpus > spec.nvlink_domain and gpus % group:  # past one domain the job fills whole groups, consecutively
+        if gpus % spec.nvlink_domain:  # said of the system the user named, not of a gpus-per-node never given
+            whole = (f"{group}-GPU segments or whole {spec.nvlink_domain}-GPU" if group != spec.nvlink_domain
+                     else f"{group}-GPU")
+            raise DnnplaceError(f"--system {system}: {gpus} GPUs is more than one {spec.nvlink_domain}-GPU NVLink"
+                                f" domain and not whole {whole} NVLink domains; give a multiple of "
+                                f"{group}{'' if group == spec.nvlink_domain else f' or {spec.nvlink_domain}'}")
+        group = spec.nvlink_domain  # whole racks (144 on two NVL72): each rack's domain, not its 64-GPU segment
+    return spec.gpu, group
 
 
 def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: int | None = None,

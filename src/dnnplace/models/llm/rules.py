@@ -20,6 +20,7 @@ below :mod:`dnnplace.models.llm.spec`, which reads plan files through it).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -123,7 +124,10 @@ def _ends_only(c: Cols) -> Any:
 CONFIG_RULES: tuple[Rule, ...] = (
     Rule("world_size", ("tp", "pp", "cp", "dp"),
          lambda c: _chain_divides(c["gpus"], c["tp"], c["pp"], c["cp"], c["dp"]),
-         lambda r: f"tp*pp*cp*dp = {r['tp'] * r['pp'] * r['cp'] * r['dp']} != {r['gpus']} GPUs"),
+         lambda r: (f"tp*pp*cp*dp = {r['tp'] * r['pp'] * r['cp'] * r['dp']} != {r['gpus']} GPUs"
+                    if r["dp"] > 0 else  # dp = gpus // (tp*pp*cp) = 0: say what does not divide
+                    f"tp*pp*cp = {r['tp']}*{r['pp']}*{r['cp']} = {r['tp'] * r['pp'] * r['cp']} does not divide the"
+                    f" {r['gpus']} GPUs")),
     Rule("tp_heads", ("tp",), lambda c: c["heads"] % c["tp"] == 0,
          lambda r: f"tp={r['tp']} must divide the {r['heads']} attention heads"),
     Rule("tp_kv_heads", ("tp",), lambda c: c["kv_heads"] % c["tp"] == 0,
@@ -228,10 +232,11 @@ PROBLEM_RULES: tuple[Rule, ...] = (
     Rule("kv_groups", (), lambda c: c["heads"] % c["kv_heads"] == 0,
          lambda r: f"{r['kv_heads']} kv heads do not divide {r['heads']} attention heads"),
     Rule("plannable_device", (), lambda c: c["plannable"],
-         lambda r: f"device {clip(r['device'], 40)}: no published efficiency figures in the catalogue; use h100, "
-                   "h200, a100 or b200"),
+         lambda r: f"device {clip(r['device'], 40)}: no published efficiency figures in the catalogue; use "
+                   f"{', '.join(plannable_devices())}"),
     Rule("whole_nodes", (), lambda c: (c["gpus"] <= c["gpus_per_node"]) | (c["gpus"] % c["gpus_per_node"] == 0),
-         lambda r: f"gpus {r['gpus']} is not a multiple of gpus_per_node {r['gpus_per_node']}"),
+         lambda r: f"gpus {r['gpus']} is not a multiple of gpus_per_node {r['gpus_per_node']} (the NVLink group:"
+                   " --gpus-per-node, 8 unless given, or the --system's)"),
     Rule("learned_positions", (), lambda c: (c["position"] != "learned") | (c["seq_len"] <= c["max_position"]),
          lambda r: f"seq_len {r['seq_len']} exceeds the {r['max_position']} learned positions of "
                    f"{clip(r['name'], 60)} (max_position)"),
@@ -282,6 +287,13 @@ def check_field(kind: str, arg: Any, value: Any, where: str, key: str) -> Any:
     if not isinstance(value, str):
         raise InputError(f"{where}: {key} must be a string, got {shown(value)}")
     return value
+
+
+def plannable_devices() -> tuple[str, ...]:
+    """Every catalogue device the LLM planner prices (published efficiency figures), for the refusal to list."""
+    from dnnplace.core.catalogue import device_names, device_spec
+
+    return tuple(d for d in device_names() if device_spec(d).plannable)
 
 
 def problem_columns(problem: Any) -> dict[str, Any]:
@@ -372,6 +384,12 @@ def check_pin_set(problem: Any, pins: dict[str, object], where: str = "--fix") -
     recompute, so a pin of anything else would be dropped from the plan while a plan file holding it is refused
     (rules ``dense_no_expert_knobs``, ``modules_selective``).  --fix, --compare and --calibrate pin through the
     search, which calls this first."""
+    grid = {k: int(pins[k]) for k in ("tp", "pp", "cp", "dp") if k in pins}  # type: ignore[call-overload]
+    gpus, product = problem.cluster.gpus, math.prod(grid.values())
+    if product > gpus:  # rule world_size, said of the pins themselves (the rule set would see dp = 0)
+        named = ", ".join(f"{k}={v}" for k, v in grid.items())
+        raise InputError(f"{where}: {named}: {'*'.join(grid)} = {product} does not divide the {gpus} GPUs"
+                         " (tp*pp*cp*dp must be the number of GPUs; rule world_size)")
     if problem.arch.num_experts == 1:
         for key, value in DENSE_VALUES.items():
             if key in pins and pins[key] != value:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,10 @@ class LLMSimulation:
 
     def chrome_trace(self) -> dict[str, Any]:
         return self.run.chrome_trace()
+
+    def trace_chunks(self) -> Iterator[str]:
+        """The Chrome trace as JSON text in pieces, for ``simulate --trace`` to stream into its file."""
+        return self.run.trace_chunks()
 
     def to_dict(self) -> dict[str, Any]:
         cfg = self.plan.config

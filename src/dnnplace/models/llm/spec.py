@@ -45,9 +45,9 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 6  # 6: cuda_graphs; 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs;
-# 2: every architecture field;
-READ_VERSIONS = (1, 2, 3, 4, 5, 6)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
+VERSION = 7  # 7: MoE recompute_modules=none under selective recompute is none (was core_attn); 6: cuda_graphs;
+# 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field;
+READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
              "ep_comm_exposed", "offload_exposed", "host_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
@@ -371,6 +371,8 @@ def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
     cluster = Cluster(device, check_field("count", "gpus", c["gpus"], where, "cluster.gpus"),
                       check_field("count", "gpus_per_node", c["gpus_per_node"], where, "cluster.gpus_per_node"))
     config, derived = _read_config(doc["config"], where, version)
+    if version < 7 and "moe" in doc and config.recompute == "selective" and config.recompute_modules == "none":
+        config = dataclasses.replace(config, recompute_modules="core_attn")  # what versions 3-6 meant by it
     try:
         problem = LLMProblem(arch, cluster, job, device_spec(device),
                              moe=moe_reader(doc["moe"], arch, where) if "moe" in doc else None)

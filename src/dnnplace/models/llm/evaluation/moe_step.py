@@ -82,7 +82,7 @@ def moe_rank_memory(problem: LLMProblem, c: Any, mem: dict[str, Array], experts:
     for sparse in (False, True):
         parts = _parts(mm, t, c.tp, etp, sparse, q, quant)
         keep = np.zeros(len(c))
-        code = np.where(sel, np.where(mods == 0, 1.0, mods), 0.0).astype(np.int64)  # selective alone: core_attn
+        code = np.where(sel, mods, 0.0).astype(np.int64)  # the modules named, none of them: nothing (issue 45)
         for mask in np.unique(code):
             rows = code == mask
             names = tuple(n for b, n in enumerate(moe_cost.RECOMPUTE_MODULES) if int(mask) >> b & 1)
@@ -188,8 +188,9 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     Both kinds share the attention (MLA's projections and core for DeepSeek-style models, else the dense
     one) with its TP collectives; a dense layer adds its MLP, a sparse one the MoE terms of
     ``evaluation/llm/moe.py`` (router, permutation, grouped GEMMs, shared experts, the exposed dispatch and
-    combine).  With selective recomputation and recompute modules, the modules alone are rerun
-    (Megatron's default ``core_attn`` when none is named).
+    combine).  With selective recomputation the modules named are rerun, and none when none is named: a plan
+    names Megatron's default ``core_attn`` (exported as ``--recompute-modules core_attn``), and
+    ``recompute_modules=none`` is Megatron's empty ``--recompute-modules`` (issue 45).
     """
     mm = problem.moe
     a, dev, s = problem.arch, problem.device, problem.job.seq_len
@@ -199,8 +200,8 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     sp_div = np.where(c.sp, tp, 1.0)
     sel = (c.recompute == 1)
     mods = np.where(sel, mods, 0.0)
-    core_rerun = sel & ((mods == 0) | moe_cost._bit(mods, "core_attn"))
-    mods_eff = np.where(core_rerun & (mods == 0), 1.0, mods)  # bit 0: core_attn
+    core_rerun = sel & moe_cost._bit(mods, "core_attn")  # an empty module list reruns nothing (Megatron's [])
+    mods_eff = mods
     full = c.recompute == 2
     # attention
     att_shapes = moe_cost.mla_gemms(mm, tokens, tp) if mm.mla is not None else flops.layer_gemms(a, tokens, tp)[:2]

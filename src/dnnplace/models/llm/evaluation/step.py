@@ -281,7 +281,8 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
             "tp_comm_exposed": m * (fwd["tp"] + bwd["tp"])[rows, bott],
             "cp_comm_exposed": m * (fwd["cp"] + bwd["cp"])[rows, bott],
             "pp_comm_exposed": pp_exp, "dp_comm_exposed": dp_exp[rows, tail_rank],
-            "bubble": pipe - m * stage_max, "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott],
+            "bubble": np.maximum(pipe - m * stage_max, 0.0),  # pp=1: equal sums differ in the last ulp (-2e-15)
+            "ep_comm_exposed": m * (fwd["ep"] + bwd["ep"])[rows, bott],
             "offload_exposed": m * wait[rows, bott], "host_exposed": m * (fwd["host"] + bwd["host"])[rows, bott]}
     assert tuple(time) == TIME_KEYS
 

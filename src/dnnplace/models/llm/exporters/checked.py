@@ -41,6 +41,15 @@ class CheckedPlan:
         return c
 
     @property
+    def runs_recompute(self) -> str:
+        """The recomputation the plan runs: an MoE plan's selective recompute of no module reruns nothing (it is
+        priced as ``none``), so a trainer without per-module recompute runs it as ``none``, exactly as priced."""
+        c = self.config
+        if self.problem.moe is not None and c["recompute"] == "selective" and c["recompute_modules"] == "none":
+            return "none"
+        return str(c["recompute"])
+
+    @property
     def job(self) -> dict[str, Any]:
         j: dict[str, Any] = self.doc["job"]
         return j

@@ -55,7 +55,7 @@ def expressible(plan: CheckedPlan) -> None:
     c, why = plan.config, []
     if c["vp"] > 1:
         why.append(f"vp={c['vp']} (DeepSpeed's pipeline engine has no interleaved stages: --fix vp=1)")
-    if c["recompute"] == "selective":
+    if plan.runs_recompute == "selective":
         why.append("recompute=selective (DeepSpeed checkpoints whole layers only: --fix recompute=none or full)")
     if c["cp"] > 1:
         why.append(f"cp={c['cp']} (DeepSpeed has no ring context parallelism: --fix cp=1)")

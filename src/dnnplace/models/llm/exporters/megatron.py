@@ -248,7 +248,8 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
         groups.append(["--sequence-parallel"])
     moe = plan.problem.moe
     modules = [] if c.get("recompute_modules", "none") == "none" else str(c["recompute_modules"]).split("+")
-    groups += [] if moe is not None and modules and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
+    # MoE selective recompute: the modules priced, an empty list included (recompute_modules=none: nothing)
+    groups += [] if moe is not None and c["recompute"] == "selective" else _RECOMPUTE[c["recompute"]]
     groups += sharding_args(c)
     groups += overlap_args(plan)
     if j.get("cross_entropy", "megatron") == "te":  # Transformer Engine's fused cross entropy, as priced
@@ -264,6 +265,7 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
         groups += moe_model_args(moe) + moe_parallel_args(
             ep=c["ep"], etp=c["etp"], dispatcher=c["dispatcher"],
             recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"],
+            selective=c["recompute"] == "selective",
             flex_backend=flex_backend(plan))
     groups.append(["--bf16"])
     if j["precision"] == "fp8":

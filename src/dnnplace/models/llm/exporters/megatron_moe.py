@@ -72,12 +72,14 @@ def moe_model_args(m: MoEModel) -> list[list[str]]:
 
 def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: Iterable[str] = (),
                       grouped_gemm: bool = True, a2a_overlap: bool = False,
-                      shared_expert_overlap: bool = False, flex_backend: str = "deepep") -> list[list[str]]:
+                      shared_expert_overlap: bool = False, flex_backend: str = "deepep",
+                      selective: bool = False) -> list[list[str]]:
     """The expert-parallel options of a plan (the rules in ``model/moe_rules.py`` hold already).
 
     ``flex`` is Megatron's flex dispatcher with the backend priced (``--moe-flex-dispatcher-backend``: deepep,
     or hybridep where the cost model prices HybridEP). The router runs in fp32 and permutation is fused, as in
-    the recipes the cost model follows.
+    the recipes the cost model follows.  ``selective``: selective recompute of exactly ``recompute_modules``,
+    written even when empty (Megatron-Core runs ``[]`` as no module; left out, it would run ``core_attn``).
     """
     if flex_backend not in ("deepep", "hybridep"):
         raise ValueError(f"unknown flex backend {flex_backend!r}")
@@ -95,6 +97,6 @@ def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: 
         out.append(["--overlap-moe-expert-parallel-comm"])
     if shared_expert_overlap:
         out.append(["--moe-shared-expert-overlap"])
-    if modules:
+    if selective or modules:  # an empty --recompute-modules is Megatron's [] (nothing), not its default core_attn
         out += [["--recompute-granularity", "selective"], ["--recompute-modules", *modules]]
     return out

@@ -181,7 +181,7 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         raise refuse("torchtitan", a, f"precision {j['precision']} (torchtitan's float8 converter is torchao's "
                                       "current scaling with high-precision weights, another recipe); re-plan "
                                       "with --precision bf16")
-    if c["recompute"] == "selective":
+    if plan.runs_recompute == "selective":
         # torchtitan's selective AC (ActivationCheckpoint.selective_ac_option) is op-level SAC ("op": every
         # second matmul) or every N-th layer: neither is Megatron's core-attention recompute, as priced.
         raise refuse("torchtitan", a, "recompute=selective (Megatron's core-attention recompute; torchtitan's "
@@ -201,7 +201,7 @@ def sections(plan: CheckedPlan) -> dict[str, dict[str, Any]]:
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if c["vp"] > 1 else "1F1B"
         par["pipeline_parallel_microbatch_size"] = c["mbs"]
         par["module_fqns_per_model_part"] = model_parts(plan)
-    ac: dict[str, Any] = {"mode": _AC_MODE[c["recompute"]]}
+    ac: dict[str, Any] = {"mode": _AC_MODE[plan.runs_recompute]}
     out: dict[str, dict[str, Any]] = {"job": {"description": a.name}, "model": model}
     out["training"] = {
         "local_batch_size": local_batch_size(c, j),

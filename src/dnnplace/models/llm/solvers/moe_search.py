@@ -32,7 +32,7 @@ from dnnplace.models.llm.solvers.grid import (
 )
 from dnnplace.models.llm.spec import LLMProblem
 
-SEARCHED_MODULE_SETS = ("none", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
+SEARCHED_MODULE_SETS = ("core_attn", "moe_act", "mla_up_proj", "mlp", "moe", "moe_act+layernorm", "mla_up_proj+mlp",
                         "mla_up_proj+mlp+moe", "moe_act+layernorm+mla_up_proj")
 
 
@@ -67,7 +67,7 @@ def _expert_columns(problem: LLMProblem, fixed: dict[str, object], cols: Columns
         union = 1  # core_attn: what selective recompute without modules reruns
         for name in ([str(fixed["recompute_modules"])] if "recompute_modules" in fixed else SEARCHED_MODULE_SETS):
             union |= MODULE_SETS.index(name)
-        cols, theta = _moe_best_bases(problem, cols, clock or _Clock(None), MOE_CHILDREN, union)
+        cols, theta = _moe_best_bases(problem, cols, clock or _Clock(None), MOE_CHILDREN, union, removed, emptied)
         if floor is not None:
             floor.append(theta)
     disp = [DISPATCHERS.index(str(fixed["dispatcher"]))] if "dispatcher" in fixed else list(range(len(DISPATCHERS)))
@@ -134,9 +134,12 @@ def _expert_grid(problem: LLMProblem, cols: Columns, ep: list[int], etp: list[in
                            removed if removed is not None else Counter(), emptied)
         grid = {k: v[mask] for k, v in grid.items()}
     if len(grid["tp"]):
-        fits = static_memory_lb(problem, as_candidates(grid, np.arange(len(grid["tp"])),
+        need = static_memory_lb(problem, as_candidates(grid, np.arange(len(grid["tp"])),
                                                        np.zeros((len(grid["tp"]), 1))))
-        grid = {k: v[fits <= problem.device.usable_memory_bytes] for k, v in grid.items()}
+        ok = need <= problem.device.usable_memory_bytes
+        _count_memory(ok, need, removed, emptied, "weights, gradients and optimizer state")
+        if ok.any():  # else none fits: the search goes on to price the fastest as its answer (a --compare's
+            grid = {k: v[ok] for k, v in grid.items()}  # fits: false, the plan's memory shortfall in numbers)
     counts = np.bincount(grid["_id"], minlength=u)  # grid rows are in _id order already
     starts = np.concatenate([[0], np.cumsum(counts)])
     per = counts[back]
@@ -148,6 +151,22 @@ def _expert_grid(problem: LLMProblem, cols: Columns, ep: list[int], etp: list[in
     return out
 
 
+#: How a memory shortfall is named among the rules that emptied a search (``_why_empty`` says it as one).
+MEMORY_SHORT = "memory"
+
+
+def _count_memory(ok: np.ndarray, need: np.ndarray, removed: Counter[str] | None, emptied: list[str] | None,
+                  what: str) -> None:
+    """Count the rows a proven memory bound removed beside the rules' removals, and when it removed the last
+    of them say so with the least memory any needed: an MoE model too large for its GPUs is a memory
+    shortfall, not the rule that happened to remove the most rows before ("most removed: vp_needs_pp")."""
+    gone = int(np.count_nonzero(~ok))
+    if removed is not None and gone:
+        removed[MEMORY_SHORT] += gone
+    if emptied is not None and gone and not ok.any():
+        emptied.append(f"{MEMORY_SHORT} {float(need.min()):.17g} {what}")
+
+
 def _relaxed(cols: Columns) -> Columns:
     """The bases' relaxation (:func:`_moe_best_bases`): fastest dispatcher, overlap wherever allowed, no modules."""
     n = len(cols["tp"])
@@ -157,8 +176,8 @@ def _relaxed(cols: Columns) -> Columns:
             "recompute_modules": np.zeros(n, dtype=np.int64), "recompute": np.where(full, 2, 0)}
 
 
-def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: int,
-                    modules: int) -> tuple[Columns, float]:
+def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: int, modules: int,
+                    removed: Counter[str] | None = None, emptied: list[str] | None = None) -> tuple[Columns, float]:
     """The bases (every knob but the dispatcher, the all-to-all overlap and the recompute modules) whose relaxed
     bound is smallest, up to ``budget`` expert-knob children, and a proven lower bound on the step time of
     every configuration of the others.
@@ -178,14 +197,18 @@ def _moe_best_bases(problem: LLMProblem, cols: Columns, clock: _Clock, budget: i
 
     n = len(cols["tp"])
     relaxed = _relaxed(cols)
-    lb = np.empty(n)
+    lb, mem, bare = np.empty(n), np.empty(n), np.empty(n)  # bare: the time bound alone
     for lo in range(0, n, BOUND_ROWS):
         if clock.over():
             raise _TimeUp
         rows = np.arange(lo, min(lo + BOUND_ROWS, n))
-        lb[rows] = lower_bounds(problem, relaxed, rows, costs=_shared_stage_costs(problem, relaxed, rows))[0]
-        mem = moe_memory_lower_bound(problem, as_candidates(cols, rows, np.zeros((len(rows), 1))), modules)
-        lb[rows] = np.where(mem > problem.device.usable_memory_bytes, np.inf, lb[rows])
+        lb[rows], bare[rows] = lower_bounds(problem, relaxed, rows, costs=_shared_stage_costs(problem, relaxed, rows))
+        mem[rows] = moe_memory_lower_bound(problem, as_candidates(cols, rows, np.zeros((len(rows), 1))), modules)
+        lb[rows] = np.where(mem[rows] > problem.device.usable_memory_bytes, np.inf, lb[rows])
+    fits = mem <= problem.device.usable_memory_bytes
+    _count_memory(fits, mem, removed, emptied, "weights, optimizer state and one micro-batch of activations")
+    if not fits.any():  # none can fit: keep the time bounds, so the fastest is priced as the search's answer
+        lb = np.where(fits, lb, bare)
     order = np.argsort(lb, kind="stable")
     order = order[np.isfinite(lb[order])]
     children = np.where(cols["recompute"][order] == 1, len(SEARCHED_MODULE_SETS), 1) * len(DISPATCHERS) * 2

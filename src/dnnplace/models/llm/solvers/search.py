@@ -58,7 +58,7 @@ from dnnplace.models.llm.solvers.grid import (
     as_candidates,
     splits,
 )
-from dnnplace.models.llm.solvers.moe_search import _expert_columns, _keep, _moe_fitting
+from dnnplace.models.llm.solvers.moe_search import MEMORY_SHORT, _expert_columns, _keep, _moe_fitting
 from dnnplace.models.llm.spec import RECOMPUTE, LLMEstimate, LLMPlan, LLMProblem, ParallelConfig
 
 ProgressFn = Callable[[float, float, str], None]
@@ -506,5 +506,10 @@ def _why_empty(problem: LLMProblem, fixed: dict[str, object], removed: Counter[s
     """No configuration left: say which rule removed the last candidates (and the most common ones)."""
     n, j = problem.cluster.gpus, problem.job
     what = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "no fixed values"
+    if last is not None and last.startswith(MEMORY_SHORT + " "):  # a proven memory bound removed the last rows
+        _, need, part = last.split(" ", 2)
+        return (f"no configuration fits in {_gb(problem.device.usable_memory_bytes)} GB per GPU on "
+                f"{problem.device.name} ({n} GPUs, {what}): the least any layout needs for its {part} is "
+                f"{_gb(float(need))} GB (add GPUs, or a device with more memory)")
     return (f"no valid configuration for {n} GPUs, batch {j.global_batch}, seq {j.seq_len} ({what}): "
             + describe_removed(removed, last))
