@@ -19,7 +19,7 @@ import numpy as np
 
 from dnnplace.models.serving.cost import p2p_time
 from dnnplace.models.serving.dp import range_costs, split_dp
-from dnnplace.models.serving.evaluation import cached_times, evaluate, iteration, link_between
+from dnnplace.models.serving.evaluation import cached_times, evaluate, evaluate_replica, iteration, link_between
 from dnnplace.models.serving.memory import stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
@@ -50,8 +50,10 @@ def _units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[_Unit]]:
     return out
 
 
-def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int) -> tuple[float, tuple[int, ...]]:
-    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split."""
+def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
+           mns: int | None = None) -> tuple[float, tuple[int, ...]]:
+    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
+    :func:`evaluate` sizes it: activations and logits at the engine's ``mns`` sequences)."""
     n = p.model.num_layers
     pp = len(stages)
     per_mb = max(seqs / pp, 1.0)
@@ -71,7 +73,7 @@ def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int) -> tuple
             b = Stage(stages[i + 1].gpu, stages[i + 1].node, stages[i + 1].gpus, 1)
             fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, a, b),
                                     p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
-        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, seqs, mbt)
+        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, mns or seqs, mbt)
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)]) / tp
         kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
         free = m0.kv_free - (wpre[hi] - wpre[lo])
@@ -87,27 +89,67 @@ def _grid(limit: int) -> list[int]:
 
 
 def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> tuple[float, float, Replica | None]:
-    """(throughput, upper bound, replica) of one pipeline over ``stages`` in this order, over the batch grid."""
-    best, bound, rep = 0.0, 0.0, None
-    grid = _grid(mns)
-    vals: list[tuple[int, float, float]] = []
-    for b in grid:
-        if p.workload.concurrency is not None and b > p.workload.concurrency:
-            break
-        t, layers = _split(p, stages, b, mbt)
-        if not math.isfinite(t):
-            break
-        it = iteration(p, max(b / len(stages), 1.0), mbt)
-        thr = it.decode / t
-        vals.append((b, t, thr))
-        if thr > best:
-            best = thr
-            rep = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
-    for k, (b, t, _) in enumerate(vals):  # throughput in [b, next b) is at most tokens(next) / time(b)
-        nxt = vals[k + 1][0] if k + 1 < len(vals) else b
-        it = iteration(p, max(nxt / len(stages), 1.0), mbt)
-        bound = max(bound, it.decode / t)
+    """(throughput, upper bound, replica) of one pipeline over ``stages`` in this order, exact over the batch.
+
+    Why exact: the DP's smallest bottleneck time ``t(c)`` holding ``c`` sequences grows with ``c``, and
+    the decode tokens of an iteration grow with ``c``, so no split running ``c`` in ``[a, b)`` beats
+    ``decode(b - 1) / t(a)``.  The batch grid is refined (branch and bound) until every interval's bound
+    is below the best evaluated split; each candidate split is priced by :func:`evaluate_replica`, the
+    one evaluator, at the batch its KV cache really holds.
+    """
+    pp = len(stages)
+    limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    t_of: dict[int, float] = {}
+    best, rep = 0.0, None
+    tried: set[tuple[int, ...]] = set()
+
+    def probe(b: int) -> float:
+        nonlocal best, rep
+        if b not in t_of:
+            t, layers = _split(p, stages, b, mbt, mns)
+            t_of[b] = t
+            if math.isfinite(t) and layers not in tried:
+                tried.add(layers)
+                r = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
+                v = evaluate_replica(p, r, mns, mbt).tokens_per_s
+                if v > best:
+                    best, rep = v, r
+        return t_of[b]
+
+    def ub(a: int, b: int) -> float:  # a bound on any split running a batch in [a, b]
+        t = probe(a)
+        return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
+
+    grid = _grid(limit)
+    stack = list(zip(grid, grid[1:] + [grid[-1] + 1]))
+    bound = 0.0
+    while stack:
+        a, b = stack.pop()
+        u = ub(a, b - 1)
+        if u <= best * (1 + 1e-12) or u == 0.0:
+            continue
+        if b - a <= 1:
+            bound = max(bound, u)  # a single batch: its bound stands only if its own split does not reach it
+            continue
+        mid = (a + b) // 2
+        stack += [(a, mid), (mid, b)]
     return best, max(bound, best), rep
+
+
+def _place(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
+    """Physical GPUs for the chosen replicas: each (node, kind)'s GPUs in index order, the widest TP
+    groups first (aligned), so no GPU serves two stages (the search priced stages by kind, not index)."""
+    pools = {(n, name): [g.index for g in gpus] for n, node in enumerate(p.fleet.nodes)
+             for name, gpus in node.kinds().items()}
+    out: list[Replica | None] = [None] * len(reps)
+    for k in sorted(range(len(reps)), key=lambda k: -reps[k].tp):
+        stages = []
+        for s in reps[k].stages:
+            pool = pools[(s.node, s.gpu)]
+            stages.append(Stage(s.gpu, s.node, tuple(pool[:s.tp]), s.layers))
+            del pool[:s.tp]
+        out[k] = Replica(tuple(stages))
+    return tuple(r for r in out if r is not None)
 
 
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
@@ -117,73 +159,62 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     mns = max_num_seqs or p.engine.max_num_seqs
     mbt = max_num_batched_tokens or p.engine.max_num_batched_tokens
     complete = True
-    best_total, best_bound = 0.0, 0.0
-    best_reps: tuple[Replica, ...] = ()
-    for t in _TPS if tp is None else (tp,):
-        units = _units(p, t)
-        keys = [k for k, v in units.items() if v]
-        if not keys:
+    tps = _TPS if tp is None else (tp,)
+    by_tp = {t: _units(p, t) for t in tps}
+    keys = [k for k, v in _units(p, 1).items() if v]
+    counts = tuple(len(_units(p, 1)[k]) for k in keys)
+    memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
+
+    def replica_of(sub: tuple[int, ...], t: int) -> tuple[float, float, Replica | None]:
+        """The best pipeline of TP ``t`` over ``sub`` GPUs per (node, kind): every order of the kinds."""
+        nonlocal complete
+        if (sub, t) in memo:
+            return memo[(sub, t)]
+        kinds = [i for i, c in enumerate(sub) if c]
+        out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
+        size = sum(sub) // t
+        if (pp is None or size == pp) and size <= p.model.num_layers:
+            for order in itertools.permutations(kinds):
+                if time.monotonic() - t0 > time_limit:
+                    complete = False
+                    break
+                stages = [u for i in order for u in by_tp[t][keys[i]][:sub[i] // t]]
+                v, bd, rep = best_replica(p, stages, mns, mbt)
+                out = (v, max(bd, out[1]), rep) if v > out[0] else (out[0], max(out[1], bd), out[2])
+        memo[(sub, t)] = out
+        return out
+
+    # replicas over the multiset of GPUs (each replica one TP, replicas may differ):
+    # best(S) = max over R within S (R holding a GPU of S's first kind, so each split is seen once) of
+    # value(R) + best(S - R), and best(S) >= best(S less one GPU) (GPUs may idle)
+    best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
+    for state in itertools.product(*[range(c + 1) for c in counts]):
+        if not any(state):
+            best[state] = (0.0, 0.0, ())
             continue
-        counts = tuple(len(units[k]) for k in keys)
-        memo: dict[tuple[int, ...], tuple[float, float, Replica | None]] = {}
-
-        def replica_of(sub: tuple[int, ...], memo: dict[tuple[int, ...], tuple[float, float, Replica | None]] = memo,
-                       units: dict[tuple[int, str], list[_Unit]] = units,
-                       keys: list[tuple[int, str]] = keys) -> tuple[float, float, Replica | None]:
-            nonlocal complete
-            if sub in memo:
-                return memo[sub]
-            kinds = [i for i, c in enumerate(sub) if c]
-            out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
-            size = sum(sub)
-            if (pp is None or size == pp) and size <= p.model.num_layers:
-                for order in itertools.permutations(kinds):
-                    if time.monotonic() - t0 > time_limit:
-                        complete = False
-                        break
-                    stages = [u for i in order for u in units[keys[i]][:sub[i]]]
-                    v, bd, rep = best_replica(p, stages, mns, mbt)
-                    if v > out[0]:
-                        out = (v, max(bd, out[1]), rep)
-                    else:
-                        out = (out[0], max(out[1], bd), out[2])
-            memo[sub] = out
-            return out
-
-        # replicas over the multiset of units: best(S) = max over sub-multisets R of S of value(R) + best(S - R)
-        best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
-        for state in itertools.product(*[range(c + 1) for c in counts]):
-            if not any(state):
-                best[state] = (0.0, 0.0, ())
-                continue
-            top: tuple[float, float, tuple[Replica, ...]] = (0.0, 0.0, ())
-            first = next(i for i, c in enumerate(state) if c)
-            for sub in itertools.product(*[range(c + 1) for c in state]):
-                if sub[first] == 0:  # the replica holding the first remaining unit kind: each split once
+        top: tuple[float, float, tuple[Replica, ...]] = (0.0, 0.0, ())
+        first = next(i for i, c in enumerate(state) if c)
+        for t in tps:
+            for sub in itertools.product(*[range(0, c + 1, t) for c in state]):
+                if sub[first] == 0:
                     continue
-                v, bd, rep = replica_of(sub)
-                rest = tuple(a - b for a, b in zip(state, sub))
-                rv, rb, rr = best[rest]
-                cand_v = v + rv
-                top = (max(top[0], cand_v), max(top[1], bd + rb), top[2])
-                if cand_v > 0 and cand_v >= top[0] and rep is not None:
-                    top = (cand_v, top[1], (rep, *rr))
-                elif cand_v > 0 and cand_v >= top[0] and rep is None:
-                    top = (cand_v, top[1], rr)
-            # leaving units idle is allowed: best(state) >= best(state with one unit fewer)
-            for i, c in enumerate(state):
-                if c:
-                    less = tuple(c2 - (1 if j == i else 0) for j, c2 in enumerate(state))
-                    if best[less][0] > top[0]:
-                        top = (best[less][0], max(top[1], best[less][1]), best[less][2])
-            best[state] = top
-            if time.monotonic() - t0 > time_limit:
-                complete = False
-                break
-        full = best.get(counts) or max(best.values(), key=lambda x: x[0])
-        if full[0] > best_total:
-            best_total, best_reps = full[0], full[2]
-        best_bound = max(best_bound, full[1])
+                v, bd, rep = replica_of(sub, t)
+                rv, rb, rr = best[tuple(x - y for x, y in zip(state, sub))]
+                cand = v + rv
+                top = (top[0], max(top[1], bd + rb), top[2])
+                if cand > top[0] and rep is not None:
+                    top = (cand, top[1], (rep, *rr))
+        for i, c in enumerate(state):
+            if c:
+                less = best[tuple(c2 - (1 if j == i else 0) for j, c2 in enumerate(state))]
+                top = (less[0], max(top[1], less[1]), less[2]) if less[0] > top[0] else \
+                    (top[0], max(top[1], less[1]), top[2])
+        best[state] = top
+        if time.monotonic() - t0 > time_limit:
+            complete = False
+            break
+    full = best.get(counts) or max(best.values(), key=lambda x: x[0])
+    best_total, best_bound, best_reps = full[0], full[1], _place(p, full[2])
     runtime = time.monotonic() - t0
     cfg = ServingConfig(tuple(best_reps), mns, mbt)
     if not best_reps:
