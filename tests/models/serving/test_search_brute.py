@@ -87,12 +87,14 @@ fleets = st.lists(st.lists(st.tuples(st.integers(1, 3), st.sampled_from(KINDS)),
                   min_size=1, max_size=2).filter(lambda f: sum(c for node in f for c, _ in node) <= 6)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fleets, st.sampled_from((4096, 8192, 12288)), st.integers(2, 5), st.sampled_from(((512, 128), (2048, 256))))
-def test_search_equals_brute_force_on_random_fleets_of_up_to_6_gpus(fleet, hidden, layers, lengths):
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets, st.sampled_from((4096, 8192, 12288)), st.integers(2, 5), st.sampled_from(((512, 128), (2048, 256))),
+       st.sampled_from(("vllm", "trtllm")))
+def test_search_equals_brute_force_on_random_fleets_of_up_to_6_gpus(fleet, hidden, layers, lengths, engine):
+    # SGLang is left out: its world-minimum KV rule is priced by evaluate but not by the DP's per-stage check
     spec = ";".join("+".join(f"{c}x{k}" for c, k in node) for node in fleet)
     isl, osl = lengths
-    p = problem(_model(hidden, layers), gpus=spec, isl=isl, osl=osl, max_model_len=4096)
+    p = problem(_model(hidden, layers), gpus=spec, isl=isl, osl=osl, max_model_len=4096, engine=engine)
     want = brute_force(p)
     plan = search(p, time_limit=60)
     if want <= 0:
@@ -103,4 +105,4 @@ def test_search_equals_brute_force_on_random_fleets_of_up_to_6_gpus(fleet, hidde
     assert plan.bound >= want * (1 - 1e-9), (spec, plan.bound, want)
     assert got >= want * (1 - plan.gap) * (1 - 1e-9), (spec, got, want, plan.gap)
     if plan.status == "optimal":
-        assert math.isclose(got, want, rel_tol=1e-9)
+        assert math.isclose(got, want, rel_tol=1e-9), (spec, got, want)

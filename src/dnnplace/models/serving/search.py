@@ -10,6 +10,8 @@ interval bound between grid points gives the plan's ``bound`` and ``gap``).
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import itertools
 import math
 import time
@@ -19,13 +21,27 @@ import numpy as np
 
 from dnnplace.models.serving.cost import p2p_time
 from dnnplace.models.serving.dp import range_costs, split_dp
-from dnnplace.models.serving.evaluation import cached_times, evaluate, evaluate_replica, iteration, link_between
-from dnnplace.models.serving.memory import stage_memory
+from dnnplace.models.serving.fleet import Fleet, Node
+from dnnplace.models.serving.evaluation import (
+    cached_times,
+    evaluate,
+    evaluate_replica,
+    iteration,
+    link_between,
+    steady_batch,
+)
+from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
 __all__ = ["best_replica", "search"]
 
 _TPS = (1, 2, 4, 8)
+#: Batch intervals whose bound is within this of the best split found are not refined.
+_TOL = 1e-9
+#: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
+_MAX_PROBES = 48
+#: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
+_MAX_STATES = 20_000
 
 
 @dataclass(frozen=True)
@@ -76,7 +92,8 @@ def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
         m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, mns or seqs, mbt)
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)]) / tp
         kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-        free = m0.kv_free - (wpre[hi] - wpre[lo])
+        slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
+        free = m0.kv_free - slope * (wpre[hi] - wpre[lo])
         ok = free >= need * (kpre[hi] - kpre[lo])
         costs.append(range_costs(prefix, fixed, ok))
     s = split_dp(costs)
@@ -86,6 +103,17 @@ def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
 def _grid(limit: int) -> list[int]:
     g = sorted({1, *[int(2 ** (k / 2)) for k in range(0, 2 * int(math.log2(max(limit, 1))) + 2)], limit})
     return [b for b in g if b <= limit]
+
+
+def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
+    """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
+    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt)
+            for i, s in enumerate(r.stages)]
+    kv = float(stage_kv_tokens(mems, p).min())
+    if p.engine.kv_rule == "min_blocks":
+        kv = math.floor(kv / p.block) * p.block
+    return steady_batch(p, kv, mns)
 
 
 def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> tuple[float, float, Replica | None]:
@@ -111,9 +139,11 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
             if math.isfinite(t) and layers not in tried:
                 tried.add(layers)
                 r = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
-                v = evaluate_replica(p, r, mns, mbt).tokens_per_s
-                if v > best:
-                    best, rep = v, r
+                # the split runs the batch its KV cache holds (>= b): no more than decode(that) / t(b)
+                if iteration(p, max(_concurrency(p, r, mns, mbt) / pp, 1.0), mbt).decode / t > best * (1 + _TOL):
+                    v = evaluate_replica(p, r, mns, mbt).tokens_per_s
+                    if v > best:
+                        best, rep = v, r
         return t_of[b]
 
     def ub(a: int, b: int) -> float:  # a bound on any split running a batch in [a, b]
@@ -121,18 +151,25 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
         return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
 
     grid = _grid(limit)
-    stack = list(zip(grid, grid[1:] + [grid[-1] + 1]))
+    for b in grid:  # every grid point first: a good incumbent prunes most intervals
+        if not math.isfinite(probe(b)):
+            break
+    heap = [(-ub(a, b - 1), a, b) for a, b in zip(grid, grid[1:] + [grid[-1] + 1])]
+    heapq.heapify(heap)
     bound = 0.0
-    while stack:
-        a, b = stack.pop()
-        u = ub(a, b - 1)
-        if u <= best * (1 + 1e-12) or u == 0.0:
-            continue
-        if b - a <= 1:
-            bound = max(bound, u)  # a single batch: its bound stands only if its own split does not reach it
+    while heap:  # best first: the interval with the highest bound is refined next
+        u, a, b = heapq.heappop(heap)
+        u = -u
+        if u <= best * (1 + _TOL) or u == 0.0:
+            break
+        if b - a <= 1 or len(t_of) >= _MAX_PROBES:
+            # a single batch whose own split falls short of its bound (the cost is not monotone in the batch
+            # there), or the refinement's budget spent: the bound stands and the gap says so
+            bound = max(bound, u)
             continue
         mid = (a + b) // 2
-        stack += [(a, mid), (mid, b)]
+        heapq.heappush(heap, (-ub(a, mid - 1), a, mid))
+        heapq.heappush(heap, (-ub(mid, b - 1), mid, b))
     return best, max(bound, best), rep
 
 
@@ -152,6 +189,31 @@ def _place(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
     return tuple(r for r in out if r is not None)
 
 
+def _one_node(p: ServingProblem, k: int) -> Fleet:
+    """The fleet with only node ``k``'s GPUs (node numbers and indices kept)."""
+    nodes = tuple(n if i == k else Node((), n.link) for i, n in enumerate(p.fleet.nodes))
+    return dataclasses.replace(p.fleet, nodes=nodes)
+
+
+def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
+              mbt: int) -> tuple[Replica, ...]:
+    """Replicas kept inside nodes: the search on each distinct node once (same GPUs, same link: same
+    plan), copied to its twins -- the fallback when the fleet's replica partitions are too many."""
+    solved: dict[tuple[tuple[str, ...], str], tuple[Replica, ...]] = {}
+    groups = {(tuple(g.name for g in n.gpus), n.link) for n in p.fleet.nodes if n.gpus}
+    out: list[Replica] = []
+    for k, node in enumerate(p.fleet.nodes):
+        key = (tuple(g.name for g in node.gpus), node.link)
+        if not node.gpus:
+            continue
+        if key not in solved:
+            sp = search(dataclasses.replace(p, fleet=_one_node(p, k)), time_limit=time_limit / len(groups), tp=tp,
+                        pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
+            solved[key] = sp.config.replicas
+        out += [Replica(tuple(dataclasses.replace(s, node=k) for s in r.stages)) for r in solved[key]]
+    return tuple(out)
+
+
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> ServingPlan:
     """The best deployment found, with its status, bound and gap (``tp``/``pp``: pins)."""
@@ -163,6 +225,13 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     by_tp = {t: _units(p, t) for t in tps}
     keys = [k for k, v in _units(p, 1).items() if v]
     counts = tuple(len(_units(p, 1)[k]) for k in keys)
+    if math.prod(c + 1 for c in counts) > _MAX_STATES and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
+        reps = _per_node(p, time_limit, tp, pp, mns, mbt)
+        cfg = ServingConfig(reps, mns, mbt)
+        status = "feasible" if reps else "infeasible"
+        return ServingPlan(cfg, status, None, None, time.monotonic() - t0,
+                           {"complete": False, "note": "replicas kept inside nodes: the fleet has more than "
+                            f"{_MAX_STATES} GPU subsets to split into replicas"})
     memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
 
     def replica_of(sub: tuple[int, ...], t: int) -> tuple[float, float, Replica | None]:
@@ -213,14 +282,23 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         if time.monotonic() - t0 > time_limit:
             complete = False
             break
-    full = best.get(counts) or max(best.values(), key=lambda x: x[0])
+    full = best.get(counts)
+    if full is None:  # stopped early: the best of what was solved, or one plan per node if that is better
+        full = max(best.values(), key=lambda x: x[0])
+        if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
+            reps = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
+            v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
+            if v > full[0]:
+                full = (v, math.inf, reps)
     best_total, best_bound, best_reps = full[0], full[1], _place(p, full[2])
     runtime = time.monotonic() - t0
     cfg = ServingConfig(tuple(best_reps), mns, mbt)
     if not best_reps:
         return ServingPlan(cfg, "infeasible", None, None, runtime)
     value = evaluate(p, cfg).output_tokens_per_s
+    if not complete:  # a bound over part of the fleet bounds nothing: say so
+        return ServingPlan(cfg, "feasible", None, None, runtime, {"complete": False})
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
-    status = "optimal" if complete and gap < 1e-9 else "feasible"
+    status = "optimal" if gap < 1e-9 else "feasible"
     return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete})
