@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -44,7 +44,7 @@ def brute_force(p: ServingProblem) -> float:
     keys = sorted({(g.node, g.name) for g in p.fleet.gpus})
     counts = tuple(sum(1 for g in p.fleet.gpus if (g.node, g.name) == k) for k in keys)
 
-    @lru_cache(maxsize=None)
+    @cache
     def replica_value(seq: tuple[int, ...], tp: int) -> float:
         used = [0] * len(keys)
         stages = []
@@ -72,7 +72,7 @@ def brute_force(p: ServingProblem) -> float:
                 if v > 0:
                     replicas.append((tuple(seq.count(k) * tp for k in range(len(keys))), v))
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(left: tuple[int, ...]) -> float:
         out = 0.0
         for use, v in replicas:

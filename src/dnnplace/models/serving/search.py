@@ -21,7 +21,6 @@ import numpy as np
 
 from dnnplace.models.serving.cost import p2p_time
 from dnnplace.models.serving.dp import range_costs, split_dp
-from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.evaluation import (
     cached_times,
     evaluate,
@@ -30,6 +29,7 @@ from dnnplace.models.serving.evaluation import (
     link_between,
     steady_batch,
 )
+from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
@@ -150,7 +150,8 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
         t = probe(a)
         return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
 
-    grid = _grid(limit)
+    # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
+    grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
     for b in grid:  # every grid point first: a good incumbent prunes most intervals
         if not math.isfinite(probe(b)):
             break
@@ -290,7 +291,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
             if v > full[0]:
                 full = (v, math.inf, reps)
-    best_total, best_bound, best_reps = full[0], full[1], _place(p, full[2])
+    best_bound, best_reps = full[1], _place(p, full[2])
     runtime = time.monotonic() - t0
     cfg = ServingConfig(tuple(best_reps), mns, mbt)
     if not best_reps:
