@@ -64,7 +64,7 @@ def fleet_section(label: str, p: ServingProblem, target: float | None, time_limi
               f"{ev.requests_per_s:.2f} req/s; status {plan.status}, "
               + (f"bound {plan.bound:,.0f}, gap {plan.gap:.2%}" if plan.bound is not None and plan.gap is not None
                  else "no bound (the search stopped early)"),
-              f"- search: {runtime:.2f} s ({'complete' if complete else 'stopped at the time limit'})", "",
+              f"- search: {runtime:.2f} s ({'complete' if complete else plan.meta.get('note', 'stopped early')})", "",
               "| baseline | deployment | tok/s | gain | note |", "|---|---|---|---|---|"]
     for b in baselines(p, plan, time_limit=time_limit):
         tok = f"{b.evaluation.output_tokens_per_s:,.0f}" if b.evaluation is not None and b.evaluation.fits else "-"

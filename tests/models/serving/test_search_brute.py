@@ -26,6 +26,9 @@ from dnnplace.models.serving.spec import Replica, ServingProblem, Stage
 
 KINDS = ("t4", "rtx-3060", "l4", "a10g", "a100-40g")
 TMP = Path(tempfile.mkdtemp(prefix="dnnplace-brute-"))
+#: every problem stays alive: evaluation's layer-time cache keys on id(model), and a freed model's id may be
+#: reused by the next example's different model
+KEEP: list[ServingProblem] = []
 
 
 def _model(hidden: int, layers: int) -> Path:
@@ -95,6 +98,7 @@ def test_search_equals_brute_force_on_random_fleets_of_up_to_6_gpus(fleet, hidde
     spec = ";".join("+".join(f"{c}x{k}" for c, k in node) for node in fleet)
     isl, osl = lengths
     p = problem(_model(hidden, layers), gpus=spec, isl=isl, osl=osl, max_model_len=4096, engine=engine)
+    KEEP.append(p)
     want = brute_force(p)
     plan = search(p, time_limit=60)
     if want <= 0:
