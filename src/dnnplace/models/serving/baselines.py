@@ -1,23 +1,47 @@
-"""What users run today, priced by the same evaluator as the plan (stub: its owner's version replaces it).
+"""What users run now, priced by the same evaluator as the plan, and the plan's gain over each.
 
-Why a stub here: the plan file and ``dnnplace serve`` list the baselines by this signature; until they
-land the list is empty.
+Why: a plan's throughput means little alone; the question users ask is how much it beats what they
+would have typed.  Each baseline rebuilds the split an engine or library makes by default -- read in
+its source (file and function named beside each rule) and reimplemented here, never imported --
+and prices it with :func:`~dnnplace.models.serving.evaluation.evaluate`, so the plan and the
+baselines share every formula.  A baseline that does not fit is reported (gain None, the stage and
+its shortfall named), never raised.
+
+* ``engine-even``: the plan's replicas, stages and TP with the engine's own default layer split
+  (vLLM ``get_pp_indices``: remainder to the middle stages; SGLang: to the last; TensorRT-LLM
+  ``torch.tensor_split``: to the first; llama.cpp: by free memory; Hugging Face: accelerate's
+  balanced map) -- isolates what the split alone is worth.
+* ``accelerate-balanced``: ``device_map="auto"`` over each node's GPUs in index order
+  (``get_balanced_memory`` then the sequential greedy ``infer_auto_device_map``), one replica per node.
+* ``llama.cpp-free-memory``: ``llama-server -ngl all`` with no ``-ts`` over each node's GPUs: layer
+  slots (layers + the output layer) proportional to each device's free memory.
+* ``best-homogeneous``: the best plan :func:`~dnnplace.models.serving.search.search` finds on the
+  GPUs of one kind only (every kind tried, the best kept).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from dnnplace.models.serving.evaluation import ServingEvaluation
-from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem
+import numpy as np
 
-__all__ = ["Baseline", "baselines"]
+from dnnplace.core.catalogue import device_spec
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.fleet import Fleet, Node
+from dnnplace.models.serving.search import search
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+
+__all__ = ["NAMES", "Baseline", "accelerate_balanced_layers", "baselines", "engine_default_split",
+           "llama_cpp_layers"]
+
+NAMES = ("engine-even", "accelerate-balanced", "llama.cpp-free-memory", "best-homogeneous")
 
 
 @dataclass
 class Baseline:
-    """One baseline deployment: what it is, its price, and the plan's gain over it (None: it does not fit)."""
+    """One baseline deployment, its prediction and the plan's gain over it (None: it does not fit)."""
 
     name: str
     config: ServingConfig | None
@@ -26,12 +50,248 @@ class Baseline:
     why: str
 
     def to_dict(self) -> dict[str, Any]:
-        """The baseline as one JSON object."""
-        return {"name": self.name, "gain": self.gain, "why": self.why,
-                "prediction": None if self.evaluation is None else self.evaluation.to_dict()}
+        cfg = None
+        if self.config is not None:
+            cfg = {"max_num_seqs": self.config.max_num_seqs,
+                   "max_num_batched_tokens": self.config.max_num_batched_tokens,
+                   "replicas": [{"tp": r.tp, "pp": r.pp,
+                                 "stages": [{"gpu": s.gpu, "node": s.node, "gpus": list(s.gpus), "layers": s.layers}
+                                            for s in r.stages]} for r in self.config.replicas]}
+        ev = self.evaluation
+        return {"name": self.name, "config": cfg,
+                "output_tokens_per_s": None if ev is None or not ev.fits else round(ev.output_tokens_per_s, 6),
+                "fits": bool(ev is not None and ev.fits),
+                "gain": None if self.gain is None else round(self.gain, 6), "why": self.why}
 
 
-def baselines(p: ServingProblem, plan: ServingPlan) -> list[Baseline]:
-    """The engine's even split, accelerate's balanced map, llama.cpp's free-memory split, the best homogeneous
-    subset (none yet)."""
-    return []
+# ---------------------------------------------------------------- the engines' default splits
+
+def engine_default_split(layers: int, stages: int, rule: str) -> list[int]:
+    """The layer counts an engine gives ``stages`` PP ranks when no partition is set.
+
+    ``middle``: vLLM ``vllm/distributed/utils.py::get_pp_indices`` -- ``layers // stages`` each, the
+    remainder added to ``partitions[-2], partitions[-3], ...``; ``last``: SGLang
+    ``srt/distributed/utils.py::get_pp_indices`` -- the last ``remainder`` ranks get one more;
+    ``first``: TensorRT-LLM ``mapping.py::pp_layers`` (``torch.tensor_split``) -- the first ones do.
+    """
+    base, rem = divmod(layers, stages)
+    out = [base] * stages
+    if rule == "middle":
+        for i in range(2, rem + 2):
+            out[-i] += 1
+    elif rule == "last":
+        for i in range(stages - rem, stages):
+            out[i] += 1
+    else:
+        for i in range(rem):
+            out[i] += 1
+    return out
+
+
+def llama_cpp_layers(layers: int, shares: list[float]) -> list[int]:
+    """Repeating layers per device under llama.cpp's ``-sm layer`` with ``-ngl all``
+    (``src/llama-model.cpp::load_tensors``): ``splits`` is the normalised cumulative sum of ``shares``
+    (``-ts``, or each device's free memory when ``-ts`` is unset) in float32; slot ``il`` of ``layers + 1``
+    (the output layer is slot ``layers``) goes to ``upper_bound(splits, il / (layers + 1))``."""
+    s = np.cumsum(np.asarray(shares, dtype=np.float32), dtype=np.float32)
+    s = (s / s[-1]).astype(np.float32)
+    act = layers + 1
+    out = [0] * len(shares)
+    for il in range(layers):
+        dev = int(np.searchsorted(s, np.float32(il) / np.float32(act), side="right"))
+        out[min(dev, len(shares) - 1)] += 1
+    return out
+
+
+def accelerate_balanced_layers(p: ServingProblem, free: list[float]) -> tuple[list[int], str]:
+    """Decoder layers per GPU of accelerate's ``device_map="auto"`` (``"balanced"``) over GPUs with ``free``
+    bytes each, and what went to the CPU ('' when nothing).
+
+    ``accelerate/utils/modeling.py::get_balanced_memory``: every GPU but the last gets
+    ``model_size // n + int(1.25 * max(one LlamaDecoderLayer, mean leaf module))``; then
+    ``infer_auto_device_map`` walks ``model.embed_tokens``, ``model.layers.*``, ``model.norm``,
+    ``lm_head`` in order, filling one GPU until the next module does not fit and never going back; GPU 0
+    (a "main device") keeps room for the largest layer.  Leftovers go to the CPU.
+    """
+    m = p.model
+    n_gpu = len(free)
+    layer = [float(b) for b in m.weight_bytes]
+    head = 0.0 if m.tied else m.head_bytes  # a tied head shares the embedding's tensor (counted once)
+    modules = [("embed", m.embed_bytes)] + [(f"layer{i}", b) for i, b in enumerate(layer)] + \
+        [("norm", m.hidden * 2.0), ("lm_head", head)]
+    total = sum(b for _, b in modules)
+    leaves = 9 * m.num_layers + 3 + (0 if m.tied else 1)  # 7 linears + 2 norms per layer, embed, norm, rotary, head
+    buffer = int(1.25 * max(layer[0], total / leaves))
+    budget = list(free)
+    if n_gpu == 1:
+        budget[0] = free[0] * 0.9  # one GPU and no max_memory: 90 %
+    for i in range(n_gpu - 1):
+        budget[i] = min(total // n_gpu + buffer, free[i])
+    largest = max(b for _, b in modules)
+    used = [0.0] * n_gpu
+    counts = [0] * n_gpu
+    dev = 0
+    cpu: list[str] = []
+    for name, size in modules:
+        while dev < n_gpu:
+            cap = budget[dev] - (largest if dev == 0 else 0.0)
+            if used[dev] + size <= cap:
+                used[dev] += size
+                if name.startswith("layer"):
+                    counts[dev] += 1
+                break
+            dev += 1
+        if dev >= n_gpu:
+            cpu.append(name)
+    why = ""
+    if cpu:
+        lay = [c for c in cpu if c.startswith("layer")]
+        why = f"{len(lay)} decoder layers" + (" and the LM head" if "lm_head" in cpu else "") + " go to the CPU"
+        if not lay and cpu == ["norm"]:
+            why = "the final norm goes to the CPU"
+    return counts, why
+
+
+# ---------------------------------------------------------------- pricing
+
+def _gain(plan_value: float, ev: ServingEvaluation) -> float | None:
+    if not ev.fits or ev.output_tokens_per_s <= 0 or plan_value <= 0:
+        return None
+    return plan_value / ev.output_tokens_per_s
+
+
+def _shortfall(p: ServingProblem, cfg: ServingConfig, ev: ServingEvaluation) -> str:
+    """The stage that does not fit and by how much: weights, activations, graphs and one request's KV
+    against the engine's budget on that GPU."""
+    need_tok = p.workload.isl + p.workload.osl
+    worst: tuple[float, str] = (0.0, "")
+    for k, (r, re) in enumerate(zip(cfg.replicas, ev.replicas)):
+        for i, (s, mem) in enumerate(zip(r.stages, re.memory)):
+            short = mem.kv_per_token * need_tok - mem.kv_free
+            if short > worst[0]:
+                worst = (short, f"replica {k + 1} stage {i + 1} ({s.tp}x {s.gpu}, {s.layers} layers) is "
+                                f"{short / 2**30:.2f} GiB short of its weights, activations and one request's KV")
+    return worst[1] or ev.why or "no batch fits"
+
+
+def _price(p: ServingProblem, name: str, cfg: ServingConfig, plan_value: float, what: str) -> Baseline:
+    ev = evaluate(p, cfg)
+    if not ev.fits:
+        return Baseline(name, cfg, ev, None, f"{what}; does not fit: {_shortfall(p, cfg, ev)}")
+    return Baseline(name, cfg, ev, _gain(plan_value, ev), what)
+
+
+def _resplit(r: Replica, layers: list[int]) -> Replica | None:
+    """``r`` with ``layers`` per stage, dropping stages given none (they hold nothing); None if none is left."""
+    kept = tuple(dataclasses.replace(s, layers=n) for s, n in zip(r.stages, layers) if n > 0)
+    return Replica(kept) if kept else None
+
+
+def _free(gpu: str) -> float:
+    """A GPU's free memory at start-up (``cudaMemGetInfo``): the catalogue's usable memory."""
+    return float(device_spec(gpu).usable_memory_bytes)
+
+
+def _engine_even(p: ServingProblem, plan: ServingPlan, value: float) -> Baseline:
+    rule = p.engine.default_split
+    n = p.model.num_layers
+    reps = []
+    for r in plan.config.replicas:
+        if rule == "free_memory":
+            layers = llama_cpp_layers(n, [_free(s.gpu) * s.tp for s in r.stages])
+        elif rule == "balanced":
+            layers, cpu = accelerate_balanced_layers(p, [_free(s.gpu) for s in r.stages for _ in s.gpus])
+            if cpu:
+                return Baseline("engine-even", None, None, None, f"accelerate's balanced map over the plan's GPUs: "
+                                f"{cpu}; offloaded layers are not priced")
+            layers = [sum(layers[k:k + s.tp]) for k, s in zip(np.cumsum([0] + [s.tp for s in r.stages]), r.stages)]
+        else:
+            layers = engine_default_split(n, r.pp, rule)
+        rep = _resplit(r, layers)
+        if rep is not None:
+            reps.append(rep)
+    what = {"middle": "vLLM's get_pp_indices default (remainder to the middle stages)",
+            "last": "SGLang's default split (remainder to the last stages)",
+            "first": "TensorRT-LLM's tensor_split default (remainder to the first stages)",
+            "free_memory": "llama.cpp's default -ts (free memory per device)",
+            "balanced": "accelerate's balanced device map"}.get(rule, rule)
+    what = f"{what} over the plan's replicas, stages and TP"
+    parts = "; ".join("+".join(map(str, r.partition())) for r in reps)
+    cfg = ServingConfig(tuple(reps), plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+    return _price(p, "engine-even", cfg, value, f"{what}: {parts}")
+
+
+def _per_node(p: ServingProblem, plan: ServingPlan, value: float, name: str) -> Baseline:
+    """One replica per node over all its GPUs in index order, TP 1, split by accelerate or llama.cpp."""
+    n = p.model.num_layers
+    reps = []
+    notes = []
+    for k, node in enumerate(p.fleet.nodes):
+        if not node.gpus:
+            continue
+        free = [_free(g.name) for g in node.gpus]
+        if name == "accelerate-balanced":
+            layers, cpu = accelerate_balanced_layers(p, free)
+            if cpu:
+                return Baseline(name, None, None, None, f"device_map='auto' over node {k + 1} "
+                                f"({node.gpus[0].name} ...): {cpu}; does not fit on the GPUs (offload is not priced)")
+        else:
+            layers = llama_cpp_layers(n, free)
+        stages = tuple(Stage(g.name, k, (g.index,), c) for g, c in zip(node.gpus, layers))
+        rep = _resplit(Replica(stages), layers)
+        if rep is not None:
+            reps.append(rep)
+            notes.append("+".join(map(str, rep.partition())))
+    what = ("accelerate get_balanced_memory + infer_auto_device_map" if name == "accelerate-balanced" else
+            "llama.cpp -sm layer -ngl all, -ts unset (free memory)") + \
+        f", one TP-1 pipeline per node over all its GPUs in index order: {'; '.join(notes)}"
+    cfg = ServingConfig(tuple(reps), plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+    return _price(p, name, cfg, value, what)
+
+
+def _sub_fleet(f: Fleet, kind: str) -> Fleet:
+    """The fleet's GPUs of one kind, node numbers and GPU indices kept (a sub-plan is a plan of the fleet)."""
+    nodes = tuple(Node(tuple(g for g in nd.gpus if g.name == kind), nd.link) for nd in f.nodes)
+    return dataclasses.replace(f, nodes=nodes)
+
+
+def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_limit: float) -> Baseline:
+    kinds = sorted({g.name for g in p.fleet.gpus})
+    best: tuple[float, str, ServingConfig | None] = (0.0, "", None)
+    tried = []
+    for kind in kinds:
+        sub = dataclasses.replace(p, fleet=_sub_fleet(p.fleet, kind))
+        sp = search(sub, time_limit=time_limit / max(len(kinds), 1),
+                    max_num_seqs=plan.config.max_num_seqs, max_num_batched_tokens=plan.config.max_num_batched_tokens)
+        count = sum(1 for g in p.fleet.gpus if g.name == kind)
+        if not sp.config.replicas:
+            tried.append(f"{count}x {kind}: no deployment fits")
+            continue
+        v = evaluate(p, sp.config).output_tokens_per_s
+        tried.append(f"{count}x {kind}: {v:.0f} tok/s ({sp.status})")
+        if v > best[0]:
+            best = (v, kind, sp.config)
+    if best[2] is None:
+        return Baseline("best-homogeneous", None, None, None,
+                        "no single GPU kind of the fleet holds the model at any TP/PP: " + "; ".join(tried))
+    return _price(p, "best-homogeneous", best[2], value,
+                  f"search on the {best[1]} GPUs only (best of: {'; '.join(tried)})")
+
+
+def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float = 30.0) -> list[Baseline]:
+    """The four baselines of the plan, each priced by :func:`evaluate` (``time_limit``: for the
+    best-homogeneous searches together)."""
+    value = evaluate(p, plan.config).output_tokens_per_s if plan.config.replicas else 0.0
+    out = []
+    builders = (lambda: _engine_even(p, plan, value), lambda: _per_node(p, plan, value, "accelerate-balanced"),
+                lambda: _per_node(p, plan, value, "llama.cpp-free-memory"),
+                lambda: _best_homogeneous(p, plan, value, time_limit))
+    for name, build in zip(NAMES, builders):
+        if not plan.config.replicas and name == "engine-even":
+            out.append(Baseline(name, None, None, None, "the plan has no replica (nothing fits), so no split to redo"))
+            continue
+        b = build()
+        if value <= 0 and b.gain is not None:
+            b = dataclasses.replace(b, gain=None, why=b.why + "; the plan itself does not fit")
+        out.append(b)
+    return out

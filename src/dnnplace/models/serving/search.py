@@ -10,6 +10,8 @@ interval bound between grid points gives the plan's ``bound`` and ``gap``).
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import itertools
 import math
 import time
@@ -19,13 +21,27 @@ import numpy as np
 
 from dnnplace.models.serving.cost import p2p_time
 from dnnplace.models.serving.dp import range_costs, split_dp
-from dnnplace.models.serving.evaluation import cached_times, evaluate, iteration, link_between
-from dnnplace.models.serving.memory import stage_memory
+from dnnplace.models.serving.evaluation import (
+    cached_times,
+    evaluate,
+    evaluate_replica,
+    iteration,
+    link_between,
+    steady_batch,
+)
+from dnnplace.models.serving.fleet import Fleet, Node
+from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
 __all__ = ["assign_gpus", "best_replica", "search"]
 
 _TPS = (1, 2, 4, 8)
+#: Batch intervals whose bound is within this of the best split found are not refined.
+_TOL = 1e-9
+#: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
+_MAX_PROBES = 48
+#: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
+_MAX_STATES = 20_000
 
 
 @dataclass(frozen=True)
@@ -50,8 +66,10 @@ def _units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[_Unit]]:
     return out
 
 
-def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int) -> tuple[float, tuple[int, ...]]:
-    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split."""
+def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
+           mns: int | None = None) -> tuple[float, tuple[int, ...]]:
+    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
+    :func:`evaluate` sizes it: activations and logits at the engine's ``mns`` sequences)."""
     n = p.model.num_layers
     pp = len(stages)
     per_mb = max(seqs / pp, 1.0)
@@ -71,10 +89,11 @@ def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int) -> tuple
             b = Stage(stages[i + 1].gpu, stages[i + 1].node, stages[i + 1].gpus, 1)
             fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, a, b),
                                     p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
-        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, seqs, mbt)
+        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, mns or seqs, mbt)
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)]) / tp
         kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-        free = m0.kv_free - (wpre[hi] - wpre[lo])
+        slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
+        free = m0.kv_free - slope * (wpre[hi] - wpre[lo])
         ok = free >= need * (kpre[hi] - kpre[lo])
         costs.append(range_costs(prefix, fixed, ok))
     s = split_dp(costs)
@@ -86,28 +105,114 @@ def _grid(limit: int) -> list[int]:
     return [b for b in g if b <= limit]
 
 
+def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
+    """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
+    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt)
+            for i, s in enumerate(r.stages)]
+    kv = float(stage_kv_tokens(mems, p).min())
+    if p.engine.kv_rule == "min_blocks":
+        kv = math.floor(kv / p.block) * p.block
+    return steady_batch(p, kv, mns)
+
+
 def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> tuple[float, float, Replica | None]:
-    """(throughput, upper bound, replica) of one pipeline over ``stages`` in this order, over the batch grid."""
-    best, bound, rep = 0.0, 0.0, None
-    grid = _grid(mns)
-    vals: list[tuple[int, float, float]] = []
-    for b in grid:
-        if p.workload.concurrency is not None and b > p.workload.concurrency:
+    """(throughput, upper bound, replica) of one pipeline over ``stages`` in this order, exact over the batch.
+
+    Why exact: the DP's smallest bottleneck time ``t(c)`` holding ``c`` sequences grows with ``c``, and
+    the decode tokens of an iteration grow with ``c``, so no split running ``c`` in ``[a, b)`` beats
+    ``decode(b - 1) / t(a)``.  The batch grid is refined (branch and bound) until every interval's bound
+    is below the best evaluated split; each candidate split is priced by :func:`evaluate_replica`, the
+    one evaluator, at the batch its KV cache really holds.
+    """
+    pp = len(stages)
+    limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    t_of: dict[int, float] = {}
+    best, rep = 0.0, None
+    tried: set[tuple[int, ...]] = set()
+
+    def probe(b: int) -> float:
+        nonlocal best, rep
+        if b not in t_of:
+            t, layers = _split(p, stages, b, mbt, mns)
+            t_of[b] = t
+            if math.isfinite(t) and layers not in tried:
+                tried.add(layers)
+                r = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
+                # the split runs the batch its KV cache holds (>= b): no more than decode(that) / t(b)
+                if iteration(p, max(_concurrency(p, r, mns, mbt) / pp, 1.0), mbt).decode / t > best * (1 + _TOL):
+                    v = evaluate_replica(p, r, mns, mbt).tokens_per_s
+                    if v > best:
+                        best, rep = v, r
+        return t_of[b]
+
+    def ub(a: int, b: int) -> float:  # a bound on any split running a batch in [a, b]
+        t = probe(a)
+        return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
+
+    # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
+    grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
+    for b in grid:  # every grid point first: a good incumbent prunes most intervals
+        if not math.isfinite(probe(b)):
             break
-        t, layers = _split(p, stages, b, mbt)
-        if not math.isfinite(t):
+    heap = [(-ub(a, b - 1), a, b) for a, b in zip(grid, grid[1:] + [grid[-1] + 1])]
+    heapq.heapify(heap)
+    bound = 0.0
+    while heap:  # best first: the interval with the highest bound is refined next
+        u, a, b = heapq.heappop(heap)
+        u = -u
+        if u <= best * (1 + _TOL) or u == 0.0:
             break
-        it = iteration(p, max(b / len(stages), 1.0), mbt)
-        thr = it.decode / t
-        vals.append((b, t, thr))
-        if thr > best:
-            best = thr
-            rep = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
-    for k, (b, t, _) in enumerate(vals):  # throughput in [b, next b) is at most tokens(next) / time(b)
-        nxt = vals[k + 1][0] if k + 1 < len(vals) else b
-        it = iteration(p, max(nxt / len(stages), 1.0), mbt)
-        bound = max(bound, it.decode / t)
+        if b - a <= 1 or len(t_of) >= _MAX_PROBES:
+            # a single batch whose own split falls short of its bound (the cost is not monotone in the batch
+            # there), or the refinement's budget spent: the bound stands and the gap says so
+            bound = max(bound, u)
+            continue
+        mid = (a + b) // 2
+        heapq.heappush(heap, (-ub(a, mid - 1), a, mid))
+        heapq.heappush(heap, (-ub(mid, b - 1), mid, b))
     return best, max(bound, best), rep
+
+
+def assign_gpus(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
+    """Physical GPUs for the chosen replicas: each (node, kind)'s GPUs in index order, the widest TP
+    groups first (aligned), so no GPU serves two stages (the search priced stages by kind, not index)."""
+    pools = {(n, name): [g.index for g in gpus] for n, node in enumerate(p.fleet.nodes)
+             for name, gpus in node.kinds().items()}
+    out: list[Replica | None] = [None] * len(reps)
+    for k in sorted(range(len(reps)), key=lambda k: -reps[k].tp):
+        stages = []
+        for s in reps[k].stages:
+            pool = pools[(s.node, s.gpu)]
+            stages.append(Stage(s.gpu, s.node, tuple(pool[:s.tp]), s.layers))
+            del pool[:s.tp]
+        out[k] = Replica(tuple(stages))
+    return tuple(r for r in out if r is not None)
+
+
+def _one_node(p: ServingProblem, k: int) -> Fleet:
+    """The fleet with only node ``k``'s GPUs (node numbers and indices kept)."""
+    nodes = tuple(n if i == k else Node((), n.link) for i, n in enumerate(p.fleet.nodes))
+    return dataclasses.replace(p.fleet, nodes=nodes)
+
+
+def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
+              mbt: int) -> tuple[Replica, ...]:
+    """Replicas kept inside nodes: the search on each distinct node once (same GPUs, same link: same
+    plan), copied to its twins -- the fallback when the fleet's replica partitions are too many."""
+    solved: dict[tuple[tuple[str, ...], str], tuple[Replica, ...]] = {}
+    groups = {(tuple(g.name for g in n.gpus), n.link) for n in p.fleet.nodes if n.gpus}
+    out: list[Replica] = []
+    for k, node in enumerate(p.fleet.nodes):
+        key = (tuple(g.name for g in node.gpus), node.link)
+        if not node.gpus:
+            continue
+        if key not in solved:
+            sp = search(dataclasses.replace(p, fleet=_one_node(p, k)), time_limit=time_limit / len(groups), tp=tp,
+                        pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
+            solved[key] = sp.config.replicas
+        out += [Replica(tuple(dataclasses.replace(s, node=k) for s in r.stages)) for r in solved[key]]
+    return tuple(out)
 
 
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
@@ -117,107 +222,91 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     mns = max_num_seqs or p.engine.max_num_seqs
     mbt = max_num_batched_tokens or p.engine.max_num_batched_tokens
     complete = True
-    best_total, best_bound = 0.0, 0.0
-    best_reps: tuple[Replica, ...] = ()
+    tps = _TPS if tp is None else (tp,)
+    by_tp = {t: _units(p, t) for t in tps}
+    keys = [k for k, v in _units(p, 1).items() if v]
+    counts = tuple(len(_units(p, 1)[k]) for k in keys)
+    if math.prod(c + 1 for c in counts) > _MAX_STATES and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
+        reps = _per_node(p, time_limit, tp, pp, mns, mbt)
+        cfg = ServingConfig(reps, mns, mbt)
+        status = "feasible" if reps else "infeasible"
+        return ServingPlan(cfg, status, None, None, time.monotonic() - t0,
+                           {"complete": False, "note": "replicas kept inside nodes: the fleet has more than "
+                            f"{_MAX_STATES} GPU subsets to split into replicas"})
+    memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
     candidates: list[tuple[float, tuple[Replica, ...]]] = []
-    for t in _TPS if tp is None else (tp,):
-        units = _units(p, t)
-        keys = [k for k, v in units.items() if v]
-        if not keys:
+
+    def replica_of(sub: tuple[int, ...], t: int) -> tuple[float, float, Replica | None]:
+        """The best pipeline of TP ``t`` over ``sub`` GPUs per (node, kind): every order of the kinds."""
+        nonlocal complete
+        if (sub, t) in memo:
+            return memo[(sub, t)]
+        kinds = [i for i, c in enumerate(sub) if c]
+        out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
+        size = sum(sub) // t
+        if (pp is None or size == pp) and size <= p.model.num_layers:
+            for order in itertools.permutations(kinds):
+                if time.monotonic() - t0 > time_limit:
+                    complete = False
+                    break
+                stages = [u for i in order for u in by_tp[t][keys[i]][:sub[i] // t]]
+                v, bd, rep = best_replica(p, stages, mns, mbt)
+                out = (v, max(bd, out[1]), rep) if v > out[0] else (out[0], max(out[1], bd), out[2])
+        memo[(sub, t)] = out
+        return out
+
+    # replicas over the multiset of GPUs (each replica one TP, replicas may differ):
+    # best(S) = max over R within S (R holding a GPU of S's first kind, so each split is seen once) of
+    # value(R) + best(S - R), and best(S) >= best(S less one GPU) (GPUs may idle)
+    best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
+    for state in itertools.product(*[range(c + 1) for c in counts]):
+        if not any(state):
+            best[state] = (0.0, 0.0, ())
             continue
-        counts = tuple(len(units[k]) for k in keys)
-        memo: dict[tuple[int, ...], tuple[float, float, Replica | None]] = {}
-
-        def replica_of(sub: tuple[int, ...], memo: dict[tuple[int, ...], tuple[float, float, Replica | None]] = memo,
-                       units: dict[tuple[int, str], list[_Unit]] = units,
-                       keys: list[tuple[int, str]] = keys) -> tuple[float, float, Replica | None]:
-            nonlocal complete
-            if sub in memo:
-                return memo[sub]
-            kinds = [i for i, c in enumerate(sub) if c]
-            out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
-            size = sum(sub)
-            if (pp is None or size == pp) and size <= p.model.num_layers:
-                for order in itertools.permutations(kinds):
-                    if time.monotonic() - t0 > time_limit:
-                        complete = False
-                        break
-                    stages = [u for i in order for u in units[keys[i]][:sub[i]]]
-                    v, bd, rep = best_replica(p, stages, mns, mbt)
-                    if v > out[0]:
-                        out = (v, max(bd, out[1]), rep)
-                    else:
-                        out = (out[0], max(out[1], bd), out[2])
-            memo[sub] = out
-            return out
-
-        # replicas over the multiset of units: best(S) = max over sub-multisets R of S of value(R) + best(S - R)
-        best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
-        for state in itertools.product(*[range(c + 1) for c in counts]):
-            if not any(state):
-                best[state] = (0.0, 0.0, ())
-                continue
-            top: tuple[float, float, tuple[Replica, ...]] = (0.0, 0.0, ())
-            first = next(i for i, c in enumerate(state) if c)
-            for sub in itertools.product(*[range(c + 1) for c in state]):
-                if sub[first] == 0:  # the replica holding the first remaining unit kind: each split once
+        top: tuple[float, float, tuple[Replica, ...]] = (0.0, 0.0, ())
+        first = next(i for i, c in enumerate(state) if c)
+        for t in tps:
+            for sub in itertools.product(*[range(0, c + 1, t) for c in state]):
+                if sub[first] == 0:
                     continue
-                v, bd, rep = replica_of(sub)
-                rest = tuple(a - b for a, b in zip(state, sub))
-                rv, rb, rr = best[rest]
-                cand_v = v + rv
-                top = (max(top[0], cand_v), max(top[1], bd + rb), top[2])
-                if cand_v > 0 and cand_v >= top[0] and rep is not None:
-                    top = (cand_v, top[1], (rep, *rr))
-                elif cand_v > 0 and cand_v >= top[0] and rep is None:
-                    top = (cand_v, top[1], rr)
-            # leaving units idle is allowed: best(state) >= best(state with one unit fewer)
-            for i, c in enumerate(state):
-                if c:
-                    less = tuple(c2 - (1 if j == i else 0) for j, c2 in enumerate(state))
-                    if best[less][0] > top[0]:
-                        top = (best[less][0], max(top[1], best[less][1]), best[less][2])
-            best[state] = top
-            if state == counts:  # the whole fleet: each first replica with the best of the rest is a candidate
-                for sub in itertools.product(*[range(c + 1) for c in state]):
-                    found = replica_of(sub) if sub[first] else (0.0, 0.0, None)
-                    if found[2] is not None:
-                        others = best[tuple(a - b for a, b in zip(state, sub))]
-                        candidates.append((found[0] + others[0], (found[2], *others[2])))
-            if time.monotonic() - t0 > time_limit:
-                complete = False
-                break
-        full = best.get(counts) or max(best.values(), key=lambda x: x[0])
-        if full[0] > best_total:
-            best_total, best_reps = full[0], full[2]
-        candidates.append((full[0], full[2]))
-        best_bound = max(best_bound, full[1])
+                v, bd, rep = replica_of(sub, t)
+                rv, rb, rr = best[tuple(x - y for x, y in zip(state, sub))]
+                cand = v + rv
+                top = (top[0], max(top[1], bd + rb), top[2])
+                if cand > top[0] and rep is not None:
+                    top = (cand, top[1], (rep, *rr))
+                if state == counts and rep is not None:  # the whole fleet: each first replica + best rest
+                    candidates.append((cand, (rep, *rr)))
+        for i, c in enumerate(state):
+            if c:
+                less = best[tuple(c2 - (1 if j == i else 0) for j, c2 in enumerate(state))]
+                top = (less[0], max(top[1], less[1]), less[2]) if less[0] > top[0] else \
+                    (top[0], max(top[1], less[1]), top[2])
+        best[state] = top
+        if time.monotonic() - t0 > time_limit:
+            complete = False
+            break
+    full = best.get(counts)
+    if full is None:  # stopped early: the best of what was solved, or one plan per node if that is better
+        full = max(best.values(), key=lambda x: x[0])
+        if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
+            reps = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
+            v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
+            if v > full[0]:
+                full = (v, math.inf, reps)
+    best_bound, best_reps = full[1], assign_gpus(p, full[2])
     runtime = time.monotonic() - t0
-    cfg = ServingConfig(assign_gpus(p, best_reps), mns, mbt)
+    cfg = ServingConfig(best_reps, mns, mbt)
     if not best_reps:
         return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
     value = evaluate(p, cfg).output_tokens_per_s
+    ups = _runner_ups(p, cfg, candidates, mns, mbt)
+    if not complete:  # a bound over part of the fleet bounds nothing: say so
+        return ServingPlan(cfg, "feasible", None, None, runtime, {"complete": False, "runner_ups": ups})
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
-    status = "optimal" if complete and gap < 1e-9 else "feasible"
-    return ServingPlan(cfg, status, bound, gap, runtime,
-                       {"complete": complete, "runner_ups": _runner_ups(p, cfg, candidates, mns, mbt)})
-
-
-def assign_gpus(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
-    """The replicas on distinct physical GPUs: the search counts units of each (node, kind) and prices a
-    replica on the first ones; here each stage takes the next unused unit of its node and kind, in order."""
-    taken: dict[tuple[int, str], int] = {}
-    out = []
-    for r in reps:
-        stages = []
-        for s in r.stages:
-            pool = [g.index for g in p.fleet.nodes[s.node].kinds()[s.gpu]]
-            at = taken.get((s.node, s.gpu), 0)
-            taken[(s.node, s.gpu)] = at + s.tp
-            stages.append(Stage(s.gpu, s.node, tuple(pool[at:at + s.tp]), s.layers))
-        out.append(Replica(tuple(stages)))
-    return tuple(out)
+    status = "optimal" if gap < 1e-9 else "feasible"
+    return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete, "runner_ups": ups})
 
 
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],
