@@ -45,7 +45,6 @@ from typing import Any
 import pytest
 
 from dnnplace.models.serving.evaluation import evaluate
-from dnnplace.models.serving.exporters import export
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage

@@ -80,18 +80,20 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
     return t
 
 
-_CACHE: dict[Any, LayerTimes] = {}
+#: Layer times by (model identity, GPU, TP, iteration shape, ...). Each entry holds its model, so the id in
+#: its key cannot be reused by another model while the entry lives (a freed model's id can be).
+_CACHE: dict[Any, tuple[Any, LayerTimes]] = {}
 
 
 def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
     key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link,
            p.kv_dtype)
     hit = _CACHE.get(key)
-    if hit is None:
+    if hit is None or hit[0] is not p.model:
         if len(_CACHE) > 50_000:
             _CACHE.clear()
-        hit = _CACHE[key] = layer_times(p.model, gpu, tp, it, fw, link, p.kv_dtype)
-    return hit
+        hit = _CACHE[key] = (p.model, layer_times(p.model, gpu, tp, it, fw, link, p.kv_dtype))
+    return hit[1]
 
 
 def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:

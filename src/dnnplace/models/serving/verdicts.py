@@ -7,6 +7,7 @@ each, so a script and the command read the same verdict.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from dnnplace.errors import DnnplaceError
@@ -59,16 +60,38 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     return DnnplaceError(f"{where}: needs at least {' or '.join(parts)}")
 
 
+def _orders(r: Replica) -> list[Replica]:
+    """``r`` with its stages' GPU groups (one node and kind each, kept contiguous, as the search lays a
+    pipeline) in every order: a pinned split may fit only with a different kind first."""
+    groups: dict[tuple[int, str], list[Stage]] = {}
+    for s in r.stages:
+        groups.setdefault((s.node, s.gpu), []).append(s)
+    return [Replica(tuple(s for g in order for s in groups[g])) for g in [list(groups)]
+            for order in itertools.permutations(g)]
+
+
 def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> ServingPlan:
-    """The plan with every replica's split set to ``layers`` (``--fix layers=40+40``), checked."""
+    """The plan with every replica's split set to ``layers`` (``--fix layers=40+40``), checked; each
+    replica's GPU groups in the order that serves fastest with that split (the search chose its order
+    for its own split)."""
     if sum(layers) != p.model.num_layers:
         raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} sums to {sum(layers)}; "
                             f"{p.model.name} has {p.model.num_layers} layers")
     reps = []
+    why = ""
     for r in plan.config.replicas:
         if r.pp != len(layers):
             raise DnnplaceError(f"--fix layers gives {len(layers)} stages; the deployment found has pp={r.pp}")
-        reps.append(Replica(tuple(replace(s, layers=k) for s, k in zip(r.stages, layers))))
+        best: tuple[float, Replica | None] = (-1.0, None)
+        for o in _orders(r):
+            cand = Replica(tuple(replace(s, layers=k) for s, k in zip(o.stages, layers)))
+            ev = evaluate(p, replace(plan.config, replicas=(cand,)))
+            if ev.fits and ev.output_tokens_per_s > best[0]:
+                best = (ev.output_tokens_per_s, cand)
+            why = why or ev.why
+        if best[1] is None:
+            raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} does not fit in any stage order: {why}")
+        reps.append(best[1])
     cfg = replace(plan.config, replicas=tuple(reps))
     ev = evaluate(p, cfg)
     if not ev.fits:
