@@ -120,3 +120,17 @@ def test_moe_all_to_all_from_the_sweep_when_the_group_is_on_nvlink() -> None:
     want = kernel_costs("h100").collective("all_to_all", 2.0 * m.arch.hidden * 4096 * m.moe.top_k, 8).seconds
     assert got[0] == pytest.approx(float(want))
     assert got[1] == ring[1]  # NIC bytes: the group crosses nodes, the catalogue's dispatch time
+
+
+def test_tables_for_narrows_the_switch_to_some_families() -> None:
+    from dnnplace.models.llm.evaluation.kernel_ledger import tables_for, uses_tables
+
+    dev = _measured(problem(llama("8b"), 8, 8)).device
+    assert uses_tables(dev, "dense_gemm") and uses_tables(dev, "collectives")
+    with tables_for(["collectives"]):
+        assert uses_tables(dev, "collectives") and not uses_tables(dev, "dense_gemm")
+        arch = llama("70b")
+        pr = _measured(problem(arch, 64, 128))
+        doc = kernel_sources_doc(_plan(pr, uniform(arch, 64, 4, 2, 1)))
+        assert set(doc["families"]["dense_gemm"]["counts"]) == {"catalogue"}
+    assert not uses_tables(dataclasses.replace(dev, measured_kernels=False), "dense_gemm")

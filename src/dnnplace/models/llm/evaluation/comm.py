@@ -84,7 +84,7 @@ def table_or_ring(op: str, nbytes: Array, n: Array, ring: Array, inside: Array, 
     """
     n = np.asarray(n)
     real = (n > 1) & (np.asarray(ring) > 0) & np.asarray(used, dtype=bool)
-    if not dev.measured_kernels:
+    if not kernel_ledger.uses_tables(dev, "collectives"):
         kernel_ledger.note("collectives", ring, where=real)
         return ring
     from dnnplace.kernels import kernel_costs

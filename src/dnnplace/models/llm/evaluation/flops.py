@@ -94,7 +94,7 @@ def priced_gemm(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_
     extra bytes at streaming bandwidth, and an SM margin scales the time by the SMs taken away, as the
     roofline does.  Backward GEMMs are priced at their own (transposed) shapes, which the tables measure.
     """
-    if not dev.measured_kernels:
+    if not kernel_ledger.uses_tables(dev, "dense_gemm"):
         t = gemm_time(m, n, k, dev, peak, out_bytes, sms=sms)
         kernel_ledger.note("dense_gemm", t)
         return t
@@ -153,7 +153,7 @@ def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, d
     fwd = attention_fwd_flops(arch, tokens, seq, tp)
     rate_f, rate_b = cp_attention_rates(dev, seq, cp)
     f, b = fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
-    if not dev.measured_kernels:
+    if not kernel_ledger.uses_tables(dev, "attention"):
         kernel_ledger.note("attention", f + b)
         return f, b
     # Measured: the prefill kernel at this shape (the tables time inference's forward kernel), layers with and

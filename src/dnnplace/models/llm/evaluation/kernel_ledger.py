@@ -6,20 +6,23 @@ kernel tables (:mod:`dnnplace.kernels`, whose every answer carries ``measured`` 
 fractions, ring collectives at NCCL bus-bandwidth fractions).  A plan must say which, so the pricing functions
 :func:`note` what they priced; the ledger is only kept inside :func:`recording` (one plan's evaluation), so the
 search, which prices millions of candidates, pays one context-variable read per call and nothing else.
+:func:`uses_tables` is the one place the ``measured_kernels`` switch is read per family.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
+from dnnplace.core.catalogue import DeviceSpec
 from dnnplace.kernels import SOURCE_NAMES
 
-__all__ = ["CATALOGUE", "FAMILIES", "NAMES", "Ledger", "ledger_doc", "ledger_lines", "ledger_text", "note", "recording"]
+__all__ = ["CATALOGUE", "FAMILIES", "NAMES", "Ledger", "ledger_doc", "ledger_lines", "ledger_text", "note", "recording",
+           "tables_for", "uses_tables"]
 
 #: The term families a plan reports, in the order a reader sees them.
 FAMILIES = ("dense_gemm", "expert_gemm", "attention", "collectives")
@@ -45,6 +48,24 @@ class Ledger:
 
 
 _LEDGER: ContextVar[Ledger | None] = ContextVar("dnnplace_kernel_ledger", default=None)
+_TABLES: ContextVar[frozenset[str]] = ContextVar("dnnplace_kernel_tables", default=frozenset(FAMILIES))
+
+
+def uses_tables(dev: DeviceSpec, family: str) -> bool:
+    """Does ``family`` price from the measured tables on ``dev``: its ``measured_kernels`` switch, restricted to
+    the families of :func:`tables_for` (every family unless a comparison narrows them, docs/kernels-training.md)."""
+    return bool(dev.measured_kernels) and family in _TABLES.get()
+
+
+@contextmanager
+def tables_for(families: Iterable[str]) -> Iterator[None]:
+    """Inside the block the switch reaches only ``families``: the per-family comparison of
+    benchmarks/kernels_training.py (one family from the tables, the rest from the catalogue)."""
+    token = _TABLES.set(frozenset(families))
+    try:
+        yield
+    finally:
+        _TABLES.reset(token)
 
 
 def note(family: str, seconds: Any, codes: Any = None, where: Any = None) -> None:

@@ -85,15 +85,21 @@ def sends(pp: int, vp: int, stage: int, backward: bool) -> bool:
 class _Level:
     idx: Array  # flat task indices computed at this level
     prev: Array  # previous task on the same rank (the sentinel when none)
-    prev_send: Array  # 1.0 when that previous task is a blocking send (1F1B) that keeps the rank busy
+    prev_send: Array  # (k, 1): 1.0 when that previous task is a blocking send (1F1B) that keeps the rank busy
     dep: Array  # the task whose output this one needs (the sentinel when none)
-    cross: Array  # 1.0 when that input comes from another rank (a p2p transfer)
+    cross: Array  # (k, 1): 1.0 when that input comes from another rank (a p2p transfer)
     col: Array  # duration column: 2 * stage + backward
+    # what :func:`_run` may skip with finite transfers: no blocking send (adding 0 x p2p changes nothing), and
+    # every input from another rank (1 x p2p is p2p) or none
+    no_send: bool = False
+    cross_all: bool = False
+    cross_none: bool = False
 
 
 @lru_cache(maxsize=512)
 def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
-    """The task graph of one (pp, vp, m) schedule, cut into levels of mutually independent tasks."""
+    """The task graph of one (pp, vp, m) schedule, cut into levels of mutually independent tasks (built on
+    Python lists, numpy only at the end: the sweep reads one task at a time)."""
     n_stages = pp * vp
     orders = [megatron_order(r, pp, vp, m) for r in range(pp)]
     index: dict[tuple[bool, int, int], int] = {}  # (backward, mb, stage) -> flat index
@@ -104,11 +110,11 @@ def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
             index[(is_bwd, mb, s)] = len(flat)
             flat.append((r, s, is_bwd, mb))
     sentinel = len(flat)
-    prev = np.full(sentinel, sentinel)
-    prev_send = np.zeros(sentinel)
-    dep = np.full(sentinel, sentinel)
-    cross = np.zeros(sentinel)
-    col = np.zeros(sentinel, dtype=np.int64)
+    prev = [sentinel] * sentinel
+    prev_send = [0.0] * sentinel
+    dep = [sentinel] * sentinel
+    cross = [0.0] * sentinel
+    col = [0] * sentinel
     blocking = vp == 1
     for t, (r, s, is_bwd, mb) in enumerate(flat):
         if t > 0 and flat[t - 1][0] == r:
@@ -124,13 +130,12 @@ def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
             cross[t] = 1.0 if flat[dep[t]][0] != r else 0.0
         col[t] = 2 * s + int(is_bwd)
     # level = 1 + max(level of prev, level of dep), in an order where both come first (Kahn's sweep).
-    level = np.full(sentinel + 1, -1, dtype=np.int64)
-    level[sentinel] = -1
+    level = [-1] * (sentinel + 1)
     pos = [0] * pp
     starts = [0] * pp
     for r in range(1, pp):
         starts[r] = starts[r - 1] + len(orders[r - 1])
-    done = np.zeros(sentinel + 1, dtype=bool)
+    done = [False] * (sentinel + 1)
     done[sentinel] = True
     remaining = sentinel
     while remaining:
@@ -147,13 +152,20 @@ def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
                 progressed = True
         if not progressed:  # pragma: no cover - Megatron's orders never deadlock
             raise RuntimeError("internal error: the pipeline schedule deadlocked")
-    lv = level[:sentinel]
+    lv = np.array(level[:sentinel], dtype=np.int64)
+    prev_a, send_a, dep_a = np.array(prev), np.array(prev_send), np.array(dep)
+    cross_a, col_a = np.array(cross), np.array(col, dtype=np.int64)
     by_level = np.argsort(lv, kind="stable")
     bounds = np.searchsorted(lv[by_level], np.arange(lv.max() + 2))
+    # per level (every level from 0 to the last holds a task): its blocking sends and cross-rank inputs, counted
+    sends_n = np.add.reduceat(send_a[by_level], bounds[:-1]).tolist()
+    cross_n = np.add.reduceat(cross_a[by_level], bounds[:-1]).tolist()
+    sizes = np.diff(bounds).tolist()
     levels = []
     for k in range(len(bounds) - 1):
         idx = by_level[bounds[k]:bounds[k + 1]]
-        levels.append(_Level(idx, prev[idx], prev_send[idx], dep[idx], cross[idx], col[idx]))
+        levels.append(_Level(idx, prev_a[idx], send_a[idx][:, None], dep_a[idx], cross_a[idx][:, None], col_a[idx],
+                             no_send=sends_n[k] == 0, cross_all=cross_n[k] == sizes[k], cross_none=cross_n[k] == 0))
     return sentinel, tuple(levels)
 
 
@@ -165,12 +177,19 @@ def _run(pp: int, vp: int, m: int, fwd: Array, bwd: Array, p2p: Array) -> Array:
     dur[0::2], dur[1::2] = fwd.T, bwd.T
     end = np.zeros((n_tasks + 1, n))
     d = p2p[None, :]
+    finite = bool(np.isfinite(p2p).all())  # x + 0 x p2p is x and 1 x p2p is p2p: the level's flags may skip them
     stop = _DEADLINE.get()
     for k, lvl in enumerate(levels):
         if stop is not None and k % _CHECK_EVERY == 0 and stop():
             raise OutOfTime
-        ready = np.maximum(end[lvl.prev] + d * lvl.prev_send[:, None], end[lvl.dep] + d * lvl.cross[:, None])
-        end[lvl.idx] = ready + dur[lvl.col]
+        free = end[lvl.prev] if finite and lvl.no_send else end[lvl.prev] + d * lvl.prev_send
+        if finite and lvl.cross_none:
+            arrived = end[lvl.dep]
+        elif finite and lvl.cross_all:
+            arrived = end[lvl.dep] + d
+        else:
+            arrived = end[lvl.dep] + d * lvl.cross
+        end[lvl.idx] = np.maximum(free, arrived) + dur[lvl.col]
     return end[:n_tasks].max(axis=0)
 
 
