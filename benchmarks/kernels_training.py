@@ -62,7 +62,8 @@ def rows() -> list[tuple[str, bool, float, Callable[[], tuple[LLMProblem, Parall
 
 def main() -> int:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else None
-    lines = ["| row | held in | measured s | " + " | ".join(f"{s} error" for s in SETTINGS) + " | entries from the tables (all) |",
+    head = " | ".join(f"{s} error" for s in SETTINGS)
+    lines = [f"| row | held in | measured s | {head} | entries from the tables (all) |",
              "|---|---|---|" + "---|" * (len(SETTINGS) + 1)]
     errors: dict[tuple[bool, str], list[float]] = {}
     for label, held, measured, build in rows():

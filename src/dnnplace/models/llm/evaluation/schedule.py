@@ -196,7 +196,7 @@ def _run(pp: int, vp: int, m: int, fwd: Array, bwd: Array, p2p: Array) -> Array:
 #: Makespans already simulated, by (pp, vp, m) and the row's exact stage times and transfer: a search, the
 #: evaluator, the report and the benchmarks price the same rows again (the published layout, the plan, its
 #: runner-ups), and a row's makespan depends on nothing else (every operation of :func:`_run` is per column).
-_MEMO: dict[tuple[int, int, int, bytes], float] = {}
+_MEMO: dict[tuple[object, ...], float] = {}
 _MEMO_BYTES = [0]
 MEMO_LIMIT_BYTES = 64 << 20  # keys held at most, then the memo starts afresh
 
