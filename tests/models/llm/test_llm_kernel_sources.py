@@ -134,3 +134,19 @@ def test_tables_for_narrows_the_switch_to_some_families() -> None:
         doc = kernel_sources_doc(_plan(pr, uniform(arch, 64, 4, 2, 1)))
         assert set(doc["families"]["dense_gemm"]["counts"]) == {"catalogue"}
     assert not uses_tables(dataclasses.replace(dev, measured_kernels=False), "dense_gemm")
+
+
+def test_the_screen_says_where_the_costs_came_from(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.cli_runner import run_cli
+
+    out = Path(str(tmp_path)) / "plan.json"
+    res = run_cli("plan", Path(__file__).resolve().parents[3] / "examples" / "llm" / "llama3.1-8b.json", "--gpus", 8,
+                  "--seq-len", 4096, "--global-batch", 32, "-o", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = " ".join(res.stdout.split())
+    assert "kernel sources (catalogue; measured kernel tables off): dense GEMMs 100 % catalogue" in text
+    import json
+
+    assert json.loads(out.read_text())["kernel_sources"]["measured_kernels"] is False
