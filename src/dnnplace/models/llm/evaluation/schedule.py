@@ -96,39 +96,51 @@ class _Level:
     cross_none: bool = False
 
 
+def _flat_orders(pp: int, vp: int, m: int) -> tuple[Array, Array, Array, Array]:
+    """Every rank's tasks in issue order, ranks one after another: (rank, virtual stage, backward, micro-batch)
+    arrays -- :func:`megatron_order` computed with numpy (a test checks they agree), since building the orders one
+    Python object per task was most of a task graph's cost."""
+    total = m * vp
+    ranks, stages, bwds, mbs = [], [], [], []
+    for r in range(pp):
+        warm = min((pp - r - 1) * 2 + (vp - 1) * pp if vp > 1 else pp - r - 1, total)
+        steady = total - warm
+        bwd = np.concatenate([np.zeros(warm, dtype=bool), np.tile([False, True], steady), np.ones(warm, dtype=bool)])
+        k = np.concatenate([np.arange(warm), np.stack([warm + np.arange(steady), np.arange(steady)], axis=1).ravel(),
+                            np.arange(total - warm, total)]).astype(np.int64)
+        group, within = np.divmod(k, pp * vp)
+        chunk = within // pp
+        chunk = np.where(bwd, vp - 1 - chunk, chunk)
+        ranks.append(np.full(len(k), r, dtype=np.int64))
+        stages.append(chunk * pp + r)
+        bwds.append(bwd)
+        mbs.append(group * pp + within % pp)
+    return np.concatenate(ranks), np.concatenate(stages), np.concatenate(bwds), np.concatenate(mbs)
+
+
 @lru_cache(maxsize=512)
 def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
-    """The task graph of one (pp, vp, m) schedule, cut into levels of mutually independent tasks (built on
-    Python lists, numpy only at the end: the sweep reads one task at a time)."""
+    """The task graph of one (pp, vp, m) schedule, cut into levels of mutually independent tasks (the edges with
+    numpy; the level sweep, one task at a time, on Python lists)."""
     n_stages = pp * vp
-    orders = [megatron_order(r, pp, vp, m) for r in range(pp)]
-    index: dict[tuple[bool, int, int], int] = {}  # (backward, mb, stage) -> flat index
-    flat: list[tuple[int, int, bool, int]] = []  # (rank, stage, backward, mb)
-    for r, order in enumerate(orders):
-        for is_bwd, mb, chunk in order:
-            s = chunk * pp + r
-            index[(is_bwd, mb, s)] = len(flat)
-            flat.append((r, s, is_bwd, mb))
-    sentinel = len(flat)
-    prev = [sentinel] * sentinel
-    prev_send = [0.0] * sentinel
-    dep = [sentinel] * sentinel
-    cross = [0.0] * sentinel
-    col = [0] * sentinel
-    blocking = vp == 1
-    for t, (r, s, is_bwd, mb) in enumerate(flat):
-        if t > 0 and flat[t - 1][0] == r:
-            prev[t] = t - 1
-            pr, ps, pb, _ = flat[t - 1]
-            prev_send[t] = 1.0 if blocking and sends(pp, vp, ps, pb) else 0.0
-        if not is_bwd:
-            if s > 0:
-                dep[t] = index[(False, mb, s - 1)]
-        else:
-            dep[t] = index[(True, mb, s + 1)] if s < n_stages - 1 else index[(False, mb, s)]
-        if dep[t] != sentinel:
-            cross[t] = 1.0 if flat[dep[t]][0] != r else 0.0
-        col[t] = 2 * s + int(is_bwd)
+    rank, stage, bwd, mb = _flat_orders(pp, vp, m)
+    sentinel = len(rank)
+    flat_of = np.full((2, m, n_stages), sentinel, dtype=np.int64)  # (backward, mb, stage) -> flat index
+    flat_of[bwd.astype(np.int64), mb, stage] = np.arange(sentinel)
+    first = np.r_[True, rank[1:] != rank[:-1]]  # the first task of its rank
+    prev_a = np.where(first, sentinel, np.arange(sentinel) - 1)
+    last_stage = stage == n_stages - 1
+    dep_a = np.where(~bwd, np.where(stage > 0, flat_of[0, mb, np.maximum(stage - 1, 0)], sentinel),
+                     np.where(last_stage, flat_of[0, mb, stage], flat_of[1, mb, np.minimum(stage + 1, n_stages - 1)]))
+    # a blocking schedule (1F1B) keeps the rank busy while the previous task sends its output to another rank
+    sends_out = (pp > 1) & np.where(bwd, stage > 0, stage < n_stages - 1)
+    send_a = np.where(~first & (vp == 1) & np.r_[False, sends_out[:-1]], 1.0, 0.0)
+    rank_ext = np.r_[rank, -1]
+    cross_a = np.where((dep_a != sentinel) & (rank_ext[dep_a] != rank), 1.0, 0.0)
+    col_a = 2 * stage + bwd.astype(np.int64)
+    prev, dep = prev_a.tolist(), dep_a.tolist()
+    counts = np.bincount(rank, minlength=pp).tolist()
+    orders = [range(c) for c in counts]  # the sweep needs each rank's task count only
     # level = 1 + max(level of prev, level of dep), in an order where both come first (Kahn's sweep).
     level = [-1] * (sentinel + 1)
     pos = [0] * pp
@@ -153,8 +165,6 @@ def _levels(pp: int, vp: int, m: int) -> tuple[int, tuple[_Level, ...]]:
         if not progressed:  # pragma: no cover - Megatron's orders never deadlock
             raise RuntimeError("internal error: the pipeline schedule deadlocked")
     lv = np.array(level[:sentinel], dtype=np.int64)
-    prev_a, send_a, dep_a = np.array(prev), np.array(prev_send), np.array(dep)
-    cross_a, col_a = np.array(cross), np.array(col, dtype=np.int64)
     by_level = np.argsort(lv, kind="stable")
     bounds = np.searchsorted(lv[by_level], np.arange(lv.max() + 2))
     # per level (every level from 0 to the last holds a task): its blocking sends and cross-rank inputs, counted
