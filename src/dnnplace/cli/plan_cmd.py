@@ -140,6 +140,10 @@ def plan(
 
             for line in host_lines(doc["host"]):
                 out.print(line)
+            from dnnplace.models.llm.evaluation.kernel_ledger import ledger_lines
+
+            for line in ledger_lines(doc["kernel_sources"]):
+                out.print(line)
             if output is not None:
                 out.print(f"plan written to {output}")
             if report is not None:

@@ -126,6 +126,13 @@ class KernelCosts:
         t = _held(look.values, sol_q, sol_at, look.code)
         return Priced(np.where(g > 1, t, 0.0), look.code)
 
+    def collective_gpus(self, op: str, link: str = "nvlink") -> int:
+        """The most GPUs the tables measured ``op`` on over ``link`` (0: no table; every answer is roofline).
+        The NCCL sweeps are single-node: a group across nodes is never in them."""
+        fam = self._family("collective") if link != "network" else None
+        grid = fam.grids.get((COMM_OPS.get(op, op),)) if fam else None
+        return 0 if grid is None else int(grid.axes[0][-1])
+
     def p2p(self, nbytes: object, link: str = "nvlink", bandwidth: float = 0.0, latency: float = 0.0) -> Priced:
         """One point-to-point send of ``nbytes`` (pipeline activations): no table measures it; the roofline
         at the link's bus bandwidth plus one step latency.  ``bandwidth`` (bytes/s achieved) and ``latency``

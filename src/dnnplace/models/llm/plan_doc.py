@@ -17,7 +17,7 @@ from dnnplace.models.llm.evaluation.band import ErrorBand, band_for, kind_of
 from dnnplace.models.llm.spec import LLMPlan, LLMProblem
 
 __all__ = ["HOST_BOUND_SHARE", "band_of", "calibrated_band_doc", "error_band_doc", "host_doc", "host_lines",
-           "plan_document", "runner_up_doc"]
+           "kernel_sources_doc", "plan_document", "runner_up_doc"]
 
 #: The share of the step the host's exposed time must reach for the plan to call the step host-bound: a warning
 #: threshold for the reader, not a figure of the cost model.
@@ -64,7 +64,22 @@ def plan_document(plan: LLMPlan, runner_ups: Sequence[LLMPlan] = ()) -> dict[str
     if runner_ups:
         doc["runner_ups"] = [runner_up_doc(plan.problem, predicted, o) for o in runner_ups]
     doc["host"] = host_doc(plan)
+    doc["kernel_sources"] = kernel_sources_doc(plan)
     return doc
+
+
+def kernel_sources_doc(plan: LLMPlan) -> dict[str, Any]:
+    """``kernel_sources`` of a plan document: the plan's configuration re-priced with the cost model's ledger kept
+    (:mod:`~dnnplace.models.llm.evaluation.kernel_ledger`): per term family, which source priced it."""
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.evaluation.kernel_ledger import ledger_doc, recording
+
+    with recording() as led:
+        try:
+            evaluate(plan.problem, plan.config)
+        except DnnplaceError:  # a configuration the evaluator refuses has no priced terms to report
+            pass
+    return ledger_doc(led, plan.problem.device.measured_kernels)
 
 
 def widest_graphs(problem: LLMProblem) -> str:

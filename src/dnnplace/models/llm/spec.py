@@ -156,7 +156,7 @@ _TEXT_LIMIT = {"source": LLM_SOURCE_CHARS}
 _TOP = ("format", "version", "model", "cluster", "job", "config", "prediction", "status", "bound", "gap",
         "exhaustive", "runtime_s")
 #: What the planner adds about its prediction (models/llm/plan_doc.py); a reader recomputes both, so drops them.
-_CLAIMS = ("error_band", "runner_ups", "compared", "host")
+_CLAIMS = ("error_band", "runner_ups", "compared", "host", "kernel_sources")
 _DERIVED = ("num_microbatches", "first_stage_layers", "last_stage_layers")  # written for readers, checked back
 
 

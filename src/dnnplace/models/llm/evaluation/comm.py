@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.core.catalogue import DeviceSpec
+from dnnplace.models.llm.evaluation import kernel_ledger
 from dnnplace.models.llm.spec import Cluster
 
 Array = np.ndarray
@@ -57,10 +58,47 @@ def group_link(span: Array, members_per_node: Array, domain: int, gpus: int,
     return bw, lat
 
 
-
 def ring_time(nbytes: Array, n: Array, bw: Array, lat: Array) -> Array:
     """All-gather or reduce-scatter of a ``nbytes`` buffer over ``n`` ranks: (n-1)/n x bytes / bw + (n-1) steps."""
     return np.where(n > 1, (n - 1) / np.maximum(n, 1) * nbytes / bw + (n - 1) * lat, 0.0)
+
+
+def collective_time(op: str, nbytes: Array, n: Array, bw: Array, lat: Array, inside: Array,
+                    dev: DeviceSpec, used: Array | bool = True) -> Array:
+    """Seconds of one collective ``op`` of a ``nbytes`` buffer (nccl-tests' size convention, as
+    :func:`ring_time`) over ``n`` ranks: the ring model on the link the group uses (an all-reduce is a
+    reduce-scatter then an all-gather: twice :func:`ring_time`), or NCCL's measured sweep where the device's
+    switch is on and the sweep describes the group (:func:`table_or_ring`)."""
+    ring = ring_time(nbytes, n, bw, lat)
+    return table_or_ring(op, nbytes, n, 2.0 * ring if op == "all_reduce" else ring, inside, dev, used)
+
+
+def table_or_ring(op: str, nbytes: Array, n: Array, ring: Array, inside: Array, dev: DeviceSpec,
+                  used: Array | bool = True) -> Array:
+    """``ring`` (the catalogue's seconds of the collective) or, where the device's ``measured_kernels`` switch is
+    on, NCCL's own measured sweep (:meth:`KernelCosts.collective`) for the groups it describes: inside one NVLink
+    domain (``inside``) and at most as many GPUs as it measured.  The sweeps are single-node, so a group across
+    nodes (and one larger than the sweep, such as 16 GPUs of an NVL72 rack) keeps the ring model; the plan's
+    kernel sources say which entries were which (``used``: the entries the step runs this collective for, the
+    ones the ledger counts).
+    """
+    n = np.asarray(n)
+    real = (n > 1) & (np.asarray(ring) > 0) & np.asarray(used, dtype=bool)
+    if not kernel_ledger.uses_tables(dev, "collectives"):
+        kernel_ledger.note("collectives", ring, where=real)
+        return ring
+    from dnnplace.kernels import kernel_costs
+
+    kc = kernel_costs(dev.name)
+    top = kc.collective_gpus(op)
+    use = (n > 1) & (n <= top) & np.asarray(inside, dtype=bool) & (np.asarray(ring) > 0)
+    if not np.any(use):
+        kernel_ledger.note("collectives", ring, where=real)
+        return ring
+    priced = kc.collective(op, nbytes, np.clip(n, 1, max(top, 1)), "nvlink")
+    t = np.where(use, priced.seconds, ring)
+    kernel_ledger.note("collectives", t, np.where(use, priced.source, kernel_ledger.CATALOGUE), where=real)
+    return t
 
 
 def overlapped(comm: Array, window: Array, chunks: Array) -> Array:

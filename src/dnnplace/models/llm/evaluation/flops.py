@@ -12,6 +12,7 @@ import numpy as np
 
 from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.kernels.roofline import gemm_format, gemm_time
+from dnnplace.models.llm.evaluation import kernel_ledger
 from dnnplace.models.llm.evaluation.attention_shape import cp_attention_rates
 from dnnplace.models.llm.spec import TransformerArch
 
@@ -93,15 +94,19 @@ def priced_gemm(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_
     extra bytes at streaming bandwidth, and an SM margin scales the time by the SMs taken away, as the
     roofline does.  Backward GEMMs are priced at their own (transposed) shapes, which the tables measure.
     """
-    if not dev.measured_kernels:
-        return gemm_time(m, n, k, dev, peak, out_bytes, sms=sms)
+    if not kernel_ledger.uses_tables(dev, "dense_gemm"):
+        t = gemm_time(m, n, k, dev, peak, out_bytes, sms=sms)
+        kernel_ledger.note("dense_gemm", t)
+        return t
     from dnnplace.kernels import kernel_costs
 
-    t = kernel_costs(dev.name).gemm(m, n, k, gemm_format(dev, peak)).seconds
+    priced = kernel_costs(dev.name).gemm(m, n, k, gemm_format(dev, peak))
+    t = priced.seconds
     hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
     t = t + max(out_bytes - 2.0, 0.0) * m * n / hbm
     if sms is not None:
         t = t * dev.sm_count / np.minimum(np.asarray(sms, dtype=float), dev.sm_count)
+    kernel_ledger.note("dense_gemm", t, priced.source)
     return t
 
 
@@ -148,7 +153,8 @@ def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, d
     fwd = attention_fwd_flops(arch, tokens, seq, tp)
     rate_f, rate_b = cp_attention_rates(dev, seq, cp)
     f, b = fwd / rate_f, FLASH_BWD_RATIO * fwd / rate_b
-    if not dev.measured_kernels:
+    if not kernel_ledger.uses_tables(dev, "attention"):
+        kernel_ledger.note("attention", f + b)
         return f, b
     # Measured: the prefill kernel at this shape (the tables time inference's forward kernel), layers with and
     # without a window weighted by their count; the backward keeps the catalogue's backward/forward ratio.
@@ -159,13 +165,17 @@ def attention_times(arch: TransformerArch, tokens: Array, seq: int, tp: Array, d
     batch = np.maximum(np.asarray(tokens, dtype=float) / seq, 1e-9)
     heads, kv = arch.heads / np.asarray(tp, dtype=float), arch.kv_heads / np.asarray(tp, dtype=float)
     win = arch.windowed_layers
-    full = kc.context_attention(batch, seq, heads, kv, arch.head_dim).seconds
-    meas = full
+    priced = kc.context_attention(batch, seq, heads, kv, arch.head_dim)
+    meas, source = priced.seconds, priced.source
     if win:
-        windowed = kc.context_attention(batch, seq, heads, kv, arch.head_dim, window=arch.sliding_window).seconds
-        meas = ((arch.num_layers - win) * full + win * windowed) / arch.num_layers
+        windowed = kc.context_attention(batch, seq, heads, kv, arch.head_dim, window=arch.sliding_window)
+        meas = ((arch.num_layers - win) * meas + win * windowed.seconds) / arch.num_layers
+        source = np.maximum(source, windowed.source)  # the less certain of the two
     single = np.asarray(cp, dtype=float) == 1.0
-    return np.where(single, meas, f), np.where(single, meas * (b / f), b)
+    f_out, b_out = np.where(single, meas, f), np.where(single, meas * (b / f), b)
+    codes = np.where(single, source, kernel_ledger.CATALOGUE)
+    kernel_ledger.note("attention", f_out + b_out, codes)
+    return f_out, b_out
 
 
 def elementwise_elements(arch: TransformerArch, tp: Array, sp_div: Array) -> tuple[Array, Array]:

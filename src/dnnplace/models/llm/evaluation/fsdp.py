@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.core.catalogue import TRAINING_STACK
+from dnnplace.core.catalogue import TRAINING_STACK, DeviceSpec
 from dnnplace.models.llm.config import GRAD_DTYPES
 from dnnplace.models.llm.evaluation import comm
 
@@ -147,7 +147,8 @@ PREFETCH = TRAINING_STACK.fsdp_prefetch
 
 def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat: Array, layer_p: Array,
                     extra_p: Array, layers: Array, layer_f: Array, layer_b: Array, m: Array, gather_b: float,
-                    grad_b: Array, ag_end: Array, chunks: Array | float = 1.0) -> Array:
+                    grad_b: Array, ag_end: Array, chunks: Array | float = 1.0, inside: Array | None = None,
+                    dev: DeviceSpec | None = None) -> Array:
     """Exposed data-parallel seconds per step of each pipeline rank at ZeRO stage ``zero``.
 
     Stages 0-1 keep ``replicated`` (the step-end all-reduce or reduce-scatter + all-gather).  Stage 2:
@@ -159,12 +160,19 @@ def sharded_exposed(zero: Array, replicated: Array, group: Array, bw: Array, lat
     ``layer_f`` / ``layer_b``: one layer's forward / backward seconds per micro-batch.  With ``chunks`` model
     chunks per rank (interleaving) each chunk's pass over a micro-batch starts with an unhidden all-gather
     and ends with an unhidden reduce-scatter: per micro-batch chunks x first + (layers - chunks) x the rest,
-    whatever the chunks' sizes (>= 1 layer each).
+    whatever the chunks' sizes (>= 1 layer each).  ``inside`` / ``dev`` given: each collective priced by
+    :func:`comm.collective_time` (NCCL's measured sweep where the device's switch is on and the group is in it).
     """
-    ag = comm.ring_time(gather_b * layer_p, group, bw, lat)
-    rs = comm.ring_time(grad_b * layer_p, group, bw, lat)
-    ag_x = comm.ring_time(gather_b * extra_p, group, bw, lat)
-    rs_x = comm.ring_time(grad_b * extra_p, group, bw, lat)
+    def coll(op: str, nbytes: Array, used: Array) -> Array:
+        if dev is None or inside is None:
+            return comm.ring_time(nbytes, group, bw, lat)
+        return comm.collective_time(op, nbytes, group, bw, lat, inside, dev, used)
+
+    staged = (zero >= 2) & (layers > 0)
+    ag = coll("all_gather", gather_b * layer_p, staged & (zero == 3))
+    rs = coll("reduce_scatter", grad_b * layer_p, staged)
+    ag_x = coll("all_gather", gather_b * extra_p, staged & (zero == 3))
+    rs_x = coll("reduce_scatter", grad_b * extra_p, staged)
     ag, rs, ag_x, rs_x, n = np.broadcast_arrays(ag, rs, ag_x, rs_x, layers)
     none = np.zeros_like(ag)
     k = np.maximum(np.minimum(chunks, np.maximum(n, 1.0)), 1.0)

@@ -29,7 +29,7 @@ from dnnplace.core.catalogue import (
     DeviceSpec,
 )
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import flops
+from dnnplace.models.llm.evaluation import flops, kernel_ledger
 from dnnplace.models.llm.evaluation.moe_dispatch import (
     dispatch_time,
     dispatch_times,
@@ -166,7 +166,9 @@ def grouped_gemm_time(m_rows: Array, n: Array, k: Array, groups: Array, dev: Dev
     full one; each group reads its own weight matrix, so few rows per expert make the GEMM
     bandwidth-bound (the inefficiency of small expert GEMMs); the epilogue writes each output.
     """
-    return roofline.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
+    t = roofline.gemm_time(m_rows, n, k, dev, peak, out_bytes, groups)
+    kernel_ledger.note("expert_gemm", t)  # the tables time fused MoE layers, not a trainer's grouped GEMMs
+    return t
 
 
 def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceSpec,

@@ -13,6 +13,7 @@ from math import comb
 import numpy as np
 
 from dnnplace.core.catalogue import DEEPEP, HYBRIDEP_NVLINK, DeviceSpec
+from dnnplace.models.llm.evaluation import comm, kernel_ledger
 from dnnplace.models.llm.moe import MOE_STACK, MoEModel
 
 Array = np.ndarray
@@ -187,7 +188,7 @@ def dispatch_time(nvl: Array, nic: Array, dev: DeviceSpec) -> Array:
 
 
 def etp_collective_time(m: MoEModel, t: Array, etp: Array, domain: int, dev: DeviceSpec,
-                        act_bytes: float = 2.0) -> Array:
+                        used: Array | bool = True, act_bytes: float = 2.0) -> Array:
     """Seconds of the expert-tensor-parallel all-gather that follows an ``alltoall`` dispatch (its reduce-scatter
     before the combine is the same ring), priced apart from the all-to-all because it runs after it.
 
@@ -205,7 +206,9 @@ def etp_collective_time(m: MoEModel, t: Array, etp: Array, domain: int, dev: Dev
     nic_bw = dev.internode_bandwidth * float(dev.internode_fraction or 0.0)
     bw = np.where(inside, nvl_bw, nic_bw)
     lat = np.where(inside, dev.nvlink_latency_s, dev.internode_latency_s)
-    return np.where(e > 1, nbytes / bw + (e - 1.0) * lat, 0.0)
+    ring = np.where(e > 1, nbytes / bw + (e - 1.0) * lat, 0.0)
+    # NCCL's measured all-gather (where the switch is on): a buffer of etp blocks, etp - 1 of them received
+    return comm.table_or_ring("all_gather", nbytes * e / np.maximum(e - 1.0, 1.0), e, ring, inside, dev, used)
 
 
 def _tested_figure(figures: tuple[tuple[int, tuple[float, float]], ...], x: Array, i: int) -> Array:
@@ -267,14 +270,28 @@ def dispatch_times(m: MoEModel, t: Array, ep: Array, etp: Array, dispatcher: Arr
     out = np.zeros_like(np.asarray(t, dtype=float))
     fastest = np.full_like(out, np.inf)
     for i, name in enumerate(DISPATCHERS):
+        chosen = np.asarray(dispatcher) == i
         if name == "flex":
             one = flex_dispatch_time(m, t, ep, etp, domain, dev)
+            kernel_ledger.note("collectives", one, where=chosen & (one > 0))  # DeepEP: no NCCL table times it
         elif name == "alltoall":  # the all-to-all, then the ETP all-gather (combine: reduce-scatter, then a2a)
             nvl, nic = dispatch_volumes(m, t, ep, etp, domain, name)
             etp_bytes = 2.0 * float(m.arch.hidden) * t * float(m.moe.top_k) * (np.asarray(etp, dtype=float) - 1.0)
-            one = dispatch_time(nvl - etp_bytes, nic, dev) + etp_collective_time(m, t, etp, domain, dev)
+            a2a = measured_all_to_all(m, t, ep, nic, dispatch_time(nvl - etp_bytes, nic, dev), dev, chosen)
+            one = a2a + etp_collective_time(m, t, etp, domain, dev, chosen)
         else:
             one = dispatch_time(*dispatch_volumes(m, t, ep, etp, domain, name), dev)
-        out = np.where(np.asarray(dispatcher) == i, one, out)
+            kernel_ledger.note("collectives", one, where=chosen & (one > 0))
+        out = np.where(chosen, one, out)
         fastest = np.minimum(fastest, one)
     return np.where(np.asarray(dispatcher) < 0, fastest, out)
+
+
+def measured_all_to_all(m: MoEModel, t: Array, ep: Array, nic: Array, ring: Array, dev: DeviceSpec,
+                        used: Array | bool = True) -> Array:
+    """The ``alltoall`` dispatcher's all-to-all: :func:`dispatch_time`'s ``ring`` seconds, or NCCL's measured
+    all-to-all where the whole EP group is on NVLink (no NIC bytes): each rank's buffer holds its t x top_k
+    16-bit token copies, (ep - 1) / ep of which leave it -- the bytes :func:`dispatch_volumes` counts."""
+    nbytes = 2.0 * float(m.arch.hidden) * t * float(m.moe.top_k)
+    e = np.asarray(ep, dtype=float)
+    return comm.table_or_ring("all_to_all", nbytes * np.ones_like(e), e, ring, np.asarray(nic) <= 0, dev, used)

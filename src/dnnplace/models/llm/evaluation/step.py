@@ -15,7 +15,18 @@ import numpy as np
 
 from dnnplace.core.catalogue import host_link
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import comm, flops, fsdp, host, memory, moe_step, offload, precision, schedule
+from dnnplace.models.llm.evaluation import (
+    comm,
+    flops,
+    fsdp,
+    host,
+    kernel_ledger,
+    memory,
+    moe_step,
+    offload,
+    precision,
+    schedule,
+)
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, BatchResult, Candidates, StageCosts, take_rows
 from dnnplace.models.llm.rules import PRECISION_RECIPES
@@ -59,7 +70,13 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     # (NeMo's tp_comm_overlap); without SP 2 blocking all-reduces each way, and SP's four collectives blocking
     # where the recipe turns the overlap off -- the same four ring steps either way.
     tp_bw, tp_lat = comm.group_link(tp, comm.members_per_domain(tp, np.ones_like(tp), domain), domain, gpus, dev)
-    coll = comm.ring_time(2.0 * tokens * a.hidden, tp, tp_bw, tp_lat)
+    # One ring step's worth: with SP the mean of an all-gather and a reduce-scatter, without it half an all-reduce
+    # (the same ring time in the catalogue; NCCL's measured sweep where the switch is on, comm.collective_time).
+    tp_in, act = comm.inside_domain(tp, domain, gpus), 2.0 * tokens * a.hidden
+    ag_tp, rs_tp = (comm.collective_time(op, act, tp, tp_bw, tp_lat, tp_in, dev, c.sp)
+                    for op in ("all_gather", "reduce_scatter"))
+    ar_tp = comm.collective_time("all_reduce", act, tp, tp_bw, tp_lat, tp_in, dev, ~c.sp)
+    coll = np.where(c.sp, 0.5 * (ag_tp + rs_tp), 0.5 * ar_tp)
     tp_f = np.where(overlap, sum(comm.overlapped(coll, g, tp) for g in gf), 4.0 * coll)
     tp_b = np.where(overlap, sum(comm.overlapped(coll, g, tp) for g in gb), 4.0 * coll)
     tp_f, tp_b = np.where(tp > 1, tp_f, 0.0), np.where(tp > 1, tp_b, 0.0)
@@ -70,6 +87,7 @@ def stage_costs(problem: LLMProblem, c: Candidates) -> StageCosts:
     hide = (c.cp - 1) / c.cp
     cp_f = np.maximum(0.0, (c.cp - 1) * kv_step - attn_f * hide)
     cp_b = np.maximum(0.0, 2.0 * (c.cp - 1) * kv_step - attn_b * hide)
+    kernel_ledger.note("collectives", (c.cp - 1) * kv_step, where=c.cp > 1)  # p2p steps: no table measures them
 
     # Recomputation: the backward pass first reruns the forward of the attention core or the whole layer.
     rc = c.recompute
@@ -113,7 +131,9 @@ def p2p_time(problem: LLMProblem, c: Candidates, tokens: Array) -> Array:
     span = c.tp * c.cp * c.dp * c.pp
     bw, lat = comm.group_link(span, np.ones_like(span), comm.nvlink_domain(problem.cluster), problem.cluster.gpus,
                               problem.device)
-    return 2.0 * tokens * problem.arch.hidden / np.where(c.sp, c.tp, 1.0) / bw + lat
+    t = 2.0 * tokens * problem.arch.hidden / np.where(c.sp, c.tp, 1.0) / bw + lat
+    kernel_ledger.note("collectives", t, where=c.pp > 1)  # a p2p send: no table measures it (ring model)
+    return t
 
 
 def stage_seconds(costs: StageCosts, c: Candidates) -> tuple[Array, Array]:
@@ -249,25 +269,29 @@ def evaluate_batch(problem: LLMProblem, c: Candidates, costs: StageCosts | None 
     buckets = np.ceil(params / memory.BUCKET_PARAMS)
     zero, grad_b = c.sharding()
     gb = grad_b[:, None]  # the gradient buffer's bytes per parameter (the grad_dtype knob)
-    rs = comm.ring_time(gb * params, group, bw, lat)
+    dist = c.dist[:, None]
+    dp_in = comm.inside_domain(span, domain, problem.cluster.gpus)
+    rs = comm.collective_time("reduce_scatter", gb * params, group, bw, lat, dp_in, dev, dist & valid)
+    ar = comm.collective_time("all_reduce", gb * params, group, bw, lat, dp_in, dev, ~dist & valid)
     gather = precision.recipe(problem.job.precision).param_allgather_bytes()  # FP8 parameters gather 1 byte
-    ag = comm.ring_time(gather * params, group, bw, lat)
+    ag = comm.collective_time("all_gather", gather * params, group, bw, lat, dp_in, dev, dist & valid)
     if moe is not None:  # the experts' gradients reduce over their own data-parallel group (edp ranks)
         ep, etp, _, _, _ = c.expert()
         edp = (problem.cluster.gpus / (c.pp * ep * etp))[:, None]
-        rs = rs + comm.ring_time(gb * experts, edp, bw, lat)
-        ag = ag + comm.ring_time(gather * experts, edp, bw, lat)
+        e_in = comm.inside_domain(edp * (ep * etp)[:, None], domain, problem.cluster.gpus)
+        rs = rs + comm.collective_time("reduce_scatter", gb * experts, edp, bw, lat, e_in, dev, dist & valid)
+        ar = ar + comm.collective_time("all_reduce", gb * experts, edp, bw, lat, e_in, dev, ~dist & valid)
+        ag = ag + comm.collective_time("all_gather", gather * experts, edp, bw, lat, e_in, dev, dist & valid)
         buckets = np.ceil((params + experts) / memory.BUCKET_PARAMS)
     f_all, b_all = fwd["compute"] + fwd["tp"] + fwd["cp"], bwd["compute"] + bwd["tp"] + bwd["cp"]
-    dist = c.dist[:, None]
     ag_end = comm.overlapped(ag, f_all, buckets)
-    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + ag_end, comm.overlapped(2.0 * rs, b_all, buckets))
+    dp_exp = np.where(dist, comm.overlapped(rs, b_all, buckets) + ag_end, comm.overlapped(ar, b_all, buckets))
     shard = np.where(dist, group, 1.0)
     if moe is None:  # ZeRO-2/3 replace the step-end reduce-scatter by per-layer collectives (fsdp.py)
         lp = memory.layer_params(a, c.tp)[:, None]
         per_f, per_b = (np.sum([costs.layer[k][part] for k in KINDS], axis=0)[:, None] for part in (0, 1))
         dp_exp = fsdp.sharded_exposed(zero[:, None], dp_exp, group, bw, lat, lp, params - nl * lp, nl, per_f, per_b,
-                                      m[:, None], gather, gb, ag_end, chunks=c.vp[:, None])
+                                      m[:, None], gather, gb, ag_end, chunks=c.vp[:, None], inside=dp_in, dev=dev)
     gshard = np.where(zero[:, None] >= 2, group, 1.0)
     opt = roofline.hbm_time(28.0 * params / shard + gb * params / gshard, dev)
     if moe is not None:

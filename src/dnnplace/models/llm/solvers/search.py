@@ -303,23 +303,28 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
     L = problem.arch.num_layers
     B = len(cols["tp"])
     split_rows: dict[tuple[int, int], np.ndarray] = {}
-    for key in sorted(set(zip(cols["pp"].tolist(), cols["vp"].tolist(), strict=True))):
+    # (pp, vp) as one integer per row (vp < 2^20): the distinct pairs and each row's, without a Python loop over
+    # the rows (millions for a large MoE space)
+    pv = cols["pp"].astype(np.int64) * (1 << 20) + cols["vp"].astype(np.int64)
+    pairs, pair_of = np.unique(pv, return_inverse=True)
+    for key in [(int(k >> 20), int(k & ((1 << 20) - 1))) for k in pairs]:
         if clock.over():
             raise DnnplaceError(_out_of_time(time_limit, "while the layer splits were enumerated"))
         split_rows[key] = splits(L, *key)
-    has_split = np.array([len(split_rows[(p, v)]) > 0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
-                                                                        strict=True)], dtype=bool)
+    n_splits = np.array([len(split_rows[(int(k >> 20), int(k & ((1 << 20) - 1)))]) for k in pairs],
+                        dtype=np.int64)[pair_of.ravel()] if B else np.zeros(0, dtype=np.int64)
+    has_split = n_splits > 0
     if B and not has_split.all():
         removed["split_family"] += int(np.count_nonzero(~has_split))
         if not has_split.any():
             emptied.append("split_family")
         cols = {k: v[has_split] for k, v in cols.items()}
+        n_splits = n_splits[has_split]
         B = len(cols["tp"])
     if not B:
         raise DnnplaceError(_why_empty(problem, fixed, removed, emptied[-1] if emptied else None))
     lb, lb_time, floor = np.empty(B), np.empty(B), np.empty(B)
-    bound_w = np.array([len(split_rows[(p, v)]) * p + 8.0 for p, v in zip(cols["pp"].tolist(), cols["vp"].tolist(),
-                                                                       strict=True)])
+    bound_w = (n_splits * cols["pp"].astype(np.int64)).astype(float) + 8.0
     bound_cum, bound_pace, lo = np.concatenate([[0.0], np.cumsum(bound_w)]), _Pace(BOUND_CELLS), 0
     while lo < B:
         if clock.over():
