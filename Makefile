@@ -42,7 +42,8 @@ vllm-venv: $(VLLM_STAMP)
 
 demo: $(STAMP) system-deps
 	mkdir -p build
-	$(VENV)/bin/dnnplace serve examples/serving/llama3.1-8b.json --gpus "2xa100-80g+2xl40s" -o build/serve_plan.json
+	$(VENV)/bin/dnnplace serve examples/serving/llama3.1-70b.json --gpus "2xa100-80g+2xl40s" --precision fp8 \
+	    -o build/serve_plan.json --report build/serve_plan.html
 	$(VENV)/bin/dnnplace export build/serve_plan.json --to vllm -o build/serve_vllm.sh
 	$(VENV)/bin/dnnplace plan examples/llm/llama3.1-70b.json --gpus 64 --seq-len 8192 --global-batch 128 \
 	    -o build/llama70b_plan.json --report build/llama70b_plan.html

@@ -173,7 +173,8 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         + ", ".join(f"{k} {v}" for k, v in sorted(doc["sources"].items())) + ")",
     ]
     for b in doc["baselines"]:
-        gain = "does not fit" if b.get("gain") is None else f"plan gains {b['gain']:.2f}x"
+        gain = "does not fit" if b.get("gain") is None else f"plan gains {b['gain']:.2f}x" + (
+            "" if b.get("beyond_band") else f", within the +/-{100 * doc['error_band']:.0f} % band: not a proven win")
         lines.append(f"baseline {b['name']}: {gain} ({b.get('why', '')})")
     if not doc["baselines"]:
         lines.append("baselines: none priced")

@@ -160,3 +160,14 @@ def test_runner_ups_are_distinct_and_on_distinct_gpus():
     for c in [sol.plan.config, *ups]:
         gpus = [(s.node, g) for r in c.replicas for s in r.stages for g in s.gpus]
         assert len(gpus) == len(set(gpus))
+
+
+def test_a_gain_inside_the_error_band_is_not_called_a_win(plan_file):
+    """Baselines are priced by the plan's own model: a gain below its error band is said to be unproven."""
+    doc = json.loads(plan_file.read_text())
+    assert doc["baselines"]
+    for b in doc["baselines"]:
+        if b["gain"] is None:
+            assert b["beyond_band"] is None
+        else:
+            assert b["beyond_band"] == (b["gain"] - 1 > doc["error_band"])

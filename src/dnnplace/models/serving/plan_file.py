@@ -82,8 +82,16 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "seconds_per_token_bound": plan.meta.get("seconds_per_token_bound"),
         "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
         "runner_ups": ups,
-        "baselines": [b.to_dict() for b in baselines],
+        "baselines": [_with_verdict(b.to_dict(), ev.error_band) for b in baselines],
     }
+
+
+def _with_verdict(doc: dict[str, Any], band: float) -> dict[str, Any]:
+    """A baseline with whether the plan's gain over it exceeds the prediction's own error band: a gain
+    inside the band is not shown to be a win (both are priced by one model, but its errors need not cancel)."""
+    gain = doc.get("gain")
+    doc["beyond_band"] = None if gain is None else bool(gain - 1.0 > band)
+    return doc
 
 
 def _get(d: Any, key: str, kind: type | tuple[type, ...], where: str, *, optional: bool = False) -> Any:
