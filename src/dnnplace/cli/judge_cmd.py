@@ -99,6 +99,11 @@ def simulate(
         if as_json:
             emit_json(sim.to_dict())
             return
+        if model_of(inst).name == "serving":  # requests streamed through the engine's scheduler
+            out.print(f"{workload.name}: requests at {sim.to_dict()['rate']:g}/s through the plan")
+            for line in sim.summary():
+                out.print(line)
+            return
         print_simulation(out, inst, sim, f"{workload.name} / {(split or workload).name}",
                          schedule.value if schedule is not None else "1f1b")
         if trace is not None:

@@ -171,3 +171,9 @@ def test_a_gain_inside_the_error_band_is_not_called_a_win(plan_file):
             assert b["beyond_band"] is None
         else:
             assert b["beyond_band"] == (b["gain"] - 1 > doc["error_band"])
+
+
+def test_simulate_prints_latency_distributions(plan_file):
+    res = run_cli("simulate", plan_file, "--rate", 2)
+    assert res.returncode == 0, res.stderr
+    assert "TTFT ms mean / p50 / p90 / p99" in res.stdout and "TPOT ms" in res.stdout and "1f1b" not in res.stdout
