@@ -200,7 +200,7 @@ def _runs(rows: list[list[str]], rank: Sequence[int], bwd: Sequence[int], start:
         s, e, b = st[mine][order], en[mine][order], back[mine][order]
         busy = np.diff(_busy_upto(s, e, edges))
         bb = np.diff(_busy_upto(s[b], e[b], edges))
-        util = np.round(8 * busy / (total / bins)) / 8
+        util = np.where(busy > 0, np.maximum(np.round(8 * busy / (total / bins)), 1), 0) / 8  # any work shows
         share = np.round(4 * np.divide(bb, busy, out=np.zeros_like(busy), where=busy > 0)) / 4
         cut = np.flatnonzero(np.concatenate(([True], (util[1:] != util[:-1]) | (share[1:] != share[:-1]))))
         for k, i in enumerate(cut):
