@@ -205,7 +205,9 @@ def render_llm_report(plan: LLMPlan, title: str, *, runner_ups: Sequence[LLMPlan
     times = [(k, f"{v:.3f} s ({100 * v / step:.1f} %)") for k, v in est.time_breakdown.items()]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_STYLE}"
             f"</style></head><body><h1>{html.escape(title)}</h1>{_headline(doc)}{_host(doc)}{_table(head, 'kv')}"
-            f"<h2>The plan, its runner-ups and the compared layout</h2>{steps_svg(layouts)}"
+            f"<h2>The plan, its runner-ups and the compared layout</h2><p class='note'>Bars: the predicted step"
+            " time; whiskers: the measured step times the error band allows for each prediction (predicted / (1 +"
+            f" error)).</p>{steps_svg(layouts)}"
             f"{_others_table(layouts, odocs)}<h2>Time per step</h2>{_table(times)}"
             f"<h2>Memory per GPU</h2><p class='note'>Each layout's most-loaded GPU (pipeline rank), by component,"
             f" against the {html.escape(pr.device.name)}'s usable memory.</p>"
