@@ -122,9 +122,15 @@ def plan(
             doc["compared"] = runner_up_doc(problem, result.estimate.step_time_s, rival)
         if output is not None:
             write_json_atomic(output, doc, inputs=inputs)
-        if report is not None:
-            api.write_report(problem, result, report, title=f"{problem.arch.name} on {gpus} x {device}",
-                             inputs=[*inputs, output])
+        if report is not None:  # the page shows what the screen does: runner-ups, the compared layout, the band
+            from dataclasses import replace
+
+            from dnnplace.models.llm.report import write_llm_report
+
+            write_llm_report(replace(result, problem=problem), report, title=f"{problem.arch.name} on {gpus} x"
+                             f" {device}", inputs=[*inputs, output], runner_ups=sol.stats.get("runner_ups", []),
+                             compared=[] if rival is None else [rival],
+                             error_band=doc["error_band"] if calibration is not None else None)
         if as_json:
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
