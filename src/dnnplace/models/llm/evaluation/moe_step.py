@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import comm, flops, host, memory, precision
+from dnnplace.models.llm.evaluation import comm, flops, host, memory, moe_skew, precision
 from dnnplace.models.llm.evaluation import moe as moe_cost
-from dnnplace.models.llm.evaluation import moe_skew
 from dnnplace.models.llm.evaluation.candidates import KINDS, Candidates, StageCosts
 from dnnplace.models.llm.spec import LLMProblem
 
