@@ -53,16 +53,16 @@ def test_table_factor_is_the_measured_ratio() -> None:
     """At a measured token count the factor is the table's own skewed over balanced latency."""
     kc = kernel_costs("h100")
     shape = (2048, 768, 8, 128, 1, 8)  # Qwen3-30B-A3B's experts at etp 1, ep 8
-    fam = kc._family("moe")  # noqa: SLF001  the lattice, to pick a measured token count
-    assert fam is not None
-    grid = fam.grids[("bfloat16", "power_law_1.2", *shape)]
-    tokens = np.array([float(grid.axes[0][len(grid.axes[0]) // 2])])
+    probe = kc.moe(np.array([2.0 ** i for i in range(6, 15)]), *shape[:4], tp=1, ep=8, routing="power-law-1.2")
+    hit = np.flatnonzero(probe.source == MEASURED)  # token counts the table measured: the largest
+    assert hit.size
+    tokens = np.array([2.0 ** range(6, 15)[int(hit[-1])]])
     bal = kc.moe(tokens, *shape[:4], tp=1, ep=8, routing="balanced")
     sk = kc.moe(tokens, *shape[:4], tp=1, ep=8, routing="power-law-1.2")
     assert int(bal.source[0]) == MEASURED and int(sk.source[0]) == MEASURED
     f = table_factor("h100", tokens, *shape[:4], 1, 8, "power-law-1.2")
     assert f is not None and f[0] == pytest.approx(sk.seconds[0] / bal.seconds[0], rel=1e-12)
-    assert f[0] > 1.0
+    assert f[0] > 1.2  # thousands of tokens on 8 ranks: the hot rank is much slower
     # a shape no table holds falls to the rule
     assert table_factor("h100", tokens, 1000, 300, 3, 12, 1, 4, "power-law-1.2") is None
 

@@ -11,8 +11,9 @@ factor per candidate on the routed experts' compute (GEMMs and activation) of th
   ``_generate_power_law_distribution``) draws each expert's load from a power law of exponent alpha on
   [1, 0.8 x tokens], scales the loads to tokens x top-k and swaps the most loaded ep rank onto the measured GPU:
   the table times the slowest rank.  Tokens outside the measured range keep the ratio at the nearest measured
-  point (both lookups are extrapolated alike).  The recipe's data type is read first, then BF16 (the skew is a
-  property of the load, which the data type does not change).
+  point (both lookups are extrapolated alike).  The recipe's data type is read first, then BF16 and the other
+  measured types (:data:`FALLBACK_DTYPES`: the skew is a property of the load, which the data type does not
+  change).
 * **rule** -- where the device or the shape has no table: the expected load of the most loaded of ep ranks over
   the mean, under that same generator (:func:`rule_factor`: its inverse-CDF draw, :data:`DRAWS` draws of a fixed
   seed, so the answer is the same on every run), taken as the time ratio (the expert GEMMs of training are
@@ -34,11 +35,14 @@ from dnnplace.kernels import kernel_costs
 from dnnplace.kernels.sources import ROOFLINE
 from dnnplace.models.llm.moe_knobs import ROUTINGS
 
-__all__ = ["ALPHAS", "DRAWS", "rule_factor", "skew_factors", "table_factor"]
+__all__ = ["ALPHAS", "DRAWS", "FALLBACK_DTYPES", "rule_factor", "skew_factors", "table_factor"]
 
 Array = np.ndarray
 #: Each skewed routing's power-law exponent (the tables' ``power_law_<alpha>`` distributions).
 ALPHAS = {"power-law-1.01": 1.01, "power-law-1.2": 1.2}
+#: The data types whose skew ratio stands in for a recipe's own where its shape was measured only in those
+#: (BF16 first; GPT-OSS's experts are measured only as w4a16_mxfp4): the skew is the load's, not the format's.
+FALLBACK_DTYPES = ("bf16", "fp8", "fp8_block", "fp4", "w4a16_mxfp4")
 #: Draws of the collector's generator the rule averages (seed 0): the mean's sampling error is below 1 %.
 DRAWS = 512
 
@@ -62,7 +66,7 @@ def _table_dtypes(recipe: Any) -> tuple[str, ...]:
     """The kernel data types whose MoE tables could time this recipe's experts, the recipe's own first."""
     fmt = str(getattr(recipe, "gemm_format", "bf16"))
     own = "fp8_block" if fmt == "fp8" and getattr(recipe, "scaling", "") == "block" else fmt
-    return (own, "bf16") if own != "bf16" else ("bf16",)
+    return tuple(dict.fromkeys((own, *FALLBACK_DTYPES)))
 
 
 def table_factor(device: str, tokens: Array, hidden: int, ffn: int, topk: int, experts: int, etp: int, ep: int,
