@@ -80,6 +80,34 @@ def moe_table(search_free: bool = False) -> bool:
     return ok
 
 
+#: Megatron-MoE-ModelZoo's Qwen3-235B-A22B layouts on 256 H100 (seq 4096, GBS 2048; issue 44): routers trained with
+#: an auxiliary loss and not forced to balance, so priced at ``moe_knobs.UNFORCED_ROUTING``; measured seconds/step.
+MODELZOO = (("tp=2,pp=8,vp=4,ep=32,mbs=1", 17.6), ("tp=4,pp=8,vp=4,ep=8,mbs=1", 29.0),
+            ("tp=2,pp=32,vp=3,ep=8,mbs=1", 24.2))
+
+
+def modelzoo_table() -> None:
+    """The ModelZoo layouts (the search fills the knobs the layout leaves) priced balanced and at the unforced
+    router's default skew, against the measured step; a check, listed only (not in the exit status)."""
+    import dataclasses
+
+    import dnnplace
+    from dnnplace.models.llm.evaluation import evaluate
+    from dnnplace.models.llm.moe_knobs import UNFORCED_ROUTING
+    from dnnplace.models.llm.solvers import search
+
+    pr = dnnplace.load_llm(FIXTURES / "qwen3-235b-a22b.json", gpus=256, seq_len=4096, global_batch=2048)
+    print(f"\n| ModelZoo Qwen3-235B-A22B, 256 H100 | measured s | balanced s | error | {UNFORCED_ROUTING} s | error |")
+    print("|---|---|---|---|---|---|")
+    for pins, measured in MODELZOO:
+        fixed = {k: int(v) for k, v in (p.split("=") for p in pins.split(","))}
+        c = search(pr, fixed, time_limit=60.0).config
+        bal = evaluate(pr, dataclasses.replace(c, routing="balanced")).step_time_s
+        skew = evaluate(pr, dataclasses.replace(c, routing=UNFORCED_ROUTING)).step_time_s
+        print(f"| {pins} {c.dispatcher} {c.recompute} | {measured:.1f} | {bal:.2f} |"
+              f" {100 * (bal / measured - 1):+.1f} % | {skew:.2f} | {100 * (skew / measured - 1):+.1f} % |")
+
+
 def main() -> int:
     from dnnplace.arch.moe_config import load_moe
     from dnnplace.core.catalogue import device_spec
@@ -110,6 +138,7 @@ def main() -> int:
         print(f"| {r.label} | {r.system} {r.precision} | {r.gpus} | {config} | {r.measured_s:.3f} | "
               f"{mf / 1e15:.1f} | {mfu} | {rules} |")
     ok = moe_table(search_free="--search" in sys.argv)
+    modelzoo_table()
     return 0 if ok else 1
 
 

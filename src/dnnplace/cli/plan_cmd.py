@@ -195,7 +195,7 @@ def runner_up_lines(problem: Any, predicted_s: float, others: list[Any]) -> list
         knobs = (f"tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp} dp={c.dp} mbs={c.mbs} recompute={c.recompute} "
                  f"zero={c.zero}" + (f" grad_dtype={c.grad_dtype}" if c.grad_dtype != "fp32" else "")
                  + (f" ep={c.ep} etp={c.etp} dispatcher={c.dispatcher} a2a_overlap={c.a2a_overlap}"
-                    f" recompute_modules={c.recompute_modules}"
+                    f" recompute_modules={c.recompute_modules} routing={c.routing}"
                     if getattr(problem, "moe", None) is not None else "")
                  + (f" offload_layers={c.offload_layers}" if c.offload_layers else ""))
         same = band is not None and band.indistinguishable(predicted_s, t)
@@ -235,6 +235,8 @@ def print_plan(console: object, doc: dict) -> None:
               "distributed_optimizer", "zero", "grad_dtype", "offload_layers", "cuda_graphs", "first_stage_layers",
               "last_stage_layers"):
         t.add_row(k, str(c.get(k, "none" if k == "cuda_graphs" else 0)))  # absent from older plan files
+    if doc["model"].get("num_experts", 1) > 1:  # older plan files were priced balanced
+        t.add_row("routing", str(c.get("routing", "balanced")))
     t.add_row("step time (s)", f"{p['step_time_s']:.3f}")
     t.add_row("tokens/s", f"{p['tokens_per_s']:.0f}")
     t.add_row("MFU", f"{100 * p['mfu']:.1f} %")

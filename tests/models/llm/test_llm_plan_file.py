@@ -21,7 +21,7 @@ def test_schema_keys_and_round_trip() -> None:
     plan = search(problem(llama("70b"), 64, 128), {"tp": 4, "pp": 4, "cp": 2, "vp": 5, "mbs": 1})
     d = plan.to_dict()
     assert list(d) == TOP
-    assert d["version"] == 7
+    assert d["version"] == 8
     assert list(d["model"]) == ["name", "family", "num_layers", "hidden_size", "ffn_hidden_size",
                                 "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
                                 "tied_embeddings", "mlp", "position", "norm", "max_position", "dropout",
@@ -31,7 +31,8 @@ def test_schema_keys_and_round_trip() -> None:
     assert list(d["config"]) == ["tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute",
                                  "sequence_parallel", "distributed_optimizer", "layers_per_stage", "ep", "etp",
                                  "dispatcher", "recompute_modules", "a2a_overlap", "zero", "grad_dtype",
-                                 "offload_layers", "cuda_graphs", "first_stage_layers", "last_stage_layers"]
+                                 "offload_layers", "cuda_graphs", "routing", "first_stage_layers",
+                                 "last_stage_layers"]
     assert list(d["prediction"]["time_breakdown"]) == ["compute", "tp_comm_exposed", "cp_comm_exposed",
                                                        "pp_comm_exposed", "dp_comm_exposed", "bubble",
                                                        "ep_comm_exposed", "offload_exposed", "host_exposed"]

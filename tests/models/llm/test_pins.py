@@ -23,7 +23,8 @@ from dnnplace.models.llm.spec import LLMPlan, ParallelConfig
 
 LLAMA8B = EXAMPLES / "llama3.1-8b.json"
 QWEN3 = CONFIGS / "qwen3-30b-a3b.json"
-DENSE_PINS = ("ep=2", "etp=2", "dispatcher=flex", "a2a_overlap=true", "recompute_modules=core_attn")
+DENSE_PINS = ("ep=2", "etp=2", "dispatcher=flex", "a2a_overlap=true", "recompute_modules=core_attn",
+              "routing=power-law-1.2")
 
 
 @pytest.mark.parametrize("pin", DENSE_PINS)
@@ -74,7 +75,8 @@ def test_issue44_recompute_modules_without_selective_names_both() -> None:
 PIN_VALUES: dict[str, object] = {"tp": 2, "pp": 2, "vp": 2, "cp": 2, "dp": 2, "mbs": 2, "recompute": "selective",
                                  "distributed_optimizer": False, "ep": 2, "etp": 2, "dispatcher": "allgather",
                                  "recompute_modules": "moe_act", "a2a_overlap": True, "zero": 0,
-                                 "grad_dtype": "bf16", "offload_layers": 1, "cuda_graphs": "attn"}
+                                 "grad_dtype": "bf16", "offload_layers": 1, "cuda_graphs": "attn",
+                                 "routing": "power-law-1.01"}
 TINY_MOE = {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32,
             "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 4096}

@@ -36,7 +36,7 @@ import numpy as np
 
 from dnnplace.core.limits import LLM_LIMITS, check_llm_count, shown
 from dnnplace.errors import InputError
-from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, module_set
+from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, RECOMPUTE_MODULES, ROUTINGS, module_set
 from dnnplace.utils.text import clip
 
 __all__ = ["CUDA_GRAPHS", "GRAD_DTYPES", "RECOMPUTE", "ZERO_STAGES", "ParallelConfig", "Recompute", "check_pins",
@@ -156,6 +156,16 @@ class ParallelConfig:
     moe_router, moe_preprocess; ``--cuda-graph-impl transformer_engine``), 'layer' (every layer whole) or
     'full_iteration' (``--cuda-graph-impl local``).  A choice of the software stack the recipe makes, so the
     search keeps it as pinned (default none)."""
+
+    # MoE routing skew (plan-file version 8).
+    routing: str = knob("pin the MoE routing skew (balanced: forced load balancing)", "choice", choices=ROUTINGS,
+                        since=8, default="balanced")
+    """How the router spreads tokens over the experts (moe_knobs.ROUTINGS): 'balanced' is Megatron-Core's
+    ``--moe-router-force-load-balancing`` (random logits, what the Megatron-Bridge benchmark recipes run);
+    'power-law-1.01' / 'power-law-1.2' are routers trained with an auxiliary loss, whose slowest expert-parallel
+    rank holds more than its share (moe_knobs.UNFORCED_ROUTING is the default for such a router).  A property of
+    the training run, not a layout, so the search keeps it as pinned (default balanced, as plan files before
+    version 8 priced every MoE run)."""
 
     def __post_init__(self) -> None:
         # Plan files and callers write recompute as text; keep the enum (an unknown value is left for the

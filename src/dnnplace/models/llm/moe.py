@@ -33,6 +33,14 @@ class MoEStack:
                         "uniformly), so the slowest rank's excess is the fluctuation of a uniform "
                         "multinomial: the expected maximum of n loads of mean mu, standard deviation "
                         "sqrt(mu), ~ mu + sqrt(2 ln n) sqrt(mu) (Gaussian extreme value; no fitted constant)",
+        "routing_skew": "unforced routers (routing=power-law-1.01 / power-law-1.2): the slowest ep rank's expert "
+                        "compute times the measured skewed / balanced fused-MoE layer time at the row's shapes "
+                        "(aiconfigurator-core 0.12.0 moe_perf tables, distributions power_law_<alpha>, drawn by "
+                        "aiconfigurator collector/helper.py _generate_power_law_distribution with the most loaded "
+                        "ep rank measured); without a table, that generator's expected max-rank load over the mean "
+                        "(evaluation/moe_skew.py, seed 0). Default for an unforced router: power-law-1.2, "
+                        "aiconfigurator's MOEModel default (sdk/config.py workload_distribution='power_law', "
+                        "sdk/models/moe.py _power_law_alpha=1.2)",
     }, compare=False)
 
 

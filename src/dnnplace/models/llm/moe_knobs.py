@@ -6,10 +6,20 @@ Kept apart from :mod:`dnnplace.models.llm.moe` (which needs the architecture) so
 
 from __future__ import annotations
 
-__all__ = ["DISPATCHERS", "MODULE_SETS", "RECOMPUTE_MODULES", "module_set"]
+__all__ = ["DISPATCHERS", "MODULE_SETS", "RECOMPUTE_MODULES", "ROUTINGS", "UNFORCED_ROUTING", "module_set"]
 
 #: Megatron-Core's token dispatchers (``--moe-token-dispatcher-type``); ``flex`` is DeepEP / HybridEP.
 DISPATCHERS = ("alltoall", "allgather", "flex")
+#: The routers' token distribution over the experts, named after what the measured MoE tables hold
+#: (aiconfigurator's ``balanced`` and ``power_law_<alpha>`` rows): ``balanced`` is Megatron-Core's
+#: ``--moe-router-force-load-balancing`` (the Megatron-Bridge performance recipes), the power laws are routers
+#: trained with an auxiliary load-balancing loss and left to route as they learned.
+ROUTINGS = ("balanced", "power-law-1.01", "power-law-1.2")
+#: The skew assumed for a router that is not forced to balance: aiconfigurator-core 0.12.0's own default for
+#: its MoE modelling -- ``ModelConfig.workload_distribution = "power_law"`` (sdk/config.py) with
+#: ``MOEModel._power_law_alpha = 1.2`` (sdk/models/moe.py: Qwen3-MoE, GPT-OSS, Mixtral, Llama 4); its DeepSeek
+#: family uses 1.01 (sdk/models/deepseek.py), the milder skew, which stays a pin away.
+UNFORCED_ROUTING = "power-law-1.2"
 #: Megatron-Core's selective-recompute modules (``--recompute-modules``) that a transformer with MoE uses.
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 #: Every set of recompute modules as the text ``--fix`` and plan files write ("none", or names joined by

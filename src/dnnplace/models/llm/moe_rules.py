@@ -167,15 +167,17 @@ def dense_problem_columns(arch: Any) -> dict[str, Any]:
 #: places no experts, dispatches no tokens and prices no recompute module.  DENSE_RULE (plan files) and the
 #: pin check (``rules.check_pin_set``: --fix, --compare, --calibrate) both read this table.
 DENSE_VALUES: dict[str, object] = {"ep": 1, "etp": 1, "dispatcher": "alltoall", "a2a_overlap": False,
-                                   "recompute_modules": "none"}
+                                   "recompute_modules": "none", "routing": "balanced"}
 
 #: A dense model has no experts to place, and the dense cost model prices no recompute module.
-DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "dispatcher", "a2a_overlap", "recompute_modules"),
+DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "dispatcher", "a2a_overlap", "recompute_modules",
+                                          "routing"),
                   lambda c: (c["num_experts"] > 1) | ((c["ep"] == 1) & (c["etp"] == 1) & ~_on(c, "a2a_overlap")
                                                       & (c["recompute_modules"] == 0)
+                                                      & (np.asarray(c.get("routing", 0)) == 0)
                                                       & (c["dispatcher"] == DISPATCHERS.index("alltoall"))),
-                  lambda r: f"{r['name']} has no experts: ep, etp, the dispatcher, the all-to-all overlap and "
-                            "recompute modules do not apply (" + ", ".join(f"{k}={v}".lower() for k, v in
+                  lambda r: f"{r['name']} has no experts: ep, etp, the dispatcher, the all-to-all overlap, "
+                            "recompute modules and routing do not apply (" + ", ".join(f"{k}={v}".lower() for k, v in
                                                                           DENSE_VALUES.items()) + ")")
 
 

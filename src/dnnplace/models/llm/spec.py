@@ -45,9 +45,10 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 7  # 7: MoE recompute_modules=none under selective recompute is none (was core_attn); 6: cuda_graphs;
+VERSION = 8  # 8: routing (older files: balanced, as they priced it); 7: MoE recompute_modules=none under
+# selective recompute is none (was core_attn); 6: cuda_graphs;
 # 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field;
-READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
+READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
              "ep_comm_exposed", "offload_exposed", "host_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")

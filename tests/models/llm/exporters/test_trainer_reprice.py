@@ -59,6 +59,8 @@ SAMPLE: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
     "moe-blackwell-flex-vp-overlap": ("qwen3", 16, "gb200", 72, "bf16", "megatron", dict(
         tp=1, pp=2, vp=2, cp=1, ep=8, dispatcher="flex", a2a_overlap=True, recompute="selective",
         recompute_modules="moe_act", cuda_graphs="attn")),
+    "moe-skewed-routing": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
+        tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", recompute="full", routing="power-law-1.2")),
     "moe-fp8-modules": ("qwen3", 16, "h100", 8, "fp8", "megatron", dict(
         tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", recompute="selective", recompute_modules="core_attn")),
     # runs torchtitan and DeepSpeed express (the others they refuse in one line)
@@ -125,6 +127,7 @@ def test_the_sample_covers_every_knob(plans: dict[str, LLMPlan]) -> None:
     assert any(c.pp == 1 for c in cs) and any(c.pp > 1 for c in cs) and any(c.vp > 1 for c in cs)
     assert any(c.cp > 1 for c in cs) and any(c.etp > 1 for c in cs) and any(c.a2a_overlap for c in cs)
     assert any(c.offload_layers for c in cs) and any(c.cuda_graphs != "none" for c in cs)
+    assert {c.routing for c in cs if c.ep > 1} >= {"balanced", "power-law-1.2"}
     assert any(c.grad_dtype == "bf16" for c in cs) and "none" in {c.recompute_modules for c in cs if c.ep > 1}
     jobs = [p.problem for p in plans.values()]
     assert {pr.job.precision for pr in jobs} == {"bf16", "fp8"} and {pr.job.cross_entropy for pr in jobs} == {
@@ -184,7 +187,7 @@ _SAME_NAME = {"tensor_model_parallel_size": int, "pipeline_model_parallel_size":
 #: (--moe-permute-fusion is left out: its check imports Transformer Engine's fused kernels, absent here; it is a
 #: kernel fusion the cost model does not price apart.)
 _SWITCHES = ("sequence_parallel", "tp_comm_overlap", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm",
-             "cross_entropy_loss_fusion", "qk_layernorm")
+             "moe_router_force_load_balancing", "cross_entropy_loss_fusion", "qk_layernorm")
 #: Megatron-LM's arguments.py names for TransformerConfig fields of another name.
 _RENAMED = {"num_experts": ("num_moe_experts", int), "fp8_format": ("fp8", str),
             "num_virtual_stages_per_pipeline_rank": ("virtual_pipeline_model_parallel_size", int),
@@ -290,7 +293,10 @@ def megatron_readback(plan: LLMPlan, flags: dict[str, list[str]]) -> tuple[LLMPr
         dispatcher=tc.moe_token_dispatcher_type if moe else "alltoall",
         recompute_modules=module_set(tc.recompute_modules) if moe and selective else "none",
         a2a_overlap=bool(tc.overlap_moe_expert_parallel_comm), zero=zero, grad_dtype=grad,
-        offload_layers=tc.cpu_offloading_num_layers if tc.cpu_offloading else 0, cuda_graphs=graphs)
+        offload_layers=tc.cpu_offloading_num_layers if tc.cpu_offloading else 0, cuda_graphs=graphs,
+        # forced balance is the balanced routing; a trained router's skew is not in Megatron's config: the plan's
+        routing="balanced" if tc.moe_router_force_load_balancing or not moe else plan.config.routing)
+    assert not moe or tc.moe_router_force_load_balancing == (plan.config.routing == "balanced")
     precision = "fp8" if tc.fp8 == "hybrid" and tc.fp8_recipe == "delayed" and tc.fp8_param else (
         "bf16" if tc.fp8 is None else f"unexported {tc.fp8}")
     ce = "te" if tc.cross_entropy_loss_fusion and tc.cross_entropy_fusion_impl == "te" else "megatron"
@@ -435,7 +441,7 @@ EXPORTED = {"torchtitan": {"dense-pp1-zero0", "dense-pp2-zero3", "dense-cp2-zero
                            "dense-vp4-zero0", "moe-replicated-flex", "moe-replicated-cp-etp",
                            "moe-replicated-empty-modules"},
             "deepspeed": {"dense-pp1-zero0", "dense-blackwell-graphs", "dense-pp2-zero1-full", "moe-zero1-full",
-                          "moe-empty-modules-no-overlap"}}
+                          "moe-empty-modules-no-overlap", "moe-skewed-routing"}}
 
 
 @pytest.mark.parametrize("target", sorted(EXPORTED))

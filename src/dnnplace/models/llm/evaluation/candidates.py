@@ -14,7 +14,7 @@ import numpy as np
 
 from dnnplace.models.llm.config import CUDA_GRAPHS, GRAD_DTYPES
 from dnnplace.models.llm.evaluation import fsdp
-from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS
+from dnnplace.models.llm.moe_knobs import DISPATCHERS, MODULE_SETS, ROUTINGS
 from dnnplace.models.llm.spec import RECOMPUTE, ParallelConfig
 
 Array = np.ndarray
@@ -55,6 +55,8 @@ class Candidates:
     offload: Array | None = None
     # The CUDA-graph scope's index in CUDA_GRAPHS (None: none, every op eager).
     graphs: Array | None = None
+    # The MoE routing skew's index in ROUTINGS (None: balanced).
+    routing: Array | None = None
 
     def offloads(self) -> Array:
         """Offloaded layers per candidate (0 where not given)."""
@@ -67,7 +69,8 @@ class Candidates:
         fields = {f: pick(getattr(self, f)) for f in ("tp", "pp", "vp", "cp", "dp", "mbs", "recompute", "sp",
                                                       "dist", "rank_layers", "stage_layers", "ep", "etp",
                                                       "dispatcher", "modules", "a2a", "zero", "grad")}
-        return Candidates(**fields, offload=np.asarray(n, dtype=float), graphs=pick(self.graphs))
+        return Candidates(**fields, offload=np.asarray(n, dtype=float), graphs=pick(self.graphs),
+                          routing=pick(self.routing))
 
     def sharding(self) -> tuple[Array, Array]:
         """(ZeRO stage, gradient bytes per parameter) with the defaults where not given."""
@@ -106,7 +109,8 @@ class Candidates:
                           np.array([c.a2a_overlap for c in configs]), col("zero"),
                           np.array([GRAD_DTYPES.index(c.grad_dtype) for c in configs], dtype=float),
                           col("offload_layers"),
-                          np.array([CUDA_GRAPHS.index(c.cuda_graphs) for c in configs], dtype=float))
+                          np.array([CUDA_GRAPHS.index(c.cuda_graphs) for c in configs], dtype=float),
+                          np.array([ROUTINGS.index(c.routing) for c in configs], dtype=float))
 
     def stages(self) -> Array:
         """Layers per virtual stage, (n, max pp * vp): ``stage_layers`` or the cut :meth:`config` makes."""
@@ -143,7 +147,9 @@ class Candidates:
         zero = np.where(self.dist, 1.0, 0.0) if self.zero is None else self.zero
         grad = 0 if self.grad is None else int(self.grad[i])
         graphs = 0 if self.graphs is None else int(self.graphs[i])
-        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad], "cuda_graphs": CUDA_GRAPHS[graphs]}
+        routing = 0 if self.routing is None else int(self.routing[i])
+        return {"zero": int(zero[i]), "grad_dtype": GRAD_DTYPES[grad], "cuda_graphs": CUDA_GRAPHS[graphs],
+                "routing": ROUTINGS[routing]}
 
     def _expert_fields(self, i: int) -> dict[str, Any]:
         ep, etp, disp, mods, a2a = self.expert()

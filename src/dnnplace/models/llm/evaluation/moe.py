@@ -171,19 +171,32 @@ def grouped_gemm_time(m_rows: Array, n: Array, k: Array, groups: Array, dev: Dev
     return t
 
 
+def rank_load(mean_tokens: Array, ranks: Array, skew: Array | None) -> Array:
+    """The slowest rank's load over the mean: :func:`load_factor` (balanced routing) where ``skew`` is 0 or
+    not given, else 1 -- a skewed routing's factor (``moe_skew``) multiplies the seconds instead."""
+    lf = load_factor(mean_tokens, ranks)
+    return lf if skew is None else np.where(np.asarray(skew) > 0, 1.0, lf)
+
+
+def skew_seconds(seconds: Array, skew: Array | None) -> Array:
+    """``seconds`` of the experts at an even load, times the routing's skew factor where it has one."""
+    return seconds if skew is None else seconds * np.where(np.asarray(skew) > 0, skew, 1.0)
+
+
 def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceSpec,
-                      peak: float) -> tuple[Array, Array]:
+                      peak: float, skew: Array | None = None) -> tuple[Array, Array]:
     """Forward and backward seconds of one MoE layer's routed experts on the slowest rank.
 
     Local experts E/ep each receive etp x ep x t x top_k / E rows (balanced), times the
-    :func:`load_factor` of the rank with the most; fc1 (2 ffn/etp gated) and fc2 (ffn/etp);
+    :func:`load_factor` of the rank with the most (or, under a skewed routing, the seconds times its factor:
+    :func:`rank_load`); fc1 (2 ffn/etp gated) and fc2 (ffn/etp);
     backward = data-gradient + weight-gradient grouped GEMMs (fp32 main_grad epilogue).
     """
     s, h = m.moe, float(m.arch.hidden)
     e, k = float(s.num_experts), float(s.top_k)
     local = e / ep
     rows = etp * ep * t * k / e
-    rows = rows * load_factor(rows * local, ep)
+    rows = rows * rank_load(rows * local, ep, skew)
     f = s.expert_ffn / etp
     fc1_n = (2.0 if m.arch.gated else 1.0) * f
     hh = np.full_like(rows, h)
@@ -192,7 +205,7 @@ def expert_gemm_times(m: MoEModel, t: Array, ep: Array, etp: Array, dev: DeviceS
     bwd = (grouped_gemm_time(rows, hh, fc1_n, local, dev, peak) + grouped_gemm_time(hh, fc1_n, rows, local, dev,
                                                                                      peak, wg)
            + grouped_gemm_time(rows, f, hh, local, dev, peak) + grouped_gemm_time(f, hh, rows, local, dev, peak, wg))
-    return fwd, bwd
+    return skew_seconds(fwd, skew), skew_seconds(bwd, skew)
 
 
 def shared_expert_gemms(m: MoEModel, tokens: Array, tp: Array) -> list[tuple[Array, Array, Array]]:
@@ -363,7 +376,7 @@ def _bit(modules: Array, name: str) -> Array:
 
 def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dispatcher: Array, modules: Array,
                     domain: int, dev: DeviceSpec, peak: float, *, shared_overlap: bool = False,
-                    a2a_overlap: bool | Array = False) -> dict[str, tuple[Array, Array]]:
+                    a2a_overlap: bool | Array = False, skew: Array | None = None) -> dict[str, tuple[Array, Array]]:
     """Forward / backward seconds of one MoE layer's MLP part on the slowest rank, per micro-batch, by kind.
 
     ``compute``: router (its GEMM at the BF16 peak whatever the recipe), the dispatcher's permutations
@@ -386,11 +399,11 @@ def moe_layer_costs(m: MoEModel, t: Array, tp: Array, ep: Array, etp: Array, dis
     # GEMM on the BF16 input and weight directly (or torch.mm), outside the quantized linear modules
     rf, rb = router_times(m, t, dev, dev.peak_flops.get("bf16", peak))
     perm = roofline.hbm_time(permute_bytes(m, t, etp, ep=ep, dispatcher=dispatcher), dev)
-    ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak)
-    copies = t * s.top_k * etp * load_factor(t * s.top_k * etp, ep)
+    ef, eb = expert_gemm_times(m, t, ep, etp, dev, peak, skew)
+    copies = t * s.top_k * etp * rank_load(t * s.top_k * etp, ep, skew)
     f = s.expert_ffn / etp
-    act_f = roofline.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev)
-    act_b = roofline.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev)
+    act_f = skew_seconds(roofline.hbm_time(2.0 * copies * (3.0 if m.arch.gated else 2.0) * f, dev), skew)
+    act_b = skew_seconds(roofline.hbm_time(2.0 * copies * (5.0 if m.arch.gated else 3.0) * f, dev), skew)
     sh_f = sh_b = np.zeros_like(t, dtype=float)
     shapes = shared_expert_gemms(m, t * tp, tp)
     if shapes:

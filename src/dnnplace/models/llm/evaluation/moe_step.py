@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import roofline
-from dnnplace.models.llm.evaluation import comm, flops, host, memory, precision
+from dnnplace.models.llm.evaluation import comm, flops, host, memory, moe_skew, precision
 from dnnplace.models.llm.evaluation import moe as moe_cost
 from dnnplace.models.llm.evaluation.candidates import KINDS, Candidates, StageCosts
 from dnnplace.models.llm.spec import LLMProblem
@@ -230,8 +230,9 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     mlp_tp_b = np.where(on, comm.overlapped(coll, mgb[0], tp) + comm.overlapped(coll, mgb[1], tp), 0.0)
     # the sparse layers' MoE part (the shared experts' TP collectives hide behind their GEMMs)
     t = tokens / tp
+    skew, _ = moe_skew.skew_factors(mm, t, ep, etp, c.routing, dev, precision.recipe(problem.job.precision))
     moe = moe_cost.moe_layer_costs(mm, t, tp, ep, etp, disp, mods, comm.nvlink_domain(problem.cluster), dev, peak,
-                                   a2a_overlap=a2a)
+                                   a2a_overlap=a2a, skew=skew)
     if mm.moe.shared_ffn:
         sh = moe_cost.shared_expert_gemms(mm, tokens, tp)
         sgf, sgb = flops.fwd_bwd_gemm_times(sh, dev, peak)
@@ -242,7 +243,8 @@ def moe_stage_costs(problem: LLMProblem, c: Candidates, dense: StageCosts, coll:
     cp = dense.layer["cp"]
     rec, gen = precision.recipe(problem.job.precision), precision.ARCHITECTURES.get(dev.name, "")
     if rec.quantized:  # the recipe's casts, part by part (moe.moe_cast_bytes); the experts' on the slowest rank
-        copies = t * mm.moe.top_k * etp * moe_cost.load_factor(t * mm.moe.top_k * etp, ep)
+        copies = t * mm.moe.top_k * etp * moe_cost.rank_load(t * mm.moe.top_k * etp, ep, skew)
+        copies = moe_cost.skew_seconds(copies, skew)  # the casts of the slowest rank's copies
         fused = rec.copies(gen) * rec.copy_bytes() - precision.BF16_BYTES
         cast_bytes = moe_cost.moe_cast_bytes(mm, rec.cast_bytes(gen), fused, tokens, tp, etp, sp_div, copies)
         casts = {k: (roofline.hbm_time(f, dev), roofline.hbm_time(b, dev)) for k, (f, b) in cast_bytes.items()}

@@ -265,7 +265,7 @@ def arguments(plan: CheckedPlan) -> list[list[str]]:
         groups += moe_model_args(moe) + moe_parallel_args(
             ep=c["ep"], etp=c["etp"], dispatcher=c["dispatcher"],
             recompute_modules=modules if c["recompute"] == "selective" else (), a2a_overlap=c["a2a_overlap"],
-            selective=c["recompute"] == "selective",
+            selective=c["recompute"] == "selective", routing=str(c.get("routing", "balanced")),
             flex_backend=flex_backend(plan))
     groups.append(["--bf16"])
     if j["precision"] == "fp8":

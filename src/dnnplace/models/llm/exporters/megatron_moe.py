@@ -73,13 +73,15 @@ def moe_model_args(m: MoEModel) -> list[list[str]]:
 def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: Iterable[str] = (),
                       grouped_gemm: bool = True, a2a_overlap: bool = False,
                       shared_expert_overlap: bool = False, flex_backend: str = "deepep",
-                      selective: bool = False) -> list[list[str]]:
+                      selective: bool = False, routing: str = "balanced") -> list[list[str]]:
     """The expert-parallel options of a plan (the rules in ``model/moe_rules.py`` hold already).
 
     ``flex`` is Megatron's flex dispatcher with the backend priced (``--moe-flex-dispatcher-backend``: deepep,
     or hybridep where the cost model prices HybridEP). The router runs in fp32 and permutation is fused, as in
     the recipes the cost model follows.  ``selective``: selective recompute of exactly ``recompute_modules``,
     written even when empty (Megatron-Core runs ``[]`` as no module; left out, it would run ``core_attn``).
+    ``routing`` balanced is ``--moe-router-force-load-balancing`` (TransformerConfig.moe_router_force_load_balancing:
+    random router logits, the even load priced); a power-law routing is the trained router left as it is.
     """
     if flex_backend not in ("deepep", "hybridep"):
         raise ValueError(f"unknown flex backend {flex_backend!r}")
@@ -93,6 +95,8 @@ def moe_parallel_args(*, ep: int, etp: int, dispatcher: str, recompute_modules: 
     if grouped_gemm:
         out.append(["--moe-grouped-gemm"])
     out += [["--moe-router-dtype", "fp32"], ["--moe-permute-fusion"]]
+    if routing == "balanced":
+        out.append(["--moe-router-force-load-balancing"])
     if a2a_overlap:
         out.append(["--overlap-moe-expert-parallel-comm"])
     if shared_expert_overlap:

@@ -116,7 +116,8 @@ def as_candidates(cols: Columns, rows: np.ndarray, layers: np.ndarray) -> Candid
                       recompute=num("recompute"), sp=cols["sequence_parallel"][rows].astype(bool),
                       dist=cols["distributed_optimizer"][rows].astype(bool), rank_layers=layers, a2a=a2a, **expert,
                       **sharding, offload=num("offload_layers") if "offload_layers" in cols else None,
-                      graphs=num("cuda_graphs") if "cuda_graphs" in cols else None)
+                      graphs=num("cuda_graphs") if "cuda_graphs" in cols else None,
+                      routing=num("routing") if "routing" in cols else None)
 
 
 def splits(L: int, pp: int, vp: int) -> np.ndarray:

@@ -146,7 +146,7 @@ def base_columns(problem: LLMProblem, fixed: dict[str, object], clock: _Clock | 
     cols = _expand(cols, "recompute", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: rc)
     have.add("recompute")
     cols = _sharding_columns(fixed, cols, zeros)
-    have |= {"zero", "distributed_optimizer", "grad_dtype", "cuda_graphs"}
+    have |= {"zero", "distributed_optimizer", "grad_dtype", "cuda_graphs", "routing"}
     if "offload_layers" in fixed:  # a pinned offload: every candidate takes it (the rules say where it may)
         cols["offload_layers"] = np.full(len(cols["tp"]), int(fixed["offload_layers"]),  # type: ignore[call-overload]
                                          dtype=np.int64)
@@ -179,6 +179,7 @@ def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int])
     sharded one), the distributed optimizer it means (or its pin, for the rules to check), and the gradient
     dtype (its pin, else fp32: a numerics choice the search does not make)."""
     from dnnplace.models.llm.config import CUDA_GRAPHS, GRAD_DTYPES
+    from dnnplace.models.llm.moe_knobs import ROUTINGS
 
     cols = _expand(cols, "zero", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: zeros)
     cols["distributed_optimizer"] = (np.full(len(cols["tp"]), bool(fixed["distributed_optimizer"]))
@@ -188,6 +189,9 @@ def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int])
     # The CUDA-graph scope: its pin, else none -- a choice of the software stack the recipe makes, not searched.
     graphs = CUDA_GRAPHS.index(str(fixed.get("cuda_graphs", "none")))
     cols["cuda_graphs"] = np.full(len(cols["tp"]), graphs, dtype=np.int64)
+    # The MoE routing skew: its pin, else balanced -- a property of the run (is the router forced?), not searched.
+    routing = ROUTINGS.index(str(fixed.get("routing", "balanced")))
+    cols["routing"] = np.full(len(cols["tp"]), routing, dtype=np.int64)
     return cols
 
 
@@ -477,8 +481,8 @@ def _all_pinned(problem: LLMProblem, fixed: dict[str, object]) -> bool:
     """Did the pins leave the search no choice?  dp follows from the others, a dense model has no expert knobs,
     the gradient dtype is never searched, and the ZeRO stage and the distributed optimizer pin each other
     where one allows a single value of the other (zero pinned, or the distributed optimizer off)."""
-    # offload: the smallest that fits; cuda_graphs: its pin or none
-    implied = {"dp", "grad_dtype", "cuda_graphs", "offload_layers", *_expert_knobs(problem)}
+    # offload: the smallest that fits; cuda_graphs: its pin or none; routing: its pin or balanced
+    implied = {"dp", "grad_dtype", "cuda_graphs", "routing", "offload_layers", *_expert_knobs(problem)}
     if "zero" in fixed:
         implied.add("distributed_optimizer")
     if fixed.get("distributed_optimizer") is False or problem.arch.num_experts > 1 and "distributed_optimizer" in fixed:
