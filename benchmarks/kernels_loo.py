@@ -1,8 +1,9 @@
 """Leave-one-out accuracy of the measured kernel tables' interpolation, per device and family.
 
 For every interior measured point of every lattice (a point with measured neighbours on both sides along
-an axis), the point is left out and priced from those two neighbours by the kernel layer's own rule (the
-multilinear bracket, on the axis's ``lin`` or ``sqrt`` values); the error is |predicted - measured| /
+an axis), the point is left out and priced from those two neighbours by the kernel layer's own axis rule
+(:func:`dnnplace.kernels.grid.blend`: ``lin``, ``sqrt``, or ``pchip-sqrt``, which also sees the next point
+beyond each neighbour); the error is |predicted - measured| /
 measured.  The curve axis of each family (GEMM m, prefill sequence, decode KV length, collective bytes,
 MoE tokens) is the fold aiconfigurator's own design document reports (docs/design/perf_interp_design.md:
 GEMM interior median 4.87 %, p90 15.6 %; context attention interior 2.00 % / 9.7 %); the other axes are
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dnnplace.kernels.grid import blend
 from dnnplace.kernels.measured import family
 from dnnplace.kernels.tables import SYSTEMS
 
@@ -31,13 +33,18 @@ AIC = {"gemm": (4.87, 15.6), "context_attention": (2.00, 9.7)}
 
 
 def axis_errors(values: np.ndarray, axis: np.ndarray, j: int, scale: str) -> np.ndarray:
-    """Relative errors of predicting each interior point along axis ``j`` from its two neighbours."""
+    """Relative errors of predicting each interior point along axis ``j`` with it left out: the layer's own
+    axis rule (:func:`dnnplace.kernels.grid.blend`) between its two neighbours, a cubic axis also seeing
+    the next point beyond each (the lattice as it would be without the point)."""
     v = np.moveaxis(values, j, -1)
     x = axis.astype(float)
+    nan = np.full(v.shape[:-1] + (1,), np.nan)
+    vp = np.concatenate([nan, v, nan], axis=-1)  # padded: outer points beyond the ends are holes
+    xp = np.r_[np.nan, x, np.nan]
     lo, mid, hi = v[..., :-2], v[..., 1:-1], v[..., 2:]
+    lo_out, hi_out = vp[..., :-4], vp[..., 4:]
     t = (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
-    with np.errstate(invalid="ignore"):
-        pred = ((1 - t) * np.sqrt(lo) + t * np.sqrt(hi)) ** 2 if scale == "sqrt" else (1 - t) * lo + t * hi
+    pred = blend(lo, hi, t, scale, lo_out, hi_out, (xp[:-4], x[:-2], x[2:], xp[4:]))
     ok = np.isfinite(lo) & np.isfinite(mid) & np.isfinite(hi) & (mid > 0)
     return np.abs(pred[ok] - mid[ok]) / mid[ok]
 
