@@ -6,14 +6,15 @@ run out of memory or time, so sub-grids are ragged).  A query
 1. equal to a measured point gets that point's value verbatim (``measured``);
 2. inside the lattice gets the blend of the 2^d corners that bracket it, one axis at a time, a hole on a
    side that carries weight making the answer a hole (``interpolated``).  Per axis the rule follows what the
-   kernel's cost scales with (docs/kernels.md, chosen per family by leave-one-out, benchmarks/kernels_loo.py):
+   kernel's cost scales with (docs/kernels.md; benchmarks/kernels_loo.py measures each):
    ``lin`` blends latency linearly (latency ~ affine: batch, heads, GEMM m/n/k, message bytes); ``sqrt``
-   blends square roots of latency (prefill attention's sequence length: latency ~ (a + b seq)^2, the
-   quadratic causal term plus the linear projection-free part); ``pchip-sqrt`` is the same square-root
-   values through a monotone cubic (Fritsch-Carlson PCHIP) whose slopes also see the next measured point
-   on either side, so the curvature of the seq^2 term between two sparse points is followed.  Every rule
-   returns a corner exactly at t = 0 / 1 and stays within the range of its two bracketing corners, so the
-   interpolation is monotone along an axis where the data are;
+   blends square roots of latency (latency ~ (a + b x)^2); ``curve-sqrt`` (prefill attention's sequence
+   length: a constant, a linear and the causal seq^2 term) blends square roots by a fraction warped along
+   the lattice's own curve shape: between two measured lengths, the median over every measured row of the
+   lattice of where a monotone cubic (Fritsch-Carlson PCHIP) through that row's square roots, seeing the
+   next measured point on either side, sits.  One warp per interval, shared by all rows, so every rule is
+   a fixed blend of its two corners with non-negative weights: exact at measured points, within the range
+   of its corners, and monotone along every axis where the data are;
 3. outside the lattice (or where every bracketing corner is a hole) is answered at the nearest measured
    place (the clamped query, or the nearest point) and reported with that place, so the caller can hold
    its efficiency and scale by the speed-of-light ratio (``extrapolated``).
@@ -46,12 +47,13 @@ class Lookup:
 @dataclass
 class Grid:
     """Measured values on a rectilinear lattice (``axes``) with NaN holes; ``scale[j]`` is the axis's blend rule
-    (``lin``, ``sqrt`` or ``pchip-sqrt``, see :func:`blend`)."""
+    (``lin``, ``sqrt`` or ``curve-sqrt``, see :func:`blend` and :meth:`warp`)."""
 
     axes: list[np.ndarray]
     values: np.ndarray
     scale: tuple[str, ...]
     _tree: tuple[Any, np.ndarray] | None = field(default=None, repr=False)
+    _warps: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_points(cls, coords: list[np.ndarray], values: np.ndarray, scale: tuple[str, ...] | None = None) -> Grid:
@@ -92,39 +94,22 @@ class Grid:
             t = (xc - a) / (b - a)
             lo.append(i)
             w_hi.append(np.clip(t, 0.0, 1.0))
-        # the 2^d bracketing corners (and, on a ``pchip-sqrt`` axis, the next point outside each), then blended
-        # one axis at a time, square-root axes first
+        # the 2^d bracketing corners, then blended one axis at a time (square-root axes first)
         d = len(self.axes)
         corners = np.empty((2,) * d + (n,))
-        outer = np.full((2,) * d + (n,), np.nan)
-        cubic = [j for j in range(d) if self.scale[j] == "pchip-sqrt" and len(self.axes[j]) > 2]
         for corner in itertools.product((0, 1), repeat=d):
             idx = tuple(lo[j] + (c if len(self.axes[j]) > 1 else 0) for j, c in enumerate(corner))
             corners[corner] = self.values[idx]
-            for j in cubic:  # one such axis at most (asserted below): its outer points
-                o = lo[j] - 1 if corner[j] == 0 else lo[j] + 2
-                inside = (o >= 0) & (o < len(self.axes[j]))
-                oidx = list(idx)
-                oidx[j] = np.clip(o, 0, len(self.axes[j]) - 1)
-                outer[corner] = np.where(inside, self.values[tuple(oidx)], np.nan)
-        if len(cubic) > 1:
-            raise ValueError("one pchip-sqrt axis per grid")
-        order = sorted(range(d), key=lambda j: (self.scale[j] != "pchip-sqrt", self.scale[j] == "lin"))
-        v, vo = corners, outer
+        order = sorted(range(d), key=lambda j: self.scale[j] == "lin")
+        v = corners
         exact = np.ones(n, dtype=bool)
         for done, j in enumerate(order):
             axis = j - sum(1 for k in order[:done] if k < j)
             a, b = np.take(v, 0, axis=axis), np.take(v, 1, axis=axis)
-            if j in cubic:
-                ax = self.axes[j]
-                i = lo[j]
-                xo_lo = np.where(i >= 1, ax[np.maximum(i - 1, 0)], np.nan)
-                xo_hi = np.where(i + 2 < len(ax), ax[np.minimum(i + 2, len(ax) - 1)], np.nan)
-                v = blend(a, b, w_hi[j], "pchip-sqrt", np.take(vo, 0, axis=axis), np.take(vo, 1, axis=axis),
-                          (xo_lo, ax[i], ax[i + 1], xo_hi))
+            if self.scale[j] == "curve-sqrt" and len(self.axes[j]) > 1:
+                v = blend(a, b, self.warp(j, lo[j], w_hi[j]), "sqrt")
             else:
                 v = blend(a, b, w_hi[j], self.scale[j])
-            vo = np.take(vo, 0, axis=axis)  # outer points matter only on the (first-blended) cubic axis
             exact &= (w_hi[j] == 0.0) | (w_hi[j] == 1.0)
         out = v
         exact &= np.isfinite(out)
@@ -138,6 +123,45 @@ class Grid:
                 at[j][holes] = near_at[j]
             code[holes] = EXTRAPOLATED
         return Lookup(out.reshape(shape), [a.reshape(shape) for a in at], code.reshape(shape))
+
+    def warp(self, j: int, interval: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The shared curve fraction (0 at the interval's lower point, 1 at its upper) at fraction ``t`` of
+        the interval ``interval`` (index of its lower point) along axis ``j``: the tabulated median warp
+        (:meth:`_warp_table`), linear between its samples, so monotone in ``t``."""
+        if j not in self._warps:
+            self._warps[j] = self._warp_table(j)
+        tab = self._warps[j]
+        pos = np.clip(t, 0.0, 1.0) * (tab.shape[1] - 1)
+        s0 = np.minimum(pos.astype(int), tab.shape[1] - 2)
+        f = pos - s0
+        return tab[interval, s0] * (1.0 - f) + tab[interval, s0 + 1] * f
+
+    def _warp_table(self, j: int, samples: int = 33) -> np.ndarray:
+        """Per interval of axis ``j``, the median over the lattice's rows (every combination of the other
+        axes with both interval ends measured and different) of a monotone cubic's fraction of the way
+        between the two ends' square roots, at ``samples`` evenly spaced fractions.  Each row's fraction
+        rises from 0 to 1 (the cubic is monotone), so their median does too; an interval no row measured
+        keeps the plain fraction (the ``sqrt`` blend)."""
+        ax = self.axes[j]
+        y = np.sqrt(np.moveaxis(self.values, j, -1).reshape(-1, len(ax)))
+        ts = np.linspace(0.0, 1.0, samples)
+        tab = np.tile(ts, (max(len(ax) - 1, 1), 1))
+        nan = np.full(y.shape[0], np.nan)
+        for k in range(len(ax) - 1):
+            ya, yb = y[:, k], y[:, k + 1]
+            ya_out = y[:, k - 1] if k >= 1 else nan
+            yb_out = y[:, k + 2] if k + 2 < len(ax) else nan
+            xs = tuple(np.asarray(ax[i] if 0 <= i < len(ax) else np.nan) for i in (k - 1, k, k + 1, k + 2))
+            ok = np.isfinite(ya) & np.isfinite(yb) & (np.abs(yb - ya) > 1e-9 * np.maximum(ya, yb))
+            if not ok.any():
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cubic = _pchip(ya_out[ok, None], ya[ok, None], yb[ok, None], yb_out[ok, None],
+                               xs, ts[None, :])
+                frac = np.clip((cubic - ya[ok, None]) / (yb - ya)[ok, None], 0.0, 1.0)
+            tab[k] = np.median(frac, axis=0)
+            tab[k, 0], tab[k, -1] = 0.0, 1.0
+        return tab
 
     def _nearest(self, query: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         """The measured point nearest each query, in log coordinates (octaves along every axis)."""
@@ -155,28 +179,17 @@ class Grid:
         return vals, [self.axes[j][node[:, j]] for j in range(node.shape[1])]
 
 
-def blend(a: np.ndarray, b: np.ndarray, t: np.ndarray, scale: str, a_out: np.ndarray | None = None,
-          b_out: np.ndarray | None = None, x: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
-    """The value a fraction ``t`` of the way from corner ``a`` to ``b`` by the axis rule ``scale``.
-
-    ``lin``: (1 - t) a + t b; ``sqrt``: the same of square roots, squared; ``pchip-sqrt``: a monotone cubic
-    Hermite through the square roots, its end slopes the Fritsch-Carlson weighted harmonic mean of the
-    secants on either side (``a_out`` / ``b_out`` at coordinates ``x = (x_a_out, x_a, x_b, x_b_out)``; a
-    missing outer point, or a hole there, gives the bracket's own secant).  Exactly a at t = 0 and b at
-    t = 1, and clipped into [min(a, b), max(a, b)] (float safety: the cubic never leaves it).  A hole on a
-    side that carries weight gives NaN (a hole), so the query is answered by the nearest measured point at
-    that point's efficiency (:meth:`Grid.lookup`, extrapolated).  Why not the other side's value: the tables'
-    holes are where a shape grew too large to measure, so the finite side is the smaller shape and its time
-    alone (decode attention at batch 256 answering batch 479) beats the memory roofline."""
+def blend(a: np.ndarray, b: np.ndarray, t: np.ndarray, scale: str) -> np.ndarray:
+    """The value a fraction ``t`` of the way from corner ``a`` to ``b``: ``lin`` (1 - t) a + t b, ``sqrt`` the
+    same of square roots, squared (``curve-sqrt`` axes pass their warped fraction with ``sqrt``).  Exactly
+    a at t = 0 and b at t = 1, non-decreasing in both corners.  A hole on a side that carries weight gives
+    NaN (a hole), so the query is answered by the nearest measured point at that point's efficiency
+    (:meth:`Grid.lookup`, extrapolated).  Why not the other side's value: the tables' holes are where a
+    shape grew too large to measure, so the finite side is the smaller shape and its time alone (decode
+    attention at batch 256 answering batch 479) beats the memory roofline."""
     t = np.broadcast_to(t, a.shape)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if scale == "lin":
-            mix = (1.0 - t) * a + t * b
-        elif scale == "sqrt" or a_out is None or b_out is None or x is None:
-            mix = ((1.0 - t) * np.sqrt(a) + t * np.sqrt(b)) ** 2
-        else:
-            mix = _pchip(np.sqrt(a_out), np.sqrt(a), np.sqrt(b), np.sqrt(b_out), x, t) ** 2
-        mix = np.clip(mix, np.minimum(a, b), np.maximum(a, b))
+    with np.errstate(invalid="ignore"):
+        mix = (1.0 - t) * a + t * b if scale == "lin" else ((1.0 - t) * np.sqrt(a) + t * np.sqrt(b)) ** 2
     fa, fb = np.isfinite(a), np.isfinite(b)
     out = np.where(t == 0.0, a, np.where(t == 1.0, b, mix))
     return np.where(fa & fb, out, np.where(fa & (t == 0.0), a, np.where(fb & (t == 1.0), b, np.nan)))
