@@ -1,4 +1,4 @@
-"""One N-axis resolver for every measured table: exact hits, multilinear brackets, bounded extrapolation.
+"""One N-axis resolver for every measured table: exact hits, per-axis bracket blends, bounded extrapolation.
 
 A table is a set of measured points on a rectilinear lattice with holes (collection skips shapes that
 run out of memory or time, so sub-grids are ragged).  A query
@@ -15,7 +15,7 @@ run out of memory or time, so sub-grids are ragged).  A query
    next measured point on either side, sits.  One warp per interval, shared by all rows, so every rule is
    a fixed blend of its two corners with non-negative weights: exact at measured points, within the range
    of its corners, and monotone along every axis where the data are;
-3. outside the lattice (or where every bracketing corner is a hole) is answered at the nearest measured
+3. outside the lattice (or where a bracketing corner that carries weight is a hole) is answered at the nearest measured
    place (the clamped query, or the nearest point) and reported with that place, so the caller can hold
    its efficiency and scale by the speed-of-light ratio (``extrapolated``).
 
