@@ -1,8 +1,9 @@
 """Leave-one-out accuracy of the measured kernel tables' interpolation, per device and family.
 
 For every interior measured point of every lattice (a point with measured neighbours on both sides along
-an axis), the point is left out and priced from those two neighbours by the kernel layer's own rule (the
-multilinear bracket, on the axis's ``lin`` or ``sqrt`` values); the error is |predicted - measured| /
+an axis), the point is left out and priced from those two neighbours by the kernel layer's own axis rule
+(:func:`dnnplace.kernels.grid.blend`: ``lin``, ``sqrt``, or ``curve-sqrt``, whose shape is rebuilt with the
+point's whole slice left out); the error is |predicted - measured| /
 measured.  The curve axis of each family (GEMM m, prefill sequence, decode KV length, collective bytes,
 MoE tokens) is the fold aiconfigurator's own design document reports (docs/design/perf_interp_design.md:
 GEMM interior median 4.87 %, p90 15.6 %; context attention interior 2.00 % / 9.7 %); the other axes are
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dnnplace.kernels.grid import Grid, blend
 from dnnplace.kernels.measured import family
 from dnnplace.kernels.tables import SYSTEMS
 
@@ -30,14 +32,25 @@ CURVE = {"gemm": "m", "context_attention": "seq", "decode_attention": "kv_len", 
 AIC = {"gemm": (4.87, 15.6), "context_attention": (2.00, 9.7)}
 
 
-def axis_errors(values: np.ndarray, axis: np.ndarray, j: int, scale: str) -> np.ndarray:
-    """Relative errors of predicting each interior point along axis ``j`` from its two neighbours."""
-    v = np.moveaxis(values, j, -1)
-    x = axis.astype(float)
+def axis_errors(grid: Grid, j: int) -> np.ndarray:
+    """Relative errors of predicting each interior point along axis ``j`` with it left out, by the layer's
+    own axis rule (:func:`dnnplace.kernels.grid.blend`) between its two neighbours.  On a ``curve-sqrt``
+    axis, whose blend follows a curve shape drawn from the whole lattice, the point's whole slice (that
+    sequence length in every row) is left out and the shape rebuilt without it."""
+    v = np.moveaxis(grid.values, j, -1)
+    x = grid.axes[j].astype(float)
     lo, mid, hi = v[..., :-2], v[..., 1:-1], v[..., 2:]
     t = (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
-    with np.errstate(invalid="ignore"):
-        pred = ((1 - t) * np.sqrt(lo) + t * np.sqrt(hi)) ** 2 if scale == "sqrt" else (1 - t) * lo + t * hi
+    if grid.scale[j] == "curve-sqrt":
+        pred = np.empty_like(mid)
+        for i in range(1, len(x) - 1):
+            keep = np.r_[0:i, i + 1:len(x)]
+            without = Grid([*grid.axes[:j], x[keep], *grid.axes[j + 1:]], np.take(grid.values, keep, axis=j),
+                           grid.scale)
+            tau = without.warp(j, np.array([i - 1]), np.array([t[i - 1]]))[0]
+            pred[..., i - 1] = blend(lo[..., i - 1], hi[..., i - 1], np.asarray(tau), "sqrt")
+    else:
+        pred = blend(lo, hi, t, grid.scale[j])
     ok = np.isfinite(lo) & np.isfinite(mid) & np.isfinite(hi) & (mid > 0)
     return np.abs(pred[ok] - mid[ok]) / mid[ok]
 
@@ -57,7 +70,7 @@ def main() -> int:
             for grid in fam.grids.values():
                 for j, (a, ax) in enumerate(zip(fam.axes, grid.axes)):
                     if len(ax) >= 3:
-                        per_axis.setdefault(a, []).append(axis_errors(grid.values, ax, j, grid.scale[j]))
+                        per_axis.setdefault(a, []).append(axis_errors(grid, j))
             for a, errs in per_axis.items():
                 e = np.concatenate(errs) * 100 if errs else np.array([])
                 if not e.size:

@@ -128,7 +128,7 @@ def _attention(system: str, framework: str | None, decode: bool) -> Family | Non
                       ("batch", "kv_len", "heads", "kv_heads"))
     return Family("context_attention", ref, keys,
                   _grids(cols, keys, ("batch_size", "isl", "num_heads", "num_key_value_heads"),
-                         ("lin", "sqrt", "lin", "lin")), ("batch", "seq", "heads", "kv_heads"))
+                         ("lin", "curve-sqrt", "lin", "lin")), ("batch", "seq", "heads", "kv_heads"))
 
 
 def _nccl(system: str) -> Family | None:
