@@ -53,6 +53,9 @@ def plan(
     cross_entropy: str = typer.Option("megatron", "--cross-entropy", help="Cross-entropy implementation:"
                                       " megatron (an fp32 copy of the logits) or te (Transformer Engine's, 16-bit"
                                       " logits only; Megatron-Bridge's recipes set it)."),
+    kernels: str = typer.Option("catalogue", "--kernels", help="Price GEMMs, attention and in-node collectives"
+                                " from the catalogue (datasheet x published efficiencies) or from the measured"
+                                " silicon tables where the device has them (measured; docs/kernels-training.md)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Pin knobs, e.g. "tp=4,pp=4,cp=2,vp=5,mbs=1".'),
     compare: Optional[str] = typer.Option(None, "--compare", help='Also price this configuration (pins as in'
                                           ' --fix) and say whether the error band can tell it from the plan.'),
@@ -87,6 +90,14 @@ def plan(
         problem = api.load_llm(model, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
                                gpus_per_node=gpus_per_node, device=device, precision=precision,
                                cross_entropy=cross_entropy)
+        if kernels not in ("catalogue", "measured"):
+            from dnnplace.errors import InputError
+
+            raise InputError(f"--kernels must be catalogue or measured, got {kernels[:40]!r}")
+        if kernels == "measured":
+            from dataclasses import replace as with_field
+
+            problem = with_field(problem, device=with_field(problem.device, measured_kernels=True))
         calibration = None
         if calibrate is not None:  # the user's own runs scale the compute efficiencies (solvers/llm/calibrate.py)
             from dnnplace.models.llm.solvers.calibrate import calibrate as fit
@@ -165,6 +176,9 @@ def band_lines(problem: Any, predicted_s: float, rival: Any = None) -> list[str]
     if band is not None:
         lo, hi = band.measured_range(predicted_s)
         lines = [f"{band.text()}: a measured step of {lo:.2f}-{hi:.2f} s"]
+    elif problem.device.measured_kernels:
+        lines = ["no error band with --kernels measured: the bands were measured with catalogue pricing"
+                 " (its errors on the published rows: benchmarks/results/kernels_training.md)"]
     else:
         moe = getattr(problem, "moe", None) is not None
         what = f"mixture-of-experts {problem.job.precision}" if moe else problem.job.precision

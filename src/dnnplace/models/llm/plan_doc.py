@@ -29,13 +29,21 @@ RUNNER_UP_KNOBS = tuple(f.name for f in pin_fields())
 
 
 def band_of(problem: LLMProblem) -> ErrorBand | None:
-    """The measured error band for this problem's kind of run (None: no published rows of its kind)."""
+    """The measured error band for this problem's kind of run (None: no published rows of its kind, or
+    kernels priced from the measured tables: the bands were measured with the catalogue's pricing)."""
+    if problem.device.measured_kernels:
+        return None
     return band_for(problem.job.precision, problem.device.name, problem.moe is not None)
 
 
 def error_band_doc(problem: LLMProblem, predicted_s: float) -> dict[str, Any]:
     """``error_band`` of a plan document: the band and the step times it allows, or why there is none."""
     band = band_of(problem)
+    if band is None and problem.device.measured_kernels:
+        return {"evidence": "none: the bands were measured with catalogue pricing; with --kernels measured see "
+                            "benchmarks/results/kernels_training.md for its errors on the published rows",
+                "low": None, "high": None, "rows": 0, "measured_low_s": None, "measured_high_s": None,
+                "kind": kind_of(problem.job.precision, problem.device.name, problem.moe is not None)}
     if band is None:
         what = ("mixture-of-experts runs" if problem.moe is not None
                 else f"{problem.job.precision} runs on {problem.device.name}")

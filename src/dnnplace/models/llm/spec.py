@@ -198,7 +198,8 @@ class LLMPlan:
             config[key] = list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Recompute) else v)
         doc = {
             "format": FORMAT, "version": VERSION, "model": model,
-            "cluster": {"device": c.device, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node},
+            "cluster": {"device": c.device, "gpus": c.gpus, "gpus_per_node": c.gpus_per_node,
+                        **({"kernels": "measured"} if self.problem.device.measured_kernels else {})},
             "job": {"seq_len": j.seq_len, "global_batch": j.global_batch, "precision": j.precision,
                     **({} if j.cross_entropy == "megatron" else {"cross_entropy": j.cross_entropy})},
             "config": config, "prediction": self.estimate.prediction_dict(),
@@ -359,7 +360,9 @@ def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
                              f"got {shown(doc[key])}")
     if "moe" in doc and moe_reader is None:
         raise InputError(f"{where}: moe: this reader does not read mixture-of-experts plans")
-    c = _obj(doc["cluster"], where, "cluster", ("device", "gpus", "gpus_per_node"))
+    c = _obj(doc["cluster"], where, "cluster", ("device", "gpus", "gpus_per_node", "kernels"), ("kernels",))
+    kernels = check_field("choice", ("catalogue", "measured"), c.get("kernels", "catalogue"), where,
+                          "cluster.kernels")
     j = _obj(doc["job"], where, "job", ("seq_len", "global_batch", "precision", "cross_entropy"),
              ("cross_entropy",))
     job = TrainingJob(check_field("count", "seq_len", j["seq_len"], where, "job.seq_len"),
@@ -375,7 +378,9 @@ def _read_plan(doc: Any, where: str, moe_reader: Any = None) -> LLMPlan:
     if version < 7 and "moe" in doc and config.recompute == "selective" and config.recompute_modules == "none":
         config = dataclasses.replace(config, recompute_modules="core_attn")  # what versions 3-6 meant by it
     try:
-        problem = LLMProblem(arch, cluster, job, device_spec(device),
+        spec = device_spec(device)
+        problem = LLMProblem(arch, cluster, job,
+                             dataclasses.replace(spec, measured_kernels=True) if kernels == "measured" else spec,
                              moe=moe_reader(doc["moe"], arch, where) if "moe" in doc else None)
         check_config(problem, config)  # Megatron's rules first: they name the knob a hand edit broke
         check_problem(problem)
