@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnplace.models.serving.cost import p2p_time
-from dnnplace.models.serving.dp import range_costs, split_dp
+from dnnplace.models.serving.cost import Iteration, p2p_time
+from dnnplace.models.serving.dp import split_dp
 from dnnplace.models.serving.evaluation import (
     cached_times,
+    cached_times_batch,
     evaluate,
     evaluate_replica,
     iteration,
@@ -66,38 +67,60 @@ def _units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[_Unit]]:
     return out
 
 
-def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
-           mns: int | None = None) -> tuple[float, tuple[int, ...]]:
-    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
-    :func:`evaluate` sizes it: activations and logits at the engine's ``mns`` sequences)."""
-    n = p.model.num_layers
-    pp = len(stages)
-    per_mb = max(seqs / pp, 1.0)
-    it = iteration(p, per_mb, mbt)
-    per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
-    need = seqs * per_seq
-    costs = []
-    lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    for i, u in enumerate(stages):
-        tp = len(u.gpus)
-        link = "pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink"
-        lt = cached_times(p, u.gpu, tp, it, p.engine.framework, link)
-        prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
-        fixed = lt.head if i == pp - 1 else 0.0
-        if i < pp - 1:
-            a = Stage(u.gpu, u.node, u.gpus, 1)
-            b = Stage(stages[i + 1].gpu, stages[i + 1].node, stages[i + 1].gpus, 1)
-            fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, a, b),
-                                    p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
-        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, mns or seqs, mbt)
-        wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)]) / tp
-        kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+class _Pipeline:
+    """One ordered list of stages and what its DP needs that no batch changes: each stage's memory left for
+    KV at every layer range, its KV bytes per token there, its link.  Why: the batch refinement runs the DP
+    dozens of times per pipeline; only the layer times and the KV need move with the batch."""
+
+    def __init__(self, p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> None:
+        n = p.model.num_layers
+        self.p, self.stages, self.mns, self.mbt, self.pp = p, stages, mns, mbt, len(stages)
+        self.links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
+        self.hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
+                     for a, b in zip(stages, stages[1:])]
+        self.per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
+        lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+        self.upper = lo < hi
         slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
-        free = m0.kv_free - slope * (wpre[hi] - wpre[lo])
-        ok = free >= need * (kpre[hi] - kpre[lo])
-        costs.append(range_costs(prefix, fixed, ok))
-    s = split_dp(costs)
-    return s.value, s.layers
+        wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
+        self.free: list[np.ndarray] = []
+        self.kv: list[np.ndarray] = []
+        for i, u in enumerate(stages):
+            tp = len(u.gpus)
+            m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == self.pp - 1, mns, mbt)
+            w = wpre / tp
+            kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+            self.free.append(m0.kv_free - slope * (w[hi] - w[lo]))
+            self.kv.append(kpre[hi] - kpre[lo])
+
+    def iteration(self, seqs: int) -> Iteration:
+        return iteration(self.p, max(seqs / self.pp, 1.0), self.mbt)
+
+    def prefetch(self, batches: list[int]) -> None:
+        """Price the layer times of these batches' iterations on every stage kind in one call each."""
+        its = [self.iteration(b) for b in batches]
+        for key in dict.fromkeys((u.gpu, len(u.gpus), lk) for u, lk in zip(self.stages, self.links)):
+            cached_times_batch(self.p, key[0], key[1], its, self.p.engine.framework, key[2])
+
+    def split(self, seqs: int) -> tuple[float, tuple[int, ...]]:
+        """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
+        :func:`evaluate` sizes it: activations and logits at the engine's ``max_num_seqs``)."""
+        p = self.p
+        it = self.iteration(seqs)
+        need = seqs * self.per_seq
+        costs = []
+        for i, u in enumerate(self.stages):
+            lt = cached_times(p, u.gpu, len(u.gpus), it, p.engine.framework, self.links[i])
+            prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
+            fixed = lt.head if i == self.pp - 1 else 0.0
+            if i < self.pp - 1:
+                fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, self.hops[i],
+                                        p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
+            c = prefix[None, :] - prefix[:, None] + fixed
+            c[~(self.upper & (self.free[i] >= need * self.kv[i]))] = np.inf
+            costs.append(c)
+        s = split_dp(costs)
+        return s.value, s.layers
 
 
 def _grid(limit: int) -> list[int]:
@@ -127,6 +150,8 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
     """
     pp = len(stages)
     limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    pipe = _Pipeline(p, stages, mns, mbt)
+    priced: set[int] = set()
     t_of: dict[int, float] = {}
     best, rep = 0.0, None
     tried: set[tuple[int, ...]] = set()
@@ -134,7 +159,7 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
     def probe(b: int) -> float:
         nonlocal best, rep
         if b not in t_of:
-            t, layers = _split(p, stages, b, mbt, mns)
+            t, layers = pipe.split(b)
             t_of[b] = t
             if math.isfinite(t) and layers not in tried:
                 tried.add(layers)
@@ -152,6 +177,8 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
 
     # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
     grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
+    pipe.prefetch(grid)
+    priced.update(grid)
     for b in grid:  # every grid point first: a good incumbent prunes most intervals
         if not math.isfinite(probe(b)):
             break
@@ -168,6 +195,10 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
             # there), or the refinement's budget spent: the bound stands and the gap says so
             bound = max(bound, u)
             continue
+        if a + 1 not in priced:  # the first split inside a grid interval: price all its batches at once
+            rest = [x for x in range(a, b) if x not in priced]
+            pipe.prefetch(rest)
+            priced.update(rest)
         mid = (a + b) // 2
         heapq.heappush(heap, (-ub(a, mid - 1), a, mid))
         heapq.heappush(heap, (-ub(mid, b - 1), mid, b))

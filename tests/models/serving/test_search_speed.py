@@ -1,0 +1,43 @@
+"""The search's speed work changes no answer: batched pricing equals one-at-a-time pricing, entry by entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnnplace.models.serving.cost import Iteration, layer_times, layer_times_batch
+from dnnplace.models.serving.evaluation import iteration
+from dnnplace.models.serving.load import problem
+
+ROOT = Path(__file__).resolve().parents[3]
+PUBLISHED = ROOT / "src" / "dnnplace" / "models" / "llm" / "published"
+
+
+def _windowed(tmp: Path) -> Path:
+    """gpt-oss-120b's shape (sliding-window layers, MoE) without its MXFP4 weights, which the serving loader
+    does not take."""
+    d = json.loads((PUBLISHED / "gpt-oss-120b.json").read_text())
+    d.pop("quantization_config", None)
+    out = tmp / "gpt-oss-bf16.json"
+    out.write_text(json.dumps(d))
+    return out
+
+
+@pytest.mark.parametrize("model", ["llama", "moe", "windowed"])
+def test_batched_layer_times_equal_one_at_a_time(model, llama70b, tmp_path):
+    path = {"llama": llama70b, "moe": PUBLISHED / "deepseek-v3.json", "windowed": None}[model] or _windowed(tmp_path)
+    p = problem(path, gpus="8xh100", precision="fp8", isl=1024, osl=256, max_model_len=8192)
+    rng = np.random.default_rng(0)
+    its = [iteration(p, float(b), 8192) for b in rng.integers(1, 2000, 12)]
+    its += [Iteration(0.0, 0.0, 1024.0, 1024), Iteration(4.0, 900.0, 0.0, 1024), Iteration(3.5, 700.0, 513.7, 1024)]
+    for gpu, fw, tp, link in (("h100", "vllm", 1, "nvlink"), ("a100", "trtllm", 4, "nvlink"),
+                              ("rtx-3060", None, 2, "pcie"), ("l40s", "sglang", 8, "pcie")):
+        batch = layer_times_batch(p.model, gpu, tp, its, fw, link, "fp8")
+        for it, b in zip(its, batch):
+            one = layer_times(p.model, gpu, tp, it, fw, link, "fp8")
+            assert np.array_equal(one.per_layer, b.per_layer) and one.head == b.head, (gpu, tp, it)
+            assert one.sources == b.sources
+    assert layer_times_batch(p.model, "h100", 1, [], "vllm") == []
