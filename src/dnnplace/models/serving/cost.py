@@ -10,8 +10,8 @@ interpolated, extrapolated or roofline (:data:`dnnplace.kernels.SOURCE_NAMES`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 

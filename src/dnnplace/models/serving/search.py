@@ -41,6 +41,8 @@ _TPS = (1, 2, 4, 8)
 _TOL = 1e-9
 #: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
 _MAX_PROBES = 48
+#: Batch limits up to this are priced whole before the refinement (above: the grid, then each interval it splits).
+_PRICE_ALL = 512
 #: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
 _MAX_STATES = 20_000
 
@@ -177,8 +179,11 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
 
     # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
     grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
-    pipe.prefetch(grid)
-    priced.update(grid)
+    # one kernel-layer call per stage kind prices the grid, or every batch the refinement may probe where they
+    # are few (a call of a few hundred iterations costs about two of one)
+    first = list(range(1, limit + 1)) if limit <= _PRICE_ALL else grid
+    pipe.prefetch(first)
+    priced.update(first)
     for b in grid:  # every grid point first: a good incumbent prunes most intervals
         if not math.isfinite(probe(b)):
             break
