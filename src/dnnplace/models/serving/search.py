@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnplace.models.serving.bound import per_gpu_bound
 from dnnplace.models.serving.cost import Iteration, p2p_time
 from dnnplace.models.serving.dp import split_dp
 from dnnplace.models.serving.evaluation import (
@@ -265,10 +266,13 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     if math.prod(c + 1 for c in counts) > _MAX_STATES and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
         reps = _per_node(p, time_limit, tp, pp, mns, mbt)
         cfg = ServingConfig(reps, mns, mbt)
-        status = "feasible" if reps else "infeasible"
-        return ServingPlan(cfg, status, None, None, time.monotonic() - t0,
-                           {"complete": False, "note": "replicas kept inside nodes: the fleet has more than "
-                            f"{_MAX_STATES} GPU subsets to split into replicas"})
+        note = f"replicas kept inside nodes: the fleet has more than {_MAX_STATES} GPU subsets to split into replicas"
+        if not reps:
+            return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0, {"complete": False, "note": note})
+        bound, gap = _per_gpu(p, evaluate(p, cfg).output_tokens_per_s, mns, mbt, tps, pp)
+        return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
+                           {"complete": False, "bound": "per-GPU", "note": note + "; bound: each GPU at its "
+                            "kind's best per-GPU rate (models/serving/bound.py)"})
     memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
     candidates: list[tuple[float, tuple[Replica, ...]]] = []
 
@@ -337,12 +341,22 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
     value = evaluate(p, cfg).output_tokens_per_s
     ups = _runner_ups(p, cfg, candidates, mns, mbt)
-    if not complete:  # a bound over part of the fleet bounds nothing: say so
-        return ServingPlan(cfg, "feasible", None, None, runtime, {"complete": False, "runner_ups": ups})
+    if not complete:  # a bound over part of the fleet bounds nothing: the per-GPU bound does
+        pb, pg = _per_gpu(p, value, mns, mbt, tps, pp)
+        return ServingPlan(cfg, "feasible", pb, pg, time.monotonic() - t0,
+                           {"complete": False, "bound": "per-GPU", "runner_ups": ups})
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 else "feasible"
     return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete, "runner_ups": ups})
+
+
+def _per_gpu(p: ServingProblem, value: float, mns: int, mbt: int, tps: tuple[int, ...],
+             pp: int | None) -> tuple[float, float]:
+    """(bound, gap) of a plan worth ``value`` from :func:`per_gpu_bound`, valid over every deployment the
+    search could not enumerate (replicas across nodes included)."""
+    bound = max(per_gpu_bound(p, mns, mbt, tps, None if pp is None else (pp,)), value)
+    return bound, (bound - value) / bound if bound > 0 else 0.0
 
 
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],
