@@ -11,11 +11,13 @@ interval bound between grid points gives the plan's ``bound`` and ``gap``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,23 +80,26 @@ class _Pipeline:
     def __init__(self, p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> None:
         n = p.model.num_layers
         self.p, self.stages, self.mns, self.mbt, self.pp = p, stages, mns, mbt, len(stages)
-        self.links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
-        self.hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
-                     for a, b in zip(stages, stages[1:])]
+        links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
+        hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
+                for a, b in zip(stages, stages[1:])] + [None]
+        #: per stage what its cost matrix depends on: stages with equal signatures share one (a pipeline of
+        #: eight H100s has three: first, middle, last)
+        self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
         self.per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
         lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
         self.upper = lo < hi
         slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
-        self.free: list[np.ndarray] = []
-        self.kv: list[np.ndarray] = []
-        for i, u in enumerate(stages):
-            tp = len(u.gpus)
-            m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == self.pp - 1, mns, mbt)
+        self.free: dict[tuple[Any, ...], np.ndarray] = {}
+        self.kv: dict[int, np.ndarray] = {}
+        for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
+            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt)
             w = wpre / tp
-            kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-            self.free.append(m0.kv_free - slope * (w[hi] - w[lo]))
-            self.kv.append(kpre[hi] - kpre[lo])
+            self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
+            if tp not in self.kv:
+                kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+                self.kv[tp] = kpre[hi] - kpre[lo]
 
     def iteration(self, seqs: int) -> Iteration:
         return iteration(self.p, max(seqs / self.pp, 1.0), self.mbt)
@@ -102,8 +107,8 @@ class _Pipeline:
     def prefetch(self, batches: list[int]) -> None:
         """Price the layer times of these batches' iterations on every stage kind in one call each."""
         its = [self.iteration(b) for b in batches]
-        for key in dict.fromkeys((u.gpu, len(u.gpus), lk) for u, lk in zip(self.stages, self.links)):
-            cached_times_batch(self.p, key[0], key[1], its, self.p.engine.framework, key[2])
+        for gpu, tp, link in dict.fromkeys(s[:3] for s in self.sig):
+            cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
 
     def split(self, seqs: int) -> tuple[float, tuple[int, ...]]:
         """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
@@ -111,19 +116,26 @@ class _Pipeline:
         p = self.p
         it = self.iteration(seqs)
         need = seqs * self.per_seq
-        costs = []
-        for i, u in enumerate(self.stages):
-            lt = cached_times(p, u.gpu, len(u.gpus), it, p.engine.framework, self.links[i])
+        made: dict[tuple[Any, ...], np.ndarray] = {}
+        for sig in dict.fromkeys(self.sig):
+            gpu, tp, link, first, last, hop = sig
+            lt = cached_times(p, gpu, tp, it, p.engine.framework, link)
             prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
-            fixed = lt.head if i == self.pp - 1 else 0.0
-            if i < self.pp - 1:
-                fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, self.hops[i],
-                                        p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
+            fixed = lt.head if last else 0.0
+            if hop is not None:
+                fixed += _send(gpu, it.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
+                               p.fleet.network_latency_s)
             c = prefix[None, :] - prefix[:, None] + fixed
-            c[~(self.upper & (self.free[i] >= need * self.kv[i]))] = np.inf
-            costs.append(c)
-        s = split_dp(costs)
+            c[~(self.upper & (self.free[(gpu, tp, first, last)] >= need * self.kv[tp]))] = np.inf
+            made[sig] = c
+        s = split_dp([made[sig] for sig in self.sig])
         return s.value, s.layers
+
+
+@functools.lru_cache(maxsize=65536)
+def _send(gpu: str, nbytes: float, link: str, bandwidth: float, latency: float) -> float:
+    """Seconds of one stage's activations to the next (:func:`p2p_time`, remembered: a pure function)."""
+    return float(p2p_time(gpu, nbytes, link, bandwidth, latency).seconds[0])
 
 
 def _grid(limit: int) -> list[int]:
