@@ -86,7 +86,7 @@ def fleet_section(label: str, make: Callable[[], ServingProblem], target: float 
         return lines, f"| {label} | - | {spread(times)} | {target or '-'} | - |"
     ev = evaluate(p, plan.config)
     complete = bool(plan.meta.get("complete", True))
-    per_gpu = " (the per-GPU bound: replicas may span nodes)" if plan.meta.get("bound") == "per-GPU" else ""
+    per_gpu = " (the per-GPU bound: replicas may span nodes)" if plan.meta.get("bound_kind") == "per-GPU" else ""
     lines += [f"- plan: {describe(plan.config)}",
               f"- predicted: {ev.output_tokens_per_s:,.0f} output tok/s (band +-{ev.error_band:.0%}), "
               f"{ev.requests_per_s:.2f} req/s; status {plan.status}, "

@@ -283,7 +283,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0, {"complete": False, "note": note})
         bound, gap = _per_gpu(p, evaluate(p, cfg).output_tokens_per_s, mns, mbt, tps, pp)
         return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
-                           {"complete": False, "bound": "per-GPU", "note": note + "; bound: each GPU at its "
+                           {"complete": False, "bound_kind": "per-GPU", "note": note + "; bound: each GPU at its "
                             "kind's best per-GPU rate (models/serving/bound.py)"})
     memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
     candidates: list[tuple[float, tuple[Replica, ...]]] = []
@@ -356,7 +356,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     if not complete:  # a bound over part of the fleet bounds nothing: the per-GPU bound does
         pb, pg = _per_gpu(p, value, mns, mbt, tps, pp)
         return ServingPlan(cfg, "feasible", pb, pg, time.monotonic() - t0,
-                           {"complete": False, "bound": "per-GPU", "runner_ups": ups})
+                           {"complete": False, "bound_kind": "per-GPU", "runner_ups": ups})
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 else "feasible"
