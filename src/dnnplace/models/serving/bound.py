@@ -18,7 +18,8 @@ Why it holds (every step is a relaxation of :func:`~dnnplace.models.serving.eval
 3. So a stage of kind ``k`` at TP ``t`` adds at most ``t * w_k``, ``w_k`` the best over TP sizes and reachable
    ``m`` (every ``c / pp``, none skipped) of ``decode(m) / (n tau_k,t(m) t)``, and replicas add: the fleet
    serves at most ``sum_k count_k * w_k``, wherever its replicas' stages sit (nodes only change links, which
-   step 1 already dropped).
+   step 1 already dropped).  The iterations are the evaluator's own (same float arithmetic), every one
+   reachable is priced, none interpolated between, so no monotonicity of the kernel tables is assumed.
 
 What it ignores -- memory beyond the batch cap, the head, the sends, whole layers -- makes it loose (tens of
 % on mixed fleets), never wrong; it is exact up to the layer-time cache, which prices an iteration whose
@@ -31,8 +32,7 @@ import math
 
 import numpy as np
 
-from dnnplace.models.serving.cost import layer_times_matrix
-from dnnplace.models.serving.evaluation import iteration
+from dnnplace.models.serving.cost import Iteration, layer_times_matrix
 from dnnplace.models.serving.memory import stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
@@ -52,18 +52,22 @@ def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) 
                for k in kinds for f in (False, True) for la in (False, True))
 
 
-def _batches(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[int, ...], mbt: int) -> np.ndarray:
-    """Every sequences-per-micro-batch a replica of ``pp`` in ``pps`` stages may run: ``max(c / pp, 1)`` for
-    integer ``c`` up to ``limit`` and ``pp * m_cap``; beyond the token budget iterations are all equal."""
+def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[int, ...],
+                mbt: int) -> list[Iteration]:
+    """Every iteration a replica of ``pp`` in ``pps`` stages may run, each once: the micro-batch
+    ``m = max(c / pp, 1)`` for integer ``c`` up to ``limit`` and ``pp * m_cap``, through the arithmetic of
+    :func:`~dnnplace.models.serving.evaluation.iteration` (float for float, so each is the evaluator's own)."""
     wl = p.workload
-    sat = max(mbt * wl.osl / (wl.isl + wl.osl), 1.0)  # from here on the iteration is the budget's
-    out: set[float] = set()
+    ms: set[float] = set()
     for pp in pps:
-        top = min(limit, math.floor(pp * m_cap + 1e-9))
+        top = limit if math.isinf(m_cap) else min(limit, math.floor(pp * m_cap + 1e-9))
         if top >= 1:
-            c = np.arange(1, top + 1, dtype=float)
-            out.update(np.minimum(np.maximum(c / pp, 1.0), sat).tolist())
-    return np.array(sorted(out))
+            ms.update(np.maximum(np.arange(1, top + 1, dtype=float) / pp, 1.0).tolist())
+    m = np.array(sorted(ms))
+    tokens = np.unique(np.minimum(m * (wl.isl + wl.osl) / wl.osl, float(mbt)))  # past the budget: all one
+    decode = tokens * wl.osl / (wl.isl + wl.osl)
+    kv = wl.isl + wl.osl / 2
+    return [Iteration(d, kv, t - d, wl.isl) for d, t in zip(decode.tolist(), tokens.tolist())]
 
 
 def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, tps: tuple[int, ...],
@@ -81,10 +85,9 @@ def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, t
             continue
         kv_n = float(p.model.kv_per_gpu(tp).sum())
         m_cap = _free_max(p, kinds, tp, mns, mbt) / (per_seq * kv_n) if kv_n > 0 else math.inf
-        ms = _batches(p, m_cap, limit, range(1, min(n, total // tp) + 1) if pps is None else pps, mbt)
-        if not len(ms):
+        its = _iterations(p, m_cap, limit, range(1, min(n, total // tp) + 1) if pps is None else pps, mbt)
+        if not its:
             continue
-        its = [iteration(p, float(m), mbt) for m in ms]
         decode = np.array([it.decode for it in its])
         for k in kinds:
             for lk in links if tp > 1 else links[:1]:  # each node link the kind's TP groups may use
