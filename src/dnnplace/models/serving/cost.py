@@ -9,15 +9,18 @@ interpolated, extrapolated or roofline (:data:`dnnplace.kernels.SOURCE_NAMES`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from dnnplace.kernels import KernelCosts, Priced, kernel_costs
+from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
 from dnnplace.models.serving.catalogue import BAND
 from dnnplace.models.serving.spec import LayerProfile
 
-__all__ = ["Iteration", "LayerTimes", "band_of", "layer_times", "p2p_time"]
+__all__ = ["Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch", "layer_times_matrix",
+           "p2p_time"]
 
 @dataclass(frozen=True)
 class Iteration:
@@ -55,6 +58,16 @@ def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: st
     ``kv_dtype``: the cache's element type; attention reads the cache in it (an FP8 cache halves the bytes
     each decode step streams, which is most of decode attention's time)."""
     return _layer_times(m, kernel_costs(gpu, framework), tp, it, link, kv_dtype)
+
+
+def layer_times_batch(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iteration], framework: str | None,
+                      link: str = "nvlink", kv_dtype: str = "bf16") -> list[LayerTimes]:
+    """:func:`layer_times` of many iterations at once, equal entry by entry.
+
+    Why: the search prices a pipeline's whole batch grid; the kernel layer answers arrays of shapes in one
+    lookup, so one call per family replaces one per iteration (the lookup's overhead, not its arithmetic,
+    dominated).  Every kernel price is elementwise, so each entry is the number :func:`layer_times` gives."""
+    return _layer_times_batch(m, kernel_costs(gpu, framework), tp, list(its), link, kv_dtype)
 
 
 def _attn_dtype(kv_dtype: str) -> str:
@@ -113,7 +126,101 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
     return out
 
 
-def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: float) -> float:
+def _counts(source: np.ndarray) -> np.ndarray:
+    """Per row of ``source`` (iterations x prices), how many prices came from each source (columns: codes)."""
+    return np.stack([(source == c).sum(axis=1) for c in range(len(SOURCE_NAMES))], axis=1)
+
+
+def layer_times_matrix(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iteration], framework: str | None,
+                       link: str = "nvlink", kv_dtype: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`layer_times_batch` as arrays only -- seconds per (iteration, layer) and the LM head's per
+    iteration -- for callers that price thousands of iterations and need no sources (the search's bound)."""
+    per, head, _ = _price(m, kernel_costs(gpu, framework), tp, list(its), link, kv_dtype)
+    return per, head
+
+
+def _layer_times_batch(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link: str,
+                       kv_dtype: str = "bf16") -> list[LayerTimes]:
+    """:func:`_layer_times` over ``its``: the same formulas, each kernel family priced once for all of them."""
+    if not its:
+        return []
+    per, head, fams = _price(m, kc, tp, its, link, kv_dtype)
+    out = [LayerTimes(per[k], float(head[k])) for k in range(len(its))]
+    for rows, counts in fams:  # family by family, codes in order: the sources dict :func:`_layer_times` builds
+        for k, row in zip(rows.tolist(), counts.tolist()):
+            src = out[k].sources
+            for c, v in enumerate(row):
+                if v:
+                    src[SOURCE_NAMES[c]] = src.get(SOURCE_NAMES[c], 0) + v
+    return out
+
+
+def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link: str,
+           kv_dtype: str) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """Per-layer seconds (iterations x layers), head seconds, and per kernel family the iterations it priced
+    with their source counts; entry by entry the arithmetic of :func:`_layer_times`."""
+    K = len(its)
+    every = np.arange(K)
+    fams: list[tuple[np.ndarray, np.ndarray]] = []
+    dec = np.array([it.decode for it in its], dtype=float)
+    pre = np.array([it.prefill for it in its], dtype=float)
+    kvl = np.array([it.kv_len for it in its], dtype=float)
+    isl = np.array([it.isl for it in its], dtype=float)
+    T = np.maximum(dec + pre, 1.0)
+    dt = m.weight_dtype
+    qw, kvw = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    ns = np.array([(qw + 2 * kvw) / tp, m.hidden, 2 * max(m.ffn, 1) / tp, m.hidden], dtype=float)
+    ks = np.array([m.hidden, qw / tp, m.hidden, max(m.ffn, 1) / tp], dtype=float)
+    g = kc.gemm(np.repeat(T[:, None], 4, 1), np.broadcast_to(ns, (K, 4)), np.broadcast_to(ks, (K, 4)), dt)
+    fams.append((every, _counts(g.source)))
+    proj = g.seconds[:, 0] + g.seconds[:, 1]
+    mlp = g.seconds[:, 2] + g.seconds[:, 3]
+    heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
+    attn = np.zeros((K, m.num_layers))
+    kvd = _attn_dtype(kv_dtype)
+    hd, pf = dec > 0, pre > 0
+    reqs = np.where(pf, pre / np.where(pf, isl, 1.0), 0.0)
+    creq = np.maximum(np.ceil(reqs), 1.0)
+    for w in np.unique(m.window):
+        t = np.zeros(K)
+        if hd.any():
+            nd = int(hd.sum())
+            d = kc.decode_attention(np.maximum(dec[hd], 1.0), np.maximum(kvl[hd], 1.0), np.full(nd, heads),
+                                    np.full(nd, kvh), m.head_dim, kvd, int(w))
+            fams.append((every[hd], _counts(d.source[:, None])))
+            t[hd] += d.seconds
+        if pf.any():
+            npf = int(pf.sum())
+            c = kc.context_attention(creq[pf], isl[pf], np.full(npf, heads), np.full(npf, kvh), m.head_dim,
+                                     "bf16", kvd, int(w))
+            fams.append((every[pf], _counts(c.source[:, None])))
+            t[pf] += c.seconds * reqs[pf] / creq[pf]
+        attn[:, m.window == w] = t[:, None]
+    comm = np.zeros(K)
+    if tp > 1:
+        c = kc.collective("all_reduce", T * m.hidden * 2.0, np.full(K, tp), link)
+        fams.append((every, _counts(c.source[:, None])))
+        comm = 2.0 * c.seconds
+    moe_t = mlp
+    if m.experts:
+        e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, dt)
+        fams.append((every, _counts(e.source[:, None])))
+        moe_t = e.seconds.copy()
+        if m.shared_ffn:
+            s = kc.gemm(np.repeat(T[:, None], 2, 1), np.broadcast_to([2 * m.shared_ffn / tp, m.hidden], (K, 2)),
+                        np.broadcast_to([m.hidden, m.shared_ffn / tp], (K, 2)), dt)
+            fams.append((every, _counts(s.source)))
+            moe_t = moe_t + (s.seconds[:, 0] + s.seconds[:, 1])
+    ew = _elementwise(m, kc, tp, T)
+    per = proj[:, None] + attn + comm[:, None] + np.where(m.moe[None, :], moe_t[:, None], mlp[:, None]) + ew[:, None]
+    # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
+    rows = np.maximum(dec + pre / isl, 1.0)
+    h = kc.gemm(rows, np.full(K, m.vocab / tp), np.full(K, float(m.hidden)), "bf16")
+    fams.append((every, _counts(h.source[:, None])))
+    return per, h.seconds, fams
+
+
+def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: Any) -> Any:
     """The memory-bound kernels of a decoder layer between its GEMMs: two fused residual-add + RMSNorm (read
     residual and input, write both: 8 bytes per hidden element at 16 bits) and the gated activation (read
     gate and up, write the product: 6 bytes per MLP element on this GPU), streamed at the device's HBM
@@ -122,7 +229,8 @@ def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: float) -> fl
     mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
     nbytes = tokens * (2 * 8.0 * m.hidden + 6.0 * mlp / tp)
     bw = kc.spec.hbm_bandwidth * float(kc.spec.hbm_fraction or 1.0)
-    return float(nbytes / bw)
+    out = nbytes / bw
+    return out if isinstance(out, np.ndarray) else float(out)
 
 
 def p2p_time(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> Priced:

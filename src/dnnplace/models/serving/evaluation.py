@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, p2p_time
+from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, p2p_time
 from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
-__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "steady_batch"]
+__all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
+           "link_between", "steady_batch"]
 
 
 def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:
@@ -85,15 +86,39 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
 _CACHE: dict[Any, tuple[Any, LayerTimes]] = {}
 
 
+def _key(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> tuple[Any, ...]:
+    return (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link,
+            p.kv_dtype)
+
+
 def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> LayerTimes:
-    key = (id(p.model), gpu, tp, round(it.decode, 3), round(it.kv_len, 1), round(it.prefill, 3), it.isl, fw, link,
-           p.kv_dtype)
+    key = _key(p, gpu, tp, it, fw, link)
     hit = _CACHE.get(key)
     if hit is None or hit[0] is not p.model:
         if len(_CACHE) > 50_000:
             _CACHE.clear()
         hit = _CACHE[key] = (p.model, layer_times(p.model, gpu, tp, it, fw, link, p.kv_dtype))
     return hit[1]
+
+
+def cached_times_batch(p: ServingProblem, gpu: str, tp: int, its: list[Iteration], fw: str | None,
+                       link: str) -> list[LayerTimes]:
+    """:func:`cached_times` of many iterations: the ones not cached are priced in one kernel-layer call
+    (:func:`layer_times_batch`, equal entry by entry), so a search prices a pipeline's batch grid at once."""
+    keys = [_key(p, gpu, tp, it, fw, link) for it in its]
+    missing: dict[Any, Iteration] = {}
+    for k, it in zip(keys, its):
+        hit = _CACHE.get(k)
+        if (hit is None or hit[0] is not p.model) and k not in missing:
+            missing[k] = it
+    if missing and len(_CACHE) + len(missing) > 50_000:
+        _CACHE.clear()
+        missing = {k: it for k, it in reversed(list(zip(keys, its)))}  # each key priced at its first iteration
+    if missing:
+        priced = layer_times_batch(p.model, gpu, tp, list(missing.values()), fw, link, p.kv_dtype)
+        for k, lt in zip(missing, priced):
+            _CACHE[k] = (p.model, lt)
+    return [_CACHE[k][1] for k in keys]
 
 
 def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:

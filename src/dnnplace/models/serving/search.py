@@ -11,18 +11,22 @@ interval bound between grid points gives the plan's ``bound`` and ``gap``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from dnnplace.models.serving.cost import p2p_time
-from dnnplace.models.serving.dp import range_costs, split_dp
+from dnnplace.models.serving.bound import per_gpu_bound
+from dnnplace.models.serving.cost import Iteration, p2p_time
+from dnnplace.models.serving.dp import split_dp
 from dnnplace.models.serving.evaluation import (
     cached_times,
+    cached_times_batch,
     evaluate,
     evaluate_replica,
     iteration,
@@ -40,6 +44,8 @@ _TPS = (1, 2, 4, 8)
 _TOL = 1e-9
 #: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
 _MAX_PROBES = 48
+#: Batch limits up to this are priced whole before the refinement (above: the grid, then each interval it splits).
+_PRICE_ALL = 512
 #: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
 _MAX_STATES = 20_000
 
@@ -66,38 +72,70 @@ def _units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[_Unit]]:
     return out
 
 
-def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
-           mns: int | None = None) -> tuple[float, tuple[int, ...]]:
-    """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
-    :func:`evaluate` sizes it: activations and logits at the engine's ``mns`` sequences)."""
-    n = p.model.num_layers
-    pp = len(stages)
-    per_mb = max(seqs / pp, 1.0)
-    it = iteration(p, per_mb, mbt)
-    per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
-    need = seqs * per_seq
-    costs = []
-    lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    for i, u in enumerate(stages):
-        tp = len(u.gpus)
-        link = "pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink"
-        lt = cached_times(p, u.gpu, tp, it, p.engine.framework, link)
-        prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
-        fixed = lt.head if i == pp - 1 else 0.0
-        if i < pp - 1:
-            a = Stage(u.gpu, u.node, u.gpus, 1)
-            b = Stage(stages[i + 1].gpu, stages[i + 1].node, stages[i + 1].gpus, 1)
-            fixed += float(p2p_time(u.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, a, b),
-                                    p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
-        m0 = stage_memory(p, u.gpu, tp, 0, 0, i == 0, i == pp - 1, mns or seqs, mbt)
-        wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)]) / tp
-        kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+class _Pipeline:
+    """One ordered list of stages and what its DP needs that no batch changes: each stage's memory left for
+    KV at every layer range, its KV bytes per token there, its link.  Why: the batch refinement runs the DP
+    dozens of times per pipeline; only the layer times and the KV need move with the batch."""
+
+    def __init__(self, p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> None:
+        n = p.model.num_layers
+        self.p, self.stages, self.mns, self.mbt, self.pp = p, stages, mns, mbt, len(stages)
+        links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
+        hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
+                for a, b in zip(stages, stages[1:])] + [None]
+        #: per stage what its cost matrix depends on: stages with equal signatures share one (a pipeline of
+        #: eight H100s has three: first, middle, last)
+        self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
+        self.per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
+        lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+        self.upper = lo < hi
         slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
-        free = m0.kv_free - slope * (wpre[hi] - wpre[lo])
-        ok = free >= need * (kpre[hi] - kpre[lo])
-        costs.append(range_costs(prefix, fixed, ok))
-    s = split_dp(costs)
-    return s.value, s.layers
+        wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
+        self.free: dict[tuple[Any, ...], np.ndarray] = {}
+        self.kv: dict[int, np.ndarray] = {}
+        for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
+            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt)
+            w = wpre / tp
+            self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
+            if tp not in self.kv:
+                kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+                self.kv[tp] = kpre[hi] - kpre[lo]
+
+    def iteration(self, seqs: int) -> Iteration:
+        return iteration(self.p, max(seqs / self.pp, 1.0), self.mbt)
+
+    def prefetch(self, batches: list[int]) -> None:
+        """Price the layer times of these batches' iterations on every stage kind in one call each."""
+        its = [self.iteration(b) for b in batches]
+        for gpu, tp, link in dict.fromkeys(s[:3] for s in self.sig):
+            cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
+
+    def split(self, seqs: int) -> tuple[float, tuple[int, ...]]:
+        """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
+        :func:`evaluate` sizes it: activations and logits at the engine's ``max_num_seqs``)."""
+        p = self.p
+        it = self.iteration(seqs)
+        need = seqs * self.per_seq
+        made: dict[tuple[Any, ...], np.ndarray] = {}
+        for sig in dict.fromkeys(self.sig):
+            gpu, tp, link, first, last, hop = sig
+            lt = cached_times(p, gpu, tp, it, p.engine.framework, link)
+            prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
+            fixed = lt.head if last else 0.0
+            if hop is not None:
+                fixed += _send(gpu, it.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
+                               p.fleet.network_latency_s)
+            c = prefix[None, :] - prefix[:, None] + fixed
+            c[~(self.upper & (self.free[(gpu, tp, first, last)] >= need * self.kv[tp]))] = np.inf
+            made[sig] = c
+        s = split_dp([made[sig] for sig in self.sig])
+        return s.value, s.layers
+
+
+@functools.lru_cache(maxsize=65536)
+def _send(gpu: str, nbytes: float, link: str, bandwidth: float, latency: float) -> float:
+    """Seconds of one stage's activations to the next (:func:`p2p_time`, remembered: a pure function)."""
+    return float(p2p_time(gpu, nbytes, link, bandwidth, latency).seconds[0])
 
 
 def _grid(limit: int) -> list[int]:
@@ -127,6 +165,8 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
     """
     pp = len(stages)
     limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    pipe = _Pipeline(p, stages, mns, mbt)
+    priced: set[int] = set()
     t_of: dict[int, float] = {}
     best, rep = 0.0, None
     tried: set[tuple[int, ...]] = set()
@@ -134,7 +174,7 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
     def probe(b: int) -> float:
         nonlocal best, rep
         if b not in t_of:
-            t, layers = _split(p, stages, b, mbt, mns)
+            t, layers = pipe.split(b)
             t_of[b] = t
             if math.isfinite(t) and layers not in tried:
                 tried.add(layers)
@@ -152,6 +192,11 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
 
     # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
     grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
+    # one kernel-layer call per stage kind prices the grid, or every batch the refinement may probe where they
+    # are few (a call of a few hundred iterations costs about two of one)
+    first = list(range(1, limit + 1)) if limit <= _PRICE_ALL else grid
+    pipe.prefetch(first)
+    priced.update(first)
     for b in grid:  # every grid point first: a good incumbent prunes most intervals
         if not math.isfinite(probe(b)):
             break
@@ -168,6 +213,10 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
             # there), or the refinement's budget spent: the bound stands and the gap says so
             bound = max(bound, u)
             continue
+        if a + 1 not in priced:  # the first split inside a grid interval: price all its batches at once
+            rest = [x for x in range(a, b) if x not in priced]
+            pipe.prefetch(rest)
+            priced.update(rest)
         mid = (a + b) // 2
         heapq.heappush(heap, (-ub(a, mid - 1), a, mid))
         heapq.heappush(heap, (-ub(mid, b - 1), mid, b))
@@ -229,10 +278,13 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     if math.prod(c + 1 for c in counts) > _MAX_STATES and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
         reps = _per_node(p, time_limit, tp, pp, mns, mbt)
         cfg = ServingConfig(reps, mns, mbt)
-        status = "feasible" if reps else "infeasible"
-        return ServingPlan(cfg, status, None, None, time.monotonic() - t0,
-                           {"complete": False, "note": "replicas kept inside nodes: the fleet has more than "
-                            f"{_MAX_STATES} GPU subsets to split into replicas"})
+        note = f"replicas kept inside nodes: the fleet has more than {_MAX_STATES} GPU subsets to split into replicas"
+        if not reps:
+            return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0, {"complete": False, "note": note})
+        bound, gap = _per_gpu(p, evaluate(p, cfg).output_tokens_per_s, mns, mbt, tps, pp)
+        return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
+                           {"complete": False, "bound_kind": "per-GPU", "note": note + "; bound: each GPU at its "
+                            "kind's best per-GPU rate (models/serving/bound.py)"})
     memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
     candidates: list[tuple[float, tuple[Replica, ...]]] = []
 
@@ -301,12 +353,22 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
     value = evaluate(p, cfg).output_tokens_per_s
     ups = _runner_ups(p, cfg, candidates, mns, mbt)
-    if not complete:  # a bound over part of the fleet bounds nothing: say so
-        return ServingPlan(cfg, "feasible", None, None, runtime, {"complete": False, "runner_ups": ups})
+    if not complete:  # a bound over part of the fleet bounds nothing: the per-GPU bound does
+        pb, pg = _per_gpu(p, value, mns, mbt, tps, pp)
+        return ServingPlan(cfg, "feasible", pb, pg, time.monotonic() - t0,
+                           {"complete": False, "bound_kind": "per-GPU", "runner_ups": ups})
     bound = max(best_bound, value)
     gap = (bound - value) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 else "feasible"
     return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete, "runner_ups": ups})
+
+
+def _per_gpu(p: ServingProblem, value: float, mns: int, mbt: int, tps: tuple[int, ...],
+             pp: int | None) -> tuple[float, float]:
+    """(bound, gap) of a plan worth ``value`` from :func:`per_gpu_bound`, valid over every deployment the
+    search could not enumerate (replicas across nodes included)."""
+    bound = max(per_gpu_bound(p, mns, mbt, tps, None if pp is None else (pp,)), value)
+    return bound, (bound - value) / bound if bound > 0 else 0.0
 
 
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],
