@@ -126,6 +126,25 @@ class KernelCosts:
         t = _held(look.values, sol_q, sol_at, look.code)
         return Priced(np.where(g > 1, t, 0.0), look.code)
 
+    def all_reduce_custom(self, nbytes: object, gpus: object, link: str = "nvlink") -> Priced:
+        """The engine's own TP all-reduce (``self.framework``'s ``custom_allreduce_perf`` table: TensorRT-LLM's
+        AUTO strategy, vLLM's and SGLang's custom all-reduce) of ``nbytes`` per GPU over ``gpus`` GPUs of one
+        node.  Why a family of its own: below a few MiB these kernels take a third to a fifth of NCCL's time
+        (one-shot reads of the peers' buffers over NVLink, no ring), which is most of a decode step's
+        communication.  No table (no framework, a device without one, or ``link='network'``): the NCCL /
+        ring price of :meth:`collective`, said so by its sources.  Whether the engine takes this path at a
+        given size and group is the caller's rule (the serving catalogue's, read in each engine)."""
+        nb, g = _arr(nbytes, gpus)
+        fam = self._family("custom_all_reduce") if link != "network" and self.framework else None
+        grid = fam.grids.get(()) if fam else None
+        if grid is None:
+            return self.collective("all_reduce", nb, g, link)
+        look = grid.lookup([g, nb])
+        sol_q = rl.sol_collective("all_reduce", nb, g, self.spec, link)
+        sol_at = rl.sol_collective("all_reduce", look.at[1], look.at[0], self.spec, link)
+        t = _held(look.values, sol_q, sol_at, look.code)
+        return Priced(np.where(g > 1, t, 0.0), look.code)
+
     def collective_gpus(self, op: str, link: str = "nvlink") -> int:
         """The most GPUs the tables measured ``op`` on over ``link`` (0: no table; every answer is roofline).
         The NCCL sweeps are single-node: a group across nodes is never in them."""
@@ -175,7 +194,10 @@ class KernelCosts:
     def coverage(self) -> dict[str, object]:
         """Per family: the table (framework, version), its keys and axis ranges; or 'roofline'."""
         out: dict[str, object] = {}
-        for name in ("gemm", "context_attention", "decode_attention", "collective", "moe"):
+        names: tuple[str, ...] = ("gemm", "context_attention", "decode_attention", "collective", "moe")
+        if self.framework:  # the engine's own all-reduce is a framework's table; without one it is NCCL's
+            names += ("custom_all_reduce",)
+        for name in names:
             fam = self._family(name)
             if fam is None:
                 out[name] = {"source": "roofline"}

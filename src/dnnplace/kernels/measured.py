@@ -154,6 +154,40 @@ def _nccl(system: str) -> Family | None:
                   ("gpus", "bytes"))
 
 
+#: The custom all-reduce tables' element type -> bytes (message_size counts elements of allreduce_dtype).
+_AR_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def _custom_ar(system: str, framework: str | None) -> Family | None:
+    """The engine's own TP all-reduce (``comm/<framework>/<version>/custom_allreduce_perf.parquet``), newest
+    version of that framework only: the collector calls the engine's all-reduce op, so the rows are what the
+    engine dispatches at each size (TensorRT-LLM's AUTO one-/two-shot kernels; vLLM's and SGLang's custom
+    all-reduce).  Where a table has an eager and a CUDA-graph kernel source, the graph rows are kept: both
+    engines capture their decode steps in CUDA graphs, where the input is already IPC-registered (eager
+    adds a copy into the registered buffer).  Rows whose ``framework`` column is another engine's (SGLang
+    0.5.6.post2 on H100 holds TensorRT-LLM's rows) are dropped."""
+    if framework is None:
+        return None
+    ref = find_table(system, "comm", "custom_allreduce_perf.parquet", framework=framework)
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("framework", "kernel_source", "allreduce_dtype", "num_gpus", "message_size",
+                                 "latency"))
+    own = np.array([str(f).lower().replace("-", "") == framework for f in cols["framework"].tolist()], dtype=bool)
+    if not own.any():
+        return None
+    srcs = sorted({str(s) for s in cols["kernel_source"][own].tolist()})
+    graph = [s for s in srcs if "graph" in s.lower()]
+    pick = graph[0] if graph else srcs[0]
+    keep = own & (cols["kernel_source"] == pick)
+    per = np.array([_AR_BYTES.get(str(d), 2) for d in cols["allreduce_dtype"][keep].tolist()], dtype=float)
+    c = {"num_gpus": cols["num_gpus"][keep], "bytes": cols["message_size"][keep] * per,
+         "latency": cols["latency"][keep]}
+    rule = f"the engine's own all-reduce op, kernel source {pick} (CUDA-graph rows where the table has both)"
+    return Family("custom_all_reduce", ref, (), _grids(c, (), ("num_gpus", "bytes"), ("lin", "lin")),
+                  ("gpus", "bytes"), rule, ((framework, pick),))
+
+
 def _newest_first(parts: list[dict[str, np.ndarray]], key: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Rows of several versions of one table (newest first), one row per ``key`` tuple: the newest's."""
     cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
@@ -199,4 +233,6 @@ def family(system: str, name: str, framework: str | None = None) -> Family | Non
         return _nccl(system)
     if name == "moe":
         return _moe(system, framework)
+    if name == "custom_all_reduce":
+        return _custom_ar(system, framework)
     raise ValueError(name)
