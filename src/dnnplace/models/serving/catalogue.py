@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BAND", "ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules",
-           "trtllm_bench_limits"]
+import numpy as np
+
+__all__ = ["BAND", "ENGINES", "GGUF", "KV_DTYPES", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "EngineRules",
+           "GgufMix", "engine_rules", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -142,6 +144,51 @@ def engine_rules(name: str) -> EngineRules:
         return ENGINES[name.lower()]
     except (KeyError, AttributeError):
         raise DnnplaceError(f"unknown engine '{name}'; known: {', '.join(ENGINES)}") from None
+
+
+@dataclass(frozen=True)
+class AllReduceRule:
+    """When an engine runs a TP all-reduce with its own kernel rather than NCCL, as read in its source.
+
+    ``world_sizes``: the group sizes its kernel supports (empty: any); ``max_bytes``: the custom path only
+    below (``strict``) or up to this message size, NCCL above; ``pcie_world``: the largest group it still
+    takes without a full NVLink mesh (vLLM / SGLang: 2 GPUs over PCIe P2P; TensorRT-LLM: none, taken here
+    as NVLink only since P2P over PCIe is not known for a card).  Everything else is NCCL's ring."""
+
+    world_sizes: tuple[int, ...]
+    max_bytes: float
+    strict: bool
+    pcie_world: int
+    sources: tuple[str, ...] = ()
+
+    def custom(self, nbytes: object, tp: int, nvlink: bool) -> np.ndarray:
+        """Whether each message of ``nbytes`` (array) on a TP group of ``tp`` takes the custom kernel."""
+        nb = np.asarray(nbytes, dtype=float)
+        group_ok = tp > 1 and (not self.world_sizes or tp in self.world_sizes) and (nvlink or tp <= self.pcie_world)
+        size_ok = nb < self.max_bytes if self.strict else nb <= self.max_bytes
+        return np.logical_and(group_ok, size_ok)
+
+
+_MIB = 1024.0 * 1024.0
+
+#: Per kernel-table framework (= engine): its TP all-reduce dispatch.  Not fitted; read in the engines.
+TP_ALL_REDUCE: dict[str, AllReduceRule] = {
+    "vllm": AllReduceRule(
+        (2, 4, 6, 8), 8192 * 1024, True, 2,
+        ("vllm/distributed/device_communicators/custom_all_reduce.py CustomAllreduce: _SUPPORTED_WORLD_SIZES "
+         "[2, 4, 6, 8], max_size 8192 * 1024; __init__: disabled across nodes and for > 2 GPUs not fully "
+         "NVLink-connected; should_custom_ar: inp_size < max_size; else the communicator's NCCL path",)),
+    "sglang": AllReduceRule(
+        (2, 4, 6, 8), 8192 * 1024, True, 2,
+        ("sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce (adapted from "
+         "vLLM): _SUPPORTED_WORLD_SIZES [2, 4, 6, 8], _MAX_CAR_SIZE 8192 * 1024, full NVLink or 2 GPUs",)),
+    "trtllm": AllReduceRule(
+        (), 64 * _MIB, False, 0,
+        ("cpp/tensorrt_llm/thop/allreduceOp.cpp getRuntimeStrategy (AllReduceStrategy AUTO): ifFallbackToNCCL "
+         "when message bytes > getMaxRequiredWorkspaceSize or without peer-to-peer; else its one-shot / "
+         "two-shot / NCCL-symmetric choice, which the measured table holds",
+         "cpp/tensorrt_llm/common/customAllReduceUtils.h getMaxRequiredWorkspaceSize: 64 MiB by default")),
+}
 
 
 #: vLLM of July 2024 (the PR #6920 runs): ``CacheConfig.block_size`` 16 and ``gpu_memory_utilization`` 0.90

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
-from dnnplace.models.serving.catalogue import BAND
+from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE
 from dnnplace.models.serving.spec import LayerProfile
 
 __all__ = ["Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch", "layer_times_matrix",
-           "p2p_time"]
+           "p2p_time", "tp_all_reduce"]
 
 @dataclass(frozen=True)
 class Iteration:
@@ -105,7 +105,7 @@ def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link:
         attn[m.window == w] = t
     comm = 0.0
     if tp > 1:
-        c = kc.collective("all_reduce", [T * m.hidden * 2.0], [tp], link)
+        c = tp_all_reduce(kc, np.array([T * m.hidden * 2.0]), tp, link)
         out.add(c)
         comm = 2.0 * float(c.seconds[0])
     moe_t = mlp
@@ -198,7 +198,7 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
         attn[:, m.window == w] = t[:, None]
     comm = np.zeros(K)
     if tp > 1:
-        c = kc.collective("all_reduce", T * m.hidden * 2.0, np.full(K, tp), link)
+        c = tp_all_reduce(kc, T * m.hidden * 2.0, tp, link)
         fams.append((every, _counts(c.source[:, None])))
         comm = 2.0 * c.seconds
     moe_t = mlp
@@ -218,6 +218,27 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     h = kc.gemm(rows, np.full(K, m.vocab / tp), np.full(K, float(m.hidden)), "bf16")
     fams.append((every, _counts(h.source[:, None])))
     return per, h.seconds, fams
+
+
+def tp_all_reduce(kc: KernelCosts, nbytes: np.ndarray, tp: int, link: str) -> Priced:
+    """A layer's TP all-reduce of ``nbytes`` (array, per GPU) the way the engine of ``kc.framework`` runs it:
+    its own kernel (the measured ``custom_all_reduce`` family) where its rule (:data:`TP_ALL_REDUCE`, read in
+    its source) takes that path -- group size, NVLink mesh, message below its limit -- NCCL's measured ring
+    elsewhere.  Why: vLLM, SGLang and TensorRT-LLM all bypass NCCL for the small messages of decode steps,
+    where their one-shot kernels take a third to a fifth of NCCL's time on H100; pricing them with NCCL
+    made every TP > 1 look slower than it runs.  Engines without a rule (llama.cpp, Hugging Face): NCCL."""
+    nb = np.asarray(nbytes, dtype=float)
+    ring = kc.collective("all_reduce", nb, np.full(nb.shape, tp), link)
+    rule = TP_ALL_REDUCE.get(kc.framework or "")
+    has_nvlink = kc.spec.nvlink_bandwidth > 0
+    # a card with NVLink on a PCIe-only node: its table was measured over NVLink and says nothing of PCIe
+    if rule is None or link == "network" or tp <= 1 or (has_nvlink and link != "nvlink"):
+        return ring
+    use = rule.custom(nb, tp, has_nvlink)
+    if not use.any():
+        return ring
+    own = kc.all_reduce_custom(nb, np.full(nb.shape, tp), link)
+    return Priced(np.where(use, own.seconds, ring.seconds), np.where(use, own.source, ring.source).astype(np.int8))
 
 
 def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: Any) -> Any:
