@@ -19,8 +19,8 @@ from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
 from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE
 from dnnplace.models.serving.spec import LayerProfile
 
-__all__ = ["Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch", "layer_times_matrix",
-           "p2p_time", "tp_all_reduce"]
+__all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch",
+           "layer_times_matrix", "p2p_time", "tp_all_reduce"]
 
 @dataclass(frozen=True)
 class Iteration:
@@ -68,6 +68,17 @@ def layer_times_batch(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iteratio
     lookup, so one call per family replaces one per iteration (the lookup's overhead, not its arithmetic,
     dominated).  Every kernel price is elementwise, so each entry is the number :func:`layer_times` gives."""
     return _layer_times_batch(m, kernel_costs(gpu, framework), tp, list(its), link, kv_dtype)
+
+
+#: What the measured rows a layer is priced from already contain, read in the collector that measured them
+#: (aiconfigurator ``collector/trtllm``), so no separate kernel is added for it here.
+TABLE_CONTENTS: dict[str, str] = {
+    "decode_attention": "collect_attn.py times TensorRT-LLM's attention op forward (create_attention with "
+                        "rope_gpt_neox PositionalEmbeddingParams, a KVCacheManager, qkv as input) in a CUDA graph: "
+                        "the op's QKV preprocessing (RoPE, the KV-cache write, FP8 cache quantize) is in each row",
+    "gemm": "collect_gemm.py times tensorrt_llm Linear.forward on a bf16 input with QuantConfig(FP8): the FP8 "
+            "quantize of the activation before the GEMM is in each fp8 row",
+}
 
 
 def _attn_dtype(kv_dtype: str) -> str:
@@ -246,7 +257,10 @@ def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: Any) -> Any:
     residual and input, write both: 8 bytes per hidden element at 16 bits) and the gated activation (read
     gate and up, write the product: 6 bytes per MLP element on this GPU), streamed at the device's HBM
     fraction.  Why: every engine runs them as kernels of their own (TensorRT-LLM's Llama generation graph,
-    as aiconfigurator-core's trtllm model lists it: add_norm_1, add_norm_2, act_gate), a few % of a step."""
+    as aiconfigurator-core's trtllm model lists it: add_norm_1, add_norm_2, act_gate), a few % of a step.
+    The bytes are aiconfigurator-core's own (its ElementWise op: tokens x (dim_in + dim_out) x 2); its
+    mem-op rule then divides by 0.8 of the datasheet bandwidth and adds 3 us per kernel, which its system
+    files call "nonofficial correction based on observations" -- unmeasured, so not taken here."""
     mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
     nbytes = tokens * (2 * 8.0 * m.hidden + 6.0 * mlp / tp)
     bw = kc.spec.hbm_bandwidth * float(kc.spec.hbm_fraction or 1.0)
