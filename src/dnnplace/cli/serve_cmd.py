@@ -82,6 +82,8 @@ def serve(
     fix: Optional[str] = typer.Option(None, "--fix", help='Price a given deployment: "tp=2,pp=2,layers=40+40"'
                                       " (also max_num_seqs, max_num_batched_tokens)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best deployment so far after."),
+    within_nodes: bool = typer.Option(False, "--within-nodes", help="Keep every replica inside one node: what every"
+                                      " export here writes (a replica across nodes needs a multi-node launch)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a summary."),
@@ -101,6 +103,8 @@ def serve(
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]
         pins = parse_serve_pins(fix)
+        if within_nodes:
+            pins["within_nodes"] = True
         problem = api.load_serving(model, gpus=gpus, fleet=fleet, isl=isl, osl=osl, rate=rate,
                                    concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, engine=engine.value,
                                    precision=precision, kv_dtype=kv_dtype, max_model_len=max_model_len)
@@ -178,6 +182,11 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         lines.append(f"baseline {b['name']}: {gain} ({b.get('why', '')})")
     if not doc["baselines"]:
         lines.append("baselines: none priced")
+    for k, r in enumerate(c["replicas"], 1):
+        nodes = sorted({s["node"] for s in r["stages"]})
+        if len(nodes) > 1:
+            lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: the exports here write one"
+                         " node per replica (a multi-node launch is not written); --within-nodes plans without it")
     for n, u in enumerate(doc["runner_ups"], 1):
         up = u["prediction"]
         reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"

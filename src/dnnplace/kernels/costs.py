@@ -160,7 +160,11 @@ class KernelCosts:
         bw, frac, lat = rl.link_figures(self.spec, link)
         if bandwidth > 0:
             bw, frac, lat = bandwidth, 1.0, latency
-        return Priced(nb / max(bw * frac, 1.0) + lat, np.full(nb.shape, ROOFLINE, np.int8))
+        eff = bw * frac
+        # a link with no figure (an inference card's network: no datasheet gives one) is not priced as
+        # 1 byte/s: it cannot be priced at all, and the caller says so
+        seconds = nb / eff + lat if eff > 0 else np.full(nb.shape, np.inf)
+        return Priced(seconds, np.full(nb.shape, ROOFLINE, np.int8))
 
     # -- mixture of experts -------------------------------------------------------------------------
     def moe(self, tokens: object, hidden: int, inter: int, topk: int, experts: int, tp: int = 1, ep: int = 1,

@@ -153,6 +153,12 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     per_mb = max(conc / r.pp, 1.0)
     it = iteration(p, per_mb, max_num_batched_tokens)
     times = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), it, src) for i in range(r.pp)]
+    if not math.isfinite(max(times)):  # only a send over a network with no figure is unpriceable
+        i = next(k for k, t in enumerate(times) if not math.isfinite(t))
+        why = (f"stage {i + 1} ({r.stages[i].gpu}, node {r.stages[i].node}) sends to node {r.stages[i + 1].node} "
+               f"over a network with no bandwidth figure: give it in --fleet ([network] bandwidth_gbps)"
+               if i + 1 < r.pp else f"stage {i + 1} cannot be priced")
+        return ReplicaEval(mems, kv, 0.0, times, 0.0, math.inf, math.inf, False, why)
     slowest = max(times)
     tok_s = it.decode / slowest
     tpot = r.pp * slowest if r.pp > 1 else slowest

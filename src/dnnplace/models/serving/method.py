@@ -42,10 +42,12 @@ class ServingSearch(Solver):
     max_num_seqs: int | None = param(None, "pin the engine's max_num_seqs", minimum=1, maximum=1 << 20)
     max_num_batched_tokens: int | None = param(None, "pin the engine's max_num_batched_tokens", minimum=1,
                                                maximum=1 << 24)
+    within_nodes: bool = param(False, "keep every replica inside one node (what every exporter here writes;"
+                                      " a replica across nodes needs a multi-node launch dnnplace does not write)")
 
     def pins(self) -> dict[str, Any]:
         """The knobs this request fixes."""
-        return {k: v for k, v in self.get_params().items() if v is not None}
+        return {k: v for k, v in self.get_params().items() if v is not None and v is not False}
 
     def solve(self, workload: ServingProblem, run: RunContext) -> SolverOutput:
         from dnnplace.models.serving.search import search
@@ -64,7 +66,7 @@ class ServingSearch(Solver):
         if run.progress is not None:
             run.progress(0, 1, "searching deployments")
         plan = search(workload, time_limit=limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
-                      max_num_batched_tokens=self.max_num_batched_tokens)
+                      max_num_batched_tokens=self.max_num_batched_tokens, within_nodes=self.within_nodes)
         if run.progress is not None:
             run.progress(1, 1, "searching deployments")
         if not plan.config.replicas:

@@ -52,12 +52,29 @@ def smallest_fleet(p: ServingProblem) -> dict[str, int | None]:
 def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     """The one line for a model that fits on no deployment of the fleet (under ``pins``, when given)."""
     where = f"{p.model.name} ({p.model.precision}, context {p.context}) fits on no deployment of {p.fleet.spec()}"
-    if pins:
-        shown = ",".join(f"{k}={v}" for k, v in pins.items())
-        return DnnplaceError(f"{where} with --fix {shown}")
+    fixed = {k: v for k, v in pins.items() if k != "within_nodes"}
+    if pins.get("within_nodes"):
+        where += " with every replica inside one node (--within-nodes)"
+    if fixed:
+        shown = ",".join(f"{k}={v}" for k, v in fixed.items())
+        return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
-    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)}")
+    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{_network_note(p)}")
+
+
+def _network_note(p: ServingProblem) -> str:
+    """Why no replica may cross nodes, when that is why: the fleet gives no network and a GPU kind's
+    datasheet has none (inference cards), so a send between nodes cannot be priced."""
+    if len([n for n in p.fleet.nodes if n.gpus]) < 2 or p.fleet.network_bandwidth > 0:
+        return ""
+    from dnnplace.core.catalogue import device_spec
+
+    blind = sorted({g.name for g in p.fleet.gpus if device_spec(g.name).internode_bandwidth <= 0})
+    if not blind:
+        return ""
+    return (f"; a replica across nodes cannot be priced: no network figure for {', '.join(blind)} (give"
+            " [network] bandwidth_gbps and latency_us in --fleet)")
 
 
 def _orders(r: Replica) -> list[Replica]:
