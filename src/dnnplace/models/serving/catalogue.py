@@ -96,12 +96,17 @@ class EngineRules:
     #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
     #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
     graphs_after_kv: bool = False
+    #: whether the engine refuses to start when the KV cache cannot hold one request of max_model_len tokens
+    #: (vLLM: v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory, per worker; v0.5:
+    #: "The model's max seq len ... is larger than the maximum number of tokens that can be stored in KV
+    #: cache"); unpinned, the plan sets max_model_len to what the cache holds (vLLM's own ``-1`` auto-fit)
+    context_check: bool = False
 
 
 ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
-        max_num_seqs=256, max_num_batched_tokens=8192,
+        max_num_seqs=256, max_num_batched_tokens=8192, context_check=True,
         sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
@@ -195,7 +200,7 @@ TP_ALL_REDUCE: dict[str, AllReduceRule] = {
 #: (vllm/engine/arg_utils.py of v0.5.3), CUDA graphs captured after the KV cache was sized.
 VLLM_2024 = EngineRules(
     "vllm", "vllm", 0.90, "total", "min_blocks", 16, "middle", cuda_graphs=False, max_num_seqs=256,
-    max_num_batched_tokens=8192,
+    max_num_batched_tokens=8192, context_check=True,
     sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9",))
 
 

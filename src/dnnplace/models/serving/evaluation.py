@@ -46,6 +46,24 @@ class ReplicaEval:
     fits: bool
     why: str
     sources: dict[str, int] = field(default_factory=dict)
+    max_model_len: int = 0  # the context this replica serves (0: the problem's)
+
+
+def served_context(p: ServingProblem, kv_tokens: float) -> tuple[int, str]:
+    """The max_model_len a replica with ``kv_tokens`` of KV cache serves, and why it cannot ("" when it can).
+
+    Engines that refuse to start without one full-length request's cache (``EngineRules.context_check``,
+    vLLM): a pinned ``--max-model-len`` must fit; unpinned, the plan sets it to what the cache holds, capped
+    by the model's own (what vLLM's ``--max-model-len -1`` does). Other engines: the problem's context."""
+    if not p.engine.context_check:
+        return p.context, ""
+    if p.max_model_len:
+        if kv_tokens < p.max_model_len:
+            return p.max_model_len, (f"the KV cache holds {int(kv_tokens)} tokens, less than one --max-model-len"
+                                     f" {p.max_model_len} request: {p.engine.name} refuses to start"
+                                     f" (_check_enough_kv_cache_memory); {int(kv_tokens)} or fewer would start")
+        return p.max_model_len, ""
+    return int(min(p.model.max_position, kv_tokens)), ""
 
 
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
@@ -147,9 +165,12 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
             break
     if not why and kv < p.workload.isl + p.workload.osl:
         why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
+    context, short = served_context(p, kv)
+    why = why or short
     conc = steady_batch(p, kv, max_num_seqs) if not why else 0.0
     if why or conc < 1:
-        return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits")
+        return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",
+                           max_model_len=context)
     per_mb = max(conc / r.pp, 1.0)
     it = iteration(p, per_mb, max_num_batched_tokens)
     times = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), it, src) for i in range(r.pp)]
@@ -158,7 +179,7 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
         why = (f"stage {i + 1} ({r.stages[i].gpu}, node {r.stages[i].node}) sends to node {r.stages[i + 1].node} "
                f"over a network with no bandwidth figure: give it in --fleet ([network] bandwidth_gbps)"
                if i + 1 < r.pp else f"stage {i + 1} cannot be priced")
-        return ReplicaEval(mems, kv, 0.0, times, 0.0, math.inf, math.inf, False, why)
+        return ReplicaEval(mems, kv, 0.0, times, 0.0, math.inf, math.inf, False, why, max_model_len=context)
     slowest = max(times)
     tok_s = it.decode / slowest
     tpot = r.pp * slowest if r.pp > 1 else slowest
@@ -167,7 +188,7 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     chunks = math.ceil(p.workload.isl / max_num_batched_tokens)
     pre = sum(_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), first, src) for i in range(r.pp))
     ttft = chunks * pre + tpot
-    return ReplicaEval(mems, kv, conc, times, tok_s, tpot, ttft, True, "", src)
+    return ReplicaEval(mems, kv, conc, times, tok_s, tpot, ttft, True, "", src, context)
 
 
 @dataclass

@@ -49,8 +49,17 @@ def _vllm_dtype(p: ServingProblem, r: Replica) -> str:
     return "auto"
 
 
+def _context(p: ServingProblem, plan: ServingPlan) -> int:
+    """The max_model_len the plan was priced with: vLLM's pinned or fitted one (evaluation.served_context)."""
+    from dnnplace.models.serving.evaluation import evaluate
+
+    ev = evaluate(p, plan.config)
+    return min((r.max_model_len or p.context for r in ev.replicas), default=p.context)
+
+
 def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     lines = []
+    context = _context(p, plan)
     for k, r in enumerate(plan.config.replicas):
         _check(p, r)
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
@@ -58,7 +67,7 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
                 "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
-                "--max-model-len", str(p.context), "--dtype", _vllm_dtype(p, r),
+                "--max-model-len", str(context), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
         lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"

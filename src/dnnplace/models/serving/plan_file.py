@@ -33,9 +33,14 @@ def config_dict(c: ServingConfig) -> dict[str, Any]:
                                      for s in r.stages]} for r in c.replicas]}
 
 
+def served_context_of(p: ServingProblem, ev: ServingEvaluation) -> int:
+    """The one max_model_len every replica serves (the smallest: one model name, one context at the API)."""
+    return min((r.max_model_len or p.context for r in ev.replicas), default=p.context)
+
+
 def _prediction(p: ServingProblem, ev: ServingEvaluation) -> dict[str, Any]:
     d = ev.to_dict()
-    d["max_model_len"] = p.context
+    d["max_model_len"] = served_context_of(p, ev)
     return d
 
 

@@ -115,7 +115,9 @@ class _Pipeline:
         :func:`evaluate` sizes it: activations and logits at the engine's ``max_num_seqs``)."""
         p = self.p
         it = self.iteration(seqs)
-        need = seqs * self.per_seq
+        # an engine that refuses to start without one pinned max_model_len request's cache (vLLM)
+        floor = p.max_model_len if p.engine.context_check else 0
+        need = max(seqs * self.per_seq, floor)
         made: dict[tuple[Any, ...], np.ndarray] = {}
         for sig in dict.fromkeys(self.sig):
             gpu, tp, link, first, last, hop = sig

@@ -60,7 +60,9 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
         return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
-    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{_network_note(p)}")
+    ctx = (f" ({p.engine.name} starts only with one --max-model-len {p.max_model_len} request of KV cache on"
+           " every worker: a smaller --max-model-len may fit)") if p.engine.context_check and p.max_model_len else ""
+    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{ctx}{_network_note(p)}")
 
 
 def _network_note(p: ServingProblem) -> str:
