@@ -278,9 +278,12 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
                   f"search on the {best[1]} GPUs only (best of: {'; '.join(tried)})")
 
 
-def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float = 30.0) -> list[Baseline]:
+def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None = None) -> list[Baseline]:
     """The four baselines of the plan, each priced by :func:`evaluate` (``time_limit``: for the
-    best-homogeneous searches together)."""
+    best-homogeneous searches together; by default the plan's own search limit, so ``--time-limit`` bounds
+    the whole command, not only the search)."""
+    if time_limit is None:
+        time_limit = float(plan.meta.get("time_limit", 30.0))
     value = evaluate(p, plan.config).output_tokens_per_s if plan.config.replicas else 0.0
     out = []
     builders = (lambda: _engine_even(p, plan, value), lambda: _per_node(p, plan, value, "accelerate-balanced"),

@@ -29,6 +29,9 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "fp4": (0.5 + 1.0 / 16.0, "fp4", "NVFP4 block of 16 weights with an FP8 scale (modelopt NVFP4)"),
     # AWQ/GPTQ w4a16, group 128: an FP16 scale and a 4-bit zero per group (AutoAWQ WQLinear_GEMM layout)
     "int4": (0.5 + (16.0 + 4.0) / 8.0 / 128.0, "int4_wo", "AutoAWQ WQLinear_GEMM: int4, group 128, fp16 scale"),
+    # 8-bit integer weights (GPTQ / AWQ 8-bit, compressed-tensors W8A8 / W8A16): one byte each, priced with
+    # the weight-only INT8 kernels (a checkpoint's group scales are added from its quantization_config)
+    "int8": (1.0, "int8_wo", "GPTQ / compressed-tensors int8: 8 bits per weight (vLLM gptq_marlin, w8a16)"),
     # GGUF: see GGUF below (block sizes of ggml's type_traits)
     "q8_0": (34.0 / 32.0, "int8_wo", "ggml/src/ggml-common.h block_q8_0: fp16 d + 32 int8 = 34 bytes / 32"),
     "q6_k": (210.0 / 256.0, "int4_wo", "ggml-common.h block_q6_K: 128 ql + 64 qh + 16 scales + fp16 d = 210 / 256"),
@@ -94,20 +97,33 @@ class EngineRules:
     #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
     #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
     graphs_after_kv: bool = False
+    #: whether the engine shards a layer over a TP group at all (llama.cpp's ``-sm layer`` and a Hugging Face
+    #: ``device_map`` place whole layers: one GPU per stage)
+    tensor_parallel: bool = True
+    #: whether the engine refuses ``max_num_batched_tokens < max_num_seqs`` at start-up (vLLM's SchedulerConfig)
+    tokens_cover_seqs: bool = False
+    #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
+    kv_dtypes: tuple[tuple[str, str | None], ...] = (("bf16", None), ("fp16", None), ("fp8", "fp8"))
 
 
 ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
-        max_num_seqs=256, max_num_batched_tokens=8192,
+        max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True,
         sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
-                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)")),
+                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)",
+                 "config/model.py::verify_with_parallel_config: attention heads % TP == 0; layers/linear.py"
+                 "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
+                 "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
+                 "config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (--kv-cache-dtype)")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192,
-        sources=("srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
+        kv_dtypes=(("bf16", None), ("fp16", None), ("fp8", "fp8_e4m3")),
+        sources=("srt/server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16",
+                 "srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
                  "srt/distributed/utils.py::get_pp_indices: remainder to the last partitions",
                  "srt/models/llama.py: ParallelLMHead on every PP rank",
                  "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)")),
@@ -117,20 +133,25 @@ ENGINES: dict[str, EngineRules] = {
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
+                 "llmapi/llm_args.py KvCacheConfig.dtype: auto, fp8",
                  "llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy GUARANTEED_NO_EVICT",
                  "_torch/pyexecutor/py_executor_creator.py: KV estimated from a dry run, CUDA graphs captured "
                  "after the KV cache is allocated")),
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
+        tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
         max_num_seqs=4, max_num_batched_tokens=512,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
-                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)")),
+                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)",
+                 "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)")),
     "hf": EngineRules(
-        "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False,
+        "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
+        kv_dtypes=(("bf16", None), ("fp16", None)),
         max_num_seqs=1, max_num_batched_tokens=4096,
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
-                 "get_max_memory: 90 % of a single GPU when max_memory is unset")),
+                 "get_max_memory: 90 % of a single GPU when max_memory is unset",
+                 "transformers DynamicCache: the cache is kept in the model's dtype")),
 }
 
 

@@ -19,7 +19,28 @@ from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_t
 from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
-__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "steady_batch"]
+__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "steady_batch",
+           "tp_refusal"]
+
+
+def tp_refusal(p: ServingProblem, tp: int) -> str:
+    """Why the engine refuses a TP group of ``tp`` for this model ("" when it takes it).
+
+    Why: a plan at a TP the engine rejects at start-up is a confident wrong answer.  vLLM, SGLang and
+    TensorRT-LLM shard attention heads (``num_attention_heads % tp == 0``) and either shard or replicate
+    KV heads (one divides the other); llama.cpp's layer split and a Hugging Face device_map have no TP.
+    """
+    if tp == 1:
+        return ""
+    m = p.model
+    if not p.engine.tensor_parallel:
+        return f"{p.engine.name} places whole layers on each GPU: TP {tp} is not one of its modes (TP 1 only)"
+    if m.heads % tp:
+        return f"TP {tp} does not divide {m.name}'s {m.heads} attention heads ({p.engine.name} requires it)"
+    kv = m.kv_heads
+    if m.kv_shardable and kv > 0 and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
+        return f"TP {tp} neither divides nor is a multiple of {m.name}'s {kv} KV heads ({p.engine.name} requires one)"
+    return ""
 
 
 def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:
@@ -115,8 +136,11 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if p.engine.kv_rule == "min_blocks":
         kv = math.floor(kv / p.block) * p.block
     src: dict[str, int] = {}
-    why = ""
-    for i, m in enumerate(mems):
+    why = tp_refusal(p, r.tp)
+    if not why and p.engine.tokens_cover_seqs and max_num_batched_tokens < max_num_seqs:
+        why = (f"max_num_batched_tokens {max_num_batched_tokens} < max_num_seqs {max_num_seqs}: "
+               f"{p.engine.name} refuses it at start-up")
+    for i, m in enumerate(mems if not why else []):
         if m.kv_free <= 0:
             why = f"stage {i + 1} ({m.gpu}): weights {m.weights / 2**30:.1f} GiB + activations leave no KV cache"
             break

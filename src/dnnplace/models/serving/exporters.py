@@ -29,6 +29,15 @@ def _check(p: ServingProblem, r: Replica) -> None:
         raise DnnplaceError("a replica across nodes needs a Ray placement group: export per node is not written")
 
 
+def _kv_flag(p: ServingProblem) -> str | None:
+    """The engine's own name for the plan's KV-cache dtype (None: its default, the model's dtype): a plan
+    priced with an FP8 cache exported without the flag would hold half the tokens it promised."""
+    flags = dict(p.engine.kv_dtypes)
+    if p.kv_dtype not in flags:
+        raise DnnplaceError(f"{p.engine.name} has no {p.kv_dtype} KV cache; it takes {', '.join(flags)}")
+    return flags[p.kv_dtype]
+
+
 def _devices(r: Replica) -> str:
     return ",".join(str(g) for s in r.stages for g in s.gpus)
 
@@ -60,6 +69,8 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
                 "--max-model-len", str(p.context), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -76,6 +87,8 @@ def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                 "--pp-size", str(r.pp), "--mem-fraction-static", f"{p.fraction:.2f}", "--base-gpu-id", "0",
                 "--max-running-requests", str(plan.config.max_num_seqs), "--context-length", str(p.context),
                 "--port", str(30000 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -90,7 +103,8 @@ def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                                          "max_batch_size": plan.config.max_num_seqs,
                                          "max_num_tokens": plan.config.max_num_batched_tokens,
                                          "max_seq_len": p.context,
-                                         "kv_cache_config": {"free_gpu_memory_fraction": p.fraction}}})
+                                         "kv_cache_config": {"free_gpu_memory_fraction": p.fraction,
+                                                             **({"dtype": kv} if (kv := _kv_flag(p)) else {})}}})
     return json.dumps(docs, indent=1) + "\n"
 
 
@@ -110,6 +124,8 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
                 "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
                 "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"CUDA{i}" for i in range(r.pp)),
                 "--port", str(8080 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["-ctk", kv, "-ctv", kv]
         lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -117,6 +133,7 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
 def hf_device_map(p: ServingProblem, r: Replica) -> dict[str, Any]:
     """One key per decoder layer plus embedding, norm, rotary and LM head (no parent keys), and max_memory."""
     _check(p, r)
+    _kv_flag(p)
     if r.tp != 1:
         raise DnnplaceError("a Hugging Face device_map places whole layers: tp 1 only")
     order = [s.gpus[0] for s in r.stages]

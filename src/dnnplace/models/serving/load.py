@@ -17,14 +17,14 @@ from dnnplace.arch.dense import TransformerArch
 from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.arch.moe import MoEModel
 from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_from_dict
-from dnnplace.arch.quant import quant_from_dict
+from dnnplace.arch.quant import modelopt_file_quant, quant_from_dict
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import GGUF, KV_DTYPES, PRECISIONS, Q6_K_BYTES, engine_rules, use_more_bits
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["layer_profile", "problem", "profile_from"]
+__all__ = ["checkpoint_config", "layer_profile", "problem", "profile_from"]
 
 _GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
 
@@ -50,7 +50,8 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     bpw, dtype, _ = PRECISIONS[precision]
     if checkpoint is not None and checkpoint.precision != precision:
         raise DnnplaceError(f"{source}: the checkpoint is quantized to {checkpoint.precision} "
-                            f"({checkpoint.method}); --precision {precision} contradicts it")
+                            f"({checkpoint.method}); --precision {precision} contradicts it (give --precision "
+                            f"{checkpoint.precision})")
     if checkpoint is not None:
         bpw = checkpoint.bytes_per_weight
     n = arch.num_layers
@@ -120,8 +121,28 @@ def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "b
     p = Path(text)
     cfg_path = p / "config.json" if p.is_dir() else p
     if cfg_path.is_file():
-        checkpoint = quant_from_dict(read_json_file(cfg_path), str(cfg_path))
+        checkpoint = quant_from_dict(checkpoint_config(cfg_path), str(cfg_path))
     return profile_from(arch, moe, precision, kv_dtype, text, checkpoint)
+
+
+def checkpoint_config(cfg_path: Path) -> Any:
+    """``cfg_path``'s config with a ModelOpt export's quantization folded in as ``quantization_config``.
+
+    Why: ModelOpt checkpoints keep their format in ``hf_quant_config.json`` beside ``config.json`` (vLLM
+    detects them by that file); read without it, an FP8 or NVFP4 checkpoint is priced at 16 bits and
+    called "does not fit" on GPUs that serve it.  ``NAME_config.json`` pairs with ``NAME_hf_quant_config.json``
+    where configs are stored side by side in one folder.
+    """
+    doc = read_json_file(cfg_path)
+    name = cfg_path.name
+    beside = cfg_path.with_name(name[: -len("config.json")] + "hf_quant_config.json"
+                                if name != "config.json" and name.endswith("_config.json") else "hf_quant_config.json")
+    if not isinstance(doc, dict) or doc.get("quantization_config") is not None or not beside.is_file():
+        return doc
+    extra = read_json_file(beside)
+    if modelopt_file_quant(extra, str(beside)) is None:
+        return doc
+    return {**doc, "quantization_config": {"quant_method": "modelopt", **extra["quantization"]}}
 
 
 def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False) -> Any:
@@ -158,6 +179,10 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
             not 0 <= memory_fraction <= 1:
         raise DnnplaceError(f"--memory-fraction must be in (0, 1], got {memory_fraction!r}")
     prof = layer_profile(model, precision, kv_dtype, doc)
+    kv_known = dict(rules.kv_dtypes)
+    if kv_dtype in KV_DTYPES and kv_dtype not in kv_known:  # an unknown name is named by profile_from below
+        raise DnnplaceError(f"--kv-dtype {kv_dtype}: {rules.name} has no such KV cache; it takes "
+                            f"{', '.join(kv_known)}")
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
     context = max_model_len or prof.max_position

@@ -19,7 +19,6 @@ from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
-from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip
 
 __all__ = ["FORMAT", "config_dict", "model_config", "plan_document", "read_serving_plan"]
@@ -44,8 +43,10 @@ def model_config(p: ServingProblem, plan: ServingPlan) -> dict[str, Any]:
     doc = plan.meta.get("model_config")
     if isinstance(doc, dict):
         return doc
+    from dnnplace.models.serving.load import checkpoint_config
+
     src = Path(p.source)
-    found = read_json_file(src / "config.json" if src.is_dir() else src)
+    found = checkpoint_config(src / "config.json" if src.is_dir() else src)
     if not isinstance(found, dict):
         raise DnnplaceError(f"{p.source}: not a config.json object")
     return found
@@ -174,6 +175,11 @@ def _config(p: ServingProblem, d: Any, where: str) -> ServingConfig:
         if sum(r.partition()) != p.model.num_layers:
             raise DnnplaceError(f"{w}: the layers {r.partition()} sum to {sum(r.partition())}, "
                                 f"the model has {p.model.num_layers}")
+        summary: tuple[tuple[str, object], ...] = (("tp", r.tp), ("pp", r.pp), ("partition", r.partition()))
+        for key, want in summary:
+            if key in rd and rd[key] != want:  # a hand edit of the summary or of the stages: never pick one
+                raise DnnplaceError(f"{w}: '{key}' is {clip(repr(rd[key]), 40)} but its stages give {want}; "
+                                    f"make them agree (or delete '{key}': the stages are the deployment)")
         reps.append(r)
     return ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where))
 

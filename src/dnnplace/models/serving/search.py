@@ -15,6 +15,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from dnnplace.models.serving.evaluation import (
     iteration,
     link_between,
     steady_batch,
+    tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
@@ -216,13 +218,18 @@ def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | No
 
 
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
-           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> ServingPlan:
-    """The best deployment found, with its status, bound and gap (``tp``/``pp``: pins)."""
+           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+           progress: Callable[[float, float, str], None] | None = None) -> ServingPlan:
+    """The best deployment found, with its status, bound and gap (``tp``/``pp``: pins; ``progress``: called
+    with (done, total, what) as the GPU subsets are solved, so a large fleet is seen to move)."""
     t0 = time.monotonic()
     mns = max_num_seqs or p.engine.max_num_seqs
     mbt = max_num_batched_tokens or p.engine.max_num_batched_tokens
+    if p.engine.tokens_cover_seqs:  # vLLM refuses more sequences than batched tokens: a pin moves the default
+        mns = min(mns, mbt) if max_num_seqs is None else mns
+        mbt = max(mbt, mns) if max_num_batched_tokens is None else mbt
     complete = True
-    tps = _TPS if tp is None else (tp,)
+    tps = tuple(t for t in (_TPS if tp is None else (tp,)) if not tp_refusal(p, t))  # only TPs the engine takes
     by_tp = {t: _units(p, t) for t in tps}
     keys = [k for k, v in _units(p, 1).items() if v]
     counts = tuple(len(_units(p, 1)[k]) for k in keys)
@@ -255,10 +262,17 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         memo[(sub, t)] = out
         return out
 
+    if math.prod(c + 1 for c in counts) > _MAX_STATES:  # the DP below will not finish: one-kind replicas
+        for i, c in enumerate(counts):  # of up to 8 stages first, so a stopped search can tile the fleet
+            for t in tps:
+                for size in range(1, min(c // t, 8) + 1):
+                    replica_of(tuple(size * t if j == i else 0 for j in range(len(counts))), t)
+
     # replicas over the multiset of GPUs (each replica one TP, replicas may differ):
     # best(S) = max over R within S (R holding a GPU of S's first kind, so each split is seen once) of
     # value(R) + best(S - R), and best(S) >= best(S less one GPU) (GPUs may idle)
     best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
+    n_states, n_total, shown = 0, math.prod(c + 1 for c in counts), 0.0
     for state in itertools.product(*[range(c + 1) for c in counts]):
         if not any(state):
             best[state] = (0.0, 0.0, ())
@@ -283,12 +297,21 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                 top = (less[0], max(top[1], less[1]), less[2]) if less[0] > top[0] else \
                     (top[0], max(top[1], less[1]), top[2])
         best[state] = top
+        n_states += 1
+        elapsed = time.monotonic() - t0
+        if progress is not None and elapsed - shown > 0.25:
+            shown = elapsed
+            progress(max(n_states / n_total, min(elapsed / time_limit, 1.0)), 1.0,
+                     f"searching deployments: {n_states} of {n_total} GPU subsets, {elapsed:.0f} s")
         if time.monotonic() - t0 > time_limit:
             complete = False
             break
     full = best.get(counts)
-    if full is None:  # stopped early: the best of what was solved, or one plan per node if that is better
+    if full is None:  # stopped early: the best of what was solved, copies of it over the fleet, or per node
         full = max(best.values(), key=lambda x: x[0])
+        tiled = _tile(counts, memo)
+        if tiled[0] > full[0]:
+            full = tiled
         if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
             reps = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
             v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
@@ -307,6 +330,26 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     gap = (bound - value) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 else "feasible"
     return ServingPlan(cfg, status, bound, gap, runtime, {"complete": complete, "runner_ups": ups})
+
+
+def _tile(counts: tuple[int, ...], memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]]
+          ) -> tuple[float, float, tuple[Replica, ...]]:
+    """The fleet covered by copies of the solved replicas, most tokens/s per GPU first (greedy, no bound).
+
+    Why: a search stopped by its time limit has solved small GPU subsets only; their best alone would leave
+    most of a large fleet idle, a confident under-estimate.  Copies of a replica serve independently, so
+    their throughputs add."""
+    ranked = sorted(((v / max(sum(sub), 1), sub, v, rep) for (sub, _), (v, _, rep) in memo.items()
+                     if rep is not None and v > 0 and any(sub)), key=lambda x: -x[0])
+    left = list(counts)
+    total, reps = 0.0, []
+    for _, sub, v, rep in ranked:
+        n = min(left[i] // c for i, c in enumerate(sub) if c)
+        if n:
+            left = [x - n * c for x, c in zip(left, sub)]
+            total += n * v
+            reps += [rep] * n
+    return total, math.inf, tuple(reps)
 
 
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],

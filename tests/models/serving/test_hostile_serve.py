@@ -1,0 +1,174 @@
+"""``dnnplace serve`` used by a careful hostile user: each case here was a wrong answer or a dead end.
+
+Why each test: a plan the engine refuses at start-up (TP not dividing the heads, TP on an engine without
+it, more sequences than batched tokens, a KV dtype the engine does not have) or a knob dropped on the way to
+the engine (the KV dtype in the exports) is the worst outcome -- a confident wrong answer; so are a
+quantized checkpoint priced at 16 bits and a stopped search that leaves most of a large fleet idle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+
+import dnnplace
+from dnnplace.arch.quant import quant_from_dict
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.exporters import export
+from dnnplace.models.serving.search import search
+from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
+
+ROOT = Path(__file__).resolve().parents[3]
+MODEL = ROOT / "examples" / "serving" / "llama3.1-8b.json"
+
+
+def _problem(gpus: str = "2xh100", **kw):
+    return dnnplace.load_serving(MODEL, gpus=gpus, isl=512, osl=128, **kw)
+
+
+def _config(tmp_path: Path, name: str = "config.json", **extra) -> Path:
+    doc = json.loads(MODEL.read_text())
+    doc.update(extra)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+# --- TP the engine refuses -----------------------------------------------------------------------------
+
+
+def test_a_tp_that_does_not_divide_the_heads_is_refused_not_priced():
+    with pytest.raises(DnnplaceError, match="TP 3 does not divide .* 32 attention heads"):
+        dnnplace.solve(_problem("8xh100"), tp=3, time_limit=5)
+    p = _problem("8xh100")
+    bad = Replica((Stage("h100", 0, (0, 1, 2), 32),))
+    ev = evaluate(p, ServingConfig((bad,), 8, 8192))  # a hand-edited plan at TP 3
+    assert not ev.fits and "attention heads" in ev.why
+
+
+def test_engines_without_tp_never_get_a_tp_plan():
+    with pytest.raises(DnnplaceError, match="TP 1 only"):
+        dnnplace.solve(_problem("4xh100", engine="llama.cpp"), tp=2, time_limit=5)
+    plan = search(_problem("4xh100", engine="hf"), time_limit=5)
+    assert plan.config.replicas and all(r.tp == 1 for r in plan.config.replicas)
+
+
+@pytest.mark.parametrize(("fix", "words"), [
+    ({"pp": 3}, "3 stages of 1 GPU"), ({"tp": 4}, "at most 2"), ({"tp": 2, "layers": "16+16"}, "layers=16\\+16"),
+    ({"pp": 40}, "only 32 layers")])
+def test_pins_the_fleet_cannot_lay_out_say_why_not_does_not_fit(fix, words):
+    with pytest.raises(DnnplaceError, match=words) as info:
+        dnnplace.solve(_problem(), time_limit=5, **fix)
+    assert "fits on no deployment" not in str(info.value)
+
+
+# --- vLLM's batch limits -------------------------------------------------------------------------------
+
+
+def test_a_pinned_token_budget_caps_vllm_sequences_and_a_contradiction_is_refused():
+    plan = search(_problem(), time_limit=5, max_num_batched_tokens=64)
+    assert plan.config.max_num_seqs <= plan.config.max_num_batched_tokens == 64
+    plan = search(_problem(), time_limit=5, max_num_seqs=10_000)
+    assert plan.config.max_num_batched_tokens >= 10_000
+    with pytest.raises(DnnplaceError, match="max_num_seqs=200 is more than max_num_batched_tokens=100"):
+        dnnplace.solve(_problem(), time_limit=5, max_num_seqs=200, max_num_batched_tokens=100)
+    ev = evaluate(_problem(), ServingConfig((Replica((Stage("h100", 0, (0,), 32),)),), 256, 64))
+    assert not ev.fits and "refuses" in ev.why
+
+
+# --- quantized checkpoints -----------------------------------------------------------------------------
+
+
+def test_modelopt_checkpoints_are_read_from_hf_quant_config_beside_the_config(tmp_path):
+    quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    _config(folder)
+    (folder / "hf_quant_config.json").write_text(json.dumps(quant))
+    with pytest.raises(DnnplaceError, match="quantized to fp4 .*give --precision fp4"):
+        dnnplace.load_serving(folder, gpus="1xh100")
+    p = dnnplace.load_serving(folder, gpus="1xh100", precision="fp4")
+    assert p.model.precision == "fp4"
+    side = _config(tmp_path, "org--M-FP8_config.json")  # configs stored side by side in one folder
+    (tmp_path / "org--M-FP8_hf_quant_config.json").write_text(
+        json.dumps({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}))
+    assert dnnplace.load_serving(side, gpus="1xh100", precision="fp8").model.precision == "fp8"
+
+
+def test_the_plan_file_of_a_modelopt_checkpoint_reads_back_the_same(tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    _config(folder)
+    (folder / "hf_quant_config.json").write_text(
+        json.dumps({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "W4A16_AWQ"}}))
+    out = tmp_path / "plan.json"
+    res = run_cli("serve", folder, "--gpus", "1xl40s", "--precision", "int4", "--isl", 512, "--osl", 128, "-o", out)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["model"]["config"]["quantization_config"]["quant_method"] == "modelopt"
+    back = run_cli("evaluate", out, "--json")
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["output_tokens_per_s"] == pytest.approx(doc["prediction"]["output_tokens_per_s"])
+
+
+@pytest.mark.parametrize(("q", "precision"), [
+    ({"producer": {"name": "modelopt"}, "quant_algo": "FP8"}, "fp8"),  # no quant_method: ModelOpt's own
+    ({"quant_method": "mxfp4"}, "fp4"),  # GPT-OSS
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "int8")])
+def test_quantized_configs_that_had_no_precision_to_give(tmp_path, q, precision):
+    assert quant_from_dict({"quantization_config": q}, "c").precision == precision  # type: ignore[union-attr]
+    path = _config(tmp_path, quantization_config=q)
+    assert dnnplace.load_serving(path, gpus="1xh100", precision=precision).model.precision == precision
+
+
+def test_an_unknown_modelopt_algorithm_is_named_not_read_as_fp8():
+    with pytest.raises(DnnplaceError, match="unknown ModelOpt quant_algo 'INT8_SQ'"):
+        quant_from_dict({"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT8_SQ"}}, "c")
+
+
+# --- KV-cache dtypes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("engine", "kv"), [("vllm", "q8_0"), ("sglang", "q8_0"), ("trtllm", "q8_0"),
+                                            ("llama.cpp", "fp8"), ("hf", "fp8")])
+def test_a_kv_dtype_the_engine_has_not_is_refused(engine, kv):
+    with pytest.raises(DnnplaceError, match=f"--kv-dtype {kv}: {engine} has no such KV cache"):
+        _problem(engine=engine, kv_dtype=kv)
+
+
+@pytest.mark.parametrize(("engine", "kv", "text"), [
+    ("vllm", "fp8", "--kv-cache-dtype fp8"), ("sglang", "fp8", "--kv-cache-dtype fp8_e4m3"),
+    ("trtllm", "fp8", '"dtype": "fp8"'), ("llama.cpp", "q8_0", "-ctk q8_0 -ctv q8_0")])
+def test_the_planned_kv_dtype_reaches_the_engine(engine, kv, text):
+    p = _problem("1xh100", engine=engine, kv_dtype=kv)
+    plan = search(p, time_limit=5)
+    assert text in export(p, plan, engine)
+
+
+# --- plan files and large fleets -----------------------------------------------------------------------
+
+
+def test_a_plan_whose_summary_contradicts_its_stages_is_refused(tmp_path):
+    out = tmp_path / "plan.json"
+    assert run_cli("serve", MODEL, "--gpus", "2xh100", "--isl", 512, "--osl", 128, "-o", out).returncode == 0
+    doc = json.loads(out.read_text())
+    doc["config"]["replicas"][0]["partition"] = [1, 2, 3]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = run_cli("export", bad, "--to", "vllm")
+    assert res.returncode == 2 and "'partition' is [1, 2, 3] but its stages give" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout
+
+
+def test_a_search_stopped_by_its_time_limit_still_uses_the_fleet():
+    p = _problem("400xh100")
+    plan = search(p, time_limit=1.0)
+    used = sum(s.tp for r in plan.config.replicas for s in r.stages)
+    assert plan.status != "optimal" or plan.bound is not None  # a stopped search claims no bound
+    assert used >= 390  # not the few GPUs of the subsets solved before the limit
+    sol = dnnplace.solve(_problem("2xh100"), time_limit=3)
+    assert sol.plan.meta["time_limit"] == 3  # the baselines' searches share the user's limit
