@@ -51,7 +51,7 @@ def test_a_tp_that_does_not_divide_the_heads_is_refused_not_priced():
 
 
 def test_engines_without_tp_never_get_a_tp_plan():
-    with pytest.raises(DnnplaceError, match="TP 1 only"):
+    with pytest.raises(DnnplaceError, match="tp 1 only"):
         dnnplace.solve(_problem("4xh100", engine="llama.cpp"), tp=2, time_limit=5)
     plan = search(_problem("4xh100", engine="hf"), time_limit=5)
     assert plan.config.replicas and all(r.tp == 1 for r in plan.config.replicas)
@@ -172,3 +172,38 @@ def test_a_search_stopped_by_its_time_limit_still_uses_the_fleet():
     assert used >= 390  # not the few GPUs of the subsets solved before the limit
     sol = dnnplace.solve(_problem("2xh100"), time_limit=3)
     assert sol.plan.meta["time_limit"] == 3  # the baselines' searches share the user's limit
+
+
+# --- what the exported command is launched with --------------------------------------------------------
+
+M70 = ROOT / "examples" / "serving" / "llama3.1-70b.json"
+
+
+def test_vllm_is_launched_with_a_context_its_kv_cache_holds():
+    """vLLM refuses to start when a worker cannot hold one request of max_model_len: 70B on 2 x H100 holds
+    ~42k tokens, so the model's 131,072 is capped in the plan and the command, and a pinned one is refused."""
+    from dnnplace.models.serving.plan_file import plan_document
+    from dnnplace.models.serving.spec import ServingPlan
+
+    p = dnnplace.load_serving(M70, gpus="2xh100", isl=512, osl=128)
+    cfg = ServingConfig((Replica((Stage("h100", 0, (0, 1), 80),)),), 64, 8192)
+    ev = evaluate(p, cfg)
+    assert ev.fits and ev.replicas[0].kv_tokens < 131072
+    cmd = export(p, ServingPlan(cfg), "vllm")
+    assert f"--max-model-len {int(ev.replicas[0].kv_tokens)}" in cmd
+    assert plan_document(p, ServingPlan(cfg), ev)["prediction"]["max_model_len"] == int(ev.replicas[0].kv_tokens)
+    pinned = dnnplace.load_serving(M70, gpus="2xh100", isl=512, osl=128, max_model_len=131072)
+    bad = evaluate(pinned, cfg)
+    assert not bad.fits and "vllm refuses to start" in bad.why
+
+
+def test_a_plan_exported_to_another_engine_is_checked_under_that_engines_rules():
+    from dnnplace.models.serving.spec import ServingPlan
+
+    p = _problem("1xh100")
+    plan = search(p, time_limit=5)
+    assert "--mem-fraction-static 0.88" in export(p, plan, "sglang")  # SGLang's own fraction, not vLLM's 0.92
+    g = _problem("1xh100", engine="llama.cpp", precision="q4_k_m")
+    gplan = ServingPlan(ServingConfig((Replica((Stage("h100", 0, (0,), 32),)),), 4, 512))
+    with pytest.raises(DnnplaceError, match="GGUF q4_k_m weights, which only llama.cpp loads"):
+        export(g, gplan, "vllm")

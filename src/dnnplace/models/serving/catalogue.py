@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BAND", "ENGINES", "GGUF", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules",
+__all__ = ["BAND", "ENGINES", "GGUF", "GGUF_NAMES", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules",
            "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
@@ -38,6 +38,9 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
     "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
 }
+
+#: The GGUF weight types (llama.cpp only).
+GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
 
 #: KV-cache element types -> bytes per element.
 KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "q8_0": 34.0 / 32.0}
@@ -102,6 +105,9 @@ class EngineRules:
     tensor_parallel: bool = True
     #: whether the engine refuses ``max_num_batched_tokens < max_num_seqs`` at start-up (vLLM's SchedulerConfig)
     tokens_cover_seqs: bool = False
+    #: whether the engine refuses to start when one worker's KV cache cannot hold one request of max_model_len
+    #: (vLLM's _check_enough_kv_cache_memory); the others cap the request length to the pool
+    max_len_must_fit: bool = False
     #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
     kv_dtypes: tuple[tuple[str, str | None], ...] = (("bf16", None), ("fp16", None), ("fp8", "fp8"))
 
@@ -109,7 +115,7 @@ class EngineRules:
 ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
-        max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True,
+        max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
         sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
@@ -117,7 +123,8 @@ ENGINES: dict[str, EngineRules] = {
                  "config/model.py::verify_with_parallel_config: attention heads % TP == 0; layers/linear.py"
                  "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
                  "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
-                 "config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (--kv-cache-dtype)")),
+                 "config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (--kv-cache-dtype)",
+                 "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192,

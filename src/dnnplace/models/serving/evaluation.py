@@ -19,8 +19,8 @@ from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_t
 from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
-__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "steady_batch",
-           "tp_refusal"]
+__all__ = ["ReplicaEval", "ServingEvaluation", "evaluate", "evaluate_replica", "link_between", "served_context",
+           "steady_batch", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -34,13 +34,21 @@ def tp_refusal(p: ServingProblem, tp: int) -> str:
         return ""
     m = p.model
     if not p.engine.tensor_parallel:
-        return f"{p.engine.name} places whole layers on each GPU: TP {tp} is not one of its modes (TP 1 only)"
+        return f"{p.engine.name} places whole layers on each GPU: TP {tp} is not one of its modes (tp 1 only)"
     if m.heads % tp:
         return f"TP {tp} does not divide {m.name}'s {m.heads} attention heads ({p.engine.name} requires it)"
     kv = m.kv_heads
     if m.kv_shardable and kv > 0 and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
         return f"TP {tp} neither divides nor is a multiple of {m.name}'s {kv} KV heads ({p.engine.name} requires one)"
     return ""
+
+
+def served_context(p: ServingProblem, kv_tokens: float) -> int:
+    """The ``max_model_len`` a replica is launched with: the user's, else the model's -- capped, on an engine
+    that refuses to start when its KV cache cannot hold one such request (vLLM), to the tokens it holds."""
+    if p.max_model_len or not p.engine.max_len_must_fit:
+        return p.context
+    return max(min(p.context, int(kv_tokens)), 1)
 
 
 def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:
@@ -144,6 +152,9 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
         if m.kv_free <= 0:
             why = f"stage {i + 1} ({m.gpu}): weights {m.weights / 2**30:.1f} GiB + activations leave no KV cache"
             break
+    if not why and p.engine.max_len_must_fit and p.max_model_len and kv < p.max_model_len:
+        why = (f"the KV cache holds {int(kv)} tokens, less than one request of --max-model-len {p.max_model_len}:"
+               f" {p.engine.name} refuses to start")
     if not why and kv < p.workload.isl + p.workload.osl:
         why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
     conc = steady_batch(p, kv, max_num_seqs) if not why else 0.0

@@ -58,6 +58,17 @@ def _vllm_dtype(p: ServingProblem, r: Replica) -> str:
     return "auto"
 
 
+def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
+    """--max-model-len: vLLM refuses to start when a worker's KV cache cannot hold one such request, so an
+    unpinned context is the model's capped to the replica's KV tokens (the user's own is kept)."""
+    from dnnplace.models.serving.evaluation import evaluate_replica, served_context
+
+    if p.max_model_len:
+        return p.context
+    return served_context(p, evaluate_replica(p, r, plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+                          .kv_tokens)
+
+
 def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     lines = []
     for k, r in enumerate(plan.config.replicas):
@@ -67,7 +78,7 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
                 "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
-                "--max-model-len", str(p.context), "--dtype", _vllm_dtype(p, r),
+                "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["--kv-cache-dtype", kv]
@@ -163,7 +174,31 @@ def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 EXPORTERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llama.cpp": llama_cpp, "hf": hf}
 
 
+def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem:
+    """The problem under the target engine's rules, when the plan was made for another engine: its memory
+    fraction, block size and KV rule differ, so the plan is checked again rather than launched on trust."""
+    if to == p.engine.name:
+        return p
+    from dataclasses import replace
+
+    from dnnplace.models.serving.catalogue import GGUF_NAMES, engine_rules
+    from dnnplace.models.serving.evaluation import evaluate
+
+    made = f"the plan was made for {p.engine.name}"
+    if p.model.precision in GGUF_NAMES and to != "llama.cpp":
+        raise DnnplaceError(f"{made} with GGUF {p.model.precision} weights, which only llama.cpp loads")
+    q = replace(p, engine=engine_rules(to))
+    ev = evaluate(q, plan.config)
+    if not ev.fits:
+        raise DnnplaceError(f"{made}; under {to}'s rules it does not fit ({ev.why}): plan again with --engine {to}")
+    return q
+
+
 def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
     if to not in EXPORTERS:
         raise DnnplaceError(f"unknown export target '{to}'; known: {', '.join(EXPORTERS)}")
-    return EXPORTERS[to](p, plan, model)
+    for r in plan.config.replicas:
+        _check(p, r)  # the layout first: a 0-layer stage or a cross-node replica says so, whatever the engine
+    q = _for_engine(p, plan, to)
+    _kv_flag(q)
+    return EXPORTERS[to](q, plan, model)

@@ -19,14 +19,22 @@ from dnnplace.arch.moe import MoEModel
 from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_from_dict
 from dnnplace.arch.quant import modelopt_file_quant, quant_from_dict
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.catalogue import GGUF, KV_DTYPES, PRECISIONS, Q6_K_BYTES, engine_rules, use_more_bits
+from dnnplace.models.serving.catalogue import (
+    GGUF,
+    GGUF_NAMES,
+    KV_DTYPES,
+    PRECISIONS,
+    Q6_K_BYTES,
+    engine_rules,
+    use_more_bits,
+)
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
 from dnnplace.utils.files import read_json_file
 
 __all__ = ["checkpoint_config", "layer_profile", "problem", "profile_from"]
 
-_GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
+_GGUF_NAMES = GGUF_NAMES
 
 
 def _dense_layer_params(a: TransformerArch) -> tuple[float, float, float]:

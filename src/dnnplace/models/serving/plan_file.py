@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
@@ -34,7 +34,8 @@ def config_dict(c: ServingConfig) -> dict[str, Any]:
 
 def _prediction(p: ServingProblem, ev: ServingEvaluation) -> dict[str, Any]:
     d = ev.to_dict()
-    d["max_model_len"] = p.context
+    d["max_model_len"] = min((served_context(p, r.kv_tokens) for r in ev.replicas), default=p.context) \
+        if ev.fits else p.context
     return d
 
 
