@@ -207,3 +207,12 @@ def test_a_plan_exported_to_another_engine_is_checked_under_that_engines_rules()
     gplan = ServingPlan(ServingConfig((Replica((Stage("h100", 0, (0,), 32),)),), 4, 512))
     with pytest.raises(DnnplaceError, match="GGUF q4_k_m weights, which only llama.cpp loads"):
         export(g, gplan, "vllm")
+
+
+def test_a_search_cut_before_any_fit_does_not_say_the_model_fits_nowhere():
+    """70B fits on 2 x A100-80G, so "fits on no deployment ... needs at least 2 x a100" from a search stopped
+    after a millisecond contradicted itself."""
+    p = dnnplace.load_serving(M70, gpus="2xa100-80g+2xl40s;4xh100", isl=512, osl=128)
+    with pytest.raises(DnnplaceError, match="not known; give more time") as info:
+        dnnplace.solve(p, time_limit=1e-6)
+    assert "fits on no deployment" not in str(info.value)

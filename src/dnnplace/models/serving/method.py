@@ -94,6 +94,9 @@ class ServingSearch(Solver):
         plan = replace(plan, meta={**plan.meta, "time_limit": limit})  # the baselines' searches share it
         if run.progress is not None:
             run.progress(1, 1, "searching deployments")
+        if not plan.config.replicas and plan.meta.get("complete") is False:  # stopped, not proven: no verdict
+            raise DnnplaceError(f"no deployment found within --time-limit {limit:g} s: the search stopped before "
+                                "any fitting deployment, so whether one fits is not known; give more time")
         if not plan.config.replicas:
             raise unfit(workload, self.pins())
         if layers is not None:
