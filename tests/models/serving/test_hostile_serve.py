@@ -216,3 +216,13 @@ def test_a_search_cut_before_any_fit_does_not_say_the_model_fits_nowhere():
     with pytest.raises(DnnplaceError, match="not known; give more time") as info:
         dnnplace.solve(p, time_limit=1e-6)
     assert "fits on no deployment" not in str(info.value)
+
+
+def test_tensorrt_llm_is_not_planned_on_gpus_it_has_no_build_for():
+    with pytest.raises(DnnplaceError, match="trtllm runs on NVIDIA GPUs only; the fleet has mi300x"):
+        _problem("1xh100;1xmi300x", engine="trtllm")
+    p = _problem("1xmi300x", engine="llama.cpp")
+    plan = search(p, time_limit=5)
+    assert "--device ROCm0" in export(p, plan, "llama.cpp")  # a HIP build names its devices ROCm<i>
+    with pytest.raises(DnnplaceError, match="NVIDIA GPUs only"):
+        export(p, plan, "trtllm")

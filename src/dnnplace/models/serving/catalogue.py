@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BAND", "ENGINES", "GGUF", "GGUF_NAMES", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix", "engine_rules",
-           "trtllm_bench_limits"]
+__all__ = ["BAND", "ENGINES", "GGUF", "GGUF_NAMES", "NON_NVIDIA", "PRECISIONS", "KV_DTYPES", "EngineRules", "GgufMix",
+           "engine_rules", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -38,6 +38,10 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
     "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
 }
+
+#: GPUs of the catalogue that are not NVIDIA's: vendor and llama.cpp's backend device prefix (ggml's
+#: GGML_CUDA_NAME is "ROCm" in a HIP build, GGML_SYCL_NAME "SYCL"); every other GPU is NVIDIA's, "CUDA".
+NON_NVIDIA: dict[str, tuple[str, str]] = {"mi300x": ("AMD", "ROCm"), "b60": ("Intel", "SYCL")}
 
 #: The GGUF weight types (llama.cpp only).
 GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
@@ -108,6 +112,8 @@ class EngineRules:
     #: whether the engine refuses to start when one worker's KV cache cannot hold one request of max_model_len
     #: (vLLM's _check_enough_kv_cache_memory); the others cap the request length to the pool
     max_len_must_fit: bool = False
+    #: whether the engine runs only on NVIDIA GPUs (TensorRT-LLM: CUDA and TensorRT kernels)
+    nvidia_only: bool = False
     #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
     kv_dtypes: tuple[tuple[str, str | None], ...] = (("bf16", None), ("fp16", None), ("fp8", "fp8"))
 
@@ -137,6 +143,7 @@ ENGINES: dict[str, EngineRules] = {
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
+        nvidia_only=True,
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",

@@ -124,6 +124,17 @@ def llama_slots(r: Replica) -> list[int]:
     return [s.layers + (1 if i == r.pp - 1 else 0) for i, s in enumerate(r.stages)]
 
 
+def _backend(r: Replica) -> str:
+    """llama.cpp's device prefix for the replica's GPUs (one backend per process: a pipeline mixing vendors
+    is refused rather than written with devices the binary does not have)."""
+    from dnnplace.models.serving.catalogue import NON_NVIDIA
+
+    names = {NON_NVIDIA.get(s.gpu, ("NVIDIA", "CUDA"))[1] for s in r.stages}
+    if len(names) > 1:
+        raise DnnplaceError(f"a llama.cpp replica over {' and '.join(sorted(names))} GPUs: one build has one backend")
+    return names.pop()
+
+
 def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -> str:
     lines = []
     for k, r in enumerate(plan.config.replicas):
@@ -133,7 +144,7 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
         args = ["llama-server", "-m", model, "-sm", "layer", "-ts", ",".join(map(str, llama_slots(r))),
                 "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
-                "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"CUDA{i}" for i in range(r.pp)),
+                "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"{_backend(r)}{i}" for i in range(r.pp)),
                 "--port", str(8080 + k)]
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["-ctk", kv, "-ctv", kv]
@@ -183,11 +194,13 @@ def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem
 
     from dnnplace.models.serving.catalogue import GGUF_NAMES, engine_rules
     from dnnplace.models.serving.evaluation import evaluate
+    from dnnplace.models.serving.load import check_engine_runs_on
 
     made = f"the plan was made for {p.engine.name}"
     if p.model.precision in GGUF_NAMES and to != "llama.cpp":
         raise DnnplaceError(f"{made} with GGUF {p.model.precision} weights, which only llama.cpp loads")
     q = replace(p, engine=engine_rules(to))
+    check_engine_runs_on(q.engine, q.fleet)
     ev = evaluate(q, plan.config)
     if not ev.fits:
         raise DnnplaceError(f"{made}; under {to}'s rules it does not fit ({ev.why}): plan again with --engine {to}")

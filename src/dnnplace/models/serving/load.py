@@ -23,8 +23,10 @@ from dnnplace.models.serving.catalogue import (
     GGUF,
     GGUF_NAMES,
     KV_DTYPES,
+    NON_NVIDIA,
     PRECISIONS,
     Q6_K_BYTES,
+    EngineRules,
     engine_rules,
     use_more_bits,
 )
@@ -32,7 +34,7 @@ from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["checkpoint_config", "layer_profile", "problem", "profile_from"]
+__all__ = ["check_engine_runs_on", "checkpoint_config", "layer_profile", "problem", "profile_from"]
 
 _GGUF_NAMES = GGUF_NAMES
 
@@ -153,6 +155,14 @@ def checkpoint_config(cfg_path: Path) -> Any:
     return {**doc, "quantization_config": {"quant_method": "modelopt", **extra["quantization"]}}
 
 
+def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:
+    """Refuse an engine on GPUs it has no build for (TensorRT-LLM: NVIDIA only), in one line."""
+    foreign = sorted({g.name for g in fleet.gpus if g.name in NON_NVIDIA})
+    if rules.nvidia_only and foreign:
+        raise DnnplaceError(f"{rules.name} runs on NVIDIA GPUs only; the fleet has {', '.join(foreign)} "
+                            f"({NON_NVIDIA[foreign[0]][0]}): plan those with --engine vllm or llama.cpp")
+
+
 def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False) -> Any:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or (value < 0 if zero else value <= 0) or \
@@ -172,6 +182,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if (gpus is None) == (fleet is None):
         raise DnnplaceError("give the fleet as --gpus SPEC or --fleet FILE.toml (one of them)")
     f: Fleet = parse_gpus(gpus) if gpus is not None else fleet_from_toml(fleet)  # type: ignore[arg-type]
+    check_engine_runs_on(rules, f)
     _positive(isl, "--isl")
     _positive(osl, "--osl")
     if rate is not None and concurrency is not None:
