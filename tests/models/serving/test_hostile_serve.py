@@ -226,3 +226,11 @@ def test_tensorrt_llm_is_not_planned_on_gpus_it_has_no_build_for():
     assert "--device ROCm0" in export(p, plan, "llama.cpp")  # a HIP build names its devices ROCm<i>
     with pytest.raises(DnnplaceError, match="NVIDIA GPUs only"):
         export(p, plan, "trtllm")
+
+
+def test_llama_cpp_is_not_planned_with_weights_no_gguf_file_has():
+    with pytest.raises(DnnplaceError, match="--precision fp8: llama.cpp has no such weight type"):
+        _problem(engine="llama.cpp", precision="fp8")
+    p = _problem("1xh100", precision="fp8")
+    with pytest.raises(DnnplaceError, match="made for vllm with fp8 weights; llama.cpp loads"):
+        export(p, search(p, time_limit=5), "llama.cpp")

@@ -112,6 +112,8 @@ class EngineRules:
     #: whether the engine refuses to start when one worker's KV cache cannot hold one request of max_model_len
     #: (vLLM's _check_enough_kv_cache_memory); the others cap the request length to the pool
     max_len_must_fit: bool = False
+    #: the weight precisions the engine loads (empty: every non-GGUF one); llama.cpp reads GGUF files only
+    precisions: tuple[str, ...] = ()
     #: whether the engine runs only on NVIDIA GPUs (TensorRT-LLM: CUDA and TensorRT kernels)
     nvidia_only: bool = False
     #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
@@ -154,11 +156,13 @@ ENGINES: dict[str, EngineRules] = {
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
+        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"),
         max_num_seqs=4, max_num_batched_tokens=512,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
                  "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)",
-                 "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)")),
+                 "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)",
+                 "ggml/include/ggml.h ggml_type: F16, BF16, Q8_0, Q6_K, Q5_K, Q4_K, MXFP4 (no FP8 or AWQ/GPTQ INT4)")),
     "hf": EngineRules(
         "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
         kv_dtypes=(("bf16", None), ("fp16", None)),

@@ -193,13 +193,18 @@ def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem
     from dataclasses import replace
 
     from dnnplace.models.serving.catalogue import GGUF_NAMES, engine_rules
-    from dnnplace.models.serving.evaluation import evaluate
+    from dnnplace.models.serving.evaluation import evaluate, tp_refusal
     from dnnplace.models.serving.load import check_engine_runs_on
 
     made = f"the plan was made for {p.engine.name}"
     if p.model.precision in GGUF_NAMES and to != "llama.cpp":
         raise DnnplaceError(f"{made} with GGUF {p.model.precision} weights, which only llama.cpp loads")
     q = replace(p, engine=engine_rules(to))
+    for r in plan.config.replicas:  # the layout the engine cannot run at all first, then its weights
+        if why := tp_refusal(q, r.tp):
+            raise DnnplaceError(f"{made}: {why}")
+    if q.engine.precisions and p.model.precision not in q.engine.precisions:
+        raise DnnplaceError(f"{made} with {p.model.precision} weights; {to} loads {', '.join(q.engine.precisions)}")
     check_engine_runs_on(q.engine, q.fleet)
     ev = evaluate(q, plan.config)
     if not ev.fits:

@@ -202,6 +202,9 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if kv_dtype in KV_DTYPES and kv_dtype not in kv_known:  # an unknown name is named by profile_from below
         raise DnnplaceError(f"--kv-dtype {kv_dtype}: {rules.name} has no such KV cache; it takes "
                             f"{', '.join(kv_known)}")
+    if rules.precisions and precision not in rules.precisions:
+        raise DnnplaceError(f"--precision {precision}: {rules.name} has no such weight type; it loads "
+                            f"{', '.join(rules.precisions)}")
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
     context = max_model_len or prof.max_position
