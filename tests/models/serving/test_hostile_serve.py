@@ -234,3 +234,15 @@ def test_llama_cpp_is_not_planned_with_weights_no_gguf_file_has():
     p = _problem("1xh100", precision="fp8")
     with pytest.raises(DnnplaceError, match="made for vllm with fp8 weights; llama.cpp loads"):
         export(p, search(p, time_limit=5), "llama.cpp")
+
+
+@pytest.mark.parametrize("engine", ["hf", "llama.cpp"])
+def test_single_process_engines_never_get_a_replica_across_nodes(engine):
+    """A device_map (and llama.cpp without RPC) runs in one process: 70B over two one-GPU nodes was planned
+    as one replica that no export could write."""
+    p = dnnplace.load_serving(M70, gpus="1xh100;1xh100", engine=engine, isl=512, osl=128)
+    with pytest.raises(DnnplaceError, match="needs at least 2 x h100 in one node"):
+        dnnplace.solve(p, time_limit=10)
+    two = ServingConfig((Replica((Stage("h100", 0, (0,), 40), Stage("h100", 1, (0,), 40))),), 1, 4096)
+    ev = evaluate(p, two)
+    assert not ev.fits and "spans nodes" in ev.why

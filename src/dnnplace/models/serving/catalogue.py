@@ -112,6 +112,9 @@ class EngineRules:
     #: whether the engine refuses to start when one worker's KV cache cannot hold one request of max_model_len
     #: (vLLM's _check_enough_kv_cache_memory); the others cap the request length to the pool
     max_len_must_fit: bool = False
+    #: whether one replica runs in one process on one node (a Hugging Face device_map; llama.cpp without
+    #: its RPC backend, which is neither priced nor exported here)
+    single_node: bool = False
     #: the weight precisions the engine loads (empty: every non-GGUF one); llama.cpp reads GGUF files only
     precisions: tuple[str, ...] = ()
     #: whether the engine runs only on NVIDIA GPUs (TensorRT-LLM: CUDA and TensorRT kernels)
@@ -156,7 +159,7 @@ ENGINES: dict[str, EngineRules] = {
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
-        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"),
+        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"), single_node=True,
         max_num_seqs=4, max_num_batched_tokens=512,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
@@ -165,7 +168,7 @@ ENGINES: dict[str, EngineRules] = {
                  "ggml/include/ggml.h ggml_type: F16, BF16, Q8_0, Q6_K, Q5_K, Q4_K, MXFP4 (no FP8 or AWQ/GPTQ INT4)")),
     "hf": EngineRules(
         "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
-        kv_dtypes=(("bf16", None), ("fp16", None)),
+        kv_dtypes=(("bf16", None), ("fp16", None)), single_node=True,
         max_num_seqs=1, max_num_batched_tokens=4096,
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",

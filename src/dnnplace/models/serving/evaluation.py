@@ -145,6 +145,8 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
         kv = math.floor(kv / p.block) * p.block
     src: dict[str, int] = {}
     why = tp_refusal(p, r.tp)
+    if not why and p.engine.single_node and len({s.node for s in r.stages}) > 1:
+        why = f"{p.engine.name} runs a replica in one process on one node; this one spans nodes"
     if not why and p.engine.tokens_cover_seqs and max_num_batched_tokens < max_num_seqs:
         why = (f"max_num_batched_tokens {max_num_batched_tokens} < max_num_seqs {max_num_seqs}: "
                f"{p.engine.name} refuses it at start-up")

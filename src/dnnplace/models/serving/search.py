@@ -251,7 +251,8 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         kinds = [i for i, c in enumerate(sub) if c]
         out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
         size = sum(sub) // t
-        if (pp is None or size == pp) and size <= p.model.num_layers:
+        one_node = not p.engine.single_node or len({keys[i][0] for i in kinds}) <= 1
+        if (pp is None or size == pp) and size <= p.model.num_layers and one_node:
             for order in itertools.permutations(kinds):
                 if time.monotonic() - t0 > time_limit:
                     complete = False

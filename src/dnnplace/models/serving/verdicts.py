@@ -57,7 +57,7 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
         return DnnplaceError(f"{where} with --fix {shown}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
-    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)}")
+    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node")
 
 
 def _orders(r: Replica) -> list[Replica]:
