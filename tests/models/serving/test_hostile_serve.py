@@ -246,3 +246,12 @@ def test_single_process_engines_never_get_a_replica_across_nodes(engine):
     two = ServingConfig((Replica((Stage("h100", 0, (0,), 40), Stage("h100", 1, (0,), 40))),), 1, 4096)
     ev = evaluate(p, two)
     assert not ev.fits and "spans nodes" in ev.why
+
+
+@pytest.mark.parametrize(("engine", "flag"), [("sglang", "--chunked-prefill-size 1024"), ("llama.cpp", "-ub 1024")])
+def test_the_priced_token_budget_reaches_the_engine(engine, flag):
+    """SGLang's chunked-prefill size and llama.cpp's -ub default by GPU memory and build: a plan priced at a
+    budget the command does not pass is priced for another engine setting."""
+    p = _problem("1xh100", engine=engine, precision="bf16")
+    plan = search(p, time_limit=5, max_num_batched_tokens=1024)
+    assert flag in export(p, plan, engine)

@@ -96,7 +96,8 @@ def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
             env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
         args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
                 "--pp-size", str(r.pp), "--mem-fraction-static", f"{p.fraction:.2f}", "--base-gpu-id", "0",
-                "--max-running-requests", str(plan.config.max_num_seqs), "--context-length", str(p.context),
+                "--max-running-requests", str(plan.config.max_num_seqs),
+                "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
                 "--port", str(30000 + k)]
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["--kv-cache-dtype", kv]
@@ -144,7 +145,9 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
         args = ["llama-server", "-m", model, "-sm", "layer", "-ts", ",".join(map(str, llama_slots(r))),
                 "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
-                "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"{_backend(r)}{i}" for i in range(r.pp)),
+                "-np", str(plan.config.max_num_seqs), "-ub", str(plan.config.max_num_batched_tokens),
+                "-b", str(max(plan.config.max_num_batched_tokens, 2048)),  # llama.cpp: n_ubatch <= n_batch
+                "--device", ",".join(f"{_backend(r)}{i}" for i in range(r.pp)),
                 "--port", str(8080 + k)]
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["-ctk", kv, "-ctv", kv]
