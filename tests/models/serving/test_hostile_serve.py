@@ -255,3 +255,17 @@ def test_the_priced_token_budget_reaches_the_engine(engine, flag):
     p = _problem("1xh100", engine=engine, precision="bf16")
     plan = search(p, time_limit=5, max_num_batched_tokens=1024)
     assert flag in export(p, plan, engine)
+
+
+def test_a_plan_file_edited_onto_gpus_its_engine_cannot_run_is_refused(tmp_path):
+    out = tmp_path / "plan.json"
+    res = run_cli("serve", MODEL, "--gpus", "1xh100", "--engine", "trtllm", "--isl", 512, "--osl", 128, "-o", out)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    doc["fleet"]["gpus"] = "1xmi300x"
+    doc["config"]["replicas"][0]["stages"][0]["gpu"] = "mi300x"
+    doc["runner_ups"] = []
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = run_cli("evaluate", bad)
+    assert res.returncode == 2 and "NVIDIA GPUs only" in res.stderr and len(res.stderr.strip().splitlines()) == 1

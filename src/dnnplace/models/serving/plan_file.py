@@ -17,7 +17,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
-from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.load import check_engine_runs_on, problem
 from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 from dnnplace.utils.text import clip
 
@@ -208,6 +208,10 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
         msg = str(exc)
         raise DnnplaceError(msg if msg.startswith(source) else f"{source}: {msg}") from None
     prob = replace(prob, fleet=_fleet(doc, source))
+    try:
+        check_engine_runs_on(prob.engine, prob.fleet)  # problem() above saw a stand-in fleet
+    except DnnplaceError as exc:
+        raise DnnplaceError(f"{source}: {exc}") from None
     cfg = _config(prob, _get(doc, "config", dict, source), f"{source}: config")
     status = _get(doc, "status", str, source)
     bound = _get(doc, "bound", (int, float), source, optional=True)
