@@ -195,6 +195,9 @@ def test_vllm_is_launched_with_a_context_its_kv_cache_holds():
     pinned = dnnplace.load_serving(M70, gpus="2xh100", isl=512, osl=128, max_model_len=131072)
     bad = evaluate(pinned, cfg)
     assert not bad.fits and "vllm refuses to start" in bad.why
+    p32 = dnnplace.load_serving(M70, gpus="2xh100", isl=512, osl=128, max_model_len=32768)
+    plan = search(p32, time_limit=10)  # the DP's memory rule holds one such request per worker too
+    assert plan.config.replicas and evaluate(p32, plan.config).fits
 
 
 def test_a_plan_exported_to_another_engine_is_checked_under_that_engines_rules():

@@ -78,6 +78,8 @@ def _split(p: ServingProblem, stages: list[_Unit], seqs: int, mbt: int,
     it = iteration(p, per_mb, mbt)
     per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
     need = seqs * per_seq
+    if p.engine.max_len_must_fit:  # vLLM starts only when each worker holds one request of max_model_len
+        need = max(need, p.max_model_len)
     costs = []
     lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     for i, u in enumerate(stages):
