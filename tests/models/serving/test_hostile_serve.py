@@ -272,3 +272,16 @@ def test_a_plan_file_edited_onto_gpus_its_engine_cannot_run_is_refused(tmp_path)
     bad.write_text(json.dumps(doc))
     res = run_cli("evaluate", bad)
     assert res.returncode == 2 and "NVIDIA GPUs only" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_llama_cpp_is_started_with_a_cache_the_gpus_hold():
+    """-c was context x slots (131,072 x 64 = 8.4M tokens, ~1 TiB of KV for 8B): llama.cpp allocates it at start.
+    It is now capped to the plan's KV tokens, with every slot still holding one request."""
+    import shlex
+
+    p = _problem("1xh100", engine="llama.cpp")
+    plan = search(p, time_limit=5, max_num_seqs=64)
+    args = shlex.split(export(p, plan, "llama.cpp").splitlines()[1])
+    c, slots = int(args[args.index("-c") + 1]), int(args[args.index("-np") + 1])
+    kv = evaluate(p, plan.config).replicas[0].kv_tokens
+    assert c <= kv and c // slots >= 512 + 128

@@ -136,6 +136,22 @@ def _backend(r: Replica) -> str:
     return names.pop()
 
 
+def _llama_ctx(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
+    """``-c``: llama.cpp allocates the whole context's KV cache at start and gives each of the ``-np`` slots
+    ``c / np`` of it, so ``c`` is the model's context per slot capped to the tokens the plan's KV cache holds
+    (``context x np`` tokens would not fit), and every slot must still hold one request."""
+    from dnnplace.models.serving.evaluation import evaluate_replica
+
+    np_ = plan.config.max_num_seqs
+    kv = int(evaluate_replica(p, r, np_, plan.config.max_num_batched_tokens).kv_tokens)
+    c = p.context * np_ if p.context * np_ <= kv else kv // 256 * 256  # llama.cpp pads its cache to 256 cells
+    need = p.workload.isl + p.workload.osl
+    if c // np_ < need:
+        raise DnnplaceError(f"llama.cpp splits its {c}-token cache over {np_} slots: {c // np_} each, less than "
+                            f"one request ({need}); plan with --fix max_num_seqs={max(c // need, 1)} or fewer")
+    return c
+
+
 def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -> str:
     lines = []
     for k, r in enumerate(plan.config.replicas):
@@ -144,7 +160,7 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
             raise DnnplaceError("llama.cpp's layer split runs one GPU per stage (tp 1)")
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
         args = ["llama-server", "-m", model, "-sm", "layer", "-ts", ",".join(map(str, llama_slots(r))),
-                "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
+                "-ngl", "all", "--fit", "off", "-c", str(_llama_ctx(p, plan, r)),
                 "-np", str(plan.config.max_num_seqs), "-ub", str(plan.config.max_num_batched_tokens),
                 "-b", str(max(plan.config.max_num_batched_tokens, 2048)),  # llama.cpp: n_ubatch <= n_batch
                 "--device", ",".join(f"{_backend(r)}{i}" for i in range(r.pp)),
