@@ -7,7 +7,9 @@ the serving planner does, through this one reader below the planned models.
 Formats read (the ``quant_method`` field of ``config.json``'s ``quantization_config``):
 ``fp8`` (vLLM / Transformers FineGrainedFP8, block or per-tensor scales), ``compressed-tensors``
 (llm-compressor: FP8 / INT8 / INT4 / NVFP4 schemes in ``config_groups``), ``awq`` and ``gptq``
-(INT4 or INT8 weight-only with a group size), ``modelopt`` (NVIDIA ModelOpt FP8 / NVFP4).
+(INT4 or INT8 weight-only with a group size), ``modelopt`` (NVIDIA ModelOpt FP8 / NVFP4 / W4A16 AWQ: also a
+``quantization_config`` naming only ``producer: modelopt``, and the ``hf_quant_config.json`` beside the config,
+where ModelOpt exports put it and vLLM reads it), ``mxfp4`` (OCP MX FP4 as GPT-OSS ships its experts).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["QUANT_METHODS", "Quantization", "quant_from_dict"]
+__all__ = ["QUANT_METHODS", "Quantization", "modelopt_file_quant", "quant_from_dict"]
 
-QUANT_METHODS = ("fp8", "compressed-tensors", "awq", "gptq", "modelopt")
+QUANT_METHODS = ("fp8", "compressed-tensors", "awq", "gptq", "modelopt", "mxfp4")
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,32 @@ def quant_from_dict(cfg: Any, where: str) -> Quantization | None:
         group = 0 if group < 0 else group
         # an FP16 scale and a packed zero point per group (AutoAWQ / AutoGPTQ layouts)
         return Quantization(method, f"int{bits}", bits, group, 16 + bits if group else 0, where)
+    if not method and isinstance(q.get("producer"), dict) and q["producer"].get("name") == "modelopt":
+        method = "modelopt"  # vLLM's ModelConfig sets quant_method the same way for ModelOpt exports
     if method == "modelopt":
-        algo = str(q.get("quant_algo", "")).upper()
-        if "FP4" in algo:
-            return Quantization("modelopt", "fp4", 4, _int(q, "group_size", 16, where) or 16, 8, where)
-        return Quantization("modelopt", "fp8", 8, 0, 0, where)
+        return _modelopt(q, where)
+    if method == "mxfp4":  # OCP MX: E2M1 weights, one E8M0 scale per 32 (attention and router stay 16-bit)
+        return Quantization("mxfp4", "fp4", 4, 32, 8, where)
     raise DnnplaceError(f"{where}: unknown quant_method '{method}'; known: {', '.join(QUANT_METHODS)}")
+
+
+def _modelopt(q: dict[str, Any], where: str) -> Quantization:
+    """A ModelOpt ``quant_algo`` (vLLM's modelopt.py: FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4,
+    W4A16_AWQ / W4A8_AWQ); anything else is named, never read as FP8."""
+    algo = str(q.get("quant_algo", "")).upper()
+    if "FP4" in algo:
+        return Quantization("modelopt", "fp4", 4, _int(q, "group_size", 16, where) or 16, 8, where)
+    if algo.startswith("W4A"):
+        return Quantization("modelopt", "int4", 4, _int(q, "group_size", 128, where) or 128, 16, where)
+    if algo.startswith("FP8"):
+        return Quantization("modelopt", "fp8", 8, 0, 0, where)
+    raise DnnplaceError(f"{where}: unknown ModelOpt quant_algo '{algo[:40]}'; known: FP8*, NVFP4, W4A16_AWQ")
+
+
+def modelopt_file_quant(doc: Any, where: str) -> Quantization | None:
+    """The quantization in a ModelOpt ``hf_quant_config.json`` (``{"producer": {"name": "modelopt"},
+    "quantization": {"quant_algo": ...}}``); None when ``doc`` names no algorithm."""
+    q = doc.get("quantization") if isinstance(doc, dict) else None
+    if not isinstance(q, dict) or not q.get("quant_algo"):
+        return None
+    return _modelopt(q, where)

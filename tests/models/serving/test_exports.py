@@ -23,6 +23,13 @@ def setup(llama70b):
     return p, ServingPlan(ServingConfig((r,), 64, 4096)), r
 
 
+@pytest.fixture
+def gguf(setup, llama70b):
+    """The same deployment planned for llama.cpp, which loads GGUF weights (no FP8)."""
+    _, plan, r = setup
+    return problem(llama70b, gpus="2xa100+2xt4", precision="q8_0", engine="llama.cpp", isl=128, osl=128), plan, r
+
+
 def _env(line):
     return dict(w.split("=", 1) for w in shlex.split(line) if "=" in w and w.split("=")[0].isupper())
 
@@ -46,8 +53,8 @@ def test_sglang_and_trtllm_partitions(setup):
     assert doc["llm_api_options"]["pp_partition"] == [30, 30, 12, 8]
 
 
-def test_llama_cpp_slots_count_the_output_layer_on_the_last_device(setup):
-    p, plan, r = setup
+def test_llama_cpp_slots_count_the_output_layer_on_the_last_device(gguf):
+    p, plan, r = gguf
     args = shlex.split(export(p, plan, "llama.cpp").splitlines()[1])
     ts = [int(x) for x in args[args.index("-ts") + 1].split(",")]
     assert ts == [30, 30, 12, 9]
@@ -121,8 +128,8 @@ def _check_ranks(replica, devices):
 
 
 @pytest.mark.parametrize("to", ENGINES)
-def test_every_export_reads_back_the_plans_partition_and_gpu_order(setup, to):
-    p, plan, r = setup
+def test_every_export_reads_back_the_plans_partition_and_gpu_order(setup, gguf, to):
+    p, plan, r = gguf if to == "llama.cpp" else setup
     [(part, devices)] = _read_back(p, plan, to)
     assert part == r.partition() and len(part) == r.pp and sum(part) == p.model.num_layers and min(part) >= 1
     if to == "hf":  # device_map values are device indices: one per stage, in stage order

@@ -265,22 +265,27 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
                     max_num_seqs=plan.config.max_num_seqs, max_num_batched_tokens=plan.config.max_num_batched_tokens)
         count = sum(1 for g in p.fleet.gpus if g.name == kind)
         if not sp.config.replicas:
-            tried.append(f"{count}x {kind}: no deployment fits")
+            stopped = sp.meta.get("complete") is False  # cut by the time limit: nothing proven
+            tried.append(f"{count}x {kind}: " + ("none found in the time limit" if stopped else "no deployment fits"))
             continue
         v = evaluate(p, sp.config).output_tokens_per_s
         tried.append(f"{count}x {kind}: {v:.0f} tok/s ({sp.status})")
         if v > best[0]:
             best = (v, kind, sp.config)
     if best[2] is None:
-        return Baseline("best-homogeneous", None, None, None,
-                        "no single GPU kind of the fleet holds the model at any TP/PP: " + "; ".join(tried))
+        lead = "no single GPU kind of the fleet holds the model at any TP/PP" if \
+            not any("time limit" in t for t in tried) else "no single-kind deployment found"
+        return Baseline("best-homogeneous", None, None, None, f"{lead}: " + "; ".join(tried))
     return _price(p, "best-homogeneous", best[2], value,
                   f"search on the {best[1]} GPUs only (best of: {'; '.join(tried)})")
 
 
-def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float = 30.0) -> list[Baseline]:
+def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None = None) -> list[Baseline]:
     """The four baselines of the plan, each priced by :func:`evaluate` (``time_limit``: for the
-    best-homogeneous searches together)."""
+    best-homogeneous searches together; by default the plan's own search limit, so ``--time-limit`` bounds
+    the whole command, not only the search)."""
+    if time_limit is None:
+        time_limit = float(plan.meta.get("time_limit", 30.0))
     value = evaluate(p, plan.config).output_tokens_per_s if plan.config.replicas else 0.0
     out = []
     builders = (lambda: _engine_even(p, plan, value), lambda: _per_node(p, plan, value, "accelerate-balanced"),

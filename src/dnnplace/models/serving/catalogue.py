@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BAND", "ENGINES", "GGUF", "KV_DTYPES", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "EngineRules",
-           "GgufMix", "engine_rules", "trtllm_bench_limits"]
+__all__ = ["BAND", "ENGINES", "GGUF", "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE",
+           "AllReduceRule", "EngineRules", "GgufMix", "engine_rules", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -31,12 +31,22 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "fp4": (0.5 + 1.0 / 16.0, "fp4", "NVFP4 block of 16 weights with an FP8 scale (modelopt NVFP4)"),
     # AWQ/GPTQ w4a16, group 128: an FP16 scale and a 4-bit zero per group (AutoAWQ WQLinear_GEMM layout)
     "int4": (0.5 + (16.0 + 4.0) / 8.0 / 128.0, "int4_wo", "AutoAWQ WQLinear_GEMM: int4, group 128, fp16 scale"),
+    # 8-bit integer weights (GPTQ / AWQ 8-bit, compressed-tensors W8A8 / W8A16): one byte each, priced with
+    # the weight-only INT8 kernels (a checkpoint's group scales are added from its quantization_config)
+    "int8": (1.0, "int8_wo", "GPTQ / compressed-tensors int8: 8 bits per weight (vLLM gptq_marlin, w8a16)"),
     # GGUF: see GGUF below (block sizes of ggml's type_traits)
     "q8_0": (34.0 / 32.0, "int8_wo", "ggml/src/ggml-common.h block_q8_0: fp16 d + 32 int8 = 34 bytes / 32"),
     "q6_k": (210.0 / 256.0, "int4_wo", "ggml-common.h block_q6_K: 128 ql + 64 qh + 16 scales + fp16 d = 210 / 256"),
     "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
     "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
 }
+
+#: GPUs of the catalogue that are not NVIDIA's: vendor and llama.cpp's backend device prefix (ggml's
+#: GGML_CUDA_NAME is "ROCm" in a HIP build, GGML_SYCL_NAME "SYCL"); every other GPU is NVIDIA's, "CUDA".
+NON_NVIDIA: dict[str, tuple[str, str]] = {"mi300x": ("AMD", "ROCm"), "b60": ("Intel", "SYCL")}
+
+#: The GGUF weight types (llama.cpp only).
+GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
 
 #: KV-cache element types -> bytes per element.
 KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "q8_0": 34.0 / 32.0}
@@ -96,48 +106,75 @@ class EngineRules:
     #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
     #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
     graphs_after_kv: bool = False
-    #: whether the engine refuses to start when the KV cache cannot hold one request of max_model_len tokens
-    #: (vLLM: v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory, per worker; v0.5:
-    #: "The model's max seq len ... is larger than the maximum number of tokens that can be stored in KV
-    #: cache"); unpinned, the plan sets max_model_len to what the cache holds (vLLM's own ``-1`` auto-fit)
-    context_check: bool = False
+    #: whether the engine shards a layer over a TP group at all (llama.cpp's ``-sm layer`` and a Hugging Face
+    #: ``device_map`` place whole layers: one GPU per stage)
+    tensor_parallel: bool = True
+    #: whether the engine refuses ``max_num_batched_tokens < max_num_seqs`` at start-up (vLLM's SchedulerConfig)
+    tokens_cover_seqs: bool = False
+    #: whether the engine refuses to start when one worker's KV cache cannot hold one request of max_model_len
+    #: (vLLM's _check_enough_kv_cache_memory); the others cap the request length to the pool
+    max_len_must_fit: bool = False
+    #: whether one replica runs in one process on one node (a Hugging Face device_map; llama.cpp without
+    #: its RPC backend, which is neither priced nor exported here)
+    single_node: bool = False
+    #: the weight precisions the engine loads (empty: every non-GGUF one); llama.cpp reads GGUF files only
+    precisions: tuple[str, ...] = ()
+    #: whether the engine runs only on NVIDIA GPUs (TensorRT-LLM: CUDA and TensorRT kernels)
+    nvidia_only: bool = False
+    #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
+    kv_dtypes: tuple[tuple[str, str | None], ...] = (("bf16", None), ("fp16", None), ("fp8", "fp8"))
 
 
 ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
-        max_num_seqs=256, max_num_batched_tokens=8192, context_check=True,
+        max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
         sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
-                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)")),
+                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)",
+                 "config/model.py::verify_with_parallel_config: attention heads % TP == 0; layers/linear.py"
+                 "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
+                 "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
+                 "config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (--kv-cache-dtype)",
+                 "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192,
-        sources=("srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
+        kv_dtypes=(("bf16", None), ("fp16", None), ("fp8", "fp8_e4m3")),
+        sources=("srt/server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16",
+                 "srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
                  "srt/distributed/utils.py::get_pp_indices: remainder to the last partitions",
                  "srt/models/llama.py: ParallelLMHead on every PP rank",
                  "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)")),
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
+        nvidia_only=True,
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
+                 "llmapi/llm_args.py KvCacheConfig.dtype: auto, fp8",
                  "llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy GUARANTEED_NO_EVICT",
                  "_torch/pyexecutor/py_executor_creator.py: KV estimated from a dry run, CUDA graphs captured "
                  "after the KV cache is allocated")),
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
+        tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
+        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"), single_node=True,
         max_num_seqs=4, max_num_batched_tokens=512,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
-                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)")),
+                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)",
+                 "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)",
+                 "ggml/include/ggml.h ggml_type: F16, BF16, Q8_0, Q6_K, Q5_K, Q4_K, MXFP4 (no FP8 or AWQ/GPTQ INT4)")),
     "hf": EngineRules(
-        "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False,
+        "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
+        kv_dtypes=(("bf16", None), ("fp16", None)), single_node=True,
         max_num_seqs=1, max_num_batched_tokens=4096,
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
-                 "get_max_memory: 90 % of a single GPU when max_memory is unset")),
+                 "get_max_memory: 90 % of a single GPU when max_memory is unset",
+                 "transformers DynamicCache: the cache is kept in the model's dtype")),
 }
 
 
@@ -200,7 +237,7 @@ TP_ALL_REDUCE: dict[str, AllReduceRule] = {
 #: (vllm/engine/arg_utils.py of v0.5.3), CUDA graphs captured after the KV cache was sized.
 VLLM_2024 = EngineRules(
     "vllm", "vllm", 0.90, "total", "min_blocks", 16, "middle", cuda_graphs=False, max_num_seqs=256,
-    max_num_batched_tokens=8192, context_check=True,
+    max_num_batched_tokens=8192, max_len_must_fit=True,
     sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9",))
 
 

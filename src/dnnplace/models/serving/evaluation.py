@@ -20,7 +20,35 @@ from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_m
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "link_between", "steady_batch"]
+           "link_between", "served_context", "steady_batch", "tp_refusal"]
+
+
+def tp_refusal(p: ServingProblem, tp: int) -> str:
+    """Why the engine refuses a TP group of ``tp`` for this model ("" when it takes it).
+
+    Why: a plan at a TP the engine rejects at start-up is a confident wrong answer.  vLLM, SGLang and
+    TensorRT-LLM shard attention heads (``num_attention_heads % tp == 0``) and either shard or replicate
+    KV heads (one divides the other); llama.cpp's layer split and a Hugging Face device_map have no TP.
+    """
+    if tp == 1:
+        return ""
+    m = p.model
+    if not p.engine.tensor_parallel:
+        return f"{p.engine.name} places whole layers on each GPU: TP {tp} is not one of its modes (tp 1 only)"
+    if m.heads % tp:
+        return f"TP {tp} does not divide {m.name}'s {m.heads} attention heads ({p.engine.name} requires it)"
+    kv = m.kv_heads
+    if m.kv_shardable and kv > 0 and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
+        return f"TP {tp} neither divides nor is a multiple of {m.name}'s {kv} KV heads ({p.engine.name} requires one)"
+    return ""
+
+
+def served_context(p: ServingProblem, kv_tokens: float) -> int:
+    """The ``max_model_len`` a replica is launched with: the user's, else the model's -- capped, on an engine
+    that refuses to start when its KV cache cannot hold one such request (vLLM), to the tokens it holds."""
+    if p.max_model_len or not p.engine.max_len_must_fit:
+        return p.context
+    return max(min(p.context, int(kv_tokens)), 1)
 
 
 def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:
@@ -47,23 +75,6 @@ class ReplicaEval:
     why: str
     sources: dict[str, int] = field(default_factory=dict)
     max_model_len: int = 0  # the context this replica serves (0: the problem's)
-
-
-def served_context(p: ServingProblem, kv_tokens: float) -> tuple[int, str]:
-    """The max_model_len a replica with ``kv_tokens`` of KV cache serves, and why it cannot ("" when it can).
-
-    Engines that refuse to start without one full-length request's cache (``EngineRules.context_check``,
-    vLLM): a pinned ``--max-model-len`` must fit; unpinned, the plan sets it to what the cache holds, capped
-    by the model's own (what vLLM's ``--max-model-len -1`` does). Other engines: the problem's context."""
-    if not p.engine.context_check:
-        return p.context, ""
-    if p.max_model_len:
-        if kv_tokens < p.max_model_len:
-            return p.max_model_len, (f"the KV cache holds {int(kv_tokens)} tokens, less than one --max-model-len"
-                                     f" {p.max_model_len} request: {p.engine.name} refuses to start"
-                                     f" (_check_enough_kv_cache_memory); {int(kv_tokens)} or fewer would start")
-        return p.max_model_len, ""
-    return int(min(p.model.max_position, kv_tokens)), ""
 
 
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
@@ -158,15 +169,22 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if p.engine.kv_rule == "min_blocks":
         kv = math.floor(kv / p.block) * p.block
     src: dict[str, int] = {}
-    why = ""
-    for i, m in enumerate(mems):
+    why = tp_refusal(p, r.tp)
+    if not why and p.engine.single_node and len({s.node for s in r.stages}) > 1:
+        why = f"{p.engine.name} runs a replica in one process on one node; this one spans nodes"
+    if not why and p.engine.tokens_cover_seqs and max_num_batched_tokens < max_num_seqs:
+        why = (f"max_num_batched_tokens {max_num_batched_tokens} < max_num_seqs {max_num_seqs}: "
+               f"{p.engine.name} refuses it at start-up")
+    for i, m in enumerate(mems if not why else []):
         if m.kv_free <= 0:
             why = f"stage {i + 1} ({m.gpu}): weights {m.weights / 2**30:.1f} GiB + activations leave no KV cache"
             break
+    if not why and p.engine.max_len_must_fit and p.max_model_len and kv < p.max_model_len:
+        why = (f"the KV cache holds {int(kv)} tokens, less than one request of --max-model-len {p.max_model_len}:"
+               f" {p.engine.name} refuses to start (_check_enough_kv_cache_memory); {int(kv)} or fewer would start")
     if not why and kv < p.workload.isl + p.workload.osl:
         why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
-    context, short = served_context(p, kv)
-    why = why or short
+    context = served_context(p, kv)
     conc = steady_batch(p, kv, max_num_seqs) if not why else 0.0
     if why or conc < 1:
         return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",

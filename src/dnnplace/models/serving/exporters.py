@@ -29,6 +29,15 @@ def _check(p: ServingProblem, r: Replica) -> None:
         raise DnnplaceError("a replica across nodes needs a Ray placement group: export per node is not written")
 
 
+def _kv_flag(p: ServingProblem) -> str | None:
+    """The engine's own name for the plan's KV-cache dtype (None: its default, the model's dtype): a plan
+    priced with an FP8 cache exported without the flag would hold half the tokens it promised."""
+    flags = dict(p.engine.kv_dtypes)
+    if p.kv_dtype not in flags:
+        raise DnnplaceError(f"{p.engine.name} has no {p.kv_dtype} KV cache; it takes {', '.join(flags)}")
+    return flags[p.kv_dtype]
+
+
 def _devices(r: Replica) -> str:
     return ",".join(str(g) for s in r.stages for g in s.gpus)
 
@@ -49,17 +58,19 @@ def _vllm_dtype(p: ServingProblem, r: Replica) -> str:
     return "auto"
 
 
-def _context(p: ServingProblem, plan: ServingPlan) -> int:
-    """The max_model_len the plan was priced with: vLLM's pinned or fitted one (evaluation.served_context)."""
-    from dnnplace.models.serving.evaluation import evaluate
+def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
+    """--max-model-len: vLLM refuses to start when a worker's KV cache cannot hold one such request, so an
+    unpinned context is the model's capped to the replica's KV tokens (the user's own is kept)."""
+    from dnnplace.models.serving.evaluation import evaluate_replica, served_context
 
-    ev = evaluate(p, plan.config)
-    return min((r.max_model_len or p.context for r in ev.replicas), default=p.context)
+    if p.max_model_len:
+        return p.context
+    return served_context(p, evaluate_replica(p, r, plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+                          .kv_tokens)
 
 
 def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     lines = []
-    context = _context(p, plan)
     for k, r in enumerate(plan.config.replicas):
         _check(p, r)
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
@@ -67,8 +78,10 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
                 "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
-                "--max-model-len", str(context), "--dtype", _vllm_dtype(p, r),
+                "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -83,8 +96,11 @@ def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
             env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
         args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
                 "--pp-size", str(r.pp), "--mem-fraction-static", f"{p.fraction:.2f}", "--base-gpu-id", "0",
-                "--max-running-requests", str(plan.config.max_num_seqs), "--context-length", str(p.context),
+                "--max-running-requests", str(plan.config.max_num_seqs),
+                "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
                 "--port", str(30000 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -99,13 +115,41 @@ def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                                          "max_batch_size": plan.config.max_num_seqs,
                                          "max_num_tokens": plan.config.max_num_batched_tokens,
                                          "max_seq_len": p.context,
-                                         "kv_cache_config": {"free_gpu_memory_fraction": p.fraction}}})
+                                         "kv_cache_config": {"free_gpu_memory_fraction": p.fraction,
+                                                             **({"dtype": kv} if (kv := _kv_flag(p)) else {})}}})
     return json.dumps(docs, indent=1) + "\n"
 
 
 def llama_slots(r: Replica) -> list[int]:
     """``-ts`` in llama.cpp's slot units: each device's layers, the output layer one more slot on the last."""
     return [s.layers + (1 if i == r.pp - 1 else 0) for i, s in enumerate(r.stages)]
+
+
+def _backend(r: Replica) -> str:
+    """llama.cpp's device prefix for the replica's GPUs (one backend per process: a pipeline mixing vendors
+    is refused rather than written with devices the binary does not have)."""
+    from dnnplace.models.serving.catalogue import NON_NVIDIA
+
+    names = {NON_NVIDIA.get(s.gpu, ("NVIDIA", "CUDA"))[1] for s in r.stages}
+    if len(names) > 1:
+        raise DnnplaceError(f"a llama.cpp replica over {' and '.join(sorted(names))} GPUs: one build has one backend")
+    return names.pop()
+
+
+def _llama_ctx(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
+    """``-c``: llama.cpp allocates the whole context's KV cache at start and gives each of the ``-np`` slots
+    ``c / np`` of it, so ``c`` is the model's context per slot capped to the tokens the plan's KV cache holds
+    (``context x np`` tokens would not fit), and every slot must still hold one request."""
+    from dnnplace.models.serving.evaluation import evaluate_replica
+
+    np_ = plan.config.max_num_seqs
+    kv = int(evaluate_replica(p, r, np_, plan.config.max_num_batched_tokens).kv_tokens)
+    c = p.context * np_ if p.context * np_ <= kv else kv // 256 * 256  # llama.cpp pads its cache to 256 cells
+    need = p.workload.isl + p.workload.osl
+    if c // np_ < need:
+        raise DnnplaceError(f"llama.cpp splits its {c}-token cache over {np_} slots: {c // np_} each, less than "
+                            f"one request ({need}); plan with --fix max_num_seqs={max(c // need, 1)} or fewer")
+    return c
 
 
 def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -> str:
@@ -116,9 +160,13 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
             raise DnnplaceError("llama.cpp's layer split runs one GPU per stage (tp 1)")
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
         args = ["llama-server", "-m", model, "-sm", "layer", "-ts", ",".join(map(str, llama_slots(r))),
-                "-ngl", "all", "--fit", "off", "-c", str(p.context * plan.config.max_num_seqs),
-                "-np", str(plan.config.max_num_seqs), "--device", ",".join(f"CUDA{i}" for i in range(r.pp)),
+                "-ngl", "all", "--fit", "off", "-c", str(_llama_ctx(p, plan, r)),
+                "-np", str(plan.config.max_num_seqs), "-ub", str(plan.config.max_num_batched_tokens),
+                "-b", str(max(plan.config.max_num_batched_tokens, 2048)),  # llama.cpp: n_ubatch <= n_batch
+                "--device", ",".join(f"{_backend(r)}{i}" for i in range(r.pp)),
                 "--port", str(8080 + k)]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["-ctk", kv, "-ctv", kv]
         lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
     return "\n".join(lines) + "\n"
 
@@ -126,6 +174,7 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
 def hf_device_map(p: ServingProblem, r: Replica) -> dict[str, Any]:
     """One key per decoder layer plus embedding, norm, rotary and LM head (no parent keys), and max_memory."""
     _check(p, r)
+    _kv_flag(p)
     if r.tp != 1:
         raise DnnplaceError("a Hugging Face device_map places whole layers: tp 1 only")
     order = [s.gpus[0] for s in r.stages]
@@ -155,7 +204,38 @@ def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 EXPORTERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llama.cpp": llama_cpp, "hf": hf}
 
 
+def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem:
+    """The problem under the target engine's rules, when the plan was made for another engine: its memory
+    fraction, block size and KV rule differ, so the plan is checked again rather than launched on trust."""
+    if to == p.engine.name:
+        return p
+    from dataclasses import replace
+
+    from dnnplace.models.serving.catalogue import GGUF_NAMES, engine_rules
+    from dnnplace.models.serving.evaluation import evaluate, tp_refusal
+    from dnnplace.models.serving.load import check_engine_runs_on
+
+    made = f"the plan was made for {p.engine.name}"
+    if p.model.precision in GGUF_NAMES and to != "llama.cpp":
+        raise DnnplaceError(f"{made} with GGUF {p.model.precision} weights, which only llama.cpp loads")
+    q = replace(p, engine=engine_rules(to))
+    for r in plan.config.replicas:  # the layout the engine cannot run at all first, then its weights
+        if why := tp_refusal(q, r.tp):
+            raise DnnplaceError(f"{made}: {why}")
+    if q.engine.precisions and p.model.precision not in q.engine.precisions:
+        raise DnnplaceError(f"{made} with {p.model.precision} weights; {to} loads {', '.join(q.engine.precisions)}")
+    check_engine_runs_on(q.engine, q.fleet)
+    ev = evaluate(q, plan.config)
+    if not ev.fits:
+        raise DnnplaceError(f"{made}; under {to}'s rules it does not fit ({ev.why}): plan again with --engine {to}")
+    return q
+
+
 def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
     if to not in EXPORTERS:
         raise DnnplaceError(f"unknown export target '{to}'; known: {', '.join(EXPORTERS)}")
-    return EXPORTERS[to](p, plan, model)
+    for r in plan.config.replicas:
+        _check(p, r)  # the layout first: a 0-layer stage or a cross-node replica says so, whatever the engine
+    q = _for_engine(p, plan, to)
+    _kv_flag(q)
+    return EXPORTERS[to](q, plan, model)

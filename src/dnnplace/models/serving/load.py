@@ -17,16 +17,26 @@ from dnnplace.arch.dense import TransformerArch
 from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.arch.moe import MoEModel
 from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_from_dict
-from dnnplace.arch.quant import quant_from_dict
+from dnnplace.arch.quant import modelopt_file_quant, quant_from_dict
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.catalogue import GGUF, KV_DTYPES, PRECISIONS, Q6_K_BYTES, engine_rules, use_more_bits
+from dnnplace.models.serving.catalogue import (
+    GGUF,
+    GGUF_NAMES,
+    KV_DTYPES,
+    NON_NVIDIA,
+    PRECISIONS,
+    Q6_K_BYTES,
+    EngineRules,
+    engine_rules,
+    use_more_bits,
+)
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["layer_profile", "problem", "profile_from"]
+__all__ = ["check_engine_runs_on", "checkpoint_config", "layer_profile", "problem", "profile_from"]
 
-_GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
+_GGUF_NAMES = GGUF_NAMES
 
 
 def _dense_layer_params(a: TransformerArch) -> tuple[float, float, float]:
@@ -50,7 +60,8 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     bpw, dtype, _ = PRECISIONS[precision]
     if checkpoint is not None and checkpoint.precision != precision:
         raise DnnplaceError(f"{source}: the checkpoint is quantized to {checkpoint.precision} "
-                            f"({checkpoint.method}); --precision {precision} contradicts it")
+                            f"({checkpoint.method}); --precision {precision} contradicts it (give --precision "
+                            f"{checkpoint.precision})")
     if checkpoint is not None:
         bpw = checkpoint.bytes_per_weight
     n = arch.num_layers
@@ -120,8 +131,36 @@ def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "b
     p = Path(text)
     cfg_path = p / "config.json" if p.is_dir() else p
     if cfg_path.is_file():
-        checkpoint = quant_from_dict(read_json_file(cfg_path), str(cfg_path))
+        checkpoint = quant_from_dict(checkpoint_config(cfg_path), str(cfg_path))
     return profile_from(arch, moe, precision, kv_dtype, text, checkpoint)
+
+
+def checkpoint_config(cfg_path: Path) -> Any:
+    """``cfg_path``'s config with a ModelOpt export's quantization folded in as ``quantization_config``.
+
+    Why: ModelOpt checkpoints keep their format in ``hf_quant_config.json`` beside ``config.json`` (vLLM
+    detects them by that file); read without it, an FP8 or NVFP4 checkpoint is priced at 16 bits and
+    called "does not fit" on GPUs that serve it.  ``NAME_config.json`` pairs with ``NAME_hf_quant_config.json``
+    where configs are stored side by side in one folder.
+    """
+    doc = read_json_file(cfg_path)
+    name = cfg_path.name
+    beside = cfg_path.with_name(name[: -len("config.json")] + "hf_quant_config.json"
+                                if name != "config.json" and name.endswith("_config.json") else "hf_quant_config.json")
+    if not isinstance(doc, dict) or doc.get("quantization_config") is not None or not beside.is_file():
+        return doc
+    extra = read_json_file(beside)
+    if modelopt_file_quant(extra, str(beside)) is None:
+        return doc
+    return {**doc, "quantization_config": {"quant_method": "modelopt", **extra["quantization"]}}
+
+
+def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:
+    """Refuse an engine on GPUs it has no build for (TensorRT-LLM: NVIDIA only), in one line."""
+    foreign = sorted({g.name for g in fleet.gpus if g.name in NON_NVIDIA})
+    if rules.nvidia_only and foreign:
+        raise DnnplaceError(f"{rules.name} runs on NVIDIA GPUs only; the fleet has {', '.join(foreign)} "
+                            f"({NON_NVIDIA[foreign[0]][0]}): plan those with --engine vllm or llama.cpp")
 
 
 def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False) -> Any:
@@ -143,6 +182,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if (gpus is None) == (fleet is None):
         raise DnnplaceError("give the fleet as --gpus SPEC or --fleet FILE.toml (one of them)")
     f: Fleet = parse_gpus(gpus) if gpus is not None else fleet_from_toml(fleet)  # type: ignore[arg-type]
+    check_engine_runs_on(rules, f)
     _positive(isl, "--isl")
     _positive(osl, "--osl")
     if rate is not None and concurrency is not None:
@@ -158,6 +198,13 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
             not 0 <= memory_fraction <= 1:
         raise DnnplaceError(f"--memory-fraction must be in (0, 1], got {memory_fraction!r}")
     prof = layer_profile(model, precision, kv_dtype, doc)
+    kv_known = dict(rules.kv_dtypes)
+    if kv_dtype in KV_DTYPES and kv_dtype not in kv_known:  # an unknown name is named by profile_from below
+        raise DnnplaceError(f"--kv-dtype {kv_dtype}: {rules.name} has no such KV cache; it takes "
+                            f"{', '.join(kv_known)}")
+    if rules.precisions and precision not in rules.precisions:
+        raise DnnplaceError(f"--precision {precision}: {rules.name} has no such weight type; it loads "
+                            f"{', '.join(rules.precisions)}")
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
     context = max_model_len or prof.max_position

@@ -8,14 +8,14 @@ bound on tokens/s), so the gap is the serving search's own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from dnnplace.core.solver import RunContext, Solver, SolverOutput, param
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.spec import ServingProblem
 
-__all__ = ["ServingSearch", "parse_layers"]
+__all__ = ["ServingSearch", "check_pins", "parse_layers"]
 
 
 def parse_layers(text: str) -> list[int]:
@@ -25,6 +25,27 @@ def parse_layers(text: str) -> list[int]:
         raise DnnplaceError(f"--fix layers={text[:60]}: give each stage's layers as whole numbers >= 1 joined"
                             " by '+', e.g. layers=40+40")
     return [int(x) for x in parts]
+
+
+def check_pins(p: ServingProblem, tp: int | None, pp: int | None, pp_flag: str = "") -> None:
+    """Refuse TP / PP pins the engine or the fleet cannot honour, naming why (never "fits on no deployment"
+    for a deployment that cannot even be laid out: that verdict is about memory)."""
+    from dnnplace.models.serving.evaluation import tp_refusal
+
+    t = tp or 1
+    pp_flag = pp_flag or f"pp={pp}"
+    if tp is not None and (why := tp_refusal(p, tp)):
+        raise DnnplaceError(f"--fix tp={tp}: {why}")
+    groups = [len(gpus) for node in p.fleet.nodes for gpus in node.kinds().values()]
+    if tp is not None and max(groups, default=0) < tp:
+        raise DnnplaceError(f"--fix tp={tp}: a TP group is {tp} GPUs of one type in one node; {p.fleet.spec()} "
+                            f"has at most {max(groups, default=0)}")
+    if pp is not None and pp > p.model.num_layers:
+        raise DnnplaceError(f"--fix {pp_flag}: {p.model.name} has only {p.model.num_layers} layers")
+    units = sum(n // t for n in groups)
+    if pp is not None and pp > units:
+        raise DnnplaceError(f"--fix {pp_flag}: {pp} stages of {t} GPU(s) each need {pp * t} GPUs; "
+                            f"{p.fleet.spec()} holds {units} such stage(s)")
 
 
 @dataclass
@@ -62,13 +83,23 @@ class ServingSearch(Solver):
             if sum(layers) != workload.model.num_layers:
                 raise DnnplaceError(f"--fix layers={self.layers} sums to {sum(layers)}; {workload.model.name} has"
                                     f" {workload.model.num_layers} layers")
+        check_pins(workload, self.tp, pp, f"pp={self.pp}" if self.pp is not None else f"layers={self.layers}")
+        mns, mbt = self.max_num_seqs, self.max_num_batched_tokens
+        if workload.engine.tokens_cover_seqs and mns is not None and mbt is not None and mns > mbt:
+            raise DnnplaceError(f"--fix max_num_seqs={mns} is more than max_num_batched_tokens={mbt}: "
+                                f"{workload.engine.name} refuses it at start-up")
         limit = 30.0 if run.time_limit is None else run.time_limit
         if run.progress is not None:
             run.progress(0, 1, "searching deployments")
         plan = search(workload, time_limit=limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
-                      max_num_batched_tokens=self.max_num_batched_tokens, within_nodes=self.within_nodes)
+                      max_num_batched_tokens=self.max_num_batched_tokens, progress=run.progress,
+                      within_nodes=self.within_nodes)
+        plan = replace(plan, meta={**plan.meta, "time_limit": limit})  # the baselines' searches share it
         if run.progress is not None:
             run.progress(1, 1, "searching deployments")
+        if not plan.config.replicas and plan.meta.get("complete") is False:  # stopped, not proven: no verdict
+            raise DnnplaceError(f"no deployment found within --time-limit {limit:g} s: the search stopped before "
+                                "any fitting deployment, so whether one fits is not known; give more time")
         if not plan.config.replicas:
             raise unfit(workload, self.pins())
         if layers is not None:

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
-from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.load import check_engine_runs_on, problem
 from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
-from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip
 
 __all__ = ["FORMAT", "config_dict", "model_config", "plan_document", "read_serving_plan"]
@@ -33,14 +32,10 @@ def config_dict(c: ServingConfig) -> dict[str, Any]:
                                      for s in r.stages]} for r in c.replicas]}
 
 
-def served_context_of(p: ServingProblem, ev: ServingEvaluation) -> int:
-    """The one max_model_len every replica serves (the smallest: one model name, one context at the API)."""
-    return min((r.max_model_len or p.context for r in ev.replicas), default=p.context)
-
-
 def _prediction(p: ServingProblem, ev: ServingEvaluation) -> dict[str, Any]:
     d = ev.to_dict()
-    d["max_model_len"] = served_context_of(p, ev)
+    d["max_model_len"] = min((served_context(p, r.kv_tokens) for r in ev.replicas), default=p.context) \
+        if ev.fits else p.context
     return d
 
 
@@ -49,8 +44,10 @@ def model_config(p: ServingProblem, plan: ServingPlan) -> dict[str, Any]:
     doc = plan.meta.get("model_config")
     if isinstance(doc, dict):
         return doc
+    from dnnplace.models.serving.load import checkpoint_config
+
     src = Path(p.source)
-    found = read_json_file(src / "config.json" if src.is_dir() else src)
+    found = checkpoint_config(src / "config.json" if src.is_dir() else src)
     if not isinstance(found, dict):
         raise DnnplaceError(f"{p.source}: not a config.json object")
     return found
@@ -179,6 +176,11 @@ def _config(p: ServingProblem, d: Any, where: str) -> ServingConfig:
         if sum(r.partition()) != p.model.num_layers:
             raise DnnplaceError(f"{w}: the layers {r.partition()} sum to {sum(r.partition())}, "
                                 f"the model has {p.model.num_layers}")
+        summary: tuple[tuple[str, object], ...] = (("tp", r.tp), ("pp", r.pp), ("partition", r.partition()))
+        for key, want in summary:
+            if key in rd and rd[key] != want:  # a hand edit of the summary or of the stages: never pick one
+                raise DnnplaceError(f"{w}: '{key}' is {clip(repr(rd[key]), 40)} but its stages give {want}; "
+                                    f"make them agree (or delete '{key}': the stages are the deployment)")
         reps.append(r)
     return ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where))
 
@@ -206,6 +208,10 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
         msg = str(exc)
         raise DnnplaceError(msg if msg.startswith(source) else f"{source}: {msg}") from None
     prob = replace(prob, fleet=_fleet(doc, source))
+    try:
+        check_engine_runs_on(prob.engine, prob.fleet)  # problem() above saw a stand-in fleet
+    except DnnplaceError as exc:
+        raise DnnplaceError(f"{source}: {exc}") from None
     cfg = _config(prob, _get(doc, "config", dict, source), f"{source}: config")
     status = _get(doc, "status", str, source)
     bound = _get(doc, "bound", (int, float), source, optional=True)

@@ -16,6 +16,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from dnnplace.models.serving.evaluation import (
     iteration,
     link_between,
     steady_batch,
+    tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
@@ -116,7 +118,7 @@ class _Pipeline:
         p = self.p
         it = self.iteration(seqs)
         # an engine that refuses to start without one pinned max_model_len request's cache (vLLM)
-        floor = p.max_model_len if p.engine.context_check else 0
+        floor = p.max_model_len if p.engine.max_len_must_fit else 0
         need = max(seqs * self.per_seq, floor)
         made: dict[tuple[Any, ...], np.ndarray] = {}
         for sig in dict.fromkeys(self.sig):
@@ -248,7 +250,7 @@ def _one_node(p: ServingProblem, k: int) -> Fleet:
 
 
 def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
-              mbt: int) -> tuple[tuple[Replica, ...], float | None]:
+              mbt: int) -> tuple[tuple[Replica, ...], float | None, bool]:
     """Replicas kept inside nodes: the search on each distinct node once (same GPUs, same link: same
     plan), copied to its twins -- the fallback when the fleet's replica partitions are too many -- and the
     sum of the nodes' bounds: a bound over every deployment whose replicas stay inside nodes (None when a
@@ -256,6 +258,7 @@ def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | No
     solved: dict[tuple[tuple[str, ...], str], tuple[Replica, ...]] = {}
     bounds: dict[tuple[tuple[str, ...], str], float | None] = {}
     total: float | None = 0.0
+    complete = True
     groups = {(tuple(g.name for g in n.gpus), n.link) for n in p.fleet.nodes if n.gpus}
     out: list[Replica] = []
     for k, node in enumerate(p.fleet.nodes):
@@ -267,28 +270,33 @@ def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | No
                         pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
             solved[key] = sp.config.replicas
             bounds[key] = sp.bound
+            complete = complete and bool(sp.meta.get("complete", True))
         nb = bounds[key]
         total = None if total is None or nb is None else total + nb
         out += [Replica(tuple(dataclasses.replace(s, node=k) for s in r.stages)) for r in solved[key]]
-    return tuple(out), total
+    return tuple(out), total, complete
 
 
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-           within_nodes: bool = False) -> ServingPlan:
+           within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None) -> ServingPlan:
     """The best deployment found, with its status, bound and gap (``tp``/``pp``: pins; ``within_nodes``: every
-    replica inside one node, the bound still over every deployment)."""
+    replica inside one node; ``progress``: called with (done, total, what) as the GPU subsets are solved, so a
+    large fleet is seen to move)."""
     t0 = time.monotonic()
     mns = max_num_seqs or p.engine.max_num_seqs
     mbt = max_num_batched_tokens or p.engine.max_num_batched_tokens
+    if p.engine.tokens_cover_seqs:  # vLLM refuses more sequences than batched tokens: a pin moves the default
+        mns = min(mns, mbt) if max_num_seqs is None else mns
+        mbt = max(mbt, mns) if max_num_batched_tokens is None else mbt
     complete = True
-    tps = _TPS if tp is None else (tp,)
+    tps = tuple(t for t in (_TPS if tp is None else (tp,)) if not tp_refusal(p, t))  # only TPs the engine takes
     by_tp = {t: _units(p, t) for t in tps}
     keys = [k for k, v in _units(p, 1).items() if v]
     counts = tuple(len(_units(p, 1)[k]) for k in keys)
     many = math.prod(c + 1 for c in counts) > _MAX_STATES
     if (many or within_nodes) and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
-        reps, node_bound = _per_node(p, time_limit, tp, pp, mns, mbt)
+        reps, node_bound, nodes_done = _per_node(p, time_limit, tp, pp, mns, mbt)
         cfg = ServingConfig(reps, mns, mbt)
         if within_nodes and reps and node_bound is not None:  # the asked-for space: each node's own proof
             value = evaluate(p, cfg).output_tokens_per_s
@@ -300,8 +308,9 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                                         " own bound, over deployments whose replicas stay inside nodes"})
         note = ("replicas kept inside nodes (asked for)" if within_nodes else
                 f"replicas kept inside nodes: the fleet has more than {_MAX_STATES} GPU subsets to split into replicas")
-        if not reps:
-            return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0, {"complete": False, "note": note})
+        if not reps:  # every node searched to the end and none holds a replica: proven, with --within-nodes
+            return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0,
+                               {"complete": within_nodes and nodes_done, "note": note})
         bound, gap = _per_gpu(p, evaluate(p, cfg).output_tokens_per_s, mns, mbt, tps, pp)
         return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
                            {"complete": False, "bound_kind": "per-GPU", "note": note + "; bound: each GPU at its "
@@ -317,7 +326,8 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         kinds = [i for i, c in enumerate(sub) if c]
         out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
         size = sum(sub) // t
-        if (pp is None or size == pp) and size <= p.model.num_layers:
+        one_node = not p.engine.single_node or len({keys[i][0] for i in kinds}) <= 1
+        if (pp is None or size == pp) and size <= p.model.num_layers and one_node:
             for order in itertools.permutations(kinds):
                 if time.monotonic() - t0 > time_limit:
                     complete = False
@@ -328,10 +338,17 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         memo[(sub, t)] = out
         return out
 
+    if math.prod(c + 1 for c in counts) > _MAX_STATES:  # the DP below will not finish: one-kind replicas
+        for i, c in enumerate(counts):  # of up to 8 stages first, so a stopped search can tile the fleet
+            for t in tps:
+                for size in range(1, min(c // t, 8) + 1):
+                    replica_of(tuple(size * t if j == i else 0 for j in range(len(counts))), t)
+
     # replicas over the multiset of GPUs (each replica one TP, replicas may differ):
     # best(S) = max over R within S (R holding a GPU of S's first kind, so each split is seen once) of
     # value(R) + best(S - R), and best(S) >= best(S less one GPU) (GPUs may idle)
     best: dict[tuple[int, ...], tuple[float, float, tuple[Replica, ...]]] = {}
+    n_states, n_total, shown = 0, math.prod(c + 1 for c in counts), 0.0
     for state in itertools.product(*[range(c + 1) for c in counts]):
         if not any(state):
             best[state] = (0.0, 0.0, ())
@@ -356,14 +373,23 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                 top = (less[0], max(top[1], less[1]), less[2]) if less[0] > top[0] else \
                     (top[0], max(top[1], less[1]), top[2])
         best[state] = top
+        n_states += 1
+        elapsed = time.monotonic() - t0
+        if progress is not None and elapsed - shown > 0.25:
+            shown = elapsed
+            progress(max(n_states / n_total, min(elapsed / time_limit, 1.0)), 1.0,
+                     f"searching deployments: {n_states} of {n_total} GPU subsets, {elapsed:.0f} s")
         if time.monotonic() - t0 > time_limit:
             complete = False
             break
     full = best.get(counts)
-    if full is None:  # stopped early: the best of what was solved, or one plan per node if that is better
+    if full is None:  # stopped early: the best of what was solved, copies of it over the fleet, or per node
         full = max(best.values(), key=lambda x: x[0])
+        tiled = _tile(counts, memo)
+        if tiled[0] > full[0]:
+            full = tiled
         if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
-            reps, _ = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
+            reps, _, _ = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
             v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
             if v > full[0]:
                 full = (v, math.inf, reps)
@@ -390,6 +416,26 @@ def _per_gpu(p: ServingProblem, value: float, mns: int, mbt: int, tps: tuple[int
     search could not enumerate (replicas across nodes included)."""
     bound = max(per_gpu_bound(p, mns, mbt, tps, None if pp is None else (pp,)), value)
     return bound, (bound - value) / bound if bound > 0 else 0.0
+
+
+def _tile(counts: tuple[int, ...], memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]]
+          ) -> tuple[float, float, tuple[Replica, ...]]:
+    """The fleet covered by copies of the solved replicas, most tokens/s per GPU first (greedy, no bound).
+
+    Why: a search stopped by its time limit has solved small GPU subsets only; their best alone would leave
+    most of a large fleet idle, a confident under-estimate.  Copies of a replica serve independently, so
+    their throughputs add."""
+    ranked = sorted(((v / max(sum(sub), 1), sub, v, rep) for (sub, _), (v, _, rep) in memo.items()
+                     if rep is not None and v > 0 and any(sub)), key=lambda x: -x[0])
+    left = list(counts)
+    total, reps = 0.0, []
+    for _, sub, v, rep in ranked:
+        n = min(left[i] // c for i, c in enumerate(sub) if c)
+        if n:
+            left = [x - n * c for x, c in zip(left, sub)]
+            total += n * v
+            reps += [rep] * n
+    return total, math.inf, tuple(reps)
 
 
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],

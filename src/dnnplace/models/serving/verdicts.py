@@ -61,7 +61,7 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
     ctx = (f" ({p.engine.name} starts only with one --max-model-len {p.max_model_len} request of KV cache on"
-           " every worker: a smaller --max-model-len may fit)") if p.engine.context_check and p.max_model_len else ""
+           " every worker: a smaller --max-model-len may fit)") if p.engine.max_len_must_fit and p.max_model_len else ""
     return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{ctx}{_network_note(p)}")
 
 
