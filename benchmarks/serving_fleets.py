@@ -149,7 +149,7 @@ def main() -> int:
                        f"{spread(times)} | 1.0 | {'met' if dt <= 1.0 else 'missed'} |")
     out += a6000_question() + timings + [
         "", f"Search runtime: the median (min-max) of {RUNS} searches in one process, wall clock. Machine: a 2-core "
-        "box shared with three other jobs while this ran; timings vary by 2x between runs. The kernel tables are "
+        "box; timings vary by up to 2x when it is shared with other jobs. The kernel tables are "
         "loaded before timing (a cold process adds 1-2 s once); each run loads its problem afresh, so none reuses "
         "the layer times another priced."]
     text = "\n".join(out) + "\n"
