@@ -8,12 +8,16 @@ bound on tokens/s), so the gap is the serving search's own.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from dnnplace.core.solver import RunContext, Solver, SolverOutput, param
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.spec import ServingProblem
+
+#: The share of ``--time-limit`` the deployment search may use; the baselines' searches get the rest.
+SEARCH_SHARE = 0.75
 
 __all__ = ["ServingSearch", "check_pins", "parse_layers"]
 
@@ -91,10 +95,14 @@ class ServingSearch(Solver):
         limit = 30.0 if run.time_limit is None else run.time_limit
         if run.progress is not None:
             run.progress(0, 1, "searching deployments")
-        plan = search(workload, time_limit=limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
+        started = time.monotonic()
+        # one --time-limit for the whole command: the search may take SEARCH_SHARE of it, and the baselines'
+        # own searches (best one-kind subset) what is left, so the two together stay within it
+        plan = search(workload, time_limit=SEARCH_SHARE * limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
                       max_num_batched_tokens=self.max_num_batched_tokens, progress=run.progress,
                       within_nodes=self.within_nodes)
-        plan = replace(plan, meta={**plan.meta, "time_limit": limit})  # the baselines' searches share it
+        left = max(limit - (time.monotonic() - started), 0.05 * limit)
+        plan = replace(plan, meta={**plan.meta, "time_limit": left})  # what the baselines' searches may use
         if run.progress is not None:
             run.progress(1, 1, "searching deployments")
         if not plan.config.replicas and plan.meta.get("complete") is False:  # stopped, not proven: no verdict
