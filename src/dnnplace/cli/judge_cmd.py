@@ -68,6 +68,10 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     rate: Optional[float] = typer.Option(None, "--rate", help="A serving plan: stream requests at this rate"
                                          " (requests/s) [default: its workload's]."),
+    requests: Optional[int] = typer.Option(None, "--requests", show_default=False,
+                                           help="A serving plan: how many requests to send [default: 2000]."),
+    offline: bool = typer.Option(False, "--offline", help="A serving plan: send every request at once, as an"
+                                 " offline benchmark (trtllm-bench, vllm bench throughput) does."),
     accelerators: Optional[int] = accelerators_option(),
     memory: Optional[float] = memory_option(),
     bandwidth: Optional[float] = bandwidth_option(),
@@ -90,7 +94,8 @@ def simulate(
         if trace is not None and model_of(inst).name == "serving":
             raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a serving plan")
         sim = api.simulate(inst, plan, schedule=schedule.value if schedule is not None else None,
-                           microbatches=microbatches, overlap_comm=overlap_comm, rate=rate)
+                           microbatches=microbatches, overlap_comm=overlap_comm, rate=rate, requests=requests,
+                           offline=offline)
         if trace is not None and hasattr(sim, "trace_chunks"):  # an LLM plan's: up to 2 M events, streamed
             write_chunks_atomic(trace, sim.trace_chunks(), inputs=[workload, split])
         elif trace is not None:
@@ -100,7 +105,8 @@ def simulate(
             emit_json(sim.to_dict())
             return
         if model_of(inst).name == "serving":  # requests streamed through the engine's scheduler
-            out.print(f"{workload.name}: requests at {sim.to_dict()['rate']:g}/s through the plan")
+            rate_s = "all at once" if sim.to_dict()["offline"] else f"at {sim.to_dict()['rate']:g}/s"
+            out.print(f"{workload.name}: requests {rate_s} through the plan")
             for line in sim.summary():
                 out.print(line)
             return

@@ -106,6 +106,9 @@ class EngineRules:
     #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
     #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
     graphs_after_kv: bool = False
+    #: whether a prompt longer than what is left of the step's token budget is split over steps (vLLM v1,
+    #: SGLang) or waits until it fits whole (TensorRT-LLM without ``enable_chunked_prefill``, its default)
+    chunked_prefill: bool = True
     #: whether the engine shards a layer over a TP group at all (llama.cpp's ``-sm layer`` and a Hugging Face
     #: ``device_map`` place whole layers: one GPU per stage)
     tensor_parallel: bool = True
@@ -150,12 +153,15 @@ ENGINES: dict[str, EngineRules] = {
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
+        chunked_prefill=False,
         nvidia_only=True,
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
                  "llmapi/llm_args.py KvCacheConfig.dtype: auto, fp8",
                  "llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy GUARANTEED_NO_EVICT",
+                 "llmapi/llm_args.py enable_chunked_prefill False; batch_manager/microBatchScheduler.cpp: "
+                 "generation then whole contexts in request order, stop at the first that overflows max_num_tokens",
                  "_torch/pyexecutor/py_executor_creator.py: KV estimated from a dry run, CUDA graphs captured "
                  "after the KV cache is allocated")),
     "llama.cpp": EngineRules(

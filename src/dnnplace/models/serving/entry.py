@@ -46,13 +46,19 @@ def _evaluate(problem: ServingProblem, plan: ServingPlan, **_: Any) -> ServingEv
     return _judge(problem, plan)
 
 
-def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None = None, **_: Any) -> Any:
+def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None = None, requests: int | None = None,
+              offline: bool | None = None, **_: Any) -> Any:
     from dnnplace.models.serving.simulator import simulate
 
+    n = 2000 if requests is None else requests
+    if offline:
+        if rate is not None:
+            raise DnnplaceError("--offline sends every request at once: give it or --rate, not both")
+        return simulate(problem, plan.config, offline=True, requests=n)
     rate = rate if rate is not None else problem.workload.rate
     if rate is None:
-        raise DnnplaceError("simulating a serving plan needs a request rate: give --rate R (requests/s)")
-    return simulate(problem, plan.config, rate=rate)
+        raise DnnplaceError("simulating a serving plan needs a request rate: give --rate R (requests/s) or --offline")
+    return simulate(problem, plan.config, rate=rate, requests=n)
 
 
 def _report(problem: ServingProblem, plan: ServingPlan, path: Any, **_: Any) -> Path:
@@ -113,4 +119,4 @@ ENTRY = PlannedModel(
     judge_solution=_judge, with_proof=_with_proof,
     with_runtime=lambda plan, runtime_s: replace(plan, runtime_s=runtime_s),
     proof_of=_proof_of,
-    simulate_options=options(rate=None))
+    simulate_options=options(rate=None, requests=None, offline=None))

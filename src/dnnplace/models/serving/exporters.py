@@ -115,6 +115,9 @@ def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                                          "max_batch_size": plan.config.max_num_seqs,
                                          "max_num_tokens": plan.config.max_num_batched_tokens,
                                          "max_seq_len": p.context,
+                                         # without it a prompt longer than max_num_tokens is refused
+                                         **({"enable_chunked_prefill": True}
+                                            if p.context > plan.config.max_num_batched_tokens else {}),
                                          "kv_cache_config": {"free_gpu_memory_fraction": p.fraction,
                                                              **({"dtype": kv} if (kv := _kv_flag(p)) else {})}}})
     return json.dumps(docs, indent=1) + "\n"

@@ -16,6 +16,15 @@ step fills its micro-batch greedily from every ready request, as vLLM v1 does: m
 uneven and stay so (vLLM issue #41682; the balancing PRs #19873 (closed), #39165 and #50410 (open)
 as found in the tracker), where the evaluator assumes ``concurrency / pp`` sequences in each.
 
+An engine that reserves a request's whole length (``EngineRules.capacity_policy == "reserve"``:
+TensorRT-LLM) runs its own two schedulers instead.  The capacity scheduler (GUARANTEED_NO_EVICT)
+admits waiting requests FCFS while fewer than ``max_batch_size`` run and the blocks of the whole
+ISL + OSL are free, and never preempts; the micro-batch scheduler
+(``batch_manager/microBatchScheduler.cpp``) walks the running requests in order -- a generating one
+costs one token, one still in its context its whole prompt -- and stops at the first that overflows
+``max_num_tokens``.  Without chunked prefill (``enable_chunked_prefill`` defaults to False) a prompt
+is never split; the context step produces the first token.
+
 Why a price grid: one ``layer_times`` call costs milliseconds (it asks the kernel layer for seven
 prices), and every batch of a simulation is a different (decodes, KV length, prompt tokens).  The
 stage times are taken from :func:`~dnnplace.models.serving.evaluation.cached_times` -- the same
@@ -182,6 +191,10 @@ class ReplicaScheduler:
         self.max_seqs, self.budget, self.pp = max_num_seqs, budget, r.pp
         self.reqs = reqs
         self.pricer = StagePricer(p, r, max_num_seqs, budget)
+        self.reserve = p.engine.capacity_policy == "reserve"
+        # where a request of the served context would not fit the budget whole, the exporter turns chunking on
+        self.chunked = p.engine.chunked_prefill or p.context > budget
+        self.whole = -(-(p.workload.isl + p.workload.osl) // self.block)
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self.inflight: deque[Batch] = deque()
@@ -205,8 +218,52 @@ class ReplicaScheduler:
         self.preemptions += 1
         return v
 
+    def _schedule_reserve(self) -> Batch | None:
+        """One step of TensorRT-LLM's schedulers (module docstring): admit while the whole request's blocks
+        are free, then generation tokens and whole contexts in request order up to the token budget."""
+        q = self.reqs
+        comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
+        isl = q.isl
+        waiting, running = self.waiting, self.running
+        while waiting and len(running) < self.max_seqs and self.free >= self.whole:
+            r = waiting.popleft()
+            running.append(r)
+            self.free -= self.whole
+            blocks[r] = self.whole
+        budget = self.budget
+        entries: list[tuple[int, int, bool]] = []
+        decode = prefill = 0
+        kv_sum = 0
+        for r in running:
+            want = isl + gen[r] - comp[r]
+            if want <= 0:  # its token is still in flight
+                continue
+            if comp[r] >= isl:
+                if budget < 1:
+                    break
+                comp[r] += 1
+                budget -= 1
+                decode += 1
+                kv_sum += comp[r]
+                entries.append((r, epoch[r], True))
+                continue
+            new = isl - comp[r]
+            if new > budget:
+                if not self.chunked or budget <= 0:
+                    break
+                new = budget
+            comp[r] += new
+            budget -= new
+            prefill += new
+            entries.append((r, epoch[r], comp[r] == isl))
+        if not entries:
+            return None
+        return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
+
     def schedule(self) -> Batch | None:
         """One step of the scheduler: running requests first, then admissions (none after a preemption)."""
+        if self.reserve:
+            return self._schedule_reserve()
         q, B = self.reqs, self.block
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
         isl = q.isl

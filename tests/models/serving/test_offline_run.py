@@ -1,0 +1,125 @@
+"""TensorRT-LLM's schedulers in the simulation (whole requests reserved, whole prompts, no preemption) and the
+offline run (every request at once, as ``trtllm-bench`` and ``vllm bench throughput`` send them)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections import deque
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+
+from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.exporters import trtllm
+from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
+from dnnplace.models.serving.search import search
+from dnnplace.models.serving.simulator import simulate
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
+
+ROOT = Path(__file__).resolve().parents[3]
+LLAMA8B = ROOT / "examples" / "llm" / "llama3.1-8b.json"
+
+
+@functools.cache
+def _problem(engine: str, isl: int = 256, osl: int = 16, context: int | None = None) -> ServingProblem:
+    return problem(LLAMA8B, gpus="1xh100", isl=isl, osl=osl, engine=engine, max_model_len=context or isl + osl)
+
+
+def _config(seqs: int = 64, budget: int = 8192) -> ServingConfig:
+    return ServingConfig((Replica((Stage("h100", 0, (0,), 32),)),), seqs, budget)
+
+
+def _run(p: ServingProblem, c: ServingConfig, kv_tokens: float, n: int) -> tuple[list, ReplicaScheduler]:
+    """Every request at t = 0 through one replica's scheduler, batch by batch; the batches it ran."""
+    reqs = RequestTable([0.0] * n, p.workload.isl, p.workload.osl)
+    s = ReplicaScheduler(p, c.replicas[0], kv_tokens, c.max_num_seqs, c.max_num_batched_tokens, reqs)
+    s.waiting = deque(range(n))
+    batches = []
+    now = 0.0
+    while True:
+        b = s.schedule()
+        if b is None:
+            break
+        assert len(s.running) <= 3  # never more than the cache holds whole
+        s.submit(b, now)
+        now = s.inflight[0].finish
+        s.complete(now)
+        batches.append(b)
+    return batches, s
+
+
+def test_trtllm_reserves_whole_requests_runs_whole_prompts_and_never_preempts():
+    """A cache of exactly three whole requests: each wave is one step of three whole prompts, then OSL - 1
+    steps of three decodes; 20 requests are seven waves (the last of two), 7 x OSL steps in all."""
+    p = _problem("trtllm")
+    isl, osl = p.workload.isl, p.workload.osl
+    whole = math.ceil((isl + osl) / p.block)
+    batches, s = _run(p, _config(), 3 * whole * p.block, 20)
+    assert s.preemptions == 0 and not s.running and not s.waiting
+    assert len(batches) == 7 * osl
+    for w in range(7):
+        k = 3 if w < 6 else 2
+        wave = batches[w * osl:(w + 1) * osl]
+        assert (wave[0].prefill, wave[0].decode) == (k * isl, 0)
+        assert all((b.prefill, b.decode) == (0, k) for b in wave[1:])
+    assert all(x == osl for x in s.reqs.generated)
+
+
+def test_trtllm_waits_for_a_whole_prompt_where_vllm_splits_it():
+    """A budget of 1.5 prompts: TensorRT-LLM (no chunked prefill) runs one prompt a step, vLLM one and a half."""
+    isl = 256
+    tr, vl = _problem("trtllm", isl, 16), _problem("vllm", isl, 16)
+    c = _config(budget=isl * 3 // 2)
+    first_tr = _run(tr, c, 3 * 1024 * tr.block, 3)[0][0]
+    assert first_tr.prefill == isl
+    reqs = RequestTable([0.0] * 3, isl, 16)
+    s = ReplicaScheduler(vl, c.replicas[0], 3 * 1024 * vl.block, c.max_num_seqs, c.max_num_batched_tokens, reqs)
+    s.waiting = deque(range(3))
+    assert s.schedule().prefill == isl * 3 // 2
+
+
+def test_the_offline_run_sends_every_request_at_once_and_reports_the_run():
+    p, c = _problem("trtllm"), _config()
+    sim = simulate(p, c, offline=True, requests=30)  # 30 prompts of 256 fit one step's 8,192 tokens
+    d = sim.to_dict()
+    json.dumps(d)
+    assert d["offline"] is True and d["rate"] is None and not d["saturated"]
+    assert sim.completed == 30 and sim.output_tokens == 30 * p.workload.osl and sim.preemptions == 0
+    assert sim.output_tokens_per_s == pytest.approx(sim.output_tokens / sim.duration_s)
+    assert "offline (all at once)" in sim.summary()[0]
+    # the prompts are queued together and go in one step: every first token comes out at its end
+    assert sim.ttft_ms["p99"] == pytest.approx(sim.ttft_ms["p50"]) == pytest.approx(sim.ttft_ms["mean"])
+    with pytest.raises(DnnplaceError, match="--requests"):
+        simulate(p, c, offline=True, requests=0)
+
+
+def test_the_trtllm_export_turns_chunked_prefill_on_only_where_a_request_needs_it():
+    p = _problem("trtllm", 256, 16, 4096)
+    plan = search(p, tp=1, pp=1, max_num_seqs=64, max_num_batched_tokens=2048)
+    opts = json.loads(trtllm(p, plan))[0]["llm_api_options"]
+    assert opts["enable_chunked_prefill"] is True and opts["max_num_tokens"] == 2048
+    plan = search(p, tp=1, pp=1, max_num_seqs=64, max_num_batched_tokens=8192)
+    assert "enable_chunked_prefill" not in json.loads(trtllm(p, plan))[0]["llm_api_options"]
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("offline") / "plan.json"
+    res = run_cli("serve", LLAMA8B, "--gpus", "1xh100", "--isl", 256, "--osl", 32, "--engine", "trtllm", "-o", out)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_simulate_offline_from_the_command_line(plan_file):
+    res = run_cli("simulate", plan_file, "--offline", "--requests", 30)
+    assert res.returncode == 0, res.stderr
+    assert "all at once" in res.stdout and "30 completed" in res.stdout
+    res = run_cli("simulate", plan_file, "--offline", "--rate", 2)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "--offline" in res.stderr
+    res = run_cli("simulate", plan_file, "--requests", 0, "--rate", 2)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
