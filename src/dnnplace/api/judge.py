@@ -51,17 +51,18 @@ def evaluate(workload: Instance, split: Any, *, overlap_comm: bool = False, sour
 
 @validate_params(schedule=_SCHEDULE, microbatches=_MICROBATCHES, overlap_comm=boolean(),
                  rate=optional(real(0, 1e9, lo_open=True)), requests=optional(integer(1, 10_000_000)),
-                 offline=boolean())
+                 offline=boolean(), concurrency=optional(integer(1, 1_000_000)))
 def simulate(workload: Instance, split: Any, *, schedule: str | None = None, microbatches: int | None = None,
              overlap_comm: bool = False, rate: float | None = None, requests: int | None = None,
-             offline: bool = False) -> Any:
+             offline: bool = False, concurrency: int | None = None) -> Any:
     """Simulate microbatches through the pipeline (``1f1b`` or ``gpipe``): time per sample, bubbles, trace.
 
     ``None`` takes the model's default: 1F1B over 64 microbatches for a split or a Piper plan
     (a Piper plan streams under 1F1B only: the fill, then the bottleneck stage's period per
     microbatch); an LLM plan's own schedule (1F1B or interleaved) and number of micro-batches.
     A serving plan streams ``requests`` requests (None: 2,000) at ``rate`` requests/s (None: its
-    workload's rate), or with ``offline`` all at once, as an offline benchmark runs them.
+    workload's rate), with ``offline`` all at once, as an offline benchmark runs them, or from
+    ``concurrency`` closed-loop clients (None: its workload's concurrency where it has one and no rate).
 
     Examples
     --------
@@ -74,9 +75,10 @@ def simulate(workload: Instance, split: Any, *, schedule: str | None = None, mic
     m = check_plan(workload, split)
     check_declared(m, "simulate_options", {"schedule": schedule, "microbatches": microbatches,
                                            "overlap_comm": overlap_comm or None, "rate": rate,
-                                           "requests": requests, "offline": offline or None})
+                                           "requests": requests, "offline": offline or None,
+                                           "concurrency": concurrency})
     options = _given(m.simulate_defaults, schedule=schedule, microbatches=microbatches, rate=rate,
-                     requests=requests, offline=offline or None)
+                     requests=requests, offline=offline or None, concurrency=concurrency)
     return m.simulate(workload, split, overlap_comm=overlap_comm, **options)
 
 

@@ -72,6 +72,8 @@ def simulate(
                                            help="A serving plan: how many requests to send [default: 2000]."),
     offline: bool = typer.Option(False, "--offline", help="A serving plan: send every request at once, as an"
                                  " offline benchmark (trtllm-bench, vllm bench throughput) does."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", show_default=False,
+                                              help="A serving plan: send from this many closed-loop clients."),
     accelerators: Optional[int] = accelerators_option(),
     memory: Optional[float] = memory_option(),
     bandwidth: Optional[float] = bandwidth_option(),
@@ -95,7 +97,7 @@ def simulate(
             raise DnnplaceError("--trace applies to a paper workload or an LLM plan, not a serving plan")
         sim = api.simulate(inst, plan, schedule=schedule.value if schedule is not None else None,
                            microbatches=microbatches, overlap_comm=overlap_comm, rate=rate, requests=requests,
-                           offline=offline)
+                           offline=offline, concurrency=concurrency)
         if trace is not None and hasattr(sim, "trace_chunks"):  # an LLM plan's: up to 2 M events, streamed
             write_chunks_atomic(trace, sim.trace_chunks(), inputs=[workload, split])
         elif trace is not None:
@@ -105,7 +107,9 @@ def simulate(
             emit_json(sim.to_dict())
             return
         if model_of(inst).name == "serving":  # requests streamed through the engine's scheduler
-            rate_s = "all at once" if sim.to_dict()["offline"] else f"at {sim.to_dict()['rate']:g}/s"
+            d = sim.to_dict()
+            rate_s = ("all at once" if d["offline"] else f"from {d['concurrency']} clients" if d["concurrency"]
+                      else f"at {d['rate']:g}/s")
             out.print(f"{workload.name}: requests {rate_s} through the plan")
             for line in sim.summary():
                 out.print(line)

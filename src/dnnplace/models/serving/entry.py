@@ -47,17 +47,25 @@ def _evaluate(problem: ServingProblem, plan: ServingPlan, **_: Any) -> ServingEv
 
 
 def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None = None, requests: int | None = None,
-              offline: bool | None = None, **_: Any) -> Any:
+              offline: bool | None = None, concurrency: int | None = None, **_: Any) -> Any:
+    """Requests from a Poisson rate, closed-loop clients or all at once; one of them, the workload's if none."""
     from dnnplace.models.serving.simulator import simulate
 
     n = 2000 if requests is None else requests
+    given = [name for name, v in (("--rate", rate), ("--offline", offline), ("--concurrency", concurrency)) if v]
+    if len(given) > 1:
+        raise DnnplaceError(f"give one of {' / '.join(given)}, not several")
     if offline:
-        if rate is not None:
-            raise DnnplaceError("--offline sends every request at once: give it or --rate, not both")
         return simulate(problem, plan.config, offline=True, requests=n)
-    rate = rate if rate is not None else problem.workload.rate
+    wl = problem.workload
+    if concurrency is None and rate is None and wl.rate is None:
+        concurrency = wl.concurrency
+    if concurrency is not None:
+        return simulate(problem, plan.config, concurrency=concurrency, requests=n)
+    rate = rate if rate is not None else wl.rate
     if rate is None:
-        raise DnnplaceError("simulating a serving plan needs a request rate: give --rate R (requests/s) or --offline")
+        raise DnnplaceError("simulating a serving plan needs a load: give --rate R (requests/s), --concurrency C "
+                            "or --offline")
     return simulate(problem, plan.config, rate=rate, requests=n)
 
 
@@ -119,4 +127,4 @@ ENTRY = PlannedModel(
     judge_solution=_judge, with_proof=_with_proof,
     with_runtime=lambda plan, runtime_s: replace(plan, runtime_s=runtime_s),
     proof_of=_proof_of,
-    simulate_options=options(rate=None, requests=None, offline=None))
+    simulate_options=options(rate=None, requests=None, offline=None, concurrency=None))

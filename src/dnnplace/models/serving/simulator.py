@@ -25,6 +25,10 @@ over the time to the last completion.  Why not the evaluator's steady state: a f
 requests in waves whose start and end are not steady (the prompts of a whole batch first, a last
 partial wave at the end), and on the published offline rows that costs 5-20 % of the rate
 (benchmarks/results/serving.md).
+
+Closed loop (``concurrency=C``): C clients each send a request, and the next as soon as theirs completes,
+until ``requests`` were sent -- ``vllm bench serve --max-concurrency``, aiperf's and genai-perf's
+``--concurrency``; the latencies are those requests' own.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class Simulation:
     wall_s: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)
     offline: bool = False
+    concurrency: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def fin(x: float) -> float | None:
@@ -93,7 +98,8 @@ class Simulation:
             return {k: (None if v is None else fin(v)) for k, v in d.items()}
 
         return {
-            "rate": None if self.offline else self.rate, "offline": self.offline, "requests": self.requests,
+            "rate": None if self.offline or self.concurrency else self.rate, "offline": self.offline,
+            "concurrency": self.concurrency, "requests": self.requests,
             "completed": self.completed,
             "preemptions": self.preemptions, "saturated": self.saturated,
             "output_tokens_per_s": fin(self.output_tokens_per_s), "requests_per_s": fin(self.requests_per_s),
@@ -110,10 +116,13 @@ class Simulation:
             return " / ".join("-" if d[k] is None else f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))
 
         state = "SATURATED (the queue grows)" if self.saturated else "keeps up"
-        head = (f"simulated {self.arrived} of {self.requests} requests offline (all at once): "
-                f"{self.completed} completed, {self.preemptions} preemptions" if self.offline else
-                f"simulated {self.arrived} of {self.requests} requests at {self.rate:g} req/s: "
-                f"{self.completed} completed, {self.preemptions} preemptions, {state}")
+        done = f"{self.completed} completed, {self.preemptions} preemptions"
+        if self.offline:
+            head = f"simulated {self.arrived} of {self.requests} requests offline (all at once): {done}"
+        elif self.concurrency:
+            head = f"simulated {self.arrived} of {self.requests} requests from {self.concurrency} clients: {done}"
+        else:
+            head = f"simulated {self.arrived} of {self.requests} requests at {self.rate:g} req/s: {done}, {state}"
         lines = [
             head,
             f"throughput {self.output_tokens_per_s:,.0f} output tokens/s ({self.requests_per_s:.2f} req/s); "
@@ -129,9 +138,14 @@ class Simulation:
         return lines
 
 
-def _check(rate: float, requests: int, time_limit: float, offline: bool) -> None:
-    if not offline and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate)
-                        or rate <= 0):
+def _check(rate: float, requests: int, time_limit: float, offline: bool, concurrency: int | None) -> None:
+    if concurrency is not None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 1_000_000:
+            raise DnnplaceError(f"--concurrency must be a whole number in [1, 1000000], got {concurrency!r}")
+        if offline:
+            raise DnnplaceError("give --offline or --concurrency, not both")
+    bad_rate = isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0
+    if not offline and concurrency is None and bad_rate:
         raise DnnplaceError(f"--rate must be a number > 0, got {rate!r}")
     if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= 10_000_000:
         raise DnnplaceError(f"--requests must be a whole number in [1, 10000000], got {requests!r}")
@@ -140,19 +154,25 @@ def _check(rate: float, requests: int, time_limit: float, offline: bool) -> None
 
 
 def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, requests: int = 2000, seed: int = 0,
-             time_limit: float = 60.0, offline: bool = False) -> Simulation:
+             time_limit: float = 60.0, offline: bool = False, concurrency: int | None = None) -> Simulation:
     """Stream ``requests`` Poisson arrivals at ``rate`` requests/s through ``config`` (``offline``: all of them
-    at once, ``rate`` unused); stop cleanly with what was simulated when ``time_limit`` seconds of wall
-    clock have passed."""
-    _check(rate, requests, time_limit, offline)
+    at once; ``concurrency``: from that many closed-loop clients; ``rate`` unused in both); stop cleanly with
+    what was simulated when ``time_limit`` seconds of wall clock have passed."""
+    _check(rate, requests, time_limit, offline, concurrency)
     t_wall = time.perf_counter()
     ev = evaluate(p, config)
     if not ev.fits:
         raise DnnplaceError(f"the deployment does not fit: {ev.why}")
     wl = p.workload
     rng = np.random.default_rng(seed)
-    arrivals = np.zeros(requests) if offline else np.cumsum(rng.exponential(1.0 / rate, requests))
+    if concurrency is not None:  # the first C at once, each later one when a request completes
+        arrivals = np.where(np.arange(requests) < concurrency, 0.0, np.inf)
+    elif offline:
+        arrivals = np.zeros(requests)
+    else:
+        arrivals = np.cumsum(rng.exponential(1.0 / rate, requests))
     reqs = RequestTable(arrivals.tolist(), wl.isl, wl.osl)
+    next_client = min(concurrency or requests, requests)
     reps = [ReplicaScheduler(p, r, e.kv_tokens, config.max_num_seqs, config.max_num_batched_tokens, reqs)
             for r, e in zip(config.replicas, ev.replicas)]
     # the last output token's KV is never written, except where the engine reserves the whole length
@@ -198,7 +218,12 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
                     s.pump(now)
         elif best is not None:
             now = best_t
-            made, _ = best.complete(now)
+            made, finished = best.complete(now)
+            if concurrency is not None:
+                for _ in finished:
+                    if next_client < requests:
+                        arr[next_client] = now
+                        next_client += 1
             if made:
                 made_total += made
                 tok_t.append(now)
@@ -210,6 +235,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
             break
     done = np.array(reqs.done)
     first = np.array(reqs.first)
+    arrivals = np.array(arr)
     arrived = np.asarray(arrivals[:nxt])
     ok = np.isfinite(done)
     completed = int(ok.sum())
@@ -225,7 +251,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         if b > a and t[b] > t[a]:
             steady = float((n[b] - n[a]) / (t[b] - t[a]))
     saturated = False
-    if len(arrived) and not offline:
+    if len(arrived) and not offline and concurrency is None:
         half, end = arrived[-1] / 2.0, arrived[-1]
         came = int(((arrived >= half) & (arrived <= end)).sum())
         left = int(((done >= half) & (done <= end)).sum())
@@ -239,4 +265,4 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         tokens / duration if duration > 0 else 0.0, completed / duration if duration > 0 else 0.0,
         _stats(ttft), _stats(tpot), steady, duration, tokens, nxt, stopped, router,
         [s.max_in_flight for s in reps], sum(s.batches for s in reps), sum(len(s.pricer.corners) for s in reps),
-        band_of(src), time.perf_counter() - t_wall, src, offline)
+        band_of(src), time.perf_counter() - t_wall, src, offline, concurrency)

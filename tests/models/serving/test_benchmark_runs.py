@@ -1,5 +1,6 @@
-"""TensorRT-LLM's schedulers in the simulation (whole requests reserved, whole prompts, no preemption) and the
-offline run (every request at once, as ``trtllm-bench`` and ``vllm bench throughput`` send them)."""
+"""TensorRT-LLM's schedulers in the simulation (whole requests reserved, whole prompts, no preemption), the
+offline run (every request at once, as ``trtllm-bench`` and ``vllm bench throughput`` send them) and the
+closed loop (C clients, each sending its next request when the last completes)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from cli_runner import run_cli
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.cost import Iteration
+from dnnplace.models.serving.evaluation import cached_times
 from dnnplace.models.serving.exporters import trtllm
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
@@ -120,6 +123,46 @@ def test_simulate_offline_from_the_command_line(plan_file):
     assert "all at once" in res.stdout and "30 completed" in res.stdout
     res = run_cli("simulate", plan_file, "--offline", "--rate", 2)
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert "--offline" in res.stderr
+    assert "--offline" in res.stderr and "--rate" in res.stderr
     res = run_cli("simulate", plan_file, "--requests", 0, "--rate", 2)
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def _alone(p: ServingProblem, it: Iteration) -> float:
+    lt = cached_times(p, "h100", 1, it, p.engine.framework, "nvlink")
+    return (float(lt.per_layer.sum()) + lt.head) * 1e3
+
+
+def test_one_client_sends_its_requests_one_after_another():
+    """C = 1: every request runs alone, so its TTFT is one prompt's pass and the run lasts the sum of them."""
+    p, c = _problem("vllm", 256, 16), _config()
+    sim = simulate(p, c, concurrency=1, requests=5)
+    assert sim.completed == 5 and sim.preemptions == 0 and sim.to_dict()["concurrency"] == 1
+    pre = _alone(p, Iteration(0.0, 0.0, 256.0, 256))
+    assert sim.ttft_ms["mean"] == pytest.approx(pre, rel=1e-9) == pytest.approx(sim.ttft_ms["p99"], rel=1e-9)
+    per_request = sim.ttft_ms["mean"] + 15 * sim.tpot_ms["mean"]
+    assert sim.duration_s * 1e3 == pytest.approx(5 * per_request, rel=1e-9)
+
+
+def test_c_clients_keep_c_requests_in_flight():
+    """C = 4 prompts go in one step (4 x 256 tokens fit 8,192): each TTFT is that step, longer than one prompt's."""
+    p, c = _problem("vllm", 256, 16), _config()
+    sim = simulate(p, c, concurrency=4, requests=12)
+    assert sim.completed == 12 and sim.output_tokens == 12 * 16
+    four = _alone(p, Iteration(0.0, 0.0, 4 * 256.0, 256))
+    # 1,024 prompt tokens lie between the price grid's points (scheduler.price_grid): interpolated
+    assert sim.ttft_ms["p50"] == pytest.approx(four, rel=0.03)
+    assert sim.ttft_ms["p50"] > 1.5 * _alone(p, Iteration(0.0, 0.0, 256.0, 256))
+    assert "from 4 clients" in sim.summary()[0]
+    with pytest.raises(DnnplaceError, match="--concurrency"):
+        simulate(p, c, concurrency=0, requests=4)
+    with pytest.raises(DnnplaceError, match="not both"):
+        simulate(p, c, concurrency=2, offline=True, requests=4)
+
+
+def test_simulate_concurrency_from_the_command_line(plan_file):
+    res = run_cli("simulate", plan_file, "--concurrency", 4, "--requests", 12)
+    assert res.returncode == 0, res.stderr
+    assert "from 4 clients" in res.stdout and "12 completed" in res.stdout
+    res = run_cli("simulate", plan_file, "--concurrency", 4, "--rate", 2)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "not several" in res.stderr
