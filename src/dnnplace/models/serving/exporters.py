@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
@@ -69,29 +70,38 @@ def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
                           .kv_tokens)
 
 
-def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+def _launches(p: ServingProblem, plan: ServingPlan,
+              command: Callable[[int, Replica], tuple[list[tuple[str, str]], list[str], str]]) -> str:
+    """One shell line per replica, each checked, its GPUs named in PCI order and the engine's KV-cache flag
+    put before the last option (``--port``); ``command`` gives the replica's own environment, arguments and
+    comment line."""
     lines = []
     for k, r in enumerate(plan.config.replicas):
         _check(p, r)
-        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
-               ("VLLM_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+        extra, args, head = command(k, r)
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)), *extra]
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
+        lines.append(f"# {head}\n{_env(env)} {shlex.join(args)}")
+    return "\n".join(lines) + "\n"
+
+
+def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
+        env = [("VLLM_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
         args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
                 "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
                 str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
                 "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
                 "--block-size", str(p.block), "--port", str(8000 + k)]
-        if (kv := _kv_flag(p)) is not None:
-            args[-2:-2] = ["--kv-cache-dtype", kv]
-        lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
-    return "\n".join(lines) + "\n"
+        return env, args, f"replica {k + 1} on node {r.stages[0].node + 1}"
+
+    return _launches(p, plan, command)
 
 
 def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
-    lines = []
-    for k, r in enumerate(plan.config.replicas):
-        _check(p, r)
-        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
-               ("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+    def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
+        env = [("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
         if r.tp > 1 and len({s.gpu for s in r.stages}) > 1:
             env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
         args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
@@ -99,10 +109,9 @@ def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                 "--max-running-requests", str(plan.config.max_num_seqs),
                 "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
                 "--port", str(30000 + k)]
-        if (kv := _kv_flag(p)) is not None:
-            args[-2:-2] = ["--kv-cache-dtype", kv]
-        lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
-    return "\n".join(lines) + "\n"
+        return env, args, f"replica {k + 1}"
+
+    return _launches(p, plan, command)
 
 
 def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
