@@ -9,12 +9,9 @@ import functools
 import html
 import json
 import math
-import shutil
-import subprocess
-from html.parser import HTMLParser
 
-import numpy as np
 import pytest
+from browser import dom_of, parse, screenshot
 from conftest import ROOT
 from hostile import invoke
 
@@ -60,31 +57,6 @@ def _host_bound():
     return LLMPlan(pr, cfg, est, "fixed", est.step_time_s, 0.0, False, 0.0)
 
 
-class _Tags(HTMLParser):
-    """Every start tag with its attributes, and the text."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, {k: v or "" for k, v in attrs}))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    def having(self, cls: str) -> list[dict[str, str]]:
-        return [a for _, a in self.tags if cls in a.get("class", "").split()]
-
-
-def _parse(page: str) -> _Tags:
-    t = _Tags()
-    t.feed(page)
-    t.close()
-    return t
-
-
 def test_the_page_prints_each_ranks_issue_order_and_labels_tasks_by_action():
     plan = _plan(tp=4, pp=4, cp=2, vp=5)
     page = render_llm_report(plan, "t")
@@ -101,7 +73,7 @@ def test_a_long_order_is_left_out():
 
 def test_the_headline_is_the_documents_step_and_band():
     plan, _, _, page, doc = _searched()
-    (head,) = _parse(page).having("headline")
+    (head,) = parse(page).having("headline")
     band = doc["error_band"]
     assert float(head["data-step-s"]) == pytest.approx(doc["prediction"]["step_time_s"], rel=1e-5)
     assert float(head["data-band-low-s"]) == pytest.approx(band["measured_low_s"], rel=1e-5)
@@ -111,7 +83,7 @@ def test_the_headline_is_the_documents_step_and_band():
 
 def test_the_step_chart_holds_the_plan_its_runner_ups_and_the_compared_layout():
     plan, ups, rival, page, doc = _searched()
-    bars = _parse(page).having("step")
+    bars = parse(page).having("step")
     assert [b["data-role"] for b in bars] == ["plan", *["runner-up"] * len(ups), "compared"] and len(ups) == 3
     want = [doc["prediction"], *doc["runner_ups"], doc["compared"]]
     band = doc["error_band"]
@@ -123,7 +95,7 @@ def test_the_step_chart_holds_the_plan_its_runner_ups_and_the_compared_layout():
         assert float(bar["data-band-low-s"]) == pytest.approx(t / (1 + band["high"]), rel=1e-5)
         assert float(bar["data-band-high-s"]) == pytest.approx(t / (1 + band["low"]), rel=1e-5)
     assert float(bars[0]["data-band-low-s"]) == pytest.approx(band["measured_low_s"], rel=1e-5)
-    rows = _parse(page).having("runner")
+    rows = parse(page).having("runner")
     assert [r["data-role"] for r in rows] == ["runner-up"] * 3 + ["compared"]
     assert f"{100 * doc['compared']['vs_plan']:+.2f} %" in page
     verdict = "yes" if not doc["compared"]["within_band"] else "no"
@@ -134,7 +106,7 @@ def test_the_step_chart_holds_the_plan_its_runner_ups_and_the_compared_layout():
 
 def test_memory_bars_are_each_layouts_breakdown_against_the_limit():
     plan, ups, rival, page, doc = _searched()
-    t = _parse(page)
+    t = parse(page)
     bars = t.having("membar")
     assert [b["data-role"] for b in bars] == ["plan", "runner-up", "runner-up", "runner-up", "compared"]
     segs = t.having("seg")
@@ -155,7 +127,7 @@ def test_memory_bars_are_each_layouts_breakdown_against_the_limit():
 def test_the_kernel_sources_table_is_the_documents():
     _, _, _, page, doc = _searched()
     ks = doc["kernel_sources"]
-    fams = _parse(page).having("family")
+    fams = parse(page).having("family")
     assert [f["data-family"] for f in fams] == [f for f, v in ks["families"].items() if v["counts"]]
     for f in fams:
         for name, n in ks["families"][f["data-family"]]["counts"].items():
@@ -167,7 +139,7 @@ def test_the_kernel_sources_table_is_the_documents():
 def test_the_timeline_draws_every_task_on_its_rank():
     plan = _plan(tp=4, pp=4, cp=2, vp=5)
     sim = simulate_llm(plan)
-    t = _parse(render_llm_report(plan, "t"))
+    t = parse(render_llm_report(plan, "t"))
     (svg,) = [a for tag, a in t.tags if tag == "svg" and a.get("class") == "timeline"]
     assert svg["data-drawn"] == "tasks" and int(svg["data-tasks"]) == len(sim.run.tasks) <= MAX_TASK_BOXES
     assert float(svg["data-makespan-s"]) == pytest.approx(sim.pipeline_s, rel=1e-5)
@@ -184,7 +156,7 @@ def test_sixty_four_stages_stay_one_bounded_readable_picture():
     plan = dnnplace.solve(pr, mbs=1, tp=8, pp=64, recompute="full").plan
     sim = simulate_llm(plan)
     page = render_llm_report(plan, "t")
-    t = _parse(page)
+    t = parse(page)
     (svg,) = [a for tag, a in t.tags if tag == "svg" and a.get("class") == "timeline"]
     assert svg["data-drawn"] == "runs" and int(svg["data-tasks"]) == len(sim.run.tasks) > 100_000
     assert len(t.having("rank")) == 64 and "rank 63</text>" in page
@@ -192,7 +164,7 @@ def test_sixty_four_stages_stay_one_bounded_readable_picture():
     assert len(runs) <= 64 * 1200 and len(page) < 6e6  # bounded by the width, not by the tasks
     per_rank = page.split("<g class='rank'")[1:]
     for r, chunk in enumerate(per_rank):
-        busy = sum(float(a["data-busy-s"]) for a in _parse(chunk).having("run"))
+        busy = sum(float(a["data-busy-s"]) for a in parse(chunk).having("run"))
         assert busy == pytest.approx(sim.run.busy[r], rel=1e-3)
 
 
@@ -201,7 +173,7 @@ def test_a_host_bound_step_is_warned_and_cuda_graphs_priced():
     doc = plan_document(plan)["host"]
     assert doc["host_bound"] and doc["with_graphs"]["saves_s"] > 0
     page = render_llm_report(plan, "t")
-    t = _parse(page)
+    t = parse(page)
     (warn,) = t.having("host-bound")
     assert float(warn["data-exposed-s"]) == pytest.approx(doc["exposed_s"], rel=1e-5)
     assert "warning: the step is host-bound" in page and f"({100 * doc['share']:.1f} %)" in page
@@ -209,16 +181,16 @@ def test_a_host_bound_step_is_warned_and_cuda_graphs_priced():
     assert float(graphs["data-saves-s"]) == pytest.approx(doc["with_graphs"]["saves_s"], rel=1e-5)
     assert "pin cuda_graphs=attn+moe_router+moe_preprocess" in page
     assert "no runner-up nor compared configuration" in page.lower()
-    assert not _parse(_searched()[3]).having("host-bound") and "not host-bound" in _searched()[3]
+    assert not parse(_searched()[3]).having("host-bound") and "not host-bound" in _searched()[3]
 
 
 def test_a_run_without_a_band_says_why():
     pr = dnnplace.load_llm(CONFIG, gpus=64, seq_len=8192, global_batch=128, device="a100")
     plan = dnnplace.solve(pr, mbs=1, tp=8, pp=4, vp=5, recompute="full").plan
     page = render_llm_report(plan, "t")
-    (head,) = _parse(page).having("headline")
+    (head,) = parse(page).having("headline")
     assert "data-band-low-s" not in head and "no error band: none: no published" in page
-    assert "data-band-low-s" not in _parse(page).having("step")[0]
+    assert "data-band-low-s" not in parse(page).having("step")[0]
 
 
 def test_a_plan_that_does_not_fit_is_drawn_over_the_limit():
@@ -226,7 +198,7 @@ def test_a_plan_that_does_not_fit_is_drawn_over_the_limit():
     plan = price_pins(pr, {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "mbs": 1, "offload_layers": 0,
                                 "recompute": "none", "zero": 1})
     assert not plan.estimate.fits
-    t = _parse(render_llm_report(plan, "t"))
+    t = parse(render_llm_report(plan, "t"))
     assert t.having("over") and t.having("step")[0]["data-fits"] == "false"
 
 
@@ -249,40 +221,20 @@ def test_plan_report_shows_the_runner_ups_and_the_compared_layout(tmp_path):
                                out, "-o", js)
     assert code == 0, err
     doc = json.loads(js.read_text())
-    bars = _parse(out.read_text(encoding="utf-8")).having("step")
+    bars = parse(out.read_text(encoding="utf-8")).having("step")
     assert [b["data-role"] for b in bars] == ["plan", "runner-up", "runner-up", "compared"]
     want = [doc["prediction"], *doc["runner_ups"], doc["compared"]]
     assert [float(b["data-step-s"]) for b in bars] == pytest.approx([w["step_time_s"] for w in want], rel=1e-5)
 
 
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 @pytest.mark.slow  # starts a browser process
 def test_the_report_renders_in_headless_chromium(tmp_path):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "make installs Debian's chromium"
     plan, ups, rival, _, _ = _searched()
     report = write_llm_report(plan, tmp_path / "llm.html", runner_ups=ups, compared=[rival])
-    profile = ["--user-data-dir=" + str(tmp_path / "profile")]
-    run = subprocess.run([exe, *CHROME_FLAGS, *profile, "--enable-logging=stderr", "--v=0", "--dump-dom",
-                          report.as_uri()], capture_output=True, text=True, timeout=120)
-    dom = run.stdout
-    console = [ln for ln in run.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
-    assert not console, console  # no script, no missing resource: the page logs nothing
+    dom = dom_of(report, tmp_path)
     for cls in ("steps", "memory", "timeline"):
         assert f'<svg class="{cls}"' in dom
     assert dom.count('class="step ') == 5 and dom.count('class="membar') == 5
     assert dom.count('class="task"') == len(simulate_llm(plan).run.tasks)
-    shot = tmp_path / "llm.png"
-    subprocess.run([exe, *CHROME_FLAGS, *profile, "--window-size=1300,2400", f"--screenshot={shot}",
-                    report.as_uri()], capture_output=True, timeout=120, check=True)
-    import matplotlib.image
-
-    pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1000
-    assert float(np.std(pixels[..., :3])) > 0.05  # not blank
-    colours = {tuple(np.round(p, 1)) for p in pixels[::20, ::20, :3].reshape(-1, 3)}
-    assert len(colours) > 10  # bars, memory segments, timeline boxes, text
+    screenshot(report, tmp_path, 1300, 2400, 2000)
     assert math.isfinite(plan.estimate.step_time_s)

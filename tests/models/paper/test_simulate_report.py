@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
+from browser import dom_of, screenshot
 from conftest import ROOT, THROUGHPUT, throughput_path
 
 import dnnplace
@@ -72,17 +72,7 @@ def test_cyclic_device_graph_is_a_clear_error(tmp_path):
         simulate(w, dnnplace.Split.of([[1, 3], [2, 4]]))
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 def test_report_renders_in_headless_chromium(tmp_path):
-    exe = _chromium()
-    assert exe, "make installs Debian's chromium"
     key = "LayerGraphs/resnet50_training"
     w = dnnplace.load_workload(throughput_path(key))
     split = tmp_path / "s.json"
@@ -92,21 +82,10 @@ def test_report_renders_in_headless_chromium(tmp_path):
     text = report.read_text()
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
         'xmlns:xlink="http://www.w3.org/1999/xlink"', "").replace("http://www.w3.org/", "")
-    profile = ["--user-data-dir=" + str(tmp_path / "profile")]
-    dom = subprocess.run([exe, *CHROME_FLAGS, *profile, "--dump-dom", report.as_uri()], capture_output=True,
-                         text=True, timeout=120).stdout
+    dom = dom_of(report, tmp_path)
     assert 'class="graph"' in dom and 'class="timeline"' in dom and 'class="chart"' in dom
     assert dom.count("<rect") > 50
-    shot = tmp_path / "report.png"
-    subprocess.run([exe, *CHROME_FLAGS, *profile, "--window-size=1280,1700", f"--screenshot={shot}",
-                    report.as_uri()], capture_output=True, timeout=120, check=True)
-    import matplotlib.image
-
-    pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[0] >= 1000 and pixels.shape[1] >= 1000
-    assert float(np.std(pixels[..., :3])) > 0.05  # not blank
-    colours = {tuple(np.round(p, 1)) for p in pixels[::20, ::20, :3].reshape(-1, 3)}
-    assert len(colours) > 10  # device colours, text, bars
+    shot = screenshot(report, tmp_path, 1280, 1700, 1000)
     if os.environ.get("DNNPLACE_UPDATE_SCREENSHOT"):  # the README's picture, refreshed only when asked
         shutil.copy(shot, DOCS / "report_screenshot.png")
     assert w.n > 0

@@ -6,13 +6,11 @@ import dataclasses
 import functools
 import math
 import re
-import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import dom_of, parse, screenshot
 
 from dnnplace.core.catalogue import device_spec
 from dnnplace.errors import DnnplaceError
@@ -63,38 +61,13 @@ def built(llama70b) -> Built:
     return _build(llama70b)
 
 
-class _Tags(HTMLParser):
-    """Every start tag with its attributes, and the text under each open ``<g>`` / ``<tr>``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, {k: v or "" for k, v in attrs}))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    def having(self, cls: str) -> list[dict[str, str]]:
-        return [a for _, a in self.tags if cls in a.get("class", "").split()]
-
-
-def _parse(page: str) -> _Tags:
-    t = _Tags()
-    t.feed(page)
-    t.close()
-    return t
-
-
 def _page(b: Built) -> str:
     return render_report(b.p, b.plan, b.ev, runner_ups=b.runner_ups, baselines=b.rows)
 
 
 def test_every_stage_is_drawn_with_its_gpus_and_layer_range(built):
     page = _page(built)
-    t = _parse(page)
+    t = parse(page)
     stages = t.having("stage")
     assert len(stages) == sum(r.pp for r in built.plan.config.replicas)
     for r, rep in enumerate(built.plan.config.replicas):
@@ -117,7 +90,7 @@ def test_an_idle_gpu_is_drawn_idle(built):
                           256, 8192)
     ev = evaluate(built.p, a100s)
     assert ev.fits
-    t = _parse(render_report(built.p, ServingPlan(a100s, "feasible"), ev))
+    t = parse(render_report(built.p, ServingPlan(a100s, "feasible"), ev))
     uses = sorted(g["data-use"] for g in t.having("gpu"))
     assert uses == ["idle", "idle", "replica 1 stage 1", "replica 1 stage 1"]
     assert len(t.having("membar")) == 2
@@ -126,14 +99,14 @@ def test_an_idle_gpu_is_drawn_idle(built):
 def test_a_gpu_given_to_two_stages_is_flagged(built):
     twice = dataclasses.replace(built.plan.config, replicas=built.plan.config.replicas * 2)
     page = render_report(built.p, ServingPlan(twice, "feasible"), evaluate(built.p, twice))
-    t = _parse(page)
+    t = parse(page)
     assert len(t.having("clash")) == 1 + 4  # the warning and every GPU of the node
     assert "Invalid deployment" in page and "node 0 GPU 0" in page
-    assert not _parse(_page(built)).having("clash")
+    assert not parse(_page(built)).having("clash")
 
 
 def test_memory_bars_are_the_evaluations_figures(built):
-    t = _parse(_page(built))
+    t = parse(_page(built))
     bars = t.having("membar")
     want = built.ev.to_dict()["memory_gib"]
     rows = [(m, s) for rep, mem in zip(built.plan.config.replicas, want) for s, m in zip(rep.stages, mem)
@@ -161,7 +134,7 @@ def test_memory_bars_are_the_evaluations_figures(built):
 
 
 def test_stage_times_match_and_the_bottleneck_is_marked(built):
-    t = _parse(_page(built))
+    t = parse(_page(built))
     bars = t.having("tbar")
     assert [float(a["data-ms"]) for a in bars] == pytest.approx(
         [x * 1e3 for r in built.ev.replicas for x in r.stage_s], rel=1e-6)
@@ -173,7 +146,7 @@ def test_stage_times_match_and_the_bottleneck_is_marked(built):
 
 
 def test_the_curve_holds_the_plan_and_its_runner_ups_and_rings_the_plan(built):
-    t = _parse(_page(built))
+    t = parse(_page(built))
     series = t.having("series")
     assert len(series) == 1 + len(built.runner_ups)
     (chosen,) = t.having("chosen")
@@ -194,7 +167,7 @@ def test_the_curve_holds_the_plan_and_its_runner_ups_and_rings_the_plan(built):
 
 def test_summary_baselines_and_proof_line(built):
     page = _page(built)
-    t = _parse(page)
+    t = parse(page)
     ev = built.ev
     assert f"{ev.output_tokens_per_s:,.1f}" in page and f"{ev.tpot_ms:,.2f} ms" in page
     assert f"{ev.ttft_ms:,.2f} ms" in page and f"{int(ev.replicas[0].kv_tokens):,}" in page
@@ -221,7 +194,7 @@ def test_the_verdict_names_each_miss(built, llama70b):
     page = render_report(p, built.plan, ev)
     assert ev.saturated and "saturated: 1000 requests/s asked" in page
     assert f"TPOT {ev.tpot_ms:.1f} ms over the SLO 10 ms" in page and "TTFT" not in page.split("verdict")[1][:200]
-    assert _parse(page).having("slo")  # the TPOT SLO drawn on the curve
+    assert parse(page).having("slo")  # the TPOT SLO drawn on the curve
 
 
 def test_a_false_bound_is_called_false(built):
@@ -234,7 +207,7 @@ def test_a_deployment_that_does_not_fit_says_why(built):
     c, ev = built.runner_ups[-1]
     assert not ev.fits
     page = render_report(built.p, ServingPlan(c, "infeasible"), ev)
-    t = _parse(page)
+    t = parse(page)
     assert "does NOT fit" in page and "t4" in ev.why and ev.why.split(":")[0] in page
     assert not t.having("chosen") and not t.having("tbar")
     assert "no stage time" in page
@@ -248,7 +221,7 @@ def test_a_search_that_found_nothing_says_so(llama70b):
     page = render_report(p, plan, evaluate(p, plan.config))
     assert "no deployment (search status infeasible)" in page and "fits; meets" not in page
     assert "no GPU is used" in page and "no point of the curve fits" in page
-    assert _parse(page).having("gpu")[0]["data-use"] == "idle"
+    assert parse(page).having("gpu")[0]["data-use"] == "idle"
 
 
 def test_names_are_escaped_and_nothing_is_fetched(built):
@@ -276,35 +249,15 @@ def test_write_report_is_atomic_and_refuses_links_and_folders(built, tmp_path):
         write_report(built.p, built.plan, built.ev, tmp_path)
 
 
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 @pytest.mark.slow  # starts a browser process
 def test_the_report_renders_in_headless_chromium(built, tmp_path):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "make installs Debian's chromium"
     report = write_report(built.p, built.plan, built.ev, tmp_path / "serve.html", runner_ups=built.runner_ups,
                           baselines=built.rows)
-    profile = ["--user-data-dir=" + str(tmp_path / "profile")]
-    run = subprocess.run([exe, *CHROME_FLAGS, *profile, "--enable-logging=stderr", "--v=0", "--dump-dom",
-                          report.as_uri()], capture_output=True, text=True, timeout=120)
-    dom = run.stdout
-    console = [ln for ln in run.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
-    assert not console, console  # no script, no missing resource: the page logs nothing
+    dom = dom_of(report, tmp_path)
     for cls in ("fleet", "memory", "times", "curve"):
         assert f'<svg class="{cls}"' in dom
     assert dom.count('class="stage"') == 2 and dom.count('class="gpu"') == 4
     assert dom.count("<polyline") == 1 + len(built.runner_ups) and 'class="chosen"' in dom
     assert dom.count("<rect") > 40
-    shot = tmp_path / "serve.png"
-    subprocess.run([exe, *CHROME_FLAGS, *profile, "--window-size=1300,1800", f"--screenshot={shot}",
-                    report.as_uri()], capture_output=True, timeout=120, check=True)
-    import matplotlib.image
-
-    pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[0] >= 1000 and pixels.shape[1] >= 1000
-    assert float(np.std(pixels[..., :3])) > 0.05  # not blank
-    colours = {tuple(np.round(p, 1)) for p in pixels[::20, ::20, :3].reshape(-1, 3)}
-    assert len(colours) > 10  # stage colours, memory segments, text
+    screenshot(report, tmp_path, 1300, 1800, 1000)
     assert math.isfinite(built.ev.output_tokens_per_s)
