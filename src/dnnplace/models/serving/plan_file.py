@@ -84,6 +84,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "seconds_per_token_bound": plan.meta.get("seconds_per_token_bound"),
         "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
         "runner_ups": ups,
+        # the SLOs checked under the workload's load by the simulation (None: no load or no SLO)
+        "slo_simulated": plan.meta.get("slo_simulated"),
         "baselines": [_with_verdict(b.to_dict(), ev.error_band) for b in baselines],
     }
 
@@ -225,5 +227,8 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     spt = _get(doc, "seconds_per_token_bound", (int, float), source, optional=True)
     if spt is not None:
         meta["seconds_per_token_bound"] = spt
+    sim = doc.get("slo_simulated")
+    if sim is not None:
+        meta["slo_simulated"] = _get(doc, "slo_simulated", dict, source)
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
     return prob, plan

@@ -16,8 +16,9 @@ where vLLM's are up to 100 ms stale); SGLang's DP controller defaults to round r
 
 The metrics are those of ``vllm bench serve``: TTFT from arrival to the first token, TPOT as
 (last token - first token) / (output tokens - 1), throughput as output tokens over the time from the
-first arrival to the last completion.  ``saturated``: over the second half of the arrival window
-fewer than 90 % as many requests completed as arrived (the queue grows without bound).
+first arrival to the last completion.  ``saturated``: fewer than 90 % as many requests completed as
+arrived over the second half of the arrival window, the completions counted over that window shifted by
+the first half's median latency (the queue grows without bound).
 
 Offline (``offline=True``): every request arrives at once, as ``trtllm-bench throughput`` and
 ``vllm bench throughput`` run a fixed number of them, and the throughput is the run's: output tokens
@@ -254,7 +255,12 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     if len(arrived) and not offline and concurrency is None:
         half, end = arrived[-1] / 2.0, arrived[-1]
         came = int(((arrived >= half) & (arrived <= end)).sum())
-        left = int(((done >= half) & (done <= end)).sum())
+        # the window shifted by the first half's median latency: a queue that keeps up completes what came
+        # in [half, end] over [half + lag, end + lag]; counting over [half, end] itself would call a run whose
+        # requests take a sizeable share of the window to serve "saturated" however idle it is
+        early = np.isfinite(done[:len(arrived)]) & (arrived < half)
+        lag = float(np.median(done[:len(arrived)][early] - arrived[early])) if early.any() else 0.0
+        left = int(((done >= half + lag) & (done <= end + lag)).sum())
         saturated = left < SATURATION_SHARE * came
     src: dict[str, int] = {}
     for s in reps:
