@@ -7,7 +7,6 @@ attributes, so a test can check the picture against the plan document without re
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.models.llm.interleaved import ScheduleRun, TaskColumns
+from dnnplace.utils.svg import esc as _e
+from dnnplace.utils.svg import fmt_number as _fmt
+from dnnplace.utils.svg import nice_ticks as _ticks
 
 __all__ = ["GB", "MAX_TASK_BOXES", "SEGMENTS", "Layout", "memory_svg", "nice_ticks", "steps_svg", "timeline_svg"]
 
@@ -29,22 +31,9 @@ MAX_TASK_BOXES = 4_000
 _KIND_COLOUR = {"plan": "#2b6cb0", "runner-up": "#8fb3d9", "compared": "#dd8844"}
 
 
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
-
-
 def nice_ticks(hi: float, n: int = 5) -> list[float]:
-    """Round tick values covering [0, hi] (steps of 1, 2 or 5 times a power of ten)."""
-    if not hi > 0:
-        return [0.0]
-    raw = hi / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    return [j * step for j in range(int(math.ceil(hi / step - 1e-9)) + 1)]
-
-
-def _fmt(v: float) -> str:
-    return f"{v:g}" if v < 10 else f"{v:,.0f}"
+    """Round tick values covering [0, hi]."""
+    return _ticks(0.0, hi, n) if hi > 0 else [0.0]
 
 
 def _axis(ticks: Sequence[float], x0: float, scale: float, y_top: float, y_axis: float, unit: str) -> str:

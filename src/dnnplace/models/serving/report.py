@@ -10,7 +10,6 @@ claims (status, bound, gap) are printed as claims, and the page needs no network
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from dnnplace.models.serving.baselines import Baseline
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.report_svg import GIB, Series, curve_svg, fleet_svg, memory_svg, owners, times_svg
 from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem
+from dnnplace.utils.svg import esc as _e
 
 __all__ = ["curve", "describe", "proof_line", "render_report", "write_report"]
 
@@ -29,10 +29,6 @@ _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1300px}table{border-
           "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{text-align:left}td.l{text-align:left}"
           "svg{display:block;margin:0.5em 0 1.5em}svg text{font-size:12px;font-family:sans-serif}"
           "svg text.small{font-size:11px}svg text.b,svg text.rlabel{font-weight:bold}.proof{font-family:monospace}")
-
-
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def _num(v: float, unit: str = "", digits: int = 1) -> str:

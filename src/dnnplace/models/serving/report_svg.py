@@ -7,7 +7,6 @@ attributes, so a test can check the picture against the evaluation without rende
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,9 @@ from dataclasses import dataclass
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.evaluation import ServingEvaluation, link_between
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem
+from dnnplace.utils.svg import esc as _e
+from dnnplace.utils.svg import fmt_number as _fmt
+from dnnplace.utils.svg import nice_ticks
 
 __all__ = ["GIB", "SEGMENTS", "Series", "curve_svg", "fleet_svg", "layer_range", "memory_svg", "nice_ticks", "owners",
            "stage_colour", "times_svg"]
@@ -25,10 +27,6 @@ SEGMENTS = (("weights", "weights", "#4477cc"), ("activations", "activations", "#
             ("graphs", "CUDA graphs", "#ee9944"), ("kv", "KV cache", "#44aa77"),
             ("kv_idle", "KV headroom unused", "#b9e2c8"), ("free", "outside the budget", "#eeeeee"))
 _SERIES = ("#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-
-
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def stage_colour(replica: int, stage: int) -> str:
@@ -209,28 +207,12 @@ def times_svg(config: ServingConfig, ev: ServingEvaluation, width: int = 560) ->
             f" xmlns='http://www.w3.org/2000/svg'>" + "".join(out) + "</svg>")
 
 
-def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
-    span = hi - lo
-    if not span > 0:
-        return [lo]
-    raw = span / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    return [start + j * step for j in range(int(math.ceil((hi - start) / step)) + 1)]
-
-
 @dataclass(frozen=True)
 class Series:
     """One deployment's curve: (max_num_seqs, TPOT ms, output tokens/s) points."""
 
     label: str
     points: Sequence[tuple[int, float, float]]
-
-
-def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:g}"
 
 
 def curve_svg(series: Sequence[Series], chosen: tuple[float, float] | None, slo_tpot_ms: float | None = None,
