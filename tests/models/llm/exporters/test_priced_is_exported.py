@@ -4,12 +4,12 @@ trainer's own parser where it is installed, or refuses in one line naming the kn
 from __future__ import annotations
 
 import importlib.util
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer_configs import torchtitan_job
 
 import dnnplace
 from dnnplace.errors import DnnplaceError
@@ -28,19 +28,6 @@ def fixed_plan(pr: LLMProblem, c: ParallelConfig) -> LLMPlan:
 def llama8b(precision: str = "bf16", **kw: Any) -> LLMProblem:
     return dnnplace.load_llm(EXAMPLES / "llama3.1-8b.json", gpus=8, seq_len=8192, global_batch=128,
                              precision=precision, **kw)
-
-
-def torchtitan_job(text: str, tmp_path: Path) -> Any:
-    spec = importlib.util.find_spec("torchtitan")
-    if spec is None:
-        pytest.skip("torchtitan is not installed (pip install '.[trainers]')")
-    if "torchtitan" not in sys.modules:
-        sys.modules["torchtitan"] = importlib.util.module_from_spec(spec)  # its __init__ pulls triton kernels
-    from torchtitan.config import ConfigManager
-
-    f = tmp_path / "job.toml"
-    f.write_text(text)
-    return ConfigManager().parse_args(["--job.config_file", str(f)])
 
 
 def test_w2_torchtitan_accumulates_the_priced_micro_batches(tmp_path: Path) -> None:

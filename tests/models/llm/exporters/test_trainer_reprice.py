@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer_configs import torchtitan_job
 
 import dnnplace
 from dnnplace.errors import DnnplaceError
@@ -333,19 +333,6 @@ def test_megatron_core_objects_reprice_as_the_plan(key: str, plans: dict[str, LL
 
 
 # ---------------------------------------------------------------- torchtitan: its JobConfig
-
-
-def torchtitan_job(text: str, tmp_path: Path) -> Any:
-    spec = importlib.util.find_spec("torchtitan")
-    if spec is None:
-        pytest.skip("torchtitan is not installed (pip install '.[trainers]')")
-    if "torchtitan" not in sys.modules:
-        sys.modules["torchtitan"] = importlib.util.module_from_spec(spec)  # its __init__ pulls triton kernels
-    from torchtitan.config import ConfigManager
-
-    f = tmp_path / "job.toml"
-    f.write_text(text)
-    return ConfigManager().parse_args(["--job.config_file", str(f)])
 
 
 @pytest.mark.parametrize("key", [*SAMPLE, *FIXED])
