@@ -221,7 +221,7 @@ def _engine_even(p: ServingProblem, plan: ServingPlan, value: float) -> Baseline
     return _price(p, "engine-even", cfg, value, f"{what}: {parts}")
 
 
-def _per_node(p: ServingProblem, plan: ServingPlan, value: float, name: str) -> Baseline:
+def _node_pipelines(p: ServingProblem, plan: ServingPlan, value: float, name: str) -> Baseline:
     """One replica per node over all its GPUs in index order, TP 1, split by accelerate or llama.cpp."""
     n = p.model.num_layers
     reps = []
@@ -288,8 +288,9 @@ def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None 
         time_limit = float(plan.meta.get("time_limit", 30.0))
     value = evaluate(p, plan.config).output_tokens_per_s if plan.config.replicas else 0.0
     out = []
-    builders = (lambda: _engine_even(p, plan, value), lambda: _per_node(p, plan, value, "accelerate-balanced"),
-                lambda: _per_node(p, plan, value, "llama.cpp-free-memory"),
+    builders = (lambda: _engine_even(p, plan, value),
+                lambda: _node_pipelines(p, plan, value, "accelerate-balanced"),
+                lambda: _node_pipelines(p, plan, value, "llama.cpp-free-memory"),
                 lambda: _best_homogeneous(p, plan, value, time_limit))
     for name, build in zip(NAMES, builders):
         if not plan.config.replicas and name == "engine-even":

@@ -249,8 +249,8 @@ def _one_node(p: ServingProblem, k: int) -> Fleet:
     return dataclasses.replace(p.fleet, nodes=nodes)
 
 
-def _per_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
-              mbt: int) -> tuple[tuple[Replica, ...], float | None, bool]:
+def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
+                      mbt: int) -> tuple[tuple[Replica, ...], float | None, bool]:
     """Replicas kept inside nodes: the search on each distinct node once (same GPUs, same link: same
     plan), copied to its twins -- the fallback when the fleet's replica partitions are too many -- and the
     sum of the nodes' bounds: a bound over every deployment whose replicas stay inside nodes (None when a
@@ -296,7 +296,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     counts = tuple(len(_units(p, 1)[k]) for k in keys)
     many = math.prod(c + 1 for c in counts) > _MAX_STATES
     if (many or within_nodes) and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
-        reps, node_bound, nodes_done = _per_node(p, time_limit, tp, pp, mns, mbt)
+        reps, node_bound, nodes_done = _search_each_node(p, time_limit, tp, pp, mns, mbt)
         cfg = ServingConfig(reps, mns, mbt)
         if within_nodes and reps and node_bound is not None:  # the asked-for space: each node's own proof
             value = evaluate(p, cfg).output_tokens_per_s
@@ -389,7 +389,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         if tiled[0] > full[0]:
             full = tiled
         if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
-            reps, _, _ = _per_node(p, time_limit / 4, tp, pp, mns, mbt)
+            reps, _, _ = _search_each_node(p, time_limit / 4, tp, pp, mns, mbt)
             v = sum(evaluate(p, ServingConfig((r,), mns, mbt)).output_tokens_per_s for r in reps)
             if v > full[0]:
                 full = (v, math.inf, reps)
