@@ -5,8 +5,9 @@ Why it holds (every step is a relaxation of :func:`~dnnplace.models.serving.eval
 
 1. A replica runs ``c`` sequences over ``pp`` stages of one TP size; its rate is ``x = decode(m) / T`` with
    ``m = max(c / pp, 1)`` and ``T`` its slowest stage time.  Stage ``i`` holding ``L_i`` layers takes at least
-   ``L_i * tau_i(m)`` (``tau``: the smallest per-layer time of its GPU kind and TP at that iteration; the LM
-   head and the activations' send only add), so ``L_i <= T / tau_i`` and, as ``sum L_i = n``,
+   ``L_i * tau_i(m)`` (``tau``: the smallest per-layer time of its GPU kind and TP at that micro-batch, its
+   steps' shares of each step's smallest -- no layer's share-weighted time is smaller; the LM head and the
+   activations' send only add), so ``L_i <= T / tau_i`` and, as ``sum L_i = n``,
    ``x = sum_i x L_i / n <= sum_i decode(m) / (n tau_i(m))``: each stage adds at most the rate its GPUs would
    serve holding every layer, at the replica's own iteration.
 2. Which ``m`` can a replica run?  Every stage holds the KV of all ``c`` sequences for its layers:
@@ -53,10 +54,12 @@ def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) 
 
 
 def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[int, ...],
-                mbt: int) -> list[Iteration]:
-    """Every iteration a replica of ``pp`` in ``pps`` stages may run, each once: the micro-batch
-    ``m = max(c / pp, 1)`` for integer ``c`` up to ``limit`` and ``pp * m_cap``, through the arithmetic of
-    :func:`~dnnplace.models.serving.evaluation.iteration` (float for float, so each is the evaluator's own)."""
+                mbt: int) -> tuple[np.ndarray, list[Iteration], np.ndarray, np.ndarray, np.ndarray]:
+    """Every micro-batch a replica of ``pp`` in ``pps`` stages may run, each once: ``m = max(c / pp, 1)`` for
+    integer ``c`` up to ``limit`` and ``pp * m_cap``, and its steps through the arithmetic of
+    :func:`~dnnplace.models.serving.evaluation.steps` (float for float, so each is the evaluator's own):
+    (decode per micro-batch, the distinct steps, for each micro-batch the index of its lighter and heavier
+    step and the heavier one's share)."""
     wl = p.workload
     ms: set[float] = set()
     for pp in pps:
@@ -66,8 +69,24 @@ def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[
     m = np.array(sorted(ms))
     tokens = np.unique(np.minimum(m * (wl.isl + wl.osl) / wl.osl, float(mbt)))  # past the budget: all one
     decode = tokens * wl.osl / (wl.isl + wl.osl)
+    prefill = tokens - decode
     kv = wl.isl + wl.osl / 2
-    return [Iteration(d, kv, t - d, wl.isl) for d, t in zip(decode.tolist(), tokens.tolist())]
+    room = float(mbt) - decode
+    lump = float(min(wl.isl, mbt))
+    lo = np.floor(prefill / lump + 1e-12) * lump
+    hi = np.minimum(lo + lump, room)
+    whole = (prefill <= 0.0) | (prefill >= room - 1e-9) | (hi - lo <= 1e-9)  # one step kind: the mean
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(whole, 0.0, (prefill - lo) / np.where(whole, 1.0, hi - lo))
+    lo = np.where(whole, prefill, lo)
+    hi = np.where(whole, prefill, hi)
+    keys: dict[tuple[float, float], int] = {}
+    at_lo, at_hi = np.empty(len(decode), dtype=int), np.empty(len(decode), dtype=int)
+    for k, (d, a, b) in enumerate(zip(decode.tolist(), lo.tolist(), hi.tolist())):
+        at_lo[k] = keys.setdefault((d, a), len(keys))
+        at_hi[k] = keys.setdefault((d, b), len(keys))
+    its = [Iteration(d, kv, x, wl.isl) for d, x in keys]
+    return decode, its, at_lo, at_hi, share
 
 
 def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, tps: tuple[int, ...],
@@ -85,14 +104,16 @@ def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, t
             continue
         kv_n = float(p.model.kv_per_gpu(tp).sum())
         m_cap = _free_max(p, kinds, tp, mns, mbt) / (per_seq * kv_n) if kv_n > 0 else math.inf
-        its = _iterations(p, m_cap, limit, range(1, min(n, total // tp) + 1) if pps is None else pps, mbt)
+        decode, its, at_lo, at_hi, share = _iterations(p, m_cap, limit, range(1, min(n, total // tp) + 1)
+                                                       if pps is None else pps, mbt)
         if not its:
             continue
-        decode = np.array([it.decode for it in its])
         for k in kinds:
             for lk in links if tp > 1 else links[:1]:  # each node link the kind's TP groups may use
                 per, _ = layer_times_matrix(p.model, k, tp, its, p.engine.framework, lk, p.kv_dtype)
-                tau = per.min(axis=1)
+                fastest = per.min(axis=1)
+                # no layer of a micro-batch's steps is faster than their shares of each step's fastest layer
+                tau = (1.0 - share) * fastest[at_lo] + share * fastest[at_hi]
                 out[k] = max(out[k], float((decode / (n * tau)).max()) / tp)
     return out
 

@@ -2,9 +2,12 @@
 
 Why one: the solver's DP, the baselines and ``evaluate`` all price a deployment here, so a plan
 and the baselines it is compared with share every formula.  Steady state of continuous batching:
-each replica runs ``pp`` micro-batches in flight; every iteration a micro-batch carries its decode
-tokens and prompt tokens in the workload's ratio (isl : osl), up to the engine's token budget, and the
-pipeline advances at its slowest stage.
+each replica runs ``pp`` micro-batches in flight; a micro-batch's running sequences each decode a
+token every step, prompt tokens arrive in the workload's ratio (isl : osl), and the pipeline advances
+at its slowest stage.  A step carries whole prompts (or, beyond the token budget, budget-sized chunks),
+not an even trickle of prompt tokens (:func:`steps`): below the budget the schedulers put a waiting
+prompt into the next step whole (vLLM's and SGLang's chunked prefill split only what does not fit;
+TensorRT-LLM does not split), so the mean step is a mix of steps with and without a prompt.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_m
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "link_between", "served_context", "steady_batch", "tp_refusal"]
+           "iteration", "link_between", "served_context", "steady_batch", "steps", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -151,12 +154,36 @@ def cached_times_batch(p: ServingProblem, gpu: str, tp: int, its: list[Iteration
 
 
 def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:
-    """The iteration of one micro-batch at steady state: decode and prompt tokens in the ratio osl : isl,
-    at most ``budget`` tokens (the engine's max_num_batched_tokens)."""
+    """The mean iteration of one micro-batch at steady state: decode and prompt tokens in the ratio
+    osl : isl, at most ``budget`` tokens (the engine's max_num_batched_tokens).  Its ``decode`` is the
+    tokens each step makes; its prompt tokens are the mean of :func:`steps`, which says how they come."""
     wl = p.workload
     tokens = min(seqs_per_mb * (wl.isl + wl.osl) / wl.osl, float(budget))
     decode = tokens * wl.osl / (wl.isl + wl.osl)
     return Iteration(decode, wl.isl + wl.osl / 2, tokens - decode, wl.isl)
+
+
+def steps(p: ServingProblem, seqs_per_mb: float, budget: int) -> list[tuple[float, Iteration]]:
+    """The steps a micro-batch runs at steady state and each one's share: every step decodes the same
+    sequences; prompt tokens come in lumps of a whole prompt (a budget-sized chunk of a longer one), so
+    a share of the steps carries one lump more than the rest, the mean being :func:`iteration`'s.
+
+    Why not the mean step: a step's time is convex in its tokens (the weights are read once however few
+    there are, compute grows past that), so the mean step underprices the steps that carry a prompt;
+    e.g. a 20,000-token prompt every 2,000 decode steps is not 10 extra tokens per step.  Where the
+    budget is full every step (prompts fill what the decodes leave) the two agree."""
+    it = iteration(p, seqs_per_mb, budget)
+    room = float(budget) - it.decode
+    lump = float(min(p.workload.isl, budget))
+    if it.prefill <= 0.0 or it.prefill >= room - 1e-9:
+        return [(1.0, it)]
+    lo = math.floor(it.prefill / lump + 1e-12) * lump
+    hi = min(lo + lump, room)
+    if hi - lo <= 1e-9:
+        return [(1.0, it)]
+    g = (it.prefill - lo) / (hi - lo)
+    out = [(1.0 - g, Iteration(it.decode, it.kv_len, lo, it.isl)), (g, Iteration(it.decode, it.kv_len, hi, it.isl))]
+    return [(w, x) for w, x in out if w > 0.0]
 
 
 def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
@@ -191,7 +218,9 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
                            max_model_len=context)
     per_mb = max(conc / r.pp, 1.0)
     it = iteration(p, per_mb, max_num_batched_tokens)
-    times = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), it, src) for i in range(r.pp)]
+    mix = steps(p, per_mb, max_num_batched_tokens)
+    times = [sum(w * _stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), x, src) for w, x in mix)
+             for i in range(r.pp)]
     if not math.isfinite(max(times)):  # only a send over a network with no figure is unpriceable
         i = next(k for k, t in enumerate(times) if not math.isfinite(t))
         why = (f"stage {i + 1} ({r.stages[i].gpu}, node {r.stages[i].node}) sends to node {r.stages[i + 1].node} "

@@ -33,6 +33,7 @@ from dnnplace.models.serving.evaluation import (
     iteration,
     link_between,
     steady_batch,
+    steps,
     tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
@@ -103,12 +104,13 @@ class _Pipeline:
                 kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
                 self.kv[tp] = kpre[hi] - kpre[lo]
 
-    def iteration(self, seqs: int) -> Iteration:
-        return iteration(self.p, max(seqs / self.pp, 1.0), self.mbt)
+    def steps(self, seqs: int) -> list[tuple[float, Iteration]]:
+        """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares."""
+        return steps(self.p, max(seqs / self.pp, 1.0), self.mbt)
 
     def prefetch(self, batches: list[int]) -> None:
-        """Price the layer times of these batches' iterations on every stage kind in one call each."""
-        its = [self.iteration(b) for b in batches]
+        """Price the layer times of these batches' steps on every stage kind in one call each."""
+        its = [x for b in batches for _, x in self.steps(b)]
         for gpu, tp, link in dict.fromkeys(s[:3] for s in self.sig):
             cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
 
@@ -116,19 +118,23 @@ class _Pipeline:
         """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
         :func:`evaluate` sizes it: activations and logits at the engine's ``max_num_seqs``)."""
         p = self.p
-        it = self.iteration(seqs)
+        mix = self.steps(seqs)
         # an engine that refuses to start without one pinned max_model_len request's cache (vLLM)
         floor = p.max_model_len if p.engine.max_len_must_fit else 0
         need = max(seqs * self.per_seq, floor)
         made: dict[tuple[Any, ...], np.ndarray] = {}
         for sig in dict.fromkeys(self.sig):
             gpu, tp, link, first, last, hop = sig
-            lt = cached_times(p, gpu, tp, it, p.engine.framework, link)
-            prefix = np.concatenate([[0.0], np.cumsum(lt.per_layer)])
-            fixed = lt.head if last else 0.0
-            if hop is not None:
-                fixed += _send(gpu, it.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
-                               p.fleet.network_latency_s)
+            per_layer = np.zeros(p.model.num_layers)  # the steps' shares of each layer's time
+            fixed = 0.0  # and of the head and the send
+            for w, x in mix:
+                lt = cached_times(p, gpu, tp, x, p.engine.framework, link)
+                per_layer = per_layer + w * lt.per_layer
+                fixed += w * (lt.head if last else 0.0)
+                if hop is not None:
+                    fixed += w * _send(gpu, x.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
+                                       p.fleet.network_latency_s)
+            prefix = np.concatenate([[0.0], np.cumsum(per_layer)])
             c = prefix[None, :] - prefix[:, None] + fixed
             c[~(self.upper & (self.free[(gpu, tp, first, last)] >= need * self.kv[tp]))] = np.inf
             made[sig] = c
