@@ -172,7 +172,9 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         f"fits {p['fits']}, meets SLO {p['meets_slo']}" + (f", saturated {p['saturated']}"
                                                             if wl.get("rate") is not None else ""),
         *([f"simulated at {sim['load']}: TTFT {_num(sim['ttft_ms'], '.0f')} ms, TPOT {_num(sim['tpot_ms'], '.1f')}"
-           f" ms (mean, {sim['completed']} requests), meets SLO {sim['meets_slo']}"]
+           f" ms (mean, {sim['completed']} requests), meets SLO "
+           + ("not settled (the simulation was cut short by --time-limit)" if sim["meets_slo"] is None
+              else str(sim["meets_slo"]))]
           if (sim := doc.get("slo_simulated")) else []),
         f"proof: {doc['status']}, bound {_num(doc['bound'], '.0f')} tokens/s, gap "
         f"{_num(None if doc['gap'] is None else 100 * doc['gap'], '.1f')} %, {_num(doc['runtime_s'], '.2f')} s",

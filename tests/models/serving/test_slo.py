@@ -88,3 +88,30 @@ def test_long_requests_below_capacity_are_not_called_saturated():
     s = simulate(p, sol.plan.config, rate=0.8 * cap, requests=600)
     assert not s.saturated and s.completed == 600
     assert simulate(p, sol.plan.config, rate=3.0 * cap, requests=600).saturated
+
+
+def test_a_simulation_cut_short_settles_nothing_and_says_so(monkeypatch):
+    cap, ttft = _capacity()
+
+    def cut(p, c, time_limit):
+        return {"load": "x", "requests": 10, "completed": 3, "ttft_ms": ttft, "tpot_ms": 1.0,
+                "saturated": False, "stopped": "time limit", "meets_slo": None}
+
+    monkeypatch.setattr(verdicts, "simulated_slo", cut)
+    sol = dnnplace.solve(_loaded(rate=0.5 * cap, ttft_ms=3 * ttft), time_limit=20)
+    assert sol.plan.meta["slo_simulated"]["meets_slo"] is None
+
+
+@pytest.mark.parametrize("bad, culprit", [([], "wrong kind"), ({}, "'load' is missing"),
+                                          ({"load": 5}, "'load' has the wrong kind")])
+def test_a_plan_file_with_a_bad_simulated_check_is_one_line(tmp_path, bad, culprit):
+    cap, ttft = _capacity()
+    out = tmp_path / "plan.json"
+    res = run_cli("serve", M8B, "--gpus", "1xh100", "--isl", 1024, "--osl", 256, "--rate", f"{0.5 * cap:.3f}",
+                  "--ttft-ms", f"{3 * ttft:.1f}", "-o", out)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    doc["slo_simulated"] = bad
+    out.write_text(json.dumps(doc))
+    res = run_cli("evaluate", out)
+    assert res.returncode == 2 and culprit in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -90,6 +90,20 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
     }
 
 
+def _slo_simulated(d: dict[str, Any], where: str) -> dict[str, Any]:
+    """The simulated SLO check a plan file carries, each field of its kind (None where it was not settled)."""
+    out: dict[str, Any] = {"load": clip(str(_get(d, "load", str, where)), 60)}
+    for k in ("requests", "completed"):
+        out[k] = _get(d, k, int, where)
+    for k in ("ttft_ms", "tpot_ms"):
+        out[k] = _get(d, k, (int, float), where, optional=True)
+    out["saturated"] = _get(d, "saturated", bool, where)
+    stopped = _get(d, "stopped", str, where, optional=True)
+    out["stopped"] = None if stopped is None else clip(stopped, 40)
+    out["meets_slo"] = _get(d, "meets_slo", bool, where, optional=True)
+    return out
+
+
 def _with_verdict(doc: dict[str, Any], band: float) -> dict[str, Any]:
     """A baseline with whether the plan's gain over it exceeds the prediction's own error band: a gain
     inside the band is not shown to be a win (both are priced by one model, but its errors need not cancel)."""
@@ -227,8 +241,7 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     spt = _get(doc, "seconds_per_token_bound", (int, float), source, optional=True)
     if spt is not None:
         meta["seconds_per_token_bound"] = spt
-    sim = doc.get("slo_simulated")
-    if sim is not None:
-        meta["slo_simulated"] = _get(doc, "slo_simulated", dict, source)
+    if doc.get("slo_simulated") is not None:
+        meta["slo_simulated"] = _slo_simulated(_get(doc, "slo_simulated", dict, source), f"{source}: slo_simulated")
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
     return prob, plan

@@ -150,11 +150,13 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
         s = simulate(p, c, rate=float(wl.rate or 0.0), requests=SLO_REQUESTS, time_limit=time_limit)
         load = f"{wl.rate:g} requests/s"
     ttft, tpot = s.ttft_ms["mean"], s.tpot_ms["mean"]
-    meets = (s.completed > 0 and not s.saturated
-             and (wl.ttft_ms is None or (ttft is not None and ttft <= wl.ttft_ms))
-             and (wl.tpot_ms is None or (tpot is not None and tpot <= wl.tpot_ms)))
+    meets: bool | None = bool(s.completed > 0 and not s.saturated
+                              and (wl.ttft_ms is None or (ttft is not None and ttft <= wl.ttft_ms))
+                              and (wl.tpot_ms is None or (tpot is not None and tpot <= wl.tpot_ms)))
+    if s.stopped:  # cut short: the early requests saw the least queueing, so a pass is not settled
+        meets = None if meets else False
     return {"load": load, "requests": s.arrived, "completed": s.completed, "ttft_ms": ttft, "tpot_ms": tpot,
-            "saturated": s.saturated, "stopped": s.stopped or None, "meets_slo": bool(meets)}
+            "saturated": s.saturated, "stopped": s.stopped or None, "meets_slo": meets}
 
 
 def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> tuple[ServingPlan, ServingEvaluation]:
@@ -163,9 +165,10 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
 
     Under a request rate the SLOs are judged by the simulation (:func:`simulated_slo`: queueing counts),
     trying the deployments that meet them in the evaluator fastest first while ``time_limit`` seconds
-    last; under a closed loop of clients the evaluator judges and the simulation's figures ride along in
-    ``meta["slo_simulated"]`` (its TTFT keeps identical requests in step, an upper estimate: median
-    +66 % on the measured rows of benchmarks/results/serving_load.md)."""
+    last; a simulation the time limit cuts short settles nothing, so the plan keeps the evaluator's verdict
+    and says so (``meets_slo`` None).  Under a closed loop of clients the evaluator judges and the
+    simulation's figures ride along in ``meta["slo_simulated"]`` (its TTFT keeps identical requests in
+    step, an upper estimate: median +66 % on the measured rows of benchmarks/results/serving_load.md)."""
     wl = p.workload
     slo = wl.ttft_ms is not None or wl.tpot_ms is not None
     ev = evaluate(p, plan.config)
@@ -192,7 +195,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
             break
         sim = simulated_slo(p, c, left)
         sims.append(sim)
-        if sim["meets_slo"]:
+        if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
             chosen = _chosen(plan, c, e)
             return replace(chosen, meta={**chosen.meta, "slo_simulated": sim}), e
     fit = [e for _, e in tried if e.fits]
