@@ -166,3 +166,28 @@ def test_simulate_concurrency_from_the_command_line(plan_file):
     assert "from 4 clients" in res.stdout and "12 completed" in res.stdout
     res = run_cli("simulate", plan_file, "--concurrency", 4, "--rate", 2)
     assert res.returncode == 2 and "Traceback" not in res.stderr and "not several" in res.stderr
+
+
+def test_sglang_runs_prompts_in_batches_of_their_own_first():
+    """SGLang without --enable-mixed-chunk: a step is prompts alone whenever one is ready, else decodes alone;
+    vLLM mixes them."""
+    n, isl, osl = 6, 256, 8
+    for engine, mixed in (("sglang", False), ("vllm", True)):
+        p = _problem(engine, isl, osl)
+        c = _config(budget=2 * isl)  # two prompts a step
+        reqs = RequestTable([0.0] * n, isl, osl)
+        s = ReplicaScheduler(p, c.replicas[0], 10_000 * p.block, c.max_num_seqs, c.max_num_batched_tokens, reqs)
+        s.waiting = deque(range(n))
+        kinds = []
+        now = 0.0
+        while (b := s.schedule()) is not None:
+            kinds.append((b.prefill > 0, b.decode > 0))
+            s.submit(b, now)
+            now = s.inflight[0].finish
+            s.complete(now)
+        assert all(x == osl for x in reqs.generated)
+        if mixed:
+            assert (True, True) in kinds  # a prompt beside the first ones' decodes
+        else:
+            assert (True, True) not in kinds
+            assert kinds[:3] == [(True, False)] * 3  # all six prompts, two a step, before any decode

@@ -109,6 +109,9 @@ class EngineRules:
     #: whether a prompt longer than what is left of the step's token budget is split over steps (vLLM v1,
     #: SGLang) or waits until it fits whole (TensorRT-LLM without ``enable_chunked_prefill``, its default)
     chunked_prefill: bool = True
+    #: whether a step carries prompt tokens beside the running requests' decodes (vLLM, TensorRT-LLM) or
+    #: prompts run in batches of their own, first (SGLang without ``--enable-mixed-chunk``)
+    mixed_steps: bool = True
     #: whether the engine shards a layer over a TP group at all (llama.cpp's ``-sm layer`` and a Hugging Face
     #: ``device_map`` place whole layers: one GPU per stage)
     tensor_parallel: bool = True
@@ -143,13 +146,15 @@ ENGINES: dict[str, EngineRules] = {
                  "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
-        max_num_seqs=4096, max_num_batched_tokens=8192,
+        max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False,
         kv_dtypes=(("bf16", None), ("fp16", None), ("fp8", "fp8_e4m3")),
         sources=("srt/server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16",
                  "srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
                  "srt/distributed/utils.py::get_pp_indices: remainder to the last partitions",
                  "srt/models/llama.py: ParallelLMHead on every PP rank",
-                 "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)")),
+                 "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)",
+                 "srt/server_args.py enable_mixed_chunk False; srt/managers/scheduler.py::get_next_batch_to_run: "
+                 "a new prefill batch runs before the running decode batch")),
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,

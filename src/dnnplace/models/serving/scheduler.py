@@ -25,6 +25,11 @@ costs one token, one still in its context its whole prompt -- and stops at the f
 ``max_num_tokens``.  Without chunked prefill (``enable_chunked_prefill`` defaults to False) a prompt
 is never split; the context step produces the first token.
 
+SGLang without ``--enable-mixed-chunk`` (its default) does not mix prompts into decode steps
+(``managers/scheduler.py::get_next_batch_to_run``): whenever a prompt (a chunked one first, then new
+requests FCFS within the token budget) is ready, the step is a batch of prompts alone; otherwise it is a
+decode batch of every running request.
+
 Why a price grid: one ``layer_times`` call costs milliseconds (it asks the kernel layer for seven
 prices), and every batch of a simulation is a different (decodes, KV length, prompt tokens).  The
 stage times are taken from :func:`~dnnplace.models.serving.evaluation.cached_times` -- the same
@@ -192,6 +197,7 @@ class ReplicaScheduler:
         self.reqs = reqs
         self.pricer = StagePricer(p, r, max_num_seqs, budget)
         self.reserve = p.engine.capacity_policy == "reserve"
+        self.unmixed = not p.engine.mixed_steps
         # where a request of the served context would not fit the budget whole, the exporter turns chunking on
         self.chunked = p.engine.chunked_prefill or p.context > budget
         self.whole = -(-(p.workload.isl + p.workload.osl) // self.block)
@@ -261,13 +267,21 @@ class ReplicaScheduler:
         return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
 
     def schedule(self) -> Batch | None:
-        """One step of the scheduler: running requests first, then admissions (none after a preemption)."""
+        """One step of the scheduler: running requests first, then admissions (none after a preemption); an
+        engine that does not mix prompts into decode steps runs a batch of prompts whenever one is ready."""
         if self.reserve:
             return self._schedule_reserve()
+        if self.unmixed:
+            return self._schedule("prefill") or self._schedule("decode")
+        return self._schedule("both")
+
+    def _schedule(self, kinds: str) -> Batch | None:
+        """vLLM's step over the running requests and the waiting queue; ``kinds`` ``prefill`` or ``decode``
+        keeps only prompt work (and admissions) or only decodes (SGLang's separate batches)."""
         q, B = self.reqs, self.block
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
         isl = q.isl
-        budget = self.budget
+        budget = self.budget if kinds != "decode" else 1 << 62  # a decode batch takes every running request
         entries: list[tuple[int, int, bool]] = []
         decode = prefill = 0
         kv_sum = 0
@@ -277,8 +291,8 @@ class ReplicaScheduler:
         while i < len(running) and budget > 0:
             r = running[i]
             want = isl + gen[r] - comp[r]
-            if want <= 0:  # its token is still in flight
-                i += 1
+            if want <= 0 or (kinds != "both" and (kinds == "decode") != (want == 1 and comp[r] >= isl)):
+                i += 1  # its token is still in flight, or not this batch's kind
                 continue
             new = min(want, budget)
             need = -(-(comp[r] + new) // B) - blocks[r]
@@ -304,7 +318,7 @@ class ReplicaScheduler:
             else:
                 prefill += new
             i += 1
-        if not preempted:
+        if not preempted and kinds != "decode":
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
