@@ -115,3 +115,14 @@ def test_a_plan_file_with_a_bad_simulated_check_is_one_line(tmp_path, bad, culpr
     out.write_text(json.dumps(doc))
     res = run_cli("evaluate", out)
     assert res.returncode == 2 and culprit in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_no_time_left_for_the_simulation_is_not_a_refusal():
+    """The SLO check gets what the search leaves; with none left, the fastest deployment that meets the SLO
+    unloaded is still the answer, its simulated check said as not settled -- never 'no deployment meets'."""
+    cap, ttft = _capacity()
+    p = _loaded(rate=0.5 * cap, ttft_ms=3 * ttft)
+    plan = dnnplace.solve(p, time_limit=10).plan
+    chosen, ev = verdicts.meet_slo(p, plan, time_limit=0.0)
+    sim = chosen.meta["slo_simulated"]
+    assert ev.meets_slo and sim["stopped"] == "time limit" and sim["meets_slo"] is None
