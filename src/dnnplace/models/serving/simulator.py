@@ -5,8 +5,9 @@ which gives throughput but not the queueing a request sees under a rate -- the p
 behind, the chunk its prompt is split into, the micro-batch its decode rides in, the preemption
 when the KV cache runs out.  Here requests arrive as a Poisson process (a seeded numpy Generator),
 each replica runs the engine's scheduler step by step (:mod:`~dnnplace.models.serving.scheduler`:
-vLLM v1's, for every engine), and each micro-batch is priced by the evaluator's own cost functions
-from the batch it actually holds.
+vLLM v1's; TensorRT-LLM's reserving capacity scheduler and whole-context micro-batches; SGLang's
+prompt batches run first, unmixed), and each micro-batch is priced by the evaluator's own cost
+functions from the batch it actually holds.
 
 Routing between replicas: vLLM's data-parallel client sends each request to the engine with the
 least ``4 * waiting + running`` (``v1/engine/core_client.py::DPLBAsyncMPClient``; live counts here,
