@@ -23,7 +23,7 @@ from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_m
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "iteration", "link_between", "served_context", "steady_batch", "steps", "tp_refusal"]
+           "iteration", "link_between", "prompts_chunked", "served_context", "steady_batch", "steps", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -52,6 +52,13 @@ def served_context(p: ServingProblem, kv_tokens: float) -> int:
     if p.max_model_len or not p.engine.max_len_must_fit:
         return p.context
     return max(min(p.context, int(kv_tokens)), 1)
+
+
+def prompts_chunked(p: ServingProblem, budget: int) -> bool:
+    """Whether a replica splits prompts over steps: the engine's default, or -- where a request of the served
+    context would not fit ``budget`` whole -- because its export turns chunked prefill on (TensorRT-LLM
+    refuses such a request without it).  One rule for the export and the simulation of what it runs."""
+    return p.engine.chunked_prefill or p.context > budget
 
 
 def link_between(p: ServingProblem, a: Stage, b: Stage) -> str:

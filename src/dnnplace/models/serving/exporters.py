@@ -115,6 +115,8 @@ def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 
 
 def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    from dnnplace.models.serving.evaluation import prompts_chunked
+
     docs = []
     for k, r in enumerate(plan.config.replicas):
         _check(p, r)
@@ -126,7 +128,7 @@ def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
                                          "max_seq_len": p.context,
                                          # without it a prompt longer than max_num_tokens is refused
                                          **({"enable_chunked_prefill": True}
-                                            if p.context > plan.config.max_num_batched_tokens else {}),
+                                            if prompts_chunked(p, plan.config.max_num_batched_tokens) else {}),
                                          "kv_cache_config": {"free_gpu_memory_fraction": p.fraction,
                                                              **({"dtype": kv} if (kv := _kv_flag(p)) else {})}}})
     return json.dumps(docs, indent=1) + "\n"

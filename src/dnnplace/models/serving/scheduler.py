@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, p2p_time
-from dnnplace.models.serving.evaluation import cached_times, link_between
+from dnnplace.models.serving.evaluation import cached_times, link_between, prompts_chunked
 from dnnplace.models.serving.spec import Replica, ServingProblem
 
 __all__ = ["Batch", "ReplicaScheduler", "RequestTable", "StagePricer", "price_grid"]
@@ -198,8 +198,7 @@ class ReplicaScheduler:
         self.pricer = StagePricer(p, r, max_num_seqs, budget)
         self.reserve = p.engine.capacity_policy == "reserve"
         self.unmixed = not p.engine.mixed_steps
-        # where a request of the served context would not fit the budget whole, the exporter turns chunking on
-        self.chunked = p.engine.chunked_prefill or p.context > budget
+        self.chunked = prompts_chunked(p, budget)
         self.whole = -(-(p.workload.isl + p.workload.osl) // self.block)
         self.waiting: deque[int] = deque()
         self.running: list[int] = []

@@ -177,10 +177,9 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     next_client = min(concurrency or requests, requests)
     reps = [ReplicaScheduler(p, r, e.kv_tokens, config.max_num_seqs, config.max_num_batched_tokens, reqs)
             for r, e in zip(config.replicas, ev.replicas)]
-    # the last output token's KV is never written, except where the engine reserves the whole length
-    need = -(-(wl.isl + wl.osl - (0 if p.engine.capacity_policy == "reserve" else 1)) // p.block)
+    need = -(-(wl.isl + wl.osl - 1) // p.block)  # the last output token's KV is never written
     for k, s in enumerate(reps):
-        if s.total_blocks < need:
+        if s.total_blocks < (s.whole if s.reserve else need):  # an engine that reserves wants the whole length
             raise DnnplaceError(f"replica {k + 1}: its KV cache ({s.total_blocks} blocks of {p.block}) cannot "
                                 f"hold one request ({wl.isl + wl.osl} tokens)")
     least = p.engine.name == "vllm"
