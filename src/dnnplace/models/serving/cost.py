@@ -88,53 +88,9 @@ def _attn_dtype(kv_dtype: str) -> str:
 
 def _layer_times(m: LayerProfile, kc: KernelCosts, tp: int, it: Iteration, link: str,
                  kv_dtype: str = "bf16") -> LayerTimes:
-    out = LayerTimes(np.zeros(m.num_layers), 0.0)
-    T = max(it.tokens, 1.0)
-    dt = m.weight_dtype
-    qw, kvw = m.heads * m.head_dim, m.kv_heads * m.head_dim
-    # attention projections and the dense MLP (all layers share shapes; MoE layers replace the MLP)
-    g = kc.gemm([T, T, T, T], [(qw + 2 * kvw) / tp, m.hidden, 2 * max(m.ffn, 1) / tp, m.hidden],
-                [m.hidden, qw / tp, m.hidden, max(m.ffn, 1) / tp], dt)
-    out.add(g)
-    proj, mlp = float(g.seconds[:2].sum()), float(g.seconds[2:].sum())
-    heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
-    attn = np.zeros(m.num_layers)
-    kvd = _attn_dtype(kv_dtype)
-    for w in np.unique(m.window):
-        t = 0.0
-        if it.decode > 0:
-            d = kc.decode_attention([max(it.decode, 1.0)], [max(it.kv_len, 1.0)], [heads], [kvh], m.head_dim,
-                                    kvd, int(w))
-            out.add(d)
-            t += float(d.seconds[0])
-        if it.prefill > 0:
-            reqs = it.prefill / it.isl
-            c = kc.context_attention([max(int(np.ceil(reqs)), 1)], [it.isl], [heads], [kvh], m.head_dim,
-                                     "bf16", kvd, int(w))
-            out.add(c)
-            t += float(c.seconds[0]) * reqs / max(np.ceil(reqs), 1.0)
-        attn[m.window == w] = t
-    comm = 0.0
-    if tp > 1:
-        c = tp_all_reduce(kc, np.array([T * m.hidden * 2.0]), tp, link)
-        out.add(c)
-        comm = 2.0 * float(c.seconds[0])
-    moe_t = mlp
-    if m.experts:
-        e = kc.moe([T], m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, dt)
-        out.add(e)
-        moe_t = float(e.seconds[0])
-        if m.shared_ffn:
-            s = kc.gemm([T, T], [2 * m.shared_ffn / tp, m.hidden], [m.hidden, m.shared_ffn / tp], dt)
-            out.add(s)
-            moe_t += float(s.seconds.sum())
-    out.per_layer = proj + attn + comm + np.where(m.moe, moe_t, mlp) + _elementwise(m, kc, tp, T)
-    # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
-    rows = max(it.decode + it.prefill / it.isl, 1.0)
-    h = kc.gemm([rows], [m.vocab / tp], [m.hidden], "bf16")
-    out.add(h)
-    out.head = float(h.seconds[0])
-    return out
+    """One iteration's :class:`LayerTimes`: the batch arithmetic (:func:`_price`) on a batch of one, so the
+    evaluator and the search price a step by one set of formulas."""
+    return _layer_times_batch(m, kc, tp, [it], link, kv_dtype)[0]
 
 
 def _counts(source: np.ndarray) -> np.ndarray:
@@ -152,7 +108,7 @@ def layer_times_matrix(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iterati
 
 def _layer_times_batch(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link: str,
                        kv_dtype: str = "bf16") -> list[LayerTimes]:
-    """:func:`_layer_times` over ``its``: the same formulas, each kernel family priced once for all of them."""
+    """:class:`LayerTimes` of each of ``its``, each kernel family priced once for all of them (:func:`_price`)."""
     if not its:
         return []
     per, head, fams = _price(m, kc, tp, its, link, kv_dtype)
@@ -169,7 +125,10 @@ def _layer_times_batch(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iter
 def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link: str,
            kv_dtype: str) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """Per-layer seconds (iterations x layers), head seconds, and per kernel family the iterations it priced
-    with their source counts; entry by entry the arithmetic of :func:`_layer_times`."""
+    with their source counts.  A layer's time: its GEMMs at m = the step's tokens (16-bit modules of a
+    quantized checkpoint at 16 bits), decode attention over the cached tokens and prefill attention of the
+    step's prompts per window size, the TP all-reduces, the MoE layer where the layer has experts, and the
+    memory-bound kernels between them."""
     K = len(its)
     every = np.arange(K)
     fams: list[tuple[np.ndarray, np.ndarray]] = []
@@ -186,6 +145,17 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     fams.append((every, _counts(g.source)))
     proj = g.seconds[:, 0] + g.seconds[:, 1]
     mlp = g.seconds[:, 2] + g.seconds[:, 3]
+    # a checkpoint's 16-bit modules (Meta's FP8 Llama keeps attention in BF16): their GEMMs at 16 bits, blended
+    # per layer by the share of the part's weights kept so
+    a16 = m.attn_16bit if m.attn_16bit is not None else np.zeros(m.num_layers)
+    f16 = m.mlp_16bit if m.mlp_16bit is not None else np.zeros(m.num_layers)
+    proj_l = np.repeat(proj[:, None], m.num_layers, 1)
+    mlp_l = np.repeat(mlp[:, None], m.num_layers, 1)
+    if a16.any() or f16.any():
+        g16 = kc.gemm(np.repeat(T[:, None], 4, 1), np.broadcast_to(ns, (K, 4)), np.broadcast_to(ks, (K, 4)), "bf16")
+        fams.append((every, _counts(g16.source)))
+        proj_l = proj_l * (1.0 - a16) + (g16.seconds[:, 0] + g16.seconds[:, 1])[:, None] * a16
+        mlp_l = mlp_l * (1.0 - f16) + (g16.seconds[:, 2] + g16.seconds[:, 3])[:, None] * f16
     heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
     attn = np.zeros((K, m.num_layers))
     kvd = _attn_dtype(kv_dtype)
@@ -212,18 +182,21 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
         c = tp_all_reduce(kc, T * m.hidden * 2.0, tp, link)
         fams.append((every, _counts(c.source[:, None])))
         comm = 2.0 * c.seconds
-    moe_t = mlp
+    moe_l = mlp_l
     if m.experts:
-        e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, dt)
-        fams.append((every, _counts(e.source[:, None])))
-        moe_t = e.seconds.copy()
-        if m.shared_ffn:
-            s = kc.gemm(np.repeat(T[:, None], 2, 1), np.broadcast_to([2 * m.shared_ffn / tp, m.hidden], (K, 2)),
-                        np.broadcast_to([m.hidden, m.shared_ffn / tp], (K, 2)), dt)
-            fams.append((every, _counts(s.source)))
-            moe_t = moe_t + (s.seconds[:, 0] + s.seconds[:, 1])
+        moe_t: dict[str, np.ndarray] = {}
+        for wd in (dt, "bf16") if (f16[m.moe].any() and dt != "bf16") else (dt,):
+            e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, wd)
+            fams.append((every, _counts(e.source[:, None])))
+            moe_t[wd] = e.seconds.copy()
+            if m.shared_ffn:
+                sg = kc.gemm(np.repeat(T[:, None], 2, 1), np.broadcast_to([2 * m.shared_ffn / tp, m.hidden], (K, 2)),
+                             np.broadcast_to([m.hidden, m.shared_ffn / tp], (K, 2)), wd)
+                fams.append((every, _counts(sg.source)))
+                moe_t[wd] = moe_t[wd] + (sg.seconds[:, 0] + sg.seconds[:, 1])
+        moe_l = moe_t[dt][:, None] * (1.0 - f16) + moe_t.get("bf16", moe_t[dt])[:, None] * f16
     ew = _elementwise(m, kc, tp, T)
-    per = proj[:, None] + attn + comm[:, None] + np.where(m.moe[None, :], moe_t[:, None], mlp[:, None]) + ew[:, None]
+    per = proj_l + attn + comm[:, None] + np.where(m.moe[None, :], moe_l, mlp_l) + ew[:, None]
     # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
     rows = np.maximum(dec + pre / isl, 1.0)
     h = kc.gemm(rows, np.full(K, m.vocab / tp), np.full(K, float(m.hidden)), "bf16")

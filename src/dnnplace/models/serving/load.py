@@ -49,10 +49,53 @@ def _mlp_params(ffn: int, hidden: int, gated: bool) -> float:
     return float((3 if gated else 2) * hidden * ffn)
 
 
+Modules = list[tuple[tuple[str, ...], float]]
+
+
+def _gated(prefixes: tuple[str, ...], weights: float) -> Modules:
+    """A gated MLP's three projections (equal weights) under each family's spelling of its module."""
+    return [(tuple(f"{p}.{proj}" for p in prefixes) + alt, weights / 3.0)
+            for proj, alt in (("gate_proj", ()), ("up_proj", ()), ("down_proj", ()))]
+
+
+def _part_modules(arch: TransformerArch, moe: MoEModel | None) -> dict[str, Modules]:
+    """Each part's modules as Hugging Face names them under a decoder layer, with their weights: what a
+    checkpoint's list of 16-bit modules is matched against (:meth:`Quantization.share_16bit`)."""
+    h = arch.hidden
+    if moe is not None and moe.mla is not None:
+        m = moe.mla
+        q: Modules = ([(("self_attn.q_a_proj",), float(h * m.q_lora_rank)),
+                       (("self_attn.q_b_proj",), float(m.q_lora_rank * arch.heads * m.qk_head_dim))]
+                      if m.q_lora_rank else [(("self_attn.q_proj",), float(h * arch.heads * m.qk_head_dim))])
+        attn = q + [(("self_attn.kv_a_proj_with_mqa",), float(h * (m.kv_lora_rank + m.qk_rope_head_dim))),
+                    (("self_attn.kv_b_proj",),
+                     float(m.kv_lora_rank * arch.heads * (m.qk_nope_head_dim + m.v_head_dim))),
+                    (("self_attn.o_proj",), float(arch.heads * m.v_head_dim * h))]
+    else:
+        attn = [(("self_attn.q_proj",), float(h * arch.q_width)), (("self_attn.k_proj",), float(h * arch.kv_width)),
+                (("self_attn.v_proj",), float(h * arch.kv_width)), (("self_attn.o_proj",), float(arch.q_width * h))]
+    parts = {"attn": attn, "mlp": _gated(("mlp", "feed_forward"), _mlp_params(arch.ffn_hidden, h, arch.gated))}
+    if moe is not None:
+        s = moe.moe
+        one = _mlp_params(s.expert_ffn, h, True)
+        experts = [(tuple(f"{p}.{e}" for p in ("mlp.experts.0", "feed_forward.experts.0")) + (alt,), one / 3.0)
+                   for e, alt in (("gate_proj", "block_sparse_moe.experts.0.w1"),
+                                  ("up_proj", "block_sparse_moe.experts.0.w3"),
+                                  ("down_proj", "block_sparse_moe.experts.0.w2"))]
+        parts["experts"] = experts
+        parts["shared"] = _gated(("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert"),
+                                 _mlp_params(max(s.shared_ffn, 1), h, True))
+    return parts
+
+
 def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv_dtype: str, source: str,
                  checkpoint: Any = None) -> LayerProfile:
     """The per-layer costs of ``arch`` stored at ``precision`` (bytes per weight from
-    :data:`~dnnplace.models.serving.catalogue.PRECISIONS`; a GGUF K_M mix per layer as llama.cpp makes it)."""
+    :data:`~dnnplace.models.serving.catalogue.PRECISIONS`; a GGUF K_M mix per layer as llama.cpp makes it).
+
+    A checkpoint that leaves modules at 16 bits (its ``modules_to_not_convert`` / ``ignore`` /
+    ``exclude_modules``) has them priced at 16 bits, in bytes and in GEMM time, layer by layer; routers
+    are 16-bit everywhere (vLLM builds them with no quantization config)."""
     if precision not in PRECISIONS:
         raise DnnplaceError(f"unknown precision '{precision}'; known: {', '.join(PRECISIONS)}")
     if kv_dtype not in KV_DTYPES:
@@ -69,11 +112,14 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     mask = np.array(moe.moe.moe_layers if moe is not None else [False] * n, dtype=bool)
     mlp = np.full(n, _mlp_params(arch.ffn_hidden, arch.hidden, arch.gated))
     experts = top_k = expert_ffn = shared_ffn = 0
+    routed = shared = router = 0.0
     if moe is not None:
         s = moe.moe
         experts, top_k, expert_ffn, shared_ffn = s.num_experts, s.top_k, s.expert_ffn, s.shared_ffn
-        routed = s.num_experts * _mlp_params(s.expert_ffn, arch.hidden, True) + arch.hidden * s.num_experts
-        mlp = np.where(mask, routed + _mlp_params(s.shared_ffn, arch.hidden, True), mlp)
+        routed = s.num_experts * _mlp_params(s.expert_ffn, arch.hidden, True)
+        shared = _mlp_params(s.shared_ffn, arch.hidden, True)
+        router = float(arch.hidden * s.num_experts)
+        mlp = np.where(mask, routed + shared + router, mlp)
         if moe.mla is not None:
             m = moe.mla
             q = (arch.hidden * m.q_lora_rank + m.q_lora_rank * arch.heads * m.qk_head_dim) if m.q_lora_rank \
@@ -83,13 +129,24 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
             attn = float(q + kv + arch.heads * m.v_head_dim * arch.hidden)
     params = attn + mlp
     norm_bytes = 2.0 * arch.hidden * 2.0  # two RMSNorm weights per layer, 16-bit
+    a16 = m16 = None
     if precision in GGUF:
         base = GGUF[precision].base_bytes
         more = np.array([use_more_bits(i, n) for i in range(n)])
         promoted = np.where(more, v_proj + (down if not moe else 0.0), 0.0)
         wbytes = params * base + promoted * (Q6_K_BYTES - base) + norm_bytes
     else:
-        wbytes = params * bpw + norm_bytes
+        share = {k: np.zeros(n) for k in ("attn", "mlp", "experts", "shared")}
+        if checkpoint is not None and checkpoint.skip:
+            parts = _part_modules(arch, moe)
+            for k, mods in parts.items():
+                share[k] = np.array([checkpoint.share_16bit(i, mods) for i in range(n)])
+        at = lambda x, k: x * (share[k] * 2.0 + (1.0 - share[k]) * bpw)  # noqa: E731
+        dense_mlp = at(np.full(n, _mlp_params(arch.ffn_hidden, arch.hidden, arch.gated)), "mlp")
+        sparse_mlp = at(np.full(n, routed), "experts") + at(np.full(n, shared), "shared") + router * 2.0
+        wbytes = at(np.full(n, attn), "attn") + np.where(mask, sparse_mlp, dense_mlp) + norm_bytes
+        if dtype not in ("bf16", "fp16") and (share["attn"].any() or share["mlp"].any() or share["experts"].any()):
+            a16, m16 = share["attn"], np.where(mask, share["experts"], share["mlp"])
     kvb = KV_DTYPES[kv_dtype]
     shardable = moe is None or moe.mla is None
     if shardable:
@@ -108,7 +165,7 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         arch.name, n, arch.hidden, arch.ffn_hidden, arch.heads, arch.kv_heads, arch.head_dim, arch.vocab,
         arch.tied_embeddings, wbytes, kv_tok, shardable, window, mask, experts, top_k, expert_ffn, shared_ffn,
         embed_bytes=vh * (bpw if precision in _GGUF_NAMES else 2.0), head_bytes=head, weight_dtype=dtype,
-        precision=precision, max_position=arch.max_position, source=source)
+        precision=precision, max_position=arch.max_position, source=source, attn_16bit=a16, mlp_16bit=m16)
 
 
 def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16",

@@ -51,6 +51,10 @@ class LayerProfile:
     precision: str = "bf16"
     max_position: int = 4096
     source: str = ""
+    # share of each layer's attention / MLP (routed experts on an MoE layer) weights a quantized checkpoint
+    # keeps at 16 bits (its list of unconverted modules); None: all at ``weight_dtype``
+    attn_16bit: np.ndarray | None = None
+    mlp_16bit: np.ndarray | None = None
 
     def kv_per_gpu(self, tp: int) -> np.ndarray:
         """KV bytes per token per layer on one GPU of a TP group of ``tp`` (KV heads replicate when fewer
