@@ -129,13 +129,31 @@ class EngineRules:
     nvidia_only: bool = False
     #: KV-cache dtypes the engine stores (our name -> its flag's value; None: its default, the model's dtype)
     kv_dtypes: tuple[tuple[str, str | None], ...] = (("bf16", None), ("fp16", None), ("fp8", "fp8"))
+    #: the start-up profile's sampling peak in FP32 logits (``max_num_seqs`` x vocab x 4 bytes) it holds at once;
+    #: with a value the profile's peak is the larger of the forward's and the sampler's (they run one after the
+    #: other), without one (0) a stage holds one FP32 logits tensor beside the forward's intermediates
+    sampler_logits_copies: float = 0.0
 
+
+#: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
+#: on (V0 ``profile_run``: top_k = vocab - 1, top_p 0.99; V1 ``_dummy_sampler_run``), whose PyTorch path holds
+#: the FP32 logits, their sorted copy and int64 sort indices, masks, the scattered logits, probabilities and the
+#: exponential draws at once, plus the sort's own buffers.  Measured, not counted: llm-d's vLLM runs on H100
+#: (llm-d-benchmark config_explorer/empirical-vllm-memory-results.md) log a 4.76 GiB activation peak for
+#: Llama-3.1-8B at vLLM's 1,024 sequences on an 80 GB GPU: 4.76 GiB / (1024 x 128256 x 4 B) = 9.73 FP32
+#: logits tensors.  The other rows of that table, vLLM PR #10511's 1.26 GiB at 256 sequences and the start-up
+#: logs in benchmarks/serving_memory.py check it.
+VLLM_SAMPLER_LOGITS_COPIES = 4.76 * 2**30 / (1024 * 128256 * 4)
+VLLM_SAMPLER_SOURCE = ("llm-d-benchmark config_explorer/empirical-vllm-memory-results.md: Llama-3.1-8B on H100, "
+                       "peak activation 4.76 GiB at max_num_seqs 1024 -> 9.73 x max_num_seqs x vocab x 4 B")
 
 ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
-        sources=("config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
+        sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES,
+        sources=(VLLM_SAMPLER_SOURCE,
+                 "config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
                  "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)",
@@ -248,8 +266,8 @@ TP_ALL_REDUCE: dict[str, AllReduceRule] = {
 #: (vllm/engine/arg_utils.py of v0.5.3), CUDA graphs captured after the KV cache was sized.
 VLLM_2024 = EngineRules(
     "vllm", "vllm", 0.90, "total", "min_blocks", 16, "middle", cuda_graphs=False, max_num_seqs=256,
-    max_num_batched_tokens=8192, max_len_must_fit=True,
-    sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9",))
+    max_num_batched_tokens=8192, max_len_must_fit=True, sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES,
+    sources=("vllm v0.5.3 engine/arg_utils.py: block_size 16, gpu_memory_utilization 0.9", VLLM_SAMPLER_SOURCE))
 
 
 #: trtllm-bench's bytes per element by quantization (tensorrt_llm/bench/build/tuning.py ``BYTES_PER_ELEM``).

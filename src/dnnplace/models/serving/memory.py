@@ -23,16 +23,23 @@ __all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_wei
 CUDA_GRAPH_MAX_BATCH = 512
 
 
-def activation_bytes(m: LayerProfile, tp: int, tokens: float, seqs: float, last: bool) -> float:
+def activation_bytes(m: LayerProfile, tp: int, tokens: float, seqs: float, last: bool,
+                     sampler_copies: float = 0.0) -> float:
     """The peak of one forward at ``tokens`` batched tokens on one GPU of ``tp``: the widest layer's
     intermediates (residual and hidden, QKV, the gated MLP's up and activated outputs, 16-bit) and, on
-    the last stage, the FP32 logits of ``seqs`` sequences (vllm/v1/sample/sampler.py upcasts to FP32)."""
+    the last stage, the FP32 logits of ``seqs`` sequences (vllm/v1/sample/sampler.py upcasts to FP32).
+
+    ``sampler_copies`` > 0: the engine's profile samples after the forward, holding that many FP32 logits
+    tensors of ``seqs`` rows (every TP rank gathers the whole vocabulary) beside the step's hidden states;
+    the peak is the larger of the two passes (:data:`~dnnplace.models.serving.catalogue.VLLM_SAMPLER_LOGITS_COPIES`)."""
     mlp = max(m.ffn, m.top_k * m.expert_ffn + m.shared_ffn if m.experts else 0)
     width = 2 * m.hidden + (m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) / tp + 3 * mlp / tp
-    out = tokens * width * 2.0
-    if last:
-        out += seqs * m.vocab * 4.0
-    return float(out)
+    forward = tokens * width * 2.0
+    if not last:
+        return float(forward)
+    if sampler_copies > 0:
+        return float(max(forward, tokens * m.hidden * 2.0 + seqs * m.vocab * 4.0 * sampler_copies))
+    return float(forward + seqs * m.vocab * 4.0)
 
 
 def extra_weight_bytes(p: ServingProblem, first: bool, last: bool, tp: int) -> float:
@@ -73,7 +80,7 @@ def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: 
     m, e = p.model, p.engine
     total = device_spec(gpu).usable_memory_bytes
     weights = float(m.weight_bytes[lo:hi].sum()) / tp + extra_weight_bytes(p, first, last, tp)
-    act = activation_bytes(m, tp, max_num_batched_tokens, max_num_seqs, last)
+    act = activation_bytes(m, tp, max_num_batched_tokens, max_num_seqs, last, e.sampler_logits_copies)
     graphs = activation_bytes(m, tp, min(max_num_seqs, CUDA_GRAPH_MAX_BATCH), 0, False) if e.cuda_graphs else 0.0
     if e.fraction_of == "free":
         budget = p.fraction * max(total - weights - act, 0.0) + weights + act
