@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, layer_times_matrix
+from dnnplace.models.serving.evaluation import prompt_lumps
 from dnnplace.models.serving.memory import stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
@@ -56,8 +57,8 @@ def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) 
 def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[int, ...],
                 mbt: int) -> tuple[np.ndarray, list[Iteration], np.ndarray, np.ndarray, np.ndarray]:
     """Every micro-batch a replica of ``pp`` in ``pps`` stages may run, each once: ``m = max(c / pp, 1)`` for
-    integer ``c`` up to ``limit`` and ``pp * m_cap``, and its steps through the arithmetic of
-    :func:`~dnnplace.models.serving.evaluation.steps` (float for float, so each is the evaluator's own):
+    integer ``c`` up to ``limit`` and ``pp * m_cap``, and its steps by the evaluator's own
+    :func:`~dnnplace.models.serving.evaluation.prompt_lumps`:
     (decode per micro-batch, the distinct steps, for each micro-batch the index of its lighter and heavier
     step and the heavier one's share)."""
     wl = p.workload
@@ -71,15 +72,7 @@ def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[
     decode = tokens * wl.osl / (wl.isl + wl.osl)
     prefill = tokens - decode
     kv = wl.isl + wl.osl / 2
-    room = float(mbt) - decode
-    lump = float(min(wl.isl, mbt))
-    lo = np.floor(prefill / lump + 1e-12) * lump
-    hi = np.minimum(lo + lump, room)
-    whole = (prefill <= 0.0) | (prefill >= room - 1e-9) | (hi - lo <= 1e-9)  # one step kind: the mean
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(whole, 0.0, (prefill - lo) / np.where(whole, 1.0, hi - lo))
-    lo = np.where(whole, prefill, lo)
-    hi = np.where(whole, prefill, hi)
+    lo, hi, share = prompt_lumps(wl.isl, decode, prefill, mbt)
     keys: dict[tuple[float, float], int] = {}
     at_lo, at_hi = np.empty(len(decode), dtype=int), np.empty(len(decode), dtype=int)
     for k, (d, a, b) in enumerate(zip(decode.tolist(), lo.tolist(), hi.tolist())):

@@ -23,7 +23,8 @@ from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_m
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "iteration", "link_between", "prompts_chunked", "served_context", "steady_batch", "steps", "tp_refusal"]
+           "iteration", "link_between", "prompt_lumps", "prompts_chunked", "served_context", "steady_batch", "steps",
+           "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -180,17 +181,29 @@ def steps(p: ServingProblem, seqs_per_mb: float, budget: int) -> list[tuple[floa
     e.g. a 20,000-token prompt every 2,000 decode steps is not 10 extra tokens per step.  Where the
     budget is full every step (prompts fill what the decodes leave) the two agree."""
     it = iteration(p, seqs_per_mb, budget)
-    room = float(budget) - it.decode
-    lump = float(min(p.workload.isl, budget))
-    if it.prefill <= 0.0 or it.prefill >= room - 1e-9:
+    lo, hi, share = prompt_lumps(p.workload.isl, np.array([it.decode]), np.array([it.prefill]), budget)
+    g = float(share[0])
+    if g <= 0.0:
         return [(1.0, it)]
-    lo = math.floor(it.prefill / lump + 1e-12) * lump
-    hi = min(lo + lump, room)
-    if hi - lo <= 1e-9:
-        return [(1.0, it)]
-    g = (it.prefill - lo) / (hi - lo)
-    out = [(1.0 - g, Iteration(it.decode, it.kv_len, lo, it.isl)), (g, Iteration(it.decode, it.kv_len, hi, it.isl))]
-    return [(w, x) for w, x in out if w > 0.0]
+    return [(1.0 - g, Iteration(it.decode, it.kv_len, float(lo[0]), it.isl)),
+            (g, Iteration(it.decode, it.kv_len, float(hi[0]), it.isl))]
+
+
+def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,
+                 budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For steps decoding ``decode`` sequences with ``prefill`` prompt tokens each on average (arrays), the
+    two step kinds of :func:`steps`: (the lighter kind's prompt tokens, the heavier kind's, the heavier
+    kind's share).  Lumps are whole prompts (a budget-sized chunk of a longer one); where the budget is
+    full every step, or no prompt comes, there is one kind (share 0, both the mean).  Vectorised because
+    the bound prices every micro-batch size a replica may run at once, float for float the evaluator's."""
+    room = float(budget) - decode
+    lump = float(min(isl, budget))
+    lo = np.floor(prefill / lump + 1e-12) * lump
+    hi = np.minimum(lo + lump, room)
+    whole = (prefill <= 0.0) | (prefill >= room - 1e-9) | (hi - lo <= 1e-9)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(whole, 0.0, (prefill - lo) / np.where(whole, 1.0, hi - lo))
+    return np.where(whole, prefill, lo), np.where(whole, prefill, hi), share
 
 
 def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
