@@ -24,7 +24,7 @@ from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem,
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
            "iteration", "link_between", "prompt_lumps", "prompts_chunked", "served_context", "steady_batch", "steps",
-           "tp_refusal"]
+           "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -180,13 +180,20 @@ def steps(p: ServingProblem, seqs_per_mb: float, budget: int) -> list[tuple[floa
     there are, compute grows past that), so the mean step underprices the steps that carry a prompt;
     e.g. a 20,000-token prompt every 2,000 decode steps is not 10 extra tokens per step.  Where the
     budget is full every step (prompts fill what the decodes leave) the two agree."""
-    it = iteration(p, seqs_per_mb, budget)
-    lo, hi, share = prompt_lumps(p.workload.isl, np.array([it.decode]), np.array([it.prefill]), budget)
-    g = float(share[0])
-    if g <= 0.0:
-        return [(1.0, it)]
-    return [(1.0 - g, Iteration(it.decode, it.kv_len, float(lo[0]), it.isl)),
-            (g, Iteration(it.decode, it.kv_len, float(hi[0]), it.isl))]
+    return steps_many(p, [seqs_per_mb], budget)[0]
+
+
+def steps_many(p: ServingProblem, seqs_per_mb: list[float], budget: int) -> list[list[tuple[float, Iteration]]]:
+    """:func:`steps` of many micro-batch sizes, their lumps found in one vectorised call (the search prices
+    hundreds of batch sizes per pipeline)."""
+    its = [iteration(p, s, budget) for s in seqs_per_mb]
+    lo, hi, share = prompt_lumps(p.workload.isl, np.array([it.decode for it in its]),
+                                 np.array([it.prefill for it in its]), budget)
+    out: list[list[tuple[float, Iteration]]] = []
+    for it, a, b, g in zip(its, lo.tolist(), hi.tolist(), share.tolist()):
+        out.append([(1.0, it)] if g <= 0.0 else [(1.0 - g, Iteration(it.decode, it.kv_len, a, it.isl)),
+                                                  (g, Iteration(it.decode, it.kv_len, b, it.isl))])
+    return out
 
 
 def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,

@@ -34,6 +34,7 @@ from dnnplace.models.serving.evaluation import (
     link_between,
     steady_batch,
     steps,
+    steps_many,
     tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
@@ -110,7 +111,7 @@ class _Pipeline:
 
     def prefetch(self, batches: list[int]) -> None:
         """Price the layer times of these batches' steps on every stage kind in one call each."""
-        its = [x for b in batches for _, x in self.steps(b)]
+        its = [x for mix in steps_many(self.p, [max(b / self.pp, 1.0) for b in batches], self.mbt) for _, x in mix]
         for gpu, tp, link in dict.fromkeys(s[:3] for s in self.sig):
             cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
 
