@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -47,7 +48,9 @@ def test_vllm_partition_and_gpu_order(setup):
 
 def test_sglang_and_trtllm_partitions(setup):
     p, plan, r = setup
-    env = _env(export(p, plan, "sglang").splitlines()[1])
+    with pytest.raises(DnnplaceError, match="stage 3 .t4.*plan again with --engine sglang"):
+        export(p, plan, "sglang")  # SGLang's own fraction on a 16 GB T4 (0.757) leaves its 12 layers no KV cache
+    env = _env(export(replace(p, memory_fraction=0.88), plan, "sglang").splitlines()[1])
     assert env["SGLANG_PP_LAYER_PARTITION"] == "30,30,12,8"
     doc = json.loads(export(p, plan, "trtllm"))[0]
     assert doc["llm_api_options"]["pp_partition"] == [30, 30, 12, 8]
@@ -130,6 +133,8 @@ def _check_ranks(replica, devices):
 @pytest.mark.parametrize("to", ENGINES)
 def test_every_export_reads_back_the_plans_partition_and_gpu_order(setup, gguf, to):
     p, plan, r = gguf if to == "llama.cpp" else setup
+    if to == "sglang":  # the vLLM plan's 12-layer T4 stage needs more than SGLang's own 0.757 on a T4
+        p = replace(p, memory_fraction=0.88)
     [(part, devices)] = _read_back(p, plan, to)
     assert part == r.partition() and len(part) == r.pp and sum(part) == p.model.num_layers and min(part) >= 1
     if to == "hf":  # device_map values are device indices: one per stage, in stage order

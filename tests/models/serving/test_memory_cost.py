@@ -74,3 +74,21 @@ def test_vllm_pr_6920_the_planner_split_beats_the_even_split(llama70b):
     assert ev.replicas[0].kv_tokens >= even.replicas[0].kv_tokens
     assert ev.output_tokens_per_s >= even.output_tokens_per_s
     assert min(plan.config.replicas[0].partition()) >= 1
+
+
+def test_sglang_derives_its_default_fraction_per_gpu_and_launch(llama70b):
+    from dnnplace.models.serving.catalogue import sglang_mem_fraction
+    from dnnplace.models.serving.memory import stage_memory
+
+    # srt/server_args.py::_handle_gpu_memory_settings by hand: H100 (81,559 MiB), TP 1: chunk 8192, graphs 256:
+    # 512 + 8192 x 1.5 + 256 x 2 + 1/8 GiB = 13,440 MiB; TP 8: 512 + 12,288 + 512 x 2 + 1,024 = 14,848 MiB
+    assert sglang_mem_fraction(81559, 1, 1) == round((81559 - 13440) / 81559, 3) == 0.835
+    assert sglang_mem_fraction(81559, 8, 1) == round((81559 - 14848) / 81559, 3) == 0.818
+    # a 16 GB T4: chunk 2048, graphs 8: 512 + 3072 + 16 + 128 = 3728 MiB; no 10 GiB floor below 60 GiB
+    assert sglang_mem_fraction(15360, 1, 1) == round((15360 - 3728) / 15360, 3)
+    p = problem(llama70b, gpus="8xh100", precision="fp8", engine="sglang", isl=128, osl=128)
+    one, eight = (stage_memory(p, "h100", 1, 0, 10, True, False, 256, 8192, pp) for pp in (1, 8))
+    assert one.budget > eight.budget  # the launch's size moves the fraction: pp = 1 is the bound's optimistic value
+    given = replace(p, memory_fraction=0.9)
+    assert stage_memory(given, "h100", 1, 0, 10, True, False, 256, 8192, 8).budget == pytest.approx(
+        0.9 * one.budget / 0.835)  # a fraction given is the fraction used

@@ -133,6 +133,9 @@ class EngineRules:
     #: with a value the profile's peak is the larger of the forward's and the sampler's (they run one after the
     #: other), without one (0) a stage holds one FP32 logits tensor beside the forward's intermediates
     sampler_logits_copies: float = 0.0
+    #: how the default memory fraction is set: ``fixed`` (``memory_fraction``) or ``sglang`` (SGLang derives it
+    #: per launch from the GPU's memory and TP x PP: :func:`sglang_mem_fraction`)
+    fraction_rule: str = "fixed"
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -164,13 +167,14 @@ ENGINES: dict[str, EngineRules] = {
                  "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
-        max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False,
+        max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False, fraction_rule="sglang",
         kv_dtypes=(("bf16", None), ("fp16", None), ("fp8", "fp8_e4m3")),
         sources=("srt/server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16",
                  "srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
                  "srt/distributed/utils.py::get_pp_indices: remainder to the last partitions",
                  "srt/models/llama.py: ParallelLMHead on every PP rank",
-                 "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static (0.88 taken here)",
+                 "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static by sglang_mem_fraction "
+                 "(0.88 where the GPU's memory is unknown)",
                  "srt/server_args.py enable_mixed_chunk False; srt/managers/scheduler.py::get_next_batch_to_run: "
                  "a new prefill batch runs before the running decode batch")),
     "trtllm": EngineRules(
@@ -205,6 +209,24 @@ ENGINES: dict[str, EngineRules] = {
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",
                  "transformers DynamicCache: the cache is kept in the model's dtype")),
 }
+
+
+def sglang_mem_fraction(gpu_mib: float, tp: int, pp: int) -> float:
+    """SGLang's default ``mem_fraction_static`` on a GPU of ``gpu_mib`` MiB (nvidia-smi's total) for a launch of
+    ``tp`` x ``pp`` GPUs, as srt/server_args.py::_handle_gpu_memory_settings sets it: its memory tier's
+    ``chunked_prefill_size`` (2048 below 35 GiB, 4096 below 60, 8192 below 160, else 16384) and
+    ``cuda_graph_max_bs``; reserve 512 MiB, 1.5 MiB per chunked-prefill token, 2 MiB per CUDA-graph batch,
+    1 GiB per 8 GPUs of TP x PP, at least 10 GiB on GPUs over 60 GiB; the fraction is what is left, rounded to
+    3 decimals.  Why not a constant: on an 80 GB H100 it is 0.835 at TP 1 and 0.818 at TP 8, not the 0.88 of
+    its fallback, and SGLang's KV pool is this fraction less the weights -- several GiB per GPU apart."""
+    tiers = [(20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+             (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512)]
+    chunk, graphs = next(((c, small if tp < 4 else large) for top, c, small, large in tiers if gpu_mib < top),
+                         (16384, 512))
+    reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp * pp / 8 * 1024
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
 def engine_rules(name: str) -> EngineRules:

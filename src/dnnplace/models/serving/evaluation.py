@@ -217,7 +217,7 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     """Memory, KV cache and steady-state rate of one replica."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
     mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1,
-                         max_num_seqs, max_num_batched_tokens) for i, s in enumerate(r.stages)]
+                         max_num_seqs, max_num_batched_tokens, r.pp) for i, s in enumerate(r.stages)]
     per_stage = stage_kv_tokens(mems, p)
     kv = float(per_stage.min()) if len(per_stage) else 0.0
     if p.engine.kv_rule == "min_blocks":

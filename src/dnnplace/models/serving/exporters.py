@@ -99,13 +99,25 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     return _launches(p, plan, command)
 
 
+def _sglang_fraction(p: ServingProblem, plan: ServingPlan, r: Replica) -> float:
+    """The fraction the plan priced this replica with (the one given, else SGLang's own rule).  SGLang takes
+    one for the whole launch, from the smallest GPU of the host (nvidia-smi), so the replica's smallest card
+    stands for it; the evaluator prices each stage at its own card's, which on a replica of mixed cards can
+    differ by the memory tiers' step (at most 0.03)."""
+    from dnnplace.core.catalogue import device_spec
+
+    gpu = min((s.gpu for s in r.stages), key=lambda g: device_spec(g).usable_memory_bytes)
+    return p.fraction_for(device_spec(gpu).usable_memory_bytes, r.tp, r.pp)
+
+
 def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
         env = [("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
         if r.tp > 1 and len({s.gpu for s in r.stages}) > 1:
             env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
         args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
-                "--pp-size", str(r.pp), "--mem-fraction-static", f"{p.fraction:.2f}", "--base-gpu-id", "0",
+                "--pp-size", str(r.pp), "--mem-fraction-static", f"{_sglang_fraction(p, plan, r):.3f}",
+                "--base-gpu-id", "0",
                 "--max-running-requests", str(plan.config.max_num_seqs),
                 "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
                 "--port", str(30000 + k)]

@@ -74,18 +74,20 @@ class StageMemory:
 
 
 def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: bool, last: bool,
-                 max_num_seqs: int, max_num_batched_tokens: int) -> StageMemory:
-    """The memory of one GPU of a stage running layers ``[lo, hi)`` (per-GPU rule; the cross-GPU rule is
-    :func:`dnnplace.models.serving.evaluation.kv_capacity`)."""
+                 max_num_seqs: int, max_num_batched_tokens: int, pp: int = 1) -> StageMemory:
+    """The memory of one GPU of a stage running layers ``[lo, hi)`` of a replica of ``pp`` stages (per-GPU rule;
+    the cross-GPU rule is :func:`stage_kv_tokens`).  ``pp`` moves only SGLang's default fraction, which shrinks
+    as the launch grows: 1 (the largest fraction) is the optimistic value a bound may use."""
     m, e = p.model, p.engine
     total = device_spec(gpu).usable_memory_bytes
     weights = float(m.weight_bytes[lo:hi].sum()) / tp + extra_weight_bytes(p, first, last, tp)
     act = activation_bytes(m, tp, max_num_batched_tokens, max_num_seqs, last, e.sampler_logits_copies)
     graphs = activation_bytes(m, tp, min(max_num_seqs, CUDA_GRAPH_MAX_BATCH), 0, False) if e.cuda_graphs else 0.0
+    frac = p.fraction_for(total, tp, pp)
     if e.fraction_of == "free":
-        budget = p.fraction * max(total - weights - act, 0.0) + weights + act
+        budget = frac * max(total - weights - act, 0.0) + weights + act
     else:
-        budget = p.fraction * total
+        budget = frac * total
     kv_free = budget - weights - act - (0.0 if e.graphs_after_kv else graphs)
     kv_tok = float(m.kv_per_gpu(tp)[lo:hi].sum())
     return StageMemory(gpu, budget, weights, act, graphs, kv_free, kv_tok)

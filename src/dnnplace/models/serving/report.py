@@ -117,6 +117,12 @@ def _verdict(p: ServingProblem, ev: ServingEvaluation) -> str:
     return "fits; " + ("; ".join(misses) if misses else "meets the load and the SLOs")
 
 
+def _fraction(p: ServingProblem) -> str:
+    """The memory fraction as the engine sets it: a number, or SGLang's rule (per GPU and launch size)."""
+    return "by SGLang's rule per GPU and launch" if p.engine.fraction_rule == "sglang" and not p.memory_fraction \
+        else f"{p.fraction:g}"
+
+
 def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> list[tuple[str, str]]:
     m, wl = p.model, p.workload
     load = f"{wl.rate:g} requests/s" if wl.rate is not None else \
@@ -128,7 +134,7 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
         verdict = f"no deployment (search status {plan.status}): no replica of this model fits the fleet"
     return [("model", f"{m.name}: {m.num_layers} layers, {m.precision} weights, KV {p.kv_dtype}"),
             ("fleet", p.fleet.spec()),
-            ("engine", f"{p.engine.name}, memory fraction {p.fraction:g} of {p.engine.fraction_of} memory,"
+            ("engine", f"{p.engine.name}, memory fraction {_fraction(p)} of {p.engine.fraction_of} memory,"
                        f" block {p.block}, context {p.context}"),
             ("workload", f"prompt {wl.isl}, output {wl.osl} tokens; {load}; SLOs: {slo}"),
             ("deployment", describe(plan.config)),

@@ -98,7 +98,7 @@ class _Pipeline:
         self.free: dict[tuple[Any, ...], np.ndarray] = {}
         self.kv: dict[int, np.ndarray] = {}
         for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
-            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt)
+            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp)
             w = wpre / tp
             self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
             if tp not in self.kv:
@@ -157,8 +157,8 @@ def _grid(limit: int) -> list[int]:
 def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
     """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
-    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt)
-            for i, s in enumerate(r.stages)]
+    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt,
+                         r.pp) for i, s in enumerate(r.stages)]
     kv = float(stage_kv_tokens(mems, p).min())
     if p.engine.kv_rule == "min_blocks":
         kv = math.floor(kv / p.block) * p.block

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.serving.catalogue import EngineRules
+from dnnplace.models.serving.catalogue import EngineRules, sglang_mem_fraction
 from dnnplace.models.serving.fleet import Fleet
 
 __all__ = ["FORMAT", "LayerProfile", "Replica", "ServingConfig", "ServingPlan", "ServingProblem", "Stage",
@@ -106,7 +106,15 @@ class ServingProblem:
 
     @property
     def fraction(self) -> float:
+        """The memory fraction given, else the engine's fixed default (SGLang's rule: :meth:`fraction_for`)."""
         return self.memory_fraction or self.engine.memory_fraction
+
+    def fraction_for(self, gpu_bytes: float, tp: int, pp: int) -> float:
+        """The fraction a launch of ``tp`` x ``pp`` GPUs of ``gpu_bytes`` each runs with: the one given, else the
+        engine's default for that launch (SGLang derives it from the GPU and the launch's size)."""
+        if self.memory_fraction or self.engine.fraction_rule != "sglang":
+            return self.fraction
+        return sglang_mem_fraction(gpu_bytes / 2**20, tp, pp)
 
 
 @dataclass(frozen=True)
