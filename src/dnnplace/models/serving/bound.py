@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, layer_times_matrix
-from dnnplace.models.serving.evaluation import prompt_lumps
+from dnnplace.models.serving.evaluation import prompt_lumps, seq_cap
 from dnnplace.models.serving.memory import stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
@@ -87,7 +87,9 @@ def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, t
     """``w_k`` of the module's argument per GPU kind (``gpus``: kind -> count in the fleet), tokens/s per GPU."""
     n = p.model.num_layers
     total = sum(gpus.values())
-    limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    deepest = max(range(1, min(n, total) + 1) if pps is None else pps)
+    cap = seq_cap(p, deepest, mns)  # the largest any replica may run: a bound
+    limit = cap if p.workload.concurrency is None else min(cap, p.workload.concurrency)
     per_seq = _per_seq(p)
     links = sorted({"pcie" if node.link == "pcie" else "nvlink" for node in p.fleet.nodes if node.gpus})
     out = dict.fromkeys(gpus, 0.0)

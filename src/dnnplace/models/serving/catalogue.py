@@ -133,6 +133,10 @@ class EngineRules:
     #: with a value the profile's peak is the larger of the forward's and the sampler's (they run one after the
     #: other), without one (0) a stage holds one FP32 logits tensor beside the forward's intermediates
     sampler_logits_copies: float = 0.0
+    #: whether ``max_num_seqs`` caps each of the ``pp`` micro-batches in flight (TensorRT-LLM: every micro-batch
+    #: is scheduled on its own, up to ``max_batch_size`` requests not already in flight) or all of them together
+    #: (vLLM: ``max_num_seqs`` caps ``scheduler.running`` across the micro-batches)
+    seqs_per_micro_batch: bool = False
     #: how the default memory fraction is set: ``fixed`` (``memory_fraction``) or ``sglang`` (SGLang derives it
     #: per launch from the GPU's memory and TP x PP: :func:`sglang_mem_fraction`)
     fraction_rule: str = "fixed"
@@ -180,11 +184,14 @@ ENGINES: dict[str, EngineRules] = {
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
-        chunked_prefill=False,
+        chunked_prefill=False, seqs_per_micro_batch=True,
         nvidia_only=True,
         sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
+                 "_torch/pyexecutor/py_executor.py::_executor_loop_pp: each of pp micro-batches is scheduled by "
+                 "_schedule() over the requests not in flight, up to max_batch_size each (bench/build/tuning.py "
+                 "splits its batch over PP for that reason)",
                  "llmapi/llm_args.py KvCacheConfig.dtype: auto, fp8",
                  "llmapi/llm_args.py SchedulerConfig: capacity_scheduler_policy GUARANTEED_NO_EVICT",
                  "llmapi/llm_args.py enable_chunked_prefill False; batch_manager/microBatchScheduler.cpp: "

@@ -23,8 +23,8 @@ from dnnplace.models.serving.memory import StageMemory, stage_kv_tokens, stage_m
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "iteration", "link_between", "prompt_lumps", "prompts_chunked", "served_context", "steady_batch", "steps",
-           "steps_many", "tp_refusal"]
+           "iteration", "link_between", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context", "steady_batch",
+           "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -86,6 +86,12 @@ class ReplicaEval:
     why: str
     sources: dict[str, int] = field(default_factory=dict)
     max_model_len: int = 0  # the context this replica serves (0: the problem's)
+
+
+def seq_cap(p: ServingProblem, pp: int, max_num_seqs: int) -> int:
+    """The sequences a replica of ``pp`` stages may run at once under ``max_num_seqs``: per micro-batch for an
+    engine that schedules each micro-batch on its own (TensorRT-LLM), else for all of them together (vLLM)."""
+    return max_num_seqs * pp if p.engine.seqs_per_micro_batch else max_num_seqs
 
 
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
@@ -239,7 +245,7 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if not why and kv < p.workload.isl + p.workload.osl:
         why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
     context = served_context(p, kv)
-    conc = steady_batch(p, kv, max_num_seqs) if not why else 0.0
+    conc = steady_batch(p, kv, seq_cap(p, r.pp, max_num_seqs)) if not why else 0.0
     if why or conc < 1:
         return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",
                            max_model_len=context)

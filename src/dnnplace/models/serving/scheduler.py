@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, p2p_time
-from dnnplace.models.serving.evaluation import cached_times, link_between, prompts_chunked
+from dnnplace.models.serving.evaluation import cached_times, link_between, prompts_chunked, seq_cap
 from dnnplace.models.serving.spec import Replica, ServingProblem
 
 __all__ = ["Batch", "ReplicaScheduler", "RequestTable", "StagePricer", "price_grid"]
@@ -194,6 +194,8 @@ class ReplicaScheduler:
         self.total_blocks = int(kv_tokens // self.block)
         self.free = self.total_blocks
         self.max_seqs, self.budget, self.pp = max_num_seqs, budget, r.pp
+        # TensorRT-LLM schedules each micro-batch on its own, up to max_num_seqs requests not in flight
+        self.running_cap = seq_cap(p, r.pp, max_num_seqs)
         self.reqs = reqs
         self.pricer = StagePricer(p, r, max_num_seqs, budget)
         self.reserve = p.engine.capacity_policy == "reserve"
@@ -230,7 +232,7 @@ class ReplicaScheduler:
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
         isl = q.isl
         waiting, running = self.waiting, self.running
-        while waiting and len(running) < self.max_seqs and self.free >= self.whole:
+        while waiting and len(running) < self.running_cap and self.free >= self.whole:
             r = waiting.popleft()
             running.append(r)
             self.free -= self.whole
@@ -243,6 +245,8 @@ class ReplicaScheduler:
             want = isl + gen[r] - comp[r]
             if want <= 0:  # its token is still in flight
                 continue
+            if len(entries) >= self.max_seqs:  # this micro-batch is full
+                break
             if comp[r] >= isl:
                 if budget < 1:
                     break

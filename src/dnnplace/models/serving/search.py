@@ -32,6 +32,7 @@ from dnnplace.models.serving.evaluation import (
     evaluate_replica,
     iteration,
     link_between,
+    seq_cap,
     steady_batch,
     steps,
     steps_many,
@@ -162,7 +163,7 @@ def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
     kv = float(stage_kv_tokens(mems, p).min())
     if p.engine.kv_rule == "min_blocks":
         kv = math.floor(kv / p.block) * p.block
-    return steady_batch(p, kv, mns)
+    return steady_batch(p, kv, seq_cap(p, r.pp, mns))
 
 
 def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> tuple[float, float, Replica | None]:
@@ -175,7 +176,8 @@ def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> 
     one evaluator, at the batch its KV cache really holds.
     """
     pp = len(stages)
-    limit = mns if p.workload.concurrency is None else min(mns, p.workload.concurrency)
+    cap = seq_cap(p, pp, mns)
+    limit = cap if p.workload.concurrency is None else min(cap, p.workload.concurrency)
     pipe = _Pipeline(p, stages, mns, mbt)
     priced: set[int] = set()
     t_of: dict[int, float] = {}
