@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from dnnplace.core.catalogue import device_spec  # noqa: E402
+from dnnplace.models.serving.baselines import engine_default_split  # noqa: E402
 from dnnplace.models.serving.catalogue import PRECISIONS, VLLM_2024, trtllm_bench_limits  # noqa: E402
 from dnnplace.models.serving.cost import Iteration, layer_times  # noqa: E402
 from dnnplace.models.serving.evaluation import evaluate, iteration  # noqa: E402
@@ -128,11 +129,6 @@ def pr6920() -> tuple[list[str], dict[str, bool]]:
 PERF_OVERVIEW = ROOT / "tests" / "data" / "serving" / "trtllm_llama33_perf_overview.json"
 
 
-def tensorrt_layer_split(n: int, pp: int) -> list[int]:
-    """tensorrt_llm/mapping.py pp_layers: torch.tensor_split of the layers, the first ranks take the remainder."""
-    return [n // pp + (1 if i < n % pp else 0) for i in range(pp)]
-
-
 def perf_overview() -> tuple[list[str], dict[str, bool]]:
     """TensorRT-LLM's release/1.2 perf-overview rows for Llama 3.3 70B (PyTorch flow): other GPUs (B200, GB200,
     H200) and PP scaling on RTX PRO 6000 (TP1 x PP1..8), each run as published (its requests through the
@@ -149,7 +145,7 @@ def perf_overview() -> tuple[list[str], dict[str, bool]]:
         bs, tok = trtllm_bench_limits(params_of(m), row["precision"], row["kv_dtype"], m.num_layers, m.kv_heads,
                                       m.head_dim, device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, 0.90)
         rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n)
-                            for i, n in enumerate(tensorrt_layer_split(m.num_layers, pp))))
+                            for i, n in enumerate(engine_default_split(m.num_layers, pp, p.engine.default_split))))
         cfg = ServingConfig((rep,), bs, tok)
         steady = evaluate(p, cfg).output_tokens_per_s / (tp * pp)
         run = simulate(p, cfg, offline=True, requests=int(row["requests"]), time_limit=300.0).output_tokens_per_s

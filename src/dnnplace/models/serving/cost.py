@@ -149,8 +149,7 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     # per layer by the share of the part's weights kept so
     a16 = m.attn_16bit if m.attn_16bit is not None else np.zeros(m.num_layers)
     f16 = m.mlp_16bit if m.mlp_16bit is not None else np.zeros(m.num_layers)
-    proj_l = np.repeat(proj[:, None], m.num_layers, 1)
-    mlp_l = np.repeat(mlp[:, None], m.num_layers, 1)
+    proj_l, mlp_l = proj[:, None], mlp[:, None]  # per (iteration, layer) once a share varies by layer
     if a16.any() or f16.any():
         g16 = kc.gemm(np.repeat(T[:, None], 4, 1), np.broadcast_to(ns, (K, 4)), np.broadcast_to(ks, (K, 4)), "bf16")
         fams.append((every, _counts(g16.source)))

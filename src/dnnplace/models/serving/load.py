@@ -39,10 +39,10 @@ __all__ = ["check_engine_runs_on", "checkpoint_config", "layer_profile", "proble
 _GGUF_NAMES = GGUF_NAMES
 
 
-def _dense_layer_params(a: TransformerArch) -> tuple[float, float, float]:
-    """(attention, v projection, MLP down projection) weights of one dense layer, and the MLP total."""
-    attn = a.hidden * a.q_width * 2 + a.hidden * a.kv_width * 2
-    return float(attn), float(a.hidden * a.kv_width), float(a.hidden * a.ffn_hidden)
+def _promoted_params(a: TransformerArch) -> tuple[float, float]:
+    """(v projection, MLP down projection) weights of one dense layer: what llama.cpp's K_M mixes store at
+    more bits on some layers."""
+    return float(a.hidden * a.kv_width), float(a.hidden * a.ffn_hidden)
 
 
 def _mlp_params(ffn: int, hidden: int, gated: bool) -> float:
@@ -54,13 +54,13 @@ Modules = list[tuple[tuple[str, ...], float]]
 
 def _gated(prefixes: tuple[str, ...], weights: float) -> Modules:
     """A gated MLP's three projections (equal weights) under each family's spelling of its module."""
-    return [(tuple(f"{p}.{proj}" for p in prefixes) + alt, weights / 3.0)
-            for proj, alt in (("gate_proj", ()), ("up_proj", ()), ("down_proj", ()))]
+    return [(tuple(f"{p}.{proj}" for p in prefixes), weights / 3.0) for proj in ("gate_proj", "up_proj", "down_proj")]
 
 
 def _part_modules(arch: TransformerArch, moe: MoEModel | None) -> dict[str, Modules]:
     """Each part's modules as Hugging Face names them under a decoder layer, with their weights: what a
-    checkpoint's list of 16-bit modules is matched against (:meth:`Quantization.share_16bit`)."""
+    checkpoint's list of 16-bit modules is matched against (:meth:`Quantization.share_16bit`), and the one
+    count of an attention layer's weights (dense, GQA or MLA)."""
     h = arch.hidden
     if moe is not None and moe.mla is not None:
         m = moe.mla
@@ -108,7 +108,9 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     if checkpoint is not None:
         bpw = checkpoint.bytes_per_weight
     n = arch.num_layers
-    attn, v_proj, down = _dense_layer_params(arch)
+    parts = _part_modules(arch, moe)
+    attn = sum(w for _, w in parts["attn"])
+    v_proj, down = _promoted_params(arch)
     mask = np.array(moe.moe.moe_layers if moe is not None else [False] * n, dtype=bool)
     mlp = np.full(n, _mlp_params(arch.ffn_hidden, arch.hidden, arch.gated))
     experts = top_k = expert_ffn = shared_ffn = 0
@@ -120,13 +122,6 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         shared = _mlp_params(s.shared_ffn, arch.hidden, True)
         router = float(arch.hidden * s.num_experts)
         mlp = np.where(mask, routed + shared + router, mlp)
-        if moe.mla is not None:
-            m = moe.mla
-            q = (arch.hidden * m.q_lora_rank + m.q_lora_rank * arch.heads * m.qk_head_dim) if m.q_lora_rank \
-                else arch.hidden * arch.heads * m.qk_head_dim
-            kv = arch.hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + \
-                m.kv_lora_rank * arch.heads * (m.qk_nope_head_dim + m.v_head_dim)
-            attn = float(q + kv + arch.heads * m.v_head_dim * arch.hidden)
     params = attn + mlp
     norm_bytes = 2.0 * arch.hidden * 2.0  # two RMSNorm weights per layer, 16-bit
     a16 = m16 = None
@@ -138,7 +133,6 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     else:
         share = {k: np.zeros(n) for k in ("attn", "mlp", "experts", "shared")}
         if checkpoint is not None and checkpoint.skip:
-            parts = _part_modules(arch, moe)
             for k, mods in parts.items():
                 share[k] = np.array([checkpoint.share_16bit(i, mods) for i in range(n)])
         at = lambda x, k: x * (share[k] * 2.0 + (1.0 - share[k]) * bpw)  # noqa: E731
