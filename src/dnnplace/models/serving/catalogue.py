@@ -140,6 +140,12 @@ class EngineRules:
     #: how the default memory fraction is set: ``fixed`` (``memory_fraction``) or ``sglang`` (SGLang derives it
     #: per launch from the GPU's memory and TP x PP: :func:`sglang_mem_fraction`)
     fraction_rule: str = "fixed"
+    #: how the default ``max_num_seqs`` is set: ``fixed`` (``max_num_seqs``) or ``vllm`` (vLLM keys it on the
+    #: GPU the engine starts on: :func:`vllm_default_max_num_seqs`)
+    seqs_rule: str = "fixed"
+    #: whether the search chooses ``max_num_seqs`` (engines that batch many sequences continuously and take the
+    #: limit as a flag); llama.cpp's slots split its context and a Hugging Face ``generate`` runs one request
+    searched_seqs: bool = True
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -158,12 +164,13 @@ ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
-        sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES,
+        sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm",
         sources=(VLLM_SAMPLER_SOURCE,
                  "config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
-                 "engine/arg_utils.py::get_batch_defaults: < 70 GiB: 256 seqs, 8192 batched tokens (LLM)",
+                 "engine/arg_utils.py::get_batch_defaults: max_num_seqs 1024 on a GPU of >= 70 GiB that is not an "
+                 "A100, else 256 (LLM class and API server alike); 8192 batched tokens (LLM class)",
                  "config/model.py::verify_with_parallel_config: attention heads % TP == 0; layers/linear.py"
                  "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
                  "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
@@ -202,7 +209,7 @@ ENGINES: dict[str, EngineRules] = {
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
         precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"), single_node=True,
-        max_num_seqs=4, max_num_batched_tokens=512,
+        max_num_seqs=4, max_num_batched_tokens=512, searched_seqs=False,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
                  "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)",
@@ -211,11 +218,28 @@ ENGINES: dict[str, EngineRules] = {
     "hf": EngineRules(
         "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
         kv_dtypes=(("bf16", None), ("fp16", None)), single_node=True,
-        max_num_seqs=1, max_num_batched_tokens=4096,
+        max_num_seqs=1, max_num_batched_tokens=4096, searched_seqs=False,
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",
                  "transformers DynamicCache: the cache is kept in the model's dtype")),
 }
+
+
+#: vLLM's ``get_batch_defaults``: GPUs at or above this much memory (torch's total), A100s excepted, get the
+#: larger default batch limits.
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+
+
+def vllm_default_max_num_seqs(gpus: list[tuple[str, float]]) -> int:
+    """vLLM's default ``max_num_seqs`` for a plan on these GPU kinds ((name, torch's total bytes) each):
+    engine/arg_utils.py::get_batch_defaults gives 1024 when the GPU the engine starts on has >= 70 GiB and is
+    not an A100 ("setting large max_num_batched_tokens for A100 reduces throughput", vLLM PR #17885), else
+    256, for the ``LLM`` class and the API server alike.  Why every kind: one plan carries one value for all
+    its replicas, and each replica's engine keys on its own GPU, so the larger value is vLLM's default only
+    where every kind qualifies; the export writes the value out either way."""
+    large = bool(gpus) and all(nbytes >= VLLM_LARGE_GPU_BYTES and "a100" not in name.lower()
+                               for name, nbytes in gpus)
+    return 1024 if large else 256
 
 
 def sglang_mem_fraction(gpu_mib: float, tp: int, pp: int) -> float:

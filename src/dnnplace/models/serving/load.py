@@ -7,6 +7,7 @@ checkpoint's quantization that contradicts ``--precision`` are one line each.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,14 @@ from dnnplace.models.serving.catalogue import (
     EngineRules,
     engine_rules,
     use_more_bits,
+    vllm_default_max_num_seqs,
 )
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["check_engine_runs_on", "checkpoint_config", "layer_profile", "problem", "profile_from"]
+__all__ = ["check_engine_runs_on", "checkpoint_config", "fleet_defaults", "layer_profile", "problem",
+           "profile_from"]
 
 _GGUF_NAMES = GGUF_NAMES
 
@@ -206,6 +209,18 @@ def checkpoint_config(cfg_path: Path) -> Any:
     return {**doc, "quantization_config": {"quant_method": "modelopt", **extra["quantization"]}}
 
 
+def fleet_defaults(rules: EngineRules, fleet: Fleet) -> EngineRules:
+    """The engine's rules with the defaults it derives from the GPUs filled in (vLLM's ``max_num_seqs``:
+    :func:`~dnnplace.models.serving.catalogue.vllm_default_max_num_seqs`)."""
+    if rules.seqs_rule != "vllm":
+        return rules
+    from dnnplace.core.catalogue import device_spec
+
+    kinds = sorted({g.name for g in fleet.gpus})
+    seqs = vllm_default_max_num_seqs([(device_spec(k).name, device_spec(k).usable_memory_bytes) for k in kinds])
+    return dataclasses.replace(rules, max_num_seqs=seqs)
+
+
 def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:
     """Refuse an engine on GPUs it has no build for (TensorRT-LLM: NVIDIA only), in one line."""
     foreign = sorted({g.name for g in fleet.gpus if g.name in NON_NVIDIA})
@@ -234,6 +249,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
         raise DnnplaceError("give the fleet as --gpus SPEC or --fleet FILE.toml (one of them)")
     f: Fleet = parse_gpus(gpus) if gpus is not None else fleet_from_toml(fleet)  # type: ignore[arg-type]
     check_engine_runs_on(rules, f)
+    rules = fleet_defaults(rules, f)
     _positive(isl, "--isl")
     _positive(osl, "--osl")
     if rate is not None and concurrency is not None:

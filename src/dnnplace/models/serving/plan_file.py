@@ -17,7 +17,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
-from dnnplace.models.serving.load import check_engine_runs_on, problem
+from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
 from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 from dnnplace.utils.text import clip
 
@@ -86,6 +86,9 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "runner_ups": ups,
         # the SLOs checked under the workload's load by the simulation (None: no load or no SLO)
         "slo_simulated": plan.meta.get("slo_simulated"),
+        # each max_num_seqs the search tried and the best output tokens/s it found there (None: pinned)
+        "max_num_seqs_searched": {str(k): v for k, v in plan.meta["max_num_seqs_searched"].items()}
+        if plan.meta.get("max_num_seqs_searched") else None,
         "baselines": [_with_verdict(b.to_dict(), ev.error_band) for b in baselines],
     }
 
@@ -223,7 +226,8 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     except DnnplaceError as exc:
         msg = str(exc)
         raise DnnplaceError(msg if msg.startswith(source) else f"{source}: {msg}") from None
-    prob = replace(prob, fleet=_fleet(doc, source))
+    fleet = _fleet(doc, source)
+    prob = replace(prob, fleet=fleet, engine=fleet_defaults(prob.engine, fleet))  # defaults of the real fleet
     try:
         check_engine_runs_on(prob.engine, prob.fleet)  # problem() above saw a stand-in fleet
     except DnnplaceError as exc:
@@ -243,5 +247,15 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
         meta["seconds_per_token_bound"] = spt
     if doc.get("slo_simulated") is not None:
         meta["slo_simulated"] = _slo_simulated(_get(doc, "slo_simulated", dict, source), f"{source}: slo_simulated")
+    tried = doc.get("max_num_seqs_searched")
+    if tried is not None:
+        where = f"{source}: max_num_seqs_searched"
+        if not isinstance(tried, dict):
+            raise DnnplaceError(f"{where} must be an object of limit: tokens/s")
+        try:
+            meta["max_num_seqs_searched"] = {int(k): float(v) for k, v in tried.items()
+                                             if not isinstance(v, bool)}
+        except (TypeError, ValueError):
+            raise DnnplaceError(f"{where} must map whole limits to numbers") from None
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
     return prob, plan

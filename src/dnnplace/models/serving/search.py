@@ -48,7 +48,7 @@ _TPS = (1, 2, 4, 8)
 #: Batch intervals whose bound is within this of the best split found are not refined.
 _TOL = 1e-9
 #: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
-_MAX_PROBES = 48
+_MAX_PROBES = 96
 #: Batch limits up to this are priced whole before the refinement (above: the grid, then each interval it splits).
 _PRICE_ALL = 512
 #: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
@@ -275,8 +275,8 @@ def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: 
         if not node.gpus:
             continue
         if key not in solved:
-            sp = search(dataclasses.replace(p, fleet=_one_node(p, k)), time_limit=time_limit / len(groups), tp=tp,
-                        pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
+            sp = _search_at(dataclasses.replace(p, fleet=_one_node(p, k)), time_limit=time_limit / len(groups),
+                            tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
             solved[key] = sp.config.replicas
             bounds[key] = sp.bound
             complete = complete and bool(sp.meta.get("complete", True))
@@ -289,9 +289,79 @@ def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: 
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
            within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None) -> ServingPlan:
-    """The best deployment found, with its status, bound and gap (``tp``/``pp``: pins; ``within_nodes``: every
-    replica inside one node; ``progress``: called with (done, total, what) as the GPU subsets are solved, so a
-    large fleet is seen to move)."""
+    """The best deployment found, with its status, bound and gap (``tp``/``pp``/``max_num_seqs``: pins;
+    ``within_nodes``: every replica inside one node; ``progress``: called with (done, total, what) as the GPU
+    subsets are solved, so a large fleet is seen to move).
+
+    ``max_num_seqs``, unpinned, is searched where the engine schedules many sequences (``EngineRules
+    .searched_seqs``): from the engine's default, doubling while the plan runs at its cap and halving while
+    it does not, as long as the throughput rises (:func:`_limit_steps`).  Why: the limit trades sequences
+    in flight for memory (vLLM's start-up sampling peak grows with it, and the KV cache shrinks by as much),
+    so the engine's default is neither always enough (short requests on a large GPU) nor always best (Llama
+    3.1 70B FP8 on 8 H100s: 512 beats vLLM's 1,024).  The plan's status, bound and gap are its search's, at
+    the limit chosen (as with a pinned limit); ``meta["max_num_seqs_searched"]`` gives each limit tried and
+    its best throughput, so a user sees what the limit is worth."""
+    if max_num_seqs is not None or not p.engine.searched_seqs:
+        return _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
+                          progress=progress)
+    t0 = time.monotonic()
+    plans: dict[int, ServingPlan] = {}
+    values: dict[int, float] = {}
+
+    def at(mns: int) -> float:
+        if mns not in plans:
+            left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
+            plans[mns] = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns,
+                                    max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
+                                    progress=progress)
+            ev = evaluate(p, plans[mns].config) if plans[mns].config.replicas else None
+            values[mns] = ev.output_tokens_per_s if ev is not None and ev.fits else 0.0
+        return values[mns]
+
+    lo, hi = _SEQS_RANGE
+    first = p.engine.max_num_seqs
+    if p.engine.tokens_cover_seqs and max_num_batched_tokens is not None:  # vLLM refuses more seqs than tokens
+        first = min(first, max_num_batched_tokens)
+        hi = min(hi, max_num_batched_tokens)
+    at(first)
+    for step in _limit_steps(p, plans[first], first):
+        mns = first
+        while time.monotonic() - t0 < time_limit:
+            nxt = mns * 2 if step > 0 else mns // 2
+            # an unfitting limit is passed by (a lower one frees memory); a fitting one must gain to go on
+            if not lo <= nxt <= hi or (at(nxt) <= values[mns] and values[mns] > 0):
+                break
+            mns = nxt
+    best = max(plans, key=lambda m: (values[m], m == first))
+    plan = plans[best]
+    meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
+    return dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
+
+
+#: The ``max_num_seqs`` values the search may try (powers of two times the engine's default within these).
+_SEQS_RANGE = (16, 4096)
+
+
+def _limit_steps(p: ServingProblem, plan: ServingPlan, mns: int) -> tuple[int, ...]:
+    """Which way ``max_num_seqs`` may gain from ``mns``: up (+1) when some replica of the plan runs at the cap
+    (more sequences would fit), down (-1) when one runs below it (a lower cap frees the memory the limit
+    holds for the KV cache); both when both."""
+    if not plan.config.replicas:  # nothing fits at the limit: a lower one holds less memory for it
+        return (-1,)
+    ev = evaluate(p, plan.config)
+    caps = [seq_cap(p, r.pp, mns) for r in plan.config.replicas]
+    runs = [x.concurrency for x in ev.replicas]
+    up = any(c >= cap for c, cap in zip(runs, caps))
+    down = any(c < cap for c, cap in zip(runs, caps))
+    return tuple(s for s, ok in ((1, up), (-1, down)) if ok)
+
+
+def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
+               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+               within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None
+               ) -> ServingPlan:
+    """:func:`search` at the given (or the engine's default) batch limits."""
     t0 = time.monotonic()
     mns = max_num_seqs or p.engine.max_num_seqs
     mbt = max_num_batched_tokens or p.engine.max_num_batched_tokens
