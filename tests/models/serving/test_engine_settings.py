@@ -71,3 +71,25 @@ def test_a_layer_pays_its_norms_and_activation_at_hbm_speed(llama70b):
     spec = kcs("h100", "trtllm").spec
     floor = 512 * (16 * m.hidden + 6 * m.ffn / 2) / (spec.hbm_bandwidth * spec.hbm_fraction)
     assert t > floor > 0
+
+
+def test_sglang_prices_a_mixed_replica_at_the_one_fraction_it_exports(llama8b):
+    """SGLang sizes --mem-fraction-static once per launch from the smallest GPU nvidia-smi lists
+    (``get_nvgpu_memory_capacity``: the minimum); the export writes that fraction, and every stage of a replica
+    of mixed cards is priced at it (an L40S launch: 0.851 on the H100 stage too, not the H100's own 0.835)."""
+    import re
+
+    from dnnplace.core.catalogue import device_spec
+    from dnnplace.models.serving.evaluation import evaluate
+    from dnnplace.models.serving.exporters import export
+    from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, Stage
+
+    p = problem(llama8b, gpus="1xh100+1xl40s", engine="sglang", isl=128, osl=128)
+    cfg = ServingConfig((Replica((Stage("h100", 0, (0,), 16), Stage("l40s", 0, (1,), 16))),), 64, 8192)
+    text = export(p, ServingPlan(cfg, "feasible", None, None, 0.0, {}), "sglang")
+    frac = float(re.search(r"--mem-fraction-static (\S+)", text).group(1))
+    mems = evaluate(p, cfg).replicas[0].memory
+    for m in mems:
+        assert m.budget / device_spec(m.gpu).usable_memory_bytes == pytest.approx(frac, abs=5e-4)
+    assert frac == pytest.approx(p.fraction_for(device_spec("l40s").usable_memory_bytes, 1, 2), abs=5e-4)
+    assert frac != pytest.approx(p.fraction_for(device_spec("h100").usable_memory_bytes, 1, 2), abs=5e-3)

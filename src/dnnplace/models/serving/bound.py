@@ -35,7 +35,7 @@ import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, layer_times_matrix
 from dnnplace.models.serving.evaluation import prompt_lumps, seq_cap
-from dnnplace.models.serving.memory import stage_memory
+from dnnplace.models.serving.memory import launch_memory, stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
 __all__ = ["per_gpu_bound", "per_gpu_rates"]
@@ -49,9 +49,12 @@ def _per_seq(p: ServingProblem) -> int:
 
 
 def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) -> float:
-    """The most KV memory any GPU of these kinds at ``tp`` can have free (no layers; first/last either way)."""
-    return max(max(stage_memory(p, k, tp, 0, 0, f, la, mns, mbt).kv_free, 0.0)
-               for k in kinds for f in (False, True) for la in (False, True))
+    """The most KV memory any GPU of these kinds at ``tp`` can have free (no layers; first/last either way; a
+    launch sized by any of the fleet's GPUs no larger than it, the replica's smallest standing for SGLang's)."""
+    fleet = {g.name for g in p.fleet.gpus} | set(kinds)
+    return max(max(stage_memory(p, k, tp, 0, 0, f, la, mns, mbt, 1, launch_memory([g])).kv_free, 0.0)
+               for k in kinds for g in fleet if launch_memory([g]) <= launch_memory([k])
+               for f in (False, True) for la in (False, True))
 
 
 def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[int, ...],

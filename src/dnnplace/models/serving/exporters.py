@@ -102,12 +102,10 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 def _sglang_fraction(p: ServingProblem, plan: ServingPlan, r: Replica) -> float:
     """The fraction the plan priced this replica with (the one given, else SGLang's own rule).  SGLang takes
     one for the whole launch, from the smallest GPU of the host (nvidia-smi), so the replica's smallest card
-    stands for it; the evaluator prices each stage at its own card's, which on a replica of mixed cards can
-    differ by the memory tiers' step (at most 0.03)."""
-    from dnnplace.core.catalogue import device_spec
+    stands for it, in the evaluator as here (:func:`~dnnplace.models.serving.memory.launch_memory`)."""
+    from dnnplace.models.serving.memory import launch_memory
 
-    gpu = min((s.gpu for s in r.stages), key=lambda g: device_spec(g).usable_memory_bytes)
-    return p.fraction_for(device_spec(gpu).usable_memory_bytes, r.tp, r.pp)
+    return p.fraction_for(launch_memory([s.gpu for s in r.stages]), r.tp, r.pp)
 
 
 def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:

@@ -16,7 +16,8 @@ import numpy as np
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.spec import LayerProfile, ServingProblem
 
-__all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "stage_memory"]
+__all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "launch_memory",
+           "stage_memory"]
 
 #: vLLM captures CUDA graphs up to this decode batch (config/compilation.py max_cudagraph_capture_size 512);
 #: the graph pool holds one such batch's intermediates.
@@ -74,16 +75,20 @@ class StageMemory:
 
 
 def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: bool, last: bool,
-                 max_num_seqs: int, max_num_batched_tokens: int, pp: int = 1) -> StageMemory:
+                 max_num_seqs: int, max_num_batched_tokens: int, pp: int = 1,
+                 launch_bytes: float | None = None) -> StageMemory:
     """The memory of one GPU of a stage running layers ``[lo, hi)`` of a replica of ``pp`` stages (per-GPU rule;
-    the cross-GPU rule is :func:`stage_kv_tokens`).  ``pp`` moves only SGLang's default fraction, which shrinks
-    as the launch grows: 1 (the largest fraction) is the optimistic value a bound may use."""
+    the cross-GPU rule is :func:`stage_kv_tokens`).  ``pp`` and ``launch_bytes`` move only SGLang's default
+    fraction, which SGLang sets once per launch from the smallest GPU it sees (``get_nvgpu_memory_capacity``:
+    nvidia-smi's minimum) and which shrinks as the launch grows: the replica's smallest GPU
+    (:func:`launch_memory`, what the SGLang export writes) stands for it; ``pp`` 1 is the optimistic value a
+    bound may use."""
     m, e = p.model, p.engine
     total = device_spec(gpu).usable_memory_bytes
     weights = float(m.weight_bytes[lo:hi].sum()) / tp + extra_weight_bytes(p, first, last, tp)
     act = activation_bytes(m, tp, max_num_batched_tokens, max_num_seqs, last, e.sampler_logits_copies)
     graphs = activation_bytes(m, tp, min(max_num_seqs, CUDA_GRAPH_MAX_BATCH), 0, False) if e.cuda_graphs else 0.0
-    frac = p.fraction_for(total, tp, pp)
+    frac = p.fraction_for(total if launch_bytes is None else launch_bytes, tp, pp)
     if e.fraction_of == "free":
         budget = frac * max(total - weights - act, 0.0) + weights + act
     else:
@@ -91,6 +96,12 @@ def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: 
     kv_free = budget - weights - act - (0.0 if e.graphs_after_kv else graphs)
     kv_tok = float(m.kv_per_gpu(tp)[lo:hi].sum())
     return StageMemory(gpu, budget, weights, act, graphs, kv_free, kv_tok)
+
+
+def launch_memory(gpus: list[str] | tuple[str, ...]) -> float:
+    """The memory (bytes) an engine launch over these GPU kinds sizes its default fraction from: the smallest
+    (SGLang's ``get_nvgpu_memory_capacity`` takes nvidia-smi's minimum)."""
+    return min(device_spec(g).usable_memory_bytes for g in gpus)
 
 
 def stage_kv_tokens(mems: list[StageMemory], p: ServingProblem) -> np.ndarray:

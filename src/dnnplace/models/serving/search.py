@@ -39,7 +39,7 @@ from dnnplace.models.serving.evaluation import (
     tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
-from dnnplace.models.serving.memory import stage_kv_tokens, stage_memory
+from dnnplace.models.serving.memory import launch_memory, stage_kv_tokens, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
 __all__ = ["assign_gpus", "best_replica", "search"]
@@ -98,8 +98,9 @@ class _Pipeline:
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
         self.free: dict[tuple[Any, ...], np.ndarray] = {}
         self.kv: dict[int, np.ndarray] = {}
+        launch = launch_memory([u.gpu for u in stages])
         for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
-            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp)
+            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp, launch)
             w = wpre / tp
             self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
             if tp not in self.kv:
@@ -158,8 +159,9 @@ def _grid(limit: int) -> list[int]:
 def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
     """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    launch = launch_memory([s.gpu for s in r.stages])
     mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt,
-                         r.pp) for i, s in enumerate(r.stages)]
+                         r.pp, launch) for i, s in enumerate(r.stages)]
     kv = float(stage_kv_tokens(mems, p).min())
     if p.engine.kv_rule == "min_blocks":
         kv = math.floor(kv / p.block) * p.block
