@@ -297,12 +297,14 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
 
     ``max_num_seqs``, unpinned, is searched where the engine schedules many sequences (``EngineRules
     .searched_seqs``): from the engine's default, doubling while the plan runs at its cap and halving while
-    it does not, as long as the throughput rises (:func:`_limit_steps`).  Why: the limit trades sequences
-    in flight for memory (vLLM's start-up sampling peak grows with it, and the KV cache shrinks by as much),
-    so the engine's default is neither always enough (short requests on a large GPU) nor always best (Llama
-    3.1 70B FP8 on 8 H100s: 512 beats vLLM's 1,024).  The plan's status, bound and gap are its search's, at
-    the limit chosen (as with a pinned limit); ``meta["max_num_seqs_searched"]`` gives each limit tried and
-    its best throughput, so a user sees what the limit is worth."""
+    it runs well below it, as long as the throughput rises and the new plan points the same way
+    (:func:`_limit_steps`; a local search: a limit whose best deployment has another shape can be missed).
+    Why: the limit trades sequences in flight for memory (vLLM's start-up sampling peak grows with it, and
+    the KV cache shrinks by as much), so the engine's default is neither always enough (short requests on a
+    large GPU) nor always best (Llama 3.1 70B FP8 on 8 H100s: 512 beats vLLM's 1,024).  The plan's status,
+    bound and gap are its search's, at the limit chosen (as with a pinned limit);
+    ``meta["max_num_seqs_searched"]`` gives each limit tried and its best throughput, so a user sees what
+    the limit is worth."""
     if max_num_seqs is not None or not p.engine.searched_seqs:
         return _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
@@ -331,10 +333,13 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         mns = first
         while time.monotonic() - t0 < time_limit:
             nxt = mns * 2 if step > 0 else mns // 2
-            # an unfitting limit is passed by (a lower one frees memory); a fitting one must gain to go on
+            # an unfitting limit is passed by (a lower one frees memory); a fitting one must gain to go on, and
+            # its plan must still point the same way (no replica at the cap: a higher limit only costs memory)
             if not lo <= nxt <= hi or (at(nxt) <= values[mns] and values[mns] > 0):
                 break
             mns = nxt
+            if step not in _limit_steps(p, plans[mns], mns):
+                break
     best = max(plans, key=lambda m: (values[m], m == first))
     plan = plans[best]
     meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
@@ -347,15 +352,15 @@ _SEQS_RANGE = (16, 4096)
 
 def _limit_steps(p: ServingProblem, plan: ServingPlan, mns: int) -> tuple[int, ...]:
     """Which way ``max_num_seqs`` may gain from ``mns``: up (+1) when some replica of the plan runs at the cap
-    (more sequences would fit), down (-1) when one runs below it (a lower cap frees the memory the limit
-    holds for the KV cache); both when both."""
+    (more sequences would fit), down (-1) when one runs below half of it (halved, the cap still does not hold
+    it back, and the memory the limit held goes to its KV cache) or nothing fits; both when both."""
     if not plan.config.replicas:  # nothing fits at the limit: a lower one holds less memory for it
         return (-1,)
     ev = evaluate(p, plan.config)
     caps = [seq_cap(p, r.pp, mns) for r in plan.config.replicas]
     runs = [x.concurrency for x in ev.replicas]
     up = any(c >= cap for c, cap in zip(runs, caps))
-    down = any(c < cap for c, cap in zip(runs, caps))
+    down = any(c < seq_cap(p, r.pp, mns // 2) for c, r in zip(runs, plan.config.replicas))
     return tuple(s for s, ok in ((1, up), (-1, down)) if ok)
 
 
