@@ -80,7 +80,7 @@ def predict(pkg: Path, r: dict[str, str]) -> tuple[float, float, float, float] |
         return f"{type(exc).__name__}: {exc}"
     rules = engine_rules(engine)
     cfg = ServingConfig((Replica((Stage(gpu, 0, tuple(range(tp)), p.model.num_layers),)),),
-                        max(c, rules.max_num_seqs), rules.max_num_batched_tokens)
+                        max(c, p.engine.max_num_seqs), rules.max_num_batched_tokens)
     ev = evaluate(p, cfg)
     if not ev.fits:
         return f"does not fit: {ev.why}"
