@@ -93,3 +93,27 @@ def test_sglang_prices_a_mixed_replica_at_the_one_fraction_it_exports(llama8b):
         assert m.budget / device_spec(m.gpu).usable_memory_bytes == pytest.approx(frac, abs=5e-4)
     assert frac == pytest.approx(p.fraction_for(device_spec("l40s").usable_memory_bytes, 1, 2), abs=5e-4)
     assert frac != pytest.approx(p.fraction_for(device_spec("h100").usable_memory_bytes, 1, 2), abs=5e-3)
+
+
+def test_tensorrt_llm_runs_prefill_attention_in_fp8_where_its_attention_op_does(llama8b, monkeypatch):
+    """thop/attentionOp.cpp: mFP8ContextFMHA = is_fp8_out || is_fp4_out || (FP8 KV && paged context FMHA): an
+    FP8 or NVFP4 checkpoint, or an FP8 cache, runs the FP8 kernel; vLLM's prefill stays at 16 bits here.  On an
+    RTX PRO 6000 the measured FP8 kernel takes about half the 16-bit one's time at long prompts."""
+    from dnnplace.models.serving import cost
+    from dnnplace.models.serving.catalogue import context_fmha_dtype
+
+    assert context_fmha_dtype("trtllm", "fp8", "bf16", True) == "fp8"
+    assert context_fmha_dtype("trtllm", "fp4", "fp8", True) == "fp8"
+    assert context_fmha_dtype("trtllm", "bf16", "fp8", True) == "fp8"
+    assert context_fmha_dtype("trtllm", "fp8", "bf16", False) == "bf16"  # attention kept at 16 bits
+    assert context_fmha_dtype("trtllm", "bf16", "bf16", True) == "bf16"
+    assert context_fmha_dtype("vllm", "fp8", "fp8", True) == "bf16"
+    it = Iteration(decode=0.0, kv_len=0.0, prefill=16384.0, isl=16384)
+    p = problem(llama8b, gpus="1xrtx-pro-6000", engine="trtllm", precision="fp4", kv_dtype="fp8", isl=16384, osl=16)
+    kc = kernel_costs("rtx-pro-6000", "trtllm")
+    fast = kc.context_attention(1, 16384, 32, 8, 128, "fp8", "fp8").seconds[()]
+    slow = kc.context_attention(1, 16384, 32, 8, 128, "bf16", "fp8").seconds[()]
+    t8 = cost.layer_times(p.model, "rtx-pro-6000", 1, it, "trtllm", "nvlink", "fp8").per_layer[0]
+    monkeypatch.setattr(cost, "context_fmha_dtype", lambda *a: "bf16")
+    t16 = cost.layer_times(p.model, "rtx-pro-6000", 1, it, "trtllm", "nvlink", "fp8").per_layer[0]
+    assert fast < 0.7 * slow and t16 - t8 == pytest.approx(slow - fast, rel=1e-6)

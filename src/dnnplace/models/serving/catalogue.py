@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BAND", "ENGINES", "GGUF", "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE",
-           "AllReduceRule", "EngineRules", "GgufMix", "engine_rules", "trtllm_bench_limits"]
+__all__ = ["BAND", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF", "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA",
+           "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "EngineRules", "GgufMix", "context_fmha_dtype",
+           "engine_rules", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -40,6 +41,26 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
     "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
 }
+
+#: Where TensorRT-LLM runs its context (prefill) attention in FP8, as its attention op decides:
+#: cpp/tensorrt_llm/thop/attentionOp.cpp sets ``mFP8ContextFMHA = is_fp8_out || is_fp4_out ||
+#: (hasFp8KvCache && use_paged_context_fmha)``; the PyTorch flow asks for an FP8 (FP4) attention output when
+#: the output projection after it is FP8 (NVFP4) quantized, and pages its context FMHA when blocks are reused
+#: (``KvCacheConfig.enable_block_reuse``, on by default).  The other engines' prefill attention is priced at
+#: 16 bits.
+FP8_CONTEXT_FMHA_SOURCE = ("TensorRT-LLM thop/attentionOp.cpp: mFP8ContextFMHA = is_fp8_out || is_fp4_out || "
+                           "(hasFp8KvCache && use_paged_context_fmha); llmapi KvCacheConfig.enable_block_reuse True")
+
+
+def context_fmha_dtype(framework: str | None, weight_dtype: str, kv_dtype: str, attention_quantized: bool) -> str:
+    """The data type an engine runs prefill attention in (:data:`FP8_CONTEXT_FMHA_SOURCE`): ``fp8`` for
+    TensorRT-LLM when the attention's output projection is FP8 or NVFP4 (``attention_quantized``: not kept at
+    16 bits by the checkpoint) or the KV cache is FP8, else ``bf16``."""
+    if framework != "trtllm":
+        return "bf16"
+    fp8_out = attention_quantized and weight_dtype in ("fp8", "fp8_block", "fp4")
+    return "fp8" if fp8_out or kv_dtype == "fp8" else "bf16"
+
 
 #: GPUs of the catalogue that are not NVIDIA's: vendor and llama.cpp's backend device prefix (ggml's
 #: GGML_CUDA_NAME is "ROCm" in a HIP build, GGML_SYCL_NAME "SYCL"); every other GPU is NVIDIA's, "CUDA".

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
-from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE
+from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE, context_fmha_dtype
 from dnnplace.models.serving.spec import LayerProfile
 
 __all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch",
@@ -158,6 +158,10 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
     attn = np.zeros((K, m.num_layers))
     kvd = _attn_dtype(kv_dtype)
+    # TensorRT-LLM's FP8 context FMHA reads FP8 Q/K/V whatever the cache keeps: the tables measure it with an
+    # FP8 cache (the cache write is a sliver of the kernel)
+    fmha = context_fmha_dtype(kc.framework, dt, kv_dtype, float(a16.mean()) < 0.5)
+    ckv = "fp8" if fmha == "fp8" else kvd
     hd, pf = dec > 0, pre > 0
     reqs = np.where(pf, pre / np.where(pf, isl, 1.0), 0.0)
     creq = np.maximum(np.ceil(reqs), 1.0)
@@ -172,7 +176,7 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
         if pf.any():
             npf = int(pf.sum())
             c = kc.context_attention(creq[pf], isl[pf], np.full(npf, heads), np.full(npf, kvh), m.head_dim,
-                                     "bf16", kvd, int(w))
+                                     fmha, ckv, int(w))
             fams.append((every[pf], _counts(c.source[:, None])))
             t[pf] += c.seconds * reqs[pf] / creq[pf]
         attn[:, m.window == w] = t[:, None]
