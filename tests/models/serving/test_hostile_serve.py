@@ -164,6 +164,20 @@ def test_a_plan_whose_summary_contradicts_its_stages_is_refused(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout
 
 
+@pytest.mark.parametrize("tried", ["many", [256], {"many": 1.0}, {"256": "fast"}])
+def test_a_plan_file_with_a_mangled_list_of_limits_tried_is_refused_in_one_line(tmp_path, tried):
+    out = tmp_path / "plan.json"
+    assert run_cli("serve", MODEL, "--gpus", "1xl40s", "--isl", 128, "--osl", 128, "-o", out).returncode == 0
+    doc = json.loads(out.read_text())
+    assert doc["max_num_seqs_searched"]  # the search tried the limit
+    doc["max_num_seqs_searched"] = tried
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = run_cli("evaluate", bad)
+    assert res.returncode == 2 and "max_num_seqs_searched" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout
+
+
 def test_a_search_stopped_by_its_time_limit_still_uses_the_fleet():
     p = _problem("400xh100")
     plan = search(p, time_limit=1.0)
