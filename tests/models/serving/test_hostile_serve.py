@@ -164,7 +164,7 @@ def test_a_plan_whose_summary_contradicts_its_stages_is_refused(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout
 
 
-@pytest.mark.parametrize("tried", ["many", [256], {"many": 1.0}, {"256": "fast"}])
+@pytest.mark.parametrize("tried", ["many", [256], {"many": 1.0}, {"256": "fast"}, {"256": True}])
 def test_a_plan_file_with_a_mangled_list_of_limits_tried_is_refused_in_one_line(tmp_path, tried):
     out = tmp_path / "plan.json"
     assert run_cli("serve", MODEL, "--gpus", "1xl40s", "--isl", 128, "--osl", 128, "-o", out).returncode == 0

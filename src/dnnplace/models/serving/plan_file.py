@@ -253,8 +253,9 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
         if not isinstance(tried, dict):
             raise DnnplaceError(f"{where} must be an object of limit: tokens/s")
         try:
-            meta["max_num_seqs_searched"] = {int(k): float(v) for k, v in tried.items()
-                                             if not isinstance(v, bool)}
+            if any(isinstance(v, bool) for v in tried.values()):
+                raise TypeError
+            meta["max_num_seqs_searched"] = {int(k): float(v) for k, v in tried.items()}
         except (TypeError, ValueError):
             raise DnnplaceError(f"{where} must map whole limits to numbers") from None
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
