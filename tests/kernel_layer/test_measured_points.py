@@ -117,3 +117,17 @@ def test_measured_points_come_back_exactly(system: str, name: str) -> None:
             want.append(lat * 1e-3)
     assert len(got) >= min(SAMPLE, 100)
     assert got == want
+
+
+def test_a_compute_dtype_the_tables_lack_reads_the_same_caches_other_lattice_marked_extrapolated() -> None:
+    """SGLang's H100 tables hold FP8-cache prefill attention only as (fp8, fp8): its collector does not pass the
+    attention dtype to the backend, so those rows are the FP8-cache kernel.  A 16-bit-compute, FP8-cache query
+    reads them (extrapolated), not the roofline; a 16-bit cache still reads its own measured lattice."""
+    from dnnplace.kernels.sources import EXTRAPOLATED, MEASURED
+
+    kc = kernel_costs("h100", "sglang")
+    asked = kc.context_attention(2, 4096, 32, 8, 128, "bf16", "fp8")
+    there = kc.context_attention(2, 4096, 32, 8, 128, "fp8", "fp8")
+    assert asked.seconds[()] == there.seconds[()] and asked.source[()] == EXTRAPOLATED
+    assert there.source[()] == MEASURED
+    assert kc.context_attention(2, 4096, 32, 8, 128, "bf16", "bf16").source[()] == MEASURED

@@ -91,21 +91,29 @@ class KernelCosts:
     def _attention(self, name: str, sol: Any, fraction: float, q: list[Array], key: tuple[Any, ...],
                    kv_dtype: str) -> Priced:
         """Either attention family: its lattice for ``key`` (head dim, window, dtypes); a window the tables lack
-        reads the full-attention lattice and is marked extrapolated; no lattice: the roofline at ``fraction``."""
+        reads the full-attention lattice, and a compute dtype they lack for this cache dtype the other compute
+        dtype's lattice of the same cache (SGLang's H100 tables hold FP8 caches only as (fp8, fp8): its
+        collector does not pass the attention dtype to the backend), both marked extrapolated; no lattice: the
+        roofline at ``fraction``."""
         head_dim, window = key[0], key[1]
         kvb = rl.DTYPE_BYTES.get(kv_dtype, 2.0)
         fam = self._family(name)
         grid = fam.grids.get(key) if fam else None
         code_extra = None
-        if grid is None and fam is not None and window:
-            grid = fam.grids.get((head_dim, 0) + key[2:])
-            code_extra = EXTRAPOLATED
+        lattice_window = window  # the window the answering lattice was measured at
+        if grid is None and fam is not None:
+            # the same compute dtype at full attention first (as before), then the other compute dtype
+            near = [(w, a) for a in dict.fromkeys((key[2], "bfloat16", "fp8")) for w in dict.fromkeys((window, 0))]
+            found = next(((w, a) for w, a in near if (head_dim, w, a, key[3]) in fam.grids), None)
+            if found is not None:
+                grid, code_extra, lattice_window = fam.grids[(head_dim, found[0], found[1], key[3])], EXTRAPOLATED, \
+                    found[0]
         sol_q = sol(q[0], q[1], q[2], q[3], head_dim, self.spec, window, kvb)
         if grid is None:
             return Priced(sol_q / fraction, np.full(q[0].shape, ROOFLINE, np.int8))
         look = grid.lookup(q)
         a = look.at
-        sol_at = sol(a[0], a[1], a[2], a[3], head_dim, self.spec, window if code_extra is None else 0, kvb)
+        sol_at = sol(a[0], a[1], a[2], a[3], head_dim, self.spec, lattice_window, kvb)
         code = look.code if code_extra is None else np.maximum(look.code, code_extra).astype(np.int8)
         return Priced(_held(look.values, sol_q, sol_at, code), code)
 
