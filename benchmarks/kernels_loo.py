@@ -15,7 +15,7 @@ same table (``aic_folds.py``): that column compares the two interpolators on equ
 Exit 0 when, on every device, each of the three folds is at least as good as aiconfigurator's engine on the
 same folds (median and p90, to the printed 0.01 %); the verdict against the published figures is printed
 beside it, and a miss there is a miss to report.  ``--no-aic`` skips the engine column (minutes on the
-Blackwell tables).
+Blackwell tables); the exit status then holds the published figures.
 
     PYTHONPATH=src python benchmarks/kernels_loo.py [--out benchmarks/results/kernels_loo.md] [--no-aic]
 """
@@ -127,6 +127,8 @@ def main() -> int:
     if not args.no_aic:
         tail += ("\nAgainst aiconfigurator's own engine on the same folds: "
                  + ("at least as good on every device and fold." if ok else "WORSE somewhere (rows above)."))
+    else:  # nothing asked of the engine: the published figures are all there is to hold
+        ok = not published_misses
     print(text + tail)
     if args.out:
         cmd = "PYTHONPATH=src python benchmarks/kernels_loo.py --out benchmarks/results/kernels_loo.md"
