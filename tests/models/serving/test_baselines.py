@@ -94,3 +94,18 @@ def test_best_homogeneous_uses_one_kind_and_an_infeasible_plan_never_crashes(lla
     p2 = problem(llama70b, gpus="2xa100+2xl40s", precision="fp8", isl=512, osl=128, max_model_len=4096)
     best = baselines(p2, search(p2, time_limit=20), time_limit=20)[3]
     assert best.config is not None and len({s.gpu for r in best.config.replicas for s in r.stages}) == 1
+
+
+def test_best_homogeneous_meets_each_kind_at_its_own_batch_limit(llama8b):
+    """A plan whose max_num_seqs was searched is held against each GPU kind at that kind's own best limit,
+    searched from the engine's default for those GPUs (vLLM: 1,024 on an H100, 256 where an A100 is in the
+    fleet); a pinned limit stays pinned."""
+    p = problem(llama8b, gpus="1xh100;1xa100-80g", isl=128, osl=128)
+    assert p.engine.max_num_seqs == 256
+    plan = search(p, time_limit=30)
+    assert plan.meta.get("max_num_seqs_searched")
+    homo = baselines(p, plan)[3]
+    assert homo.name == "best-homogeneous" and homo.config is not None
+    assert "h100" in homo.why and homo.config.max_num_seqs >= 1024  # the H100 alone starts at vLLM's 1,024
+    pinned = search(p, time_limit=30, max_num_seqs=64)
+    assert baselines(p, pinned)[3].config.max_num_seqs == 64

@@ -30,6 +30,7 @@ import numpy as np
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import Fleet, Node
+from dnnplace.models.serving.load import fleet_defaults
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
@@ -259,10 +260,15 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
     kinds = sorted({g.name for g in p.fleet.gpus})
     best: tuple[float, str, ServingConfig | None] = (0.0, "", None)
     tried = []
+    # a plan whose batch limit was searched meets each kind at that kind's own best limit (from the engine's
+    # default for those GPUs); a pinned limit stays pinned
+    searched = bool(plan.meta.get("max_num_seqs_searched"))
     for kind in kinds:
-        sub = dataclasses.replace(p, fleet=_sub_fleet(p.fleet, kind))
+        fleet = _sub_fleet(p.fleet, kind)
+        sub = dataclasses.replace(p, fleet=fleet, engine=fleet_defaults(p.engine, fleet))
         sp = search(sub, time_limit=time_limit / max(len(kinds), 1),
-                    max_num_seqs=plan.config.max_num_seqs, max_num_batched_tokens=plan.config.max_num_batched_tokens)
+                    max_num_seqs=None if searched else plan.config.max_num_seqs,
+                    max_num_batched_tokens=plan.config.max_num_batched_tokens)
         count = sum(1 for g in p.fleet.gpus if g.name == kind)
         if not sp.config.replicas:
             stopped = sp.meta.get("complete") is False  # cut by the time limit: nothing proven
