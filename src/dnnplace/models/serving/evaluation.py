@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, p2p_time
-from dnnplace.models.serving.memory import StageMemory, launch_memory, stage_kv_tokens, stage_memory
+from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
@@ -222,13 +222,7 @@ def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,
 def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
     """Memory, KV cache and steady-state rate of one replica."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
-    launch = launch_memory([s.gpu for s in r.stages])
-    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1,
-                         max_num_seqs, max_num_batched_tokens, r.pp, launch) for i, s in enumerate(r.stages)]
-    per_stage = stage_kv_tokens(mems, p)
-    kv = float(per_stage.min()) if len(per_stage) else 0.0
-    if p.engine.kv_rule == "min_blocks":
-        kv = math.floor(kv / p.block) * p.block
+    mems, kv = replica_memory(p, r, max_num_seqs, max_num_batched_tokens)
     src: dict[str, int] = {}
     why = tp_refusal(p, r.tp)
     if not why and p.engine.single_node and len({s.node for s in r.stages}) > 1:

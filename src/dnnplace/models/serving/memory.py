@@ -9,15 +9,16 @@ carry the embedding and LM head where that engine puts them (catalogue.EngineRul
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from dnnplace.core.catalogue import device_spec
-from dnnplace.models.serving.spec import LayerProfile, ServingProblem
+from dnnplace.models.serving.spec import LayerProfile, Replica, ServingProblem
 
 __all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "launch_memory",
-           "stage_memory"]
+           "replica_memory", "stage_memory"]
 
 #: vLLM captures CUDA graphs up to this decode batch (config/compilation.py max_cudagraph_capture_size 512);
 #: the graph pool holds one such batch's intermediates.
@@ -102,6 +103,23 @@ def launch_memory(gpus: list[str] | tuple[str, ...]) -> float:
     """The memory (bytes) an engine launch over these GPU kinds sizes its default fraction from: the smallest
     (SGLang's ``get_nvgpu_memory_capacity`` takes nvidia-smi's minimum)."""
     return min(device_spec(g).usable_memory_bytes for g in gpus)
+
+
+def replica_memory(p: ServingProblem, r: Replica, max_num_seqs: int,
+                   max_num_batched_tokens: int) -> tuple[list[StageMemory], float]:
+    """Each stage's memory (:func:`stage_memory`, the launch's fraction from its smallest GPU) and the KV-cache
+    tokens the replica holds by the engine's rule: the smallest stage's (:func:`stage_kv_tokens`), in whole
+    blocks where the engine takes the minimum of blocks (vLLM).  The one place a replica's memory is sized:
+    the evaluator and the search's concurrency estimate both read it."""
+    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    launch = launch_memory([s.gpu for s in r.stages])
+    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1,
+                         max_num_seqs, max_num_batched_tokens, r.pp, launch) for i, s in enumerate(r.stages)]
+    per_stage = stage_kv_tokens(mems, p)
+    kv = float(per_stage.min()) if len(per_stage) else 0.0
+    if p.engine.kv_rule == "min_blocks":
+        kv = math.floor(kv / p.block) * p.block
+    return mems, kv
 
 
 def stage_kv_tokens(mems: list[StageMemory], p: ServingProblem) -> np.ndarray:

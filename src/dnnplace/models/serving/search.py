@@ -39,7 +39,7 @@ from dnnplace.models.serving.evaluation import (
     tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
-from dnnplace.models.serving.memory import launch_memory, stage_kv_tokens, stage_memory
+from dnnplace.models.serving.memory import launch_memory, replica_memory, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
 __all__ = ["assign_gpus", "best_replica", "search"]
@@ -158,13 +158,7 @@ def _grid(limit: int) -> list[int]:
 
 def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
     """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
-    bounds = np.concatenate([[0], np.cumsum(r.partition())])
-    launch = launch_memory([s.gpu for s in r.stages])
-    mems = [stage_memory(p, s.gpu, s.tp, int(bounds[i]), int(bounds[i + 1]), i == 0, i == r.pp - 1, mns, mbt,
-                         r.pp, launch) for i, s in enumerate(r.stages)]
-    kv = float(stage_kv_tokens(mems, p).min())
-    if p.engine.kv_rule == "min_blocks":
-        kv = math.floor(kv / p.block) * p.block
+    _, kv = replica_memory(p, r, mns, mbt)
     return steady_batch(p, kv, seq_cap(p, r.pp, mns))
 
 
