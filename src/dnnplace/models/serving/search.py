@@ -26,6 +26,7 @@ from dnnplace.models.serving.bound import per_gpu_bound
 from dnnplace.models.serving.cost import Iteration, p2p_time
 from dnnplace.models.serving.dp import split_dp
 from dnnplace.models.serving.evaluation import (
+    ServingEvaluation,
     cached_times,
     cached_times_batch,
     evaluate,
@@ -306,6 +307,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     t0 = time.monotonic()
     plans: dict[int, ServingPlan] = {}
     values: dict[int, float] = {}
+    ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
 
     def at(mns: int) -> float:
         if mns not in plans:
@@ -315,6 +317,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                                     progress=progress)
             ev = evaluate(p, plans[mns].config) if plans[mns].config.replicas else None
             values[mns] = ev.output_tokens_per_s if ev is not None and ev.fits else 0.0
+            ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
         return values[mns]
 
     lo, hi = _SEQS_RANGE
@@ -323,7 +326,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         first = min(first, max_num_batched_tokens)
         hi = min(hi, max_num_batched_tokens)
     at(first)
-    for step in _limit_steps(p, plans[first], first):
+    for step in ways[first]:
         mns = first
         while time.monotonic() - t0 < time_limit:
             nxt = mns * 2 if step > 0 else mns // 2
@@ -332,7 +335,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             if not lo <= nxt <= hi or (at(nxt) <= values[mns] and values[mns] > 0):
                 break
             mns = nxt
-            if step not in _limit_steps(p, plans[mns], mns):
+            if step not in ways[mns]:
                 break
     best = max(plans, key=lambda m: (values[m], m == first))
     plan = plans[best]
@@ -344,17 +347,17 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
 _SEQS_RANGE = (16, 4096)
 
 
-def _limit_steps(p: ServingProblem, plan: ServingPlan, mns: int) -> tuple[int, ...]:
-    """Which way ``max_num_seqs`` may gain from ``mns``: up (+1) when some replica of the plan runs at the cap
-    (more sequences would fit), down (-1) when one runs below half of it (halved, the cap still does not hold
-    it back, and the memory the limit held goes to its KV cache) or nothing fits; both when both."""
-    if not plan.config.replicas:  # nothing fits at the limit: a lower one holds less memory for it
+def _limit_steps(p: ServingProblem, config: ServingConfig, ev: ServingEvaluation | None,
+                 mns: int) -> tuple[int, ...]:
+    """Which way ``max_num_seqs`` may gain from ``mns`` for a plan's ``config`` (``ev``: its evaluation, None
+    when it has no replica): up (+1) when some replica runs at the cap (more sequences would fit), down (-1)
+    when one runs below half of it (halved, the cap still does not hold it back, and the memory the limit held
+    goes to its KV cache) or nothing fits; both when both."""
+    if ev is None:  # nothing fits at the limit: a lower one holds less memory for it
         return (-1,)
-    ev = evaluate(p, plan.config)
-    caps = [seq_cap(p, r.pp, mns) for r in plan.config.replicas]
     runs = [x.concurrency for x in ev.replicas]
-    up = any(c >= cap for c, cap in zip(runs, caps))
-    down = any(c < seq_cap(p, r.pp, mns // 2) for c, r in zip(runs, plan.config.replicas))
+    up = any(c >= seq_cap(p, r.pp, mns) for c, r in zip(runs, config.replicas))
+    down = any(c < seq_cap(p, r.pp, mns // 2) for c, r in zip(runs, config.replicas))
     return tuple(s for s, ok in ((1, up), (-1, down)) if ok)
 
 
