@@ -214,7 +214,8 @@ ENGINES: dict[str, EngineRules] = {
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
         chunked_prefill=False, seqs_per_micro_batch=True,
         nvidia_only=True,
-        sources=("_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
+        sources=(FP8_CONTEXT_FMHA_SOURCE,
+                 "_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
                  "llmapi/llm_args.py: tokens_per_block 32, max_batch_size 2048, max_num_tokens 8192",
                  "_torch/pyexecutor/py_executor.py::_executor_loop_pp: each of pp micro-batches is scheduled by "
