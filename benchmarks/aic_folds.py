@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _mirror(tmp: str, system: str, rel: Path, table: object) -> Path:
     return root
 
 
-def _handle(system: str, framework: str, version: str, root: Path | None) -> object:
+def _handle(system: str, framework: str, version: str, root: Path | None) -> tuple[Any, Any]:
     from aiconfigurator_core.sdk import perf_database
     from aiconfigurator_core.sdk.engine import EngineHandle
 
@@ -118,25 +119,25 @@ def fold_errors(fam: Family, axis: str) -> np.ndarray:
             coords = tuple(float(grid.axes[a][i]) for a, i in enumerate(idx))
             asks.setdefault(coords[j], []).append((key, coords, float(grid.values[tuple(idx)])))
     values = np.asarray(table.column(col).to_numpy(zero_copy_only=False), dtype=float)
+    dtypes = np.asarray(table.column("gemm_dtype").to_numpy(zero_copy_only=False)) if fam.name == "gemm" else None
     full_db, full = _handle(system, framework, version, None) if fam.name != "gemm" else (None, None)
     errs = []
     for x, points in sorted(asks.items()):
         left = values == x
-        if fam.name == "gemm":
-            dt = np.asarray(table.column("gemm_dtype").to_numpy(zero_copy_only=False))
-            left &= np.isin(dt, sorted({p[0][0] for p in points}))
+        if dtypes is not None:
+            left &= np.isin(dtypes, sorted({p[0][0] for p in points}))
+        meas = np.array([p[2] for p in points]) * 1e3  # our grids hold seconds; the engine answers ms
         with tempfile.TemporaryDirectory() as tmp:
             root = _mirror(tmp, system, rel, table.filter(pa.array(~left)))
             db, handle = _handle(system, framework, version, root)
             pred = _ask(fam.name, db, handle, points)
             if full is not None:  # take off the engine's table-independent term (see the module docstring)
-                pred = pred - (_ask(fam.name, full_db, full, points) - np.array([p[2] for p in points]) * 1e3)
-        meas = np.array([p[2] for p in points]) * 1e3  # our grids hold seconds; the engine answers ms
+                pred = pred - (_ask(fam.name, full_db, full, points) - meas)
         errs.append(np.abs(pred - meas) / meas)
     return np.concatenate(errs) if errs else np.array([])
 
 
-def _ask(name: str, db: object, handle: object, points: list) -> np.ndarray:
+def _ask(name: str, db: Any, handle: Any, points: list) -> np.ndarray:
     """The engine's latency (ms) at each point, one op per point, grouped by the call's (batch, s)."""
     from aiconfigurator_core.sdk import common
     from aiconfigurator_core.sdk.engine import build_ops_json
