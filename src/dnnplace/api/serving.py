@@ -22,7 +22,8 @@ def load_serving(model: PathLike, **options: Any) -> ServingProblem:
     """A serving problem: a Hugging Face ``config.json`` (or its folder) on a fleet under a workload.
 
     ``options`` are :func:`dnnplace.models.serving.load.problem`'s: ``gpus="2xa100-80g+2xl40s"`` or
-    ``fleet="fleet.toml"``, ``isl``, ``osl``, ``rate`` or ``concurrency``, ``ttft_ms``, ``tpot_ms``,
+    ``fleet="fleet.toml"``, ``isl``, ``osl``, ``rate`` or ``concurrency``, ``ttft_ms``, ``tpot_ms`` (with
+    ``ttft_stat`` / ``tpot_stat``: ``mean``, ``p50`` or ``p99``),
     ``engine``, ``precision``, ``kv_dtype``, ``max_model_len``; each checked there, one line naming it.
 
     Examples

@@ -61,6 +61,18 @@ def parse_serve_pins(text: str | None) -> dict[str, Any]:
     return pins
 
 
+def pick_slo(metric: str, given: dict[str, float | None]) -> tuple[float | None, str]:
+    """The one SLO given for ``metric`` (ttft or tpot) and the statistic its flag names; two flags for one
+    metric are refused, naming both (one bound per metric: which would win is not the user's to guess)."""
+    from dnnplace.errors import DnnplaceError
+    from dnnplace.models.serving.spec import slo_flag
+
+    set_ = [(stat, v) for stat, v in given.items() if v is not None]
+    if len(set_) > 1:
+        raise DnnplaceError(f"give one {metric.upper()} SLO, not {' and '.join(slo_flag(metric, s) for s, _ in set_)}")
+    return (set_[0][1], set_[0][0]) if set_ else (None, "mean")
+
+
 def serve(
     model: str = typer.Argument(..., help="Hugging Face config.json (or its folder)."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help='The fleet: nodes separated by ";", each node'
@@ -78,6 +90,13 @@ def serve(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight."),
     ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="SLO: time to first token (ms, mean)."),
     tpot_ms: Optional[float] = typer.Option(None, "--tpot-ms", help="SLO: time per output token (ms, mean)."),
+    ttft_p50_ms: Optional[float] = typer.Option(None, "--ttft-p50-ms", help="SLO: median time to first token (ms)."),
+    ttft_p99_ms: Optional[float] = typer.Option(None, "--ttft-p99-ms", help="SLO: 99th-percentile time to first"
+                                                " token (ms)."),
+    tpot_p50_ms: Optional[float] = typer.Option(None, "--tpot-p50-ms", help="SLO: median time per output token"
+                                                " (ms)."),
+    tpot_p99_ms: Optional[float] = typer.Option(None, "--tpot-p99-ms", help="SLO: 99th-percentile time per output"
+                                                " token (ms)."),
     max_model_len: int = typer.Option(0, "--max-model-len", help="Context (0: the model's own)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Price a given deployment: "tp=2,pp=2,layers=40+40"'
                                       " (also max_num_seqs, max_num_batched_tokens)."),
@@ -102,11 +121,14 @@ def serve(
         inputs: list[Path | None] = [source, source / "config.json" if _is_dir(source) else None, fleet]
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]
+        ttft_ms, ttft_stat = pick_slo("ttft", {"mean": ttft_ms, "p50": ttft_p50_ms, "p99": ttft_p99_ms})
+        tpot_ms, tpot_stat = pick_slo("tpot", {"mean": tpot_ms, "p50": tpot_p50_ms, "p99": tpot_p99_ms})
         pins = parse_serve_pins(fix)
         if within_nodes:
             pins["within_nodes"] = True
         problem = api.load_serving(model, gpus=gpus, fleet=fleet, isl=isl, osl=osl, rate=rate,
-                                   concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, engine=engine.value,
+                                   concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, ttft_stat=ttft_stat,
+                                   tpot_stat=tpot_stat, engine=engine.value,
                                    precision=precision, kv_dtype=kv_dtype, max_model_len=max_model_len)
         with progress_bar(not as_json) as progress:
             sol = api.solve(problem, "serving-search", time_limit=time_limit, progress=progress, **pins)
@@ -125,6 +147,12 @@ def serve(
             out.print(f"plan written to {output}")
         if report is not None:
             out.print(f"report written to {report}")
+
+
+def _slo_line(wl: dict[str, Any]) -> str:
+    """The SLOs of a plan's workload with the statistic each bounds: "TTFT p99 <= 500 ms, TPOT mean <= 40 ms"."""
+    return ", ".join(f"{name} {wl.get(f'{k}_stat') or 'mean'} <= {wl[f'{k}_ms']:g} ms"
+                     for k, name in (("ttft", "TTFT"), ("tpot", "TPOT")) if wl.get(f"{k}_ms") is not None)
 
 
 def _is_dir(p: Path) -> bool:
@@ -173,9 +201,12 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         f" {', '.join(map(str, p['kv_cache_tokens']))} tokens per replica; max concurrency"
         f" {', '.join(map(str, p['max_concurrency']))}; context {p['max_model_len']}",
         f"fits {p['fits']}, meets SLO {p['meets_slo']}" + (f", saturated {p['saturated']}"
-                                                            if wl.get("rate") is not None else ""),
-        *([f"simulated at {sim['load']}: TTFT {_num(sim['ttft_ms'], '.0f')} ms, TPOT {_num(sim['tpot_ms'], '.1f')}"
-           f" ms (mean, {sim['completed']} requests), meets SLO "
+                                                            if wl.get("rate") is not None else "")
+        + (f" ({_slo_line(wl)}; judged by the {str(doc['slo_judged_by']).split(':')[0]})"
+           if doc.get("slo_judged_by") else ""),
+        *([f"simulated at {sim['load']}: TTFT {sim.get('ttft_stat', 'mean')} {_num(sim['ttft_ms'], '.0f')} ms,"
+           f" TPOT {sim.get('tpot_stat', 'mean')} {_num(sim['tpot_ms'], '.1f')} ms ({sim['completed']} requests),"
+           " meets SLO "
            + ("not settled (the simulation was cut short by --time-limit)" if sim["meets_slo"] is None
               else str(sim["meets_slo"]))]
           if (sim := doc.get("slo_simulated")) else []),

@@ -33,7 +33,7 @@ from dnnplace.models.serving.catalogue import (
     vllm_default_max_num_seqs,
 )
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
-from dnnplace.models.serving.spec import LayerProfile, ServingProblem, Workload
+from dnnplace.models.serving.spec import SLO_STATS, LayerProfile, ServingProblem, Workload, slo_flag
 from dnnplace.utils.files import read_json_file
 
 __all__ = ["check_engine_runs_on", "checkpoint_config", "fleet_defaults", "layer_profile", "problem",
@@ -242,8 +242,10 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
             osl: int = 256, rate: float | None = None, concurrency: int | None = None,
             ttft_ms: float | None = None, tpot_ms: float | None = None, engine: str = "vllm",
             precision: str = "bf16", kv_dtype: str = "bf16", max_model_len: int = 0, block_size: int = 0,
-            memory_fraction: float = 0.0, doc: dict[str, Any] | None = None) -> ServingProblem:
-    """The serving problem; every argument checked here, once (one line naming the culprit)."""
+            memory_fraction: float = 0.0, doc: dict[str, Any] | None = None, ttft_stat: str = "mean",
+            tpot_stat: str = "mean") -> ServingProblem:
+    """The serving problem; every argument checked here, once (one line naming the culprit).  ``ttft_stat`` /
+    ``tpot_stat``: the statistic each SLO bounds (``mean``, ``p50`` or ``p99``)."""
     rules = engine_rules(engine)
     if (gpus is None) == (fleet is None):
         raise DnnplaceError("give the fleet as --gpus SPEC or --fleet FILE.toml (one of them)")
@@ -254,7 +256,10 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     _positive(osl, "--osl")
     if rate is not None and concurrency is not None:
         raise DnnplaceError("give --rate or --concurrency, not both")
-    for v, name in ((rate, "--rate"), (ttft_ms, "--ttft-ms"), (tpot_ms, "--tpot-ms")):
+    for stat, name in ((ttft_stat, "TTFT"), (tpot_stat, "TPOT")):
+        if not isinstance(stat, str) or stat not in SLO_STATS:
+            raise DnnplaceError(f"the {name} SLO statistic must be one of {', '.join(SLO_STATS)}, got {stat!r}")
+    for v, name in ((rate, "--rate"), (ttft_ms, slo_flag("ttft", ttft_stat)), (tpot_ms, slo_flag("tpot", tpot_stat))):
         if v is not None:
             _positive(v, name, integer=False)
     if concurrency is not None:
@@ -281,6 +286,6 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if isl + osl > context:
         raise DnnplaceError(f"--isl {isl} + --osl {osl} = {isl + osl} tokens is longer than the context "
                             f"({context} tokens)")
-    wl = Workload(isl, osl, rate, concurrency, ttft_ms, tpot_ms)
+    wl = Workload(isl, osl, rate, concurrency, ttft_ms, tpot_ms, ttft_stat, tpot_stat)
     return ServingProblem(prof, f, wl, rules, kv_dtype, max_model_len, block_size, float(memory_fraction),
                           source=str(model))

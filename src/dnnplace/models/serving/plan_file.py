@@ -18,7 +18,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
-from dnnplace.models.serving.spec import FORMAT, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+from dnnplace.models.serving.spec import FORMAT, SLO_STATS, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 from dnnplace.utils.text import clip
 
 __all__ = ["FORMAT", "config_dict", "model_config", "plan_document", "read_serving_plan"]
@@ -74,7 +74,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
                   "network": {"bandwidth_gbps": f.network_bandwidth / 1e9 or None,
                               "latency_us": f.network_latency_s * 1e6 or None}},
         "workload": {"isl": wl.isl, "osl": wl.osl, "rate": wl.rate, "concurrency": wl.concurrency,
-                     "ttft_ms": wl.ttft_ms, "tpot_ms": wl.tpot_ms},
+                     "ttft_ms": wl.ttft_ms, "tpot_ms": wl.tpot_ms, "ttft_stat": wl.ttft_stat,
+                     "tpot_stat": wl.tpot_stat},
         "engine": p.engine.name, "max_model_len": p.max_model_len, "block_size": p.block_size,
         "memory_fraction": p.memory_fraction,
         "config": config_dict(plan.config),
@@ -86,6 +87,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "runner_ups": ups,
         # the SLOs checked under the workload's load by the simulation (None: no load or no SLO)
         "slo_simulated": plan.meta.get("slo_simulated"),
+        # what judged the SLOs: the evaluator's steady state or the simulation (None: no SLO)
+        "slo_judged_by": plan.meta.get("slo_judged_by"),
         # each max_num_seqs the search tried and the best output tokens/s it found there (None: pinned)
         "max_num_seqs_searched": {str(k): v for k, v in plan.meta["max_num_seqs_searched"].items()}
         if plan.meta.get("max_num_seqs_searched") else None,
@@ -100,6 +103,11 @@ def _slo_simulated(d: dict[str, Any], where: str) -> dict[str, Any]:
         out[k] = _get(d, k, int, where)
     for k in ("ttft_ms", "tpot_ms"):
         out[k] = _get(d, k, (int, float), where, optional=True)
+    for k in ("ttft_stat", "tpot_stat"):  # plans before the SLO statistics judged the mean
+        stat = _get(d, k, str, where, optional=True) or "mean"
+        if stat not in SLO_STATS:
+            raise DnnplaceError(f"{where}: {k} must be one of {', '.join(SLO_STATS)}, got '{clip(stat, 20)}'")
+        out[k] = stat
     out["saturated"] = _get(d, "saturated", bool, where)
     stopped = _get(d, "stopped", str, where, optional=True)
     out["stopped"] = None if stopped is None else clip(stopped, 40)
@@ -217,6 +225,8 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
                        concurrency=_get(wl, "concurrency", int, w, optional=True),
                        ttft_ms=_get(wl, "ttft_ms", (int, float), w, optional=True),
                        tpot_ms=_get(wl, "tpot_ms", (int, float), w, optional=True),
+                       ttft_stat=_get(wl, "ttft_stat", str, w, optional=True) or "mean",
+                       tpot_stat=_get(wl, "tpot_stat", str, w, optional=True) or "mean",
                        engine=_get(doc, "engine", str, source), precision=_get(m, "precision", str, f"{source}: model"),
                        kv_dtype=_get(m, "kv_dtype", str, f"{source}: model"),
                        max_model_len=_count(doc, "max_model_len", source, 0),
@@ -247,6 +257,9 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
         meta["seconds_per_token_bound"] = spt
     if doc.get("slo_simulated") is not None:
         meta["slo_simulated"] = _slo_simulated(_get(doc, "slo_simulated", dict, source), f"{source}: slo_simulated")
+    judged = _get(doc, "slo_judged_by", str, source, optional=True)
+    if judged is not None:
+        meta["slo_judged_by"] = clip(judged, 120)
     tried = doc.get("max_num_seqs_searched")
     if tried is not None:
         where = f"{source}: max_num_seqs_searched"

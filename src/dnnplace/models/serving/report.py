@@ -111,9 +111,9 @@ def _verdict(p: ServingProblem, ev: ServingEvaluation) -> str:
     if ev.saturated and wl.rate is not None:
         misses.append(f"saturated: {wl.rate:g} requests/s asked, {ev.requests_per_s:.3g} served")
     if wl.ttft_ms is not None and ev.ttft_ms > wl.ttft_ms:
-        misses.append(f"TTFT {ev.ttft_ms:.1f} ms over the SLO {wl.ttft_ms:g} ms")
+        misses.append(f"TTFT {ev.ttft_ms:.1f} ms over the SLO {wl.ttft_ms:g} ms ({wl.ttft_stat})")
     if wl.tpot_ms is not None and ev.tpot_ms > wl.tpot_ms:
-        misses.append(f"TPOT {ev.tpot_ms:.1f} ms over the SLO {wl.tpot_ms:g} ms")
+        misses.append(f"TPOT {ev.tpot_ms:.1f} ms over the SLO {wl.tpot_ms:g} ms ({wl.tpot_stat})")
     return "fits; " + ("; ".join(misses) if misses else "meets the load and the SLOs")
 
 
@@ -127,8 +127,9 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
     m, wl = p.model, p.workload
     load = f"{wl.rate:g} requests/s" if wl.rate is not None else \
         f"{wl.concurrency} requests in flight" if wl.concurrency is not None else "offline (maximum throughput)"
-    slo = ", ".join(x for x in (f"TTFT \u2264 {wl.ttft_ms:g} ms" if wl.ttft_ms is not None else "",
-                                f"TPOT \u2264 {wl.tpot_ms:g} ms" if wl.tpot_ms is not None else "") if x) or "none"
+    slo = ", ".join(x for x in (f"TTFT {wl.ttft_stat} \u2264 {wl.ttft_ms:g} ms" if wl.ttft_ms is not None else "",
+                                f"TPOT {wl.tpot_stat} \u2264 {wl.tpot_ms:g} ms" if wl.tpot_ms is not None else "")
+                    if x) or "none"
     verdict = _verdict(p, ev)
     if not plan.config.replicas:  # the evaluator calls an empty deployment "fitting": say what it is
         verdict = f"no deployment (search status {plan.status}): no replica of this model fits the fleet"

@@ -16,7 +16,7 @@ from dnnplace.models.serving.catalogue import EngineRules, sglang_mem_fraction
 from dnnplace.models.serving.fleet import Fleet
 
 __all__ = ["FORMAT", "LayerProfile", "Replica", "ServingConfig", "ServingPlan", "ServingProblem", "Stage",
-           "Workload"]
+           "SLO_STATS", "Workload", "slo_flag"]
 
 FORMAT = "dnnplace-serving-plan/1"
 
@@ -65,10 +65,21 @@ class LayerProfile:
         return per_head * max(self.kv_heads // tp, 1)
 
 
+#: The latency statistics an SLO may bound, as the simulation reports them (``simulator._stats``) and the
+#: serving benchmarks print them (``vllm bench serve``: mean, median, P99 TTFT and TPOT).
+SLO_STATS = ("mean", "p50", "p99")
+
+
+def slo_flag(metric: str, stat: str) -> str:
+    """The ``dnnplace serve`` flag of an SLO: ``--ttft-ms`` bounds the mean, ``--ttft-p99-ms`` the 99th percentile."""
+    return f"--{metric}-ms" if stat == "mean" else f"--{metric}-{stat}-ms"
+
+
 @dataclass(frozen=True)
 class Workload:
     """Requests of ``isl`` prompt and ``osl`` output tokens; offline (both None), or ``rate`` requests/s,
-    or ``concurrency`` requests in flight."""
+    or ``concurrency`` requests in flight.  ``ttft_stat`` / ``tpot_stat``: which statistic of the requests'
+    latencies each SLO bounds (:data:`SLO_STATS`: the mean, the median or the 99th percentile)."""
 
     isl: int
     osl: int
@@ -76,6 +87,8 @@ class Workload:
     concurrency: int | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+    ttft_stat: str = "mean"
+    tpot_stat: str = "mean"
 
     @property
     def mode(self) -> str:

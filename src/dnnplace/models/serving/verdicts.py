@@ -16,7 +16,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import parse_gpus
-from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage, slo_flag
 
 __all__ = ["SLO_REQUESTS", "apply_layers", "meet_slo", "simulated_slo", "smallest_fleet", "unfit"]
 
@@ -124,10 +124,15 @@ def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> Ser
     return replace(plan, config=cfg, status="feasible", meta={**plan.meta, "runner_ups": []})
 
 
+#: Who judged the SLOs, as a plan says it (``slo_judged_by``).
+EVALUATOR_JUDGES = "evaluator: the steady state, every request alike (its mean, median and p99 are one value)"
+SIMULATION_JUDGES = "simulation: the requests streamed at the workload's rate, at the statistic each SLO names"
+
+
 def _slo_text(p: ServingProblem) -> str:
     wl = p.workload
-    parts = [f"--ttft-ms {wl.ttft_ms:g}" if wl.ttft_ms is not None else "",
-             f"--tpot-ms {wl.tpot_ms:g}" if wl.tpot_ms is not None else "",
+    parts = [f"{slo_flag('ttft', wl.ttft_stat)} {wl.ttft_ms:g}" if wl.ttft_ms is not None else "",
+             f"{slo_flag('tpot', wl.tpot_stat)} {wl.tpot_ms:g}" if wl.tpot_ms is not None else "",
              f"--rate {wl.rate:g}" if wl.rate is not None else "",
              f"--concurrency {wl.concurrency}" if wl.concurrency is not None else ""]
     return " ".join(x for x in parts if x)
@@ -135,10 +140,12 @@ def _slo_text(p: ServingProblem) -> str:
 
 def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dict[str, Any]:
     """The workload's load streamed through ``c`` by the simulation (its rate as Poisson arrivals, or its
-    clients in a closed loop): mean TTFT and TPOT, whether the queue keeps up, whether the SLOs hold.
+    clients in a closed loop): TTFT and TPOT at the statistic each SLO names (the mean, median or 99th
+    percentile of the simulated requests), whether the queue keeps up, whether the SLOs hold.
 
     Why: the evaluator's TTFT is one prompt with nothing ahead of it; under a load a prompt waits behind
-    the others' prefills (and, near saturation, in the queue), which only the simulation sees."""
+    the others' prefills (and, near saturation, in the queue), which only the simulation sees, and only the
+    simulation has a distribution to take a percentile of."""
     from dnnplace.models.serving.simulator import simulate
 
     wl = p.workload
@@ -149,7 +156,7 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
     else:
         s = simulate(p, c, rate=float(wl.rate or 0.0), requests=SLO_REQUESTS, time_limit=time_limit)
         load = f"{wl.rate:g} requests/s"
-    ttft, tpot = s.ttft_ms["mean"], s.tpot_ms["mean"]
+    ttft, tpot = s.ttft_ms[wl.ttft_stat], s.tpot_ms[wl.tpot_stat]
     over = ((wl.ttft_ms is not None and ttft is not None and ttft > wl.ttft_ms)
             or (wl.tpot_ms is not None and tpot is not None and tpot > wl.tpot_ms))
     meets: bool | None = bool(s.completed > 0 and not s.saturated and not over
@@ -157,6 +164,7 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
     if s.stopped:  # cut short: the early requests saw the least queueing, so only a miss is settled
         meets = False if over else None
     return {"load": load, "requests": s.arrived, "completed": s.completed, "ttft_ms": ttft, "tpot_ms": tpot,
+            "ttft_stat": wl.ttft_stat, "tpot_stat": wl.tpot_stat,
             "saturated": s.saturated, "stopped": s.stopped or None, "meets_slo": meets}
 
 
@@ -169,7 +177,10 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     last; a simulation the time limit cuts short settles nothing, so the plan keeps the evaluator's verdict
     and says so (``meets_slo`` None).  Under a closed loop of clients the evaluator judges and the
     simulation's figures ride along in ``meta["slo_simulated"]`` (its TTFT keeps identical requests in
-    step, an upper estimate: median +66 % on the measured rows of benchmarks/results/serving_load.md)."""
+    step, an upper estimate: median +66 % on the measured rows of benchmarks/results/serving_load.md).
+    Offline or under a closed loop a percentile SLO is judged on the evaluator's steady state, where every
+    request is alike, so its mean, median and 99th percentile are one value; ``meta["slo_judged_by"]`` says
+    which judged."""
     wl = p.workload
     slo = wl.ttft_ms is not None or wl.tpot_ms is not None
     ev = evaluate(p, plan.config)
@@ -182,12 +193,14 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
                 tried.append((cc, evaluate(p, cc)))
                 seqs //= 2
     ok = sorted(((c, e) for c, e in tried if e.meets_slo), key=lambda x: -x[1].output_tokens_per_s)
+    by_evaluator = {"slo_judged_by": EVALUATOR_JUDGES} if slo else {}
     if ok and (not slo or (wl.rate is None and wl.concurrency is None)):
-        return _chosen(plan, *ok[0]), ok[0][1]
+        chosen = _chosen(plan, *ok[0])
+        return replace(chosen, meta={**chosen.meta, **by_evaluator}), ok[0][1]
     if ok and wl.rate is None:  # a closed loop: the evaluator judges, the simulation is reported beside it
         chosen = _chosen(plan, *ok[0])
         sim = simulated_slo(p, chosen.config, time_limit)
-        return replace(chosen, meta={**chosen.meta, "slo_simulated": sim}), ok[0][1]
+        return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **by_evaluator}), ok[0][1]
     deadline = time.monotonic() + time_limit
     sims: list[dict[str, Any]] = []
     for k, (c, e) in enumerate(ok):
@@ -200,7 +213,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
         sims.append(sim)
         if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
             chosen = _chosen(plan, c, e)
-            return replace(chosen, meta={**chosen.meta, "slo_simulated": sim}), e
+            return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, "slo_judged_by": SIMULATION_JUDGES}), e
     fit = [e for _, e in tried if e.fits]
     if not fit:
         raise unfit(p, {})
