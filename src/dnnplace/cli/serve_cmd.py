@@ -102,7 +102,7 @@ def serve(
                                       " (also max_num_seqs, max_num_batched_tokens)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best deployment so far after."),
     within_nodes: bool = typer.Option(False, "--within-nodes", help="Keep every replica inside one node: what every"
-                                      " export here writes (a replica across nodes needs a multi-node launch)."),
+                                      " export writes (across nodes: vLLM's multi-node launch only)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a summary."),
@@ -224,8 +224,8 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     for k, r in enumerate(c["replicas"], 1):
         nodes = sorted({s["node"] for s in r["stages"]})
         if len(nodes) > 1:
-            lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: the exports here write one"
-                         " node per replica (a multi-node launch is not written); --within-nodes plans without it")
+            lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: exported for vLLM only, as its"
+                         " multi-node launch (the same number of stages on each node); --within-nodes plans without it")
     for n, u in enumerate(doc["runner_ups"], 1):
         up = u["prediction"]
         reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"

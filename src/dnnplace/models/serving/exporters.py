@@ -16,18 +16,45 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
-__all__ = ["EXPORTERS", "export"]
+__all__ = ["EXPORTERS", "VLLM_MASTER_PORT", "export", "node_runs"]
 
 
-def _check(p: ServingProblem, r: Replica) -> None:
+def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
+    """A layout every engine refuses (0-layer stage, per-stage TP), and one across nodes where the engine's
+    export is written per node only (``across_nodes``: the exporter writes a multi-node launch itself)."""
     if any(s.layers < 1 for s in r.stages):
         raise DnnplaceError("a stage with 0 layers cannot be exported (the engines crash on it)")
     if sum(r.partition()) != p.model.num_layers:
         raise DnnplaceError(f"the partition {r.partition()} does not sum to {p.model.num_layers} layers")
     if len({s.tp for s in r.stages}) != 1:
         raise DnnplaceError("per-stage TP is a what-if: no engine takes it")
-    if len({s.node for s in r.stages}) != 1:
-        raise DnnplaceError("a replica across nodes needs a Ray placement group: export per node is not written")
+    if len({s.node for s in r.stages}) != 1 and not across_nodes:
+        raise DnnplaceError(f"a replica across nodes is written for vLLM only (its multi-node launch), not for "
+                            f"{p.engine.name}: export to vllm, or plan with --within-nodes")
+
+
+def node_runs(r: Replica) -> list[tuple[int, list[int]]]:
+    """The replica's stages grouped by node in stage order: (node, stage indices) per run of stages on one
+    node.  Why: vLLM's multi-node launch (``--nnodes``; ``config/parallel.py``: ``local_world_size =
+    world_size // nnodes``, node k runs global ranks [k L, (k + 1) L), TP innermost) gives every node the
+    same number of workers and consecutive ranks, so a replica is launchable that way only when each node
+    holds one run of stages and every run is equally long (ENGINES.md section 1.5)."""
+    runs: list[tuple[int, list[int]]] = []
+    for i, s in enumerate(r.stages):
+        if runs and runs[-1][0] == s.node:
+            runs[-1][1].append(i)
+        else:
+            runs.append((s.node, [i]))
+    nodes = [n for n, _ in runs]
+    if len(set(nodes)) != len(nodes):
+        raise DnnplaceError(f"the replica's stages go back to node {next(n for n in nodes if nodes.count(n) > 1) + 1}"
+                            " after leaving it: vLLM's multi-node launch gives each node consecutive ranks")
+    if len({len(v) for _, v in runs}) != 1:
+        counts = "/".join(str(len(v)) for _, v in runs)
+        raise DnnplaceError(f"the replica holds {counts} stages on its nodes: vLLM's multi-node launch runs the "
+                            "same number of workers on every node (Ray would need a placement group pinned per "
+                            "stage, which is not written); plan with --within-nodes")
+    return runs
 
 
 def _kv_flag(p: ServingProblem) -> str | None:
@@ -86,17 +113,58 @@ def _launches(p: ServingProblem, plan: ServingPlan,
     return "\n".join(lines) + "\n"
 
 
-def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
-    def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
-        env = [("VLLM_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
-        args = ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
-                "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
-                str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
-                "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
-                "--block-size", str(p.block), "--port", str(8000 + k)]
-        return env, args, f"replica {k + 1} on node {r.stages[0].node + 1}"
+def _vllm_args(p: ServingProblem, plan: ServingPlan, r: Replica, model: str, port: int) -> list[str]:
+    return ["vllm", "serve", model, "--tensor-parallel-size", str(r.tp), "--pipeline-parallel-size", str(r.pp),
+            "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
+            str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
+            "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
+            "--block-size", str(p.block), "--port", str(port)]
 
-    return _launches(p, plan, command)
+
+#: The rendezvous port of a multi-node vLLM replica k is this + k (``--master-port``; torch's usual default).
+VLLM_MASTER_PORT = 29500
+
+
+def _vllm_nodes(p: ServingProblem, plan: ServingPlan, k: int, r: Replica, model: str) -> str:
+    """A replica across nodes as vLLM's own multi-node launch (``--distributed-executor-backend mp``): one
+    command per node, the first (it serves the API) at ``--node-rank 0``, the others ``--headless``, each
+    listing its own GPUs in stage order; the head's address is the user's to fill in (HEAD_ADDR)."""
+    runs = node_runs(r)
+    part = ",".join(map(str, r.partition()))
+    kv = _kv_flag(p)
+    out = []
+    for rank, (node, stages) in enumerate(runs):
+        gpus = ",".join(str(g) for i in stages for g in r.stages[i].gpus)
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", gpus), ("VLLM_PP_LAYER_PARTITION", part)]
+        args = _vllm_args(p, plan, r, model, 8000 + k)
+        if kv is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
+        args += ["--distributed-executor-backend", "mp", "--nnodes", str(len(runs)), "--node-rank", str(rank),
+                 "--master-addr", "HEAD_ADDR", "--master-port", str(VLLM_MASTER_PORT + k)]
+        if rank:
+            args.append("--headless")
+        span = f"stages {stages[0] + 1}-{stages[-1] + 1}" if len(stages) > 1 else f"stage {stages[0] + 1}"
+        role = "the head: serves the API; HEAD_ADDR is this node's address" if not rank else "headless"
+        out.append(f"# replica {k + 1} on node {node + 1}: {span}, --node-rank {rank} ({role})\n"
+                   f"{_env(env)} {shlex.join(args)}")
+    return "\n".join(out)
+
+
+def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
+    """One ``vllm serve`` per replica; a replica across nodes as vLLM's multi-node launch, one line per node."""
+    lines = []
+    for k, r in enumerate(plan.config.replicas):
+        _check(p, r, across_nodes=True)
+        if len({s.node for s in r.stages}) > 1:
+            lines.append(_vllm_nodes(p, plan, k, r, model))
+            continue
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)),
+               ("VLLM_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+        args = _vllm_args(p, plan, r, model, 8000 + k)
+        if (kv := _kv_flag(p)) is not None:
+            args[-2:-2] = ["--kv-cache-dtype", kv]
+        lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
+    return "\n".join(lines) + "\n"
 
 
 def _sglang_fraction(p: ServingProblem, plan: ServingPlan, r: Replica) -> float:
@@ -258,8 +326,10 @@ def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem
 def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
     if to not in EXPORTERS:
         raise DnnplaceError(f"unknown export target '{to}'; known: {', '.join(EXPORTERS)}")
-    for r in plan.config.replicas:
-        _check(p, r)  # the layout first: a 0-layer stage or a cross-node replica says so, whatever the engine
+    for r in plan.config.replicas:  # the layout first: a 0-layer stage or a cross-node replica says so
+        _check(p, r, across_nodes=to == "vllm")
+        if to == "vllm" and len({s.node for s in r.stages}) > 1:
+            node_runs(r)
     q = _for_engine(p, plan, to)
     _kv_flag(q)
     return EXPORTERS[to](q, plan, model)

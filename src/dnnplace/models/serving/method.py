@@ -67,8 +67,8 @@ class ServingSearch(Solver):
     max_num_seqs: int | None = param(None, "pin the engine's max_num_seqs", minimum=1, maximum=1 << 20)
     max_num_batched_tokens: int | None = param(None, "pin the engine's max_num_batched_tokens", minimum=1,
                                                maximum=1 << 24)
-    within_nodes: bool = param(False, "keep every replica inside one node (what every exporter here writes;"
-                                      " a replica across nodes needs a multi-node launch dnnplace does not write)")
+    within_nodes: bool = param(False, "keep every replica inside one node (what every exporter writes; a"
+                                      " replica across nodes is written for vLLM only, as its multi-node launch)")
 
     def pins(self) -> dict[str, Any]:
         """The knobs this request fixes."""
