@@ -196,6 +196,9 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         *(["max_num_seqs tried: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in tried.items())
            + f" tokens/s (the proof below is at {c['max_num_seqs']})"]
           if (tried := doc.get("max_num_seqs_searched")) else []),
+        *(["max_num_batched_tokens priced: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in toks.items())
+           + f" tokens/s (the plan's replicas; chosen {c['max_num_batched_tokens']})"]
+          if (toks := doc.get("max_num_batched_tokens_searched")) else []),
         f"prediction: {_num(p['output_tokens_per_s'], '.0f')} output tokens/s, {_num(p['requests_per_s'], '.2f')}"
         f" requests/s, TTFT {_num(p['ttft_ms'], '.0f')} ms, TPOT {_num(p['tpot_ms'], '.1f')} ms; KV cache"
         f" {', '.join(map(str, p['kv_cache_tokens']))} tokens per replica; max concurrency"

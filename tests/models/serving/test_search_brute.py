@@ -41,10 +41,11 @@ def _model(hidden: int, layers: int) -> Path:
     return path
 
 
-def brute_force(p: ServingProblem, max_num_seqs: int | None = None) -> float:
-    """The best deployment by enumeration at ``max_num_seqs`` (the engine's default when None)."""
+def brute_force(p: ServingProblem, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> float:
+    """The best deployment by enumeration at ``max_num_seqs`` and ``max_num_batched_tokens`` (the engine's
+    defaults when None)."""
     n = p.model.num_layers
-    mns, mbt = max_num_seqs or p.engine.max_num_seqs, p.engine.max_num_batched_tokens
+    mns, mbt = max_num_seqs or p.engine.max_num_seqs, max_num_batched_tokens or p.engine.max_num_batched_tokens
     keys = sorted({(g.node, g.name) for g in p.fleet.gpus})
     counts = tuple(sum(1 for g in p.fleet.gpus if (g.node, g.name) == k) for k in keys)
 
@@ -101,9 +102,9 @@ def test_search_equals_brute_force_on_random_fleets_of_up_to_6_gpus(fleet, hidde
     p = problem(_model(hidden, layers), gpus=spec, isl=isl, osl=osl, max_model_len=4096, engine=engine)
     KEEP.append(p)
     plan = search(p, time_limit=60)
-    # the search chooses max_num_seqs too: its split, TP and replicas are held against brute force at the limit
-    # it chose, and the limit against the engine's default (never worse)
-    want = brute_force(p, plan.config.max_num_seqs)
+    # the search chooses max_num_seqs and max_num_batched_tokens too: its split, TP and replicas are held against
+    # brute force at the limits it chose, and the limits against the engine's defaults (never worse)
+    want = brute_force(p, plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
     default = brute_force(p)
     if want <= 0:
         assert plan.status == "infeasible" and not plan.config.replicas

@@ -92,6 +92,9 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         # each max_num_seqs the search tried and the best output tokens/s it found there (None: pinned)
         "max_num_seqs_searched": {str(k): v for k, v in plan.meta["max_num_seqs_searched"].items()}
         if plan.meta.get("max_num_seqs_searched") else None,
+        # each max_num_batched_tokens priced with the plan's replicas and its output tokens/s (None: not searched)
+        "max_num_batched_tokens_searched": {str(k): v for k, v in plan.meta["max_num_batched_tokens_searched"].items()}
+        if plan.meta.get("max_num_batched_tokens_searched") else None,
         "baselines": [_with_verdict(b.to_dict(), ev.error_band) for b in baselines],
     }
 
@@ -260,15 +263,17 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     judged = _get(doc, "slo_judged_by", str, source, optional=True)
     if judged is not None:
         meta["slo_judged_by"] = clip(judged, 120)
-    tried = doc.get("max_num_seqs_searched")
-    if tried is not None:
-        where = f"{source}: max_num_seqs_searched"
+    for key in ("max_num_seqs_searched", "max_num_batched_tokens_searched"):
+        tried = doc.get(key)
+        if tried is None:
+            continue
+        where = f"{source}: {key}"
         if not isinstance(tried, dict):
             raise DnnplaceError(f"{where} must be an object of limit: tokens/s")
         try:
             if any(isinstance(v, bool) for v in tried.values()):
                 raise TypeError
-            meta["max_num_seqs_searched"] = {int(k): float(v) for k, v in tried.items()}
+            meta[key] = {int(k): float(v) for k, v in tried.items()}
         except (TypeError, ValueError):
             raise DnnplaceError(f"{where} must map whole limits to numbers") from None
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)

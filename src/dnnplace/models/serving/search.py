@@ -300,11 +300,16 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     bound and gap are its search's, at the limit chosen (as with a pinned limit);
     ``meta["max_num_seqs_searched"]`` gives each limit tried and its best throughput, so a user sees what
     the limit is worth."""
+    t0 = time.monotonic()
     if max_num_seqs is not None or not p.engine.searched_seqs:
-        return _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
+        plan = _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
                           progress=progress)
-    t0 = time.monotonic()
+        if max_num_batched_tokens is not None or not p.engine.searched_seqs or not plan.config.replicas:
+            return plan
+        ev = evaluate(p, plan.config)
+        return _search_tokens(p, plan, ev.output_tokens_per_s if ev.fits else 0.0, t0, time_limit, tp=tp, pp=pp,
+                              within_nodes=within_nodes)
     plans: dict[int, ServingPlan] = {}
     values: dict[int, float] = {}
     ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
@@ -340,6 +345,51 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     best = max(plans, key=lambda m: (values[m], m == first))
     plan = plans[best]
     meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
+    plan = dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
+    if max_num_batched_tokens is not None or not plan.config.replicas:
+        return plan
+    return _search_tokens(p, plan, values[best], t0, time_limit, tp=tp, pp=pp, within_nodes=within_nodes)
+
+
+#: The ``max_num_batched_tokens`` values the budget search may try: the plan's budget times these powers of two,
+#: within :data:`_TOKENS_RANGE`.
+_TOKENS_STEPS = (-2, -1, 1, 2, 3)
+_TOKENS_RANGE = (512, 131072)
+
+
+def _search_tokens(p: ServingProblem, plan: ServingPlan, value: float, t0: float, time_limit: float, *,
+                   tp: int | None, pp: int | None, within_nodes: bool) -> ServingPlan:
+    """The plan at the prompt-token budget (``max_num_batched_tokens``) that serves the most, from the one it was
+    searched at (the engine's default): the plan's own replicas are priced at the budget times 1/4 ... 8
+    (:data:`_TOKENS_STEPS`), and where one serves more, the deployment is searched again at that budget, so the
+    status, bound and gap are those of the budget chosen.
+
+    Why a search: the budget trades prompt tokens per step (larger GEMMs, fewer chunks of a long prompt) for
+    the activation memory its profile holds (the KV cache shrinks by as much) and for longer steps, so the
+    engine's default is neither always enough (long prompts on a large GPU) nor always best.  A local search
+    around the default: a budget whose best deployment has another shape than the plan's can be missed.
+    ``meta["max_num_batched_tokens_searched"]``: each budget priced with the plan's replicas, and its output
+    tokens/s (0: does not fit); the chosen one's is the final plan's own."""
+    mns, mbt = plan.config.max_num_seqs, plan.config.max_num_batched_tokens
+    lo, hi = _TOKENS_RANGE
+    tried: dict[int, float] = {mbt: round(value, 3)}
+    for k in _TOKENS_STEPS:
+        b = int(mbt * 2.0 ** k)
+        if not lo <= b <= hi or (p.engine.tokens_cover_seqs and b < mns):
+            continue
+        ev = evaluate(p, dataclasses.replace(plan.config, max_num_batched_tokens=b))
+        tried[b] = round(ev.output_tokens_per_s, 3) if ev.fits else 0.0
+    best = max(tried, key=lambda b: (tried[b], b == mbt))
+    meta = {**plan.meta, "max_num_batched_tokens_searched": dict(sorted(tried.items()))}
+    if best != mbt and tried[best] > value * (1 + _TOL):
+        left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
+        again = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=best,
+                           within_nodes=within_nodes)
+        found = evaluate(p, again.config) if again.config.replicas else None
+        if found is not None and found.fits and found.output_tokens_per_s > value:
+            tried[best] = max(tried[best], round(found.output_tokens_per_s, 3))
+            meta = {**plan.meta, **again.meta, "max_num_batched_tokens_searched": dict(sorted(tried.items()))}
+            return dataclasses.replace(again, runtime_s=time.monotonic() - t0, meta=meta)
     return dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
 
 

@@ -186,7 +186,11 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     ev = evaluate(p, plan.config)
     tried: list[tuple[ServingConfig, ServingEvaluation]] = [(plan.config, ev)]
     if not ev.meets_slo or (slo and wl.rate is not None):
-        for c in (plan.config, *plan.meta.get("runner_ups", [])):
+        default = replace(plan.config, max_num_batched_tokens=p.engine.max_num_batched_tokens)
+        # a searched budget serves more but runs longer steps: the engine's own is tried as well
+        alts = (default,) if plan.meta.get("max_num_batched_tokens_searched") and default != plan.config and \
+            (not p.engine.tokens_cover_seqs or default.max_num_batched_tokens >= default.max_num_seqs) else ()
+        for c in (plan.config, *alts, *plan.meta.get("runner_ups", [])):
             seqs = c.max_num_seqs if c is not plan.config else c.max_num_seqs // 2
             while seqs >= 1:
                 cc = replace(c, max_num_seqs=seqs)
