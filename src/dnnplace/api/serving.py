@@ -24,7 +24,8 @@ def load_serving(model: PathLike, **options: Any) -> ServingProblem:
     ``options`` are :func:`dnnplace.models.serving.load.problem`'s: ``gpus="2xa100-80g+2xl40s"`` or
     ``fleet="fleet.toml"``, ``isl``, ``osl``, ``rate`` or ``concurrency``, ``ttft_ms``, ``tpot_ms`` (with
     ``ttft_stat`` / ``tpot_stat``: ``mean``, ``p50`` or ``p99``),
-    ``engine``, ``precision``, ``kv_dtype``, ``max_model_len``; each checked there, one line naming it.
+    ``engine``, ``precision``, ``kv_dtype``, ``max_model_len``, ``lengths`` (a request-length distribution file
+    instead of ``isl`` / ``osl``); each checked there, one line naming it.
 
     Examples
     --------

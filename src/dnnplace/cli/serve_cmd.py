@@ -15,7 +15,7 @@ import typer
 
 from dnnplace.errors import DnnplaceError
 
-__all__ = ["Engine", "parse_serve_pins", "print_serving_plan", "register", "serve"]
+__all__ = ["Engine", "lengths_line", "parse_serve_pins", "print_serving_plan", "register", "serve"]
 
 
 class Engine(StrEnum):
@@ -84,8 +84,8 @@ def serve(
                                   " GGUF q8_0, q6_k, q5_k_m, q4_k_m (llama.cpp)."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16, fp16, fp8, q8_0."),
     engine: Engine = typer.Option(Engine.vllm, "--engine", help="The engine that serves it."),
-    isl: int = typer.Option(1024, "--isl", help="Prompt tokens per request."),
-    osl: int = typer.Option(256, "--osl", help="Output tokens per request."),
+    isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens per request (default 1024)."),
+    osl: Optional[int] = typer.Option(None, "--osl", help="Output tokens per request (default 256)."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Requests/s (default: offline, the most it serves)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight."),
     ttft_ms: Optional[float] = typer.Option(None, "--ttft-ms", help="SLO: time to first token (ms, mean)."),
@@ -106,6 +106,10 @@ def serve(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report here."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan JSON instead of a summary."),
+    lengths: Optional[Path] = typer.Option(None, "--lengths", help="Request lengths instead of --isl/--osl: a CSV"
+                                           " file with a header (isl, osl and an optional count or weight column;"
+                                           " also input_len/output_len, prompt_tokens/completion_tokens) or a JSON"
+                                           " list of [isl, osl] pairs."),
 ) -> None:
     """Plan serving a model on a fleet of GPUs of several kinds: replicas, pipeline stages, TP and layer split
     with the most output tokens/s, against the engines' defaults, exported to vLLM, SGLang, TensorRT-LLM,
@@ -118,7 +122,7 @@ def serve(
         from dnnplace.utils.params import check_arguments
 
         source = Path(model)
-        inputs: list[Path | None] = [source, source / "config.json" if _is_dir(source) else None, fleet]
+        inputs: list[Path | None] = [source, source / "config.json" if _is_dir(source) else None, fleet, lengths]
         check_outputs([output, report], inputs)
         time_limit = check_arguments(api.solve, time_limit=time_limit)["time_limit"]
         ttft_ms, ttft_stat = pick_slo("ttft", {"mean": ttft_ms, "p50": ttft_p50_ms, "p99": ttft_p99_ms})
@@ -129,7 +133,8 @@ def serve(
         problem = api.load_serving(model, gpus=gpus, fleet=fleet, isl=isl, osl=osl, rate=rate,
                                    concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, ttft_stat=ttft_stat,
                                    tpot_stat=tpot_stat, engine=engine.value,
-                                   precision=precision, kv_dtype=kv_dtype, max_model_len=max_model_len)
+                                   precision=precision, kv_dtype=kv_dtype, max_model_len=max_model_len,
+                                   lengths=lengths)
         with progress_bar(not as_json) as progress:
             sol = api.solve(problem, "serving-search", time_limit=time_limit, progress=progress, **pins)
         doc = api.plan_document(problem, sol.plan, sol.evaluation)
@@ -166,6 +171,18 @@ def _num(v: Any, fmt: str = ".1f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def lengths_line(wl: dict[str, Any]) -> str:
+    """One line on a plan document's length distribution: how many requests (the counts' sum; with fractional
+    weights, how many lengths), from which file, their means and the longest."""
+    rows = wl["lengths"]
+    total = sum(w for _, _, w in rows)
+    many = f"{int(total):,} requests" if all(float(w).is_integer() for _, _, w in rows) else \
+        f"{len(rows):,} weighted lengths"
+    src = f" from {wl['lengths_source']}" if wl.get("lengths_source") else ""
+    return (f"lengths: {many}{src}, mean ISL {wl['isl']:,} / OSL {wl['osl']:,}, "
+            f"longest {max(i + o for i, o, _ in rows):,} tokens")
+
+
 def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     """The screen summary of a serving plan document: deployment, prediction, proof, error band, baselines."""
     from rich.table import Table
@@ -177,8 +194,9 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     wl = doc["workload"]
     mode = (f"{wl['rate']:g} requests/s" if wl.get("rate") is not None else
             f"{wl['concurrency']} in flight" if wl.get("concurrency") is not None else "offline")
+    mean = "mean " if wl.get("lengths") else ""
     title = (f"{doc['model']['name']} ({doc['model']['precision']}) on {doc['fleet']['gpus']} with {doc['engine']}:"
-             f" isl {wl['isl']}, osl {wl['osl']}, {mode}")
+             f" {mean}isl {wl['isl']}, osl {wl['osl']}, {mode}")
     t = Table(title=printable(title))
     for col in ("replica", "stage", "GPU", "node", "GPU ids", "layers", "weights GiB", "KV GiB"):
         t.add_column(col, justify="left" if col == "GPU" else "right")
@@ -190,6 +208,7 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
                       ",".join(map(str, s["gpus"])), str(s["layers"]), _num(m.get("weights")), _num(m.get("kv_cache")))
     console.print(t)
     lines = [
+        *([lengths_line(wl)] if wl.get("lengths") else []),
         f"deployment: {len(c['replicas'])} replica(s), "
         + "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}" for r in c["replicas"])
         + f"; max_num_seqs {c['max_num_seqs']}, max_num_batched_tokens {c['max_num_batched_tokens']}",

@@ -1,6 +1,7 @@
 """Files in and out: the one way dnnplace reads a JSON input and the one way it writes any output.
 
-:func:`read_json_file` reads every JSON input: size-capped, UTF-8, one-line errors.
+:func:`read_json_file` reads every JSON input: size-capped, UTF-8, one-line errors (:func:`read_text_file`
+another text input, the same way).
 
 Writing is atomic, never through a link, never over an input.
 
@@ -196,6 +197,38 @@ def write_json_atomic(path: PathLike, obj: Any, *, inputs: Iterable[PathLike | N
 MAX_FILE_BYTES = 256 * 2**20  # an input file larger than this is refused before parsing
 
 
+def read_text_file(path: str | Path, kind: str = "text") -> str:
+    """A UTF-8 text file's content, read as :func:`read_json_file` reads one: a regular file only, size-capped,
+    one-line errors (``kind`` names the file expected in them)."""
+    p = Path(path)
+    shown = clip(p)
+    try:
+        mode = _kind(os.stat(p).st_mode)
+        if mode == "a directory":
+            raise IsADirectoryError
+        if mode is not None:
+            raise InputError(f"{shown}: is {mode}, not a regular file; give a {kind} file")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as fh:
+            mode = _kind(os.fstat(fd).st_mode)
+            if mode is not None:
+                raise InputError(f"{shown}: is {mode}, not a regular file; give a {kind} file")
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{shown}: is a directory, not a {kind} file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{shown}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB, too large for a {kind} input")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    return text
+
+
 def read_json_file(path: str | Path) -> Any:
     """Parse a JSON file, turning I/O and syntax problems into one-line errors.
 
@@ -203,33 +236,8 @@ def read_json_file(path: str | Path) -> Any:
     one can block for ever or never reach its end), and the file is opened non-blocking and checked again
     by its descriptor, so a FIFO swapped in between the two checks cannot hang the reader either.
     """
-    p = Path(path)
-    shown = clip(p)
-    try:
-        kind = _kind(os.stat(p).st_mode)
-        if kind == "a directory":
-            raise IsADirectoryError
-        if kind is not None:
-            raise InputError(f"{shown}: is {kind}, not a regular file; give a JSON file")
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        with open(fd, "rb") as fh:
-            kind = _kind(os.fstat(fd).st_mode)
-            if kind is not None:
-                raise InputError(f"{shown}: is {kind}, not a regular file; give a JSON file")
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{shown}: is a directory, not a JSON file") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{shown}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB, too large for a JSON input")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
-    del data  # a large file's bytes are not kept beside its text and its objects
+    shown = clip(Path(path))
+    text = read_text_file(path, "JSON")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

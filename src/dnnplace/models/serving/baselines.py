@@ -164,7 +164,7 @@ def _gain(plan_value: float, ev: ServingEvaluation) -> float | None:
 def _shortfall(p: ServingProblem, cfg: ServingConfig, ev: ServingEvaluation) -> str:
     """The stage that does not fit and by how much: weights, activations, graphs and one request's KV
     against the engine's budget on that GPU."""
-    need_tok = p.workload.isl + p.workload.osl
+    need_tok = p.workload.max_len
     worst: tuple[float, str] = (0.0, "")
     for k, (r, re) in enumerate(zip(cfg.replicas, ev.replicas)):
         for i, (s, mem) in enumerate(zip(r.stages, re.memory)):

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, layer_times_matrix
-from dnnplace.models.serving.evaluation import prompt_lumps, seq_cap
+from dnnplace.models.serving.evaluation import held_tokens, prompt_lumps, seq_cap
 from dnnplace.models.serving.memory import launch_memory, stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
@@ -43,9 +43,7 @@ __all__ = ["per_gpu_bound", "per_gpu_rates"]
 
 def _per_seq(p: ServingProblem) -> int:
     """KV tokens a running sequence holds, as :func:`~dnnplace.models.serving.evaluation.steady_batch` counts."""
-    wl = p.workload
-    held = wl.isl + wl.osl if p.engine.capacity_policy == "reserve" else wl.isl + wl.osl / 2
-    return math.ceil(held / p.block) * p.block
+    return math.ceil(held_tokens(p) / p.block) * p.block
 
 
 def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) -> float:
@@ -74,7 +72,7 @@ def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[
     tokens = np.unique(np.minimum(m * (wl.isl + wl.osl) / wl.osl, float(mbt)))  # past the budget: all one
     decode = tokens * wl.osl / (wl.isl + wl.osl)
     prefill = tokens - decode
-    kv = wl.isl + wl.osl / 2
+    kv = wl.held  # the evaluator's iteration attends over it
     lo, hi, share = prompt_lumps(wl.isl, decode, prefill, mbt)
     keys: dict[tuple[float, float], int] = {}
     at_lo, at_hi = np.empty(len(decode), dtype=int), np.empty(len(decode), dtype=int)

@@ -23,8 +23,8 @@ from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "iteration", "link_between", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context", "steady_batch",
-           "steps", "steps_many", "tp_refusal"]
+           "held_tokens", "iteration", "link_between", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context",
+           "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -94,13 +94,19 @@ def seq_cap(p: ServingProblem, pp: int, max_num_seqs: int) -> int:
     return max_num_seqs * pp if p.engine.seqs_per_micro_batch else max_num_seqs
 
 
+def held_tokens(p: ServingProblem) -> float:
+    """KV tokens a running sequence holds on average: the prompt plus half the output (an engine that reserves
+    a request's whole length before admitting it: ISL + OSL), length-biased over a distribution of lengths
+    (:attr:`~dnnplace.models.serving.spec.Workload.held`).  One rule for the evaluator and the bound."""
+    wl = p.workload
+    return wl.held_whole if p.engine.capacity_policy == "reserve" else wl.held
+
+
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
     """Sequences running at steady state: the engine's limit, the KV cache at mean occupancy
-    (the prompt plus half the output, whole blocks; an engine that reserves a request's whole length
-    before admitting it: ISL + OSL), and the workload's own concurrency."""
+    (:func:`held_tokens`, whole blocks), and the workload's own concurrency."""
     wl = p.workload
-    held = wl.isl + wl.osl if p.engine.capacity_policy == "reserve" else wl.isl + wl.osl / 2
-    per_seq = math.ceil(held / p.block) * p.block
+    per_seq = math.ceil(held_tokens(p) / p.block) * p.block
     c = min(float(max_num_seqs), math.floor(kv_tokens / per_seq))
     if wl.concurrency is not None:
         c = min(c, float(wl.concurrency))
@@ -170,11 +176,13 @@ def cached_times_batch(p: ServingProblem, gpu: str, tp: int, its: list[Iteration
 def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:
     """The mean iteration of one micro-batch at steady state: decode and prompt tokens in the ratio
     osl : isl, at most ``budget`` tokens (the engine's max_num_batched_tokens).  Its ``decode`` is the
-    tokens each step makes; its prompt tokens are the mean of :func:`steps`, which says how they come."""
+    tokens each step makes; its prompt tokens are the mean of :func:`steps`, which says how they come.
+    The decodes attend over the KV a running sequence holds on average (length-biased over a distribution:
+    :attr:`~dnnplace.models.serving.spec.Workload.held`); prompts are priced at the mean prompt."""
     wl = p.workload
     tokens = min(seqs_per_mb * (wl.isl + wl.osl) / wl.osl, float(budget))
     decode = tokens * wl.osl / (wl.isl + wl.osl)
-    return Iteration(decode, wl.isl + wl.osl / 2, tokens - decode, wl.isl)
+    return Iteration(decode, wl.held, tokens - decode, wl.isl)
 
 
 def steps(p: ServingProblem, seqs_per_mb: float, budget: int) -> list[tuple[float, Iteration]]:
@@ -237,8 +245,9 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if not why and p.engine.max_len_must_fit and p.max_model_len and kv < p.max_model_len:
         why = (f"the KV cache holds {int(kv)} tokens, less than one request of --max-model-len {p.max_model_len}:"
                f" {p.engine.name} refuses to start (_check_enough_kv_cache_memory); {int(kv)} or fewer would start")
-    if not why and kv < p.workload.isl + p.workload.osl:
-        why = f"the KV cache holds {int(kv)} tokens, less than one request ({p.workload.isl + p.workload.osl})"
+    if not why and kv < p.workload.max_len:
+        longest = "the longest request" if p.workload.lengths is not None else "one request"
+        why = f"the KV cache holds {int(kv)} tokens, less than {longest} ({p.workload.max_len})"
     context = served_context(p, kv)
     conc = steady_batch(p, kv, seq_cap(p, r.pp, max_num_seqs)) if not why else 0.0
     if why or conc < 1:
@@ -258,7 +267,8 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     slowest = max(times)
     tok_s = it.decode / slowest
     tpot = r.pp * slowest if r.pp > 1 else slowest
-    # TTFT: one request's prompt through every stage at the token budget, at the load's iteration pace
+    # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
+    # the load's iteration pace
     first = Iteration(0.0, 0.0, float(min(p.workload.isl, max_num_batched_tokens)), p.workload.isl)
     chunks = math.ceil(p.workload.isl / max_num_batched_tokens)
     pre = sum(_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), first, src) for i in range(r.pp))

@@ -17,7 +17,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
-from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
+from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, lengths_from_json, problem
 from dnnplace.models.serving.spec import FORMAT, SLO_STATS, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 from dnnplace.utils.text import clip
 
@@ -75,7 +75,11 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
                               "latency_us": f.network_latency_s * 1e6 or None}},
         "workload": {"isl": wl.isl, "osl": wl.osl, "rate": wl.rate, "concurrency": wl.concurrency,
                      "ttft_ms": wl.ttft_ms, "tpot_ms": wl.tpot_ms, "ttft_stat": wl.ttft_stat,
-                     "tpot_stat": wl.tpot_stat},
+                     "tpot_stat": wl.tpot_stat,
+                     # the request-length distribution as [isl, osl, weight] rows (None: every request isl/osl;
+                     # with one, isl and osl are its rounded means) and the file it came from
+                     "lengths": None if wl.lengths is None else [[i, o, w] for i, o, w in wl.lengths],
+                     "lengths_source": wl.lengths_source or None},
         "engine": p.engine.name, "max_model_len": p.max_model_len, "block_size": p.block_size,
         "memory_fraction": p.memory_fraction,
         "config": config_dict(plan.config),
@@ -222,9 +226,15 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     m = _get(doc, "model", dict, source)
     wl = _get(doc, "workload", dict, source)
     w = f"{source}: workload"
+    isl, osl = _count(wl, "isl", w), _count(wl, "osl", w)
+    rows = None
+    if wl.get("lengths") is not None:  # older plan files have no such field: identical requests
+        rows = lengths_from_json(wl["lengths"], f"{source}: workload.lengths")
+    named = _get(wl, "lengths_source", str, w, optional=True)
     try:
-        prob = problem(_get(m, "source", str, f"{source}: model"), gpus="1xh100", isl=_count(wl, "isl", w),
-                       osl=_count(wl, "osl", w), rate=_get(wl, "rate", (int, float), w, optional=True),
+        prob = problem(_get(m, "source", str, f"{source}: model"), gpus="1xh100",
+                       isl=isl if rows is None else None, osl=osl if rows is None else None, lengths=rows,
+                       rate=_get(wl, "rate", (int, float), w, optional=True),
                        concurrency=_get(wl, "concurrency", int, w, optional=True),
                        ttft_ms=_get(wl, "ttft_ms", (int, float), w, optional=True),
                        tpot_ms=_get(wl, "tpot_ms", (int, float), w, optional=True),
@@ -239,6 +249,11 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     except DnnplaceError as exc:
         msg = str(exc)
         raise DnnplaceError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+    if rows is not None and (prob.workload.isl, prob.workload.osl) != (isl, osl):
+        raise DnnplaceError(f"{w}.lengths: their means (isl {prob.workload.isl}, osl {prob.workload.osl}) disagree "
+                            f"with 'isl' {isl} and 'osl' {osl}; the plan was made for another distribution")
+    if rows is not None:
+        prob = replace(prob, workload=replace(prob.workload, lengths_source=clip(named or "", 120)))
     fleet = _fleet(doc, source)
     prob = replace(prob, fleet=fleet, engine=fleet_defaults(prob.engine, fleet))  # defaults of the real fleet
     try:

@@ -137,7 +137,9 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
             ("fleet", p.fleet.spec()),
             ("engine", f"{p.engine.name}, memory fraction {_fraction(p)} of {p.engine.fraction_of} memory,"
                        f" block {p.block}, context {p.context}"),
-            ("workload", f"prompt {wl.isl}, output {wl.osl} tokens; {load}; SLOs: {slo}"),
+            ("workload", (f"prompt {wl.isl}, output {wl.osl} tokens" if wl.lengths is None else
+                          f"{len(wl.lengths):,} request lengths, mean prompt {wl.isl}, output {wl.osl} tokens, "
+                          f"longest {wl.max_len}") + f"; {load}; SLOs: {slo}"),
             ("deployment", describe(plan.config)),
             ("output tokens/s (fleet)", _num(ev.output_tokens_per_s)),
             ("requests/s", _num(ev.requests_per_s, digits=3)),

@@ -73,7 +73,12 @@ def price_grid(limit: int, extra: tuple[int, ...] = ()) -> list[int]:
 
 class StagePricer:
     """Seconds each stage of one replica spends on a batch: its layers (the evaluator's ``cached_times``),
-    the LM head on the last stage, and the activations sent to the next stage on their link."""
+    the LM head on the last stage, and the activations sent to the next stage on their link.
+
+    A batch is priced by its token counts and mean KV length; the attention of its prompt tokens is priced
+    as if they came from prompts of the workload's (mean) ISL, as the evaluator prices them, also where
+    the requests draw their own lengths from a distribution (a price per prompt length would multiply the
+    grid by the distribution's support)."""
 
     def __init__(self, p: ServingProblem, r: Replica, max_num_seqs: int, budget: int) -> None:
         self.p, self.r = p, r
@@ -156,11 +161,12 @@ class StagePricer:
 
 @dataclass
 class RequestTable:
-    """Every request's state, one list entry per request (lists: the event loop reads them one at a time)."""
+    """Every request's state, one list entry per request (lists: the event loop reads them one at a time).
+    ``isl`` and ``osl`` are each request's own lengths (a single number: every request alike)."""
 
     arrival: list[float]
-    isl: int
-    osl: int
+    isl: list[int]
+    osl: list[int]
     computed: list[int] = field(default_factory=list)  # tokens whose KV is in the cache
     generated: list[int] = field(default_factory=list)  # output tokens produced
     blocks: list[int] = field(default_factory=list)
@@ -170,6 +176,10 @@ class RequestTable:
 
     def __post_init__(self) -> None:
         n = len(self.arrival)
+        if isinstance(self.isl, int):
+            self.isl = [self.isl] * n
+        if isinstance(self.osl, int):
+            self.osl = [self.osl] * n
         self.computed, self.generated, self.blocks, self.epoch = [0] * n, [0] * n, [0] * n, [0] * n
         self.first, self.done = [math.nan] * n, [math.nan] * n
 
@@ -201,7 +211,7 @@ class ReplicaScheduler:
         self.reserve = p.engine.capacity_policy == "reserve"
         self.unmixed = not p.engine.mixed_steps
         self.chunked = prompts_chunked(p, budget)
-        self.whole = -(-(p.workload.isl + p.workload.osl) // self.block)
+        self.whole = -(-p.workload.max_len // self.block)  # the longest request's whole length, in blocks
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self.inflight: deque[Batch] = deque()
@@ -230,24 +240,29 @@ class ReplicaScheduler:
         are free, then generation tokens and whole contexts in request order up to the token budget."""
         q = self.reqs
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
-        isl = q.isl
+        isl, osl, B = q.isl, q.osl, self.block
         waiting, running = self.waiting, self.running
-        while waiting and len(running) < self.running_cap and self.free >= self.whole:
-            r = waiting.popleft()
+        while waiting and len(running) < self.running_cap:
+            r = waiting[0]
+            whole = -(-(isl[r] + osl[r]) // B)
+            if self.free < whole:
+                break
+            waiting.popleft()
             running.append(r)
-            self.free -= self.whole
-            blocks[r] = self.whole
+            self.free -= whole
+            blocks[r] = whole
         budget = self.budget
         entries: list[tuple[int, int, bool]] = []
         decode = prefill = 0
         kv_sum = 0
         for r in running:
-            want = isl + gen[r] - comp[r]
+            n_in = isl[r]
+            want = n_in + gen[r] - comp[r]
             if want <= 0:  # its token is still in flight
                 continue
             if len(entries) >= self.max_seqs:  # this micro-batch is full
                 break
-            if comp[r] >= isl:
+            if comp[r] >= n_in:
                 if budget < 1:
                     break
                 comp[r] += 1
@@ -256,7 +271,7 @@ class ReplicaScheduler:
                 kv_sum += comp[r]
                 entries.append((r, epoch[r], True))
                 continue
-            new = isl - comp[r]
+            new = n_in - comp[r]
             if new > budget:
                 if not self.chunked or budget <= 0:
                     break
@@ -264,7 +279,7 @@ class ReplicaScheduler:
             comp[r] += new
             budget -= new
             prefill += new
-            entries.append((r, epoch[r], comp[r] == isl))
+            entries.append((r, epoch[r], comp[r] == n_in))
         if not entries:
             return None
         return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
@@ -293,8 +308,9 @@ class ReplicaScheduler:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            want = isl + gen[r] - comp[r]
-            if want <= 0 or (kinds != "both" and (kinds == "decode") != (want == 1 and comp[r] >= isl)):
+            n_in = isl[r]
+            want = n_in + gen[r] - comp[r]
+            if want <= 0 or (kinds != "both" and (kinds == "decode") != (want == 1 and comp[r] >= n_in)):
                 i += 1  # its token is still in flight, or not this batch's kind
                 continue
             new = min(want, budget)
@@ -310,10 +326,10 @@ class ReplicaScheduler:
             if need > 0:
                 self.free -= need
                 blocks[r] += need
-            is_decode = want == 1 and comp[r] >= isl
+            is_decode = want == 1 and comp[r] >= n_in
             comp[r] += new
             budget -= new
-            samples = comp[r] == isl + gen[r]
+            samples = comp[r] == n_in + gen[r]
             entries.append((r, epoch[r], samples))
             if is_decode:
                 decode += 1
@@ -325,7 +341,7 @@ class ReplicaScheduler:
             waiting = self.waiting
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
-                want = isl + gen[r] - comp[r]
+                want = isl[r] + gen[r] - comp[r]
                 new = min(want, budget)
                 need = -(-new // B)
                 if need > self.free:
@@ -378,7 +394,7 @@ class ReplicaScheduler:
             made += 1
             if q.generated[r] == 1:
                 q.first[r] = now
-            if q.generated[r] == q.osl:
+            if q.generated[r] == q.osl[r]:
                 q.done[r] = now
                 self.running.remove(r)
                 self.free += q.blocks[r]

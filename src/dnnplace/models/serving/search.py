@@ -92,7 +92,7 @@ class _Pipeline:
         #: per stage what its cost matrix depends on: stages with equal signatures share one (a pipeline of
         #: eight H100s has three: first, middle, last)
         self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
-        self.per_seq = math.ceil((p.workload.isl + p.workload.osl / 2) / p.block) * p.block
+        self.per_seq = math.ceil(p.workload.held / p.block) * p.block
         lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
         self.upper = lo < hi
         slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left

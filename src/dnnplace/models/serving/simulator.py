@@ -15,11 +15,14 @@ where vLLM's are up to 100 ms stale); SGLang's DP controller defaults to round r
 (``server_args.py``: ``load_balance_method = "round_robin"``), and the engines without a DP router
 (TensorRT-LLM, llama.cpp, Hugging Face) are taken as behind a round-robin proxy.
 
+Requests are alike, or each draws its own (ISL, OSL) from the workload's length distribution (weighted, with
+the run's seeded generator), so the queue sees the long prompts and answers the mean hides.
+
 The metrics are those of ``vllm bench serve``: TTFT from arrival to the first token, TPOT as
-(last token - first token) / (output tokens - 1), throughput as output tokens over the time from the
-first arrival to the last completion.  ``saturated``: fewer than 90 % as many requests completed as
-arrived over the second half of the arrival window, the completions counted over that window shifted by
-the first half's median latency (the queue grows without bound).
+(last token - first token) / (output tokens - 1) of each request with more than one, throughput as output
+tokens over the time from the first arrival to the last completion.  ``saturated``: fewer than 90 % as many
+requests completed as arrived over the second half of the arrival window, the completions counted over that
+window shifted by the first half's median latency (the queue grows without bound).
 
 Offline (``offline=True``): every request arrives at once, as ``trtllm-bench throughput`` and
 ``vllm bench throughput`` run a fixed number of them, and the throughput is the run's: output tokens
@@ -46,7 +49,7 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.cost import band_of
 from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
-from dnnplace.models.serving.spec import ServingConfig, ServingProblem
+from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload
 
 __all__ = ["Simulation", "simulate"]
 
@@ -155,6 +158,16 @@ def _check(rate: float, requests: int, time_limit: float, offline: bool, concurr
         raise DnnplaceError(f"--time-limit must be a number > 0, got {time_limit!r}")
 
 
+def _lengths(wl: Workload, requests: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+    """Each request's (isl, osl): drawn from the workload's distribution by weight with the run's generator
+    (after the arrivals, so a seed gives the same arrivals with or without one), else all alike."""
+    if wl.lengths is None:
+        return [wl.isl] * requests, [wl.osl] * requests
+    rows = np.array(wl.lengths, dtype=float)
+    pick = rng.choice(len(rows), size=requests, p=rows[:, 2] / rows[:, 2].sum())
+    return rows[pick, 0].astype(np.int64).tolist(), rows[pick, 1].astype(np.int64).tolist()
+
+
 def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, requests: int = 2000, seed: int = 0,
              time_limit: float = 60.0, offline: bool = False, concurrency: int | None = None) -> Simulation:
     """Stream ``requests`` Poisson arrivals at ``rate`` requests/s through ``config`` (``offline``: all of them
@@ -173,15 +186,17 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         arrivals = np.zeros(requests)
     else:
         arrivals = np.cumsum(rng.exponential(1.0 / rate, requests))
-    reqs = RequestTable(arrivals.tolist(), wl.isl, wl.osl)
+    isl, osl = _lengths(wl, requests, rng)
+    reqs = RequestTable(arrivals.tolist(), isl, osl)
     next_client = min(concurrency or requests, requests)
     reps = [ReplicaScheduler(p, r, e.kv_tokens, config.max_num_seqs, config.max_num_batched_tokens, reqs)
             for r, e in zip(config.replicas, ev.replicas)]
-    need = -(-(wl.isl + wl.osl - 1) // p.block)  # the last output token's KV is never written
+    need = -(-(wl.max_len - 1) // p.block)  # the last output token's KV is never written
     for k, s in enumerate(reps):
         if s.total_blocks < (s.whole if s.reserve else need):  # an engine that reserves wants the whole length
+            longest = "the longest request" if wl.lengths is not None else "one request"
             raise DnnplaceError(f"replica {k + 1}: its KV cache ({s.total_blocks} blocks of {p.block}) cannot "
-                                f"hold one request ({wl.isl + wl.osl} tokens)")
+                                f"hold {longest} ({wl.max_len} tokens)")
     least = p.engine.name == "vllm"
     router = "least-loaded (vLLM DP: 4 * waiting + running)" if least else "round-robin"
     tok_t: list[float] = []
@@ -241,7 +256,9 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     ok = np.isfinite(done)
     completed = int(ok.sum())
     ttft = (first - arrivals)[np.isfinite(first)] * 1e3
-    tpot = ((done - first)[ok] / (wl.osl - 1) * 1e3) if wl.osl > 1 else np.zeros(0)
+    outs = np.array(reqs.osl)
+    many = ok & (outs > 1)  # TPOT is each request's own: over its own output tokens after the first
+    tpot = (done - first)[many] / (outs[many] - 1) * 1e3
     duration = now
     tokens = made_total
     steady = 0.0

@@ -7,7 +7,9 @@ GPUs in stage order and the layers of each stage) so no exporter re-derives a sp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -79,7 +81,14 @@ def slo_flag(metric: str, stat: str) -> str:
 class Workload:
     """Requests of ``isl`` prompt and ``osl`` output tokens; offline (both None), or ``rate`` requests/s,
     or ``concurrency`` requests in flight.  ``ttft_stat`` / ``tpot_stat``: which statistic of the requests'
-    latencies each SLO bounds (:data:`SLO_STATS`: the mean, the median or the 99th percentile)."""
+    latencies each SLO bounds (:data:`SLO_STATS`: the mean, the median or the 99th percentile).
+
+    With ``lengths`` (a distribution: (isl, osl, weight) rows, weights > 0, each pair once) ``isl`` and ``osl``
+    are its weighted means rounded to whole tokens: the steady-state evaluator prices the mean request, which
+    keeps the prompt-to-decode token ratio exact (prompt tokens arrive at the completion rate times the mean
+    prompt, decodes at the same rate times the mean output).  What a running request holds is length-biased
+    (:attr:`held`), whether one fits is the longest's business (:attr:`max_len`), and the simulation draws each
+    request's own lengths from the rows."""
 
     isl: int
     osl: int
@@ -89,10 +98,45 @@ class Workload:
     tpot_ms: float | None = None
     ttft_stat: str = "mean"
     tpot_stat: str = "mean"
+    lengths: tuple[tuple[int, int, float], ...] | None = None
+    lengths_source: str = field(default="", compare=False)  # the file the distribution was read from
 
     @property
     def mode(self) -> str:
         return "rate" if self.rate is not None else "concurrency" if self.concurrency is not None else "offline"
+
+    @cached_property
+    def max_len(self) -> int:
+        """Tokens of the longest request (prompt + output): the one that must fit a replica's KV cache."""
+        if self.lengths is None:
+            return self.isl + self.osl
+        return max(i + o for i, o, _ in self.lengths)
+
+    def _biased(self, tokens: Callable[[int, int], float]) -> float:
+        """The mean of ``tokens(isl, osl)`` over the requests in flight: a request is in flight for its ``osl``
+        decode steps, so each row counts by weight times output length (a long answer is met more often)."""
+        assert self.lengths is not None
+        num = den = 0.0
+        for i, o, w in self.lengths:
+            num += w * o * tokens(i, o)
+            den += w * o
+        return num / den
+
+    @cached_property
+    def held(self) -> float:
+        """KV tokens a running request holds on average: its prompt plus half its output, length-biased by
+        its residence (:meth:`_biased`); for identical requests ``isl + osl / 2``."""
+        if self.lengths is None:
+            return self.isl + self.osl / 2
+        return self._biased(lambda i, o: i + o / 2)
+
+    @cached_property
+    def held_whole(self) -> float:
+        """:attr:`held` for an engine that reserves a request's whole length on admission (TensorRT-LLM):
+        the length-biased mean of ``isl + osl``."""
+        if self.lengths is None:
+            return float(self.isl + self.osl)
+        return self._biased(lambda i, o: float(i + o))
 
 
 @dataclass(frozen=True)
