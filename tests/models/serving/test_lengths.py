@@ -15,11 +15,11 @@ from cli_runner import run_cli
 
 import dnnplace
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving import load
+from dnnplace.models.serving import lengths as length_file
 from dnnplace.models.serving.evaluation import evaluate, held_tokens
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.plan_file import read_serving_plan
-from dnnplace.models.serving.simulator import _lengths, simulate
+from dnnplace.models.serving.simulator import draw_lengths, simulate
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage, Workload
 from dnnplace.utils.files import read_json_file
 
@@ -153,8 +153,8 @@ def test_lengths_arguments_that_cannot_be_used_are_refused(tmp_path, extra, culp
 
 
 def test_more_rows_than_the_limit_are_refused(tmp_path, monkeypatch):
-    assert load.MAX_LENGTH_ROWS == 1_000_000
-    monkeypatch.setattr(load, "MAX_LENGTH_ROWS", 3)
+    assert length_file.MAX_LENGTH_ROWS == 1_000_000
+    monkeypatch.setattr(length_file, "MAX_LENGTH_ROWS", 3)
     f = _write(tmp_path, "big.csv", "isl,osl\n" + "8,8\n" * 4)
     res = run_cli("serve", MODEL, "--gpus", "1xh100", "--lengths", f)
     assert res.returncode == 2 and "big.csv line 5: more than 3 rows" in res.stderr
@@ -172,7 +172,7 @@ def test_the_simulation_draws_each_length_by_its_weight_and_prices_tpot_per_requ
     p = problem(LLAMA8B, gpus="1xh100", lengths=f)
     c = ServingConfig((Replica((Stage("h100", 0, (0,), 32),)),), 64, 8192)
     n = 400
-    isl, osl = _lengths(p.workload, n, np.random.default_rng(0))
+    isl, osl = draw_lengths(p.workload, n, np.random.default_rng(0))
     assert set(zip(isl, osl)) == {(64, 8), (256, 40)}
     assert 70 <= osl.count(40) <= 130  # 100 expected (sd 9)
     s = simulate(p, c, rate=0.5, requests=n, seed=0)

@@ -17,7 +17,8 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
-from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, lengths_from_json, problem
+from dnnplace.models.serving.lengths import lengths_from_json
+from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
 from dnnplace.models.serving.spec import FORMAT, SLO_STATS, Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 from dnnplace.utils.text import clip
 

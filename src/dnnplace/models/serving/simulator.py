@@ -51,7 +51,7 @@ from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload
 
-__all__ = ["Simulation", "simulate"]
+__all__ = ["Simulation", "draw_lengths", "simulate"]
 
 #: Saturated when completions over the second half of the arrival window fall below this share of arrivals.
 SATURATION_SHARE = 0.9
@@ -158,7 +158,7 @@ def _check(rate: float, requests: int, time_limit: float, offline: bool, concurr
         raise DnnplaceError(f"--time-limit must be a number > 0, got {time_limit!r}")
 
 
-def _lengths(wl: Workload, requests: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+def draw_lengths(wl: Workload, requests: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
     """Each request's (isl, osl): drawn from the workload's distribution by weight with the run's generator
     (after the arrivals, so a seed gives the same arrivals with or without one), else all alike."""
     if wl.lengths is None:
@@ -186,7 +186,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         arrivals = np.zeros(requests)
     else:
         arrivals = np.cumsum(rng.exponential(1.0 / rate, requests))
-    isl, osl = _lengths(wl, requests, rng)
+    isl, osl = draw_lengths(wl, requests, rng)
     reqs = RequestTable(arrivals.tolist(), isl, osl)
     next_client = min(concurrency or requests, requests)
     reps = [ReplicaScheduler(p, r, e.kv_tokens, config.max_num_seqs, config.max_num_batched_tokens, reqs)
