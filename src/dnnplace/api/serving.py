@@ -41,12 +41,12 @@ def load_serving(model: PathLike, **options: Any) -> ServingProblem:
 
 
 @validate_params(path=path_like(), to=text(64), model=text(4096))
-def export_serving_plan(path: PathLike, to: str, model: str = "MODEL") -> str:
+def export_serving_plan(path: PathLike, to: str, model: str = "MODEL", disaggregated: bool = False) -> str:
     """A serving plan file as the engine ``to`` takes it: ``vllm``, ``sglang``, ``trtllm``, ``llama.cpp`` or ``hf``
-    (``model``: the checkpoint the command names)."""
+    (``model``: the checkpoint the command names; ``disaggregated``: the plan's prefill/decode what-if)."""
     from dnnplace.models.serving.exporters import export
     from dnnplace.models.serving.plan_file import read_serving_plan
     from dnnplace.utils.files import read_json_file
 
     problem, plan = read_serving_plan(read_json_file(path), str(path))
-    return export(problem, plan, to, model)
+    return export(problem, plan, to, model, disaggregated)

@@ -32,6 +32,8 @@ def export_plan(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
     as_json: bool = typer.Option(False, "--json", help="torch-pipelining: the split points as JSON instead of"
                                                        " a runnable training script."),
+    disaggregated: bool = typer.Option(False, "--disaggregated", help="Serving plans from `serve --disaggregate`:"
+                                       " its prefill/decode deployment (vLLM, SGLang) and the router."),
     model: Optional[str] = typer.Option(None, "--model", help="torch-pipelining: MODULE:FACTORY for the script"
                                                               " (default: the one the workload was profiled from);"
                                                               " serving targets: the checkpoint the engine loads"
@@ -51,12 +53,15 @@ def export_plan(
             for flag, given in (("-w/--workload", workload is not None), ("--json", as_json)):
                 if given:
                     raise DnnplaceError(f"{flag} does not apply to --to {to.value}")
-            text = api.export_serving_plan(plan, str(to.value), model if model is not None else "MODEL")
+            text = api.export_serving_plan(plan, str(to.value), model if model is not None else "MODEL",
+                                           disaggregated)
             if output is not None:
                 write_text_atomic(output, text, inputs=[plan])
             else:
                 sys.stdout.write(text)
             return
+        if disaggregated:
+            raise DnnplaceError("--disaggregated applies to serving plans exported --to vllm or sglang")
         target = get_exporter(str(to.value) if to is not None else "stages")
         if target.takes == "split":
             if workload is None:

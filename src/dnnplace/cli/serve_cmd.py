@@ -101,6 +101,9 @@ def serve(
     fix: Optional[str] = typer.Option(None, "--fix", help='Price a given deployment: "tp=2,pp=2,layers=40+40"'
                                       " (also max_num_seqs, max_num_batched_tokens)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best deployment so far after."),
+    disaggregate: bool = typer.Option(False, "--disaggregate", help="Also price the best prefill/decode"
+                                      " disaggregated deployment (vLLM, SGLang) beside the plan; `export"
+                                      " --disaggregated` writes it."),
     within_nodes: bool = typer.Option(False, "--within-nodes", help="Keep every replica inside one node: what every"
                                       " export writes (across nodes: vLLM's multi-node launch only)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the plan JSON here."),
@@ -130,6 +133,8 @@ def serve(
         pins = parse_serve_pins(fix)
         if within_nodes:
             pins["within_nodes"] = True
+        if disaggregate:
+            pins["disaggregate"] = True
         problem = api.load_serving(model, gpus=gpus, fleet=fleet, isl=isl, osl=osl, rate=rate,
                                    concurrency=concurrency, ttft_ms=ttft_ms, tpot_ms=tpot_ms, ttft_stat=ttft_stat,
                                    tpot_stat=tpot_stat, engine=engine.value,
@@ -152,6 +157,29 @@ def serve(
             out.print(f"plan written to {output}")
         if report is not None:
             out.print(f"report written to {report}")
+
+
+def _disaggregated_lines(doc: dict[str, Any]) -> list[str]:
+    """The disaggregated what-if, when asked for: its pools, rate and what limits it, and its gain over the plan
+    said as a win only beyond both predictions' error bands."""
+    d = doc.get("disaggregated")
+    if not d:
+        return []
+    if d.get("status") == "infeasible":
+        return [f"disaggregated (what-if): {d.get('note', 'none fits')}"]
+
+    def pool(c: dict[str, Any]) -> str:
+        return "; ".join(f"tp={r['tp']} on {r['stages'][0]['gpu']}@{r['stages'][0]['node']}" for r in c["replicas"])
+
+    gain = d.get("gain_over_plan")
+    verdict = "-" if gain is None else f"{gain:.2f}x the plan" + (
+        "" if d.get("beyond_band") else ", within the error band: not a proven difference")
+    return [f"disaggregated (what-if, {d.get('split', '')}): prefill [{pool(d['prefill'])}], decode"
+            f" [{pool(d['decode'])}]: {_num(d['output_tokens_per_s'], '.0f')} tok/s ({verdict}), limited by the"
+            f" {d['limited_by']}; KV transfer {_num(d['kv_transfer_ms'], '.1f')} ms over {d['link']}; TTFT"
+            f" {_num(d['ttft_ms'], '.0f')} ms, TPOT {_num(d['tpot_ms'], '.1f')} ms; {d['status']} over"
+            f" {len(d.get('splits', []))} splits (gap {_num(None if d['gap'] is None else 100 * d['gap'], '.1f')} %);"
+            " `export --disaggregated` writes it"]
 
 
 def _slo_line(wl: dict[str, Any]) -> str:
@@ -248,6 +276,7 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         if len(nodes) > 1:
             lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: exported for vLLM only, as its"
                          " multi-node launch (the same number of stages on each node); --within-nodes plans without it")
+    lines += _disaggregated_lines(doc)
     for n, u in enumerate(doc["runner_ups"], 1):
         up = u["prediction"]
         reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"

@@ -69,8 +69,12 @@ def _iterations(p: ServingProblem, m_cap: float, limit: int, pps: range | tuple[
         if top >= 1:
             ms.update(np.maximum(np.arange(1, top + 1, dtype=float) / pp, 1.0).tolist())
     m = np.array(sorted(ms))
-    tokens = np.unique(np.minimum(m * (wl.isl + wl.osl) / wl.osl, float(mbt)))  # past the budget: all one
-    decode = tokens * wl.osl / (wl.isl + wl.osl)
+    if wl.phase == "decode":  # the evaluator's decode instance: every token decodes
+        tokens = np.unique(np.minimum(m, float(mbt)))
+        decode = tokens
+    else:
+        tokens = np.unique(np.minimum(m * (wl.isl + wl.osl) / wl.osl, float(mbt)))  # past the budget: all one
+        decode = tokens * wl.osl / (wl.isl + wl.osl)
     prefill = tokens - decode
     kv = wl.held  # the evaluator's iteration attends over it
     lo, hi, share = prompt_lumps(wl.isl, decode, prefill, mbt)

@@ -180,6 +180,8 @@ def iteration(p: ServingProblem, seqs_per_mb: float, budget: int) -> Iteration:
     The decodes attend over the KV a running sequence holds on average (length-biased over a distribution:
     :attr:`~dnnplace.models.serving.spec.Workload.held`); prompts are priced at the mean prompt."""
     wl = p.workload
+    if wl.phase == "decode":  # a disaggregated decode instance: the prompts' KV arrives, every token decodes
+        return Iteration(min(float(seqs_per_mb), float(budget)), wl.held, 0.0, wl.isl)
     tokens = min(seqs_per_mb * (wl.isl + wl.osl) / wl.osl, float(budget))
     decode = tokens * wl.osl / (wl.isl + wl.osl)
     return Iteration(decode, wl.held, tokens - decode, wl.isl)
@@ -269,6 +271,8 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     tpot = r.pp * slowest if r.pp > 1 else slowest
     # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
     # the load's iteration pace
+    if p.workload.phase == "decode":  # no prompt here: the first token is one step after the KV arrives
+        return ReplicaEval(mems, kv, conc, times, tok_s, tpot, tpot, True, "", src, context)
     first = Iteration(0.0, 0.0, float(min(p.workload.isl, max_num_batched_tokens)), p.workload.isl)
     chunks = math.ceil(p.workload.isl / max_num_batched_tokens)
     pre = sum(_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), first, src) for i in range(r.pp))

@@ -16,7 +16,8 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
-__all__ = ["EXPORTERS", "VLLM_MASTER_PORT", "export", "node_runs"]
+__all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
+           "node_runs"]
 
 
 def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
@@ -176,17 +177,23 @@ def _sglang_fraction(p: ServingProblem, plan: ServingPlan, r: Replica) -> float:
     return p.fraction_for(launch_memory([s.gpu for s in r.stages]), r.tp, r.pp)
 
 
+def _sglang_command(p: ServingProblem, plan: ServingPlan, r: Replica, model: str,
+                    port: int) -> tuple[list[tuple[str, str]], list[str]]:
+    env = [("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
+    if r.tp > 1 and len({s.gpu for s in r.stages}) > 1:
+        env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
+    args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
+            "--pp-size", str(r.pp), "--mem-fraction-static", f"{_sglang_fraction(p, plan, r):.3f}",
+            "--base-gpu-id", "0",
+            "--max-running-requests", str(plan.config.max_num_seqs),
+            "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
+            "--port", str(port)]
+    return env, args
+
+
 def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
-        env = [("SGLANG_PP_LAYER_PARTITION", ",".join(map(str, r.partition())))]
-        if r.tp > 1 and len({s.gpu for s in r.stages}) > 1:
-            env.append(("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0"))  # mixed memory sizes with TP > 1
-        args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(r.tp),
-                "--pp-size", str(r.pp), "--mem-fraction-static", f"{_sglang_fraction(p, plan, r):.3f}",
-                "--base-gpu-id", "0",
-                "--max-running-requests", str(plan.config.max_num_seqs),
-                "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
-                "--port", str(30000 + k)]
+        env, args = _sglang_command(p, plan, r, model, 30000 + k)
         return env, args, f"replica {k + 1}"
 
     return _launches(p, plan, command)
@@ -295,6 +302,91 @@ def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 
 EXPORTERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llama.cpp": llama_cpp, "hf": hf}
 
+#: vLLM's NIXL handshake port of the i-th disaggregated instance (``VLLM_NIXL_SIDE_CHANNEL_PORT``, default 5600:
+#: each instance on a host needs its own) and the ports the instances and their router serve on.
+NIXL_SIDE_CHANNEL_PORT = 5600
+DISAGG_PORTS = {"vllm": (8100, 8200, 8192), "sglang": (30000, 31000, 8000)}
+
+
+def _host(p: ServingProblem, node: int) -> str:
+    """The address a router reaches an instance at: localhost on a one-node fleet, else the user's to fill in."""
+    return "localhost" if sum(1 for nd in p.fleet.nodes if nd.gpus) == 1 else f"NODE{node + 1}_ADDR"
+
+
+def disaggregated(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
+    """The plan's disaggregated what-if (``serve --disaggregate``) as the engine launches it: one command per
+    prefill and per decode replica (GPUs in PCI order), then the engine's router between them.
+
+    vLLM: ``--kv-transfer-config`` with the NixlConnector (producer / consumer roles), a distinct
+    ``VLLM_NIXL_SIDE_CHANNEL_PORT`` per instance and ``VLLM_NIXL_SIDE_CHANNEL_HOST`` across nodes, routed by
+    vLLM's NIXL proxy (``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` in vLLM's repository:
+    docs/features/nixl_connector_usage.md).  SGLang: ``--disaggregation-mode prefill|decode`` with the NIXL
+    transfer backend, routed by ``sglang_router.launch_router --pd-disaggregation``
+    (docs/advanced_features/pd_disaggregation.md)."""
+    from dnnplace.models.serving.disaggregation import NONE_FITS, Disaggregated, pool_problems
+
+    d = plan.meta.get("disaggregated")
+    if d is None:
+        raise DnnplaceError("the plan has no disaggregated deployment: plan with `serve --disaggregate`")
+    if not isinstance(d, Disaggregated):
+        raise DnnplaceError(f"nothing to export: {d if isinstance(d, str) and d else NONE_FITS}")
+    if to not in DISAGG_PORTS:
+        raise DnnplaceError(f"a disaggregated deployment is written for {', '.join(DISAGG_PORTS)}, not {to}")
+    if to != p.engine.name:  # two pools priced under one engine's memory rules: not launched on another's
+        raise DnnplaceError(f"the disaggregated deployment was priced for {p.engine.name}: export it --to "
+                            f"{p.engine.name}, or plan with --engine {to} --disaggregate")
+    q = p
+    pre_p, dec_p = pool_problems(q)
+    kv = _kv_flag(q)
+    # one context for both pools: a request the prefill instance takes must fit the decode instance, and back
+    context = min(_vllm_context(prob, ServingPlan(cfg), r) for prob, cfg in ((pre_p, d.prefill), (dec_p, d.decode))
+                  for r in cfg.replicas) if to == "vllm" else q.context
+    lines: list[str] = []
+    hosts: dict[str, list[tuple[str, int]]] = {"prefill": [], "decode": []}
+    n = 0
+    for role, prob, cfg, base in (("prefill", pre_p, d.prefill, DISAGG_PORTS[to][0]),
+                                  ("decode", dec_p, d.decode, DISAGG_PORTS[to][1])):
+        pool_plan = ServingPlan(cfg)
+        for k, r in enumerate(cfg.replicas):
+            _check(prob, r)
+            port, node = base + k, r.stages[0].node
+            env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r))]
+            if to == "vllm":
+                env += [("VLLM_NIXL_SIDE_CHANNEL_PORT", str(NIXL_SIDE_CHANNEL_PORT + n))]
+                if _host(q, node) != "localhost":
+                    env += [("VLLM_NIXL_SIDE_CHANNEL_HOST", _host(q, node))]
+                args = _vllm_args(prob, pool_plan, r, model, port)
+                args[args.index("--max-model-len") + 1] = str(context)
+                cfg_json = {"kv_connector": "NixlConnector",
+                            "kv_role": "kv_producer" if role == "prefill" else "kv_consumer"}
+                args[-2:-2] = ["--kv-transfer-config", json.dumps(cfg_json, separators=(",", ":"))]
+            else:
+                more, args = _sglang_command(prob, pool_plan, r, model, port)
+                env += more
+                args[-2:-2] = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "nixl"]
+            if kv is not None:
+                args[-2:-2] = ["--kv-cache-dtype", kv]
+            lines.append(f"# {role} replica {k + 1} on node {node + 1}\n{_env(env)} {shlex.join(args)}")
+            hosts[role].append((_host(q, node), port))
+            n += 1
+    router = DISAGG_PORTS[to][2]
+    if to == "vllm":
+        proxy = ["python", "toy_proxy_server.py", "--port", str(router),
+                 "--prefiller-hosts", *[h for h, _ in hosts["prefill"]],
+                 "--prefiller-ports", *[str(x) for _, x in hosts["prefill"]],
+                 "--decoder-hosts", *[h for h, _ in hosts["decode"]],
+                 "--decoder-ports", *[str(x) for _, x in hosts["decode"]]]
+        head = "# the router: vLLM's tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+    else:
+        proxy = ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+        for role, flag in (("prefill", "--prefill"), ("decode", "--decode")):
+            for h, x in hosts[role]:
+                proxy += [flag, f"http://{h}:{x}"]
+        proxy += ["--host", "0.0.0.0", "--port", str(router)]
+        head = "# the router"
+    lines.append(f"{head}\n{shlex.join(proxy)}")
+    return "\n".join(lines) + "\n"
+
 
 def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem:
     """The problem under the target engine's rules, when the plan was made for another engine: its memory
@@ -323,9 +415,12 @@ def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem
     return q
 
 
-def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL") -> str:
+def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL", disaggregate: bool = False) -> str:
+    """The plan as engine ``to`` takes it (``disaggregate``: its disaggregated what-if instead)."""
     if to not in EXPORTERS:
         raise DnnplaceError(f"unknown export target '{to}'; known: {', '.join(EXPORTERS)}")
+    if disaggregate:
+        return disaggregated(p, plan, to, model)
     for r in plan.config.replicas:  # the layout first: a 0-layer stage or a cross-node replica says so
         _check(p, r, across_nodes=to == "vllm")
         if to == "vllm" and len({s.node for s in r.stages}) > 1:

@@ -69,6 +69,8 @@ class ServingSearch(Solver):
                                                maximum=1 << 24)
     within_nodes: bool = param(False, "keep every replica inside one node (what every exporter writes; a"
                                       " replica across nodes is written for vLLM only, as its multi-node launch)")
+    disaggregate: bool = param(False, "also price the best prefill/decode disaggregated deployment beside the plan"
+                                      " (models/serving/disaggregation.py)")
 
     def pins(self) -> dict[str, Any]:
         """The knobs this request fixes."""
@@ -98,6 +100,10 @@ class ServingSearch(Solver):
         started = time.monotonic()
         # one --time-limit for the whole command: the search may take SEARCH_SHARE of it, and the baselines'
         # own searches (best one-kind subset) what is left, so the two together stay within it
+        if self.disaggregate:
+            from dnnplace.models.serving.disaggregation import check_engine
+
+            check_engine(workload)
         plan = search(workload, time_limit=SEARCH_SHARE * limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
                       max_num_batched_tokens=self.max_num_batched_tokens, progress=run.progress,
                       within_nodes=self.within_nodes)
@@ -112,6 +118,12 @@ class ServingSearch(Solver):
             plan = apply_layers(workload, plan, layers)
         # a latency SLO under a load is checked by simulation: half of what is left, the baselines the rest
         plan, _ = meet_slo(workload, plan, time_limit=max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
+        if self.disaggregate:  # beside the plan, from half of what is left (the baselines get the rest)
+            from dnnplace.models.serving.disaggregation import NO_SPLIT, NONE_FITS, best_disaggregated, splits
+
+            found = best_disaggregated(workload, max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
+            why = NO_SPLIT if not splits(workload.fleet) else NONE_FITS
+            plan = replace(plan, meta={**plan.meta, "disaggregated": found if found is not None else why})
         left = max(limit - (time.monotonic() - started), 0.05 * limit)
         plan = replace(plan, meta={**plan.meta, "time_limit": left})  # what the baselines' searches may use
         bound = None if not plan.bound else 1.0 / plan.bound

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.disaggregation import NONE_FITS, Disaggregated, disaggregate
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.lengths import lengths_from_json
@@ -101,7 +102,67 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "max_num_batched_tokens_searched": {str(k): v for k, v in plan.meta["max_num_batched_tokens_searched"].items()}
         if plan.meta.get("max_num_batched_tokens_searched") else None,
         "baselines": [_with_verdict(b.to_dict(), ev.error_band) for b in baselines],
+        # the best prefill/decode disaggregated deployment priced beside the plan (None: not asked for)
+        "disaggregated": _disaggregated_doc(plan, ev),
     }
+
+
+def _disaggregated_doc(plan: ServingPlan, ev: ServingEvaluation) -> dict[str, Any] | None:
+    d = plan.meta.get("disaggregated")
+    if d is None:
+        return None
+    if isinstance(d, str):
+        return {"status": "infeasible", "note": d or NONE_FITS}
+    return disaggregated_document(d, ev.output_tokens_per_s if ev.fits else 0.0, ev.error_band)
+
+
+def disaggregated_document(d: Disaggregated, plan_value: float, plan_band: float) -> dict[str, Any]:
+    """The plan file's ``disaggregated`` section: both pools, the rates, the proof, and the gain over the plan
+    with whether it exceeds both predictions' error bands (else it is not shown to be a win)."""
+    gain = d.output_tokens_per_s / plan_value if plan_value > 0 else None
+    band = max(plan_band, d.error_band)
+    return {"split": d.split, "prefill": config_dict(d.prefill), "decode": config_dict(d.decode),
+            "prefill_requests_per_s": round(d.prefill_rps, 4), "decode_requests_per_s": round(d.decode_rps, 4),
+            "transfer_requests_per_s": None if math.isinf(d.transfer_rps) else round(d.transfer_rps, 4),
+            "kv_transfer_ms": round(d.transfer_ms, 4), "link": d.link, "limited_by": d.limited_by,
+            "requests_per_s": round(d.requests_per_s, 4), "output_tokens_per_s": round(d.output_tokens_per_s, 3),
+            "ttft_ms": round(d.ttft_ms, 3), "tpot_ms": round(d.tpot_ms, 4), "error_band": round(d.error_band, 4),
+            "status": d.status, "bound": None if d.bound is None else round(d.bound, 3),
+            "gap": None if d.gap is None else round(d.gap, 6), "splits": d.splits,
+            "gain_over_plan": None if gain is None else round(gain, 4),
+            "beyond_band": None if gain is None else bool(abs(gain - 1.0) > band),
+            "note": "priced by the same kernels as the plan, checked against no measured disaggregated run; "
+                    "one stage per replica; unloaded TTFT"}
+
+
+def _read_disaggregated(prob: ServingProblem, d: Any, where: str) -> Any:
+    """A plan file's ``disaggregated`` section: both pools' deployments checked against the fleet and priced
+    again (what the file says of their rates is not taken on trust); the proof as the search left it."""
+    if not isinstance(d, dict):
+        raise DnnplaceError(f"{where}: must be a JSON object")
+    status = _get(d, "status", str, where)
+    if status == "infeasible":
+        return clip(_get(d, "note", str, where, optional=True) or NONE_FITS, 200)
+    if status not in ("optimal", "feasible"):
+        raise DnnplaceError(f"{where}: status must be optimal, feasible or infeasible, got '{clip(status, 20)}'")
+    pre = _config(prob, _get(d, "prefill", dict, where), f"{where}.prefill")
+    dec = _config(prob, _get(d, "decode", dict, where), f"{where}.decode")
+    shared = {(s.node, g) for r in pre.replicas for s in r.stages for g in s.gpus} & \
+        {(s.node, g) for r in dec.replicas for s in r.stages for g in s.gpus}
+    if shared:
+        node, g = min(shared)
+        raise DnnplaceError(f"{where}: GPU {g} of node {node} is in both the prefill and the decode pool")
+    try:
+        found = disaggregate(prob, pre, dec)
+    except DnnplaceError as exc:
+        raise DnnplaceError(f"{where}: {exc}") from None
+    rows = _get(d, "splits", list, where)
+    if not all(isinstance(r, dict) and isinstance(r.get("split"), str) for r in rows):
+        raise DnnplaceError(f"{where}.splits: each must be an object with a 'split' label")
+    return replace(found, status=status, split=clip(_get(d, "split", str, where, optional=True) or "", 120),
+                   bound=_get(d, "bound", (int, float), where, optional=True),
+                   gap=_get(d, "gap", (int, float), where, optional=True),
+                   splits=[{k: (clip(v, 120) if isinstance(v, str) else v) for k, v in r.items()} for r in rows])
 
 
 def _slo_simulated(d: dict[str, Any], where: str) -> dict[str, Any]:
@@ -279,6 +340,8 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     judged = _get(doc, "slo_judged_by", str, source, optional=True)
     if judged is not None:
         meta["slo_judged_by"] = clip(judged, 120)
+    if doc.get("disaggregated") is not None:
+        meta["disaggregated"] = _read_disaggregated(prob, doc["disaggregated"], f"{source}: disaggregated")
     for key in ("max_num_seqs_searched", "max_num_batched_tokens_searched"):
         tried = doc.get(key)
         if tried is None:

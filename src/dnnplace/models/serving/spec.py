@@ -100,6 +100,9 @@ class Workload:
     tpot_stat: str = "mean"
     lengths: tuple[tuple[int, int, float], ...] | None = None
     lengths_source: str = field(default="", compare=False)  # the file the distribution was read from
+    #: ``both`` (an engine that prefills and decodes), or the decode pool of a disaggregated deployment
+    #: (``decode``: each prompt's KV cache arrives from a prefill instance, no prompt token is computed)
+    phase: str = "both"
 
     @property
     def mode(self) -> str:
