@@ -97,7 +97,8 @@ def check_engine(p: ServingProblem) -> None:
 
 def pool_problems(p: ServingProblem) -> tuple[ServingProblem, ServingProblem]:
     """The prefill pool's problem (prompts of ``isl``, one token each: requests/s = its tokens/s) and the decode
-    pool's (phase ``decode``), both offline: the pools are sized for throughput, the whole judged after."""
+    pool's (phase ``decode``), both offline: the pools are sized for throughput, the whole judged after.  A
+    length distribution is priced at its mean request here (the aggregated plan prices its length-biased KV)."""
     wl = p.workload
     pre = dataclasses.replace(p, workload=Workload(wl.isl, 1))
     dec = dataclasses.replace(p, workload=Workload(wl.isl, wl.osl, phase="decode"))
