@@ -40,9 +40,10 @@ def _with_layers(c: ServingConfig, layers: tuple[int, ...]) -> ServingConfig:
 
 @functools.cache
 def _build(model: Path) -> Built:
-    """A mixed node (2 x A100 + 2 x T4, a 70B model in FP8): the plan, two runner-ups, baselines."""
+    """A mixed node (2 x A100 + 2 x T4, a 70B model in FP8) at two stages: the plan, two runner-ups, baselines
+    (unpinned, the search puts the A100s at both ends of four stages)."""
     p = problem(model, gpus="2xa100+2xt4", precision="fp8", isl=512, osl=128)
-    plan = search(p, time_limit=20)
+    plan = search(p, time_limit=20, pp=2)
     ev = evaluate(p, plan.config)
     assert ev.fits and plan.config.replicas[0].pp == 2
     ups = [c for c in plan.meta.get("runner_ups", [])]

@@ -191,7 +191,8 @@ ENGINES: dict[str, EngineRules] = {
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
                  "distributed/utils.py::get_pp_indices: remainder to partitions[-2], [-3], ...",
                  "engine/arg_utils.py::get_batch_defaults: max_num_seqs 1024 on a GPU of >= 70 GiB that is not an "
-                 "A100, else 256 (LLM class and API server alike); 8192 batched tokens (LLM class)",
+                 "A100, else 256 (LLM class and API server alike); max_num_batched_tokens 8192 there, else 2048 "
+                 "(the API server: vllm serve)",
                  "config/model.py::verify_with_parallel_config: attention heads % TP == 0; layers/linear.py"
                  "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
                  "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
@@ -259,9 +260,20 @@ def vllm_default_max_num_seqs(gpus: list[tuple[str, float]]) -> int:
     256, for the ``LLM`` class and the API server alike.  Why every kind: one plan carries one value for all
     its replicas, and each replica's engine keys on its own GPU, so the larger value is vLLM's default only
     where every kind qualifies; the export writes the value out either way."""
-    large = bool(gpus) and all(nbytes >= VLLM_LARGE_GPU_BYTES and "a100" not in name.lower()
-                               for name, nbytes in gpus)
-    return 1024 if large else 256
+    return 1024 if _vllm_large(gpus) else 256
+
+
+def _vllm_large(gpus: list[tuple[str, float]]) -> bool:
+    """Whether every kind gets get_batch_defaults' larger limits (>= 70 GiB, not an A100)."""
+    return bool(gpus) and all(nbytes >= VLLM_LARGE_GPU_BYTES and "a100" not in name.lower() for name, nbytes in gpus)
+
+
+def vllm_default_max_num_batched_tokens(gpus: list[tuple[str, float]]) -> int:
+    """vLLM's default ``max_num_batched_tokens`` under ``vllm serve`` (the API server the export writes) for a plan
+    on these GPU kinds: engine/arg_utils.py::get_batch_defaults gives the OPENAI_API_SERVER context 8192 on a GPU
+    of >= 70 GiB that is not an A100, else 2048 (the LLM class 16384 / 8192).  The search moves the budget
+    from there (search.py); the export writes it out either way."""
+    return 8192 if _vllm_large(gpus) else 2048
 
 
 def sglang_mem_fraction(gpu_mib: float, tp: int, pp: int) -> float:

@@ -31,6 +31,7 @@ from dnnplace.models.serving.catalogue import (
     EngineRules,
     engine_rules,
     use_more_bits,
+    vllm_default_max_num_batched_tokens,
     vllm_default_max_num_seqs,
 )
 from dnnplace.models.serving.fleet import Fleet, fleet_from_toml, parse_gpus
@@ -212,15 +213,17 @@ def checkpoint_config(cfg_path: Path) -> Any:
 
 
 def fleet_defaults(rules: EngineRules, fleet: Fleet) -> EngineRules:
-    """The engine's rules with the defaults it derives from the GPUs filled in (vLLM's ``max_num_seqs``:
-    :func:`~dnnplace.models.serving.catalogue.vllm_default_max_num_seqs`)."""
+    """The engine's rules with the defaults it derives from the GPUs filled in (vLLM's ``max_num_seqs`` and
+    ``max_num_batched_tokens``: :func:`~dnnplace.models.serving.catalogue.vllm_default_max_num_seqs`,
+    :func:`~dnnplace.models.serving.catalogue.vllm_default_max_num_batched_tokens`)."""
     if rules.seqs_rule != "vllm":
         return rules
     from dnnplace.core.catalogue import device_spec
 
     kinds = sorted({g.name for g in fleet.gpus})
-    seqs = vllm_default_max_num_seqs([(device_spec(k).name, device_spec(k).usable_memory_bytes) for k in kinds])
-    return dataclasses.replace(rules, max_num_seqs=seqs)
+    specs = [(device_spec(k).name, device_spec(k).usable_memory_bytes) for k in kinds]
+    return dataclasses.replace(rules, max_num_seqs=vllm_default_max_num_seqs(specs),
+                               max_num_batched_tokens=vllm_default_max_num_batched_tokens(specs))
 
 
 def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:

@@ -3,234 +3,37 @@
 Why this shape: given a replica's stages in order and its batch, the DP's split is optimal; the
 search enumerates what the DP takes as given -- the TP size (uniform per replica, as every engine
 demands), how the fleet's stage units group into replicas (a DP over the multiset of units: replicas
-are independent, their throughputs add), the order of GPU kinds along a pipeline (every permutation
-of the kinds, each kind's stages kept contiguous) and the number of sequences in flight (a grid; the
-interval bound between grid points gives the plan's ``bound`` and ``gap``).
+are independent, their throughputs add), the order of GPU kinds along a pipeline (any kind first and
+last, each kind's other stages in one block, the blocks in every order: :func:`~dnnplace.models.serving.
+pipeline.stage_orders`) and the number of sequences in flight (a grid; the interval bound between grid
+points gives the plan's ``bound`` and ``gap``: pipeline.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from dnnplace.models.serving.bound import per_gpu_bound
-from dnnplace.models.serving.cost import Iteration, p2p_time
-from dnnplace.models.serving.dp import split_dp
 from dnnplace.models.serving.evaluation import (
     ServingEvaluation,
-    cached_times,
-    cached_times_batch,
     evaluate,
-    evaluate_replica,
-    iteration,
-    link_between,
     seq_cap,
-    steady_batch,
-    steps,
-    steps_many,
     tp_refusal,
 )
 from dnnplace.models.serving.fleet import Fleet, Node
-from dnnplace.models.serving.memory import launch_memory, replica_memory, stage_memory
+from dnnplace.models.serving.pipeline import best_replica, stage_orders, units
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
-__all__ = ["assign_gpus", "best_replica", "search"]
+__all__ = ["assign_gpus", "search"]
 
 _TPS = (1, 2, 4, 8)
-#: Batch intervals whose bound is within this of the best split found are not refined.
-_TOL = 1e-9
-#: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
-_MAX_PROBES = 96
-#: Batch limits up to this are priced whole before the refinement (above: the grid, then each interval it splits).
-_PRICE_ALL = 512
 #: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
 _MAX_STATES = 20_000
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """A stage's GPUs: one kind on one node (key), ``tp`` physical indices."""
-
-    gpu: str
-    node: int
-    gpus: tuple[int, ...]
-
-    @property
-    def key(self) -> tuple[int, str]:
-        return (self.node, self.gpu)
-
-
-def _units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[_Unit]]:
-    out: dict[tuple[int, str], list[_Unit]] = {}
-    for n, node in enumerate(p.fleet.nodes):
-        for name, gpus in node.kinds().items():
-            idx = [g.index for g in gpus]
-            out[(n, name)] = [_Unit(name, n, tuple(idx[i:i + tp])) for i in range(0, len(idx) - tp + 1, tp)]
-    return out
-
-
-class _Pipeline:
-    """One ordered list of stages and what its DP needs that no batch changes: each stage's memory left for
-    KV at every layer range, its KV bytes per token there, its link.  Why: the batch refinement runs the DP
-    dozens of times per pipeline; only the layer times and the KV need move with the batch."""
-
-    def __init__(self, p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> None:
-        n = p.model.num_layers
-        self.p, self.stages, self.mns, self.mbt, self.pp = p, stages, mns, mbt, len(stages)
-        links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
-        hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
-                for a, b in zip(stages, stages[1:])] + [None]
-        #: per stage what its cost matrix depends on: stages with equal signatures share one (a pipeline of
-        #: eight H100s has three: first, middle, last)
-        self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
-        self.per_seq = math.ceil(p.workload.held / p.block) * p.block
-        lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-        self.upper = lo < hi
-        slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
-        wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
-        self.free: dict[tuple[Any, ...], np.ndarray] = {}
-        self.kv: dict[int, np.ndarray] = {}
-        launch = launch_memory([u.gpu for u in stages])
-        for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
-            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp, launch)
-            w = wpre / tp
-            self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
-            if tp not in self.kv:
-                kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-                self.kv[tp] = kpre[hi] - kpre[lo]
-
-    def steps(self, seqs: int) -> list[tuple[float, Iteration]]:
-        """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares."""
-        return steps(self.p, max(seqs / self.pp, 1.0), self.mbt)
-
-    def prefetch(self, batches: list[int]) -> None:
-        """Price the layer times of these batches' steps on every stage kind in one call each."""
-        its = [x for mix in steps_many(self.p, [max(b / self.pp, 1.0) for b in batches], self.mbt) for _, x in mix]
-        for gpu, tp, link in dict.fromkeys(s[:3] for s in self.sig):
-            cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
-
-    def split(self, seqs: int) -> tuple[float, tuple[int, ...]]:
-        """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
-        :func:`evaluate` sizes it: activations and logits at the engine's ``max_num_seqs``)."""
-        p = self.p
-        mix = self.steps(seqs)
-        # an engine that refuses to start without one pinned max_model_len request's cache (vLLM)
-        floor = p.max_model_len if p.engine.max_len_must_fit else 0
-        need = max(seqs * self.per_seq, floor)
-        made: dict[tuple[Any, ...], np.ndarray] = {}
-        for sig in dict.fromkeys(self.sig):
-            gpu, tp, link, first, last, hop = sig
-            per_layer = np.zeros(p.model.num_layers)  # the steps' shares of each layer's time
-            fixed = 0.0  # and of the head and the send
-            for w, x in mix:
-                lt = cached_times(p, gpu, tp, x, p.engine.framework, link)
-                per_layer = per_layer + w * lt.per_layer
-                fixed += w * (lt.head if last else 0.0)
-                if hop is not None:
-                    fixed += w * _send(gpu, x.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
-                                       p.fleet.network_latency_s)
-            prefix = np.concatenate([[0.0], np.cumsum(per_layer)])
-            c = prefix[None, :] - prefix[:, None] + fixed
-            c[~(self.upper & (self.free[(gpu, tp, first, last)] >= need * self.kv[tp]))] = np.inf
-            made[sig] = c
-        s = split_dp([made[sig] for sig in self.sig])
-        return s.value, s.layers
-
-
-@functools.lru_cache(maxsize=65536)
-def _send(gpu: str, nbytes: float, link: str, bandwidth: float, latency: float) -> float:
-    """Seconds of one stage's activations to the next (:func:`p2p_time`, remembered: a pure function)."""
-    return float(p2p_time(gpu, nbytes, link, bandwidth, latency).seconds[0])
-
-
-def _grid(limit: int) -> list[int]:
-    g = sorted({1, *[int(2 ** (k / 2)) for k in range(0, 2 * int(math.log2(max(limit, 1))) + 2)], limit})
-    return [b for b in g if b <= limit]
-
-
-def _concurrency(p: ServingProblem, r: Replica, mns: int, mbt: int) -> float:
-    """The batch ``evaluate_replica`` runs ``r`` at, from memory alone (no kernel pricing)."""
-    _, kv = replica_memory(p, r, mns, mbt)
-    return steady_batch(p, kv, seq_cap(p, r.pp, mns))
-
-
-def best_replica(p: ServingProblem, stages: list[_Unit], mns: int, mbt: int) -> tuple[float, float, Replica | None]:
-    """(throughput, upper bound, replica) of one pipeline over ``stages`` in this order, exact over the batch.
-
-    Why exact: the DP's smallest bottleneck time ``t(c)`` holding ``c`` sequences grows with ``c``, and
-    the decode tokens of an iteration grow with ``c``, so no split running ``c`` in ``[a, b)`` beats
-    ``decode(b - 1) / t(a)``.  The batch grid is refined (branch and bound) until every interval's bound
-    is below the best evaluated split; each candidate split is priced by :func:`evaluate_replica`, the
-    one evaluator, at the batch its KV cache really holds.
-    """
-    pp = len(stages)
-    cap = seq_cap(p, pp, mns)
-    limit = cap if p.workload.concurrency is None else min(cap, p.workload.concurrency)
-    pipe = _Pipeline(p, stages, mns, mbt)
-    priced: set[int] = set()
-    t_of: dict[int, float] = {}
-    best, rep = 0.0, None
-    tried: set[tuple[int, ...]] = set()
-
-    def probe(b: int) -> float:
-        nonlocal best, rep
-        if b not in t_of:
-            t, layers = pipe.split(b)
-            t_of[b] = t
-            if math.isfinite(t) and layers not in tried:
-                tried.add(layers)
-                r = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
-                # the split runs the batch its KV cache holds (>= b): no more than decode(that) / t(b)
-                if iteration(p, max(_concurrency(p, r, mns, mbt) / pp, 1.0), mbt).decode / t > best * (1 + _TOL):
-                    v = evaluate_replica(p, r, mns, mbt).tokens_per_s
-                    if v > best:
-                        best, rep = v, r
-        return t_of[b]
-
-    def ub(a: int, b: int) -> float:  # a bound on any split running a batch in [a, b]
-        t = probe(a)
-        return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
-
-    # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
-    grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
-    # one kernel-layer call per stage kind prices the grid, or every batch the refinement may probe where they
-    # are few (a call of a few hundred iterations costs about two of one)
-    first = list(range(1, limit + 1)) if limit <= _PRICE_ALL else grid
-    pipe.prefetch(first)
-    priced.update(first)
-    for b in grid:  # every grid point first: a good incumbent prunes most intervals
-        if not math.isfinite(probe(b)):
-            break
-    heap = [(-ub(a, b - 1), a, b) for a, b in zip(grid, grid[1:] + [grid[-1] + 1])]
-    heapq.heapify(heap)
-    bound = 0.0
-    while heap:  # best first: the interval with the highest bound is refined next
-        u, a, b = heapq.heappop(heap)
-        u = -u
-        if u <= best * (1 + _TOL) or u == 0.0:
-            break
-        if b - a <= 1 or len(t_of) >= _MAX_PROBES:
-            # a single batch whose own split falls short of its bound (the cost is not monotone in the batch
-            # there), or the refinement's budget spent: the bound stands and the gap says so
-            bound = max(bound, u)
-            continue
-        if a + 1 not in priced:  # the first split inside a grid interval: price all its batches at once
-            rest = [x for x in range(a, b) if x not in priced]
-            pipe.prefetch(rest)
-            priced.update(rest)
-        mid = (a + b) // 2
-        heapq.heappush(heap, (-ub(a, mid - 1), a, mid))
-        heapq.heappush(heap, (-ub(mid, b - 1), mid, b))
-    return best, max(bound, best), rep
 
 
 def assign_gpus(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, ...]:
@@ -429,9 +232,9 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
         mbt = max(mbt, mns) if max_num_batched_tokens is None else mbt
     complete = True
     tps = tuple(t for t in (_TPS if tp is None else (tp,)) if not tp_refusal(p, t))  # only TPs the engine takes
-    by_tp = {t: _units(p, t) for t in tps}
-    keys = [k for k, v in _units(p, 1).items() if v]
-    counts = tuple(len(_units(p, 1)[k]) for k in keys)
+    by_tp = {t: units(p, t) for t in tps}
+    keys = [k for k, v in units(p, 1).items() if v]
+    counts = tuple(len(units(p, 1)[k]) for k in keys)
     many = math.prod(c + 1 for c in counts) > _MAX_STATES
     if (many or within_nodes) and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
         reps, node_bound, nodes_done = _search_each_node(p, time_limit, tp, pp, mns, mbt)
@@ -455,6 +258,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
                             "kind's best per-GPU rate (models/serving/bound.py)"})
     memo: dict[tuple[tuple[int, ...], int], tuple[float, float, Replica | None]] = {}
     candidates: list[tuple[float, tuple[Replica, ...]]] = []
+    shared: dict[Any, Any] = {}  # the pipelines' shared prices (_Pipeline)
 
     def replica_of(sub: tuple[int, ...], t: int) -> tuple[float, float, Replica | None]:
         """The best pipeline of TP ``t`` over ``sub`` GPUs per (node, kind): every order of the kinds."""
@@ -466,12 +270,11 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
         size = sum(sub) // t
         one_node = not p.engine.single_node or len({keys[i][0] for i in kinds}) <= 1
         if (pp is None or size == pp) and size <= p.model.num_layers and one_node:
-            for order in itertools.permutations(kinds):
+            for stages in stage_orders({i: by_tp[t][keys[i]][:sub[i] // t] for i in kinds}):
                 if time.monotonic() - t0 > time_limit:
                     complete = False
                     break
-                stages = [u for i in order for u in by_tp[t][keys[i]][:sub[i] // t]]
-                v, bd, rep = best_replica(p, stages, mns, mbt)
+                v, bd, rep = best_replica(p, stages, mns, mbt, floor=out[0], shared=shared)
                 out = (v, max(bd, out[1]), rep) if v > out[0] else (out[0], max(out[1], bd), out[2])
         memo[(sub, t)] = out
         return out
