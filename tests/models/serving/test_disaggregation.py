@@ -207,3 +207,11 @@ def test_the_pools_workloads(tmp_path):
     pre, dec = pool_problems(p)
     assert pre.workload == Workload(300, 1) and dec.workload == Workload(300, 40, phase="decode")
     assert dataclasses.replace(dec.workload, phase="both") == Workload(300, 40)
+
+
+def test_the_report_shows_the_what_if(planned, tmp_path):
+    out = tmp_path / "r.html"
+    res = run_cli("report", planned, "-o", out)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert "disaggregated (what-if)" in page and "limited by the" in page

@@ -146,7 +146,25 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
             ("TTFT", _num(ev.ttft_ms, " ms", 2)), ("TPOT", _num(ev.tpot_ms, " ms", 2)),
             ("KV cache tokens per replica", ", ".join(f"{int(r.kv_tokens):,}" for r in ev.replicas)),
             ("sequences in flight per replica", ", ".join(f"{int(r.concurrency):,}" for r in ev.replicas)),
-            ("verdict", verdict)]
+            ("verdict", verdict), *_disaggregated_row(plan, ev)]
+
+
+def _disaggregated_row(plan: ServingPlan, ev: ServingEvaluation) -> list[tuple[str, str]]:
+    """The prefill/decode what-if of ``serve --disaggregate``, when asked for: pools, rate, gain over the plan."""
+    from dnnplace.models.serving.disaggregation import Disaggregated
+
+    d = plan.meta.get("disaggregated")
+    if d is None:
+        return []
+    if not isinstance(d, Disaggregated):
+        return [("disaggregated (what-if)", str(d))]
+    gain = d.output_tokens_per_s / ev.output_tokens_per_s if ev.output_tokens_per_s > 0 else None
+    within = gain is not None and abs(gain - 1.0) <= max(d.error_band, ev.error_band)
+    return [("disaggregated (what-if)",
+             f"{d.split}: prefill {describe(d.prefill)}; decode {describe(d.decode)}; "
+             f"{d.output_tokens_per_s:,.0f} output tokens/s"
+             + ("" if gain is None else f" ({gain:.2f}x the plan{', within the error bands' if within else ''})")
+             + f", limited by the {d.limited_by}; KV transfer {d.transfer_ms:.1f} ms over {d.link}; {d.status}")]
 
 
 def _memory_table(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> str:
