@@ -103,8 +103,13 @@ class _Pipeline:
                 self.kv[tp] = kpre[hi] - kpre[lo]
 
     def steps(self, seqs: int) -> list[tuple[float, Iteration]]:
-        """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares."""
-        return steps(self.p, max(seqs / self.pp, 1.0), self.mbt)
+        """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares (once
+        per depth and batch in a search: the orders of one set of GPUs run the same micro-batches)."""
+        memo: dict[Any, list[tuple[float, Iteration]]] = self.shared.setdefault("steps", {})
+        key = (self.pp, seqs)
+        if key not in memo:
+            memo[key] = steps(self.p, max(seqs / self.pp, 1.0), self.mbt)
+        return memo[key]
 
     def prefetch(self, batches: list[int]) -> None:
         """Price the layer times of these batches' steps on every stage kind in one call each (once per search)."""
