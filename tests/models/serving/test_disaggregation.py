@@ -215,3 +215,13 @@ def test_the_report_shows_the_what_if(planned, tmp_path):
     assert res.returncode == 0, res.stderr
     page = out.read_text()
     assert "disaggregated (what-if)" in page and "limited by the" in page
+
+
+def test_a_transfer_that_cannot_be_priced_is_said_not_taken():
+    """Two inference cards on two nodes: no datasheet network, so the KV transfer has no price -- the split is
+    reported as such, never as a deployment serving 0 tokens/s."""
+    p = problem(M8, gpus="1xl40s;1xl40s")
+    with pytest.raises(DnnplaceError, match="no figure for l40s"):
+        best_disaggregated(p, time_limit=30)
+    res = run_cli("serve", M8, "--gpus", "1xl40s;1xl40s", "--disaggregate")
+    assert res.returncode == 0 and "no figure for l40s" in " ".join(res.stdout.split())

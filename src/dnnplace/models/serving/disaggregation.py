@@ -170,8 +170,10 @@ def disaggregate(p: ServingProblem, pre: ServingConfig, dec: ServingConfig) -> D
     first = pre.replicas[0].stages[0]
     nbytes = p.workload.isl * float(p.model.kv_per_gpu(1).sum())
     sent = float(p2p_time(first.gpu, nbytes, link, p.fleet.network_bandwidth, p.fleet.network_latency_s).seconds[0])
-    transfer_rps = len(pre.replicas) / sent if sent > 0 and math.isfinite(sent) else (
-        0.0 if not math.isfinite(sent) else math.inf)
+    if not math.isfinite(sent):
+        raise DnnplaceError(f"the KV cache crosses the {link} between the pools, which has no figure for "
+                            f"{first.gpu} (give the network in --fleet FILE.toml)")
+    transfer_rps = len(pre.replicas) / sent if sent > 0 else math.inf
     prefill_rps, decode_rps = pe.requests_per_s, de.output_tokens_per_s / p.workload.osl
     rps = min(prefill_rps, decode_rps, transfer_rps)
     ttft = pe.ttft_ms + sent * 1e3 + de.tpot_ms
@@ -187,9 +189,10 @@ def _pool(p: ServingProblem, gpus: set[tuple[int, int]], time_limit: float) -> t
     return search(sub, time_limit=time_limit, pp=1), sub
 
 
-def best_disaggregated(p: ServingProblem, time_limit: float = 30.0) -> Disaggregated | None:
-    """The disaggregated deployment that serves the most over :func:`splits` (None when none fits), with its
-    status, bound and gap over that space (module docstring)."""
+def best_disaggregated(p: ServingProblem, time_limit: float = 30.0) -> Disaggregated:
+    """The disaggregated deployment that serves the most over :func:`splits`, with its status, bound and gap
+    over that space (module docstring); none is one line saying why (no split, nothing fits, a transfer
+    that cannot be priced)."""
     check_engine(p)
     t0 = time.monotonic()
     pre_p, dec_p = pool_problems(p)
@@ -213,7 +216,12 @@ def best_disaggregated(p: ServingProblem, time_limit: float = 30.0) -> Disaggreg
             side = "prefill" if not pre_plan.config.replicas else "decode"
             rows.append({"split": label, "output_tokens_per_s": 0.0, "note": f"nothing fits the {side} pool"})
             continue
-        d = disaggregate(p, pre_plan.config, dec_plan.config)
+        try:
+            d = disaggregate(p, pre_plan.config, dec_plan.config)
+        except DnnplaceError as exc:  # a split that cannot be priced is said, not taken
+            rows.append({"split": label, "output_tokens_per_s": None, "note": str(exc)})
+            complete = False
+            continue
         cap_pre = pre_plan.bound if pre_plan.bound is not None else math.inf
         cap_dec = dec_plan.bound / p.workload.osl if dec_plan.bound is not None else math.inf
         split_bound = min(cap_pre, cap_dec, d.transfer_rps) * p.workload.osl
@@ -223,7 +231,9 @@ def best_disaggregated(p: ServingProblem, time_limit: float = 30.0) -> Disaggreg
         if best is None or d.output_tokens_per_s > best.output_tokens_per_s:
             best = dataclasses.replace(d, split=label)
     if best is None:
-        return None
+        other = [r["note"] for r in rows if r.get("note") and not str(r["note"]).startswith("nothing fits")]
+        raise DnnplaceError(NO_SPLIT if not tried else f"no disaggregated deployment: {other[0]}" if other
+                            else NONE_FITS)
     gap = (bound - best.output_tokens_per_s) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 and complete else "feasible"
     return dataclasses.replace(best, status=status, bound=bound, gap=gap, splits=rows)

@@ -119,11 +119,13 @@ class ServingSearch(Solver):
         # a latency SLO under a load is checked by simulation: half of what is left, the baselines the rest
         plan, _ = meet_slo(workload, plan, time_limit=max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
         if self.disaggregate:  # beside the plan, from half of what is left (the baselines get the rest)
-            from dnnplace.models.serving.disaggregation import NO_SPLIT, NONE_FITS, best_disaggregated, splits
+            from dnnplace.models.serving.disaggregation import best_disaggregated
 
-            found = best_disaggregated(workload, max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
-            why = NO_SPLIT if not splits(workload.fleet) else NONE_FITS
-            plan = replace(plan, meta={**plan.meta, "disaggregated": found if found is not None else why})
+            try:
+                found: Any = best_disaggregated(workload, max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
+            except DnnplaceError as exc:  # no disaggregated deployment: the plan stands and says why
+                found = str(exc)
+            plan = replace(plan, meta={**plan.meta, "disaggregated": found})
         left = max(limit - (time.monotonic() - started), 0.05 * limit)
         plan = replace(plan, meta={**plan.meta, "time_limit": left})  # what the baselines' searches may use
         bound = None if not plan.bound else 1.0 / plan.bound
