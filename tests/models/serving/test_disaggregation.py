@@ -14,6 +14,7 @@ from cli_runner import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.cost import p2p_time
 from dnnplace.models.serving.disaggregation import (
     best_disaggregated,
