@@ -85,14 +85,42 @@ def _network_note(p: ServingProblem) -> str:
             " [network] bandwidth_gbps and latency_us in --fleet)")
 
 
+#: A pinned split is tried in every distinct order of its stages' GPU groups up to this many orders.
+MAX_PINNED_ORDERS = 5040
+
+
 def _orders(r: Replica) -> list[Replica]:
-    """``r`` with its stages' GPU groups (one node and kind each, kept contiguous, as the search lays a
-    pipeline) in every order: a pinned split may fit only with a different kind first."""
+    """``r`` with its stages in every distinct order of their GPU groups (one node and kind each): with the
+    layers pinned per position, any order may be the one where they fit (A100, T4, T4, A100 holds 30+10+10+30
+    where no order of whole blocks does).  Past :data:`MAX_PINNED_ORDERS`, the orders the search tries
+    (pipeline.stage_orders: any group at each end, whole blocks between)."""
     groups: dict[tuple[int, str], list[Stage]] = {}
     for s in r.stages:
         groups.setdefault((s.node, s.gpu), []).append(s)
-    return [Replica(tuple(s for g in order for s in groups[g])) for g in [list(groups)]
-            for order in itertools.permutations(g)]
+    keys = list(groups)
+    counts = [len(groups[k]) for k in keys]
+    if math.factorial(sum(counts)) // math.prod(math.factorial(c) for c in counts) > MAX_PINNED_ORDERS:
+        seqs: list[tuple[int, ...]] = []
+        for f, last in itertools.product(range(len(keys)), repeat=2):
+            rest = list(counts)
+            rest[f] -= 1
+            if len(r.stages) > 1:
+                if rest[last] < 1:
+                    continue
+                rest[last] -= 1
+            for order in itertools.permutations([k for k in range(len(keys)) if rest[k]]):
+                seqs.append((f, *[k for k in order for _ in range(rest[k])], *([last] if len(r.stages) > 1 else [])))
+    else:
+        seqs = list(dict.fromkeys(itertools.permutations([k for k, c in enumerate(counts) for _ in range(c)])))
+    out = []
+    for seq in dict.fromkeys(seqs):
+        taken = [0] * len(keys)
+        stages = []
+        for k in seq:
+            stages.append(groups[keys[k]][taken[k]])
+            taken[k] += 1
+        out.append(Replica(tuple(stages)))
+    return out
 
 
 def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> ServingPlan:
@@ -115,7 +143,8 @@ def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> Ser
                 best = (ev.output_tokens_per_s, cand)
             why = why or ev.why
         if best[1] is None:
-            raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} does not fit in any stage order: {why}")
+            raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} does not fit in any order of the"
+                                f" stages: {why}")
         reps.append(best[1])
     cfg = replace(plan.config, replicas=tuple(reps))
     ev = evaluate(p, cfg)
