@@ -29,7 +29,6 @@ import numpy as np
 
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
-from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.load import fleet_defaults
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
@@ -250,12 +249,6 @@ def _node_pipelines(p: ServingProblem, plan: ServingPlan, value: float, name: st
     return _price(p, name, cfg, value, what)
 
 
-def _sub_fleet(f: Fleet, kind: str) -> Fleet:
-    """The fleet's GPUs of one kind, node numbers and GPU indices kept (a sub-plan is a plan of the fleet)."""
-    nodes = tuple(Node(tuple(g for g in nd.gpus if g.name == kind), nd.link) for nd in f.nodes)
-    return dataclasses.replace(f, nodes=nodes)
-
-
 def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_limit: float) -> Baseline:
     kinds = sorted({g.name for g in p.fleet.gpus})
     best: tuple[float, str, ServingConfig | None] = (0.0, "", None)
@@ -264,7 +257,7 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
     # default for those GPUs); a pinned limit stays pinned
     searched = bool(plan.meta.get("max_num_seqs_searched"))
     for kind in kinds:
-        fleet = _sub_fleet(p.fleet, kind)
+        fleet = p.fleet.only(lambda g: g.name == kind)  # noqa: B023 -- called at once
         sub = dataclasses.replace(p, fleet=fleet, engine=fleet_defaults(p.engine, fleet))
         sp = search(sub, time_limit=time_limit / max(len(kinds), 1),
                     max_num_seqs=None if searched else plan.config.max_num_seqs,

@@ -40,13 +40,13 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.cost import p2p_time
-from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
-from dnnplace.models.serving.fleet import Fleet, Gpu, Node
+from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.fleet import Fleet, Gpu
 from dnnplace.models.serving.load import fleet_defaults
 from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem, Workload
 
 __all__ = ["DISAGGREGATION_ENGINES", "MAX_NODE_SPLITS", "NONE_FITS", "NO_SPLIT", "Disaggregated", "best_disaggregated",
-           "check_engine", "disaggregate", "evaluation_of", "pool_problems", "splits"]
+           "check_engine", "disaggregate", "pool_problems", "splits"]
 
 #: What a plan carries when no disaggregated deployment fits any split.
 NONE_FITS = "no disaggregated deployment fits: every split leaves a pool that holds no replica"
@@ -103,12 +103,6 @@ def pool_problems(p: ServingProblem) -> tuple[ServingProblem, ServingProblem]:
     pre = dataclasses.replace(p, workload=Workload(wl.isl, 1))
     dec = dataclasses.replace(p, workload=Workload(wl.isl, wl.osl, phase="decode"))
     return pre, dec
-
-
-def _subset(f: Fleet, keep: set[tuple[int, int]]) -> Fleet:
-    """The fleet's GPUs in ``keep`` ((node, index) pairs), node numbers and indices kept."""
-    nodes = tuple(Node(tuple(g for g in nd.gpus if (g.node, g.index) in keep), nd.link) for nd in f.nodes)
-    return dataclasses.replace(f, nodes=nodes)
 
 
 def splits(f: Fleet) -> list[tuple[str, set[tuple[int, int]], set[tuple[int, int]]]]:
@@ -184,7 +178,7 @@ def disaggregate(p: ServingProblem, pre: ServingConfig, dec: ServingConfig) -> D
 def _pool(p: ServingProblem, gpus: set[tuple[int, int]], time_limit: float) -> tuple[ServingPlan, ServingProblem]:
     from dnnplace.models.serving.search import search
 
-    fleet = _subset(p.fleet, gpus)
+    fleet = p.fleet.only(lambda g: (g.node, g.index) in gpus)
     sub = dataclasses.replace(p, fleet=fleet, engine=fleet_defaults(p.engine, fleet))
     return search(sub, time_limit=time_limit, pp=1), sub
 
@@ -237,10 +231,3 @@ def best_disaggregated(p: ServingProblem, time_limit: float = 30.0) -> Disaggreg
     gap = (bound - best.output_tokens_per_s) / bound if bound > 0 else 0.0
     status = "optimal" if gap < 1e-9 and complete else "feasible"
     return dataclasses.replace(best, status=status, bound=bound, gap=gap, splits=rows)
-
-
-def evaluation_of(p: ServingProblem, pre: ServingConfig, dec: ServingConfig) -> tuple[ServingEvaluation,
-                                                                                   ServingEvaluation]:
-    """Each pool's own evaluation (a plan file read back is checked with them)."""
-    pp, dp = pool_problems(p)
-    return evaluate(pp, pre), evaluate(dp, dec)

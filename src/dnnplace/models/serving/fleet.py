@@ -8,9 +8,11 @@ names known, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,12 @@ class Fleet:
     @property
     def gpus(self) -> tuple[Gpu, ...]:
         return tuple(g for n in self.nodes for g in n.gpus)
+
+    def only(self, keep: Callable[[Gpu], bool]) -> Fleet:
+        """The fleet with only the GPUs ``keep`` accepts, node numbers, indices, links and network kept (a plan
+        on it is a plan of the whole fleet: one node, one GPU kind, one pool of a disaggregated split)."""
+        nodes = tuple(Node(tuple(g for g in n.gpus if keep(g)), n.link) for n in self.nodes)
+        return dataclasses.replace(self, nodes=nodes)
 
     def spec(self) -> str:
         """The fleet in ``--gpus`` syntax (a plan file keeps it and reads it back)."""

@@ -12,7 +12,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,8 @@ __all__ = ["TOL", "Unit", "best_replica", "stage_orders", "units"]
 
 #: Batch intervals whose bound is within this of the best split found are not refined.
 TOL = 1e-9
+#: What :func:`stage_orders` orders: the search's stage units, or a pinned plan's stages.
+T = TypeVar("T")
 #: DPs one pipeline's batch refinement may run (its grid and the intervals it splits).
 _MAX_PROBES = 96
 #: Batch limits up to this are priced whole before the refinement (above: the grid, then each interval it splits).
@@ -251,7 +253,7 @@ def best_replica(p: ServingProblem, stages: list[Unit], mns: int, mbt: int, floo
     return best, max(bound, best), rep
 
 
-def stage_orders(units: dict[int, list[Unit]]) -> list[list[Unit]]:
+def stage_orders(units: dict[Any, list[T]]) -> list[list[T]]:
     """Every stage order a pipeline over these units (per (node, kind) key) needs to be tried in: the first
     stage's key, the last stage's key, and between them each key's other units in one block, the blocks in
     every order; orders with the same key sequence once.
@@ -263,8 +265,8 @@ def stage_orders(units: dict[int, list[Unit]]) -> list[list[Unit]]:
     way, so the blocks dominate every interleaving -- but the ends do not: an order that puts the larger GPUs
     at both ends (A, T, T, A) can hold more KV cache than any order of whole blocks."""
     keys = [k for k, v in units.items() if v]
-    out: list[tuple[int, list[Unit]]] = []
-    seen: set[tuple[int, ...]] = set()
+    out: list[tuple[int, list[T]]] = []
+    seen: set[tuple[Any, ...]] = set()
     total = sum(len(units[k]) for k in keys)
     for f in keys:
         for last in keys if total > 1 else [f]:

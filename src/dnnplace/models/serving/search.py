@@ -25,7 +25,6 @@ from dnnplace.models.serving.evaluation import (
     seq_cap,
     tp_refusal,
 )
-from dnnplace.models.serving.fleet import Fleet, Node
 from dnnplace.models.serving.pipeline import best_replica, stage_orders, units
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
 
@@ -52,12 +51,6 @@ def assign_gpus(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Replica, 
     return tuple(r for r in out if r is not None)
 
 
-def _one_node(p: ServingProblem, k: int) -> Fleet:
-    """The fleet with only node ``k``'s GPUs (node numbers and indices kept)."""
-    nodes = tuple(n if i == k else Node((), n.link) for i, n in enumerate(p.fleet.nodes))
-    return dataclasses.replace(p.fleet, nodes=nodes)
-
-
 def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: int | None, mns: int,
                       mbt: int) -> tuple[tuple[Replica, ...], float | None, bool]:
     """Replicas kept inside nodes: the search on each distinct node once (same GPUs, same link: same
@@ -75,7 +68,8 @@ def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: 
         if not node.gpus:
             continue
         if key not in solved:
-            sp = _search_at(dataclasses.replace(p, fleet=_one_node(p, k)), time_limit=time_limit / len(groups),
+            one = p.fleet.only(lambda g: g.node == k)  # noqa: B023 -- called at once, inside the iteration
+            sp = _search_at(dataclasses.replace(p, fleet=one), time_limit=time_limit / len(groups),
                             tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt)
             solved[key] = sp.config.replicas
             bounds[key] = sp.bound

@@ -16,6 +16,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import parse_gpus
+from dnnplace.models.serving.pipeline import stage_orders
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage, slo_flag
 
 __all__ = ["SLO_REQUESTS", "apply_layers", "meet_slo", "simulated_slo", "smallest_fleet", "unfit"]
@@ -93,31 +94,20 @@ def _orders(r: Replica) -> list[Replica]:
     """``r`` with its stages in every distinct order of their GPU groups (one node and kind each): with the
     layers pinned per position, any order may be the one where they fit (A100, T4, T4, A100 holds 30+10+10+30
     where no order of whole blocks does).  Past :data:`MAX_PINNED_ORDERS`, the orders the search tries
-    (pipeline.stage_orders: any group at each end, whole blocks between)."""
+    (:func:`~dnnplace.models.serving.pipeline.stage_orders`: any group at each end, whole blocks between)."""
     groups: dict[tuple[int, str], list[Stage]] = {}
     for s in r.stages:
         groups.setdefault((s.node, s.gpu), []).append(s)
-    keys = list(groups)
-    counts = [len(groups[k]) for k in keys]
+    counts = [len(v) for v in groups.values()]
     if math.factorial(sum(counts)) // math.prod(math.factorial(c) for c in counts) > MAX_PINNED_ORDERS:
-        seqs: list[tuple[int, ...]] = []
-        for f, last in itertools.product(range(len(keys)), repeat=2):
-            rest = list(counts)
-            rest[f] -= 1
-            if len(r.stages) > 1:
-                if rest[last] < 1:
-                    continue
-                rest[last] -= 1
-            for order in itertools.permutations([k for k in range(len(keys)) if rest[k]]):
-                seqs.append((f, *[k for k in order for _ in range(rest[k])], *([last] if len(r.stages) > 1 else [])))
-    else:
-        seqs = list(dict.fromkeys(itertools.permutations([k for k, c in enumerate(counts) for _ in range(c)])))
+        return [Replica(tuple(o)) for o in stage_orders(groups)]
+    keys = list(groups)
     out = []
-    for seq in dict.fromkeys(seqs):
-        taken = [0] * len(keys)
+    for seq in dict.fromkeys(itertools.permutations([k for k in keys for _ in groups[k]])):
+        taken = dict.fromkeys(keys, 0)
         stages = []
         for k in seq:
-            stages.append(groups[keys[k]][taken[k]])
+            stages.append(groups[k][taken[k]])
             taken[k] += 1
         out.append(Replica(tuple(stages)))
     return out
