@@ -52,3 +52,35 @@ def test_the_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
     assert got.status == "optimal" and got.gap == 0 and got.bound == got.value
     assert abs(got.value - want) <= 1e-9 * max(1.0, want)
     assert sum(got.layers) == n and min(got.layers) >= 1 and len(got.layers) == S
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 8).flatmap(lambda S: st.tuples(
+    st.just(S), st.integers(1, 14),
+    st.lists(st.floats(0.0, 5.0), min_size=14 * S, max_size=14 * S),  # layer times per stage
+    st.lists(st.floats(0.0, 3.0), min_size=S, max_size=S),  # fixed: head, send
+    st.lists(st.floats(-2.0, 30.0), min_size=S, max_size=S),  # KV room with no layer
+    st.lists(st.floats(0.0, 2.0), min_size=14, max_size=14),  # weight bytes per layer
+    st.lists(st.floats(0.0, 1.0), min_size=14, max_size=14),  # KV bytes per token per layer
+    st.sampled_from([0.9, 1.0]), st.floats(0.0, 10.0), st.integers(1, 3))))
+def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
+    """The compiled DP the search runs is the matrix DP entry by entry: the same value and the same split
+    (ties at the first index), feasible or not, on stages of equal and unequal TP."""
+    from dnnplace.models.serving.dp import split_prefix_dp
+    S, n, times, fixed, free0, wb, kb, slope, need, tps = args
+    prefix = np.stack([np.concatenate([[0.0], np.cumsum(times[s * 14:s * 14 + n])]) for s in range(S)])
+    tp = [1 + (s % tps) for s in range(S)]
+    wpre = np.stack([np.concatenate([[0.0], np.cumsum(wb[:n])]) / t for t in tp])
+    kpre = np.stack([np.concatenate([[0.0], np.cumsum(kb[:n])]) / t for t in tp])
+    lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    costs = []
+    for s in range(S):
+        c = prefix[s][None, :] - prefix[s][:, None] + fixed[s]
+        ok = (lo < hi) & ((free0[s] - slope * (wpre[s][hi] - wpre[s][lo])) >= need * (kpre[s][hi] - kpre[s][lo]))
+        c[~ok] = np.inf
+        costs.append(c)
+    want = split_dp(costs)
+    got = split_prefix_dp(prefix, np.array(fixed), np.array(free0), wpre, slope, kpre, need)
+    assert got.status == want.status
+    if want.status == "optimal":
+        assert got.value == want.value and got.layers == want.layers

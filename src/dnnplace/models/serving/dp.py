@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-__all__ = ["Split", "range_costs", "split_dp"]
+__all__ = ["Split", "range_costs", "split_dp", "split_prefix_dp"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,68 @@ def split_dp(costs: list[np.ndarray]) -> Split:
     cuts.reverse()
     layers = tuple(int(b - a) for a, b in zip(cuts, cuts[1:]))
     return Split(layers, value, "optimal", value, 0.0)
+
+
+@njit(cache=True)
+def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
+               kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`split_dp` over costs given by prefix sums, the same arithmetic entry by entry (so the same
+    value and, ties broken at the first index as ``argmin`` does, the same split).  Stage ``s`` running
+    layers ``[i, j)`` costs ``prefix[s, j] - prefix[s, i] + fixed[s]`` where it fits: ``free0[s] - slope *
+    (wpre[s, j] - wpre[s, i]) >= need * (kpre[s, j] - kpre[s, i])``."""
+    S, n1 = prefix.shape
+    n = n1 - 1
+    f = np.full(n1, np.inf)
+    for j in range(1, n1):
+        if free0[0] - slope * (wpre[0, j] - wpre[0, 0]) >= need * (kpre[0, j] - kpre[0, 0]):
+            f[j] = prefix[0, j] - prefix[0, 0] + fixed[0]
+    choice = np.zeros((S, n1), np.int64)
+    g = np.empty(n1)
+    for s in range(1, S):
+        for j in range(n1):
+            # the ranges [i, j) that fit are i in [lo, j): the room shrinks and the need grows as i falls,
+            # and rounding keeps both monotone, so the scan stops at the first that does not fit; every
+            # other i costs +inf and can neither win nor move the first-index tie (argmin's)
+            lo = j
+            while lo > 0 and free0[s] - slope * (wpre[s, j] - wpre[s, lo - 1]) >= \
+                    need * (kpre[s, j] - kpre[s, lo - 1]):
+                lo -= 1
+            best = np.inf
+            arg = 0
+            for i in range(lo, j):
+                c = prefix[s, j] - prefix[s, i] + fixed[s]
+                v = f[i] if f[i] > c else c
+                if v < best:
+                    best = v
+                    arg = i
+            g[j] = best
+            choice[s, j] = arg
+        f[:] = g
+    cuts = np.zeros(S + 1, np.int64)
+    cuts[S] = n
+    j = n
+    for s in range(S - 1, 0, -1):
+        j = choice[s, j]
+        cuts[s] = j
+    return f[n], cuts
+
+
+def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
+                    kpre: np.ndarray, need: float) -> Split:
+    """:func:`split_dp` where each stage's cost of layers ``[i, j)`` is a prefix difference plus a constant,
+    and whether they fit its memory one inequality of prefix differences (the serving search's case: time
+    ``prefix[s]`` and ``fixed[s]``; KV room ``free0[s] - slope * (wpre[s, j] - wpre[s, i])`` against ``need *
+    (kpre[s, j] - kpre[s, i])``); all arrays ``(S, n + 1)`` but ``fixed`` and ``free0``, ``(S,)``; ``wpre`` and
+    ``kpre`` nondecreasing, ``slope`` and ``need`` >= 0 (weights and KV take room, never give it).
+
+    Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
+    filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the test
+    holds it equal to :func:`split_dp` on the matrices, value and split."""
+    S, n1 = prefix.shape
+    if S == 0 or n1 - 1 < S:
+        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
+    value, cuts = _prefix_dp(prefix, fixed, free0, wpre, float(slope), kpre, float(need))
+    if not np.isfinite(value):
+        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
+    layers = tuple(int(b - a) for a, b in zip(cuts[:-1], cuts[1:]))
+    return Split(layers, float(value), "optimal", float(value), 0.0)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, p2p_time
-from dnnplace.models.serving.dp import split_dp
+from dnnplace.models.serving.dp import split_prefix_dp
 from dnnplace.models.serving.evaluation import (
     cached_times,
     cached_times_batch,
@@ -70,39 +70,42 @@ def units(p: ServingProblem, tp: int) -> dict[tuple[int, str], list[Unit]]:
 
 class _Pipeline:
     """One ordered list of stages and what its DP needs that no batch changes: each stage's memory left for
-    KV at every layer range, its KV bytes per token there, its link.  Why: the batch refinement runs the DP
-    dozens of times per pipeline; only the layer times and the KV need move with the batch."""
+    KV with no layer, the weight and KV-per-token prefixes over the layers, its link.  Why: the batch
+    refinement runs the DP dozens of times per pipeline; only the layer times and the KV need move with the
+    batch."""
 
     def __init__(self, p: ServingProblem, stages: list[Unit], mns: int, mbt: int,
                  shared: dict[Any, Any] | None = None) -> None:
-        n = p.model.num_layers
         self.p, self.stages, self.mns, self.mbt, self.pp = p, stages, mns, mbt, len(stages)
-        #: what pipelines of one search share (one problem and batch limits): the stage cost matrices by
-        #: (signature, depth, launch memory, batch) and the batches already priced per stage kind and depth,
+        #: what pipelines of one search share (one problem and batch limits): the stage time prefixes by
+        #: (signature, depth, batch) and the batches already priced per stage kind and depth,
         #: so the orders of the same GPUs do not redo each other's work
         self.shared: dict[Any, Any] = {} if shared is None else shared
         links = ["pcie" if p.fleet.nodes[u.node].link == "pcie" else "nvlink" for u in stages]
         hops = [link_between(p, Stage(a.gpu, a.node, a.gpus, 1), Stage(b.gpu, b.node, b.gpus, 1))
                 for a, b in zip(stages, stages[1:])] + [None]
-        #: per stage what its cost matrix depends on: stages with equal signatures share one (a pipeline of
+        #: per stage what its layer times depend on: stages with equal signatures share them (a pipeline of
         #: eight H100s has three: first, middle, last)
         self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
         self.per_seq = math.ceil(p.workload.held / p.block) * p.block
-        lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-        self.upper = lo < hi
-        slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
+        self.slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
-        self.free: dict[tuple[Any, ...], np.ndarray] = {}
-        self.kv: dict[int, np.ndarray] = {}
         launch = launch_memory([u.gpu for u in stages])
         self.launch = launch
+        # what the DP's fit check reads per stage: KV room of no layer, and the weight and KV prefixes, so
+        # layers [i, j) fit where free0 - slope * (w[j] - w[i]) >= need * (k[j] - k[i])
+        free0: dict[tuple[Any, ...], float] = {}
+        w_of: dict[int, np.ndarray] = {}
+        k_of: dict[int, np.ndarray] = {}
         for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
             m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp, launch)
-            w = wpre / tp
-            self.free[(gpu, tp, first, last)] = m0.kv_free - slope * (w[hi] - w[lo])
-            if tp not in self.kv:
-                kpre = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-                self.kv[tp] = kpre[hi] - kpre[lo]
+            free0[(gpu, tp, first, last)] = m0.kv_free
+            if tp not in w_of:
+                w_of[tp] = wpre / tp
+                k_of[tp] = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
+        self.free0 = np.array([free0[(g, t, f, la)] for g, t, _, f, la, _ in self.sig])
+        self.wpre = np.stack([w_of[t] for _, t, *_ in self.sig])
+        self.kpre = np.stack([k_of[t] for _, t, *_ in self.sig])
 
     def steps(self, seqs: int) -> list[tuple[float, Iteration]]:
         """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares (once
@@ -133,10 +136,10 @@ class _Pipeline:
         # an engine that refuses to start without one pinned max_model_len request's cache (vLLM)
         floor = p.max_model_len if p.engine.max_len_must_fit else 0
         need = max(seqs * self.per_seq, floor)
-        made: dict[tuple[Any, ...], np.ndarray] = {}
-        memo: dict[Any, np.ndarray] = self.shared.setdefault("costs", {})
+        made: dict[tuple[Any, ...], tuple[np.ndarray, float]] = {}
+        memo: dict[Any, tuple[np.ndarray, float]] = self.shared.setdefault("costs", {})
         for sig in dict.fromkeys(self.sig):
-            key = (sig, self.pp, self.launch, seqs)
+            key = (sig, self.pp, seqs)
             if key in memo:
                 made[sig] = memo[key]
                 continue
@@ -150,14 +153,13 @@ class _Pipeline:
                 if hop is not None:
                     fixed += w * _send(gpu, x.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
                                        p.fleet.network_latency_s)
-            prefix = np.concatenate([[0.0], np.cumsum(per_layer)])
-            c = prefix[None, :] - prefix[:, None] + fixed
-            c[~(self.upper & (self.free[(gpu, tp, first, last)] >= need * self.kv[tp]))] = np.inf
-            made[sig] = c
+            made[sig] = (np.concatenate([[0.0], np.cumsum(per_layer)]), fixed)
             if len(memo) > _SHARED_COSTS:
                 memo.clear()
-            memo[key] = c
-        s = split_dp([made[sig] for sig in self.sig])
+            memo[key] = made[sig]
+        prefix = np.stack([made[sig][0] for sig in self.sig])
+        fixed_s = np.array([made[sig][1] for sig in self.sig])
+        s = split_prefix_dp(prefix, fixed_s, self.free0, self.wpre, self.slope, self.kpre, float(need))
         return s.value, s.layers
 
 
