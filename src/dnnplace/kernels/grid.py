@@ -82,18 +82,19 @@ class Grid:
         lo, w_hi, clamped = [], [], np.zeros(n, dtype=bool)
         at = []
         for ax, x in zip(self.axes, q):
-            xc = np.clip(x, ax[0], ax[-1])
+            # np.minimum/np.maximum, not np.clip: the same values, without clip's ~30 us of dispatch per call
+            xc = np.minimum(np.maximum(x, ax[0]), ax[-1])
             clamped |= xc != x
             at.append(xc)
             if len(ax) == 1:
                 lo.append(np.zeros(n, dtype=int))
                 w_hi.append(np.zeros(n))
                 continue
-            i = np.clip(np.searchsorted(ax, xc, side="right") - 1, 0, len(ax) - 2)
+            i = np.minimum(np.maximum(np.searchsorted(ax, xc, side="right") - 1, 0), len(ax) - 2)
             a, b = ax[i], ax[i + 1]
             t = (xc - a) / (b - a)
             lo.append(i)
-            w_hi.append(np.clip(t, 0.0, 1.0))
+            w_hi.append(np.minimum(np.maximum(t, 0.0), 1.0))
         # the 2^d bracketing corners, then blended one axis at a time (square-root axes first)
         d = len(self.axes)
         corners = np.empty((2,) * d + (n,))
@@ -131,7 +132,7 @@ class Grid:
         if j not in self._warps:
             self._warps[j] = self._warp_table(j)
         tab = self._warps[j]
-        pos = np.clip(t, 0.0, 1.0) * (tab.shape[1] - 1)
+        pos = np.minimum(np.maximum(t, 0.0), 1.0) * (tab.shape[1] - 1)
         s0 = np.minimum(pos.astype(int), tab.shape[1] - 2)
         f = pos - s0
         return tab[interval, s0] * (1.0 - f) + tab[interval, s0 + 1] * f

@@ -118,15 +118,16 @@ class _Pipeline:
 
     def prefetch(self, batches: list[int]) -> None:
         """Price the layer times of these batches' steps on every stage kind in one call each (once per search)."""
-        done: set[Any] = self.shared.setdefault("priced", set())
+        done: dict[Any, set[int]] = self.shared.setdefault("priced", {})
         kinds = [k for k in dict.fromkeys(s[:3] for s in self.sig)]
-        todo = [b for b in batches if any((k, self.pp, b) not in done for k in kinds)]
+        every = set.intersection(*[done.setdefault((k, self.pp), set()) for k in kinds])  # priced on all kinds
+        todo = [b for b in batches if b not in every]
         if not todo:
             return
         its = [x for mix in steps_many(self.p, [max(b / self.pp, 1.0) for b in todo], self.mbt) for _, x in mix]
         for gpu, tp, link in kinds:
             cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
-            done.update(((gpu, tp, link), self.pp, b) for b in todo)
+            done[((gpu, tp, link), self.pp)].update(todo)
 
     def split(self, seqs: int) -> tuple[float, tuple[int, ...]]:
         """The DP: the smallest bottleneck time holding ``seqs`` sequences of KV, and its split (memory as
