@@ -149,14 +149,14 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     # per layer by the share of the part's weights kept so
     a16 = m.attn_16bit if m.attn_16bit is not None else np.zeros(m.num_layers)
     f16 = m.mlp_16bit if m.mlp_16bit is not None else np.zeros(m.num_layers)
-    proj_l, mlp_l = proj[:, None], mlp[:, None]  # per (iteration, layer) once a share varies by layer
-    if a16.any() or f16.any():
+    blend16 = bool(a16.any() or f16.any())
+    proj16 = mlp16 = proj
+    if blend16:
         g16 = kc.gemm(np.repeat(T[:, None], 4, 1), np.broadcast_to(ns, (K, 4)), np.broadcast_to(ks, (K, 4)), "bf16")
         fams.append((every, _counts(g16.source)))
-        proj_l = proj_l * (1.0 - a16) + (g16.seconds[:, 0] + g16.seconds[:, 1])[:, None] * a16
-        mlp_l = mlp_l * (1.0 - f16) + (g16.seconds[:, 2] + g16.seconds[:, 3])[:, None] * f16
+        proj16, mlp16 = g16.seconds[:, 0] + g16.seconds[:, 1], g16.seconds[:, 2] + g16.seconds[:, 3]
     heads, kvh = max(m.heads // tp, 1), max(m.kv_heads // tp, 1)
-    attn = np.zeros((K, m.num_layers))
+    attn_w: dict[int, np.ndarray] = {}  # per window size
     kvd = _attn_dtype(kv_dtype)
     # TensorRT-LLM's FP8 context FMHA reads FP8 Q/K/V whatever the cache keeps: the tables measure it with an
     # FP8 cache (the cache write is a sliver of the kernel)
@@ -179,15 +179,14 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
                                      fmha, ckv, int(w))
             fams.append((every[pf], _counts(c.source[:, None])))
             t[pf] += c.seconds * reqs[pf] / creq[pf]
-        attn[:, m.window == w] = t[:, None]
+        attn_w[int(w)] = t
     comm = np.zeros(K)
     if tp > 1:
         c = tp_all_reduce(kc, T * m.hidden * 2.0, tp, link)
         fams.append((every, _counts(c.source[:, None])))
         comm = 2.0 * c.seconds
-    moe_l = mlp_l
+    moe_t: dict[str, np.ndarray] = {}
     if m.experts:
-        moe_t: dict[str, np.ndarray] = {}
         for wd in (dt, "bf16") if (f16[m.moe].any() and dt != "bf16") else (dt,):
             e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, wd)
             fams.append((every, _counts(e.source[:, None])))
@@ -197,9 +196,19 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
                              np.broadcast_to([m.hidden, m.shared_ffn / tp], (K, 2)), wd)
                 fams.append((every, _counts(sg.source)))
                 moe_t[wd] = moe_t[wd] + (sg.seconds[:, 0] + sg.seconds[:, 1])
-        moe_l = moe_t[dt][:, None] * (1.0 - f16) + moe_t.get("bf16", moe_t[dt])[:, None] * f16
     ew = _elementwise(m, kc, tp, T)
-    per = proj_l + attn + comm[:, None] + np.where(m.moe[None, :], moe_l, mlp_l) + ew[:, None]
+    # layers alike in what moves their time (16-bit shares, window, experts) are priced once as a group: the
+    # same arithmetic element by element as per (iteration, layer), without its matrices' temporaries
+    sig = np.stack([a16, f16, m.window.astype(float), m.moe.astype(float)], axis=1)
+    groups, inv = np.unique(sig, axis=0, return_inverse=True)
+    cols = []
+    for a, f, w, has_moe in groups.tolist():
+        pj = proj * (1.0 - a) + proj16 * a if blend16 else proj
+        ml = mlp * (1.0 - f) + mlp16 * f if blend16 else mlp
+        if has_moe and moe_t:
+            ml = moe_t[dt] * (1.0 - f) + moe_t.get("bf16", moe_t[dt]) * f
+        cols.append(pj + attn_w[int(w)] + comm + ml + ew)
+    per = np.stack(cols, axis=1)[:, inv.ravel()]
     # LM head for the sequences that sample this step (decoders, and the last chunk of each prompt)
     rows = np.maximum(dec + pre / isl, 1.0)
     h = kc.gemm(rows, np.full(K, m.vocab / tp), np.full(K, float(m.hidden)), "bf16")
