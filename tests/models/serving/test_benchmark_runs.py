@@ -85,6 +85,38 @@ def test_trtllm_waits_for_a_whole_prompt_where_vllm_splits_it():
     assert s.schedule().prefill == isl * 3 // 2
 
 
+def _waiting_run(iters: int, ratio: float, isl: int = 256) -> list:
+    """One request generating, then a second one arriving: the steps TensorRT-LLM runs with batch waiting."""
+    import dataclasses
+    base = _problem("trtllm", isl, 16)
+    p = dataclasses.replace(base, engine=dataclasses.replace(
+        base.engine, batch_wait_timeout_iters=iters, batch_wait_max_tokens_ratio=ratio))
+    c = _config(budget=1024)
+    reqs = RequestTable([0.0, 0.0], isl, 16)
+    s = ReplicaScheduler(p, c.replicas[0], 10 * 1024 * p.block, c.max_num_seqs, c.max_num_batched_tokens, reqs)
+    s.waiting = deque([0])
+    steps = []
+    for k in range(8):
+        if k == 1:
+            s.waiting.append(1)  # arrives while request 0 generates
+        b = s.schedule()
+        s.submit(b, float(k))
+        s.complete(s.inflight[0].finish)
+        steps.append((b.prefill, b.decode))
+    return steps
+
+
+def test_trtllm_batch_waiting_holds_contexts_back_while_requests_generate():
+    """TensorRT-LLM's ``_waiting_requests``: with nothing generating a context runs at once; with a request
+    generating, a new context waits ``batch_wait_timeout_iters`` steps (the generations run alone) unless the
+    step's tokens reach the ratio of ``max_num_tokens``; off (both 0) it joins the next step."""
+    assert _waiting_run(0, 0.0)[:3] == [(256, 0), (256, 1), (0, 2)]  # off: the default
+    held = _waiting_run(3, 0.9)  # 256 + 1 tokens < 0.9 x 1,024: held for three steps
+    assert held[:6] == [(256, 0), (0, 1), (0, 1), (0, 1), (256, 1), (0, 2)]
+    assert _waiting_run(3, 0.2)[:3] == [(256, 0), (256, 1), (0, 2)]  # 257 >= 0.2 x 1,024: no wait
+    assert _waiting_run(0, 0.9)[:3] == [(256, 0), (256, 1), (0, 2)]  # no timeout iterations: TRT-LLM never waits
+
+
 def test_the_offline_run_sends_every_request_at_once_and_reports_the_run():
     p, c = _problem("trtllm"), _config()
     sim = simulate(p, c, offline=True, requests=30)  # 30 prompts of 256 fit one step's 8,192 tokens

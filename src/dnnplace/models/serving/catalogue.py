@@ -167,6 +167,12 @@ class EngineRules:
     #: whether the search chooses ``max_num_seqs`` (engines that batch many sequences continuously and take the
     #: limit as a flag); llama.cpp's slots split its context and a Hugging Face ``generate`` runs one request
     searched_seqs: bool = True
+    #: TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``; both 0, off,
+    #: by default): while requests generate, new contexts are held back until the step's tokens reach the ratio
+    #: of ``max_num_tokens`` or the timeout's iterations pass (``PyExecutor._waiting_requests``).  The simulation
+    #: honours them; the steady-state evaluator does not
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p

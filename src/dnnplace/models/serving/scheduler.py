@@ -23,7 +23,10 @@ ISL + OSL are free, and never preempts; the micro-batch scheduler
 (``batch_manager/microBatchScheduler.cpp``) walks the running requests in order -- a generating one
 costs one token, one still in its context its whole prompt -- and stops at the first that overflows
 ``max_num_tokens``.  Without chunked prefill (``enable_chunked_prefill`` defaults to False) a prompt
-is never split; the context step produces the first token.
+is never split; the context step produces the first token.  With batch waiting on
+(``EngineRules.batch_wait_*``; ``pyexecutor/py_executor.py::_waiting_requests``), a step that has both
+contexts and generations drops its contexts while their tokens and the generations' stay under the ratio
+of ``max_num_tokens`` and fewer than the timeout's iterations have waited.
 
 SGLang without ``--enable-mixed-chunk`` (its default) does not mix prompts into decode steps
 (``managers/scheduler.py::get_next_batch_to_run``): whenever a prompt (a chunked one first, then new
@@ -212,6 +215,8 @@ class ReplicaScheduler:
         self.unmixed = not p.engine.mixed_steps
         self.chunked = prompts_chunked(p, budget)
         self.whole = -(-p.workload.max_len // self.block)  # the longest request's whole length, in blocks
+        self.wait_iters, self.wait_ratio = p.engine.batch_wait_timeout_iters, p.engine.batch_wait_max_tokens_ratio
+        self.waited = 0  # iterations the contexts have been held back (TensorRT-LLM's batch_wait_iters_count)
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
         self.inflight: deque[Batch] = deque()
@@ -253,6 +258,7 @@ class ReplicaScheduler:
             blocks[r] = whole
         budget = self.budget
         entries: list[tuple[int, int, bool]] = []
+        contexts: list[tuple[int, int]] = []  # (request, prompt tokens this step)
         decode = prefill = 0
         kv_sum = 0
         for r in running:
@@ -280,6 +286,19 @@ class ReplicaScheduler:
             budget -= new
             prefill += new
             entries.append((r, epoch[r], comp[r] == n_in))
+            contexts.append((r, new))
+        if contexts and decode and (self.wait_iters > 0 or self.wait_ratio > 0):
+            # the contexts' whole prompts count, as TensorRT-LLM counts them (no reuse: every prompt token)
+            tokens = sum(isl[r] for r, _ in contexts) + decode
+            if self.waited >= self.wait_iters or tokens >= self.wait_ratio * self.budget:
+                self.waited = 0
+            else:  # held back this iteration: the generations run alone
+                self.waited += 1
+                held = {r for r, _ in contexts}
+                for r, new in contexts:
+                    comp[r] -= new
+                entries = [e for e in entries if e[0] not in held]
+                prefill = 0
         if not entries:
             return None
         return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
