@@ -12,7 +12,9 @@ in the same wheel (Llama 3.1 8B / 70B, Qwen3-32B) on a GPU with a measured table
 the closed-loop simulation (``simulate(..., concurrency=C)``: C clients, each sending its next request
 when the last completes, 5 x C requests of the row's ISL/OSL) and by the evaluator's steady state.  Rows
 whose client is known are simulated as that client sends (:func:`client`: InferenceMAX's rows draw each
-request's lengths, 10 x C of them).
+request's lengths, 10 x C of them), on the server settings its launch scripts publish where they differ
+from the defaults: TensorRT-LLM ``--max_num_tokens 16384`` and, for 1k/1k below TP 8, batch waiting
+(:func:`inferencemax_batch_wait`); vLLM on B200 an FP8 KV cache.
 
 Settings the rows do not state, taken as each engine's defaults: ``max_num_seqs`` = max(C, the
 engine's), ``max_num_batched_tokens`` the engine's; the KV cache FP8 for TensorRT-LLM with FP8 / FP4
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 import time
@@ -60,6 +63,23 @@ INFERENCEMAX_RATIO = 0.8
 INFERENCEMAX_PROMPTS_PER_CLIENT = 10
 CLIENTS = {"inferencemax": "lengths drawn from [0.8 L, L], 10 x C prompts",
            "fixed": "every request the row's ISL/OSL, 5 x C prompts"}
+#: InferenceMAX's TensorRT-LLM launch for Llama 3.x 70B (its ``benchmarks/70b_*_trt_*.sh``): ``trtllm-serve
+#: --max_num_tokens 16384``, an FP8 KV cache, and for 1k/1k below TP 8 batch waiting ("For 1k/1k, use
+#: batch_wait_max_tokens_ratio and batch_wait_timeout_iters will improve the performance")
+INFERENCEMAX_TRTLLM_TOKENS = 16384
+INFERENCEMAX_BATCH_WAIT = (20, 0.9)
+
+
+#: GPUs whose InferenceMAX vLLM launch of Llama 70B keeps an FP8 KV cache (``--kv-cache-dtype fp8`` in its
+#: README's B200 command and in ``benchmarks/70b_fp4_b200_*.sh``; its H200 command keeps the model's dtype)
+INFERENCEMAX_VLLM_FP8_KV = {"b200"}
+
+
+def inferencemax_batch_wait(isl: int, osl: int, tp: int) -> tuple[int, float]:
+    """(``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) of InferenceMAX's TensorRT-LLM launch."""
+    return INFERENCEMAX_BATCH_WAIT if (isl, osl) == (1024, 1024) and tp < 8 else (0, 0.0)
+
+
 #: aiconfigurator's median |error| on this file (issue 43, its CLI as a user runs it)
 AIC = {"ttft": 0.54, "tpot": 0.21}
 TARGET = 0.15
@@ -117,6 +137,8 @@ def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float,
     engine, precision, gpu = r["backend"], PRECISIONS[r["precision"]], GPUS[r["system"]]
     kv = "fp8" if engine == "trtllm" and precision != "bf16" else "bf16"
     kind = kind or client(r)
+    if kind == "inferencemax" and engine == "vllm" and gpu in INFERENCEMAX_VLLM_FP8_KV:
+        kv = "fp8"
     prompts = INFERENCEMAX_PROMPTS_PER_CLIENT * c if kind == "inferencemax" else 5 * c
     lengths = dict(lengths=inferencemax_lengths(isl, osl, prompts)) if kind == "inferencemax" else \
         dict(isl=isl, osl=osl)
@@ -127,8 +149,13 @@ def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float,
     except Exception as exc:  # noqa: BLE001 - the row is reported with the reason
         return f"{type(exc).__name__}: {exc}"
     rules = engine_rules(engine)
+    tokens = rules.max_num_batched_tokens
+    if kind == "inferencemax" and engine == "trtllm":
+        tokens, (iters, ratio) = INFERENCEMAX_TRTLLM_TOKENS, inferencemax_batch_wait(isl, osl, tp)
+        p = dataclasses.replace(p, engine=dataclasses.replace(
+            p.engine, batch_wait_timeout_iters=iters, batch_wait_max_tokens_ratio=ratio))
     cfg = ServingConfig((Replica((Stage(gpu, 0, tuple(range(tp)), p.model.num_layers),)),),
-                        max(c, p.engine.max_num_seqs), rules.max_num_batched_tokens)
+                        max(c, p.engine.max_num_seqs), tokens)
     ev = evaluate(p, cfg)
     if not ev.fits:
         return f"does not fit: {ev.why}"
