@@ -197,8 +197,8 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     and says so (``meets_slo`` None).  Under a closed loop of clients the evaluator judges and the
     simulation's figures ride along in ``meta["slo_simulated"]`` (identical requests stay in step there, so
     its TTFT is an upper estimate: +50 to +235 % on InferenceMAX's measured rows; requests drawn from a
-    ``--lengths`` distribution drift apart as measured ones do: 5-34 % |error|, mostly under, on the same
-    rows; benchmarks/results/serving_load.md).
+    ``--lengths`` distribution drift apart as measured ones do: 15 % median |error|, mostly under, on the
+    same rows; benchmarks/results/serving_load.md).
     Offline or under a closed loop a percentile SLO is judged on the evaluator's steady state, where every
     request is alike, so its mean, median and 99th percentile are one value; ``meta["slo_judged_by"]`` says
     which judged."""
