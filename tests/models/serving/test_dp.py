@@ -62,13 +62,17 @@ def test_the_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
     st.lists(st.floats(-2.0, 30.0), min_size=S, max_size=S),  # KV room with no layer
     st.lists(st.floats(0.0, 2.0), min_size=14, max_size=14),  # weight bytes per layer
     st.lists(st.floats(0.0, 1.0), min_size=14, max_size=14),  # KV bytes per token per layer
-    st.sampled_from([0.9, 1.0]), st.floats(0.0, 10.0), st.integers(1, 3))))
+    st.sampled_from([0.9, 1.0]), st.floats(0.0, 10.0), st.integers(1, 3), st.booleans())))
 def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
     """The compiled DP the search runs is the matrix DP entry by entry: the same value and the same split
-    (ties at the first index), feasible or not, on stages of equal and unequal TP."""
+    (ties at the first index), feasible or not, on stages of equal and unequal TP, each with its own times or
+    stages alike sharing one row (``rows``, as the search passes them)."""
     from dnnplace.models.serving.dp import split_prefix_dp
-    S, n, times, fixed, free0, wb, kb, slope, need, tps = args
-    prefix = np.stack([np.concatenate([[0.0], np.cumsum(times[s * 14:s * 14 + n])]) for s in range(S)])
+    S, n, times, fixed_own, free0, wb, kb, slope, need, tps, shared = args
+    rows = np.array([min(s, 1) if shared else s for s in range(S)], dtype=np.int64)  # first, then all alike
+    own = np.stack([np.concatenate([[0.0], np.cumsum(times[s * 14:s * 14 + n])]) for s in range(S)])
+    prefix = own[rows]
+    fixed = [fixed_own[r] for r in rows]
     tp = [1 + (s % tps) for s in range(S)]
     wpre = np.stack([np.concatenate([[0.0], np.cumsum(wb[:n])]) / t for t in tp])
     kpre = np.stack([np.concatenate([[0.0], np.cumsum(kb[:n])]) / t for t in tp])
@@ -80,7 +84,7 @@ def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
         c[~ok] = np.inf
         costs.append(c)
     want = split_dp(costs)
-    got = split_prefix_dp(prefix, np.array(fixed), np.array(free0), wpre, slope, kpre, need)
+    got = split_prefix_dp(own, np.array(fixed_own), np.array(free0), wpre, slope, kpre, need, rows)
     assert got.status == want.status
     if want.status == "optimal":
         assert got.value == want.value and got.layers == want.layers

@@ -65,21 +65,23 @@ def split_dp(costs: list[np.ndarray]) -> Split:
 
 
 @njit(cache=True)
-def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
-               kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover - compiled
+def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: np.ndarray, wpre: np.ndarray,
+               slope: float, kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover
     """:func:`split_dp` over costs given by prefix sums, the same arithmetic entry by entry (so the same
     value and, ties broken at the first index as ``argmin`` does, the same split).  Stage ``s`` running
-    layers ``[i, j)`` costs ``prefix[s, j] - prefix[s, i] + fixed[s]`` where it fits: ``free0[s] - slope *
-    (wpre[s, j] - wpre[s, i]) >= need * (kpre[s, j] - kpre[s, i])``."""
-    S, n1 = prefix.shape
+    layers ``[i, j)`` costs ``prefix[r, j] - prefix[r, i] + fixed[r]`` (``r = rows[s]``: stages alike share a
+    row) where it fits: ``free0[s] - slope * (wpre[s, j] - wpre[s, i]) >= need * (kpre[s, j] - kpre[s, i])``."""
+    S, n1 = wpre.shape
     n = n1 - 1
     f = np.full(n1, np.inf)
+    r = rows[0]
     for j in range(1, n1):
         if free0[0] - slope * (wpre[0, j] - wpre[0, 0]) >= need * (kpre[0, j] - kpre[0, 0]):
-            f[j] = prefix[0, j] - prefix[0, 0] + fixed[0]
+            f[j] = prefix[r, j] - prefix[r, 0] + fixed[r]
     choice = np.zeros((S, n1), np.int64)
     g = np.empty(n1)
     for s in range(1, S):
+        r = rows[s]
         for j in range(n1):
             # the ranges [i, j) that fit are i in [lo, j): the room shrinks and the need grows as i falls,
             # and rounding keeps both monotone, so the scan stops at the first that does not fit; every
@@ -91,7 +93,7 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: n
             best = np.inf
             arg = 0
             for i in range(lo, j):
-                c = prefix[s, j] - prefix[s, i] + fixed[s]
+                c = prefix[r, j] - prefix[r, i] + fixed[r]
                 v = f[i] if f[i] > c else c
                 if v < best:
                     best = v
@@ -109,20 +111,24 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: n
 
 
 def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
-                    kpre: np.ndarray, need: float) -> Split:
+                    kpre: np.ndarray, need: float, rows: np.ndarray | None = None) -> Split:
     """:func:`split_dp` where each stage's cost of layers ``[i, j)`` is a prefix difference plus a constant,
     and whether they fit its memory one inequality of prefix differences (the serving search's case: time
     ``prefix[s]`` and ``fixed[s]``; KV room ``free0[s] - slope * (wpre[s, j] - wpre[s, i])`` against ``need *
     (kpre[s, j] - kpre[s, i])``); all arrays ``(S, n + 1)`` but ``fixed`` and ``free0``, ``(S,)``; ``wpre`` and
-    ``kpre`` nondecreasing, ``slope`` and ``need`` >= 0 (weights and KV take room, never give it).
+    ``kpre`` nondecreasing, ``slope`` and ``need`` >= 0 (weights and KV take room, never give it).  ``rows``
+    (int64, ``(S,)``): which row of ``prefix`` / ``fixed`` each stage reads (default: its own), so stages
+    alike pass one copy.
 
     Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
     filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the test
     holds it equal to :func:`split_dp` on the matrices, value and split."""
-    S, n1 = prefix.shape
+    S, n1 = wpre.shape
     if S == 0 or n1 - 1 < S:
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)
-    value, cuts = _prefix_dp(prefix, fixed, free0, wpre, float(slope), kpre, float(need))
+    if rows is None:
+        rows = np.arange(S, dtype=np.int64)
+    value, cuts = _prefix_dp(prefix, fixed, rows, free0, wpre, float(slope), kpre, float(need))
     if not np.isfinite(value):
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)
     layers = tuple(int(b - a) for a, b in zip(cuts[:-1], cuts[1:]))

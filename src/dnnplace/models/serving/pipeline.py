@@ -87,6 +87,8 @@ class _Pipeline:
         #: per stage what its layer times depend on: stages with equal signatures share them (a pipeline of
         #: eight H100s has three: first, middle, last)
         self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
+        self.usig = list(dict.fromkeys(self.sig))  # the distinct signatures, and which one each stage reads
+        self.rows = np.array([self.usig.index(g) for g in self.sig], dtype=np.int64)
         self.per_seq = math.ceil(p.workload.held / p.block) * p.block
         self.slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
@@ -139,7 +141,7 @@ class _Pipeline:
         need = max(seqs * self.per_seq, floor)
         made: dict[tuple[Any, ...], tuple[np.ndarray, float]] = {}
         memo: dict[Any, tuple[np.ndarray, float]] = self.shared.setdefault("costs", {})
-        for sig in dict.fromkeys(self.sig):
+        for sig in self.usig:
             key = (sig, self.pp, seqs)
             if key in memo:
                 made[sig] = memo[key]
@@ -158,9 +160,9 @@ class _Pipeline:
             if len(memo) > _SHARED_COSTS:
                 memo.clear()
             memo[key] = made[sig]
-        prefix = np.stack([made[sig][0] for sig in self.sig])
-        fixed_s = np.array([made[sig][1] for sig in self.sig])
-        s = split_prefix_dp(prefix, fixed_s, self.free0, self.wpre, self.slope, self.kpre, float(need))
+        prefix = np.stack([made[sig][0] for sig in self.usig])
+        fixed_u = np.array([made[sig][1] for sig in self.usig])
+        s = split_prefix_dp(prefix, fixed_u, self.free0, self.wpre, self.slope, self.kpre, float(need), self.rows)
         return s.value, s.layers
 
 
