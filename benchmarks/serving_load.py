@@ -178,7 +178,7 @@ def main() -> int:
         todo = todo[:args.limit]
     t0 = time.time()
     table = ["| model | engine | system | weights | TP | ISL/OSL | C | TTFT meas ms | sim | err | TPOT meas ms | sim "
-             "| err | steady TTFT err | steady TPOT err |", "|---" * 15 + "|"]
+             "| err | steady TTFT err | steady TPOT err | client |", "|---" * 16 + "|"]
     errs: dict[str, list[float]] = {"ttft": [], "tpot": [], "ttft_ss": [], "tpot_ss": []}
     skipped: dict[str, int] = {}
     by_client: dict[str, list[float]] = {}
@@ -195,7 +195,8 @@ def main() -> int:
         by_client.setdefault(client(r), []).append(e[0])
         table.append(f"| {r['model_path']} | {r['backend']} | {r['system']} | {PRECISIONS[r['precision']]} | "
                      f"{r['tp_size']} | {r['isl']}/{r['osl']} | {r['batch_size']} | {mt:.1f} | {out[0]:.1f} | "
-                     f"{e[0]:+.0%} | {mp:.2f} | {out[1]:.2f} | {e[1]:+.0%} | {e[2]:+.0%} | {e[3]:+.0%} |")
+                     f"{e[0]:+.0%} | {mp:.2f} | {out[1]:.2f} | {e[1]:+.0%} | {e[2]:+.0%} | {e[3]:+.0%} | "
+                     f"{client(r)} |")
         if (k + 1) % 50 == 0:
             print(f"{k + 1}/{len(todo)} rows, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
