@@ -70,21 +70,23 @@ def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
     from dnnplace.models.serving.dp import split_prefix_dp
     S, n, times, fixed_own, free0, wb, kb, slope, need, tps, shared = args
     rows = np.array([min(s, 1) if shared else s for s in range(S)], dtype=np.int64)  # first, then all alike
+    # one row per kind of stage, as the search passes them; the matrix DP gets each stage's own expanded row
     own = np.stack([np.concatenate([[0.0], np.cumsum(times[s * 14:s * 14 + n])]) for s in range(S)])
-    prefix = own[rows]
-    fixed = [fixed_own[r] for r in rows]
     tp = [1 + (s % tps) for s in range(S)]
-    wpre = np.stack([np.concatenate([[0.0], np.cumsum(wb[:n])]) / t for t in tp])
-    kpre = np.stack([np.concatenate([[0.0], np.cumsum(kb[:n])]) / t for t in tp])
+    w_own = np.stack([np.concatenate([[0.0], np.cumsum(wb[:n])]) / t for t in tp])
+    k_own = np.stack([np.concatenate([[0.0], np.cumsum(kb[:n])]) / t for t in tp])
+    prefix, wpre, kpre = own[rows], w_own[rows], k_own[rows]
+    fixed = [fixed_own[r] for r in rows]
+    free = [free0[r] for r in rows]
     lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     costs = []
     for s in range(S):
         c = prefix[s][None, :] - prefix[s][:, None] + fixed[s]
-        ok = (lo < hi) & ((free0[s] - slope * (wpre[s][hi] - wpre[s][lo])) >= need * (kpre[s][hi] - kpre[s][lo]))
+        ok = (lo < hi) & ((free[s] - slope * (wpre[s][hi] - wpre[s][lo])) >= need * (kpre[s][hi] - kpre[s][lo]))
         c[~ok] = np.inf
         costs.append(c)
     want = split_dp(costs)
-    got = split_prefix_dp(own, np.array(fixed_own), np.array(free0), wpre, slope, kpre, need, rows)
+    got = split_prefix_dp(own, np.array(fixed_own), np.array(free0), w_own, slope, k_own, need, rows)
     assert got.status == want.status
     if want.status == "optimal":
         assert got.value == want.value and got.layers == want.layers

@@ -68,15 +68,17 @@ def split_dp(costs: list[np.ndarray]) -> Split:
 def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: np.ndarray, wpre: np.ndarray,
                slope: float, kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover
     """:func:`split_dp` over costs given by prefix sums, the same arithmetic entry by entry (so the same
-    value and, ties broken at the first index as ``argmin`` does, the same split).  Stage ``s`` running
-    layers ``[i, j)`` costs ``prefix[r, j] - prefix[r, i] + fixed[r]`` (``r = rows[s]``: stages alike share a
-    row) where it fits: ``free0[s] - slope * (wpre[s, j] - wpre[s, i]) >= need * (kpre[s, j] - kpre[s, i])``."""
-    S, n1 = wpre.shape
+    value and, ties broken at the first index as ``argmin`` does, the same split).  Stage ``s`` reads row
+    ``r = rows[s]`` of every array (stages alike share one): running layers ``[i, j)`` it costs
+    ``prefix[r, j] - prefix[r, i] + fixed[r]`` where it fits: ``free0[r] - slope * (wpre[r, j] - wpre[r, i])
+    >= need * (kpre[r, j] - kpre[r, i])``."""
+    S = rows.shape[0]
+    n1 = prefix.shape[1]
     n = n1 - 1
     f = np.full(n1, np.inf)
     r = rows[0]
     for j in range(1, n1):
-        if free0[0] - slope * (wpre[0, j] - wpre[0, 0]) >= need * (kpre[0, j] - kpre[0, 0]):
+        if free0[r] - slope * (wpre[r, j] - wpre[r, 0]) >= need * (kpre[r, j] - kpre[r, 0]):
             f[j] = prefix[r, j] - prefix[r, 0] + fixed[r]
     choice = np.zeros((S, n1), np.int64)
     g = np.empty(n1)
@@ -87,8 +89,8 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: n
             # and rounding keeps both monotone, so the scan stops at the first that does not fit; every
             # other i costs +inf and can neither win nor move the first-index tie (argmin's)
             lo = j
-            while lo > 0 and free0[s] - slope * (wpre[s, j] - wpre[s, lo - 1]) >= \
-                    need * (kpre[s, j] - kpre[s, lo - 1]):
+            while lo > 0 and free0[r] - slope * (wpre[r, j] - wpre[r, lo - 1]) >= \
+                    need * (kpre[r, j] - kpre[r, lo - 1]):
                 lo -= 1
             best = np.inf
             arg = 0
@@ -114,20 +116,20 @@ def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wp
                     kpre: np.ndarray, need: float, rows: np.ndarray | None = None) -> Split:
     """:func:`split_dp` where each stage's cost of layers ``[i, j)`` is a prefix difference plus a constant,
     and whether they fit its memory one inequality of prefix differences (the serving search's case: time
-    ``prefix[s]`` and ``fixed[s]``; KV room ``free0[s] - slope * (wpre[s, j] - wpre[s, i])`` against ``need *
-    (kpre[s, j] - kpre[s, i])``); all arrays ``(S, n + 1)`` but ``fixed`` and ``free0``, ``(S,)``; ``wpre`` and
-    ``kpre`` nondecreasing, ``slope`` and ``need`` >= 0 (weights and KV take room, never give it).  ``rows``
-    (int64, ``(S,)``): which row of ``prefix`` / ``fixed`` each stage reads (default: its own), so stages
-    alike pass one copy.
+    ``prefix`` and ``fixed``; KV room ``free0 - slope * (wpre[j] - wpre[i])`` against ``need * (kpre[j] -
+    kpre[i])``).  Each array has one row per kind of stage (``prefix``, ``wpre``, ``kpre``: ``(U, n + 1)``;
+    ``fixed``, ``free0``: ``(U,)``), and ``rows`` (int64, ``(S,)``) says which row each stage reads (default:
+    row ``s`` for stage ``s``), so stages alike pass one copy; ``wpre`` and ``kpre`` nondecreasing, ``slope``
+    and ``need`` >= 0 (weights and KV take room, never give it).
 
     Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
     filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the test
     holds it equal to :func:`split_dp` on the matrices, value and split."""
-    S, n1 = wpre.shape
+    if rows is None:
+        rows = np.arange(prefix.shape[0], dtype=np.int64)
+    S, n1 = len(rows), prefix.shape[1]
     if S == 0 or n1 - 1 < S:
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)
-    if rows is None:
-        rows = np.arange(S, dtype=np.int64)
     value, cuts = _prefix_dp(prefix, fixed, rows, free0, wpre, float(slope), kpre, float(need))
     if not np.isfinite(value):
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)

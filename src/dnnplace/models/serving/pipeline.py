@@ -93,21 +93,12 @@ class _Pipeline:
         self.slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
         launch = launch_memory([u.gpu for u in stages])
-        self.launch = launch
-        # what the DP's fit check reads per stage: KV room of no layer, and the weight and KV prefixes, so
-        # layers [i, j) fit where free0 - slope * (w[j] - w[i]) >= need * (k[j] - k[i])
-        free0: dict[tuple[Any, ...], float] = {}
-        w_of: dict[int, np.ndarray] = {}
-        k_of: dict[int, np.ndarray] = {}
-        for gpu, tp, _, first, last, _ in dict.fromkeys(self.sig):
-            m0 = stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp, launch)
-            free0[(gpu, tp, first, last)] = m0.kv_free
-            if tp not in w_of:
-                w_of[tp] = wpre / tp
-                k_of[tp] = np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))])
-        self.free0 = np.array([free0[(g, t, f, la)] for g, t, _, f, la, _ in self.sig])
-        self.wpre = np.stack([w_of[t] for _, t, *_ in self.sig])
-        self.kpre = np.stack([k_of[t] for _, t, *_ in self.sig])
+        # what the DP's fit check reads per kind of stage: KV room with no layer, and the weight and KV
+        # prefixes, so layers [i, j) fit where free0 - slope * (w[j] - w[i]) >= need * (k[j] - k[i])
+        self.free0 = np.array([stage_memory(p, gpu, tp, 0, 0, first, last, mns, mbt, self.pp, launch).kv_free
+                               for gpu, tp, _, first, last, _ in self.usig])
+        self.wpre = np.stack([wpre / tp for _, tp, *_ in self.usig])
+        self.kpre = np.stack([np.concatenate([[0.0], np.cumsum(p.model.kv_per_gpu(tp))]) for _, tp, *_ in self.usig])
 
     def steps(self, seqs: int) -> list[tuple[float, Iteration]]:
         """The evaluator's steps of a micro-batch at ``seqs`` sequences in the pipeline, with their shares (once
