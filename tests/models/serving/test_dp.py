@@ -1,4 +1,6 @@
-"""The split DP equals brute force on random small instances (every contiguous split enumerated)."""
+"""The split DP equals brute force on random small instances (every contiguous split enumerated), and the
+recursion on built cost matrices entry by entry (the oracle below, the form the DP had before it read prefix
+sums in place)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,41 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dnnplace.models.serving.dp import range_costs, split_dp
+from dnnplace.models.serving.dp import Split, split_prefix_dp
+
+
+def range_costs(prefix, fixed, ok=None):
+    """``C[i][j] = prefix[j] - prefix[i] + fixed`` for ``i < j`` (+inf elsewhere and where ``ok`` is False)."""
+    c = prefix[None, :] - prefix[:, None] + fixed
+    c[np.tril_indices(len(prefix))] = np.inf
+    if ok is not None:
+        c[~ok] = np.inf
+    return c
+
+
+def split_dp(costs):
+    """The recursion on built matrices: ``costs[s][i][j]`` is stage ``s`` running layers ``[i, j)``."""
+    S = len(costs)
+    n = costs[0].shape[0] - 1
+    if S == 0 or n < S:
+        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
+    f = costs[0][0].copy()  # f[j]: best over stage 0 holding [0, j)
+    choice = np.zeros((S, n + 1), dtype=np.int64)
+    for s in range(1, S):
+        cand = np.maximum(f[:, None], costs[s])  # [i, j]
+        choice[s] = np.argmin(cand, axis=0)
+        f = cand[choice[s], np.arange(n + 1)]
+    value = float(f[n])
+    if not np.isfinite(value):
+        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
+    cuts = [n]
+    j = n
+    for s in range(S - 1, 0, -1):
+        j = int(choice[s][j])
+        cuts.append(j)
+    cuts.append(0)
+    cuts.reverse()
+    return Split(tuple(int(b - a) for a, b in zip(cuts, cuts[1:])), value, "optimal", value, 0.0)
 
 
 def brute(per_layer, fixed, cap, n):
@@ -44,14 +80,19 @@ def test_the_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
         prefix = np.concatenate([[0.0], np.cumsum(per_layer[s])])
         lo, hi = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
         costs.append(range_costs(prefix, fixed[s], (hi - lo) <= cap[s]))
-    got = split_dp(costs)
+    # the DP the search runs, the cap as its fit check: cap - (j - i) >= 0 * KV (a weight of 1 per layer)
+    prefixes = np.stack([np.concatenate([[0.0], np.cumsum(pl)]) for pl in per_layer])
+    layer_count = np.tile(np.arange(n + 1, dtype=float), (S, 1))
+    prefix_dp = split_prefix_dp(prefixes, np.array(fixed), np.array(cap, dtype=float), layer_count, 1.0,
+                                np.zeros((S, n + 1)), 0.0)
     want, layers = brute(per_layer, fixed, cap, n)
-    if not np.isfinite(want):
-        assert got.status == "infeasible"
-        return
-    assert got.status == "optimal" and got.gap == 0 and got.bound == got.value
-    assert abs(got.value - want) <= 1e-9 * max(1.0, want)
-    assert sum(got.layers) == n and min(got.layers) >= 1 and len(got.layers) == S
+    for got in (split_dp(costs), prefix_dp):
+        if not np.isfinite(want):
+            assert got.status == "infeasible"
+            continue
+        assert got.status == "optimal" and got.gap == 0 and got.bound == got.value
+        assert abs(got.value - want) <= 1e-9 * max(1.0, want)
+        assert sum(got.layers) == n and min(got.layers) >= 1 and len(got.layers) == S
 
 
 @settings(max_examples=200, deadline=None)
@@ -67,7 +108,6 @@ def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
     """The compiled DP the search runs is the matrix DP entry by entry: the same value and the same split
     (ties at the first index), feasible or not, on stages of equal and unequal TP, each with its own times or
     stages alike sharing one row (``rows``, as the search passes them)."""
-    from dnnplace.models.serving.dp import split_prefix_dp
     S, n, times, fixed_own, free0, wb, kb, slope, need, tps, shared = args
     rows = np.array([min(s, 1) if shared else s for s in range(S)], dtype=np.int64)  # first, then all alike
     # one row per kind of stage, as the search passes them; the matrix DP gets each stage's own expanded row

@@ -2,8 +2,11 @@
 
 Why a DP: the paper's idea for a chain -- with the stage order fixed, the best split of layers
 ``[0, n)`` into contiguous, non-empty stage ranges minimising the largest stage cost is
-``f[s][j] = min_i max(f[s-1][i], C[s][i][j])``, exact in O(S n^2).  The same recursion maximises
-the smallest KV headroom (costs negated).  ``C`` is +inf where a range does not fit its stage.
+``f[s][j] = min_i max(f[s-1][i], C[s][i][j])``, exact in O(S n^2).  ``C`` is +inf where a range does
+not fit its stage.  Here ``C`` is never built: a stage's cost of a range is a difference of prefix sums plus
+a constant, and whether the range fits one inequality of prefix differences, so the compiled recursion reads
+the prefixes in place.  The tests hold it against brute force and against the recursion on built matrices
+(``tests/models/serving/test_dp.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["Split", "range_costs", "split_dp", "split_prefix_dp"]
+__all__ = ["Split", "split_prefix_dp"]
 
 
 @dataclass(frozen=True)
@@ -28,50 +31,13 @@ class Split:
     gap: float
 
 
-def range_costs(prefix: np.ndarray, fixed: float, ok: np.ndarray | None = None) -> np.ndarray:
-    """``C[i][j] = prefix[j] - prefix[i] + fixed`` for ``i < j`` (+inf elsewhere and where ``ok`` is False)."""
-    c = prefix[None, :] - prefix[:, None] + fixed
-    n1 = len(prefix)
-    c[np.tril_indices(n1)] = np.inf
-    if ok is not None:
-        c[~ok] = np.inf
-    return c
-
-
-def split_dp(costs: list[np.ndarray]) -> Split:
-    """Minimise the largest stage cost: ``costs[s][i][j]`` is stage ``s`` running layers ``[i, j)``."""
-    S = len(costs)
-    n = costs[0].shape[0] - 1
-    if S == 0 or n < S:
-        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
-    f = costs[0][0].copy()  # f[j]: best over stage 0 holding [0, j)
-    choice = np.zeros((S, n + 1), dtype=np.int64)
-    for s in range(1, S):
-        cand = np.maximum(f[:, None], costs[s])  # [i, j]
-        choice[s] = np.argmin(cand, axis=0)
-        f = cand[choice[s], np.arange(n + 1)]
-    value = float(f[n])
-    if not np.isfinite(value):
-        return Split((), float("inf"), "infeasible", float("inf"), 0.0)
-    cuts = [n]
-    j = n
-    for s in range(S - 1, 0, -1):
-        j = int(choice[s][j])
-        cuts.append(j)
-    cuts.append(0)
-    cuts.reverse()
-    layers = tuple(int(b - a) for a, b in zip(cuts, cuts[1:]))
-    return Split(layers, value, "optimal", value, 0.0)
-
-
 @njit(cache=True)
 def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: np.ndarray, wpre: np.ndarray,
                slope: float, kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover
-    """:func:`split_dp` over costs given by prefix sums, the same arithmetic entry by entry (so the same
-    value and, ties broken at the first index as ``argmin`` does, the same split).  Stage ``s`` reads row
-    ``r = rows[s]`` of every array (stages alike share one): running layers ``[i, j)`` it costs
-    ``prefix[r, j] - prefix[r, i] + fixed[r]`` where it fits: ``free0[r] - slope * (wpre[r, j] - wpre[r, i])
-    >= need * (kpre[r, j] - kpre[r, i])``."""
+    """The recursion (module docstring) over costs given by prefix sums, ties broken at the first index (as
+    ``argmin`` breaks them).  Stage ``s`` reads row ``r = rows[s]`` of every array (stages alike share one):
+    running layers ``[i, j)`` it costs ``prefix[r, j] - prefix[r, i] + fixed[r]`` where it fits:
+    ``free0[r] - slope * (wpre[r, j] - wpre[r, i]) >= need * (kpre[r, j] - kpre[r, i])``."""
     S = rows.shape[0]
     n1 = prefix.shape[1]
     n = n1 - 1
@@ -114,7 +80,8 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: n
 
 def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
                     kpre: np.ndarray, need: float, rows: np.ndarray | None = None) -> Split:
-    """:func:`split_dp` where each stage's cost of layers ``[i, j)`` is a prefix difference plus a constant,
+    """The smallest largest stage cost over contiguous splits, where each stage's cost of layers ``[i, j)`` is a
+    prefix difference plus a constant,
     and whether they fit its memory one inequality of prefix differences (the serving search's case: time
     ``prefix`` and ``fixed``; KV room ``free0 - slope * (wpre[j] - wpre[i])`` against ``need * (kpre[j] -
     kpre[i])``).  Each array has one row per kind of stage (``prefix``, ``wpre``, ``kpre``: ``(U, n + 1)``;
@@ -123,8 +90,8 @@ def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wp
     and ``need`` >= 0 (weights and KV take room, never give it).
 
     Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
-    filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the test
-    holds it equal to :func:`split_dp` on the matrices, value and split."""
+    filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the tests
+    hold it to brute force, and to the recursion on built matrices entry by entry (value and split)."""
     if rows is None:
         rows = np.arange(prefix.shape[0], dtype=np.int64)
     S, n1 = len(rows), prefix.shape[1]
