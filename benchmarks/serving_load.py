@@ -68,8 +68,6 @@ CLIENTS = {"inferencemax": "lengths drawn from [0.8 L, L], 10 x C prompts",
 #: batch_wait_max_tokens_ratio and batch_wait_timeout_iters will improve the performance")
 INFERENCEMAX_TRTLLM_TOKENS = 16384
 INFERENCEMAX_BATCH_WAIT = (20, 0.9)
-
-
 #: GPUs whose InferenceMAX vLLM launch of Llama 70B keeps an FP8 KV cache (``--kv-cache-dtype fp8`` in its
 #: README's B200 command and in ``benchmarks/70b_fp4_b200_*.sh``; its H200 command keeps the model's dtype)
 INFERENCEMAX_VLLM_FP8_KV = {"b200"}
@@ -105,12 +103,13 @@ def client(r: dict[str, str]) -> str:
     """``inferencemax`` for a row measured by InferenceMAX's client, else ``fixed``.
 
     The file does not name its rows' client.  The rows of one source (:data:`INFERENCEMAX_SOURCE`: Llama 3.1
-    70B on vLLM and TensorRT-LLM, H100 / H200 / B200, FP8 / FP4) hold exactly InferenceMAX's matrix (its
-    README: ISL/OSL 1k/1k, 1k/8k, 8k/1k, CONC 4 to 64), and InferenceMAX's client draws every prompt's and
-    output's length from [int(0.8 L), L] (``benchmark_serving.py --random-range-ratio 0.8``, 10 x CONC
-    prompts, all clients started at once).  Requests of different lengths fall out of step after the first
-    wave, so a closed loop of identical requests (every later wave as bursty as the first) misprices their
-    TTFT; the other rows' client is not stated, and they are priced with the fixed lengths the file gives."""
+    70B on vLLM and TensorRT-LLM, H100 / H200 / B200, FP8 / FP4) hold InferenceMAX's matrix (its README:
+    ISL/OSL 1k/1k, 1k/8k, 8k/1k at CONC 4 to 64; this source adds CONC 128), and InferenceMAX's client
+    draws every prompt's and output's length from [int(0.8 L), L] (``benchmark_serving.py
+    --random-range-ratio 0.8``, 10 x CONC prompts, all clients started at once).  Requests of different
+    lengths fall out of step after the first wave, so a closed loop of identical requests (every later wave
+    as bursty as the first) misprices their TTFT; the other rows' client is not stated, and they are priced
+    with the fixed lengths the file gives."""
     pair = (int(r["isl"]), int(r["osl"]))
     if INFERENCEMAX_SOURCE in r["silicon_data_source"] and pair in INFERENCEMAX_PAIRS:
         return "inferencemax"
