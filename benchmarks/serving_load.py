@@ -14,7 +14,8 @@ when the last completes, 5 x C requests of the row's ISL/OSL) and by the evaluat
 whose client is known are simulated as that client sends (:func:`client`: InferenceMAX's rows draw each
 request's lengths, 10 x C of them), on the server settings its launch scripts publish where they differ
 from the defaults: TensorRT-LLM ``--max_num_tokens 16384`` and, for 1k/1k below TP 8, batch waiting
-(:func:`inferencemax_batch_wait`); vLLM on B200 an FP8 KV cache.
+(:func:`inferencemax_batch_wait`); vLLM an FP8 KV cache, a budget of 8,192 tokens and ``--max-num-seqs``
+CONC (512 on B200).
 
 Settings the rows do not state, taken as each engine's defaults: ``max_num_seqs`` = max(C, the
 engine's), ``max_num_batched_tokens`` the engine's; the KV cache FP8 for TensorRT-LLM with FP8 / FP4
@@ -68,9 +69,18 @@ CLIENTS = {"inferencemax": "lengths drawn from [0.8 L, L], 10 x C prompts",
 #: batch_wait_max_tokens_ratio and batch_wait_timeout_iters will improve the performance")
 INFERENCEMAX_TRTLLM_TOKENS = 16384
 INFERENCEMAX_BATCH_WAIT = (20, 0.9)
-#: GPUs whose InferenceMAX vLLM launch of Llama 70B keeps an FP8 KV cache (``--kv-cache-dtype fp8`` in its
-#: README's B200 command and in ``benchmarks/70b_fp4_b200_*.sh``; its H200 command keeps the model's dtype)
-INFERENCEMAX_VLLM_FP8_KV = {"b200"}
+#: InferenceMAX's vLLM launches of Llama 3.x 70B (``benchmarks/70b_fp8_h100_slurm.sh``, ``70b_fp8_h200_slurm.sh``,
+#: ``70b_fp8_b200_docker.sh``, ``70b_fp4_b200_docker.sh``: every version of each holds these): ``vllm serve
+#: --config config.yaml`` with ``kv-cache-dtype: fp8``, ``max-num-batched-tokens: 8192`` and prefix caching off,
+#: ``--gpu-memory-utilization 0.9``; ``--max-num-seqs $CONC`` on H100 and H200, ``512`` on B200
+INFERENCEMAX_VLLM_KV = "fp8"
+INFERENCEMAX_VLLM_TOKENS = 8192
+INFERENCEMAX_VLLM_SEQS = {"b200": 512}
+
+
+def inferencemax_vllm_seqs(gpu: str, c: int) -> int:
+    """``--max-num-seqs`` of InferenceMAX's vLLM launch on ``gpu`` at concurrency ``c``."""
+    return INFERENCEMAX_VLLM_SEQS.get(gpu, c)
 
 
 def inferencemax_batch_wait(isl: int, osl: int, tp: int) -> tuple[int, float]:
@@ -136,8 +146,8 @@ def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float,
     engine, precision, gpu = r["backend"], PRECISIONS[r["precision"]], GPUS[r["system"]]
     kv = "fp8" if engine == "trtllm" and precision != "bf16" else "bf16"
     kind = kind or client(r)
-    if kind == "inferencemax" and engine == "vllm" and gpu in INFERENCEMAX_VLLM_FP8_KV:
-        kv = "fp8"
+    if kind == "inferencemax" and engine == "vllm":
+        kv = INFERENCEMAX_VLLM_KV
     prompts = INFERENCEMAX_PROMPTS_PER_CLIENT * c if kind == "inferencemax" else 5 * c
     lengths = dict(lengths=inferencemax_lengths(isl, osl, prompts)) if kind == "inferencemax" else \
         dict(isl=isl, osl=osl)
@@ -153,8 +163,10 @@ def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float,
         tokens, (iters, ratio) = INFERENCEMAX_TRTLLM_TOKENS, inferencemax_batch_wait(isl, osl, tp)
         p = dataclasses.replace(p, engine=dataclasses.replace(
             p.engine, batch_wait_timeout_iters=iters, batch_wait_max_tokens_ratio=ratio))
-    cfg = ServingConfig((Replica((Stage(gpu, 0, tuple(range(tp)), p.model.num_layers),)),),
-                        max(c, p.engine.max_num_seqs), tokens)
+    seqs = max(c, p.engine.max_num_seqs)
+    if kind == "inferencemax" and engine == "vllm":
+        tokens, seqs = INFERENCEMAX_VLLM_TOKENS, inferencemax_vllm_seqs(gpu, c)
+    cfg = ServingConfig((Replica((Stage(gpu, 0, tuple(range(tp)), p.model.num_layers),)),), seqs, tokens)
     ev = evaluate(p, cfg)
     if not ev.fits:
         return f"does not fit: {ev.why}"
