@@ -21,6 +21,7 @@ import numpy as np
 from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, p2p_time
 from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
+from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
            "held_tokens", "iteration", "link_between", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context",
@@ -136,6 +137,7 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
 #: Layer times by (model identity, GPU, TP, iteration shape, ...). Each entry holds its model, so the id in
 #: its key cannot be reused by another model while the entry lives (a freed model's id can be).
 _CACHE: dict[Any, tuple[Any, LayerTimes]] = {}
+_CACHE_CAP = 50_000
 
 
 def _key(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | None, link: str) -> tuple[Any, ...]:
@@ -147,8 +149,7 @@ def cached_times(p: ServingProblem, gpu: str, tp: int, it: Iteration, fw: str | 
     key = _key(p, gpu, tp, it, fw, link)
     hit = _CACHE.get(key)
     if hit is None or hit[0] is not p.model:
-        if len(_CACHE) > 50_000:
-            _CACHE.clear()
+        make_room(_CACHE, p.model, _CACHE_CAP)
         hit = _CACHE[key] = (p.model, layer_times(p.model, gpu, tp, it, fw, link, p.kv_dtype))
     return hit[1]
 
@@ -163,9 +164,10 @@ def cached_times_batch(p: ServingProblem, gpu: str, tp: int, its: list[Iteration
         hit = _CACHE.get(k)
         if (hit is None or hit[0] is not p.model) and k not in missing:
             missing[k] = it
-    if missing and len(_CACHE) + len(missing) > 50_000:
-        _CACHE.clear()
-        missing = {k: it for k, it in reversed(list(zip(keys, its)))}  # each key priced at its first iteration
+    if missing and len(_CACHE) + len(missing) > _CACHE_CAP:
+        make_room(_CACHE, p.model, _CACHE_CAP, len(missing))
+        if not _CACHE:  # cleared whole: every key is priced, each at its first iteration
+            missing = {k: it for k, it in reversed(list(zip(keys, its)))}
     if missing:
         priced = layer_times_batch(p.model, gpu, tp, list(missing.values()), fw, link, p.kv_dtype)
         for k, lt in zip(missing, priced):

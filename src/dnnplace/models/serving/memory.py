@@ -16,6 +16,7 @@ import numpy as np
 
 from dnnplace.core.catalogue import device_spec
 from dnnplace.models.serving.spec import LayerProfile, Replica, ServingProblem
+from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "launch_memory",
            "replica_memory", "stage_memory"]
@@ -93,8 +94,7 @@ def stage_memory(p: ServingProblem, gpu: str, tp: int, lo: int, hi: int, first: 
     key = (id(p), gpu, tp, lo, hi, first, last, max_num_seqs, max_num_batched_tokens, pp, launch_bytes)
     hit = _MEMORY.get(key)
     if hit is None or hit[0] is not p:
-        if len(_MEMORY) > 100_000:
-            _MEMORY.clear()
+        make_room(_MEMORY, p, 100_000)
         hit = _MEMORY[key] = (p, _sized(p, gpu, tp, lo, hi, first, last, max_num_seqs, max_num_batched_tokens,
                                         pp, launch_bytes))
     return hit[1]
