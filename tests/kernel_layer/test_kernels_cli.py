@@ -37,6 +37,16 @@ def test_coverage_and_one_gemm_say_measured() -> None:
     assert json.loads(res.stdout)["source"] == "measured"
 
 
+@needs_tables
+@pytest.mark.parametrize("framework", ["trtllm", "vllm", "sglang"])
+def test_every_framework_lists_its_families_on_screen(framework: str) -> None:
+    """The engines' own all-reduce has no categorical key: the listing once indexed the first key field of every
+    family and stopped there with an internal error."""
+    res = run_cli(*["kernels", "h100", "--framework", framework])
+    assert res.returncode == 0, res.stderr
+    assert "custom_all_reduce: measured" in res.stdout
+
+
 @pytest.mark.parametrize("device", ["rtx-4090", "l4", "t4", "a10g", "a6000", "rtx-3090", "rtx-5090", "v100",
                                     "mi300x"])
 def test_devices_without_tables_are_priced_by_roofline(device: str) -> None:

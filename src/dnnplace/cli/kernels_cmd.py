@@ -51,14 +51,18 @@ def kernels(
         out.print(f"{doc['device']}: measured tables "
                   f"{'of aiconfigurator-core system ' + doc['system'] if doc['system'] else 'none (roofline only)'}")
         for name, fam in doc["families"].items():
+            if fam["source"] == "none":
+                out.print(f"  {name}: no table ({fam['means']})", soft_wrap=True)
+                continue
             if fam["source"] != "measured":
                 out.print(f"  {name}: roofline (the catalogue's datasheet peaks and published efficiencies)",
                           soft_wrap=True)
                 continue
             ranges = ", ".join(f"{a} {lo:g}..{hi:g}" for a, (lo, hi) in fam["ranges"].items())
-            keys = sorted({str(k[0]) for k in fam["keys"]})
+            keys = sorted({str(k[0]) for k in fam["keys"] if k})
+            by = f"{fam['key_fields'][0]}: {', '.join(keys[:12])}; " if fam["key_fields"] else ""
             out.print(f"  {name}: measured, {fam['framework']} {fam['version']}, {fam['points']:,} points; "
-                      f"{fam['key_fields'][0]}: {', '.join(keys[:12])}; {ranges}", soft_wrap=True)
+                      f"{by}{ranges}", soft_wrap=True)
             if fam.get("choice"):
                 out.print(f"    rule: {fam['choice']}", soft_wrap=True)
 
