@@ -44,7 +44,7 @@ def test_every_framework_lists_its_families_on_screen(framework: str) -> None:
     family and stopped there with an internal error."""
     res = run_cli(*["kernels", "h100", "--framework", framework])
     assert res.returncode == 0, res.stderr
-    assert "custom_all_reduce: measured" in res.stdout
+    assert "custom_all_reduce: measured" in res.stdout and "fp8_compute_scale: measured" in res.stdout
 
 
 @pytest.mark.parametrize("device", ["rtx-4090", "l4", "t4", "a10g", "a6000", "rtx-3090", "rtx-5090", "v100",

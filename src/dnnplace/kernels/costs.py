@@ -19,8 +19,8 @@ import numpy as np
 from dnnplace.core.catalogue import ROOFLINE_DEFAULTS, DeviceSpec, device_spec, resolve_device_name
 from dnnplace.errors import DnnplaceError
 from dnnplace.kernels import roofline as rl
-from dnnplace.kernels.measured import ATTN_DTYPES, COMM_OPS, GEMM_DTYPES, MOE_ROUTING, Family, family
-from dnnplace.kernels.sources import EXTRAPOLATED, ROOFLINE, Priced
+from dnnplace.kernels.measured import ATTN_DTYPES, COMM_OPS, FP8_QUANT_FILES, GEMM_DTYPES, MOE_ROUTING, Family, family
+from dnnplace.kernels.sources import EXTRAPOLATED, INTERPOLATED, ROOFLINE, Priced
 from dnnplace.kernels.tables import FRAMEWORK_ORDER, SYSTEMS, data_root
 
 __all__ = ["KernelCosts", "kernel_costs", "roofline_spec"]
@@ -67,6 +67,38 @@ class KernelCosts:
         a = look.at
         sol_at = rl.sol_gemm(a[0], a[1], a[2], self.spec, dtype)
         return Priced(_held(look.values, sol_q, sol_at, look.code), look.code)
+
+    def gemm_fp8_static(self, m: object, n: object, k: object, quantized_input: object = False) -> Priced:
+        """An FP8 GEMM of a checkpoint with static input scales (ModelOpt's FP8 exports).
+
+        Why not the FP8 rows as they are: the engines' FP8 GEMM rows are measured on weights without an input
+        scale, so each includes computing the activation's scale (:data:`~dnnplace.kernels.measured.FP8_QUANT_FILES`:
+        about 8 us a GEMM in TensorRT-LLM's, 1 us in vLLM's, whatever the GEMM's size), which a static checkpoint
+        never runs.  Its price is the FP8 row less the measured scale computation at (m, k), and less the
+        measured static quantisation where ``quantized_input`` (the engine fuses it into the op before: after
+        attention, after the gated activation) -- aiconfigurator-core's derivation of its ``fp8_static`` mode
+        from the same tables -- and never below the GEMM's speed of light.  Marked at least interpolated: no
+        table measured it whole.  Without those tables, or where the FP8 GEMM is not measured, the FP8 price."""
+        m_, n_, k_, q_ = _arr(m, n, k, quantized_input)
+        g = self.gemm(m_, n_, k_, "fp8")
+        scale, quant = self._family("fp8_compute_scale"), self._family("fp8_scale_matrix")
+        measured = g.source != ROOFLINE
+        if scale is None or quant is None or not measured.any():
+            return g
+        s_t, s_code = self._quant_overhead(scale, m_, k_)
+        q_t, q_code = self._quant_overhead(quant, m_, k_)
+        fused = q_ > 0
+        less = s_t + np.where(fused, q_t, 0.0)
+        t = np.where(measured, np.maximum(g.seconds - less, rl.sol_gemm(m_, n_, k_, self.spec, "fp8")), g.seconds)
+        code = np.maximum.reduce([g.source, np.full(g.source.shape, INTERPOLATED), s_code,
+                                  np.where(fused, q_code, 0)])
+        return Priced(t, np.where(measured, code, g.source).astype(np.int8))
+
+    def _quant_overhead(self, fam: Family, m: Array, k: Array) -> tuple[Array, Array]:
+        """One FP8 quantisation overhead at (m, k); beyond the table it scales with the m x k elements it reads."""
+        look = fam.grids[()].lookup([m, k])
+        a = look.at
+        return _held(look.values, m * k, a[0] * a[1], look.code), look.code
 
     def _gemm_roofline(self, m: Array, n: Array, k: Array, dtype: str) -> Array:
         dev = self.spec
@@ -209,8 +241,12 @@ class KernelCosts:
         names: tuple[str, ...] = ("gemm", "context_attention", "decode_attention", "collective", "moe")
         if self.framework:  # the engine's own all-reduce is a framework's table; without one it is NCCL's
             names += ("custom_all_reduce",)
+        names += tuple(FP8_QUANT_FILES)
         for name in names:
             fam = self._family(name)
+            if fam is None and name in FP8_QUANT_FILES:  # an overhead, not a price: nothing to fall back to
+                out[name] = {"source": "none", "means": "static-scale FP8 GEMMs priced as the FP8 rows"}
+                continue
             if fam is None:
                 out[name] = {"source": "roofline"}
                 continue

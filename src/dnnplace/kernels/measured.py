@@ -18,7 +18,7 @@ import numpy as np
 from dnnplace.kernels.grid import Grid
 from dnnplace.kernels.tables import COMM_ORDER, TableRef, find_table, find_tables, read_columns
 
-__all__ = ["ATTN_DTYPES", "COMM_OPS", "GEMM_DTYPES", "MOE_ROUTING", "Family", "family"]
+__all__ = ["ATTN_DTYPES", "COMM_OPS", "FP8_QUANT_FILES", "GEMM_DTYPES", "MOE_ROUTING", "Family", "family"]
 
 #: Our kernel data type -> the tables' name.  FP16 GEMMs run at the BF16 rate on every tensor-core
 #: generation these tables cover (same peak in the datasheets), so they read the BF16 rows.
@@ -222,6 +222,34 @@ def _moe(system: str, framework: str | None) -> Family | None:
                   tuple(pick.items()))
 
 
+#: The FP8 activation-quantization overheads (``quantize/<framework>/<version>/``), by family name: the file and
+#: the op it measures.  TensorRT-LLM's FP8 GEMM rows are measured on weights without an input scale, so its
+#: ``Linear`` runs the dynamic path and every row includes computing the activation scale (the collector's own
+#: note, ``collector/trtllm/collect_gemm.py``); vLLM's include dynamic per-token quantisation.  A checkpoint with
+#: static input scales (ModelOpt's FP8) pays neither: ``compute_scale`` is that difference (TensorRT-LLM: the
+#: scale computation; vLLM: dynamic per-token minus static quantisation), ``scale_matrix`` the static
+#: quantisation itself, which an engine fuses into the op before a GEMM whose input is already FP8.
+FP8_QUANT_FILES = {"fp8_compute_scale": "computescale_perf.parquet", "fp8_scale_matrix": "scale_matrix_perf.parquet"}
+
+
+def _fp8_quant(system: str, framework: str | None, name: str) -> Family | None:
+    """One FP8 activation-quantization overhead (:data:`FP8_QUANT_FILES`) by (m, k): the FP8 rows, the kernel
+    source with the most rows."""
+    ref = find_table(system, "quantize", FP8_QUANT_FILES[name], framework=framework)
+    if ref is None:
+        return None
+    cols = read_columns(ref[4], ("kernel_source", "quant_dtype", "m", "k", "latency"))
+    fp8 = cols["quant_dtype"] == "fp8"
+    if not fp8.any():
+        return None
+    cols = {k: v[fp8] for k, v in cols.items()}
+    pick = _most_rows(cols["kernel_source"], cols["quant_dtype"])
+    cols = {k: v[_kept(cols["quant_dtype"], cols["kernel_source"], pick)] for k, v in cols.items()}
+    rule = "FP8 rows, kernel source " + ", ".join(pick.values())
+    return Family(name, ref, (), _grids(cols, (), ("m", "k"), ("lin", "lin")), ("m", "k"), rule,
+                  tuple(pick.items()))
+
+
 @functools.cache
 def family(system: str, name: str, framework: str | None = None) -> Family | None:
     """The measured family ``name`` of ``system`` (None when no table has it); built once per process."""
@@ -235,4 +263,6 @@ def family(system: str, name: str, framework: str | None = None) -> Family | Non
         return _moe(system, framework)
     if name == "custom_all_reduce":
         return _custom_ar(system, framework)
+    if name in FP8_QUANT_FILES:
+        return _fp8_quant(system, framework, name)
     raise ValueError(name)

@@ -77,7 +77,9 @@ TABLE_CONTENTS: dict[str, str] = {
                         "rope_gpt_neox PositionalEmbeddingParams, a KVCacheManager, qkv as input) in a CUDA graph: "
                         "the op's QKV preprocessing (RoPE, the KV-cache write, FP8 cache quantize) is in each row",
     "gemm": "collect_gemm.py times tensorrt_llm Linear.forward on a bf16 input with QuantConfig(FP8): the FP8 "
-            "quantize of the activation before the GEMM is in each fp8 row",
+            "quantize of the activation before the GEMM is in each fp8 row, and, the weights carrying no input "
+            "scale, the dynamic scale's computation (its own note); the serving model prices the rows as measured "
+            "(KernelCosts.gemm_fp8_static, the rows less that computation, is not used: docs/serving.md)",
 }
 
 
