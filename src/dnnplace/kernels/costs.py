@@ -73,17 +73,19 @@ class KernelCosts:
 
         Why not the FP8 rows as they are: the engines' FP8 GEMM rows are measured on weights without an input
         scale, so each includes computing the activation's scale (:data:`~dnnplace.kernels.measured.FP8_QUANT_FILES`:
-        about 8 us a GEMM in TensorRT-LLM's, 1 us in vLLM's, whatever the GEMM's size), which a static checkpoint
-        never runs.  Its price is the FP8 row less the measured scale computation at (m, k), and less the
+        at decode sizes about 8 us a GEMM in TensorRT-LLM's, 1 us in vLLM's; more as m x k grows), which a static
+        checkpoint never runs.  Its price is the FP8 row less the measured scale computation at (m, k), and less the
         measured static quantisation where ``quantized_input`` (the engine fuses it into the op before: after
         attention, after the gated activation) -- aiconfigurator-core's derivation of its ``fp8_static`` mode
         from the same tables -- and never below the GEMM's speed of light.  Marked at least interpolated: no
-        table measured it whole.  Without those tables, or where the FP8 GEMM is not measured, the FP8 price."""
+        table measured it whole.  Without those tables of the GEMM table's own framework (another engine's overhead
+        measures another path), or where the FP8 GEMM is not measured, the FP8 price."""
         m_, n_, k_, q_ = _arr(m, n, k, quantized_input)
         g = self.gemm(m_, n_, k_, "fp8")
-        scale, quant = self._family("fp8_compute_scale"), self._family("fp8_scale_matrix")
+        gemm, scale, quant = (self._family(f) for f in ("gemm", "fp8_compute_scale", "fp8_scale_matrix"))
         measured = g.source != ROOFLINE
-        if scale is None or quant is None or not measured.any():
+        if gemm is None or scale is None or quant is None or not measured.any() or \
+                {scale.table[2], quant.table[2]} != {gemm.table[2]}:
             return g
         s_t, s_code = self._quant_overhead(scale, m_, k_)
         q_t, q_code = self._quant_overhead(quant, m_, k_)
