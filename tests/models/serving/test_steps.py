@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dnnplace.models.serving.evaluation import cached_times, evaluate, iteration, steps
+from dnnplace.models.serving.evaluation import cached_times, evaluate, iteration, steps, steps_many
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 
@@ -70,3 +70,14 @@ def test_the_stage_time_is_the_steps_share_weighted_time():
     assert ev.replicas[0].stage_s[0] == pytest.approx(want, rel=1e-12)
     mean = cached_times(p, "h100", 1, iteration(p, ev.replicas[0].concurrency, 8192), p.engine.framework, "nvlink")
     assert want > float(mean.per_layer.sum()) + mean.head  # a step's time is convex in its tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(isl=st.integers(1, 30000), osl=st.integers(1, 4000), seqs=st.lists(st.floats(1.0, 2048.0), min_size=1,
+                                                                          max_size=5),
+       budget=st.integers(16, 32768))
+def test_one_batch_at_a_time_gives_the_vectorised_steps_exactly(isl, osl, seqs, budget):
+    """``steps`` works one batch in Python floats (the evaluator's thousand calls a search), ``steps_many``
+    many at once in numpy (the search's prefetch): the same numbers, or the priced layer times would miss."""
+    p = _p(isl, osl)
+    assert [steps(p, s, budget) for s in seqs] == steps_many(p, seqs, budget)

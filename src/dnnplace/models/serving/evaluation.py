@@ -198,7 +198,23 @@ def steps(p: ServingProblem, seqs_per_mb: float, budget: int) -> list[tuple[floa
     there are, compute grows past that), so the mean step underprices the steps that carry a prompt;
     e.g. a 20,000-token prompt every 2,000 decode steps is not 10 extra tokens per step.  Where the
     budget is full every step (prompts fill what the decodes leave) the two agree."""
-    return steps_many(p, [seqs_per_mb], budget)[0]
+    it = iteration(p, seqs_per_mb, budget)
+    lo, hi, share = _lumps_one(p.workload.isl, it.decode, it.prefill, budget)
+    return [(1.0, it)] if share <= 0.0 else [(1.0 - share, Iteration(it.decode, it.kv_len, lo, it.isl)),
+                                             (share, Iteration(it.decode, it.kv_len, hi, it.isl))]
+
+
+def _lumps_one(isl: int, decode: float, prefill: float, budget: int) -> tuple[float, float, float]:
+    """:func:`prompt_lumps` of one step, in Python floats (the evaluator asks for one batch at a time, a
+    thousand times a search, where numpy's per-call cost is most of the work): the same IEEE operations in
+    the same order, so the same numbers."""
+    room = float(budget) - decode
+    lump = float(min(isl, budget))
+    lo = float(math.floor(prefill / lump + 1e-12)) * lump
+    hi = min(lo + lump, room)
+    if prefill <= 0.0 or prefill >= room - 1e-9 or hi - lo <= 1e-9:
+        return prefill, prefill, 0.0
+    return lo, hi, (prefill - lo) / (hi - lo)
 
 
 def steps_many(p: ServingProblem, seqs_per_mb: list[float], budget: int) -> list[list[tuple[float, Iteration]]]:
