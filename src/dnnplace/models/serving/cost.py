@@ -9,6 +9,7 @@ interpolated, extrapolated or roofline (:data:`dnnplace.kernels.SOURCE_NAMES`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE, context_fmha_
 from dnnplace.models.serving.spec import LayerProfile
 
 __all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch",
-           "layer_times_matrix", "p2p_time", "tp_all_reduce"]
+           "layer_times_matrix", "p2p_time", "send_seconds", "tp_all_reduce"]
 
 @dataclass(frozen=True)
 class Iteration:
@@ -258,6 +259,13 @@ def _elementwise(m: LayerProfile, kc: KernelCosts, tp: int, tokens: Any) -> Any:
 def p2p_time(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> Priced:
     """Activations sent from one stage to the next (the fleet's own network figures where it gives them)."""
     return kernel_costs(gpu).p2p([nbytes], link, bandwidth if link == "network" else 0.0, latency)
+
+
+@functools.lru_cache(maxsize=65536)
+def send_seconds(gpu: str, nbytes: float, link: str, bandwidth: float = 0.0, latency: float = 0.0) -> float:
+    """:func:`p2p_time`'s seconds, remembered (a pure function): a search asks for the same few sends tens of
+    thousands of times, and each priced call builds arrays."""
+    return float(p2p_time(gpu, nbytes, link, bandwidth, latency).seconds[0])
 
 
 def band_of(sources: dict[str, int]) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, p2p_time
+from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, send_seconds
 from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 from dnnplace.utils.owned_cache import make_room
@@ -128,9 +128,8 @@ def _stage_time(p: ServingProblem, r: Replica, i: int, lo: int, hi: int, it: Ite
     if i < r.pp - 1:
         nxt = r.stages[i + 1]
         lk = link_between(p, s, nxt)
-        pt = p2p_time(s.gpu, it.tokens * p.model.hidden * 2.0, lk, p.fleet.network_bandwidth,
-                      p.fleet.network_latency_s)
-        t += float(pt.seconds[0])
+        t += send_seconds(s.gpu, it.tokens * p.model.hidden * 2.0, lk, p.fleet.network_bandwidth,
+                          p.fleet.network_latency_s)
     return t
 
 

@@ -7,7 +7,6 @@ split, the batch refined by branch and bound, and a bound the deployment search'
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -16,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dnnplace.models.serving.cost import Iteration, p2p_time
+from dnnplace.models.serving.cost import Iteration, send_seconds
 from dnnplace.models.serving.dp import split_prefix_dp
 from dnnplace.models.serving.evaluation import (
     cached_times,
@@ -145,8 +144,8 @@ class _Pipeline:
                 per_layer = per_layer + w * lt.per_layer
                 fixed += w * (lt.head if last else 0.0)
                 if hop is not None:
-                    fixed += w * _send(gpu, x.tokens * p.model.hidden * 2.0, hop, p.fleet.network_bandwidth,
-                                       p.fleet.network_latency_s)
+                    fixed += w * send_seconds(gpu, x.tokens * p.model.hidden * 2.0, hop,
+                                              p.fleet.network_bandwidth, p.fleet.network_latency_s)
             made[sig] = (np.concatenate([[0.0], np.cumsum(per_layer)]), fixed)
             if len(memo) > _SHARED_COSTS:
                 memo.clear()
@@ -155,12 +154,6 @@ class _Pipeline:
         fixed_u = np.array([made[sig][1] for sig in self.usig])
         s = split_prefix_dp(prefix, fixed_u, self.free0, self.wpre, self.slope, self.kpre, float(need), self.rows)
         return s.value, s.layers
-
-
-@functools.lru_cache(maxsize=65536)
-def _send(gpu: str, nbytes: float, link: str, bandwidth: float, latency: float) -> float:
-    """Seconds of one stage's activations to the next (:func:`p2p_time`, remembered: a pure function)."""
-    return float(p2p_time(gpu, nbytes, link, bandwidth, latency).seconds[0])
 
 
 def _grid(limit: int) -> list[int]:
