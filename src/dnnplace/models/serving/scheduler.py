@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.models.serving.cost import Iteration, p2p_time
+from dnnplace.models.serving.cost import Iteration, send_seconds
 from dnnplace.models.serving.evaluation import cached_times, link_between, prompts_chunked, seq_cap
 from dnnplace.models.serving.spec import Replica, ServingProblem
 
@@ -121,9 +121,8 @@ class StagePricer:
             if i == r.pp - 1:
                 t += lt.head
             else:
-                pt = p2p_time(s.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, s, r.stages[i + 1]),
-                              p.fleet.network_bandwidth, p.fleet.network_latency_s)
-                t += float(pt.seconds[0])
+                t += send_seconds(s.gpu, it.tokens * p.model.hidden * 2.0, link_between(p, s, r.stages[i + 1]),
+                                  p.fleet.network_bandwidth, p.fleet.network_latency_s)
             out[i] = t
         self.corners[key] = out
         return out
