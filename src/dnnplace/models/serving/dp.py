@@ -81,13 +81,12 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: n
 def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
                     kpre: np.ndarray, need: float, rows: np.ndarray | None = None) -> Split:
     """The smallest largest stage cost over contiguous splits, where each stage's cost of layers ``[i, j)`` is a
-    prefix difference plus a constant,
-    and whether they fit its memory one inequality of prefix differences (the serving search's case: time
-    ``prefix`` and ``fixed``; KV room ``free0 - slope * (wpre[j] - wpre[i])`` against ``need * (kpre[j] -
-    kpre[i])``).  Each array has one row per kind of stage (``prefix``, ``wpre``, ``kpre``: ``(U, n + 1)``;
-    ``fixed``, ``free0``: ``(U,)``), and ``rows`` (int64, ``(S,)``) says which row each stage reads (default:
-    row ``s`` for stage ``s``), so stages alike pass one copy; ``wpre`` and ``kpre`` nondecreasing, ``slope``
-    and ``need`` >= 0 (weights and KV take room, never give it).
+    prefix difference plus a constant and whether they fit its memory one inequality of prefix differences
+    (the serving search's case: time ``prefix`` and ``fixed``; KV room ``free0 - slope * (wpre[j] - wpre[i])``
+    against ``need * (kpre[j] - kpre[i])``).  Each array has one row per kind of stage (``prefix``, ``wpre``,
+    ``kpre``: ``(U, n + 1)``; ``fixed``, ``free0``: ``(U,)``), and ``rows`` (int64, ``(S,)``) says which row
+    each stage reads (default: row ``s`` for stage ``s``), so stages alike pass one copy; ``wpre`` and ``kpre``
+    nondecreasing, ``slope`` and ``need`` >= 0 (weights and KV take room, never give it).
 
     Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
     filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the tests
