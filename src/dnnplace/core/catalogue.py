@@ -142,6 +142,13 @@ def _h100_like(name: str, hbm_bw: float, memory: float, usable: float, ds: str,
         })
 
 
+#: K extent of one GEMM main-loop block (CUTLASS's 16-bit tensor-core tiles: 128x256x64 on Ampere and Hopper,
+#: cutlass/include/cutlass/gemm/device/default_gemm_configuration.h): the finest slice split-K cuts K into.
+GEMM_K_BLOCK = 64
+#: Fewest output rows of a library GEMM tile: the tensor-core MMA's M (mma.sync m16n8k16 since Ampere; CUTLASS's
+#: smallest 16-bit threadblock shapes are 16 x N, cutlass/include/cutlass/gemm/warp/default_mma_tensor_op.h).
+GEMM_MIN_TILE_M = 16.0
+
 CATALOGUE: dict[str, DeviceSpec] = {
     "h100": _h100_like("h100", 3.35e12, 80e9, 81559 * MIB, _DS_H100, _MAMF_H100, _H200_FOR_H100),
     "h200": _h100_like("h200", 4.8e12, 141e9, 143771 * MIB, _DS_H200, _MAMF_H200, ""),

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnplace.core.catalogue import DeviceSpec
+from dnnplace.core.catalogue import GEMM_K_BLOCK, GEMM_MIN_TILE_M, DeviceSpec
 
 Array = np.ndarray
 
 __all__ = ["COLLECTIVE_OPS", "DTYPE_BYTES", "bus_factor", "collective_time", "dtype_peak", "gemm_efficiency",
            "gemm_format", "gemm_time", "hbm_time", "link_figures", "sol_attention_context", "sol_attention_decode",
-           "sol_collective", "sol_gemm", "sol_moe"]
+           "sol_collective", "sol_gemm", "sol_moe", "gemm_tile", "split_k"]
 
 #: Bytes per element of each kernel data type the tables know (``fp8_block``: FP8 with 128-wide scales).
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5, "nvfp4": 0.5, "int8": 1.0,
@@ -36,7 +36,7 @@ def gemm_format(dev: DeviceSpec, peak: float) -> str:
 
 
 def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float = 1.0, fmt: str = "bf16",
-                    sms: Array | float | None = None) -> Array:
+                    sms: Array | float | None = None, k: Array | float | None = None) -> Array:
     """Fraction of peak a GEMM with an m x n output reaches: MAMF of its format x tile and wave quantisation.
 
     The output is cut into tiles; a partial tile costs a full one, and the last
@@ -45,14 +45,45 @@ def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float =
     wave count over the tiles of all its groups.  ``sms`` < ``sm_count``: the GEMM is limited to that many
     SMs (cuBLAS's SM count target, which Transformer Engine sets when a communication kernel overlapped
     with it keeps an SM margin): the peak scales by sms / sm_count and the waves are counted over sms.
+
+    ``k`` given: a single GEMM whose output tiles fill at most half the SMs splits its K dimension over the
+    idle ones (:func:`split_k`), so its one wave counts tiles x splits.  Why: decode GEMMs (m = the batch)
+    have a few dozen output tiles; left to one wave of them the model priced a 16 x 4096 x 4096 GEMM on an
+    A100 at 4x the measured table, where the libraries run it at the speed of its weight traffic.
     """
-    tm, tn = dev.gemm_tile
+    tm, tn = gemm_tile(m, dev, groups, k)
     used = dev.sm_count if sms is None else np.minimum(np.asarray(sms, dtype=float), dev.sm_count)
     tiles = groups * np.ceil(m / tm) * np.ceil(n / tn)
     tile_fill = groups * m * n / np.maximum(tiles * tm * tn, 1.0)
-    waves = tiles / used
+    waves = tiles * (1.0 if k is None else split_k(tiles, k, groups, used)) / used
     wave_fill = waves / np.maximum(np.ceil(waves), 1.0)
     return dev.gemm_fraction_for(fmt) * tile_fill * wave_fill * (used / dev.sm_count)
+
+
+def gemm_tile(m: Array, dev: DeviceSpec, groups: Array | float = 1.0,
+              k: Array | float | None = None) -> tuple[Array, float]:
+    """The output tile (rows, cols) a GEMM of ``m`` rows runs with: the device's (:attr:`DeviceSpec.gemm_tile`),
+    or, for a single GEMM priced with its ``k`` and fewer rows than that tile, the next power of two of at
+    least :data:`GEMM_MIN_TILE_M` rows.  Why: the libraries carry small-row tile shapes for the skinny GEMMs of
+    decode (CUTLASS's 16-, 32- and 64-row threadblock shapes; cuBLASLt's heuristics pick by m), so an 8-row
+    GEMM does not pay the tensor-core work of 128 rows."""
+    tm, tn = dev.gemm_tile
+    if k is None:
+        return np.asarray(float(tm)), float(tn)
+    small = np.minimum(float(tm), np.maximum(GEMM_MIN_TILE_M, 2.0 ** np.ceil(np.log2(np.maximum(m, 1.0)))))
+    return np.where(np.asarray(groups) == 1, small, float(tm)), float(tn)
+
+
+def split_k(tiles: Array, k: Array | float, groups: Array | float, used: Array | float) -> Array:
+    """How many slices a GEMM's K dimension is cut into to occupy idle SMs: ``floor(used / tiles)`` where the
+    output tiles fill at most half of them, never more than K has blocks of :data:`GEMM_K_BLOCK`, and 1 for a
+    grouped GEMM (one kernel over many problems schedules their tiles together; CUTLASS's grouped GEMM has
+    no split-K mode).  The libraries' own rule (cuBLAS's heuristics; CUTLASS's split-K and stream-K
+    decompositions, Osama et al., "Stream-K", PPoPP 2023) is not published as a formula; this one only
+    says that a GEMM of few tiles is not left on a fraction of the GPU, which the tables show."""
+    t = np.maximum(np.asarray(tiles, dtype=float), 1.0)
+    s = np.minimum(np.floor(used / t), np.maximum(np.floor(np.asarray(k, dtype=float) / GEMM_K_BLOCK), 1.0))
+    return np.where((np.asarray(groups) == 1) & (s >= 2.0), s, 1.0)
 
 
 def hbm_time(nbytes: Array, dev: DeviceSpec) -> Array:
@@ -76,9 +107,11 @@ def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_by
     """
     hbm = dev.hbm_bandwidth * float(dev.hbm_fraction or 0.0)
     work = 2.0 * groups * m * n * k
-    eff = np.maximum(gemm_efficiency(m, n, dev, groups, gemm_format(dev, peak), sms), 1e-12)
+    eff = np.maximum(gemm_efficiency(m, n, dev, groups, gemm_format(dev, peak), sms, k), 1e-12)
     compute = np.where(work > 0, work / (peak * eff), 0.0)
     operands = in_bytes * groups * (m * k + k * n) / hbm
+    # a split K's FP32 partial outputs are not counted: at the few-tile sizes that split, they are a few MB
+    # that stay in L2 (stream-K fixes up one partial tile per SM boundary)
     return np.maximum(compute, operands) + out_bytes * groups * m * n / hbm
 
 

@@ -1,0 +1,89 @@
+"""How far the sourced GEMM roofline is from the measured tables, by the GEMM's row count.
+
+Why: every GPU without aiconfigurator-core's tables (L4, A10G, T4, the RTX cards, A6000, V100, MI300X ...) is
+priced by the roofline alone, and serving prices decode, whose GEMMs have as many rows as the batch (1 to a
+few hundred).  The tables of the GPUs that have them are the check the project did not write: every measured
+GEMM point of each device's default table with n and k >= 1024 (an LLM layer's weights), in BF16 and, where
+the device has an FP8 peak, FP8, is priced by the roofline (``roofline.gemm_time`` as the kernel layer
+calls it: the datasheet peaks and published efficiencies) and the ratio roofline / measured reported by band
+of m.  Nothing is fitted to these points.  (The FP8 rows include the activation's dynamic quantisation,
+which the roofline does not price: FP8 ratios below 1 at small m.)
+
+    PYTHONPATH=src python benchmarks/kernels_roofline.py [--out benchmarks/results/kernels_roofline.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from dnnplace.kernels import roofline as rl  # noqa: E402
+from dnnplace.kernels.costs import GEMM_DTYPES, kernel_costs  # noqa: E402
+from dnnplace.kernels.measured import family  # noqa: E402
+from dnnplace.kernels.tables import SYSTEMS  # noqa: E402
+
+BANDS = ((1, 16), (17, 64), (65, 256), (257, 1024), (1025, 4096), (4097, 1 << 30))
+#: the weight shapes of LLM layers: n and k of at least this (smaller GEMMs are a launch's few microseconds, which
+#: the roofline does not price)
+MIN_NK = 1024
+DEVICES = ("a100", "h100", "h200", "b200", "l40s", "rtx-pro-6000")
+
+
+def ratios(gpu: str, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(m, roofline / measured) at every measured point of ``gpu``'s ``dtype`` GEMM table."""
+    fam = family(SYSTEMS[gpu], "gemm")
+    grid = fam.grids.get((GEMM_DTYPES.get(dtype, dtype),)) if fam else None
+    if grid is None:
+        return None
+    idx = np.argwhere(np.isfinite(grid.values))
+    m, n, k = (grid.axes[j][idx[:, j]] for j in range(3))
+    meas = grid.values[tuple(idx.T)]
+    spec = kernel_costs(gpu).spec
+    roof = rl.gemm_time(m, n, k, spec, rl.dtype_peak(spec, dtype), in_bytes=rl.DTYPE_BYTES.get(dtype, 2.0))
+    ok = (meas > 0) & (n >= MIN_NK) & (k >= MIN_NK)
+    return m[ok], roof[ok] / meas[ok]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    head = ["| device | dtype | " + " | ".join(f"m {a}-{b}" if b < 1 << 30 else f"m > {a - 1}" for a, b in BANDS)
+            + " |", "|---|---|" + "---|" * len(BANDS)]
+    lines = list(head)
+    for gpu in DEVICES:
+        spec = kernel_costs(gpu).spec
+        for dtype in ("bf16", "fp8"):
+            if dtype == "fp8" and "fp8" not in spec.peak_flops:
+                continue
+            got = ratios(gpu, dtype)
+            if got is None:
+                continue
+            m, r = got
+            cells = []
+            for a, b in BANDS:
+                sel = (m >= a) & (m <= b)
+                if not sel.any():
+                    cells.append("-")
+                    continue
+                q = np.percentile(r[sel], [10, 50, 90])
+                cells.append(f"{q[1]:.2f} ({q[0]:.2f}-{q[2]:.2f}), {int(sel.sum())}")
+            lines.append(f"| {gpu} | {dtype} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text("# The GEMM roofline against the measured tables\n\n"
+                            "`PYTHONPATH=src python benchmarks/kernels_roofline.py --out "
+                            "benchmarks/results/kernels_roofline.md`\n\n"
+                            "Each cell: roofline / measured latency, median (10th-90th percentile), points. 1.00 is "
+                            "exact; above 1 the roofline is slower than the GPU.\n\n" + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
