@@ -202,12 +202,13 @@ def inference_gpus(_a100: DeviceSpec) -> dict[str, DeviceSpec]:
                  "sm_count": f"{_WP_ADA}: 128 SMs", "gemm_tile": _TILE_SM80,
                  "pcie_bandwidth": pcie_source(4, 16, _WP_ADA)}),
     "rtx-3090": _inference_gpu(
-        "rtx-3090", {"bf16": 71e12, "fp16": 71e12, "int8": 284e12, "int4": 568e12}, 936e9, 24 * GIB, 24 * GIB, 82,
+        "rtx-3090", {"bf16": 71e12, "fp16": 71e12, "int8": 284e12, "int4": 568e12}, 936e9, 24 * GIB, 23.58 * GIB, 82,
         (128, 256), PCIE4_X16, nvlink="nvlink3-bridge", nvlink_bw=112.5e9 / 2,
         sources={"peak_flops": f"{_WP_GA102}, GeForce RTX 3090 column: dense with FP32 accumulate FP16/BF16 71 "
                                "(142 with FP16 accumulate); INT8 284 / INT4 568 TOPS; sparse figures twice these",
                  "hbm_bandwidth": f"{_WP_GA102}: 936 GB/s GDDR6X", "memory_bytes": f"{_WP_GA102}: 24 GB GDDR6X",
-                 "usable_memory_bytes": _NOMINAL_MEM,
+                 "usable_memory_bytes": "vLLM's memory profile on an RTX 3090 (github.com/vllm-project/vllm/issues/"
+                                        "10517, 2024-12-02): total_gpu_memory=23.58GiB",
                  "nvlink_bandwidth": f"{_WP_GA102}: NVLink bridge for 2 cards, 112.5 GB/s total -> 56.25",
                  "nvlink": f"{_WP_GA102}: third-generation NVLink bridge (2 cards)",
                  "sm_count": f"{_WP_GA102}: 82 SMs", "gemm_tile": _TILE_SM80,
