@@ -154,7 +154,7 @@ CATALOGUE: dict[str, DeviceSpec] = {
     "h200": _h100_like("h200", 4.8e12, 141e9, 143771 * MIB, _DS_H200, _MAMF_H200, ""),
     "a100": DeviceSpec(
         name="a100", peak_flops={"bf16": 312e12}, hbm_bandwidth=2.0e12, memory_bytes=80e9,
-        usable_memory_bytes=81920 * MIB, nvlink_bandwidth=300e9, internode_bandwidth=25e9,
+        usable_memory_bytes=79.15 * 2**30, nvlink_bandwidth=300e9, internode_bandwidth=25e9,
         nvlink_latency_s=5e-6, internode_latency_s=10e-6, sm_count=108, gemm_tile=(128, 256),
         gemm_fraction=MAMF_A100[0]["bf16"], attn_fwd_fraction=0.70, attn_bwd_fraction=0.55, hbm_fraction=0.85,
         nvlink_fraction=0.8, internode_fraction=0.9, gemm_fractions=MAMF_A100[0],
@@ -162,7 +162,10 @@ CATALOGUE: dict[str, DeviceSpec] = {
         sources={"peak_flops": f"{_DS_A100}: BF16 312 TFLOP/s dense",
                  "pcie_bandwidth": pcie_source(4, 16, _DS_A100), "nvlink": f"{_DS_A100}: third-generation NVLink",
                  "hbm_bandwidth": f"{_DS_A100}: 2,039 GB/s (the old catalogue's rounded 2.0 TB/s kept)",
-                 "memory_bytes": _DS_A100, "usable_memory_bytes": "nvidia-smi: 81920 MiB",
+                 "memory_bytes": _DS_A100,
+                 "usable_memory_bytes": "the total CUDA reports on an 80 GB A100, as vLLM's memory profile logs "
+                                        "it (github.com/vllm-project/vllm/issues/10533: total_gpu_memory=79.15GiB);"
+                                        " nvidia-smi shows 81920 MiB",
                  "nvlink_bandwidth": f"{_DS_A100}: NVLink 600 GB/s bidirectional",
                  "internode_bandwidth": "DGX A100: one 200 Gb/s HDR NIC per GPU = 25 GB/s",
                  "nvlink_latency_s": LAT_SOURCE, "internode_latency_s": LAT_SOURCE,

@@ -60,6 +60,7 @@ _SPEC_B60 = "Intel Arc Pro B60 specifications, intel.com/content/www/us/en/produ
 #: Card memory is sized in binary units (16 Gbit GDDR chips, 8 / 16 / 24 GiB HBM stacks): a datasheet's "24 GB" is
 #: 24 GiB, what nvidia-smi's MiB totals sit just below; the new entries' memory_bytes count it so.
 _GIB_NOTE = " (datasheet GB = GiB: memory is sized in binary units)"
+_DRIVER = " (the total CUDA reports moves by 0.1-0.2 GiB between driver versions)"
 _NOMINAL_MEM = "nominal: no published CUDA / runtime total found, the datasheet capacity (an upper bound)"
 _NO_NIC = "no NIC is part of the card: 0.0, a system entry supplies the network"
 _PCIE_LAT = ("ASSUMPTION: a ring step over PCIe taken as the InfiniBand order of magnitude (" + LAT_SOURCE + "); "
@@ -129,20 +130,24 @@ def inference_gpus(_a100: DeviceSpec) -> dict[str, DeviceSpec]:
                                        "bidirectional -> 450 GB/s per direction (not PCIe)"}),
         gemm_fraction=_MAMF_GH200[0]["bf16"], gemm_fractions=_MAMF_GH200[0], hbm_fraction=0.85),
     "l40s": _inference_gpu(
-        "l40s", {"bf16": 362.05e12, "fp16": 362.05e12, "fp8": 733e12, "int8": 733e12}, 864e9, 48 * GIB, 46068 * MIB,
+        "l40s", {"bf16": 362.05e12, "fp16": 362.05e12, "fp8": 733e12, "int8": 733e12}, 864e9, 48 * GIB, 44.31 * GIB,
         142, (128, 256), PCIE4_X16,
         sources={"peak_flops": f"{_DS_L40S}: BF16/FP16 362.05 (733 sparse), FP8 733 (1,466 sparse), INT8 733 TOPS "
                                "(1,466 sparse) dense",
                  "hbm_bandwidth": f"{_DS_L40S}: 864 GB/s GDDR6", "memory_bytes": f"{_DS_L40S}: 48 GB GDDR6 with ECC",
-                 "usable_memory_bytes": "nvidia-smi on NVIDIA L40S (ECC on): 46068 MiB",
+                 "usable_memory_bytes": "the total CUDA reports, as vLLM 0.7.2 logs it on an L40S (github.com/"
+                                        "vllm-project/vllm/issues/15196): 44.31 GiB; nvidia-smi shows 46068 MiB "
+                                        "(ECC on)" + _DRIVER,
                  "sm_count": f"{_DS_L40S}: 18,176 CUDA cores / 128 per Ada SM = 142 SMs (568 Tensor Cores / 4)",
                  "gemm_tile": _TILE_SM80, "pcie_bandwidth": pcie_source(4, 16, _DS_L40S)}),
     "l4": _inference_gpu(
-        "l4", {"bf16": 121e12, "fp16": 121e12, "fp8": 242.5e12, "int8": 242.5e12}, 300e9, 24 * GIB, 23034 * MIB,
+        "l4", {"bf16": 121e12, "fp16": 121e12, "fp8": 242.5e12, "int8": 242.5e12}, 300e9, 24 * GIB, 22.05 * GIB,
         58, (128, 256), PCIE4_X16,
         sources={"peak_flops": f"{_DS_L4}: BF16/FP16 242 TFLOP/s and FP8/INT8 485 sparse -> 121 / 242.5 dense",
                  "hbm_bandwidth": f"{_DS_L4}: 300 GB/s GDDR6", "memory_bytes": f"{_DS_L4}: 24 GB",
-                 "usable_memory_bytes": "nvidia-smi on NVIDIA L4: 23034 MiB",
+                 "usable_memory_bytes": "the total CUDA reports on vLLM's CI L4 (github.com/vllm-project/vllm/issues/"
+                                        "20214, PyTorch's 'total capacity of 22.05 GiB'); nvidia-smi shows 23034 MiB"
+                                        + _DRIVER,
                  "sm_count": "NVIDIA L4 (AD104): 7,424 CUDA cores / 128 per Ada SM = 58 SMs "
                              "(torch.cuda multi_processor_count 58)",
                  "gemm_tile": _TILE_SM80, "pcie_bandwidth": pcie_source(4, 16, _DS_L4)}),
@@ -159,12 +164,14 @@ def inference_gpus(_a100: DeviceSpec) -> dict[str, DeviceSpec]:
                  "gemm_tile": _TILE_SM80, "pcie_bandwidth": pcie_source(4, 16, _DS_A10G)}),
     "a6000": _inference_gpu(
         "a6000", {"bf16": 154.8e12, "fp16": 154.8e12, "int8": 309.7e12, "int4": 619.4e12}, 768e9, 48 * GIB,
-        49140 * MIB, 84, (128, 256), PCIE4_X16, nvlink="nvlink3-bridge", nvlink_bw=112.5e9 / 2,
+        47.54 * GIB, 84, (128, 256), PCIE4_X16, nvlink="nvlink3-bridge", nvlink_bw=112.5e9 / 2,
         sources={"peak_flops": f"{_DS_A6000}: tensor 309.7 TFLOP/s sparse -> 154.8 dense (FP16/BF16, FP32 "
                                f"accumulate at full rate on RTX A6000, {_WP_GA102}: 84 SMs x 1,800 MHz); INT8 / "
                                "INT4 twice / four times",
                  "hbm_bandwidth": f"{_DS_A6000}: 768 GB/s GDDR6", "memory_bytes": f"{_DS_A6000}: 48 GB with ECC",
-                 "usable_memory_bytes": "nvidia-smi on NVIDIA RTX A6000: 49140 MiB with ECC off (46068 MiB on)",
+                 "usable_memory_bytes": "the total CUDA reports on an RTX A6000 (github.com/vllm-project/vllm/issues/"
+                                        "4417, PyTorch's 'total capacity of 47.54 GiB'; ECC off: nvidia-smi shows "
+                                        "49140 MiB off, 46068 MiB on)" + _DRIVER,
                  "nvlink_bandwidth": f"{_DS_A6000}: NVLink bridge for 2 cards, 112.5 GB/s bidirectional -> 56.25",
                  "nvlink": f"{_DS_A6000}: third-generation NVLink bridge (2 cards)",
                  "sm_count": f"{_DS_A6000}: 10,752 CUDA cores / 128 = 84 SMs", "gemm_tile": _TILE_SM80,
@@ -214,14 +221,16 @@ def inference_gpus(_a100: DeviceSpec) -> dict[str, DeviceSpec]:
                  "sm_count": f"{_WP_GA102}: 82 SMs", "gemm_tile": _TILE_SM80,
                  "pcie_bandwidth": pcie_source(4, 16, _WP_GA102)}),
     "rtx-3060": _inference_gpu(
-        "rtx-3060", {"bf16": 25.5e12, "fp16": 25.5e12, "int8": 102e12}, 360e9, 12 * GIB, 12288 * MIB, 28, (128, 256),
+        "rtx-3060", {"bf16": 25.5e12, "fp16": 25.5e12, "int8": 102e12}, 360e9, 12 * GIB, 11.63 * GIB, 28, (128, 256),
         PCIE4_X16,
         sources={"peak_flops": "ASSUMPTION: derived, no whitepaper column for GA106: 28 SMs x 1,777 MHz boost "
                                f"({_SPEC_3060}) x the GA10x GeForce per-SM rates of the {_WP_GA102} (256 dense "
                                "FP16 FMA per clock with FP32 accumulate, 1,024 INT8 ops) -> 25.5 TFLOP/s, 102 TOPS",
                  "hbm_bandwidth": f"{_SPEC_3060}: 12 GB GDDR6, 192-bit, 15 Gbps = 360 GB/s",
-                 "memory_bytes": f"{_SPEC_3060}: 12 GB", "usable_memory_bytes": "nvidia-smi on NVIDIA GeForce "
-                                                                                 "RTX 3060 (12 GB): 12288 MiB",
+                 "memory_bytes": f"{_SPEC_3060}: 12 GB",
+                 "usable_memory_bytes": "the total CUDA reports, as vLLM logs it on an RTX 3060 12GB, driver "
+                                        "580.95.05 (github.com/vllm-project/vllm/issues/27934): 11.63 GiB; "
+                                        "nvidia-smi shows 12288 MiB" + _DRIVER,
                  "sm_count": f"{_SPEC_3060}: 3,584 CUDA cores / 128 = 28 SMs", "gemm_tile": _TILE_SM80,
                  "pcie_bandwidth": pcie_source(4, 16, _SPEC_3060)}),
     "mi300x": replace(
