@@ -69,3 +69,12 @@ def test_the_plan_file_keeps_what_was_tried(llama8b):
     doc = json.loads(json.dumps(plan_document(p, plan, evaluate(p, plan.config), baselines=[])))
     _, again = read_serving_plan(doc, "plan.json")
     assert again.meta["max_num_seqs_searched"] == plan.meta["max_num_seqs_searched"]
+
+
+def test_a_fleet_above_eight_gpus_steps_both_ways_from_the_default(llama8b):
+    """Above one node of 8 GPUs (the 10 s class) the limit is also tried the way its default plan does not point:
+    near-tied deployments at the default can point different ways (search._PROBE_BOTH_WAYS_ABOVE)."""
+    p = problem(llama8b, gpus="8xl4;2xl4", isl=512, osl=128)
+    tried = search(p, time_limit=30).meta["max_num_seqs_searched"]
+    default = p.engine.max_num_seqs
+    assert min(tried) < default < max(tried)
