@@ -49,6 +49,63 @@ def ratios(gpu: str, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
     return m[ok], roof[ok] / meas[ok]
 
 
+#: attention bands: prompt length for prefill, batch x cached tokens for decode
+SEQ_BANDS = ((1, 256), (257, 1024), (1025, 4096), (4097, 1 << 30))
+KV_BANDS = ((1, 10**5), (10**5 + 1, 10**6), (10**6 + 1, 10**7), (10**7 + 1, 1 << 40))
+
+
+def attention_ratios(gpu: str, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(band coordinate, roofline / measured) at every measured point of ``gpu``'s BF16, head-dim-128,
+    full-attention lattice of ``name`` (context: the prompt length; decode: batch x cached tokens)."""
+    fam = family(SYSTEMS[gpu], name)
+    grid = None if fam is None else next((g for k, g in fam.grids.items()
+                                          if k[0] == 128 and k[1] == 0 and k[2] == "bfloat16"
+                                          and k[3] == "bfloat16"), None)
+    if grid is None:
+        return None
+    idx = np.argwhere(np.isfinite(grid.values))
+    b, x, h, kvh = (grid.axes[j][idx[:, j]] for j in range(4))
+    meas = grid.values[tuple(idx.T)]
+    spec = kernel_costs(gpu).spec
+    if name == "context_attention":
+        roof = rl.sol_attention_context(b, x, h, kvh, 128, spec, 0, 2.0) / float(spec.attn_fwd_fraction or 1.0)
+        coord = x
+    else:
+        roof = rl.sol_attention_decode(b, x, h, kvh, 128, spec, 0, 2.0) / float(spec.hbm_fraction or 1.0)
+        coord = b * x
+    ok = meas > 0
+    return coord[ok], roof[ok] / meas[ok]
+
+
+def _cells(coord: np.ndarray, r: np.ndarray, bands: tuple[tuple[int, int], ...]) -> list[str]:
+    out = []
+    for a, b in bands:
+        sel = (coord >= a) & (coord <= b)
+        if not sel.any():
+            out.append("-")
+            continue
+        q = np.percentile(r[sel], [10, 50, 90])
+        out.append(f"{q[1]:.2f} ({q[0]:.2f}-{q[2]:.2f}), {int(sel.sum())}")
+    return out
+
+
+def _band_name(a: int, b: int, what: str) -> str:
+    return f"{what} {a:,}-{b:,}" if b < 1 << 30 else f"{what} > {a - 1:,}"
+
+
+def attention_lines() -> list[str]:
+    """Prefill and decode attention, BF16, head dim 128, no window: the roofline against the tables."""
+    lines = ["| device | family | " + " | ".join(f"{i}" for i in range(1, 5)) + " |", "|---|---|---|---|---|---|"]
+    for gpu in DEVICES:
+        for name, bands, what in (("context_attention", SEQ_BANDS, "seq"), ("decode_attention", KV_BANDS, "b x kv")):
+            got = attention_ratios(gpu, name)
+            if got is None:
+                continue
+            cells = [f"{_band_name(a, b, what)}: {c}" for (a, b), c in zip(bands, _cells(*got, bands))]
+            lines.append(f"| {gpu} | {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
@@ -75,13 +132,19 @@ def main() -> int:
                 cells.append(f"{q[1]:.2f} ({q[0]:.2f}-{q[2]:.2f}), {int(sel.sum())}")
             lines.append(f"| {gpu} | {dtype} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
-    print(text)
+    att = "\n".join(attention_lines())
+    print(text + "\n\n" + att)
     if args.out:
         args.out.write_text("# The GEMM roofline against the measured tables\n\n"
                             "`PYTHONPATH=src python benchmarks/kernels_roofline.py --out "
                             "benchmarks/results/kernels_roofline.md`\n\n"
                             "Each cell: roofline / measured latency, median (10th-90th percentile), points. 1.00 is "
-                            "exact; above 1 the roofline is slower than the GPU.\n\n" + text + "\n")
+                            "exact; above 1 the roofline is slower than the GPU.\n\n" + text + "\n\n"
+                            "## Attention (BF16, head dim 128, no window)\n\nThe roofline as the kernel layer "
+                            "prices a card without tables: prefill at the attention fraction of the tensor-core "
+                            "peak, decode at the HBM fraction (no per-kernel floor: small decodes read far "
+                            "below 1). By band of the prompt length (prefill) or batch x cached tokens (decode); "
+                            "same cell format.\n\n" + att + "\n")
     return 0
 
 

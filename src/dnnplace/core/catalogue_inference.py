@@ -282,6 +282,7 @@ class RooflineDefaults:
     roofline of the measured-kernel layer and the serving planner fall back to, each with its source."""
 
     gemm_fraction: float  # large 16-bit GEMM / dense tensor peak
+    attn_fraction: float  # causal prefill attention (16-bit, long prompts) / dense tensor peak
     hbm_fraction: float  # streaming kernels / memory bandwidth (HBM or GDDR)
     pcie_fraction: float  # NCCL all-reduce bus bandwidth / PCIe link, for cards without NVLink
     pcie_copy_fraction: float  # one pinned host <-> device copy / PCIe link
@@ -310,14 +311,27 @@ def _median(values: list[float]) -> float:
 _PCIE_NCCL = ("NVIDIA/nccl issue #1639 (github.com/NVIDIA/nccl/issues/1639): 8x GeForce RTX 5090 on PCIe Gen5 "
               "x16, nccl-tests all_reduce_perf up to 8 GB, bus bandwidth 28 GB/s at 8 GPUs (35 GB/s at 4); the "
               "maintainer: on PCI systems the CPU and memory bound it -> 28 / 63.0 = 0.44 of the link")
+#: aiconfigurator-core 0.12.0's measured context-attention tables (``context_attention_perf``, each system's
+#: default table: TensorRT-LLM 1.0.0 on A100, 1.3.0rc20 on the others, vLLM 0.26.0 on B60), BF16, head dim 128,
+#: full attention, prompts of at least 4,096 tokens: the median efficiency (causal FLOPs at the dense BF16 peak /
+#: measured latency) per system.  tests/kernel_layer/test_roofline_attention_default.py recomputes them.
+ATTN_TABLE_EFFICIENCY = {"a100": 0.451, "b200": 0.422, "b300": 0.496, "b60": 0.660, "gb200": 0.422, "gb300": 0.513,
+                         "h100": 0.481, "h200": 0.490, "l40s": 0.374, "rtx-pro-6000": 0.399}
+
 ROOFLINE_DEFAULTS = RooflineDefaults(
     gemm_fraction=round(_median([m / t for m, t in _MAMF_BF16_ROWS.values()]), 3),
+    attn_fraction=round(_median(list(ATTN_TABLE_EFFICIENCY.values())), 3),
     hbm_fraction=0.85,
     pcie_fraction=round(28e9 / PCIE5_X16, 3),
     pcie_copy_fraction=round(55.6e9 / PCIE5_X16, 3),
     sources={
         "gemm_fraction": f"{MAMF_SOURCE}: the median efficiency of its {len(_MAMF_BF16_ROWS)} BF16 rows "
                          f"({', '.join(_MAMF_BF16_ROWS)}) = 0.781",
+        "attn_fraction": "aiconfigurator-core 0.12.0's measured prefill-attention tables of its ten systems "
+                         "(BF16, head dim 128, prompts >= 4,096 tokens): the median of their median efficiencies "
+                         f"({', '.join(f'{k} {v}' for k, v in ATTN_TABLE_EFFICIENCY.items())}) = 0.466; "
+                         "shorter prompts run below it (0.29-0.59 at >= 1,024 tokens): the roofline prices them "
+                         "fast (benchmarks/results/kernels_roofline.md)",
         "hbm_fraction": "ASSUMPTION for GDDR cards: the catalogue's HBM figure (" + HBM_SOURCE + "); no BabelStream "
                         "figure for GDDR6/6X/7 cards gathered",
         "pcie_fraction": _PCIE_NCCL,

@@ -272,15 +272,19 @@ def _plain(v: object) -> object:
 
 def roofline_spec(dev: DeviceSpec) -> DeviceSpec:
     """``dev`` with every efficiency fraction it lacks (no published measurement) taken from the catalogue's
-    ``ROOFLINE_DEFAULTS``: what the roofline prices a card such as an RTX 4090 or an L4 with.  Attention
-    without its own figure runs at the GEMM fraction (flash attention is a chain of tensor-core GEMMs); a
-    card without NVLink moves collectives over PCIe at the defaults' measured PCIe bus-bandwidth fraction (a
-    bridge or NVLink without its own measured fraction takes that one too: the lower, published figure)."""
+    ``ROOFLINE_DEFAULTS``: what the roofline prices a card such as an RTX 4090 or an L4 with.  Prefill
+    attention without its own figure runs at the defaults' attention fraction, the median efficiency of the
+    measured prefill tables of the GPUs that have them (0.47 of the tensor peak: the GEMM fraction, 0.78,
+    priced an L40S's prefill attention 2-3x faster than its own table); the backward, which no table
+    measures, at the GEMM fraction (flash attention is a chain of tensor-core GEMMs); a card without NVLink
+    moves collectives over PCIe at the defaults' measured PCIe bus-bandwidth fraction (a bridge or NVLink
+    without its own measured fraction takes that one too: the lower, published figure)."""
     d = ROOFLINE_DEFAULTS
     gemm = d.fraction("gemm_fraction", dev)
     pcie_only = dev.nvlink_bandwidth <= 0
     return replace(dev, gemm_fraction=gemm, hbm_fraction=d.fraction("hbm_fraction", dev),
-                   attn_fwd_fraction=dev.attn_fwd_fraction or gemm, attn_bwd_fraction=dev.attn_bwd_fraction or gemm,
+                   attn_fwd_fraction=dev.attn_fwd_fraction or d.attn_fraction,
+                   attn_bwd_fraction=dev.attn_bwd_fraction or gemm,
                    nvlink_fraction=d.pcie_fraction if pcie_only or dev.nvlink_fraction is None
                    else dev.nvlink_fraction,
                    internode_fraction=dev.internode_fraction or d.pcie_fraction)
