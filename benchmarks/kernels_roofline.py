@@ -106,6 +106,49 @@ def attention_lines() -> list[str]:
     return lines
 
 
+TOKEN_BANDS = ((1, 16), (17, 256), (257, 4096), (4097, 1 << 30))
+
+
+def moe_ratios(gpu: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(tokens, roofline / measured) at every measured point of ``gpu``'s balanced 16-bit MoE lattices, the
+    roofline as the kernel layer prices a shape its tables lack (``KernelCosts.moe`` without a lattice)."""
+    fam = family(SYSTEMS[gpu], "moe")
+    if fam is None:
+        return None
+    kc = kernel_costs(gpu)
+    coords, ratios_ = [], []
+    for key, grid in fam.grids.items():
+        dt, routing, hidden, inter, topk, experts, tp, ep = key
+        if dt != "bfloat16" or routing != "balanced":
+            continue
+        t = grid.axes[0]
+        ok = np.isfinite(grid.values) & (grid.values > 0)
+        if not ok.any():
+            continue
+        rows = t[ok] * topk / ep
+        active = np.maximum(max(experts // ep, 1) * (1.0 - (1.0 - topk / experts) ** t[ok]), 1.0)
+        peak = rl.dtype_peak(kc.spec, "bf16")
+        roof = (rl.gemm_time(rows / active, np.full(rows.shape, 2.0 * inter / tp), np.full(rows.shape, float(hidden)),
+                             kc.spec, peak, groups=active)
+                + rl.gemm_time(rows / active, np.full(rows.shape, float(hidden)), np.full(rows.shape, inter / tp),
+                               kc.spec, peak, groups=active))
+        coords.append(t[ok])
+        ratios_.append(roof / grid.values[ok])
+    if not coords:
+        return None
+    return np.concatenate(coords), np.concatenate(ratios_)
+
+
+def moe_lines() -> list[str]:
+    lines = ["| device | " + " | ".join(_band_name(a, b, "tokens") for a, b in TOKEN_BANDS) + " |",
+             "|---|" + "---|" * len(TOKEN_BANDS)]
+    for gpu in DEVICES:
+        got = moe_ratios(gpu)
+        if got is not None:
+            lines.append(f"| {gpu} | " + " | ".join(_cells(*got, TOKEN_BANDS)) + " |")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
@@ -133,7 +176,8 @@ def main() -> int:
             lines.append(f"| {gpu} | {dtype} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     att = "\n".join(attention_lines())
-    print(text + "\n\n" + att)
+    moe = "\n".join(moe_lines())
+    print(text + "\n\n" + att + "\n\n" + moe)
     if args.out:
         args.out.write_text("# The GEMM roofline against the measured tables\n\n"
                             "`PYTHONPATH=src python benchmarks/kernels_roofline.py --out "
@@ -144,7 +188,10 @@ def main() -> int:
                             "prices a card without tables: prefill at the attention fraction of the tensor-core "
                             "peak, decode at the HBM fraction (no per-kernel floor: small decodes read far "
                             "below 1). By band of the prompt length (prefill) or batch x cached tokens (decode); "
-                            "same cell format.\n\n" + att + "\n")
+                            "same cell format.\n\n" + att + "\n\n"
+                            "## MoE layers (BF16, balanced routing)\n\nThe roofline for a shape the tables lack: "
+                            "each local expert a token picks reads its weights (a grouped GEMM over them); by band "
+                            "of tokens per step, every balanced 16-bit lattice of the device.\n\n" + moe + "\n")
     return 0
 
 

@@ -56,3 +56,24 @@ def test_training_sized_gemms_are_priced_as_before(m: int, n: int, k: int) -> No
     hbm = 2.0e12 * 0.85
     old = max(2.0 * m * n * k / (312e12 * eff), 2 * (m * k + k * n) / hbm) + 2 * m * n / hbm
     assert new == pytest.approx(old, rel=1e-12)
+
+
+def test_a_decode_moe_without_a_table_reads_only_the_experts_its_tokens_pick() -> None:
+    """One token picks top-k of the experts: only those read their weights (balanced routing, as the tables
+    measure it); the roofline used to read every local expert's, 16x too many at top-8 of 128."""
+    from dnnplace.kernels.costs import kernel_costs
+
+    kc = kernel_costs("l4")
+    hidden, inter, topk, experts = 2048, 768, 8, 128
+    got = kc.moe([1.0], hidden, inter, topk, experts).seconds[0]
+    d, peak = kc.spec, rl.dtype_peak(kc.spec, "bf16")
+    one = A([1.0])
+    by_hand = (rl.gemm_time(one, A([2.0 * inter]), A([float(hidden)]), d, peak, groups=8.0)
+               + rl.gemm_time(one, A([float(hidden)]), A([float(inter)]), d, peak, groups=8.0))[0]
+    assert got == pytest.approx(by_hand, rel=1e-12)
+    # many tokens: every expert is picked, as before
+    t = A([4096.0])
+    rows = 4096 * topk / experts
+    every = (rl.gemm_time(t * 0 + rows, A([2.0 * inter]), A([float(hidden)]), d, peak, groups=float(experts))
+             + rl.gemm_time(t * 0 + rows, A([float(hidden)]), A([float(inter)]), d, peak, groups=float(experts)))[0]
+    assert kc.moe(t, hidden, inter, topk, experts).seconds[0] == pytest.approx(every, rel=1e-9)

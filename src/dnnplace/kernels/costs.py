@@ -221,7 +221,11 @@ class KernelCosts:
         if grid is None:
             rows = t * topk / ep
             local = float(max(experts // ep, 1))
-            per = rows / local
+            # the local experts some token picks (each token picks topk of the experts uniformly, the balanced
+            # routing the tables measure): only they read their weights; at decode sizes that is a few of them
+            active = np.maximum(local * (1.0 - (1.0 - topk / max(experts, 1)) ** t), 1.0)
+            per = rows / active
+            local = active
             d = self.spec
             peak = rl.dtype_peak(d, dtype)
             b = rl.DTYPE_BYTES.get(dtype, 2.0)
