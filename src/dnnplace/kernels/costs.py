@@ -225,14 +225,13 @@ class KernelCosts:
             # routing the tables measure): only they read their weights; at decode sizes that is a few of them
             active = np.maximum(local * (1.0 - (1.0 - topk / max(experts, 1)) ** t), 1.0)
             per = rows / active
-            local = active
             d = self.spec
             peak = rl.dtype_peak(d, dtype)
             b = rl.DTYPE_BYTES.get(dtype, 2.0)
             up = rl.gemm_time(per, np.full_like(t, 2.0 * inter / tp), np.full_like(t, float(hidden)), d, peak,
-                              groups=local, in_bytes=b)
+                              groups=active, in_bytes=b)
             down = rl.gemm_time(per, np.full_like(t, float(hidden)), np.full_like(t, inter / tp), d, peak,
-                                groups=local, in_bytes=b)
+                                groups=active, in_bytes=b)
             return Priced(up + down, np.full(t.shape, ROOFLINE, np.int8))
         look = grid.lookup([t])
         d = self.spec
