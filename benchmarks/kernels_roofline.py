@@ -78,6 +78,7 @@ def attention_ratios(gpu: str, name: str) -> tuple[np.ndarray, np.ndarray] | Non
 
 
 def _cells(coord: np.ndarray, r: np.ndarray, bands: tuple[tuple[int, int], ...]) -> list[str]:
+    """Per band of ``coord``: the median (10th-90th percentile) of ``r`` and the points in it, or '-'."""
     out = []
     for a, b in bands:
         sel = (coord >= a) & (coord <= b)
@@ -164,16 +165,7 @@ def main() -> int:
             got = ratios(gpu, dtype)
             if got is None:
                 continue
-            m, r = got
-            cells = []
-            for a, b in BANDS:
-                sel = (m >= a) & (m <= b)
-                if not sel.any():
-                    cells.append("-")
-                    continue
-                q = np.percentile(r[sel], [10, 50, 90])
-                cells.append(f"{q[1]:.2f} ({q[0]:.2f}-{q[2]:.2f}), {int(sel.sum())}")
-            lines.append(f"| {gpu} | {dtype} | " + " | ".join(cells) + " |")
+            lines.append(f"| {gpu} | {dtype} | " + " | ".join(_cells(*got, BANDS)) + " |")
     text = "\n".join(lines)
     att = "\n".join(attention_lines())
     moe = "\n".join(moe_lines())
