@@ -1,13 +1,14 @@
-"""How far the sourced GEMM roofline is from the measured tables, by the GEMM's row count.
+"""How far the sourced roofline is from the measured tables: GEMMs by row count, attention and MoE layers.
 
 Why: every GPU without aiconfigurator-core's tables (L4, A10G, T4, the RTX cards, A6000, V100, MI300X ...) is
 priced by the roofline alone, and serving prices decode, whose GEMMs have as many rows as the batch (1 to a
 few hundred).  The tables of the GPUs that have them are the check the project did not write: every measured
 GEMM point of each device's default table with n and k >= 1024 (an LLM layer's weights), in BF16 and, where
-the device has an FP8 peak, FP8, is priced by the roofline (``roofline.gemm_time`` as the kernel layer
-calls it: the datasheet peaks and published efficiencies) and the ratio roofline / measured reported by band
-of m.  Nothing is fitted to these points.  (The FP8 rows include the activation's dynamic quantisation,
-which the roofline does not price: FP8 ratios below 1 at small m.)
+the device has an FP8 peak, FP8, is priced by the roofline (``kernel_costs(gpu, measured=False)``: the kernel
+layer without its tables, the datasheet peaks and published efficiencies) and the ratio roofline / measured
+reported by band of m; prefill and decode attention and MoE layers likewise.  Nothing is fitted to these
+points.  (The FP8 rows include the activation's dynamic quantisation, which the roofline does not price: FP8
+ratios below 1 at small m.)
 
     PYTHONPATH=src python benchmarks/kernels_roofline.py [--out benchmarks/results/kernels_roofline.md]
 """
@@ -22,7 +23,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from dnnplace.kernels import roofline as rl  # noqa: E402
 from dnnplace.kernels.costs import GEMM_DTYPES, kernel_costs  # noqa: E402
 from dnnplace.kernels.measured import family  # noqa: E402
 from dnnplace.kernels.tables import SYSTEMS  # noqa: E402
@@ -43,8 +43,7 @@ def ratios(gpu: str, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
     idx = np.argwhere(np.isfinite(grid.values))
     m, n, k = (grid.axes[j][idx[:, j]] for j in range(3))
     meas = grid.values[tuple(idx.T)]
-    spec = kernel_costs(gpu).spec
-    roof = rl.gemm_time(m, n, k, spec, rl.dtype_peak(spec, dtype), in_bytes=rl.DTYPE_BYTES.get(dtype, 2.0))
+    roof = kernel_costs(gpu, measured=False).gemm(m, n, k, dtype).seconds
     ok = (meas > 0) & (n >= MIN_NK) & (k >= MIN_NK)
     return m[ok], roof[ok] / meas[ok]
 
@@ -66,12 +65,12 @@ def attention_ratios(gpu: str, name: str) -> tuple[np.ndarray, np.ndarray] | Non
     idx = np.argwhere(np.isfinite(grid.values))
     b, x, h, kvh = (grid.axes[j][idx[:, j]] for j in range(4))
     meas = grid.values[tuple(idx.T)]
-    spec = kernel_costs(gpu).spec
+    roofline = kernel_costs(gpu, measured=False)
     if name == "context_attention":
-        roof = rl.sol_attention_context(b, x, h, kvh, 128, spec, 0, 2.0) / float(spec.attn_fwd_fraction or 1.0)
+        roof = roofline.context_attention(b, x, h, kvh, 128).seconds
         coord = x
     else:
-        roof = rl.sol_attention_decode(b, x, h, kvh, 128, spec, 0, 2.0) / float(spec.hbm_fraction or 1.0)
+        roof = roofline.decode_attention(b, x, h, kvh, 128).seconds
         coord = b * x
     ok = meas > 0
     return coord[ok], roof[ok] / meas[ok]
@@ -116,7 +115,7 @@ def moe_ratios(gpu: str) -> tuple[np.ndarray, np.ndarray] | None:
     fam = family(SYSTEMS[gpu], "moe")
     if fam is None:
         return None
-    kc = kernel_costs(gpu)
+    roofline = kernel_costs(gpu, measured=False)
     coords, ratios_ = [], []
     for key, grid in fam.grids.items():
         dt, routing, hidden, inter, topk, experts, tp, ep = key
@@ -126,13 +125,7 @@ def moe_ratios(gpu: str) -> tuple[np.ndarray, np.ndarray] | None:
         ok = np.isfinite(grid.values) & (grid.values > 0)
         if not ok.any():
             continue
-        rows = t[ok] * topk / ep
-        active = np.maximum(max(experts // ep, 1) * (1.0 - (1.0 - topk / experts) ** t[ok]), 1.0)
-        peak = rl.dtype_peak(kc.spec, "bf16")
-        roof = (rl.gemm_time(rows / active, np.full(rows.shape, 2.0 * inter / tp), np.full(rows.shape, float(hidden)),
-                             kc.spec, peak, groups=active)
-                + rl.gemm_time(rows / active, np.full(rows.shape, float(hidden)), np.full(rows.shape, inter / tp),
-                               kc.spec, peak, groups=active))
+        roof = roofline.moe(t[ok], hidden, inter, topk, experts, tp, ep).seconds
         coords.append(t[ok])
         ratios_.append(roof / grid.values[ok])
     if not coords:
