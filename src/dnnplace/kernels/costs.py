@@ -277,8 +277,8 @@ def roofline_spec(dev: DeviceSpec) -> DeviceSpec:
     """``dev`` with every efficiency fraction it lacks (no published measurement) taken from the catalogue's
     ``ROOFLINE_DEFAULTS``: what the roofline prices a card such as an RTX 4090 or an L4 with.  Prefill
     attention without its own figure runs at the defaults' attention fraction, the median efficiency of the
-    measured prefill tables of the GPUs that have them (0.47 of the tensor peak: the GEMM fraction, 0.78,
-    priced an L40S's prefill attention 2-3x faster than its own table); the backward, which no table
+    measured prefill tables of the GPUs that have them (the GEMM fraction priced an L40S's prefill attention
+    well below its own table's time: docs/kernels.md); the backward, which no table
     measures, at the GEMM fraction (flash attention is a chain of tensor-core GEMMs); a card without NVLink
     moves collectives over PCIe at the defaults' measured PCIe bus-bandwidth fraction (a bridge or NVLink
     without its own measured fraction takes that one too: the lower, published figure)."""

@@ -48,8 +48,8 @@ def gemm_efficiency(m: Array, n: Array, dev: DeviceSpec, groups: Array | float =
 
     ``k`` given: a single GEMM whose output tiles fill at most half the SMs splits its K dimension over the
     idle ones (:func:`split_k`), so its one wave counts tiles x splits.  Why: decode GEMMs (m = the batch)
-    have a few dozen output tiles; left to one wave of them the model priced a 16 x 4096 x 4096 GEMM on an
-    A100 at 4x the measured table, where the libraries run it at the speed of its weight traffic.
+    have a few dozen output tiles; left to one wave of them they were priced far above the measured tables,
+    where the libraries run them at the speed of their weight traffic (docs/kernels.md).
     """
     tm, tn = gemm_tile(m, dev, groups, k)
     used = dev.sm_count if sms is None else np.minimum(np.asarray(sms, dtype=float), dev.sm_count)

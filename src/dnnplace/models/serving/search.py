@@ -204,8 +204,8 @@ def _search_tokens(p: ServingProblem, plan: ServingPlan, value: float, t0: float
 _SEQS_RANGE = (16, 4096)
 #: Fleets of more GPUs than this try both ways from the engine's default limit (a search policy: one more search
 #: where the time target is 10 s, not the 1 s of one node of 8).  Why: deployments nearly tied at the default can
-#: point different ways -- on the 64-GPU fleet a plan of H100 pipelines of 2 (none at the cap) and one with
-#: pipelines of 3 (at the cap) were 0.2 % apart at 256, and only the second leads to 512 (+9 % with its budget).
+#: point different ways (one with no replica at the cap, one with a replica there), and only one of them leads
+#: to the better limit (docs/serving.md: the 64-GPU fleet).
 _PROBE_BOTH_WAYS_ABOVE = 8
 
 
