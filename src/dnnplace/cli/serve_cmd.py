@@ -250,6 +250,11 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         f" requests/s, TTFT {_num(p['ttft_ms'], '.0f')} ms, TPOT {_num(p['tpot_ms'], '.1f')} ms; KV cache"
         f" {', '.join(map(str, p['kv_cache_tokens']))} tokens per replica; max concurrency"
         f" {', '.join(map(str, p['max_concurrency']))}; context {p['max_model_len']}",
+        *([f"capacity at the batch limits: {_num(p.get('capacity_tokens_per_s'), '.0f')} output tokens/s (what the"
+           " search maximises and the proof is about)"
+           + ("; at the rate the replicas run " + ", ".join(_num(x, '.1f') for x in p["running_sequences"])
+              + " sequences" if p.get("running_sequences") else "")]
+          if wl.get("rate") is not None and p.get("capacity_tokens_per_s") is not None else []),
         f"fits {p['fits']}, meets SLO {p['meets_slo']}" + (f", saturated {p['saturated']}"
                                                             if wl.get("rate") is not None else "")
         + (f" ({_slo_line(wl)}; judged by the {str(doc['slo_judged_by']).split(':')[0]})"
@@ -282,7 +287,8 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"
                          for r in u["config"]["replicas"])
         lines.append(f"runner-up {n}: {len(u['config']['replicas'])} replica(s) {reps}: "
-                     f"{_num(up['output_tokens_per_s'], '.0f')} tokens/s")
+                     f"{_num(up.get('capacity_tokens_per_s', up['output_tokens_per_s']), '.0f')} tokens/s"
+                     + (" at the batch limits" if wl.get("rate") is not None else ""))
     for line in lines:
         console.print(Text(printable(line)))
 

@@ -60,6 +60,7 @@ class Baseline:
         ev = self.evaluation
         return {"name": self.name, "config": cfg,
                 "output_tokens_per_s": None if ev is None or not ev.fits else round(ev.output_tokens_per_s, 6),
+                "capacity_tokens_per_s": None if ev is None or not ev.fits else round(ev.capacity_tokens_per_s, 6),
                 "fits": bool(ev is not None and ev.fits),
                 "gain": None if self.gain is None else round(self.gain, 6), "why": self.why}
 
@@ -155,9 +156,9 @@ def accelerate_balanced_layers(p: ServingProblem, free: list[float]) -> tuple[li
 # ---------------------------------------------------------------- pricing
 
 def _gain(plan_value: float, ev: ServingEvaluation) -> float | None:
-    if not ev.fits or ev.output_tokens_per_s <= 0 or plan_value <= 0:
+    if not ev.fits or ev.capacity_tokens_per_s <= 0 or plan_value <= 0:
         return None
-    return plan_value / ev.output_tokens_per_s
+    return plan_value / ev.capacity_tokens_per_s
 
 
 def _shortfall(p: ServingProblem, cfg: ServingConfig, ev: ServingEvaluation) -> str:
@@ -267,7 +268,7 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
             stopped = sp.meta.get("complete") is False  # cut by the time limit: nothing proven
             tried.append(f"{count}x {kind}: " + ("none found in the time limit" if stopped else "no deployment fits"))
             continue
-        v = evaluate(p, sp.config).output_tokens_per_s
+        v = evaluate(p, sp.config).capacity_tokens_per_s
         tried.append(f"{count}x {kind}: {v:.0f} tok/s ({sp.status})")
         if v > best[0]:
             best = (v, kind, sp.config)
@@ -285,7 +286,7 @@ def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None 
     the whole command, not only the search)."""
     if time_limit is None:
         time_limit = float(plan.meta.get("time_limit", 30.0))
-    value = evaluate(p, plan.config).output_tokens_per_s if plan.config.replicas else 0.0
+    value = evaluate(p, plan.config).capacity_tokens_per_s if plan.config.replicas else 0.0
     out = []
     builders = (lambda: _engine_even(p, plan, value),
                 lambda: _node_pipelines(p, plan, value, "accelerate-balanced"),

@@ -173,6 +173,11 @@ class EngineRules:
     #: honours them; the steady-state evaluator does not
     batch_wait_timeout_iters: int = 0
     batch_wait_max_tokens_ratio: float = 0.0
+    #: how requests reach the replicas: least-loaded (vLLM's data-parallel client: the engine with the least
+    #: ``4 * waiting + running``, ``v1/engine/core_client.py::DPLBAsyncMPClient``) or round robin (SGLang's DP
+    #: controller default, ``server_args.py`` ``load_balance_method = "round_robin"``; the engines without a DP
+    #: router taken as behind a round-robin proxy).  The simulation routes so; the evaluator shares a rate so
+    least_loaded_router: bool = False
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -191,7 +196,7 @@ ENGINES: dict[str, EngineRules] = {
     "vllm": EngineRules(
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
-        sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm",
+        sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm", least_loaded_router=True,
         sources=(VLLM_SAMPLER_SOURCE,
                  "config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",

@@ -23,11 +23,11 @@ __all__ = ["ENTRY", "Judged"]
 
 class Judged(ServingEvaluation):
     """A serving evaluation as ``solve`` and ``dnnplace.evaluate`` give every model's: ``value(objective)`` to
-    minimise (seconds per output token, the inverse of ``output_tokens_per_s``) and ``feasible``; everything
-    else is the evaluation itself."""
+    minimise (seconds per output token at the batch limits, the inverse of ``capacity_tokens_per_s``: under a
+    rate too, where what is served is the demand) and ``feasible``; everything else is the evaluation itself."""
 
     def value(self, objective: str = "throughput") -> float:  # type: ignore[override]
-        tok = self.output_tokens_per_s
+        tok = self.capacity_tokens_per_s
         return 1.0 / tok if tok > 0 else math.inf
 
     @property

@@ -23,9 +23,9 @@ from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 from dnnplace.utils.owned_cache import make_room
 
-__all__ = ["ReplicaEval", "ServingEvaluation", "cached_times", "cached_times_batch", "evaluate", "evaluate_replica",
-           "held_tokens", "iteration", "link_between", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context",
-           "steady_batch", "steps", "steps_many", "tp_refusal"]
+__all__ = ["ReplicaEval", "ServingEvaluation", "at_load", "cached_times", "cached_times_batch", "evaluate",
+           "evaluate_replica", "held_tokens", "iteration", "link_between", "load_shares", "prompt_lumps",
+           "prompts_chunked", "seq_cap", "served_context", "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -247,8 +247,7 @@ def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,
 
 
 def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
-    """Memory, KV cache and steady-state rate of one replica."""
-    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    """Memory, KV cache and steady-state rate of one replica at its batch limit."""
     mems, kv = replica_memory(p, r, max_num_seqs, max_num_batched_tokens)
     src: dict[str, int] = {}
     why = tp_refusal(p, r.tp)
@@ -272,29 +271,84 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if why or conc < 1:
         return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",
                            max_model_len=context)
-    per_mb = max(conc / r.pp, 1.0)
-    it = iteration(p, per_mb, max_num_batched_tokens)
-    mix = steps(p, per_mb, max_num_batched_tokens)
-    times = [sum(w * _stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), x, src) for w, x in mix)
-             for i in range(r.pp)]
+    times, tok_s, tpot, ttft = _running(p, r, conc, max_num_batched_tokens, src)
     if not math.isfinite(max(times)):  # only a send over a network with no figure is unpriceable
         i = next(k for k, t in enumerate(times) if not math.isfinite(t))
         why = (f"stage {i + 1} ({r.stages[i].gpu}, node {r.stages[i].node}) sends to node {r.stages[i + 1].node} "
                f"over a network with no bandwidth figure: give it in --fleet ([network] bandwidth_gbps)"
                if i + 1 < r.pp else f"stage {i + 1} cannot be priced")
         return ReplicaEval(mems, kv, 0.0, times, 0.0, math.inf, math.inf, False, why, max_model_len=context)
+    return ReplicaEval(mems, kv, conc, times, tok_s, tpot, ttft, True, "", src, context)
+
+
+def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens: int,
+             src: dict[str, int]) -> tuple[list[float], float, float, float]:
+    """(stage times, output tokens/s, TPOT s, TTFT s) of a replica running ``conc`` sequences at steady state."""
+    bounds = np.concatenate([[0], np.cumsum(r.partition())])
+    per_mb = max(conc / r.pp, 1.0)
+    it = iteration(p, per_mb, max_num_batched_tokens)
+    mix = steps(p, per_mb, max_num_batched_tokens)
+    times = [sum(w * _stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), x, src) for w, x in mix)
+             for i in range(r.pp)]
     slowest = max(times)
+    if not math.isfinite(slowest):
+        return times, 0.0, math.inf, math.inf
     tok_s = it.decode / slowest
     tpot = r.pp * slowest if r.pp > 1 else slowest
     # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
     # the load's iteration pace
     if p.workload.phase == "decode":  # no prompt here: the first token is one step after the KV arrives
-        return ReplicaEval(mems, kv, conc, times, tok_s, tpot, tpot, True, "", src, context)
+        return times, tok_s, tpot, tpot
     first = Iteration(0.0, 0.0, float(min(p.workload.isl, max_num_batched_tokens)), p.workload.isl)
     chunks = math.ceil(p.workload.isl / max_num_batched_tokens)
     pre = sum(_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), first, src) for i in range(r.pp))
-    ttft = chunks * pre + tpot
-    return ReplicaEval(mems, kv, conc, times, tok_s, tpot, ttft, True, "", src, context)
+    return times, tok_s, tpot, chunks * pre + tpot
+
+
+def load_shares(p: ServingProblem, capacities: list[float], demand: float) -> list[float]:
+    """Each replica's share of ``demand`` output tokens/s under the engine's router (one rule for the evaluator
+    and the simulation): a least-loaded router (vLLM's DP client) keeps every replica equally busy, so each
+    gets demand in proportion to what it serves; round robin (the others) sends each the same share, so a
+    slower replica saturates first."""
+    if not capacities:
+        return []
+    total = sum(capacities)
+    if p.engine.least_loaded_router and total > 0:
+        return [demand * c / total for c in capacities]
+    return [demand / len(capacities)] * len(capacities)
+
+
+#: The relative width at which the search for a replica's running batch under a rate stops: far inside the
+#: prediction's error band (7 % at the least), and about 10 bisections of one replica's batch range.
+_LOAD_TOLERANCE = 0.005
+
+
+def at_load(p: ServingProblem, r: Replica, ev: ReplicaEval, demand: float,
+            max_num_batched_tokens: int) -> tuple[float, float, float]:
+    """(sequences running, TPOT s, TTFT s) of a fitting replica serving ``demand`` output tokens/s.
+
+    Why: under a request rate a replica does not run at its batch limit.  At steady state it runs the
+    sequences whose throughput equals the demand (Little's law: ``tokens/s(n) = n x osl / (time a request
+    stays)``, which the evaluator's ``tokens/s(n)`` already is), and its steps, so its TPOT and TTFT, are
+    those of that batch, not of the limit's.  The batch is found by bisection in ``[1, the limit's]``
+    (tokens/s grows with the batch); a demand at or above the limit's rate runs at the limit (saturated).
+    Queueing ahead of a prompt is the simulation's: ``verdicts.simulated_slo`` judges SLOs under a rate."""
+    if demand >= ev.tokens_per_s or ev.concurrency <= 1.0:
+        return ev.concurrency, ev.tpot_s, ev.ttft_s
+    scratch: dict[str, int] = {}
+    lo, hi = 1.0, ev.concurrency
+    _, tok, tpot, ttft = _running(p, r, lo, max_num_batched_tokens, scratch)
+    if tok >= demand:
+        return lo, tpot, ttft
+    best = (hi, ev.tpot_s, ev.ttft_s)
+    while hi / lo > 1.0 + _LOAD_TOLERANCE:
+        mid = math.sqrt(lo * hi)
+        _, tok, tpot, ttft = _running(p, r, mid, max_num_batched_tokens, scratch)
+        if tok >= demand:
+            hi, best = mid, (mid, tpot, ttft)
+        else:
+            lo = mid
+    return best
 
 
 @dataclass
@@ -312,10 +366,17 @@ class ServingEvaluation:
     error_band: float
     sources: dict[str, int]
     why: str = ""
+    #: what the deployment serves at its batch limits (the search's objective); under a rate
+    #: ``output_tokens_per_s`` is the demand it serves, at most this
+    capacity_tokens_per_s: float = 0.0
+    #: under a rate, the sequences each replica runs to serve its share (empty otherwise: the limit's)
+    running: tuple[float, ...] = ()
 
     @property
     def value(self) -> float:
-        return self.output_tokens_per_s
+        """The search's objective: output tokens/s at the batch limits (under a rate too, where the plan is the
+        deployment with the most headroom; what it serves at the rate is ``output_tokens_per_s``)."""
+        return self.capacity_tokens_per_s
 
     def to_dict(self) -> dict[str, Any]:
         def fin(x: float) -> float | None:
@@ -326,6 +387,8 @@ class ServingEvaluation:
             "ttft_ms": fin(self.ttft_ms), "tpot_ms": fin(self.tpot_ms),
             "kv_cache_tokens": [int(r.kv_tokens) for r in self.replicas],
             "max_concurrency": [int(r.concurrency) for r in self.replicas],
+            "capacity_tokens_per_s": fin(self.capacity_tokens_per_s),
+            **({"running_sequences": [round(x, 2) for x in self.running]} if self.running else {}),
             "fits": self.fits, "meets_slo": self.meets_slo, "saturated": self.saturated,
             "error_band": round(self.error_band, 4), "sources": dict(self.sources), "why": self.why,
             "memory_gib": [[{"gpu": m.gpu, "weights": round(m.weights / 2**30, 3),
@@ -335,8 +398,12 @@ class ServingEvaluation:
         }
 
 
-def evaluate(p: ServingProblem, c: ServingConfig) -> ServingEvaluation:
-    """The one evaluator of the serving model."""
+def evaluate(p: ServingProblem, c: ServingConfig, *, at_rate: bool = True) -> ServingEvaluation:
+    """The one evaluator of the serving model.
+
+    ``at_rate=False``: under a request rate, TTFT, TPOT and the SLO verdict stay those of the batch limits
+    (the search ranks deployments by their capacity alone and skips finding each replica's running batch,
+    :func:`at_load`); throughput, capacity and ``saturated`` are the same either way."""
     reps = [evaluate_replica(p, r, c.max_num_seqs, c.max_num_batched_tokens) for r in c.replicas]
     fits = all(r.fits for r in reps)
     src: dict[str, int] = {}
@@ -347,13 +414,20 @@ def evaluate(p: ServingProblem, c: ServingConfig) -> ServingEvaluation:
     cap = sum(r.tokens_per_s for r in reps) if fits else 0.0
     tok = cap
     saturated = False
-    if wl.rate is not None and fits:
-        demand = wl.rate * wl.osl
-        saturated = demand > cap
-        tok = min(demand, cap)
     ttft = max((r.ttft_s for r in reps), default=math.inf) * 1e3
     tpot = max((r.tpot_s for r in reps), default=math.inf) * 1e3
+    running: tuple[float, ...] = ()
+    if wl.rate is not None and fits:
+        shares = load_shares(p, [r.tokens_per_s for r in reps], wl.rate * wl.osl)
+        saturated = any(d > r.tokens_per_s * (1 + 1e-9) for d, r in zip(shares, reps))
+        tok = sum(min(d, r.tokens_per_s) for d, r in zip(shares, reps))
+        if at_rate:
+            loads = [at_load(p, rc, r, d, c.max_num_batched_tokens) for rc, r, d in zip(c.replicas, reps, shares)]
+            running = tuple(x[0] for x in loads)
+            tpot = max(x[1] for x in loads) * 1e3
+            ttft = max(x[2] for x in loads) * 1e3
     meets = fits and not saturated and (wl.ttft_ms is None or ttft <= wl.ttft_ms) and \
         (wl.tpot_ms is None or tpot <= wl.tpot_ms)
     why = next((r.why for r in reps if not r.fits), "")
-    return ServingEvaluation(reps, tok, tok / wl.osl, ttft, tpot, fits, meets, saturated, band_of(src), src, why)
+    return ServingEvaluation(reps, tok, tok / wl.osl, ttft, tpot, fits, meets, saturated, band_of(src), src, why,
+                             cap, running)

@@ -113,7 +113,7 @@ def _disaggregated_doc(plan: ServingPlan, ev: ServingEvaluation) -> dict[str, An
         return None
     if isinstance(d, str):
         return {"status": "infeasible", "note": d or NONE_FITS}
-    return disaggregated_document(d, ev.output_tokens_per_s if ev.fits else 0.0, ev.error_band)
+    return disaggregated_document(d, ev.capacity_tokens_per_s if ev.fits else 0.0, ev.error_band)
 
 
 def disaggregated_document(d: Disaggregated, plan_value: float, plan_band: float) -> dict[str, Any]:

@@ -52,20 +52,22 @@ def curve(p: ServingProblem, config: ServingConfig) -> list[tuple[int, float, fl
     seen: set[tuple[float, float]] = set()
     for b in sorted({*CURVE_GRID, config.max_num_seqs}):
         ev = evaluate(p, dataclasses.replace(config, max_num_seqs=b))
-        if not ev.fits or not (ev.output_tokens_per_s > 0 and math.isfinite(ev.tpot_ms)):
+        # at the batch limit (under a rate too: the curve is what each limit can serve)
+        tpot = max((r.tpot_s for r in ev.replicas), default=math.inf) * 1e3
+        if not ev.fits or not (ev.capacity_tokens_per_s > 0 and math.isfinite(tpot)):
             continue
-        key = (round(ev.tpot_ms, 6), round(ev.output_tokens_per_s, 6))
+        key = (round(tpot, 6), round(ev.capacity_tokens_per_s, 6))
         if key in seen:
             continue
         seen.add(key)
-        out.append((b, ev.tpot_ms, ev.output_tokens_per_s))
+        out.append((b, tpot, ev.capacity_tokens_per_s))
     return out
 
 
 def proof_line(plan: ServingPlan, evaluation: ServingEvaluation) -> str:
     """Status, bound and gap as the search claims them (gap re-derived against the evaluated throughput),
     the runtime, the error band and how many prices came from each kernel source."""
-    value = evaluation.output_tokens_per_s
+    value = evaluation.capacity_tokens_per_s
     parts = [f"status {plan.status} (claimed by the search)"]
     if plan.bound is not None:
         parts.append(f"bound {plan.bound:,.1f} output tokens/s")
@@ -142,10 +144,15 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
                           f"longest {wl.max_len}") + f"; {load}; SLOs: {slo}"),
             ("deployment", describe(plan.config)),
             ("output tokens/s (fleet)", _num(ev.output_tokens_per_s)),
+            *([("capacity at the batch limits (searched)", _num(ev.capacity_tokens_per_s) + " output tokens/s")]
+              if wl.rate is not None else []),
             ("requests/s", _num(ev.requests_per_s, digits=3)),
             ("TTFT", _num(ev.ttft_ms, " ms", 2)), ("TPOT", _num(ev.tpot_ms, " ms", 2)),
             ("KV cache tokens per replica", ", ".join(f"{int(r.kv_tokens):,}" for r in ev.replicas)),
-            ("sequences in flight per replica", ", ".join(f"{int(r.concurrency):,}" for r in ev.replicas)),
+            ("sequences in flight per replica" + (" at the batch limits" if wl.rate is not None else ""),
+             ", ".join(f"{int(r.concurrency):,}" for r in ev.replicas)),
+            *([("sequences running per replica at the rate", ", ".join(f"{x:,.1f}" for x in ev.running))]
+              if ev.running else []),
             ("verdict", verdict), *_disaggregated_row(plan, ev)]
 
 
@@ -158,7 +165,7 @@ def _disaggregated_row(plan: ServingPlan, ev: ServingEvaluation) -> list[tuple[s
         return []
     if not isinstance(d, Disaggregated):
         return [("disaggregated (what-if)", str(d))]
-    gain = d.output_tokens_per_s / ev.output_tokens_per_s if ev.output_tokens_per_s > 0 else None
+    gain = d.output_tokens_per_s / ev.capacity_tokens_per_s if ev.capacity_tokens_per_s > 0 else None
     within = gain is not None and abs(gain - 1.0) <= max(d.error_band, ev.error_band)
     return [("disaggregated (what-if)",
              f"{d.split}: prefill {describe(d.prefill)}; decode {describe(d.decode)}; "

@@ -197,7 +197,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
             longest = "the longest request" if wl.lengths is not None else "one request"
             raise DnnplaceError(f"replica {k + 1}: its KV cache ({s.total_blocks} blocks of {p.block}) cannot "
                                 f"hold {longest} ({wl.max_len} tokens)")
-    least = p.engine.name == "vllm"
+    least = p.engine.least_loaded_router
     router = "least-loaded (vLLM DP: 4 * waiting + running)" if least else "round-robin"
     tok_t: list[float] = []
     tok_n: list[int] = []

@@ -129,8 +129,8 @@ def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> Ser
         for o in _orders(r):
             cand = Replica(tuple(replace(s, layers=k) for s, k in zip(o.stages, layers)))
             ev = evaluate(p, replace(plan.config, replicas=(cand,)))
-            if ev.fits and ev.output_tokens_per_s > best[0]:
-                best = (ev.output_tokens_per_s, cand)
+            if ev.fits and ev.capacity_tokens_per_s > best[0]:
+                best = (ev.capacity_tokens_per_s, cand)
             why = why or ev.why
         if best[1] is None:
             raise DnnplaceError(f"--fix layers={'+'.join(map(str, layers))} does not fit in any order of the"
@@ -217,7 +217,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
                 cc = replace(c, max_num_seqs=seqs)
                 tried.append((cc, evaluate(p, cc)))
                 seqs //= 2
-    ok = sorted(((c, e) for c, e in tried if e.meets_slo), key=lambda x: -x[1].output_tokens_per_s)
+    ok = sorted(((c, e) for c, e in tried if e.meets_slo), key=lambda x: -x[1].capacity_tokens_per_s)
     by_evaluator = {"slo_judged_by": EVALUATOR_JUDGES} if slo else {}
     if ok and (not slo or (wl.rate is None and wl.concurrency is None)):
         chosen = _chosen(plan, *ok[0])
