@@ -261,7 +261,7 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
            if doc.get("slo_judged_by") else ""),
         *([f"simulated at {sim['load']}: TTFT {sim.get('ttft_stat', 'mean')} {_num(sim['ttft_ms'], '.0f')} ms,"
            f" TPOT {sim.get('tpot_stat', 'mean')} {_num(sim['tpot_ms'], '.1f')} ms ({sim['completed']} requests),"
-           " meets SLO "
+           + (" meets SLO " if _slo_line(wl) else " keeps up with the rate ")
            + ("not settled (the simulation was cut short by --time-limit)" if sim["meets_slo"] is None
               else str(sim["meets_slo"]))]
           if (sim := doc.get("slo_simulated")) else []),

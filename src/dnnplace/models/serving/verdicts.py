@@ -191,9 +191,10 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     """The plan when it meets the workload's SLOs; else the fastest searched deployment (the plan and its
     runner-ups, each also at fewer sequences in flight) that does; else one line with the best reached.
 
-    Under a request rate the SLOs are judged by the simulation (:func:`simulated_slo`: queueing counts),
-    trying the deployments that meet them in the evaluator fastest first while ``time_limit`` seconds
-    last; a simulation the time limit cuts short settles nothing, so the plan keeps the evaluator's verdict
+    Under a request rate the simulation judges whether the deployment keeps up with the rate and, when SLOs
+    are given, meets them (:func:`simulated_slo`: queueing counts, and the engine's own micro-batches, uneven
+    under PP where the evaluator's are even), trying the deployments that pass the evaluator fastest first
+    while ``time_limit`` seconds last; a simulation the time limit cuts short settles nothing, so the plan keeps the evaluator's verdict
     and says so (``meets_slo`` None).  Under a closed loop of clients the evaluator judges and the
     simulation's figures ride along in ``meta["slo_simulated"]`` (identical requests stay in step there, so
     its TTFT is an upper estimate: +50 to +235 % on InferenceMAX's measured rows; requests drawn from a
@@ -206,7 +207,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     slo = wl.ttft_ms is not None or wl.tpot_ms is not None
     ev = evaluate(p, plan.config)
     tried: list[tuple[ServingConfig, ServingEvaluation]] = [(plan.config, ev)]
-    if not ev.meets_slo or (slo and wl.rate is not None):
+    if not ev.meets_slo or wl.rate is not None:
         default = replace(plan.config, max_num_batched_tokens=p.engine.max_num_batched_tokens)
         # a searched budget serves more but runs longer steps: the engine's own is tried as well
         alts = (default,) if plan.meta.get("max_num_batched_tokens_searched") and default != plan.config and \
@@ -217,9 +218,11 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
                 cc = replace(c, max_num_seqs=seqs)
                 tried.append((cc, evaluate(p, cc)))
                 seqs //= 2
-    ok = sorted(((c, e) for c, e in tried if e.meets_slo), key=lambda x: -x[1].capacity_tokens_per_s)
+    # the plan first when it passes (its proof stands), then the others fastest first
+    ok = sorted(((c, e) for c, e in tried if e.meets_slo),
+                key=lambda x: (x[0] != plan.config, -x[1].capacity_tokens_per_s))
     by_evaluator = {"slo_judged_by": EVALUATOR_JUDGES} if slo else {}
-    if ok and (not slo or (wl.rate is None and wl.concurrency is None)):
+    if ok and wl.rate is None and (not slo or wl.concurrency is None):
         chosen = _chosen(plan, *ok[0])
         return replace(chosen, meta={**chosen.meta, **by_evaluator}), ok[0][1]
     if ok and wl.rate is None:  # a closed loop: the evaluator judges, the simulation is reported beside it
@@ -238,7 +241,8 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
         sims.append(sim)
         if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
             chosen = _chosen(plan, c, e)
-            return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, "slo_judged_by": SIMULATION_JUDGES}), e
+            judged = {"slo_judged_by": SIMULATION_JUDGES} if slo else {}
+            return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **judged}), e
     fit = [e for _, e in tried if e.fits]
     if not fit:
         raise unfit(p, {})
