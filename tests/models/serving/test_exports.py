@@ -165,6 +165,11 @@ def test_tp_and_several_replicas_keep_each_ranks_gpu(tp2, to):
         assert all(shlex.split(ln)[shlex.split(ln).index(flag) + 1] == "2" for ln in lines)
         ports = [shlex.split(ln)[shlex.split(ln).index("--port") + 1] for ln in lines]
         assert len(set(ports)) == len(ports)  # replicas on one host do not collide
+        # each replica is its own server: the launch says how to route to them, which the plan's rate assumed
+        first = export(p, plan, to).splitlines()[0]
+        assert first.startswith("# 2 replicas") and "least-loaded" in first and "round robin" in first
+    single = ServingPlan(ServingConfig(plan.config.replicas[1:], 64, 4096))
+    assert "replicas, one server each" not in export(p, single, to)
 
 
 @pytest.mark.parametrize("to", ["llama.cpp", "hf"])

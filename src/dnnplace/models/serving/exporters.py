@@ -98,6 +98,21 @@ def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
                           .kv_tokens)
 
 
+def routing_note(plan: ServingPlan) -> str:
+    """The comment line a launch of several replicas opens with: how to route requests to them.
+
+    Why: each replica is its own server and what sends a request to which is the user's.  The plan prices the
+    engine's router (``EngineRules.least_loaded_router``: vLLM's least-loaded data-parallel client, round robin
+    for the others); on replicas of unequal speed round robin gives the slowest the same share as the fastest,
+    so it saturates first, and a least-loaded router serves as much or more whichever was priced."""
+    n = len(plan.config.replicas)
+    if n < 2:
+        return ""
+    return (f"# {n} replicas, one server each: send each request to the least-loaded one; round robin gives a slower"
+            " replica the same share as the fastest, so it saturates first (the plan prices vLLM with the first,"
+            " the other engines with the second)\n")
+
+
 def _launches(p: ServingProblem, plan: ServingPlan,
               command: Callable[[int, Replica], tuple[list[tuple[str, str]], list[str], str]]) -> str:
     """One shell line per replica, each checked, its GPUs named in PCI order and the engine's KV-cache flag
@@ -111,7 +126,7 @@ def _launches(p: ServingProblem, plan: ServingPlan,
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# {head}\n{_env(env)} {shlex.join(args)}")
-    return "\n".join(lines) + "\n"
+    return routing_note(plan) + "\n".join(lines) + "\n"
 
 
 def _vllm_args(p: ServingProblem, plan: ServingPlan, r: Replica, model: str, port: int) -> list[str]:
@@ -165,7 +180,7 @@ def vllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["--kv-cache-dtype", kv]
         lines.append(f"# replica {k + 1} on node {r.stages[0].node + 1}\n{_env(env)} {shlex.join(args)}")
-    return "\n".join(lines) + "\n"
+    return routing_note(plan) + "\n".join(lines) + "\n"
 
 
 def _sglang_fraction(p: ServingProblem, plan: ServingPlan, r: Replica) -> float:
@@ -267,7 +282,7 @@ def llama_cpp(p: ServingProblem, plan: ServingPlan, model: str = "MODEL.gguf") -
         if (kv := _kv_flag(p)) is not None:
             args[-2:-2] = ["-ctk", kv, "-ctv", kv]
         lines.append(f"# replica {k + 1}\n{_env(env)} {shlex.join(args)}")
-    return "\n".join(lines) + "\n"
+    return routing_note(plan) + "\n".join(lines) + "\n"
 
 
 def hf_device_map(p: ServingProblem, r: Replica) -> dict[str, Any]:

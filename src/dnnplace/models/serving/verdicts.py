@@ -195,8 +195,9 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     are given, meets them (:func:`simulated_slo`: queueing counts, and the engine's own micro-batches, uneven
     under PP where the evaluator's are even), trying the plan, then the deployments that pass the evaluator
     fastest first, while ``time_limit`` seconds last; a simulation the time limit cuts short settles nothing,
-    so the plan keeps the evaluator's verdict and says so (``meets_slo`` None).  Under a closed loop of clients the evaluator judges and the
-    simulation's figures ride along in ``meta["slo_simulated"]`` (identical requests stay in step there, so
+    so the plan keeps the evaluator's verdict and says so (``meets_slo`` None).  Under a closed loop of
+    clients the evaluator judges and the simulation's figures ride along in ``meta["slo_simulated"]``
+    (identical requests stay in step there, so
     its TTFT is an upper estimate: +50 to +235 % on InferenceMAX's measured rows; requests drawn from a
     ``--lengths`` distribution drift apart as measured ones do: 15 % median |error|, mostly under, on the
     same rows; benchmarks/results/serving_load.md).
