@@ -1,7 +1,10 @@
 """dnnplace: plan how a deep-learning model is spread over devices, with a proven bound beside every answer.
 
-Three models are planned, each by its own methods and judged by its own cost model:
+Four models are planned, each by its own methods and judged by its own cost model:
 
+- LLM serving on a fleet of GPUs of several kinds: replicas, pipeline stages of mixed GPUs, TP, the uneven
+  layer split and the engine's batch limits, exported to vLLM, SGLang, TensorRT-LLM, llama.cpp and a Hugging
+  Face ``device_map`` (``dnnplace serve``; load it with :func:`load_serving`);
 - the paper's placement: which accelerator or CPU core runs each operator of a DNN graph, for
   the highest pipeline throughput or the lowest single-sample latency (Tarnawski et al., NeurIPS 2020);
 - Piper's: pipeline stages with data and tensor parallelism and recomputation (NeurIPS 2021);
@@ -15,6 +18,9 @@ Files
     load (a workload of either model, read once), load_plan, save_plan, with_budget;
     load_workload, save_workload, load_split, save_split (the paper's format), example_path,
     info (the lattice at each reduction and the path ``solve`` will take)
+LLM serving
+    load_serving (a Hugging Face config.json on a fleet, with a workload and an engine), then solve / evaluate /
+    simulate / write_report, and export_serving_plan (vLLM, SGLang, TensorRT-LLM, llama.cpp, Hugging Face)
 LLM training
     load_llm (a Hugging Face config.json on a cluster), then solve / evaluate / simulate / write_report,
     and export_llm_plan (Megatron-LM, torchtitan, DeepSpeed)
@@ -27,7 +33,8 @@ PyTorch
     split on torch.distributed), export (stage lists, torch.distributed.pipelining)
 
 Every function above takes an instance of any model -- the paper's :class:`Workload`, Piper's
-:class:`PiperInstance` or an LLM training problem (:func:`load_llm`) -- and dispatches on it.
+:class:`PiperInstance`, an LLM training problem (:func:`load_llm`) or a serving problem
+(:func:`load_serving`) -- and dispatches on it.
 ``import dnnplace`` itself loads almost nothing: each name is imported when first used.
 
 Types: :class:`Workload`, :class:`PiperInstance`, :class:`Split`, :class:`Solution`, :class:`Evaluation`,

@@ -37,7 +37,10 @@ app = typer.Typer(
     name="dnnplace",
     help=(
         "Plan how a deep-learning model is spread over devices, with a proven bound beside every answer."
-        " Three models:\n\n"
+        " Four models:\n\n"
+        "- LLM serving on the GPUs you have, of several kinds: replicas, pipeline stages of mixed GPUs, TP, the"
+        " uneven layer split and the engine's batch limits, exported to vLLM, SGLang, TensorRT-LLM, llama.cpp or"
+        " a Hugging Face device_map;\n\n"
         "- the paper's placement (Tarnawski et al., NeurIPS 2020): which accelerator or CPU core runs each"
         " operator, for the best pipeline throughput or single-sample latency;\n\n"
         "- Piper's (NeurIPS 2021): stages with data and tensor parallelism and recomputation;\n\n"
