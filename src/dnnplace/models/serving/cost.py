@@ -20,7 +20,7 @@ from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
 from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE, context_fmha_dtype
 from dnnplace.models.serving.spec import LayerProfile
 
-__all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "layer_times", "layer_times_batch",
+__all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "engine_kernels", "layer_times", "layer_times_batch",
            "layer_times_matrix", "p2p_time", "send_seconds", "tp_all_reduce"]
 
 @dataclass(frozen=True)
@@ -51,6 +51,16 @@ class LayerTimes:
             self.sources[k] = self.sources.get(k, 0) + int(v)
 
 
+def engine_kernels(gpu: str, framework: str | None) -> KernelCosts:
+    """The kernel prices an engine runs on ``gpu``: the measured tables of its own framework where the device has
+    them, the roofline for an engine no table measured (llama.cpp's GGUF kernels, a Hugging Face ``generate``).
+
+    Why not another engine's tables for those: a table is the kernels of the framework that measured it
+    (TensorRT-LLM's int4 GEMV is not llama.cpp's mmvq on Q4_K blocks, its XQA decode attention not an eager
+    SDPA over a DynamicCache), so such a price would be said ``measured`` for kernels nobody measured."""
+    return kernel_costs(gpu, framework, measured=framework is not None)
+
+
 def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: str | None,
                 link: str = "nvlink", kv_dtype: str = "bf16") -> LayerTimes:
     """Seconds of each decoder layer (and the LM head) for one iteration on one GPU of a TP group, priced from
@@ -58,7 +68,7 @@ def layer_times(m: LayerProfile, gpu: str, tp: int, it: Iteration, framework: st
 
     ``kv_dtype``: the cache's element type; attention reads the cache in it (an FP8 cache halves the bytes
     each decode step streams, which is most of decode attention's time)."""
-    return _layer_times(m, kernel_costs(gpu, framework), tp, it, link, kv_dtype)
+    return _layer_times(m, engine_kernels(gpu, framework), tp, it, link, kv_dtype)
 
 
 def layer_times_batch(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iteration], framework: str | None,
@@ -68,7 +78,7 @@ def layer_times_batch(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iteratio
     Why: the search prices a pipeline's whole batch grid; the kernel layer answers arrays of shapes in one
     lookup, so one call per family replaces one per iteration (the lookup's overhead, not its arithmetic,
     dominated).  Every kernel price is elementwise, so each entry is the number :func:`layer_times` gives."""
-    return _layer_times_batch(m, kernel_costs(gpu, framework), tp, list(its), link, kv_dtype)
+    return _layer_times_batch(m, engine_kernels(gpu, framework), tp, list(its), link, kv_dtype)
 
 
 #: What the measured rows a layer is priced from already contain, read in the collector that measured them
@@ -105,7 +115,7 @@ def layer_times_matrix(m: LayerProfile, gpu: str, tp: int, its: Sequence[Iterati
                        link: str = "nvlink", kv_dtype: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
     """:func:`layer_times_batch` as arrays only -- seconds per (iteration, layer) and the LM head's per
     iteration -- for callers that price thousands of iterations and need no sources (the search's bound)."""
-    per, head, _ = _price(m, kernel_costs(gpu, framework), tp, list(its), link, kv_dtype)
+    per, head, _ = _price(m, engine_kernels(gpu, framework), tp, list(its), link, kv_dtype)
     return per, head
 
 
