@@ -76,6 +76,27 @@ class ServingSearch(Solver):
         """The knobs this request fixes."""
         return {k: v for k, v in self.get_params().items() if v is not None and v is not False}
 
+    def _without_pp(self, p: ServingProblem, plan: Any, pp: int | None) -> Any:
+        """Under a rate, the deployments ``meet_slo`` tries when every searched one falls behind or misses in the
+        simulation: the best without pipeline stages and its runner-ups (a search policy).
+
+        Why: the search ranks by capacity with the evaluator's even micro-batches; under a trickle of arrivals
+        the engines' PP micro-batches are uneven (a prompt rides whole in one, whose trip through every stage
+        sets the cycle), so PP deployments can fall behind well below that capacity in the simulation, while
+        TP-only ones, which the search ranked lower, keep up.  None when PP is pinned, no rate is given or the
+        plan has no PP stage."""
+        if p.workload.rate is None or pp is not None or not any(r.pp > 1 for r in plan.config.replicas):
+            return None
+
+        def more(seconds: float) -> list[Any]:
+            from dnnplace.models.serving.search import search
+
+            found = search(p, time_limit=max(seconds, 0.1), tp=self.tp, pp=1, max_num_seqs=self.max_num_seqs,
+                           max_num_batched_tokens=self.max_num_batched_tokens, within_nodes=self.within_nodes)
+            return [found.config, *found.meta.get("runner_ups", [])] if found.config.replicas else []
+
+        return more
+
     def solve(self, workload: ServingProblem, run: RunContext) -> SolverOutput:
         from dnnplace.models.serving.search import search
         from dnnplace.models.serving.verdicts import apply_layers, meet_slo, unfit
@@ -117,7 +138,8 @@ class ServingSearch(Solver):
         if layers is not None:
             plan = apply_layers(workload, plan, layers)
         # a latency SLO under a load is checked by simulation: half of what is left, the baselines the rest
-        plan, _ = meet_slo(workload, plan, time_limit=max(limit - (time.monotonic() - started), 0.05 * limit) / 2)
+        plan, _ = meet_slo(workload, plan, time_limit=max(limit - (time.monotonic() - started), 0.05 * limit) / 2,
+                           more=self._without_pp(workload, plan, pp))
         if self.disaggregate:  # beside the plan, from half of what is left (the baselines get the rest)
             from dnnplace.models.serving.disaggregation import best_disaggregated
 

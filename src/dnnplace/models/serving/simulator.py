@@ -272,11 +272,14 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     if len(arrived) and not offline and concurrency is None:
         half, end = arrived[-1] / 2.0, arrived[-1]
         came = int(((arrived >= half) & (arrived <= end)).sum())
-        # the window shifted by the first half's median latency: a queue that keeps up completes what came
-        # in [half, end] over [half + lag, end + lag]; counting over [half, end] itself would call a run whose
-        # requests take a sizeable share of the window to serve "saturated" however idle it is
+        # the window shifted by the first half's mean latency: a queue that keeps up completes what came in
+        # [half, end] over [half + lag, end + lag]; counting over [half, end] itself would call a run whose
+        # requests take a sizeable share of the window to serve "saturated" however idle it is.  The mean, not
+        # the median: at steady state the completions over a window match the arrivals over it shifted back by
+        # the mean latency, and replicas of unequal speed give latencies a long right tail (their median fell
+        # short of it, and a run keeping up was called saturated)
         early = np.isfinite(done[:len(arrived)]) & (arrived < half)
-        lag = float(np.median(done[:len(arrived)][early] - arrived[early])) if early.any() else 0.0
+        lag = float(np.mean(done[:len(arrived)][early] - arrived[early])) if early.any() else 0.0
         left = int(((done >= half + lag) & (done <= end + lag)).sum())
         saturated = left < SATURATION_SHARE * came
     src: dict[str, int] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -19,10 +20,17 @@ from dnnplace.models.serving.fleet import parse_gpus
 from dnnplace.models.serving.pipeline import stage_orders
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage, slo_flag
 
-__all__ = ["SLO_REQUESTS", "apply_layers", "meet_slo", "simulated_slo", "smallest_fleet", "unfit"]
+__all__ = ["SLO_REQUESTS", "apply_layers", "meet_slo", "simulated_slo", "slo_requests", "smallest_fleet", "unfit",
+           "without_slowest"]
 
-#: Requests a Poisson load is simulated with to check a latency SLO (a closed loop sends 5 per client).
+#: Requests a Poisson load is simulated with to check a latency SLO, at the least (a closed loop sends 5 per
+#: client); more where the rate times a request's life asks for it (:func:`slo_requests`).
 SLO_REQUESTS = 600
+#: ... and at the most: a bound on the simulation's work (the time limit bounds its wall time too).
+SLO_REQUESTS_MAX = 20_000
+#: The arrival window a rate is simulated over, in request lifetimes: the first half fills the engine, the
+#: second is judged against it (``simulator``'s saturation test), so each half spans two lifetimes.
+SLO_LIFETIMES = 4.0
 
 _MAX_PROBE = 256  # GPUs of one kind tried before saying "more than this"
 
@@ -157,6 +165,21 @@ def _slo_text(p: ServingProblem) -> str:
     return " ".join(x for x in parts if x)
 
 
+def slo_requests(p: ServingProblem, c: ServingConfig) -> int:
+    """How many Poisson arrivals judge ``c`` under the workload's rate: enough that the arrival window spans
+    :data:`SLO_LIFETIMES` request lifetimes (the evaluator's TTFT + (OSL - 1) x TPOT at the rate), within
+    [:data:`SLO_REQUESTS`, :data:`SLO_REQUESTS_MAX`].
+
+    Why: a fixed count judged 60 requests/s over a 10 s window where a request lives 12-20 s, so the engine
+    never filled, and the slower replicas' requests, still running at the window's end, read as a queue that
+    does not keep up."""
+    wl = p.workload
+    ev = evaluate(p, c)
+    life = (ev.ttft_ms + max(wl.osl - 1, 0) * ev.tpot_ms) / 1e3 if ev.fits else 0.0
+    want = SLO_LIFETIMES * float(wl.rate or 0.0) * life if math.isfinite(life) else SLO_REQUESTS_MAX
+    return int(min(max(SLO_REQUESTS, math.ceil(want)), SLO_REQUESTS_MAX))
+
+
 def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dict[str, Any]:
     """The workload's load streamed through ``c`` by the simulation (its rate as Poisson arrivals, or its
     clients in a closed loop): TTFT and TPOT at the statistic each SLO names (the mean, median or 99th
@@ -173,7 +196,7 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
                      time_limit=time_limit)
         load = f"{wl.concurrency} clients"
     else:
-        s = simulate(p, c, rate=float(wl.rate or 0.0), requests=SLO_REQUESTS, time_limit=time_limit)
+        s = simulate(p, c, rate=float(wl.rate or 0.0), requests=slo_requests(p, c), time_limit=time_limit)
         load = f"{wl.rate:g} requests/s"
     ttft, tpot = s.ttft_ms[wl.ttft_stat], s.tpot_ms[wl.tpot_stat]
     over = ((wl.ttft_ms is not None and ttft is not None and ttft > wl.ttft_ms)
@@ -187,7 +210,8 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
             "saturated": s.saturated, "stopped": s.stopped or None, "meets_slo": meets}
 
 
-def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> tuple[ServingPlan, ServingEvaluation]:
+def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
+             more: Callable[[float], list[ServingConfig]] | None = None) -> tuple[ServingPlan, ServingEvaluation]:
     """The plan when it meets the workload's SLOs; else the fastest searched deployment (the plan and its
     runner-ups, each also at fewer sequences in flight) that does; else one line with the best reached.
 
@@ -203,7 +227,10 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
     same rows; benchmarks/results/serving_load.md).
     Offline or under a closed loop a percentile SLO is judged on the evaluator's steady state, where every
     request is alike, so its mean, median and 99th percentile are one value; ``meta["slo_judged_by"]`` says
-    which judged."""
+    which judged.  With SLOs each candidate is also tried without its slowest replicas (:func:`without_slowest`).
+    ``more(seconds)``: further deployments to try under a rate when every one above fell behind or missed in
+    the simulation (the caller's search policy; e.g. deployments without PP, whose even micro-batches the
+    simulation does not see under a trickle of arrivals)."""
     wl = p.workload
     slo = wl.ttft_ms is not None or wl.tpot_ms is not None
     ev = evaluate(p, plan.config)
@@ -213,15 +240,9 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
         # a searched budget serves more but runs longer steps: the engine's own is tried as well
         alts = (default,) if plan.meta.get("max_num_batched_tokens_searched") and default != plan.config and \
             (not p.engine.tokens_cover_seqs or default.max_num_batched_tokens >= default.max_num_seqs) else ()
-        for c in (plan.config, *alts, *plan.meta.get("runner_ups", [])):
-            seqs = c.max_num_seqs if c is not plan.config else c.max_num_seqs // 2
-            while seqs >= 1:
-                cc = replace(c, max_num_seqs=seqs)
-                tried.append((cc, evaluate(p, cc)))
-                seqs //= 2
+        tried += _variants(p, [plan.config, *alts, *plan.meta.get("runner_ups", [])], plan.config)
     # the plan first when it passes (its proof stands), then the others fastest first
-    ok = sorted(((c, e) for c, e in tried if e.meets_slo),
-                key=lambda x: (x[0] != plan.config, -x[1].capacity_tokens_per_s))
+    ok = _passing(tried, plan.config)
     by_evaluator = {"slo_judged_by": EVALUATOR_JUDGES} if slo else {}
     if ok and wl.rate is None and (not slo or wl.concurrency is None):
         chosen = _chosen(plan, *ok[0])
@@ -232,28 +253,43 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
         return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **by_evaluator}), ok[0][1]
     deadline = time.monotonic() + time_limit
     sims: list[dict[str, Any]] = []
-    for k, (c, e) in enumerate(ok):
-        left = deadline - time.monotonic()
-        if left <= 0 and k:
-            break
-        # the first is simulated however little time is left: cut short, it settles nothing and says so,
-        # where skipping it would refuse deployments the evaluator passes for want of time alone
-        sim = simulated_slo(p, c, max(left, 1e-3))
-        sims.append(sim)
-        if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
-            chosen = _chosen(plan, c, e)
-            judged = {"slo_judged_by": SIMULATION_JUDGES} if slo else {}
-            return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **judged}), e
+    simulated = 0
+    for batch in range(2):
+        if batch == 1:  # every searched deployment fell behind or missed: the deployments ``more`` gives
+            left = deadline - time.monotonic()
+            if wl.rate is None or more is None or left <= 0:
+                break
+            extra = more(left / 2)
+            seen = {c for c, _ in tried}
+            new = [t for t in _variants(p, [c for c in extra if c not in seen], None) if t[0] not in seen]
+            tried += new
+            ok = _passing(new, None)
+        for k, (c, e) in enumerate(ok):
+            left = deadline - time.monotonic()
+            if left <= 0 and (k or batch):
+                break
+            # the first is simulated however little time is left: cut short, it settles nothing and says so,
+            # where skipping it would refuse deployments the evaluator passes for want of time alone
+            sim = simulated_slo(p, c, max(left, 1e-3))
+            sims.append(sim)
+            simulated += 1
+            if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
+                chosen = _chosen(plan, c, e)
+                judged = {"slo_judged_by": SIMULATION_JUDGES} if slo else {}
+                return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **judged}), e
     fit = [e for _, e in tried if e.fits]
     if not fit:
         raise unfit(p, {})
+    passing = sum(1 for _, e in tried if e.meets_slo)
     if sims:
         best_t = min((x["ttft_ms"] for x in sims if x["ttft_ms"] is not None), default=math.inf)
         best_p = min((x["tpot_ms"] for x in sims if x["tpot_ms"] is not None), default=math.inf)
+        behind = sum(1 for x in sims if x["saturated"])
         raise DnnplaceError(f"no deployment of {p.fleet.spec()} meets {_slo_text(p)} under the simulated load: "
-                            f"the best simulated is TTFT {best_t:.0f} ms, TPOT {best_p:.1f} ms "
-                            f"({len(sims)} of {len(ok)} deployments that meet it unloaded were simulated"
-                            f"{'' if len(sims) == len(ok) else ' within the time limit'})")
+                            f"the best simulated is TTFT {best_t:.0f} ms, TPOT {best_p:.1f} ms; {behind} of the "
+                            f"{simulated} simulated fell behind the rate ({simulated} of {passing} deployments that "
+                            f"meet it in the steady state were simulated"
+                            f"{'' if simulated == passing else ' within the time limit'})")
     ttft = min(e.ttft_ms for e in fit)
     tpot = min(e.tpot_ms for e in fit)
     cap = max(sum(r.tokens_per_s for r in e.replicas) for e in fit) / p.workload.osl
@@ -262,6 +298,60 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0) -> 
         best += f", {cap:.2f} requests/s"
     return_msg = f"no deployment of {p.fleet.spec()} meets {_slo_text(p)}: {best}"
     raise DnnplaceError(return_msg)
+
+
+def _variants(p: ServingProblem, bases: list[ServingConfig],
+              plan: ServingConfig | None) -> list[tuple[ServingConfig, ServingEvaluation]]:
+    """Each base at its limit and at every halving of ``max_num_seqs`` (the plan's own limit is already
+    evaluated), and with SLOs, less its slowest replicas (:func:`without_slowest`), each evaluated."""
+    out: list[tuple[ServingConfig, ServingEvaluation]] = []
+    slo = p.workload.ttft_ms is not None or p.workload.tpot_ms is not None
+    for c in bases:
+        seqs = c.max_num_seqs if c is not plan else c.max_num_seqs // 2
+        while seqs >= 1:
+            cc = replace(c, max_num_seqs=seqs)
+            out.append((cc, evaluate(p, cc)))
+            seqs //= 2
+        if slo:
+            out.extend(without_slowest(p, c))
+    return out
+
+
+def _passing(tried: list[tuple[ServingConfig, ServingEvaluation]],
+             plan: ServingConfig | None) -> list[tuple[ServingConfig, ServingEvaluation]]:
+    """The evaluations that meet the load and the SLOs: the plan first (its proof stands), then fastest first."""
+    return sorted(((c, e) for c, e in tried if e.meets_slo),
+                  key=lambda x: (x[0] != plan, -x[1].capacity_tokens_per_s))
+
+
+def _lateness(p: ServingProblem, r: Any) -> float:
+    """How far a replica's own TTFT / TPOT at its batch limit are over the SLOs (the larger ratio)."""
+    wl = p.workload
+    return max(r.tpot_s * 1e3 / wl.tpot_ms if wl.tpot_ms is not None else 0.0,
+               r.ttft_s * 1e3 / wl.ttft_ms if wl.ttft_ms is not None else 0.0)
+
+
+def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingConfig, ServingEvaluation]]:
+    """``c`` less its slowest replicas, one more at a time, each evaluated, until one meets the SLOs or what is
+    left no longer serves the load (a rate it saturates, or nothing).
+
+    Why: a deployment's TTFT and TPOT are its slowest replica's, so on a fleet of mixed GPUs a replica of the
+    slow kind (70B on L4s at a 100 ms TPOT) fails an SLO at any batch while the others meet it with room to
+    serve the rate; fewer sequences in flight do not help it, leaving its GPUs idle does.  Without this such
+    a fleet was told that no deployment meets the SLO."""
+    out: list[tuple[ServingConfig, ServingEvaluation]] = []
+    reps = list(c.replicas)
+    while len(reps) > 1:
+        ev = evaluate(p, replace(c, replicas=tuple(reps)), at_rate=False)
+        if not ev.fits:
+            break
+        reps.pop(max(range(len(reps)), key=lambda i: _lateness(p, ev.replicas[i])))
+        cc = replace(c, replicas=tuple(reps))
+        e = evaluate(p, cc)
+        out.append((cc, e))
+        if e.meets_slo or (p.workload.rate is not None and e.saturated):
+            break
+    return out
 
 
 def _chosen(plan: ServingPlan, c: ServingConfig, e: ServingEvaluation) -> ServingPlan:
