@@ -23,8 +23,8 @@ from dnnplace.models.serving.memory import StageMemory, replica_memory
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
 from dnnplace.utils.owned_cache import make_room
 
-__all__ = ["ReplicaEval", "ServingEvaluation", "at_load", "cached_times", "cached_times_batch", "evaluate",
-           "evaluate_replica", "held_tokens", "iteration", "link_between", "load_shares", "prompt_lumps",
+__all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
+           "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares", "prompt_lumps",
            "prompts_chunked", "seq_cap", "served_context", "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
@@ -323,7 +323,7 @@ def load_shares(p: ServingProblem, capacities: list[float], demand: float) -> li
 _LOAD_TOLERANCE = 0.005
 
 
-def at_load(p: ServingProblem, r: Replica, ev: ReplicaEval, demand: float,
+def at_load_of(p: ServingProblem, r: Replica, ev: ReplicaEval, demand: float,
             max_num_batched_tokens: int) -> tuple[float, float, float]:
     """(sequences running, TPOT s, TTFT s) of a fitting replica serving ``demand`` output tokens/s.
 
@@ -351,6 +351,69 @@ def at_load(p: ServingProblem, r: Replica, ev: ReplicaEval, demand: float,
     return best
 
 
+#: Points of the batch grid a replica's throughput is priced at to split a closed loop's clients by rate.
+_LOOP_GRID = 16
+
+
+def closed_loop(p: ServingProblem, c: ServingConfig,
+                reps: list[ReplicaEval]) -> tuple[float, float, float, tuple[float, ...]]:
+    """(output tokens/s, TTFT s, TPOT s, sequences running per replica) of a fitting deployment under a closed
+    loop of the workload's C clients.
+
+    Why: each replica was priced at up to C sequences of its own (the search's additive objective), so two
+    replicas under 16 clients counted 32 running and twice the throughput.  The clients are split as the
+    engine's router splits them: a least-loaded one (vLLM's) keeps the requests in flight equal, C / n each;
+    round robin (the others) sends each replica the same number of requests, so each serves the same rate and
+    a slower one holds more clients (found by bisection on that rate over each replica's batch grid; when the
+    slowest reaches its limit it holds what the others do not).  A replica running fewer sequences than it
+    holds clients (its batch limit or KV cache) keeps the rest waiting: by Little's law each waits
+    (clients - running) / running request lifetimes for a slot, which its TTFT includes."""
+    wl = p.workload
+    total = float(wl.concurrency or 0)
+    n = len(reps)
+    mbt = c.max_num_batched_tokens
+    scratch: dict[str, int] = {}
+    if n == 1 or p.engine.least_loaded_router:
+        clients = [total / n] * n
+    else:
+        grids = []
+        for rc, r in zip(c.replicas, reps):
+            ns = np.geomspace(1.0, max(r.concurrency, 1.0), _LOOP_GRID)
+            grids.append((ns, np.array([_running(p, rc, float(x), mbt, scratch)[1] for x in ns])))
+
+        def inflight(rate_tok: float) -> list[float]:
+            return [float(np.interp(rate_tok, np.maximum.accumulate(tk), ns)) for ns, tk in grids]
+
+        top = min(float(tk.max()) for _, tk in grids)
+        if sum(inflight(top)) >= total:
+            lo, hi = 0.0, top
+            for _ in range(40):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if sum(inflight(mid)) < total else (lo, mid)
+            clients = inflight(hi)
+        else:  # the slowest replica reaches its limit first and holds what the others do not
+            clients = inflight(top)
+            slow = min(range(n), key=lambda i: float(grids[i][1].max()))
+            clients[slow] = total - sum(x for i, x in enumerate(clients) if i != slow)
+    tok = 0.0
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    running: list[float] = []
+    for rc, r, held in zip(c.replicas, reps, clients):
+        run = max(min(held, r.concurrency), 1.0)
+        if n == 1 and run >= r.concurrency:  # the replica as priced: at its limit (or C)
+            t_s, tpot_s, ttft_s = r.tokens_per_s, r.tpot_s, r.ttft_s
+        else:
+            _, t_s, tpot_s, ttft_s = _running(p, rc, run, mbt, scratch)
+        if held > run * (1 + 1e-9):
+            ttft_s += (ttft_s + max(wl.osl - 1, 0) * tpot_s) * (held - run) / run
+        tok += t_s
+        ttfts.append(ttft_s)
+        tpots.append(tpot_s)
+        running.append(run)
+    return tok, max(ttfts), max(tpots), tuple(running)
+
+
 @dataclass
 class ServingEvaluation:
     """A deployment's prediction: fleet throughput, per-replica KV and latency, memory per GPU."""
@@ -369,7 +432,7 @@ class ServingEvaluation:
     #: what the deployment serves at its batch limits (the search's objective); under a rate
     #: ``output_tokens_per_s`` is the demand it serves, at most this
     capacity_tokens_per_s: float = 0.0
-    #: under a rate, the sequences each replica runs to serve its share (empty otherwise: the limit's)
+    #: under a load (a rate, or a closed loop of clients), the sequences each replica runs (empty otherwise)
     running: tuple[float, ...] = ()
 
     @property
@@ -398,12 +461,16 @@ class ServingEvaluation:
         }
 
 
-def evaluate(p: ServingProblem, c: ServingConfig, *, at_rate: bool = True) -> ServingEvaluation:
+def evaluate(p: ServingProblem, c: ServingConfig, *, at_load: bool = True) -> ServingEvaluation:
     """The one evaluator of the serving model.
 
-    ``at_rate=False``: under a request rate, TTFT, TPOT and the SLO verdict stay those of the batch limits
-    (the search ranks deployments by their capacity alone and skips finding each replica's running batch,
-    :func:`at_load`); throughput, capacity and ``saturated`` are the same either way."""
+    Under a load, ``capacity_tokens_per_s`` is the search's objective (each replica at its batch limit, under
+    ``--concurrency C`` at most C sequences each) and the prediction is the deployment at the load: under a
+    rate each replica runs the batch its share of the demand needs (:func:`at_load_of`); under a closed loop of C
+    clients the clients are split over the replicas as the engine's router splits them, and those a replica
+    cannot run wait for a slot (:func:`closed_loop`).  ``at_load=False``: TTFT, TPOT and the SLO verdict stay
+    those of the batch limits (the search ranks deployments by their capacity alone and skips this);
+    capacity, and under a rate throughput and ``saturated``, are the same either way."""
     reps = [evaluate_replica(p, r, c.max_num_seqs, c.max_num_batched_tokens) for r in c.replicas]
     fits = all(r.fits for r in reps)
     src: dict[str, int] = {}
@@ -421,11 +488,14 @@ def evaluate(p: ServingProblem, c: ServingConfig, *, at_rate: bool = True) -> Se
         shares = load_shares(p, [r.tokens_per_s for r in reps], wl.rate * wl.osl)
         saturated = any(d > r.tokens_per_s * (1 + 1e-9) for d, r in zip(shares, reps))
         tok = sum(min(d, r.tokens_per_s) for d, r in zip(shares, reps))
-        if at_rate:
-            loads = [at_load(p, rc, r, d, c.max_num_batched_tokens) for rc, r, d in zip(c.replicas, reps, shares)]
+        if at_load:
+            loads = [at_load_of(p, rc, r, d, c.max_num_batched_tokens) for rc, r, d in zip(c.replicas, reps, shares)]
             running = tuple(x[0] for x in loads)
             tpot = max(x[1] for x in loads) * 1e3
             ttft = max(x[2] for x in loads) * 1e3
+    elif wl.concurrency is not None and fits and at_load:
+        tok, ttft_s, tpot_s, running = closed_loop(p, c, reps)
+        ttft, tpot = ttft_s * 1e3, tpot_s * 1e3
     meets = fits and not saturated and (wl.ttft_ms is None or ttft <= wl.ttft_ms) and \
         (wl.tpot_ms is None or tpot <= wl.tpot_ms)
     why = next((r.why for r in reps if not r.fits), "")

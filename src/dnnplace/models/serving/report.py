@@ -151,7 +151,7 @@ def _summary(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation) -> lis
             ("KV cache tokens per replica", ", ".join(f"{int(r.kv_tokens):,}" for r in ev.replicas)),
             ("sequences in flight per replica" + (" at the batch limits" if wl.rate is not None else ""),
              ", ".join(f"{int(r.concurrency):,}" for r in ev.replicas)),
-            *([("sequences running per replica at the rate", ", ".join(f"{x:,.1f}" for x in ev.running))]
+            *([("sequences running per replica at the load", ", ".join(f"{x:,.1f}" for x in ev.running))]
               if ev.running else []),
             ("verdict", verdict), *_disaggregated_row(plan, ev)]
 

@@ -105,7 +105,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
                           progress=progress)
         if max_num_batched_tokens is not None or not p.engine.searched_seqs or not plan.config.replicas:
             return plan
-        ev = evaluate(p, plan.config, at_rate=False)
+        ev = evaluate(p, plan.config, at_load=False)
         return _search_tokens(p, plan, ev.capacity_tokens_per_s if ev.fits else 0.0, t0, time_limit, tp=tp, pp=pp,
                               within_nodes=within_nodes)
     plans: dict[int, ServingPlan] = {}
@@ -118,7 +118,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             plans[mns] = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns,
                                     max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
                                     progress=progress)
-            ev = evaluate(p, plans[mns].config, at_rate=False) if plans[mns].config.replicas else None
+            ev = evaluate(p, plans[mns].config, at_load=False) if plans[mns].config.replicas else None
             values[mns] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
             ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
         return values[mns]
@@ -184,7 +184,7 @@ def _search_tokens(p: ServingProblem, plan: ServingPlan, value: float, t0: float
         b = int(mbt * 2.0 ** k)
         if not lo <= b <= hi or (p.engine.tokens_cover_seqs and b < mns):
             continue
-        ev = evaluate(p, dataclasses.replace(plan.config, max_num_batched_tokens=b), at_rate=False)
+        ev = evaluate(p, dataclasses.replace(plan.config, max_num_batched_tokens=b), at_load=False)
         tried[b] = round(ev.capacity_tokens_per_s, 3) if ev.fits else 0.0
     best = max(tried, key=lambda b: (tried[b], b == mbt))
     meta = {**plan.meta, "max_num_batched_tokens_searched": dict(sorted(tried.items()))}
@@ -192,7 +192,7 @@ def _search_tokens(p: ServingProblem, plan: ServingPlan, value: float, t0: float
         left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
         again = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=best,
                            within_nodes=within_nodes)
-        found = evaluate(p, again.config, at_rate=False) if again.config.replicas else None
+        found = evaluate(p, again.config, at_load=False) if again.config.replicas else None
         if found is not None and found.fits and found.capacity_tokens_per_s > value:
             tried[best] = max(tried[best], round(found.capacity_tokens_per_s, 3))
             meta = {**plan.meta, **again.meta, "max_num_batched_tokens_searched": dict(sorted(tried.items()))}
@@ -244,7 +244,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
         reps, node_bound, nodes_done = _search_each_node(p, time_limit, tp, pp, mns, mbt)
         cfg = ServingConfig(reps, mns, mbt)
         if within_nodes and reps and node_bound is not None:  # the asked-for space: each node's own proof
-            value = evaluate(p, cfg, at_rate=False).capacity_tokens_per_s
+            value = evaluate(p, cfg, at_load=False).capacity_tokens_per_s
             bound = max(node_bound, value)
             gap = (bound - value) / bound if bound > 0 else 0.0
             return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
@@ -256,7 +256,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
         if not reps:  # every node searched to the end and none holds a replica: proven, with --within-nodes
             return ServingPlan(cfg, "infeasible", None, None, time.monotonic() - t0,
                                {"complete": within_nodes and nodes_done, "note": note})
-        bound, gap = _per_gpu(p, evaluate(p, cfg, at_rate=False).capacity_tokens_per_s, mns, mbt, tps, pp)
+        bound, gap = _per_gpu(p, evaluate(p, cfg, at_load=False).capacity_tokens_per_s, mns, mbt, tps, pp)
         return ServingPlan(cfg, "optimal" if gap < 1e-9 else "feasible", bound, gap, time.monotonic() - t0,
                            {"complete": False, "bound_kind": "per-GPU", "note": note + "; bound: each GPU at its "
                             "kind's best per-GPU rate (models/serving/bound.py)"})
@@ -335,7 +335,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
             full = tiled
         if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
             reps, _, _ = _search_each_node(p, time_limit / 4, tp, pp, mns, mbt)
-            v = sum(evaluate(p, ServingConfig((r,), mns, mbt), at_rate=False).capacity_tokens_per_s for r in reps)
+            v = sum(evaluate(p, ServingConfig((r,), mns, mbt), at_load=False).capacity_tokens_per_s for r in reps)
             if v > full[0]:
                 full = (v, math.inf, reps)
     best_bound, best_reps = full[1], assign_gpus(p, full[2])
@@ -343,7 +343,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
     cfg = ServingConfig(best_reps, mns, mbt)
     if not best_reps:
         return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
-    value = evaluate(p, cfg, at_rate=False).capacity_tokens_per_s
+    value = evaluate(p, cfg, at_load=False).capacity_tokens_per_s
     ups = _runner_ups(p, cfg, candidates, mns, mbt)
     if not complete:  # a bound over part of the fleet bounds nothing: the per-GPU bound does
         pb, pg = _per_gpu(p, value, mns, mbt, tps, pp)
@@ -394,7 +394,7 @@ def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[f
         if not reps or cfg.replicas in seen:
             continue
         seen.add(cfg.replicas)
-        ev = evaluate(p, cfg, at_rate=False)
+        ev = evaluate(p, cfg, at_load=False)
         if ev.fits:
             ranked.append((ev.capacity_tokens_per_s, cfg))
         if len(ranked) >= 4 * count:

@@ -342,7 +342,7 @@ def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingCo
     out: list[tuple[ServingConfig, ServingEvaluation]] = []
     reps = list(c.replicas)
     while len(reps) > 1:
-        ev = evaluate(p, replace(c, replicas=tuple(reps)), at_rate=False)
+        ev = evaluate(p, replace(c, replicas=tuple(reps)), at_load=False)
         if not ev.fits:
             break
         reps.pop(max(range(len(reps)), key=lambda i: _lateness(p, ev.replicas[i])))
