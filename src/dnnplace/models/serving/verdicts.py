@@ -170,9 +170,9 @@ def slo_requests(p: ServingProblem, c: ServingConfig) -> int:
     :data:`SLO_LIFETIMES` request lifetimes (the evaluator's TTFT + (OSL - 1) x TPOT at the rate), within
     [:data:`SLO_REQUESTS`, :data:`SLO_REQUESTS_MAX`].
 
-    Why: a fixed count judged 60 requests/s over a 10 s window where a request lives 12-20 s, so the engine
-    never filled, and the slower replicas' requests, still running at the window's end, read as a queue that
-    does not keep up."""
+    Why: a fixed count judged a high rate over a window shorter than a request's life, so the engine never
+    filled, and the slower replicas' requests, still running at the window's end, read as a queue that does
+    not keep up (the case is in docs/serving.md)."""
     wl = p.workload
     ev = evaluate(p, c)
     life = (ev.ttft_ms + max(wl.osl - 1, 0) * ev.tpot_ms) / 1e3 if ev.fits else 0.0
@@ -336,9 +336,9 @@ def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingCo
     left no longer serves the load (a rate it saturates, or nothing).
 
     Why: a deployment's TTFT and TPOT are its slowest replica's, so on a fleet of mixed GPUs a replica of the
-    slow kind (70B on L4s at a 100 ms TPOT) fails an SLO at any batch while the others meet it with room to
-    serve the rate; fewer sequences in flight do not help it, leaving its GPUs idle does.  Without this such
-    a fleet was told that no deployment meets the SLO."""
+    slow kind (a large model on small GPUs against a tight TPOT) fails an SLO at any batch while the others
+    meet it with room to serve the rate; fewer sequences in flight do not help it, leaving its GPUs idle
+    does.  Without this such a fleet was told that no deployment meets the SLO (docs/serving.md)."""
     out: list[tuple[ServingConfig, ServingEvaluation]] = []
     reps = list(c.replicas)
     while len(reps) > 1:
