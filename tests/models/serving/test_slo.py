@@ -48,7 +48,7 @@ def test_a_deployment_the_simulation_fails_is_not_called_a_pass(monkeypatch):
     cap, ttft = _capacity()
     calls = []
 
-    def failing(p, c, time_limit):
+    def failing(p, c, time_limit, ev=None):
         calls.append(c)
         return {"load": "x", "requests": 1, "completed": 1, "ttft_ms": 10 * ttft, "tpot_ms": 1.0,
                 "saturated": False, "stopped": None, "meets_slo": False}
@@ -93,7 +93,7 @@ def test_long_requests_below_capacity_are_not_called_saturated():
 def test_a_simulation_cut_short_settles_nothing_and_says_so(monkeypatch):
     cap, ttft = _capacity()
 
-    def cut(p, c, time_limit):
+    def cut(p, c, time_limit, ev=None):
         return {"load": "x", "requests": 10, "completed": 3, "ttft_ms": ttft, "tpot_ms": 1.0,
                 "saturated": False, "stopped": "time limit", "meets_slo": None}
 

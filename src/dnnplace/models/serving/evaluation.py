@@ -324,7 +324,7 @@ _LOAD_TOLERANCE = 0.005
 
 
 def at_load_of(p: ServingProblem, r: Replica, ev: ReplicaEval, demand: float,
-            max_num_batched_tokens: int) -> tuple[float, float, float]:
+               max_num_batched_tokens: int) -> tuple[float, float, float]:
     """(sequences running, TPOT s, TTFT s) of a fitting replica serving ``demand`` output tokens/s.
 
     Why: under a request rate a replica does not run at its batch limit.  At steady state it runs the

@@ -51,8 +51,8 @@ def curve(p: ServingProblem, config: ServingConfig) -> list[tuple[int, float, fl
     out: list[tuple[int, float, float]] = []
     seen: set[tuple[float, float]] = set()
     for b in sorted({*CURVE_GRID, config.max_num_seqs}):
-        ev = evaluate(p, dataclasses.replace(config, max_num_seqs=b))
-        # at the batch limit (under a rate too: the curve is what each limit can serve)
+        # at the batch limit (under a load too: the curve is what each limit can serve)
+        ev = evaluate(p, dataclasses.replace(config, max_num_seqs=b), at_load=False)
         tpot = max((r.tpot_s for r in ev.replicas), default=math.inf) * 1e3
         if not ev.fits or not (ev.capacity_tokens_per_s > 0 and math.isfinite(tpot)):
             continue

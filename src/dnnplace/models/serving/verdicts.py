@@ -165,22 +165,23 @@ def _slo_text(p: ServingProblem) -> str:
     return " ".join(x for x in parts if x)
 
 
-def slo_requests(p: ServingProblem, c: ServingConfig) -> int:
+def slo_requests(p: ServingProblem, c: ServingConfig, ev: ServingEvaluation | None = None) -> int:
     """How many Poisson arrivals judge ``c`` under the workload's rate: enough that the arrival window spans
     :data:`SLO_LIFETIMES` request lifetimes (the evaluator's TTFT + (OSL - 1) x TPOT at the rate), within
-    [:data:`SLO_REQUESTS`, :data:`SLO_REQUESTS_MAX`].
+    [:data:`SLO_REQUESTS`, :data:`SLO_REQUESTS_MAX`].  ``ev``: ``c``'s evaluation where the caller has it.
 
     Why: a fixed count judged a high rate over a window shorter than a request's life, so the engine never
     filled, and the slower replicas' requests, still running at the window's end, read as a queue that does
     not keep up (the case is in docs/serving.md)."""
     wl = p.workload
-    ev = evaluate(p, c)
+    ev = evaluate(p, c) if ev is None else ev
     life = (ev.ttft_ms + max(wl.osl - 1, 0) * ev.tpot_ms) / 1e3 if ev.fits else 0.0
     want = SLO_LIFETIMES * float(wl.rate or 0.0) * life if math.isfinite(life) else SLO_REQUESTS_MAX
     return int(min(max(SLO_REQUESTS, math.ceil(want)), SLO_REQUESTS_MAX))
 
 
-def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dict[str, Any]:
+def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float,
+                  ev: ServingEvaluation | None = None) -> dict[str, Any]:
     """The workload's load streamed through ``c`` by the simulation (its rate as Poisson arrivals, or its
     clients in a closed loop): TTFT and TPOT at the statistic each SLO names (the mean, median or 99th
     percentile of the simulated requests), whether the queue keeps up, whether the SLOs hold.
@@ -196,7 +197,7 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float) -> dic
                      time_limit=time_limit)
         load = f"{wl.concurrency} clients"
     else:
-        s = simulate(p, c, rate=float(wl.rate or 0.0), requests=slo_requests(p, c), time_limit=time_limit)
+        s = simulate(p, c, rate=float(wl.rate or 0.0), requests=slo_requests(p, c, ev), time_limit=time_limit)
         load = f"{wl.rate:g} requests/s"
     ttft, tpot = s.ttft_ms[wl.ttft_stat], s.tpot_ms[wl.tpot_stat]
     over = ((wl.ttft_ms is not None and ttft is not None and ttft > wl.ttft_ms)
@@ -270,7 +271,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
                 break
             # the first is simulated however little time is left: cut short, it settles nothing and says so,
             # where skipping it would refuse deployments the evaluator passes for want of time alone
-            sim = simulated_slo(p, c, max(left, 1e-3))
+            sim = simulated_slo(p, c, max(left, 1e-3), e)
             sims.append(sim)
             simulated += 1
             if sim["meets_slo"] or sim["meets_slo"] is None:  # a pass, or not settled in time: said in the plan
@@ -292,7 +293,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
                             f"{'' if simulated == passing else ' within the time limit'})")
     ttft = min(e.ttft_ms for e in fit)
     tpot = min(e.tpot_ms for e in fit)
-    cap = max(sum(r.tokens_per_s for r in e.replicas) for e in fit) / p.workload.osl
+    cap = max(e.capacity_tokens_per_s for e in fit) / p.workload.osl
     best = f"the best reached is TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms"
     if p.workload.rate is not None:
         best += f", {cap:.2f} requests/s"
@@ -340,13 +341,16 @@ def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingCo
     meet it with room to serve the rate; fewer sequences in flight do not help it, leaving its GPUs idle
     does.  Without this such a fleet was told that no deployment meets the SLO (docs/serving.md)."""
     out: list[tuple[ServingConfig, ServingEvaluation]] = []
-    reps = list(c.replicas)
-    while len(reps) > 1:
-        ev = evaluate(p, replace(c, replicas=tuple(reps)), at_load=False)
-        if not ev.fits:
-            break
-        reps.pop(max(range(len(reps)), key=lambda i: _lateness(p, ev.replicas[i])))
-        cc = replace(c, replicas=tuple(reps))
+    if len(c.replicas) < 2:
+        return out
+    ev = evaluate(p, c, at_load=False)
+    if not ev.fits:
+        return out
+    # a replica's evaluation at its limit does not depend on the others: priced once, dropped with its replica
+    kept = list(zip(c.replicas, ev.replicas))
+    while len(kept) > 1:
+        kept.pop(max(range(len(kept)), key=lambda i: _lateness(p, kept[i][1])))
+        cc = replace(c, replicas=tuple(r for r, _ in kept))
         e = evaluate(p, cc)
         out.append((cc, e))
         if e.meets_slo or (p.workload.rate is not None and e.saturated):
