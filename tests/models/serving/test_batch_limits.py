@@ -56,11 +56,22 @@ def test_a_pinned_limit_is_kept_and_not_searched(llama8b):
     assert plan.config.max_num_seqs == 64 and "max_num_seqs_searched" not in plan.meta
 
 
-def test_llama_cpp_and_hf_keep_their_one_limit(llama8b):
-    for engine in ("llama.cpp", "hf"):
-        p = problem(llama8b, gpus="1xl40s", engine=engine, isl=128, osl=128)
-        plan = search(p, time_limit=30)
-        assert plan.config.max_num_seqs == p.engine.max_num_seqs and "max_num_seqs_searched" not in plan.meta
+def test_hf_keeps_its_one_request(llama8b):
+    p = problem(llama8b, gpus="1xl40s", engine="hf", isl=128, osl=128)
+    plan = search(p, time_limit=30)
+    assert plan.config.max_num_seqs == 1 and "max_num_seqs_searched" not in plan.meta
+
+
+def test_llama_cpp_searches_its_slots_within_llama_max_seq(llama8b):
+    # -np is llama.cpp's batch limit: the 4 slots of its default leave most of an L40S idle on short requests;
+    # the search doubles it while it gains, never past LLAMA_MAX_SEQ (256), every slot holding one request
+    p = problem(llama8b, gpus="1xl40s", engine="llama.cpp", isl=128, osl=128)
+    plan = search(p, time_limit=30)
+    tried = plan.meta["max_num_seqs_searched"]
+    assert 4 in tried and max(tried) <= 256 and plan.config.max_num_seqs > 4
+    assert tried[plan.config.max_num_seqs] > 2 * tried[4]
+    ev = evaluate(p, plan.config)
+    assert ev.fits and ev.replicas[0].concurrency == plan.config.max_num_seqs
 
 
 def test_the_plan_file_keeps_what_was_tried(llama8b):

@@ -130,3 +130,45 @@ def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
     assert got.status == want.status
     if want.status == "optimal":
         assert got.value == want.value and got.layers == want.layers
+
+
+def brute_total(per_layer, fixed, cap, n):
+    """The smallest sum of stage costs over every contiguous split (a replica run stage by stage)."""
+    best = (np.inf, None)
+    S = len(per_layer)
+    for cuts in itertools.combinations(range(1, n), S - 1):
+        b = (0, *cuts, n)
+        if any(b[s + 1] - b[s] > cap[s] for s in range(S)):
+            continue
+        total = sum(per_layer[s][b[s]:b[s + 1]].sum() + fixed[s] for s in range(S))
+        if total < best[0]:
+            best = (total, tuple(b[s + 1] - b[s] for s in range(S)))
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda S: st.tuples(
+    st.just(S), st.integers(S, 12),
+    st.lists(st.floats(0.1, 5.0), min_size=S, max_size=S),
+    st.lists(st.integers(1, 12), min_size=S, max_size=S),
+    st.lists(st.floats(0.0, 3.0), min_size=S, max_size=S),
+    st.lists(st.floats(0.5, 2.0), min_size=12, max_size=12))))
+def test_the_total_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
+    """``total=True`` (llama.cpp's layer split, a Hugging Face device_map: a step runs the stages in turn) is the
+    smallest sum of stage times over every contiguous split that fits, against enumeration."""
+    S, n, speed, cap, fixed, work = args
+    w = np.array(work[:n])
+    per_layer = [w * sp for sp in speed]
+    prefixes = np.stack([np.concatenate([[0.0], np.cumsum(pl)]) for pl in per_layer])
+    layer_count = np.tile(np.arange(n + 1, dtype=float), (S, 1))
+    got = split_prefix_dp(prefixes, np.array(fixed), np.array(cap, dtype=float), layer_count, 1.0,
+                          np.zeros((S, n + 1)), 0.0, total=True)
+    want, layers = brute_total(per_layer, fixed, cap, n)
+    if not np.isfinite(want):
+        assert got.status == "infeasible"
+        return
+    assert got.status == "optimal" and abs(got.value - want) <= 1e-9 * max(1.0, want)
+    assert sum(got.layers) == n and min(got.layers) >= 1 and len(got.layers) == S
+    b = np.concatenate([[0], np.cumsum(got.layers)])
+    again = sum(per_layer[s][b[s]:b[s + 1]].sum() + fixed[s] for s in range(S))
+    assert abs(again - got.value) <= 1e-9 * max(1.0, want)

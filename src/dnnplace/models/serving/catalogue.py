@@ -123,7 +123,18 @@ class EngineRules:
     #: how the scheduler admits a request against the KV cache: ``mean`` (vLLM, SGLang: by the blocks it
     #: holds now, preempting when the cache runs out, so the steady batch is bounded by the mean occupancy)
     #: or ``reserve`` (TensorRT-LLM's GUARANTEED_NO_EVICT: only when the blocks of its whole ISL + OSL are free)
+    #: or ``slots`` (llama.cpp: ``-c`` cells split evenly over the ``-np`` slots, each of which must hold the
+    #: longest request whole, so every slot reserves that much whatever it runs)
     capacity_policy: str = "mean"
+    #: whether a replica of several stages keeps micro-batches in flight on every stage at once (vLLM, SGLang,
+    #: TensorRT-LLM: ``pp`` batches queued) or runs each step through its devices in turn (llama.cpp's layer
+    #: split: a decode step is one ubatch, and its pipelining overlaps only the ubatches of one batch, PR #6017;
+    #: a Hugging Face ``device_map``: accelerate's hooks move one forward from device to device)
+    pipelined: bool = True
+    #: the most sequences the engine takes at once whatever its flags (llama.cpp's ``LLAMA_MAX_SEQ``)
+    seqs_ceiling: int = 4096
+    #: the KV cache's cells are allocated in multiples of this (llama.cpp pads ``-c`` to 256 cells)
+    kv_pad: int = 1
     #: whether CUDA graphs are captured after the KV cache is sized, out of the memory the fraction leaves
     #: (TensorRT-LLM's PyTorch executor; vLLM of 2024) rather than budgeted before it (vLLM V1)
     graphs_after_kv: bool = False
@@ -165,8 +176,11 @@ class EngineRules:
     #: GPU the engine starts on: :func:`vllm_default_max_num_seqs`)
     seqs_rule: str = "fixed"
     #: whether the search chooses ``max_num_seqs`` (engines that batch many sequences continuously and take the
-    #: limit as a flag); llama.cpp's slots split its context and a Hugging Face ``generate`` runs one request
+    #: limit as a flag: llama.cpp's ``-np`` too); a Hugging Face ``generate`` runs one request
     searched_seqs: bool = True
+    #: whether the search also chooses ``max_num_batched_tokens`` (the step's token budget); llama.cpp's ``-ub``
+    #: is kept: its steps run up to ``-b`` tokens in ubatches of it, which the model prices as one ubatch a step
+    searched_tokens: bool = True
     #: TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``; both 0, off,
     #: by default): while requests generate, new contexts are held back until the step's tokens reach the ratio
     #: of ``max_num_tokens`` or the timeout's iterations pass (``PyExecutor._waiting_requests``).  The simulation
@@ -243,16 +257,22 @@ ENGINES: dict[str, EngineRules] = {
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
         precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"), single_node=True,
-        max_num_seqs=4, max_num_batched_tokens=512, searched_seqs=False,
+        max_num_seqs=4, max_num_batched_tokens=512, capacity_policy="slots", seqs_ceiling=256, kv_pad=256,
+        pipelined=False, searched_tokens=False,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",
                  "src/llama-kv-cache.cpp: layer il's K/V on dev_layer(il)",
-                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch)",
+                 "tools/server: -np 4 slots by default (n_parallel), -ub 512 (n_ubatch); without --kv-unified "
+                 "each slot gets n_ctx / n_parallel cells",
+                 "src/llama-cparams.h LLAMA_MAX_SEQ 256 (ggml-org/llama.cpp PR #15916, 64 before it)",
+                 "src/llama-context.cpp: n_ctx padded to a multiple of 256",
+                 "ggml-org/llama.cpp PR #6017 (pipeline parallelism): the ubatches of one llama_decode overlap "
+                 "over the devices; a step's outputs are synchronised before the next",
                  "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)",
                  "ggml/include/ggml.h ggml_type: F16, BF16, Q8_0, Q6_K, Q5_K, Q4_K, MXFP4 (no FP8 or AWQ/GPTQ INT4)")),
     "hf": EngineRules(
         "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
         kv_dtypes=(("bf16", None), ("fp16", None)), single_node=True,
-        max_num_seqs=1, max_num_batched_tokens=4096, searched_seqs=False,
+        max_num_seqs=1, max_num_batched_tokens=4096, searched_seqs=False, searched_tokens=False, pipelined=False,
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",
                  "transformers DynamicCache: the cache is kept in the model's dtype")),

@@ -21,7 +21,7 @@ __all__ = ["Split", "split_prefix_dp"]
 
 @dataclass(frozen=True)
 class Split:
-    """The optimal split: layers per stage (each >= 1), its value (the largest stage cost), and status
+    """The optimal split: layers per stage (each >= 1), its value (the largest stage cost, or their sum), and status
     (``optimal``, or ``infeasible`` when no split fits); the DP is exact, so bound == value, gap 0."""
 
     layers: tuple[int, ...]
@@ -33,7 +33,8 @@ class Split:
 
 @njit(cache=True)
 def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: np.ndarray, wpre: np.ndarray,
-               slope: float, kpre: np.ndarray, need: float) -> tuple[float, np.ndarray]:  # pragma: no cover
+               slope: float, kpre: np.ndarray, need: float,
+               total: bool) -> tuple[float, np.ndarray]:  # pragma: no cover
     """The recursion (module docstring) over costs given by prefix sums, ties broken at the first index (as
     ``argmin`` breaks them).  Stage ``s`` reads row ``r = rows[s]`` of every array (stages alike share one):
     running layers ``[i, j)`` it costs ``prefix[r, j] - prefix[r, i] + fixed[r]`` where it fits:
@@ -62,7 +63,10 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: n
             arg = 0
             for i in range(lo, j):
                 c = prefix[r, j] - prefix[r, i] + fixed[r]
-                v = f[i] if f[i] > c else c
+                if total:
+                    v = f[i] + c
+                else:
+                    v = f[i] if f[i] > c else c
                 if v < best:
                     best = v
                     arg = i
@@ -79,7 +83,7 @@ def _prefix_dp(prefix: np.ndarray, fixed: np.ndarray, rows: np.ndarray, free0: n
 
 
 def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wpre: np.ndarray, slope: float,
-                    kpre: np.ndarray, need: float, rows: np.ndarray | None = None) -> Split:
+                    kpre: np.ndarray, need: float, rows: np.ndarray | None = None, total: bool = False) -> Split:
     """The smallest largest stage cost over contiguous splits, where each stage's cost of layers ``[i, j)`` is a
     prefix difference plus a constant and whether they fit its memory one inequality of prefix differences
     (the serving search's case: time ``prefix`` and ``fixed``; KV room ``free0 - slope * (wpre[j] - wpre[i])``
@@ -90,13 +94,17 @@ def split_prefix_dp(prefix: np.ndarray, fixed: np.ndarray, free0: np.ndarray, wp
 
     Why: the search runs this DP thousands of times per fleet; built as matrices, each run spent more time
     filling ``(n + 1)^2`` costs per stage than solving.  Compiled, it reads the prefixes in place; the tests
-    hold it to brute force, and to the recursion on built matrices entry by entry (value and split)."""
+    hold it to brute force, and to the recursion on built matrices entry by entry (value and split).
+
+    ``total``: the smallest *sum* of the stage costs instead (``f[s][j] = min_i f[s-1][i] + C[s][i][j]``): a
+    replica whose engine runs each step through its stages in turn (llama.cpp's layer split, a Hugging Face
+    device_map) takes the sum of its stages' times per step, not the slowest one's."""
     if rows is None:
         rows = np.arange(prefix.shape[0], dtype=np.int64)
     S, n1 = len(rows), prefix.shape[1]
     if S == 0 or n1 - 1 < S:
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)
-    value, cuts = _prefix_dp(prefix, fixed, rows, free0, wpre, float(slope), kpre, float(need))
+    value, cuts = _prefix_dp(prefix, fixed, rows, free0, wpre, float(slope), kpre, float(need), bool(total))
     if not np.isfinite(value):
         return Split((), float("inf"), "infeasible", float("inf"), 0.0)
     layers = tuple(int(b - a) for a, b in zip(cuts[:-1], cuts[1:]))

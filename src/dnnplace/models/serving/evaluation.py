@@ -24,8 +24,9 @@ from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem,
 from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
-           "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares", "prompt_lumps",
-           "prompts_chunked", "seq_cap", "served_context", "steady_batch", "steps", "steps_many", "tp_refusal"]
+           "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares",
+           "micro_batches", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context", "slot_tokens",
+           "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -89,6 +90,12 @@ class ReplicaEval:
     max_model_len: int = 0  # the context this replica serves (0: the problem's)
 
 
+def micro_batches(p: ServingProblem, pp: int) -> int:
+    """How many micro-batches a replica of ``pp`` stages keeps in flight: ``pp`` for a pipelined engine, one for
+    an engine that runs each step through its devices in turn (``EngineRules.pipelined``)."""
+    return pp if p.engine.pipelined else 1
+
+
 def seq_cap(p: ServingProblem, pp: int, max_num_seqs: int) -> int:
     """The sequences a replica of ``pp`` stages may run at once under ``max_num_seqs``: per micro-batch for an
     engine that schedules each micro-batch on its own (TensorRT-LLM), else for all of them together (vLLM)."""
@@ -100,7 +107,17 @@ def held_tokens(p: ServingProblem) -> float:
     a request's whole length before admitting it: ISL + OSL), length-biased over a distribution of lengths
     (:attr:`~dnnplace.models.serving.spec.Workload.held`).  One rule for the evaluator and the bound."""
     wl = p.workload
+    if p.engine.capacity_policy == "slots":
+        return float(wl.max_len)
     return wl.held_whole if p.engine.capacity_policy == "reserve" else wl.held
+
+
+def slot_tokens(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> int:
+    """KV cells each slot of an engine whose slots split the cache evenly (``capacity_policy`` ``slots``: llama.cpp
+    without ``--kv-unified``) gets when the whole cache of ``kv_tokens`` is given to ``max_num_seqs`` slots: the
+    cache padded down to the engine's multiple, split evenly.  One rule for the evaluator and the export."""
+    pad = max(p.engine.kv_pad, 1)
+    return int(kv_tokens) // pad * pad // max(max_num_seqs, 1)
 
 
 def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> float:
@@ -266,6 +283,11 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if not why and kv < p.workload.max_len:
         longest = "the longest request" if p.workload.lengths is not None else "one request"
         why = f"the KV cache holds {int(kv)} tokens, less than {longest} ({p.workload.max_len})"
+    if (not why and p.engine.capacity_policy == "slots"
+            and (slot := slot_tokens(p, kv, max_num_seqs)) < p.workload.max_len):
+        most = slot_tokens(p, kv, 1) // p.workload.max_len
+        why = (f"{p.engine.name} splits its {int(kv)}-token cache over {max_num_seqs} slots: {slot} each, less than "
+               f"one request ({p.workload.max_len}); plan with --fix max_num_seqs={max(most, 1)} or fewer")
     context = served_context(p, kv)
     conc = steady_batch(p, kv, seq_cap(p, r.pp, max_num_seqs)) if not why else 0.0
     if why or conc < 1:
@@ -285,7 +307,8 @@ def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens:
              src: dict[str, int]) -> tuple[list[float], float, float, float]:
     """(stage times, output tokens/s, TPOT s, TTFT s) of a replica running ``conc`` sequences at steady state."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
-    per_mb = max(conc / r.pp, 1.0)
+    mb = micro_batches(p, r.pp)
+    per_mb = max(conc / mb, 1.0)
     it = iteration(p, per_mb, max_num_batched_tokens)
     mix = steps(p, per_mb, max_num_batched_tokens)
     times = [sum(w * _stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), x, src) for w, x in mix)
@@ -293,8 +316,12 @@ def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens:
     slowest = max(times)
     if not math.isfinite(slowest):
         return times, 0.0, math.inf, math.inf
-    tok_s = it.decode / slowest
-    tpot = r.pp * slowest if r.pp > 1 else slowest
+    # a micro-batch comes back after its trip through every stage, or after the stage it waits on has run every
+    # micro-batch in flight (fewer than the engine keeps when fewer sequences run): one step's cycle
+    in_flight = min(float(mb), conc / per_mb)
+    cycle = max(sum(times), in_flight * slowest)
+    tok_s = in_flight * it.decode / cycle
+    tpot = cycle
     # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
     # the load's iteration pace
     if p.workload.phase == "decode":  # no prompt here: the first token is one step after the KV arrives

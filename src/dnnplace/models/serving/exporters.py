@@ -258,8 +258,9 @@ def _llama_ctx(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
 
     np_ = plan.config.max_num_seqs
     kv = int(evaluate_replica(p, r, np_, plan.config.max_num_batched_tokens).kv_tokens)
-    c = p.context * np_ if p.context * np_ <= kv else kv // 256 * 256  # llama.cpp pads its cache to 256 cells
-    need = p.workload.max_len  # the longest request must fit a slot
+    pad = max(p.engine.kv_pad, 1)  # llama.cpp pads its cache to 256 cells: a -c it would pad up could not fit
+    c = p.context * np_ if p.context * np_ <= kv else kv // pad * pad
+    need = p.workload.max_len  # the longest request must fit a slot (the evaluator's rule: slot_tokens)
     if c // np_ < need:
         raise DnnplaceError(f"llama.cpp splits its {c}-token cache over {np_} slots: {c // np_} each, less than "
                             f"one request ({need}); plan with --fix max_num_seqs={max(c // need, 1)} or fewer")

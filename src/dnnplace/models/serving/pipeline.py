@@ -21,8 +21,10 @@ from dnnplace.models.serving.evaluation import (
     cached_times,
     cached_times_batch,
     evaluate_replica,
+    held_tokens,
     iteration,
     link_between,
+    micro_batches,
     seq_cap,
     steady_batch,
     steps,
@@ -88,7 +90,8 @@ class _Pipeline:
         self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
         self.usig = list(dict.fromkeys(self.sig))  # the distinct signatures, and which one each stage reads
         self.rows = np.array([self.usig.index(g) for g in self.sig], dtype=np.int64)
-        self.per_seq = math.ceil(p.workload.held / p.block) * p.block
+        self.per_seq = math.ceil(held_tokens(p) / p.block) * p.block
+        self.mb = micro_batches(p, self.pp)  # micro-batches in flight: pp, or 1 where a step runs stage by stage
         self.slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
         launch = launch_memory([u.gpu for u in stages])
@@ -105,7 +108,7 @@ class _Pipeline:
         memo: dict[Any, list[tuple[float, Iteration]]] = self.shared.setdefault("steps", {})
         key = (self.pp, seqs)
         if key not in memo:
-            memo[key] = steps(self.p, max(seqs / self.pp, 1.0), self.mbt)
+            memo[key] = steps(self.p, max(seqs / self.mb, 1.0), self.mbt)
         return memo[key]
 
     def prefetch(self, batches: list[int]) -> None:
@@ -116,7 +119,7 @@ class _Pipeline:
         todo = [b for b in batches if b not in every]
         if not todo:
             return
-        its = [x for mix in steps_many(self.p, [max(b / self.pp, 1.0) for b in todo], self.mbt) for _, x in mix]
+        its = [x for mix in steps_many(self.p, [max(b / self.mb, 1.0) for b in todo], self.mbt) for _, x in mix]
         for gpu, tp, link in kinds:
             cached_times_batch(self.p, gpu, tp, its, self.p.engine.framework, link)
             done[((gpu, tp, link), self.pp)].update(todo)
@@ -152,7 +155,8 @@ class _Pipeline:
             memo[key] = made[sig]
         prefix = np.stack([made[sig][0] for sig in self.usig])
         fixed_u = np.array([made[sig][1] for sig in self.usig])
-        s = split_prefix_dp(prefix, fixed_u, self.free0, self.wpre, self.slope, self.kpre, float(need), self.rows)
+        s = split_prefix_dp(prefix, fixed_u, self.free0, self.wpre, self.slope, self.kpre, float(need), self.rows,
+                            total=self.mb == 1)
         return s.value, s.layers
 
 
@@ -181,6 +185,7 @@ def best_replica(p: ServingProblem, stages: list[Unit], mns: int, mbt: int, floo
     one evaluator, at the batch its KV cache really holds.
     """
     pp = len(stages)
+    mb = micro_batches(p, pp)
     cap = seq_cap(p, pp, mns)
     limit = cap if p.workload.concurrency is None else min(cap, p.workload.concurrency)
     pipe = _Pipeline(p, stages, mns, mbt, shared)
@@ -198,7 +203,7 @@ def best_replica(p: ServingProblem, stages: list[Unit], mns: int, mbt: int, floo
                 tried.add(layers)
                 r = Replica(tuple(Stage(u.gpu, u.node, u.gpus, n) for u, n in zip(stages, layers)))
                 # the split runs the batch its KV cache holds (>= b): no more than decode(that) / t(b)
-                if iteration(p, max(_concurrency(p, r, mns, mbt) / pp, 1.0), mbt).decode / t > \
+                if iteration(p, max(_concurrency(p, r, mns, mbt) / mb, 1.0), mbt).decode / t > \
                         max(best, floor) * (1 + TOL):
                     v = evaluate_replica(p, r, mns, mbt).tokens_per_s
                     if v > best:
@@ -207,10 +212,10 @@ def best_replica(p: ServingProblem, stages: list[Unit], mns: int, mbt: int, floo
 
     def ub(a: int, b: int) -> float:  # a bound on any split running a batch in [a, b]
         t = probe(a)
-        return iteration(p, max(b / pp, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
+        return iteration(p, max(b / mb, 1.0), mbt).decode / t if math.isfinite(t) else 0.0
 
     # the grid in sequences per micro-batch: pipelines of any depth share these iterations (and their pricing)
-    grid = sorted({1, limit} | {min(s * pp, limit) for s in _grid(max(limit // pp, 1))})
+    grid = sorted({1, limit} | {min(s * mb, limit) for s in _grid(max(limit // mb, 1))})
     # one kernel-layer call per stage kind prices the grid, or every batch the refinement may probe where they
     # are few (a call of a few hundred iterations costs about two of one)
     first = list(range(1, limit + 1)) if limit <= _PRICE_ALL else grid

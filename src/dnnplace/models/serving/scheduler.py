@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, send_seconds
-from dnnplace.models.serving.evaluation import cached_times, link_between, prompts_chunked, seq_cap
+from dnnplace.models.serving.evaluation import cached_times, link_between, micro_batches, prompts_chunked, seq_cap
 from dnnplace.models.serving.spec import Replica, ServingProblem
 
 __all__ = ["Batch", "ReplicaScheduler", "RequestTable", "StagePricer", "price_grid"]
@@ -206,11 +206,12 @@ class ReplicaScheduler:
         self.total_blocks = int(kv_tokens // self.block)
         self.free = self.total_blocks
         self.max_seqs, self.budget, self.pp = max_num_seqs, budget, r.pp
+        self.micro_batches = micro_batches(p, r.pp)  # one for an engine that runs a step through its devices in turn
         # TensorRT-LLM schedules each micro-batch on its own, up to max_num_seqs requests not in flight
         self.running_cap = seq_cap(p, r.pp, max_num_seqs)
         self.reqs = reqs
         self.pricer = StagePricer(p, r, max_num_seqs, budget)
-        self.reserve = p.engine.capacity_policy == "reserve"
+        self.reserve = p.engine.capacity_policy in ("reserve", "slots")  # a slot holds its request whole
         self.unmixed = not p.engine.mixed_steps
         self.chunked = prompts_chunked(p, budget)
         self.whole = -(-p.workload.max_len // self.block)  # the longest request's whole length, in blocks
@@ -392,8 +393,9 @@ class ReplicaScheduler:
         self.max_in_flight = max(self.max_in_flight, len(self.inflight))
 
     def pump(self, now: float) -> None:
-        """Keep up to ``pp`` micro-batches in flight (vLLM's batch queue: ``max_concurrent_batches = pp``)."""
-        while len(self.inflight) < self.pp:
+        """Keep up to ``pp`` micro-batches in flight (vLLM's batch queue: ``max_concurrent_batches = pp``), one
+        where the engine runs a step through its devices in turn (:func:`.evaluation.micro_batches`)."""
+        while len(self.inflight) < self.micro_batches:
             b = self.schedule()
             if b is None:
                 return

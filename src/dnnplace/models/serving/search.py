@@ -103,7 +103,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
         plan = _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
                           progress=progress)
-        if max_num_batched_tokens is not None or not p.engine.searched_seqs or not plan.config.replicas:
+        if max_num_batched_tokens is not None or not p.engine.searched_tokens or not plan.config.replicas:
             return plan
         ev = evaluate(p, plan.config, at_load=False)
         return _search_tokens(p, plan, ev.capacity_tokens_per_s if ev.fits else 0.0, t0, time_limit, tp=tp, pp=pp,
@@ -123,7 +123,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
         return values[mns]
 
-    lo, hi = _SEQS_RANGE
+    lo, hi = min(_SEQS_RANGE[0], p.engine.max_num_seqs), min(_SEQS_RANGE[1], p.engine.seqs_ceiling)
     first = p.engine.max_num_seqs
     if p.engine.tokens_cover_seqs and max_num_batched_tokens is not None:  # vLLM refuses more seqs than tokens
         first = min(first, max_num_batched_tokens)
@@ -148,7 +148,7 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
     plan = plans[best]
     meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
     plan = dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
-    if max_num_batched_tokens is not None or not plan.config.replicas:
+    if max_num_batched_tokens is not None or not p.engine.searched_tokens or not plan.config.replicas:
         return plan
     return _search_tokens(p, plan, values[best], t0, time_limit, tp=tp, pp=pp, within_nodes=within_nodes)
 
@@ -200,7 +200,8 @@ def _search_tokens(p: ServingProblem, plan: ServingPlan, value: float, t0: float
     return dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
 
 
-#: The ``max_num_seqs`` values the search may try (powers of two times the engine's default within these).
+#: The ``max_num_seqs`` values the search may try (powers of two times the engine's default within these; an
+#: engine whose default is below the floor may go down to 1, and none above its ``seqs_ceiling``).
 _SEQS_RANGE = (16, 4096)
 #: Fleets of more GPUs than this try both ways from the engine's default limit (a search policy: one more search
 #: where the time target is 10 s, not the 1 s of one node of 8).  Why: deployments nearly tied at the default can
