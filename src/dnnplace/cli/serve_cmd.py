@@ -81,7 +81,7 @@ def serve(
     fleet: Optional[Path] = typer.Option(None, "--fleet", help="The fleet as a TOML file ([[node]] gpus, link;"
                                          " [network] bandwidth_gbps, latency_us)."),
     precision: str = typer.Option("bf16", "--precision", help="Weights: bf16, fp16, fp8, fp4, int4 (w4a16), or"
-                                  " GGUF q8_0, q6_k, q5_k_m, q4_k_m (llama.cpp)."),
+                                  " GGUF q8_0, q6_k, q5_k_m, q4_k_m, q4_0 (llama.cpp)."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16, fp16, fp8, q8_0."),
     engine: Engine = typer.Option(Engine.vllm, "--engine", help="The engine that serves it."),
     isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens per request (default 1024)."),
@@ -268,7 +268,8 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         f"proof: {doc['status']}, bound {_num(doc['bound'], '.0f')} tokens/s, gap "
         f"{_num(None if doc['gap'] is None else 100 * doc['gap'], '.1f')} %, {_num(doc['runtime_s'], '.2f')} s",
         f"error band: +/-{100 * doc['error_band']:.0f} % (kernel sources: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(doc["sources"].items())) + ")",
+        + ", ".join(f"{k} {v}" for k, v in sorted(doc["sources"].items()))
+        + (f"; {note}" if (note := doc.get("error_band_note")) else "") + ")",
     ]
     for b in doc["baselines"]:
         gain = "does not fit" if b.get("gain") is None else f"plan gains {b['gain']:.2f}x" + (

@@ -22,6 +22,16 @@ __all__ = ["BAND", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF", "GGUF_NAMES", "
 #: wider: +39 % at PP4 on RTX PRO 6000, -72 % on L40S TP4/TP8 -- taken as the bands, never fitted).
 BAND = {"measured": 0.07, "interpolated": 0.10, "extrapolated": 0.25, "roofline": 0.40}
 
+#: The error band of a llama.cpp prediction on GGUF-quantized weights: the largest |measured / predicted - 1| of
+#: the published forward rates by micro-batch size that ``benchmarks/llamacpp_ubatch.py`` checks the roofline on
+#: (llama.cpp PRs #15802, #15131, #7676, #7860: Q4_0 and Q6_K on RTX 3090 / 4090; 2 to 64 tokens a forward run
+#: up to 2.6x slower than priced: mmvq's and MMQ's dequantisation, which the roofline does not price).  Its
+#: 16-bit rows are within the roofline's own band, so BF16 / FP16 keep BAND["roofline"].
+#: tests/models/serving/test_llamacpp_band.py recomputes it from the rows.
+LLAMA_CPP_GGUF_BAND = 0.61
+LLAMA_CPP_GGUF_BAND_SOURCE = ("benchmarks/results/llamacpp_ubatch.md: max |measured / predicted - 1| over the GGUF "
+                              "rows (Q4_0 on an RTX 3090 at -ub 8: 584 tokens/s measured, 1,494 priced)")
+
 #: Weight precisions the planner takes: name -> (bytes per weight, kernel dtype, source).
 PRECISIONS: dict[str, tuple[float, str, str]] = {
     "bf16": (2.0, "bf16", "IEEE bfloat16"),
@@ -40,6 +50,8 @@ PRECISIONS: dict[str, tuple[float, str, str]] = {
     "q6_k": (210.0 / 256.0, "int4_wo", "ggml-common.h block_q6_K: 128 ql + 64 qh + 16 scales + fp16 d = 210 / 256"),
     "q5_k_m": (176.0 / 256.0, "int4_wo", "ggml-common.h block_q5_K: 2 fp16 + 12 scales + 32 qh + 128 qs = 176 / 256"),
     "q4_k_m": (144.0 / 256.0, "int4_wo", "ggml-common.h block_q4_K: 2 fp16 + 12 scales + 128 qs = 144 / 256"),
+    # every tensor Q4_0 but the output layer (Q6_K: llama_tensor_get_type), the type llama.cpp's own benchmarks run
+    "q4_0": (18.0 / 32.0, "int4_wo", "ggml-common.h block_q4_0: fp16 d + 16 bytes of nibbles = 18 / 32"),
 }
 
 #: Where TensorRT-LLM runs its context (prefill) attention in FP8, as its attention op decides:
@@ -67,7 +79,7 @@ def context_fmha_dtype(framework: str | None, weight_dtype: str, kv_dtype: str, 
 NON_NVIDIA: dict[str, tuple[str, str]] = {"mi300x": ("AMD", "ROCm"), "b60": ("Intel", "SYCL")}
 
 #: The GGUF weight types (llama.cpp only).
-GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m")
+GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
 
 #: KV-cache element types -> bytes per element.
 KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "q8_0": 34.0 / 32.0}
@@ -256,7 +268,7 @@ ENGINES: dict[str, EngineRules] = {
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),
-        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m"), single_node=True,
+        precisions=("bf16", "fp16", "fp4", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0"), single_node=True,
         max_num_seqs=4, max_num_batched_tokens=512, capacity_policy="slots", seqs_ceiling=256, kv_pad=256,
         pipelined=False, searched_tokens=False,
         sources=("src/llama-model.cpp::load_tensors: tok_embd on the CPU, output as slot n_layer",

@@ -16,7 +16,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.disaggregation import NONE_FITS, Disaggregated, disaggregate
-from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate, served_context
+from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate, served_context
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.lengths import lengths_from_json
 from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
@@ -90,6 +90,7 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         # solve's bound on its objective (seconds per output token), kept as it was proven
         "seconds_per_token_bound": plan.meta.get("seconds_per_token_bound"),
         "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
+        **({"error_band_note": note} if (note := band_note(p)) else {}),
         "runner_ups": ups,
         # the SLOs checked under the workload's load by the simulation (None: no load or no SLO)
         "slo_simulated": plan.meta.get("slo_simulated"),

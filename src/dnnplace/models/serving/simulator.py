@@ -46,8 +46,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.cost import band_of
-from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.evaluation import evaluate, prediction_band
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload
 
@@ -291,4 +290,4 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         tokens / duration if duration > 0 else 0.0, completed / duration if duration > 0 else 0.0,
         _stats(ttft), _stats(tpot), steady, duration, tokens, nxt, stopped, router,
         [s.max_in_flight for s in reps], sum(s.batches for s in reps), sum(len(s.pricer.corners) for s in reps),
-        band_of(src), time.perf_counter() - t_wall, src, offline, concurrency)
+        prediction_band(p, src), time.perf_counter() - t_wall, src, offline, concurrency)

@@ -1,0 +1,40 @@
+"""llama.cpp on GGUF-quantized weights carries the band its published forward rates show, recomputed here from
+the rows ``benchmarks/llamacpp_ubatch.py`` checks (so the figure in the catalogue cannot drift from them)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from dnnplace.models.serving.catalogue import BAND, LLAMA_CPP_GGUF_BAND
+from dnnplace.models.serving.evaluation import evaluate
+from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("llamacpp_ubatch", ROOT / "benchmarks" / "llamacpp_ubatch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_band_is_the_largest_miss_of_the_published_gguf_rows():
+    bench = _bench()
+    rows = json.loads(bench.ROWS.read_text())["rows"]
+    miss = {q: max(abs(r["tokens_per_s"] / bench.predicted(r) - 1.0) for r in rows
+                   if (r["type"] in ("BF16", "F16")) != q) for q in (True, False)}
+    assert round(miss[True], 2) == LLAMA_CPP_GGUF_BAND
+    assert miss[False] <= BAND["roofline"]  # the 16-bit rows: the roofline's own band holds
+
+
+@pytest.mark.parametrize("precision, band", [("q4_k_m", LLAMA_CPP_GGUF_BAND), ("bf16", BAND["roofline"])])
+def test_a_llama_cpp_plan_says_it(llama8b, precision, band):
+    p = problem(llama8b, gpus="1xrtx-4090", engine="llama.cpp", precision=precision, isl=512, osl=128)
+    ev = evaluate(p, ServingConfig((Replica((Stage("rtx-4090", 0, (0,), 32),)),), 4, 512))
+    assert ev.fits and ev.error_band == pytest.approx(band)
