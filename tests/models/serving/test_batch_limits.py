@@ -7,6 +7,7 @@ logits rows per sequence) as well as allowing sequences in flight."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from dnnplace.models.serving.catalogue import VLLM_2024, vllm_default_max_num_seqs
@@ -89,3 +90,26 @@ def test_a_fleet_above_eight_gpus_steps_both_ways_from_the_default(llama8b):
     tried = search(p, time_limit=30).meta["max_num_seqs_searched"]
     default = p.engine.max_num_seqs
     assert min(tried) < default < max(tried)
+
+
+def test_llama_cpp_says_the_context_one_slot_serves_and_keeps_a_pinned_one(llama8b):
+    from dnnplace.models.serving.exporters import export
+
+    # unpinned: the plan's context is one slot's cells (-c split over -np), which is what the export launches
+    p = problem(llama8b, gpus="1xrtx-4090", engine="llama.cpp", precision="q4_k_m", isl=1024, osl=256)
+    plan = search(p, time_limit=30)
+    ev = evaluate(p, plan.config)
+    doc = plan_document(p, plan, ev, baselines=[])
+    np_ = plan.config.max_num_seqs
+    cmd = export(p, plan, "llama.cpp")
+    c = int(cmd.split(" -c ")[1].split()[0])
+    assert doc["prediction"]["max_model_len"] == c // np_ >= 1280 and f"-np {np_}" in cmd
+    # pinned: every slot holds the pinned context, so the search stops where the slots no longer would
+    q = problem(llama8b, gpus="1xrtx-4090", engine="llama.cpp", precision="q4_k_m", isl=1024, osl=256,
+                max_model_len=32768)
+    plan = search(q, time_limit=30)
+    ev = evaluate(q, plan.config)
+    assert ev.fits and ev.replicas[0].max_model_len == 32768
+    assert ev.replicas[0].kv_tokens // plan.config.max_num_seqs >= 32768
+    over = evaluate(q, dataclasses.replace(plan.config, max_num_seqs=plan.config.max_num_seqs * 2))
+    assert not over.fits and "--max-model-len 32768" in over.why and "max_num_seqs=" in over.why

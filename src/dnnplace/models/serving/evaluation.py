@@ -27,7 +27,7 @@ from dnnplace.utils.owned_cache import make_room
 __all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
            "band_note", "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares",
            "micro_batches", "prediction_band", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context",
-           "slot_tokens", "steady_batch", "steps", "steps_many", "tp_refusal"]
+           "slot_need", "slot_tokens", "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -50,12 +50,22 @@ def tp_refusal(p: ServingProblem, tp: int) -> str:
     return ""
 
 
-def served_context(p: ServingProblem, kv_tokens: float) -> int:
+def served_context(p: ServingProblem, kv_tokens: float, max_num_seqs: int | None = None) -> int:
     """The ``max_model_len`` a replica is launched with: the user's, else the model's -- capped, on an engine
-    that refuses to start when its KV cache cannot hold one such request (vLLM), to the tokens it holds."""
+    that refuses to start when its KV cache cannot hold one such request (vLLM), to the tokens it holds; on an
+    engine whose slots split the cache (llama.cpp), to one slot's cells at ``max_num_seqs`` slots: no request
+    longer than a slot runs."""
+    if p.engine.capacity_policy == "slots" and max_num_seqs:
+        return max(min(p.context, slot_tokens(p, kv_tokens, max_num_seqs)), 1)
     if p.max_model_len or not p.engine.max_len_must_fit:
         return p.context
     return max(min(p.context, int(kv_tokens)), 1)
+
+
+def slot_need(p: ServingProblem) -> int:
+    """Cells each slot must hold on an engine whose slots split the cache: the longest request, and the user's
+    ``--max-model-len`` where one is given (a pinned context is a promise every slot keeps)."""
+    return max(p.workload.max_len, p.max_model_len)
 
 
 def prompts_chunked(p: ServingProblem, budget: int) -> bool:
@@ -127,7 +137,7 @@ def held_tokens(p: ServingProblem) -> float:
     (:attr:`~dnnplace.models.serving.spec.Workload.held`).  One rule for the evaluator and the bound."""
     wl = p.workload
     if p.engine.capacity_policy == "slots":
-        return float(wl.max_len)
+        return float(slot_need(p))
     return wl.held_whole if p.engine.capacity_policy == "reserve" else wl.held
 
 
@@ -303,11 +313,12 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
         longest = "the longest request" if p.workload.lengths is not None else "one request"
         why = f"the KV cache holds {int(kv)} tokens, less than {longest} ({p.workload.max_len})"
     if (not why and p.engine.capacity_policy == "slots"
-            and (slot := slot_tokens(p, kv, max_num_seqs)) < p.workload.max_len):
-        most = slot_tokens(p, kv, 1) // p.workload.max_len
+            and (slot := slot_tokens(p, kv, max_num_seqs)) < (need := slot_need(p))):
+        what = f"--max-model-len {need}" if need == p.max_model_len else f"one request ({need})"
+        most = slot_tokens(p, kv, 1) // need
         why = (f"{p.engine.name} splits its {int(kv)}-token cache over {max_num_seqs} slots: {slot} each, less than "
-               f"one request ({p.workload.max_len}); plan with --fix max_num_seqs={max(most, 1)} or fewer")
-    context = served_context(p, kv)
+               f"{what}; plan with --fix max_num_seqs={max(most, 1)} or fewer")
+    context = served_context(p, kv, max_num_seqs)
     conc = steady_batch(p, kv, seq_cap(p, r.pp, max_num_seqs)) if not why else 0.0
     if why or conc < 1:
         return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",

@@ -16,7 +16,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.disaggregation import NONE_FITS, Disaggregated, disaggregate
-from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate, served_context
+from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.lengths import lengths_from_json
 from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem
@@ -36,7 +36,7 @@ def config_dict(c: ServingConfig) -> dict[str, Any]:
 
 def _prediction(p: ServingProblem, ev: ServingEvaluation) -> dict[str, Any]:
     d = ev.to_dict()
-    d["max_model_len"] = min((served_context(p, r.kv_tokens) for r in ev.replicas), default=p.context) \
+    d["max_model_len"] = min((r.max_model_len or p.context for r in ev.replicas), default=p.context) \
         if ev.fits else p.context
     return d
 
