@@ -27,9 +27,10 @@ def test_a_step_through_the_stages_in_turn_costs_their_sum(llama8b, engine, prec
     one = evaluate(p, ServingConfig((_pipe("l40s", [32]),), seqs, 512), at_load=False).replicas[0]
     two = evaluate(p, ServingConfig((_pipe("l40s", [16, 16]),), seqs, 512), at_load=False).replicas[0]
     assert two.concurrency == one.concurrency == seqs
-    assert two.tpot_s == pytest.approx(sum(two.stage_s))
-    # every running sequence makes one token a step: the rate is what the TPOT allows, no more
-    assert two.tokens_per_s <= seqs / two.tpot_s * (1 + 1e-9)
+    # every running sequence makes one token a step, and a step runs every stage in turn: no more than seqs
+    # tokens per sum of stage times (a sequence's own TPOT leaves out its own prompt: at most that step)
+    assert two.tokens_per_s <= seqs / sum(two.stage_s) * (1 + 1e-9)
+    assert two.tpot_s <= sum(two.stage_s) * (1 + 1e-9)
     # the same GPUs, the same layers, run in turn: no faster than one GPU holding them all
     assert two.tokens_per_s <= one.tokens_per_s * 1.01
 
@@ -51,6 +52,5 @@ def test_a_pipeline_with_fewer_sequences_than_stages_keeps_only_those_in_flight(
     for seqs in (1, 2, 4, 8):
         ev = evaluate(p, ServingConfig((r,), seqs, 512), at_load=False).replicas[0]
         assert ev.concurrency == seqs
-        # a sequence makes one token per trip through the pipeline: seqs / TPOT at most
-        assert ev.tokens_per_s <= seqs / ev.tpot_s * (1 + 1e-9)
-        assert ev.tpot_s >= sum(ev.stage_s) * (1 - 1e-9)
+        # a sequence makes one token per trip through the pipeline: seqs per sum of stage times at most
+        assert ev.tokens_per_s <= seqs / sum(ev.stage_s) * (1 + 1e-9)

@@ -299,6 +299,9 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     why = tp_refusal(p, r.tp)
     if not why and p.engine.single_node and len({s.node for s in r.stages}) > 1:
         why = f"{p.engine.name} runs a replica in one process on one node; this one spans nodes"
+    if not why and max_num_seqs > p.engine.seqs_ceiling:
+        why = (f"max_num_seqs {max_num_seqs}: {p.engine.name} takes at most {p.engine.seqs_ceiling} sequences at "
+               f"once; plan with --fix max_num_seqs={p.engine.seqs_ceiling} or fewer")
     if not why and p.engine.tokens_cover_seqs and max_num_batched_tokens < max_num_seqs:
         why = (f"max_num_batched_tokens {max_num_batched_tokens} < max_num_seqs {max_num_seqs}: "
                f"{p.engine.name} refuses it at start-up")
@@ -352,6 +355,17 @@ def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens:
     cycle = max(sum(times), in_flight * slowest)
     tok_s = in_flight * it.decode / cycle
     tpot = cycle
+    # a running sequence's steps carry the other sequences' prompts, never its own (it was prefilled before it
+    # decodes): its TPOT is the decode-only cycle plus (conc - 1) / conc of what the prompts add to a step.
+    # One sequence alone decodes in steps of its own (a 100,000-token prompt on one slot made the mean step
+    # 133 ms where the simulation's TPOT is 23 ms)
+    other = (conc - 1.0) / conc if conc > 1.0 else 0.0
+    if it.prefill > 0.0 and other < 1.0 - 1e-12:
+        bare = Iteration(it.decode, it.kv_len, 0.0, it.isl)
+        scratch: dict[str, int] = {}
+        t0 = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), bare, scratch) for i in range(r.pp)]
+        cycle0 = max(sum(t0), in_flight * max(t0))
+        tpot = cycle0 + other * max(cycle - cycle0, 0.0)
     # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
     # the load's iteration pace
     if p.workload.phase == "decode":  # no prompt here: the first token is one step after the KV arrives

@@ -123,7 +123,8 @@ def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None
             ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
         return values[mns]
 
-    lo, hi = min(_SEQS_RANGE[0], p.engine.max_num_seqs), min(_SEQS_RANGE[1], p.engine.seqs_ceiling)
+    lo = 1 if p.engine.max_num_seqs < _SEQS_RANGE[0] else _SEQS_RANGE[0]
+    hi = min(_SEQS_RANGE[1], p.engine.seqs_ceiling)
     first = p.engine.max_num_seqs
     if p.engine.tokens_cover_seqs and max_num_batched_tokens is not None:  # vLLM refuses more seqs than tokens
         first = min(first, max_num_batched_tokens)
