@@ -24,13 +24,13 @@ BAND = {"measured": 0.07, "interpolated": 0.10, "extrapolated": 0.25, "roofline"
 
 #: The error band of a llama.cpp prediction on GGUF-quantized weights: the largest |measured / predicted - 1| of
 #: the published forward rates by micro-batch size that ``benchmarks/llamacpp_ubatch.py`` checks the roofline on
-#: (llama.cpp PRs #15802, #15131, #7676, #7860: Q4_0 and Q6_K on RTX 3090 / 4090; 2 to 64 tokens a forward run
-#: up to 2.6x slower than priced: mmvq's and MMQ's dequantisation, which the roofline does not price).  Its
-#: 16-bit rows are within the roofline's own band, so BF16 / FP16 keep BAND["roofline"].
+#: (llama.cpp PRs #15802, #15131, #7676, #7860: Q4_0 and Q6_K on RTX 3090 / 4090; forwards of 2 to 64 tokens run
+#: slower than priced: mmvq's and MMQ's dequantisation, which the roofline does not price).  Its 16-bit rows are
+#: within the roofline's own band, so BF16 / FP16 keep BAND["roofline"].
 #: tests/models/serving/test_llamacpp_band.py recomputes it from the rows.
 LLAMA_CPP_GGUF_BAND = 0.61
 LLAMA_CPP_GGUF_BAND_SOURCE = ("benchmarks/results/llamacpp_ubatch.md: max |measured / predicted - 1| over the GGUF "
-                              "rows (Q4_0 on an RTX 3090 at -ub 8: 584 tokens/s measured, 1,494 priced)")
+                              "rows (tests/data/serving/llamacpp_ubatch.json)")
 
 #: Weight precisions the planner takes: name -> (bytes per weight, kernel dtype, source).
 PRECISIONS: dict[str, tuple[float, str, str]] = {

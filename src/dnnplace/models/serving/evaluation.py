@@ -103,8 +103,8 @@ class ReplicaEval:
 
 def prediction_band(p: ServingProblem, sources: dict[str, int]) -> float:
     """The relative error band of a prediction for ``p``: its kernel sources' (:func:`~.cost.band_of`), widened to
-    what llama.cpp's published forward rates show for its GGUF-quantized kernels, which the roofline prices up to
-    2.6x fast at a few tokens a forward (:data:`~.catalogue.LLAMA_CPP_GGUF_BAND`)."""
+    what llama.cpp's published forward rates show for its GGUF-quantized kernels, which the roofline prices fast
+    at a few tokens a forward (:data:`~.catalogue.LLAMA_CPP_GGUF_BAND`)."""
     band = band_of(sources)
     if band_note(p):
         band = max(band, LLAMA_CPP_GGUF_BAND)
@@ -114,8 +114,8 @@ def prediction_band(p: ServingProblem, sources: dict[str, int]) -> float:
 def band_note(p: ServingProblem) -> str:
     """Why :func:`prediction_band` is wider than the kernel sources' (empty where it is not)."""
     if p.engine.name == "llama.cpp" and p.model.precision in GGUF_NAMES:
-        return ("llama.cpp's GGUF kernels: published forward rates up to 2.6x below the roofline at a few tokens "
-                "a forward (benchmarks/results/llamacpp_ubatch.md)")
+        return (f"llama.cpp's GGUF kernels: published forward rates up to {1.0 / (1.0 - LLAMA_CPP_GGUF_BAND):.1f}x "
+                "below the roofline at a few tokens a forward (benchmarks/results/llamacpp_ubatch.md)")
     return ""
 
 
@@ -356,9 +356,8 @@ def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens:
     tok_s = in_flight * it.decode / cycle
     tpot = cycle
     # a running sequence's steps carry the other sequences' prompts, never its own (it was prefilled before it
-    # decodes): its TPOT is the decode-only cycle plus (conc - 1) / conc of what the prompts add to a step.
-    # One sequence alone decodes in steps of its own (a 100,000-token prompt on one slot made the mean step
-    # 133 ms where the simulation's TPOT is 23 ms)
+    # decodes): its TPOT is the decode-only cycle plus (conc - 1) / conc of what the prompts add to a step, so
+    # one sequence alone decodes in steps of its own (tests/models/serving/test_tpot_own_prompt.py)
     other = (conc - 1.0) / conc if conc > 1.0 else 0.0
     if it.prefill > 0.0 and other < 1.0 - 1e-12:
         bare = Iteration(it.decode, it.kv_len, 0.0, it.isl)
@@ -570,6 +569,5 @@ def evaluate(p: ServingProblem, c: ServingConfig, *, at_load: bool = True) -> Se
     meets = fits and not saturated and (wl.ttft_ms is None or ttft <= wl.ttft_ms) and \
         (wl.tpot_ms is None or tpot <= wl.tpot_ms)
     why = next((r.why for r in reps if not r.fits), "")
-    return ServingEvaluation(reps, tok, tok / wl.osl, ttft, tpot, fits, meets, saturated, prediction_band(p, src), src,
-                             why,
-                             cap, running)
+    return ServingEvaluation(reps, tok, tok / wl.osl, ttft, tpot, fits, meets, saturated, prediction_band(p, src),
+                             src, why, cap, running)
