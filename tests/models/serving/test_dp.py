@@ -47,30 +47,33 @@ def split_dp(costs):
     return Split(tuple(int(b - a) for a, b in zip(cuts, cuts[1:])), value, "optimal", value, 0.0)
 
 
-def brute(per_layer, fixed, cap, n):
+def brute(per_layer, fixed, cap, n, total=False):
+    """The best contiguous split by enumeration: the smallest largest stage cost, or (``total``) the smallest sum
+    of stage costs (a replica run stage by stage)."""
     best = (np.inf, None)
     S = len(per_layer)
     for cuts in itertools.combinations(range(1, n), S - 1):
         b = (0, *cuts, n)
-        worst = -np.inf
-        for s in range(S):
-            lo, hi = b[s], b[s + 1]
-            if hi - lo > cap[s]:
-                worst = np.inf
-                break
-            worst = max(worst, per_layer[s][lo:hi].sum() + fixed[s])
-        if worst < best[0]:
-            best = (worst, tuple(b[s + 1] - b[s] for s in range(S)))
+        if any(b[s + 1] - b[s] > cap[s] for s in range(S)):
+            continue
+        costs = [per_layer[s][b[s]:b[s + 1]].sum() + fixed[s] for s in range(S)]
+        value = sum(costs) if total else max(costs)
+        if value < best[0]:
+            best = (value, tuple(b[s + 1] - b[s] for s in range(S)))
     return best
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda S: st.tuples(
+#: random fleets of up to 6 GPUs: (stages, layers, GPU speeds, layers each holds, first/last extras, layer work)
+FLEETS = st.integers(1, 6).flatmap(lambda S: st.tuples(
     st.just(S), st.integers(S, 12),
     st.lists(st.floats(0.1, 5.0), min_size=S, max_size=S),  # GPU speed (time per unit of layer work)
     st.lists(st.integers(1, 12), min_size=S, max_size=S),  # memory: layers a stage holds
     st.lists(st.floats(0.0, 3.0), min_size=S, max_size=S),  # first/last extras
-    st.lists(st.floats(0.5, 2.0), min_size=12, max_size=12))))  # layer work (non-uniform layers)
+    st.lists(st.floats(0.5, 2.0), min_size=12, max_size=12)))  # layer work (non-uniform layers)
+
+
+@settings(max_examples=150, deadline=None)
+@given(FLEETS)
 def test_the_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
     S, n, speed, cap, fixed, work = args
     w = np.array(work[:n])
@@ -132,27 +135,8 @@ def test_the_prefix_dp_equals_the_matrix_dp_value_and_split(args):
         assert got.value == want.value and got.layers == want.layers
 
 
-def brute_total(per_layer, fixed, cap, n):
-    """The smallest sum of stage costs over every contiguous split (a replica run stage by stage)."""
-    best = (np.inf, None)
-    S = len(per_layer)
-    for cuts in itertools.combinations(range(1, n), S - 1):
-        b = (0, *cuts, n)
-        if any(b[s + 1] - b[s] > cap[s] for s in range(S)):
-            continue
-        total = sum(per_layer[s][b[s]:b[s + 1]].sum() + fixed[s] for s in range(S))
-        if total < best[0]:
-            best = (total, tuple(b[s + 1] - b[s] for s in range(S)))
-    return best
-
-
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda S: st.tuples(
-    st.just(S), st.integers(S, 12),
-    st.lists(st.floats(0.1, 5.0), min_size=S, max_size=S),
-    st.lists(st.integers(1, 12), min_size=S, max_size=S),
-    st.lists(st.floats(0.0, 3.0), min_size=S, max_size=S),
-    st.lists(st.floats(0.5, 2.0), min_size=12, max_size=12))))
+@given(FLEETS)
 def test_the_total_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
     """``total=True`` (llama.cpp's layer split, a Hugging Face device_map: a step runs the stages in turn) is the
     smallest sum of stage times over every contiguous split that fits, against enumeration."""
@@ -163,7 +147,7 @@ def test_the_total_dp_equals_brute_force_on_random_fleets_of_up_to_6_gpus(args):
     layer_count = np.tile(np.arange(n + 1, dtype=float), (S, 1))
     got = split_prefix_dp(prefixes, np.array(fixed), np.array(cap, dtype=float), layer_count, 1.0,
                           np.zeros((S, n + 1)), 0.0, total=True)
-    want, layers = brute_total(per_layer, fixed, cap, n)
+    want, layers = brute(per_layer, fixed, cap, n, total=True)
     if not np.isfinite(want):
         assert got.status == "infeasible"
         return
