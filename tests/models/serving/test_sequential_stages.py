@@ -54,3 +54,13 @@ def test_a_pipeline_with_fewer_sequences_than_stages_keeps_only_those_in_flight(
         assert ev.concurrency == seqs
         # a sequence makes one token per trip through the pipeline: seqs per sum of stage times at most
         assert ev.tokens_per_s <= seqs / sum(ev.stage_s) * (1 + 1e-9)
+
+
+def test_one_sequence_decodes_no_faster_on_more_stages(llama8b):
+    # llama.cpp PR #19922's baseline: one sequence's tg falls from 2 to 4 to 6 GPUs (-sm layer), as stages run in turn
+    p = problem(llama8b, gpus="8xl40s", engine="llama.cpp", precision="q4_0", isl=128, osl=512)
+    rates = []
+    for n in (1, 2, 4, 8):
+        r = _pipe("l40s", [32 // n] * n)
+        rates.append(evaluate(p, ServingConfig((r,), 1, 512), at_load=False).output_tokens_per_s)
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(rates, rates[1:]))

@@ -279,6 +279,8 @@ ENGINES: dict[str, EngineRules] = {
                  "src/llama-context.cpp: n_ctx padded to a multiple of 256",
                  "ggml-org/llama.cpp PR #6017 (pipeline parallelism): the ubatches of one llama_decode overlap "
                  "over the devices; a step's outputs are synchronised before the next",
+                 "ggml-org/llama.cpp PR #19922's baseline: gpt-oss 120B MXFP4 tg1024 82.4 / 76.8 / 73.4 t/s on 2 / 4 / "
+                 "6 GPUs (-sm layer): one sequence's decode gains nothing from more stages",
                  "common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, q4_0, ... (-ctk / -ctv; no FP8)",
                  "ggml/include/ggml.h ggml_type: F16, BF16, Q8_0, Q6_K, Q5_K, Q4_K, MXFP4 (no FP8 or AWQ/GPTQ INT4)")),
     "hf": EngineRules(
