@@ -38,3 +38,13 @@ def test_a_llama_cpp_plan_says_it(llama8b, precision, band):
     p = problem(llama8b, gpus="1xrtx-4090", engine="llama.cpp", precision=precision, isl=512, osl=128)
     ev = evaluate(p, ServingConfig((Replica((Stage("rtx-4090", 0, (0,), 32),)),), 4, 512))
     assert ev.fits and ev.error_band == pytest.approx(band)
+
+
+def test_the_report_says_why_the_band_is_wide(llama8b, tmp_path):
+    from dnnplace.models.serving.report import render_report
+    from dnnplace.models.serving.search import search
+
+    p = problem(llama8b, gpus="1xrtx-4090", engine="llama.cpp", precision="q4_0", isl=512, osl=128)
+    plan = search(p, time_limit=30)
+    html = render_report(p, plan, evaluate(p, plan.config), baselines=[])
+    assert "GGUF kernels" in html and "llamacpp_ubatch.md" in html

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from dnnplace.models.serving.baselines import Baseline
-from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
+from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate
 from dnnplace.models.serving.report_svg import GIB, Series, curve_svg, fleet_svg, memory_svg, owners, times_svg
 from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem
 from dnnplace.utils.svg import esc as _e
@@ -64,9 +64,10 @@ def curve(p: ServingProblem, config: ServingConfig) -> list[tuple[int, float, fl
     return out
 
 
-def proof_line(plan: ServingPlan, evaluation: ServingEvaluation) -> str:
+def proof_line(plan: ServingPlan, evaluation: ServingEvaluation, band_why: str = "") -> str:
     """Status, bound and gap as the search claims them (gap re-derived against the evaluated throughput),
-    the runtime, the error band and how many prices came from each kernel source."""
+    the runtime, the error band (``band_why``: why it is wider than the kernel sources', as the screen says)
+    and how many prices came from each kernel source."""
     value = evaluation.capacity_tokens_per_s
     parts = [f"status {plan.status} (claimed by the search)"]
     if plan.bound is not None:
@@ -82,7 +83,7 @@ def proof_line(plan: ServingPlan, evaluation: ServingEvaluation) -> str:
         parts.append(f"claimed gap {100 * plan.gap:.2f} %")
     if plan.runtime_s is not None:
         parts.append(f"search {plan.runtime_s:.2f} s")
-    parts.append(f"error band \u00b1{100 * evaluation.error_band:.1f} %")
+    parts.append(f"error band \u00b1{100 * evaluation.error_band:.1f} %" + (f" ({band_why})" if band_why else ""))
     src = ", ".join(f"{v} {k}" for k, v in sorted(evaluation.sources.items(), key=lambda kv: -kv[1])) or "none"
     parts.append(f"kernel prices: {src}")
     return "; ".join(parts)
@@ -230,7 +231,7 @@ def render_report(p: ServingProblem, plan: ServingPlan, evaluation: ServingEvalu
     runners += [(f"runner-up {i + 1}", c, e) for i, (c, e) in enumerate(runner_ups)]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_STYLE}</style>"
             f"</head><body><h1>{_e(title)}</h1>{_table(_summary(p, plan, evaluation), 'summary')}"
-            f"<p class='proof'>{_e(proof_line(plan, evaluation))}</p>"
+            f"<p class='proof'>{_e(proof_line(plan, evaluation, band_note(p)))}</p>"
             f"<h2>The fleet: pipelines and nodes</h2><p>Each replica's stages in pipeline order (layers 0-based),"
             f" the link each hop crosses; below, each node's GPUs coloured by the stage that uses them.</p>"
             f"{_clash_note(plan.config)}{fleet_svg(p, plan.config)}"
