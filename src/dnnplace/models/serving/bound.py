@@ -34,16 +34,13 @@ import math
 import numpy as np
 
 from dnnplace.models.serving.cost import Iteration, layer_times_matrix
-from dnnplace.models.serving.evaluation import held_tokens, prompt_lumps, seq_cap
+from dnnplace.models.serving.evaluation import prompt_lumps, seq_cap, seq_tokens
 from dnnplace.models.serving.memory import launch_memory, stage_memory
 from dnnplace.models.serving.spec import ServingProblem
 
 __all__ = ["per_gpu_bound", "per_gpu_rates"]
 
 
-def _per_seq(p: ServingProblem) -> int:
-    """KV tokens a running sequence holds, as :func:`~dnnplace.models.serving.evaluation.steady_batch` counts."""
-    return math.ceil(held_tokens(p) / p.block) * p.block
 
 
 def _free_max(p: ServingProblem, kinds: list[str], tp: int, mns: int, mbt: int) -> float:
@@ -95,7 +92,7 @@ def per_gpu_rates(p: ServingProblem, gpus: dict[str, int], mns: int, mbt: int, t
     deepest = max(range(1, min(n, total) + 1) if pps is None else pps)
     cap = seq_cap(p, deepest, mns)  # the largest any replica may run: a bound
     limit = cap if p.workload.concurrency is None else min(cap, p.workload.concurrency)
-    per_seq = _per_seq(p)
+    per_seq = seq_tokens(p)
     links = sorted({"pcie" if node.link == "pcie" else "nvlink" for node in p.fleet.nodes if node.gpus})
     out = dict.fromkeys(gpus, 0.0)
     for tp in tps:

@@ -26,8 +26,8 @@ from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
            "band_note", "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares",
-           "micro_batches", "prediction_band", "prompt_lumps", "prompts_chunked", "seq_cap", "served_context",
-           "slot_need", "slot_tokens", "steady_batch", "steps", "steps_many", "tp_refusal"]
+           "micro_batches", "prediction_band", "prompt_lumps", "prompts_chunked", "seq_cap", "seq_tokens",
+           "served_context", "slot_need", "slot_tokens", "steady_batch", "steps", "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -106,14 +106,16 @@ def prediction_band(p: ServingProblem, sources: dict[str, int]) -> float:
     what llama.cpp's published forward rates show for its GGUF-quantized kernels, which the roofline prices fast
     at a few tokens a forward (:data:`~.catalogue.LLAMA_CPP_GGUF_BAND`)."""
     band = band_of(sources)
-    if band_note(p):
-        band = max(band, LLAMA_CPP_GGUF_BAND)
-    return band
+    return max(band, LLAMA_CPP_GGUF_BAND) if _gguf_on_llama_cpp(p) else band
+
+
+def _gguf_on_llama_cpp(p: ServingProblem) -> bool:
+    return p.engine.name == "llama.cpp" and p.model.precision in GGUF_NAMES
 
 
 def band_note(p: ServingProblem) -> str:
     """Why :func:`prediction_band` is wider than the kernel sources' (empty where it is not)."""
-    if p.engine.name == "llama.cpp" and p.model.precision in GGUF_NAMES:
+    if _gguf_on_llama_cpp(p):
         return (f"llama.cpp's GGUF kernels: published forward rates up to {1.0 / (1.0 - LLAMA_CPP_GGUF_BAND):.1f}x "
                 "below the roofline at a few tokens a forward (benchmarks/results/llamacpp_ubatch.md)")
     return ""
@@ -141,6 +143,12 @@ def held_tokens(p: ServingProblem) -> float:
     return wl.held_whole if p.engine.capacity_policy == "reserve" else wl.held
 
 
+def seq_tokens(p: ServingProblem) -> int:
+    """KV tokens the cache sets aside per running sequence: :func:`held_tokens` in whole blocks.  One rule for
+    the evaluator's steady batch, the split DP's KV need and the bound."""
+    return math.ceil(held_tokens(p) / p.block) * p.block
+
+
 def slot_tokens(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> int:
     """KV cells each slot of an engine whose slots split the cache evenly (``capacity_policy`` ``slots``: llama.cpp
     without ``--kv-unified``) gets when the whole cache of ``kv_tokens`` is given to ``max_num_seqs`` slots: the
@@ -153,8 +161,7 @@ def steady_batch(p: ServingProblem, kv_tokens: float, max_num_seqs: int) -> floa
     """Sequences running at steady state: the engine's limit, the KV cache at mean occupancy
     (:func:`held_tokens`, whole blocks), and the workload's own concurrency."""
     wl = p.workload
-    per_seq = math.ceil(held_tokens(p) / p.block) * p.block
-    c = min(float(max_num_seqs), math.floor(kv_tokens / per_seq))
+    c = min(float(max_num_seqs), math.floor(kv_tokens / seq_tokens(p)))
     if wl.concurrency is not None:
         c = min(c, float(wl.concurrency))
     return max(c, 0.0)
@@ -292,8 +299,10 @@ def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,
     return np.where(whole, prefill, lo), np.where(whole, prefill, hi), share
 
 
-def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaEval:
-    """Memory, KV cache and steady-state rate of one replica at its batch limit."""
+def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int,
+                     latency: bool = True) -> ReplicaEval:
+    """Memory, KV cache and steady-state rate of one replica at its batch limit (``latency=False``: its TPOT and
+    TTFT are not priced, NaN: the split search's probes read the rate alone)."""
     mems, kv = replica_memory(p, r, max_num_seqs, max_num_batched_tokens)
     src: dict[str, int] = {}
     why = tp_refusal(p, r.tp)
@@ -326,7 +335,7 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if why or conc < 1:
         return ReplicaEval(mems, kv, 0.0, [math.inf] * r.pp, 0.0, math.inf, math.inf, False, why or "no batch fits",
                            max_model_len=context)
-    times, tok_s, tpot, ttft = _running(p, r, conc, max_num_batched_tokens, src)
+    times, tok_s, tpot, ttft = _running(p, r, conc, max_num_batched_tokens, src, latency)
     if not math.isfinite(max(times)):  # only a send over a network with no figure is unpriceable
         i = next(k for k, t in enumerate(times) if not math.isfinite(t))
         why = (f"stage {i + 1} ({r.stages[i].gpu}, node {r.stages[i].node}) sends to node {r.stages[i + 1].node} "
@@ -337,13 +346,19 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
 
 
 def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens: int,
-             src: dict[str, int]) -> tuple[list[float], float, float, float]:
-    """(stage times, output tokens/s, TPOT s, TTFT s) of a replica running ``conc`` sequences at steady state."""
+             src: dict[str, int], latency: bool = True) -> tuple[list[float], float, float, float]:
+    """(stage times, output tokens/s, TPOT s, TTFT s) of a replica running ``conc`` sequences at steady state
+    (``latency=False``: TPOT and TTFT not priced, NaN)."""
     bounds = np.concatenate([[0], np.cumsum(r.partition())])
     mb = micro_batches(p, r.pp)
     per_mb = max(conc / mb, 1.0)
     it = iteration(p, per_mb, max_num_batched_tokens)
     mix = steps(p, per_mb, max_num_batched_tokens)
+    # a running sequence's steps carry the other sequences' prompts, never its own (it was prefilled before it
+    # decodes): its TPOT is the decode-only cycle plus (conc - 1) / conc of what the prompts add to a step, so
+    # one sequence alone decodes in steps of its own (tests/models/serving/test_tpot_own_prompt.py)
+    other = (conc - 1.0) / conc if conc > 1.0 else 0.0
+    bare = Iteration(it.decode, it.kv_len, 0.0, it.isl) if latency and it.prefill > 0.0 else None
     times = [sum(w * _stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), x, src) for w, x in mix)
              for i in range(r.pp)]
     slowest = max(times)
@@ -355,16 +370,13 @@ def _running(p: ServingProblem, r: Replica, conc: float, max_num_batched_tokens:
     cycle = max(sum(times), in_flight * slowest)
     tok_s = in_flight * it.decode / cycle
     tpot = cycle
-    # a running sequence's steps carry the other sequences' prompts, never its own (it was prefilled before it
-    # decodes): its TPOT is the decode-only cycle plus (conc - 1) / conc of what the prompts add to a step, so
-    # one sequence alone decodes in steps of its own (tests/models/serving/test_tpot_own_prompt.py)
-    other = (conc - 1.0) / conc if conc > 1.0 else 0.0
-    if it.prefill > 0.0 and other < 1.0 - 1e-12:
-        bare = Iteration(it.decode, it.kv_len, 0.0, it.isl)
+    if bare is not None:
         scratch: dict[str, int] = {}
         t0 = [_stage_time(p, r, i, int(bounds[i]), int(bounds[i + 1]), bare, scratch) for i in range(r.pp)]
         cycle0 = max(sum(t0), in_flight * max(t0))
         tpot = cycle0 + other * max(cycle - cycle0, 0.0)
+    if not latency:
+        return times, tok_s, math.nan, math.nan
     # TTFT: one request's prompt (the mean one, under a distribution) through every stage at the token budget, at
     # the load's iteration pace
     if p.workload.phase == "decode":  # no prompt here: the first token is one step after the KV arrives

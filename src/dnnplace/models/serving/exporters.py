@@ -254,12 +254,12 @@ def _llama_ctx(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
     """``-c``: llama.cpp allocates the whole context's KV cache at start and gives each of the ``-np`` slots
     ``c / np`` of it, so ``c`` is the model's context per slot capped to the tokens the plan's KV cache holds
     (``context x np`` tokens would not fit), and every slot must still hold one request."""
-    from dnnplace.models.serving.evaluation import evaluate_replica, slot_need
+    from dnnplace.models.serving.evaluation import evaluate_replica, slot_need, slot_tokens
 
     np_ = plan.config.max_num_seqs
     kv = int(evaluate_replica(p, r, np_, plan.config.max_num_batched_tokens).kv_tokens)
-    pad = max(p.engine.kv_pad, 1)  # llama.cpp pads its cache to 256 cells: a -c it would pad up could not fit
-    c = p.context * np_ if p.context * np_ <= kv else kv // pad * pad
+    # llama.cpp pads its cache to 256 cells: a -c it would pad up could not fit, so the whole cache padded down
+    c = p.context * np_ if p.context * np_ <= kv else slot_tokens(p, kv, 1)
     need = slot_need(p)  # the longest request (or the pinned context) must fit a slot: the evaluator's rule
     if c // np_ < need:
         raise DnnplaceError(f"llama.cpp splits its {c}-token cache over {np_} slots: {c // np_} each, less than "

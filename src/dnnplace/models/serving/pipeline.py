@@ -21,11 +21,11 @@ from dnnplace.models.serving.evaluation import (
     cached_times,
     cached_times_batch,
     evaluate_replica,
-    held_tokens,
     iteration,
     link_between,
     micro_batches,
     seq_cap,
+    seq_tokens,
     steady_batch,
     steps,
     steps_many,
@@ -90,7 +90,7 @@ class _Pipeline:
         self.sig = [(u.gpu, len(u.gpus), links[i], i == 0, i == self.pp - 1, hops[i]) for i, u in enumerate(stages)]
         self.usig = list(dict.fromkeys(self.sig))  # the distinct signatures, and which one each stage reads
         self.rows = np.array([self.usig.index(g) for g in self.sig], dtype=np.int64)
-        self.per_seq = math.ceil(held_tokens(p) / p.block) * p.block
+        self.per_seq = seq_tokens(p)
         self.mb = micro_batches(p, self.pp)  # micro-batches in flight: pp, or 1 where a step runs stage by stage
         self.slope = p.fraction if p.engine.fraction_of == "free" else 1.0  # TensorRT-LLM: a share of what is left
         wpre = np.concatenate([[0.0], np.cumsum(p.model.weight_bytes)])
@@ -205,7 +205,7 @@ def best_replica(p: ServingProblem, stages: list[Unit], mns: int, mbt: int, floo
                 # the split runs the batch its KV cache holds (>= b): no more than decode(that) / t(b)
                 if iteration(p, max(_concurrency(p, r, mns, mbt) / mb, 1.0), mbt).decode / t > \
                         max(best, floor) * (1 + TOL):
-                    v = evaluate_replica(p, r, mns, mbt).tokens_per_s
+                    v = evaluate_replica(p, r, mns, mbt, latency=False).tokens_per_s
                     if v > best:
                         best, rep = v, r
         return t_of[b]
