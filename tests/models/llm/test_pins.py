@@ -58,6 +58,19 @@ def test_w7_calibrate_and_plan_files_refuse_the_same_pins(pin: str, tmp_path: Pa
         read_llm_plan(doc)
 
 
+@pytest.mark.parametrize(("modules", "said"), [("core_attn", "is what its recompute=selective runs"),
+                                               ("mlp+layernorm", "recomputing layernorm+mlp of a dense layer is not "
+                                                                 "priced")])
+def test_dense_layer_modules_are_refused_for_what_they_are(modules: str, said: str) -> None:
+    """Megatron recomputes core_attn, layernorm and mlp of dense layers too: the refusal says the planner's
+    selective recompute is core_attn and the others are not priced, not that the model has no experts."""
+    res = run_cli("plan", str(LLAMA8B), "--gpus", "8", "--seq-len", "8192", "--global-batch", "128",
+                  "--fix", f"tp=4,recompute=selective,recompute_modules={modules}")
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and said in line and "no experts" not in line
+
+
 def test_issue44_recompute_modules_without_selective_names_both() -> None:
     res = run_cli("plan", str(QWEN3), "--gpus", "16", "--seq-len", "4096", "--global-batch", "1024",
                   "--fix", "tp=1,recompute_modules=moe_act+layernorm")

@@ -31,9 +31,9 @@ from dnnplace.models.llm.moe_knobs import DISPATCHERS, RECOMPUTE_MODULES
 MoEModel = Any
 
 
-__all__ = ["DENSE_RULE", "DENSE_VALUES", "MOE_CONFIG_RULES", "Rule", "check_moe_config", "dense_problem_columns",
-           "edp_of",
-           "filter_moe_rows", "first_broken", "modules_mask", "moe_columns", "moe_problem_columns"]
+__all__ = ["DENSE_MODULES", "DENSE_RULE", "DENSE_VALUES", "MOE_CONFIG_RULES", "Rule", "check_moe_config",
+           "dense_modules_message", "dense_problem_columns", "edp_of", "filter_moe_rows", "first_broken",
+           "modules_mask", "moe_columns", "moe_problem_columns"]
 
 _RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
 
@@ -169,15 +169,37 @@ def dense_problem_columns(arch: Any) -> dict[str, Any]:
 DENSE_VALUES: dict[str, object] = {"ep": 1, "etp": 1, "dispatcher": "alltoall", "a2a_overlap": False,
                                    "recompute_modules": "none", "routing": "balanced"}
 
-#: A dense model has no experts to place, and the dense cost model prices no recompute module.
+#: The recompute modules Megatron-Core's selective recompute names in a dense layer (its
+#: ``transformer_config.recompute_modules``: the core attention, the two norms, the MLP).  On a dense model the
+#: planner's ``recompute=selective`` is Megatron's default set, core_attn alone, exported as
+#: ``--recompute-activations``; the dense cost model prices no other set.
+DENSE_MODULES = ("core_attn", "layernorm", "mlp")
+
+
+def dense_modules_message(where: str, name: str, modules: str) -> str:
+    """Why a dense model refuses a pin of its own layer's recompute modules: they exist there (unlike the
+    expert knobs), but recompute=selective already is core_attn and no other set is priced."""
+    other = [m for m in modules.split("+") if m != "core_attn"]
+    if not other:
+        return (f"{where}: recompute_modules=core_attn on {name}, a dense model, is what its recompute=selective "
+                "runs (Megatron's default set, --recompute-activations): pin recompute=selective alone (rule "
+                "dense_no_expert_knobs)")
+    return (f"{where}: recompute_modules={modules} on {name}, a dense model: the dense cost model prices "
+            f"selective recompute only as Megatron's default core_attn (recompute=selective); recomputing "
+            f"{'+'.join(other)} of a dense layer is not priced (rule dense_no_expert_knobs)")
+
+
+#: A dense model has no experts to place, and the dense cost model prices no recompute module set but
+#: Megatron's default (core_attn, what recompute=selective means there).
 DENSE_RULE = Rule("dense_no_expert_knobs", ("ep", "etp", "dispatcher", "a2a_overlap", "recompute_modules",
                                           "routing"),
                   lambda c: (c["num_experts"] > 1) | ((c["ep"] == 1) & (c["etp"] == 1) & ~_on(c, "a2a_overlap")
                                                       & (c["recompute_modules"] == 0)
                                                       & (np.asarray(c.get("routing", 0)) == 0)
                                                       & (c["dispatcher"] == DISPATCHERS.index("alltoall"))),
-                  lambda r: f"{r['name']} has no experts: ep, etp, the dispatcher, the all-to-all overlap, "
-                            "recompute modules and routing do not apply (" + ", ".join(f"{k}={v}".lower() for k, v in
+                  lambda r: f"{r['name']} has no experts: ep, etp, the dispatcher, the all-to-all overlap and "
+                            "routing do not apply, and recompute=selective is core_attn there (recompute modules "
+                            "none in the plan; " + ", ".join(f"{k}={v}".lower() for k, v in
                                                                           DENSE_VALUES.items()) + ")")
 
 

@@ -35,9 +35,11 @@ from dnnplace.errors import InputError
 from dnnplace.models.llm.config import CUDA_GRAPHS, RECOMPUTE, ParallelConfig, check_fields, columns
 from dnnplace.models.llm.moe_knobs import RECOMPUTE_MODULES
 from dnnplace.models.llm.moe_rules import (
+    DENSE_MODULES,
     DENSE_RULE,
     DENSE_VALUES,
     MOE_CONFIG_RULES,
+    dense_modules_message,
     dense_problem_columns,
     moe_problem_columns,
 )
@@ -390,13 +392,15 @@ def check_pin_set(problem: Any, pins: dict[str, object], where: str = "--fix") -
         named = ", ".join(f"{k}={v}" for k, v in grid.items())
         raise InputError(f"{where}: {named}: {'*'.join(grid)} = {product} does not divide the {gpus} GPUs"
                          " (tp*pp*cp*dp must be the number of GPUs; rule world_size)")
+    modules = str(pins.get("recompute_modules", "none"))
     if problem.arch.num_experts == 1:
+        if modules != "none" and set(modules.split("+")) <= set(DENSE_MODULES):
+            raise InputError(dense_modules_message(where, clip(problem.arch.name, 60), modules))
         for key, value in DENSE_VALUES.items():
             if key in pins and pins[key] != value:
                 raise InputError(f"{where}: {key}={str(pins[key]).lower()} does not apply to "
                                  f"{clip(problem.arch.name, 60)}, a dense model (no experts: it runs "
                                  f"{key}={str(value).lower()}; rule {DENSE_RULE.name})")
-    modules = pins.get("recompute_modules", "none")
     if modules != "none" and pins.get("recompute") != "selective":
         told = f"recompute={pins['recompute']}" if "recompute" in pins else "recompute not pinned"
         raise InputError(f"{where}: recompute_modules={modules} needs recompute=selective, got {told} (pin "
