@@ -113,3 +113,46 @@ def test_bad_problem_arguments_are_one_line(llama70b, kw, culprit):
     with pytest.raises(DnnplaceError) as e:
         problem(llama70b, gpus="2xh100", **kw)
     assert culprit in str(e.value) and "\n" not in str(e.value)
+
+
+LLAMA8B_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                  "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                  "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+                  "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("engine,gpus,precision,said", [
+    ("trtllm", "1xh100", "fp4", "from 10.0"),  # NVFP4: Blackwell only
+    ("trtllm", "1xa100-80g", "fp8", "from 8.9"),  # FP8: Ada and Hopper, not Ampere
+    ("trtllm", "2xt4", "bf16", "does not run on t4"),  # Ampere and newer
+    ("sglang", "2xv100", "fp8", "from 8.0"),
+    ("vllm", "2xv100", "fp8", "from 7.5"),
+    ("hf", "1xa100-80g", "fp8", "dequantized to BF16"),
+])
+def test_weights_an_engine_has_no_kernel_for_on_a_gpu_are_refused(tmp_path, engine, gpus, precision, said):
+    """A plan priced for kernels the engine lacks on that GPU would not start: one line with the GPU, its
+    compute capability and where the engine's limit is read."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA8B_CONFIG))
+    with pytest.raises(DnnplaceError) as e:
+        problem(cfg, gpus=gpus, engine=engine, precision=precision)
+    msg = str(e.value)
+    assert "\n" not in msg and said in msg and "compute capability" in msg
+
+
+@pytest.mark.parametrize("engine,gpus,precision", [
+    ("vllm", "1xa100-80g", "fp8"), ("vllm", "1xt4", "fp8"), ("sglang", "1xa10g", "fp8"), ("vllm", "1xl4", "fp4"),
+    ("trtllm", "1xrtx-pro-6000", "fp4"), ("trtllm", "1xl40s", "fp8"), ("hf", "1xl40s", "fp8"),
+])
+def test_weights_an_engine_runs_on_a_gpu_are_taken(tmp_path, engine, gpus, precision):
+    """Weight-only Marlin FP8 / FP4 (vLLM from 7.5, SGLang's FP8 from 8.0), FP8 from Ada, FP4 on Blackwell."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA8B_CONFIG))
+    assert problem(cfg, gpus=gpus, engine=engine, precision=precision).model.precision == precision
+
+
+def test_a_mixed_fleet_refused_for_some_gpus_names_the_ones_that_could_serve(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA8B_CONFIG))
+    with pytest.raises(DnnplaceError, match="plan the h100 GPUs alone by leaving v100 out"):
+        problem(cfg, gpus="2xh100+2xv100", precision="fp8")

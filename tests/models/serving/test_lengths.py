@@ -277,7 +277,7 @@ def test_the_bound_holds_the_evaluator_under_a_distribution(tmp_path):
     from dnnplace.models.serving.search import search
 
     f = _write(tmp_path, "mix.csv", "isl,osl,count\n256,64,5\n2048,512,1\n")
-    for spec, engine in (("1xa10g+1xl4", "vllm"), ("2xt4;1xa10g", "trtllm")):
+    for spec, engine in (("1xa10g+1xl4", "vllm"), ("2xrtx-3060;1xa10g", "trtllm")):
         p = problem(_model(4096, 3), gpus=spec, lengths=f, max_model_len=4096, engine=engine)
         KEEP.append(p)
         plan = search(p, time_limit=60)

@@ -59,7 +59,7 @@ from dnnplace.models.serving.search import search  # noqa: E402
 @given(brute.fleets, st.sampled_from((4096, 8192)), st.integers(2, 5), st.sampled_from(((512, 128), (2048, 256))),
        st.sampled_from(("vllm", "trtllm", "sglang")), st.sampled_from((None, 3, 40)), st.sampled_from(("bf16", "fp8")))
 def test_per_gpu_bound_holds_every_deployment_brute_force_finds(fleet, hidden, layers, lengths, engine, conc, kv):
-    spec = ";".join("+".join(f"{c}x{k}" for c, k in node) for node in fleet)
+    spec = brute.fleet_spec(fleet, engine)
     isl, osl = lengths
     p = problem(brute._model(hidden, layers), gpus=spec, isl=isl, osl=osl, max_model_len=4096, engine=engine,
                 concurrency=conc, kv_dtype=kv)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BAND", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF", "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA",
-           "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "EngineRules", "GgufMix", "context_fmha_dtype",
+__all__ = ["BAND", "COMPUTE_CAPABILITY", "COMPUTE_CAPABILITY_SOURCE", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF",
+           "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "CapabilityRule",
+           "EngineRules", "GgufMix", "context_fmha_dtype",
            "engine_rules", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
@@ -77,6 +78,25 @@ def context_fmha_dtype(framework: str | None, weight_dtype: str, kv_dtype: str, 
 #: GPUs of the catalogue that are not NVIDIA's: vendor and llama.cpp's backend device prefix (ggml's
 #: GGML_CUDA_NAME is "ROCm" in a HIP build, GGML_SYCL_NAME "SYCL"); every other GPU is NVIDIA's, "CUDA".
 NON_NVIDIA: dict[str, tuple[str, str]] = {"mi300x": ("AMD", "ROCm"), "b60": ("Intel", "SYCL")}
+
+#: NVIDIA compute capability of each catalogue GPU (NVIDIA, "CUDA GPUs - Compute Capability",
+#: developer.nvidia.com/cuda-gpus): what decides which weight types an engine's kernels run on it.
+COMPUTE_CAPABILITY: dict[str, float] = {
+    "v100": 7.0, "t4": 7.5, "a100": 8.0, "a100-40g": 8.0, "a10g": 8.6, "a6000": 8.6, "rtx-3060": 8.6,
+    "rtx-3090": 8.6, "l4": 8.9, "l40s": 8.9, "rtx-4090": 8.9, "h100": 9.0, "h100-pcie": 9.0, "h200": 9.0,
+    "gh200": 9.0, "b200": 10.0, "gb200": 10.0, "b300": 10.3, "gb300": 10.3, "rtx-5090": 12.0,
+    "rtx-pro-6000": 12.0}
+COMPUTE_CAPABILITY_SOURCE = "NVIDIA CUDA GPUs compute capability table, developer.nvidia.com/cuda-gpus"
+
+
+@dataclass(frozen=True)
+class CapabilityRule:
+    """The lowest compute capability on which an engine runs ``precision`` weights at all (``at_least``), and
+    where in its source that limit is."""
+
+    precision: str
+    at_least: float
+    source: str
 
 #: The GGUF weight types (llama.cpp only).
 GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
@@ -199,6 +219,11 @@ class EngineRules:
     #: honours them; the steady-state evaluator does not
     batch_wait_timeout_iters: int = 0
     batch_wait_max_tokens_ratio: float = 0.0
+    #: the lowest compute capability the engine runs on at all (0: no limit; NVIDIA GPUs only)
+    min_capability: float = 0.0
+    min_capability_source: str = ""
+    #: weight types the engine runs only from some compute capability up (the rest: wherever it runs)
+    capability_rules: tuple[CapabilityRule, ...] = ()
     #: how requests reach the replicas: least-loaded (vLLM's data-parallel client: the engine with the least
     #: ``4 * waiting + running``, ``v1/engine/core_client.py::DPLBAsyncMPClient``) or round robin (SGLang's DP
     #: controller default, ``server_args.py`` ``load_balance_method = "round_robin"``; the engines without a DP
@@ -223,6 +248,13 @@ ENGINES: dict[str, EngineRules] = {
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
         sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm", least_loaded_router=True,
+        capability_rules=(
+            CapabilityRule("fp8", 7.5, "vllm quantization/utils/marlin_utils_fp8.py::is_fp8_marlin_supported "
+                                       "(has_device_capability(75)): FP8 W8A8 from 8.9, weight-only FP8 Marlin "
+                                       "below (docs features/quantization/llm_compressor/fp8.md)"),
+            CapabilityRule("fp4", 7.5, "vllm quantization/utils/marlin_utils_fp4.py::is_fp4_marlin_supported "
+                                       "(has_device_capability(75)): NVFP4 kernels on Blackwell, weight-only FP4 "
+                                       "Marlin below")),
         sources=(VLLM_SAMPLER_SOURCE,
                  "config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE = 64; DEFAULT_GPU_MEMORY_UTILIZATION = 0.92",
                  "v1/core/kv_cache_planning.py::get_kv_cache_configs: min over workers of available // bytes",
@@ -238,6 +270,11 @@ ENGINES: dict[str, EngineRules] = {
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False, fraction_rule="sglang",
+        capability_rules=(
+            CapabilityRule("fp8", 8.0, "sglang srt/layers/quantization/fp8.py Fp8Config.get_min_capability (80); "
+                                       "fp8_utils.py::can_auto_enable_marlin_fp8: weight-only Marlin on 8.0-8.8"),
+            CapabilityRule("fp4", 7.5, "sglang srt/layers/quantization/marlin_utils_fp4.py::"
+                                       "is_fp4_marlin_supported (SM >= 75)")),
         kv_dtypes=(("bf16", None), ("fp16", None), ("fp8", "fp8_e4m3")),
         sources=("srt/server_args.py --kv-cache-dtype choices: auto, fp8_e5m2, fp8_e4m3, bf16",
                  "srt/model_executor/model_runner_kv_cache_mixin.py::profile_max_num_token (world-min memory)",
@@ -251,7 +288,14 @@ ENGINES: dict[str, EngineRules] = {
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
         chunked_prefill=False, seqs_per_micro_batch=True,
-        nvidia_only=True,
+        nvidia_only=True, min_capability=8.0,
+        min_capability_source="TensorRT-LLM docs supported-hardware.md: Blackwell, Hopper, Ada Lovelace, Ampere "
+                              "(A100); reference/support-matrix.md: Ampere (SM80, SM86) and newer",
+        capability_rules=(
+            CapabilityRule("fp8", 8.9, "TensorRT-LLM reference/support-matrix.md: FP8 on Ada Lovelace (SM89) and "
+                                       "Hopper (SM90), not on Ampere"),
+            CapabilityRule("fp4", 10.0, "TensorRT Model Optimizer support matrix: FP4 per-block weights and "
+                                        "activations on Blackwell and later")),
         sources=(FP8_CONTEXT_FMHA_SOURCE,
                  "_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
@@ -287,6 +331,12 @@ ENGINES: dict[str, EngineRules] = {
         "hf", None, 0.9, "total", "dynamic", 1, "balanced", cuda_graphs=False, tensor_parallel=False,
         kv_dtypes=(("bf16", None), ("fp16", None)), single_node=True,
         max_num_seqs=1, max_num_batched_tokens=4096, searched_seqs=False, searched_tokens=False, pipelined=False,
+        capability_rules=(
+            CapabilityRule("fp8", 8.9, "transformers quantizers/quantizer_finegrained_fp8.py: below compute "
+                                       "capability 8.9 an FP8 model is dequantized to BF16 on load (plan it "
+                                       "as bf16 there)"),
+            CapabilityRule("fp4", 10.0, "transformers docs quantization/nvfp4.md: NVFP4 requires a Blackwell GPU "
+                                        "with compute capability 10.0 or newer")),
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",
                  "transformers DynamicCache: the cache is kept in the model's dtype")),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
 __all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
@@ -76,9 +77,8 @@ def _env(items: list[tuple[str, str]]) -> str:
 
 
 #: GPUs before compute capability 8.0 (no BF16): vLLM decides ``--dtype auto`` from device 0 alone, so a fleet
-#: with any of these must be told ``half`` (ENGINES.md item 11; NVIDIA CUDA GPUs compute capability table:
-#: T4 7.5, V100 7.0).
-PRE_SM80 = frozenset({"t4", "v100"})
+#: with any of these must be told ``half`` (ENGINES.md item 11; the catalogue's COMPUTE_CAPABILITY).
+PRE_SM80 = frozenset(name for name, cc in COMPUTE_CAPABILITY.items() if cc < 8.0)
 
 
 def _vllm_dtype(p: ServingProblem, r: Replica) -> str:

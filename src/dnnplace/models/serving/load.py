@@ -22,6 +22,7 @@ from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_
 from dnnplace.arch.quant import modelopt_file_quant, quant_from_dict
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import (
+    COMPUTE_CAPABILITY,
     GGUF,
     GGUF_NAMES,
     KV_DTYPES,
@@ -39,8 +40,8 @@ from dnnplace.models.serving.lengths import LengthRows, distribution, mean_lengt
 from dnnplace.models.serving.spec import SLO_STATS, LayerProfile, ServingProblem, Workload, slo_flag
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["check_engine_runs_on", "checkpoint_config", "fleet_defaults", "layer_profile", "problem",
-           "profile_from"]
+__all__ = ["check_capability", "check_engine_runs_on", "checkpoint_config", "fleet_defaults", "layer_profile",
+           "problem", "profile_from"]
 
 _GGUF_NAMES = GGUF_NAMES
 
@@ -234,6 +235,35 @@ def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:
                             f"({NON_NVIDIA[foreign[0]][0]}): plan those with --engine vllm or llama.cpp")
 
 
+def check_capability(rules: EngineRules, fleet: Fleet, precision: str) -> None:
+    """Refuse weights an engine has no kernel for on some GPU of the fleet (FP8 below Ada on TensorRT-LLM, any
+    GPU below the engine's floor, ...), in one line naming the GPU, its compute capability and the engine's
+    limit with where it is read, and which GPUs of the fleet could serve without it.  Why here: a plan priced
+    for kernels the engine does not have on that GPU is a deployment that does not start, said to be optimal."""
+    kinds = sorted({g.name for g in fleet.gpus})
+
+    def why_not(name: str) -> str | None:
+        cc = COMPUTE_CAPABILITY.get(name)
+        if cc is None:  # not an NVIDIA GPU: its engines are checked by check_engine_runs_on
+            return None
+        if cc < rules.min_capability:
+            return (f"{rules.name} does not run on {name} (compute capability {cc:.1f}; it needs "
+                    f"{rules.min_capability:.1f} or newer: {rules.min_capability_source})")
+        for rule in rules.capability_rules:
+            if rule.precision == precision and cc < rule.at_least:
+                return (f"--precision {precision} on {name} (compute capability {cc:.1f}): {rules.name} runs "
+                        f"{precision} weights from {rule.at_least:.1f} ({rule.source})")
+        return None
+
+    refused = {k: why for k in kinds if (why := why_not(k)) is not None}
+    if refused:
+        first = next(iter(refused.values()))
+        able = [k for k in kinds if k not in refused]
+        hint = f"; plan the {', '.join(able)} GPUs alone by leaving {', '.join(refused)} out of the fleet" \
+            if able else ""
+        raise DnnplaceError(first + hint)
+
+
 def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False) -> Any:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or (value < 0 if zero else value <= 0) or \
@@ -295,6 +325,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
                             f"{', '.join(rules.precisions)}")
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
+    check_capability(rules, f, prof.precision)
     context = max_model_len or prof.max_position
     if max_model_len and max_model_len > prof.max_position:
         raise DnnplaceError(f"--max-model-len {max_model_len} is longer than the model's context "
