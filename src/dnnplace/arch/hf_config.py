@@ -104,17 +104,17 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
     mt = cfg.get("model_type")
     experts = next((cfg[k] for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1), None)
     if experts is not None or (isinstance(mt, str) and "moe" in mt.lower()) or mt in MOE_TYPES:
-        from dnnplace.arch.moe_config import MOE_FAMILIES
+        from dnnplace.arch.moe_config import MOE_MODEL_TYPES
 
         raise DnnplaceError(f"{where}: mixture-of-experts model ({clip(str(mt), 40)}, {experts or 'several'} experts)"
                             " of a family not planned; mixture-of-experts families: "
-                            f"{', '.join((*MOE_FAMILIES, 'llama4_text'))}")
+                            f"{', '.join(MOE_MODEL_TYPES)}")
     if not isinstance(mt, str) or mt not in FAMILIES:
         shown = "missing" if mt is None else show_value(mt)
-        from dnnplace.arch.moe_config import MOE_FAMILIES  # every family the planner reads, not the dense ones alone
+        from dnnplace.arch.moe_config import MOE_MODEL_TYPES  # every family the planner reads, not the dense ones alone
 
         raise DnnplaceError(f"{where}: unknown or missing model_type ({shown}); supported: {', '.join(FAMILIES)};"
-                            f" mixture of experts: {', '.join((*MOE_FAMILIES, 'llama4_text'))}")
+                            f" mixture of experts: {', '.join(MOE_MODEL_TYPES)}")
     mlp, position, norm, tied, f = FAMILIES[mt]
     hidden = _int(cfg, f["hidden"], where, limit="hidden")
     layers = _int(cfg, f["layers"], where, limit="layers")

@@ -24,9 +24,15 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import show_value
 
-__all__ = ["MOE_FAMILIES", "is_moe_config", "load_moe", "moe_from_dict"]
+__all__ = ["MOE_FAMILIES", "MOE_MODEL_TYPES", "MOE_TYPE_ALIASES", "is_moe_config", "load_moe", "moe_from_dict"]
 
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "llama4", "gpt_oss")
+#: model_types that are one of :data:`MOE_FAMILIES` under another name: Llama 4's text model on its own, and
+#: Moonshot's Kimi K2, whose config.json names ``DeepseekV3ForCausalLM`` as its architecture (vLLM and SGLang
+#: serve it with their DeepSeek-V3 model classes; huggingface.co/moonshotai/Kimi-K2-Instruct config.json).
+MOE_TYPE_ALIASES = {"llama4_text": "llama4", "kimi_k2": "deepseek_v3"}
+#: Every model_type the MoE reader takes.
+MOE_MODEL_TYPES = (*MOE_FAMILIES, *MOE_TYPE_ALIASES)
 
 #: Fields that only hybrid linear-attention / state-space variants carry: their token mixer is not
 #: attention, and the cost model has no term for it.
@@ -302,12 +308,12 @@ def moe_from_dict(cfg: Any, where: str, name: str | None = None) -> MoEModel:
             raise DnnplaceError(f"{where}: field 'text_config' must be an object (Llama 4 keeps its language "
                                 "model there)")
         cfg, prefix, mt = text, "text_config.", "llama4"
-    elif mt == "llama4_text":
-        mt = "llama4"
+    elif isinstance(mt, str) and mt in MOE_TYPE_ALIASES:
+        mt = MOE_TYPE_ALIASES[mt]
     if not isinstance(mt, str) or mt not in MOE_FAMILIES:
         shown = "missing" if mt is None else show_value(mt)
         raise DnnplaceError(f"{where}: unknown or missing MoE model_type ({shown}); supported: "
-                            f"{', '.join(MOE_FAMILIES)}")
+                            f"{', '.join(MOE_MODEL_TYPES)}")
     f = _Fields(cfg, where, prefix)
     _refuse_linear_attention(f)
     label = name or Path(where).stem
@@ -358,4 +364,4 @@ def is_moe_config(spec: str | Path) -> bool:
         data = read_json_file(p)
     except DnnplaceError:
         return False  # the dense reader gives its own one-line refusal
-    return isinstance(data, dict) and data.get("model_type") in (*MOE_FAMILIES, "llama4_text")
+    return isinstance(data, dict) and data.get("model_type") in MOE_MODEL_TYPES

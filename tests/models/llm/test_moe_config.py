@@ -27,6 +27,18 @@ def test_deepseek_v3_full_size() -> None:
     assert a.head_dim == 128 and a.num_experts == 256 and a.family == "deepseek_v3"
 
 
+def test_kimi_k2_is_read_as_the_deepseek_v3_architecture_it_names() -> None:
+    """Kimi K2's config.json: model_type kimi_k2, architectures DeepseekV3ForCausalLM (384 experts, 64 heads,
+    one dense layer first): read by the DeepSeek-V3 reader, its own name kept."""
+    doc = json.loads((FIXTURES / "deepseek-v3.json").read_text())
+    doc.update({"model_type": "kimi_k2", "n_routed_experts": 384, "num_attention_heads": 64, "n_group": 1,
+                "topk_group": 1, "first_k_dense_replace": 1, "architectures": ["DeepseekV3ForCausalLM"]})
+    m = moe_from_dict(doc, "kimi-k2/config.json")
+    assert m.arch.family == "deepseek_v3" and m.arch.architecture == "DeepseekV3ForCausalLM"
+    assert (m.moe.num_experts, m.arch.heads, m.moe.moe_layers[:2]) == (384, 64, (False, True))
+    assert m.mla is not None
+
+
 def test_llama4_maverick_text_config() -> None:
     m = load_moe(FIXTURES / "llama-4-maverick-17b-128e.json")
     a, s = m.arch, m.moe

@@ -72,7 +72,7 @@ def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: 
             cross_entropy: str | None = None) -> LLMProblem:
     """The problem of a config (``doc`` when already decoded, else read from ``spec``) on a cluster."""
     from dnnplace.arch.hf_config import arch_from_dict, load_arch
-    from dnnplace.arch.moe_config import MOE_FAMILIES, moe_from_dict
+    from dnnplace.arch.moe_config import MOE_MODEL_TYPES, moe_from_dict
     from dnnplace.core.catalogue import device_spec
     from dnnplace.models.llm.spec import Cluster, TrainingJob
 
@@ -89,7 +89,7 @@ def problem(spec: str | Path | None, *, doc: Any = None, where: str = "", gpus: 
         arch = moe.arch if moe else load_arch(str(spec))
     else:
         mt = doc.get("model_type") if isinstance(doc, dict) else None
-        moe = moe_from_dict(doc, where) if mt in (*MOE_FAMILIES, "llama4_text") else None
+        moe = moe_from_dict(doc, where) if mt in MOE_MODEL_TYPES else None
         arch = moe.arch if moe else arch_from_dict(doc, where)
     return LLMProblem(arch, Cluster(dev.lower(), gpus, per_node), TrainingJob(seq_len, global_batch,
                       precision or "bf16", cross_entropy or "megatron"), device_spec(dev), moe=moe)

@@ -18,7 +18,7 @@ import numpy as np
 from dnnplace.arch.dense import TransformerArch
 from dnnplace.arch.hf_config import arch_from_dict, load_arch
 from dnnplace.arch.moe import MoEModel
-from dnnplace.arch.moe_config import MOE_FAMILIES, is_moe_config, load_moe, moe_from_dict
+from dnnplace.arch.moe_config import MOE_MODEL_TYPES, is_moe_config, load_moe, moe_from_dict
 from dnnplace.arch.quant import modelopt_file_quant, quant_from_dict
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import (
@@ -176,7 +176,7 @@ def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "b
     text = str(model)
     checkpoint = None
     if doc is not None:
-        moe_doc = isinstance(doc, dict) and doc.get("model_type") in (*MOE_FAMILIES, "llama4_text")
+        moe_doc = isinstance(doc, dict) and doc.get("model_type") in MOE_MODEL_TYPES
         moe = moe_from_dict(doc, text) if moe_doc else None
         arch = moe.arch if moe is not None else arch_from_dict(doc, text)
         return profile_from(arch, moe, precision, kv_dtype, text, quant_from_dict(doc, text))
