@@ -44,6 +44,8 @@ class TransformerArch:
     qk_norm: bool = False  # a norm on queries and keys per head (Qwen3, Gemma 3)
     sliding_window: int = 0  # keys each query sees in a windowed layer; 0: every layer attends to all
     global_every: int = 0  # with a window: every n-th layer (n-1, 2n-1, ...) is global; 0: all windowed
+    rotary_fraction: float = 1.0  # share of each head's channels RoPE rotates (GPT-NeoX rotary_pct, Phi's factor)
+    parallel_residual: bool = False  # attention and MLP read the same input and add to one residual (GPT-NeoX)
 
     @property
     def gated(self) -> bool:

@@ -35,6 +35,11 @@ FAMILIES: dict[str, tuple[str, str, str, bool, dict[str, str]]] = {
     "qwen3": ("swiglu", "rope", "rms", False, _STD),
     "gemma": ("geglu", "rope", "rms", True, _STD),
     "gemma2": ("geglu", "rope", "rms", True, _STD),
+    # Gemma 3's language model (transformers Gemma3TextConfig; the 1B checkpoint's own model_type): QK norm, five
+    # sliding-window layers to one global
+    "gemma3_text": ("geglu", "rope", "rms", True, _STD),
+    # Phi-3 / Phi-4 (transformers Phi3Config): gated SiLU with gate and up fused, RoPE, RMSNorm
+    "phi3": ("swiglu", "rope", "rms", False, _STD),
     "nemotron": ("relu2", "rope", "layer", False, _STD),
     "gpt_neox": ("gelu", "rope", "layer", False, _STD),
     "gpt2": ("gelu", "learned", "layer", True, _GPT2),
@@ -109,6 +114,10 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
         raise DnnplaceError(f"{where}: mixture-of-experts model ({clip(str(mt), 40)}, {experts or 'several'} experts)"
                             " of a family not planned; mixture-of-experts families: "
                             f"{', '.join(MOE_MODEL_TYPES)}")
+    if isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict):
+        raise DnnplaceError(f"{where}: {clip(str(mt), 40)} is a vision-language model: its vision encoder (weights, "
+                            "encoder cache, image tokens) is not in the cost model; to plan its language model "
+                            "alone, give its text_config as the config.json")
     if not isinstance(mt, str) or mt not in FAMILIES:
         shown = "missing" if mt is None else show_value(mt)
         from dnnplace.arch.moe_config import MOE_MODEL_TYPES  # every family the planner reads, not the dense ones alone
@@ -147,8 +156,23 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
         max_position=_int(cfg, f["pos"], where, 4096, limit="pos"), dropout=drop,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "",
         source=where, rope_theta=_rope_theta(cfg, where), qkv_bias=_flag(cfg, "attention_bias", mt == "qwen2", where),
-        linear_bias=mt in ("gpt2", "gpt_neox") or _flag(cfg, "mlp_bias", False, where), qk_norm=mt == "qwen3",
-        sliding_window=window, global_every=every)
+        linear_bias=mt in ("gpt2", "gpt_neox") or _flag(cfg, "mlp_bias", False, where),
+        qk_norm=mt in ("qwen3", "gemma3_text"),
+        sliding_window=window, global_every=every, rotary_fraction=_rotary_fraction(cfg, mt, where),
+        parallel_residual=mt == "gpt_neox" and _flag(cfg, "use_parallel_residual", True, where))
+
+
+def _rotary_fraction(cfg: dict[str, Any], mt: str, where: str) -> float:
+    """The share of each head's channels RoPE rotates: transformers' GPTNeoXConfig ``rotary_pct`` (default 0.25),
+    the ``partial_rotary_factor`` other configs carry (Phi-3 / Phi-4, default 1.0).  It changes no FLOP or byte
+    priced, but a trainer told otherwise builds another model (Megatron's ``--rotary-percent``)."""
+    key = "rotary_pct" if mt == "gpt_neox" else "partial_rotary_factor"
+    v = cfg.get(key)
+    if v is None:
+        return 0.25 if mt == "gpt_neox" else 1.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise DnnplaceError(f"{where}: field '{key}' must be a number in (0, 1], got {show_value(v)}")
+    return float(v)
 
 
 def _flag(cfg: dict[str, Any], key: str, default: bool, where: str) -> bool:
@@ -192,6 +216,9 @@ def _window(cfg: dict[str, Any], mt: str, layers: int, where: str) -> tuple[int,
             raise DnnplaceError(f"{where}: field 'layer_types': this pattern of global and sliding layers is "
                                 "not modelled (every n-th layer global, or all sliding)")
         return window, every
+    if mt == "gemma3_text":
+        # transformers Gemma3TextConfig without layer_types: layer i is global when (i + 1) % pattern == 0
+        return window, _int(cfg, "sliding_window_pattern", where, 6, limit="layers")
     return window, 2 if mt == "gemma2" else 0
 
 

@@ -50,3 +50,51 @@ def test_windowed_attention_makes_the_step_faster() -> None:
     windowed, full = evaluate(pr, cfg), evaluate(problem(replace(a, sliding_window=0), 8, 32, seq=16384), cfg)
     assert windowed.step_time_s < 0.95 * full.step_time_s
     assert windowed.model_flops_per_step < full.model_flops_per_step
+
+
+GEMMA3_1B = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 1152,
+             "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
+             "head_dim": 256, "vocab_size": 262144, "max_position_embeddings": 32768, "sliding_window": 512,
+             "sliding_window_pattern": 6}
+
+
+def test_gemma3_text_five_windowed_layers_to_one_global() -> None:
+    """transformers Gemma3TextConfig: layer i is global when (i + 1) % sliding_window_pattern == 0 (layer_types
+    says the same where a config lists it); QK norm; GeGLU; tied embeddings."""
+    a = arch_from_dict(GEMMA3_1B, "gemma-3-1b/config.json")
+    assert (a.sliding_window, a.global_every, a.windowed_layers) == (512, 6, 26 - 4)
+    assert a.qk_norm and a.mlp == "geglu" and a.tied_embeddings and a.head_dim == 256
+    types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)]
+    listed = arch_from_dict({**GEMMA3_1B, "layer_types": types, "sliding_window_pattern": None}, "g.json")
+    assert (listed.global_every, listed.windowed_layers) == (6, 22)
+
+
+def test_phi3_and_vision_language_wrappers() -> None:
+    phi4 = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 5120,
+            "intermediate_size": 17920, "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 10,
+            "vocab_size": 100352, "max_position_embeddings": 16384, "sliding_window": None}
+    a = arch_from_dict(phi4, "phi-4/config.json")
+    assert (a.mlp, a.kv_heads, a.sliding_window, a.tied_embeddings) == ("swiglu", 10, 0, False)
+    from dnnplace.errors import DnnplaceError
+
+    vl = {"model_type": "qwen3_vl", "text_config": {**phi4, "model_type": "qwen3_vl_text"}, "vision_config": {}}
+    with pytest.raises(DnnplaceError, match="vision-language model.*give its text_config"):
+        arch_from_dict(vl, "qwen3-vl/config.json")
+
+
+def test_partial_rotary_and_parallel_residual_are_read_for_the_exports() -> None:
+    """transformers GPTNeoXConfig: rotary_pct 0.25 and use_parallel_residual true by default; Phi's
+    partial_rotary_factor.  Nothing priced changes; Megatron's export says --rotary-percent or refuses."""
+    neox = {"model_type": "gpt_neox", "hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 4,
+            "num_attention_heads": 8, "vocab_size": 50304}
+    a = arch_from_dict(neox, "pythia/config.json")
+    assert (a.rotary_fraction, a.parallel_residual) == (0.25, True)
+    b = arch_from_dict({**neox, "rotary_pct": 1.0, "use_parallel_residual": False}, "neox.json")
+    assert (b.rotary_fraction, b.parallel_residual) == (1.0, False)
+    phi = {"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+           "num_attention_heads": 24, "num_key_value_heads": 8, "vocab_size": 200064, "partial_rotary_factor": 0.75}
+    assert arch_from_dict(phi, "phi-4-mini.json").rotary_fraction == 0.75
+    from dnnplace.errors import DnnplaceError
+
+    with pytest.raises(DnnplaceError, match="partial_rotary_factor"):
+        arch_from_dict({**phi, "partial_rotary_factor": 1.5}, "bad.json")

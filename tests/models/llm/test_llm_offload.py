@@ -259,7 +259,7 @@ def test_plan_file_round_trip_and_old_files() -> None:
     cfg = _cfg(30)
     est = evaluate(pr, cfg)
     doc = LLMPlan(pr, cfg, est, "fixed", est.step_time_s, 0.0, False, 0.0).to_dict()
-    assert doc["version"] == 8 and doc["config"]["offload_layers"] == 30
+    assert doc["version"] == 9 and doc["config"]["offload_layers"] == 30
     assert doc["prediction"]["host_memory_bytes"] == pytest.approx(est.host_memory_bytes)
     back = read_llm_plan(json.loads(json.dumps(doc)))
     assert back.config == cfg

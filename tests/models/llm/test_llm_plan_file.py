@@ -21,13 +21,13 @@ def test_schema_keys_and_round_trip() -> None:
     plan = search(problem(llama("70b"), 64, 128), {"tp": 4, "pp": 4, "cp": 2, "vp": 5, "mbs": 1})
     d = plan.to_dict()
     assert list(d) == TOP
-    assert d["version"] == 8
+    assert d["version"] == 9
     assert list(d["model"]) == ["name", "family", "num_layers", "hidden_size", "ffn_hidden_size",
                                 "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
                                 "tied_embeddings", "mlp", "position", "norm", "max_position", "dropout",
                                 "architecture", "source", "num_experts", "top_k", "expert_ffn", "shared_experts",
                                 "rope_theta", "qkv_bias", "linear_bias", "qk_norm", "sliding_window",
-                                "global_every"]
+                                "global_every", "rotary_fraction", "parallel_residual"]
     assert list(d["config"]) == ["tp", "pp", "vp", "cp", "dp", "mbs", "num_microbatches", "recompute",
                                  "sequence_parallel", "distributed_optimizer", "layers_per_stage", "ep", "etp",
                                  "dispatcher", "recompute_modules", "a2a_overlap", "zero", "grad_dtype",

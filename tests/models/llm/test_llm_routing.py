@@ -94,7 +94,7 @@ def test_plan_file_round_trip_and_older_files_read_balanced() -> None:
     pr = dnnplace.load_llm(QWEN3, gpus=16, seq_len=4096, global_batch=256)
     plan = search(pr, {"tp": 1, "pp": 1, "ep": 8, "routing": "power-law-1.01"})
     doc = plan.to_dict()
-    assert doc["version"] == 8 and doc["config"]["routing"] == "power-law-1.01"
+    assert doc["version"] == 9 and doc["config"]["routing"] == "power-law-1.01"
     assert read_llm_plan(doc).config.routing == "power-law-1.01"
     old = {**doc, "version": 7, "config": {k: v for k, v in doc["config"].items() if k != "routing"}}
     assert read_llm_plan(old).config.routing == "balanced"

@@ -158,7 +158,7 @@ def test_codec_round_trips_the_new_knobs_and_reads_old_files() -> None:
     cfg = _cfg(3, "bf16")
     est = evaluate(pr, cfg)
     doc = LLMPlan(pr, cfg, est, "fixed", est.step_time_s, 0.0, False, 0.0).to_dict()
-    assert doc["version"] == 8 and doc["config"]["zero"] == 3 and doc["config"]["grad_dtype"] == "bf16"
+    assert doc["version"] == 9 and doc["config"]["zero"] == 3 and doc["config"]["grad_dtype"] == "bf16"
     back = read_llm_plan(json.loads(json.dumps(doc)))
     assert back.config == cfg
     for dist, zero in ((True, 1), (False, 0)):  # a version-3 file: zero follows the distributed optimizer

@@ -69,7 +69,8 @@ DELAYED_PRECISIONS = ("fp8",)
 #: Cross-entropy implementations (TrainingJob.cross_entropy), priced by the catalogue's ce_logit_bytes.
 CROSS_ENTROPIES = tuple(TRAINING_STACK.ce_logit_bytes)
 #: The dense families the cost model prices (the config reader's model types); mixtures of experts are not.
-PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "nemotron", "gpt_neox", "gpt2")
+PRICED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "nemotron",
+                   "gpt_neox", "gpt2")
 
 
 
@@ -256,8 +257,8 @@ ARCH_CHECKS: tuple[tuple[str, str, Any], ...] = (
     ("global_every", "whole", LLM_LIMITS["num_layers"][1]),
     ("mlp", "choice", MLP_KINDS), ("position", "choice", POSITIONS), ("norm", "choice", NORMS),
     ("tied_embeddings", "flag", None), ("dropout", "flag", None), ("qkv_bias", "flag", None),
-    ("linear_bias", "flag", None), ("qk_norm", "flag", None),
-    ("rope_theta", "real", (0.0, 1e12)),
+    ("linear_bias", "flag", None), ("qk_norm", "flag", None), ("parallel_residual", "flag", None),
+    ("rope_theta", "real", (0.0, 1e12)), ("rotary_fraction", "real", (0.0, 1.0)),
     ("name", "text", None), ("family", "text", None), ("architecture", "text", None), ("source", "text", None),
 )
 

@@ -45,10 +45,11 @@ __all__ = ["MLP_KINDS", "RECOMPUTE", "Cluster", "LLMEstimate", "LLMPlan", "LLMPr
            "Recompute", "TrainingJob", "TransformerArch"]
 
 FORMAT = "dnnplace.llm-plan"
-VERSION = 8  # 8: routing (older files: balanced, as they priced it); 7: MoE recompute_modules=none under
+VERSION = 9  # 9: rotary_fraction, parallel_residual (older files: 1.0, false); 8: routing (older files:
+# balanced, as they priced it); 7: MoE recompute_modules=none under
 # selective recompute is none (was core_attn); 6: cuda_graphs;
 # 5: offload_layers; 4: zero, grad_dtype; 3: the expert-parallel knobs; 2: every architecture field;
-READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
+READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)  # 1: without head_dim, max_position, dropout, biases, rope, window, MoE
 TIME_KEYS = ("compute", "tp_comm_exposed", "cp_comm_exposed", "pp_comm_exposed", "dp_comm_exposed", "bubble",
              "ep_comm_exposed", "offload_exposed", "host_exposed")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "buffers")
@@ -151,7 +152,7 @@ _ARCH_KEY = {"hidden": "hidden_size", "ffn_hidden": "ffn_hidden_size", "heads": 
              "kv_heads": "num_key_value_heads", "vocab": "vocab_size"}
 _ARCH_SINCE = {"head_dim": 2, "max_position": 2, "dropout": 2, "num_experts": 2, "top_k": 2, "expert_ffn": 2,
                "shared_experts": 2, "rope_theta": 2, "qkv_bias": 2, "linear_bias": 2, "qk_norm": 2,
-               "sliding_window": 2, "global_every": 2}
+               "sliding_window": 2, "global_every": 2, "rotary_fraction": 9, "parallel_residual": 9}
 _ARCH_FIELDS = tuple(f.name for f in dataclasses.fields(TransformerArch))
 _TEXT_LIMIT = {"source": LLM_SOURCE_CHARS}
 _TOP = ("format", "version", "model", "cluster", "job", "config", "prediction", "status", "bound", "gap",

@@ -243,6 +243,7 @@ def assert_megatron_arch(ns: argparse.Namespace, a: Any, monkeypatch: pytest.Mon
     assert ns.normalization == {"rms": "RMSNorm", "layer": "LayerNorm"}[a.norm]
     if a.position == "rope":
         assert ns.rotary_base == a.rope_theta  # Megatron's default is 10000
+        assert ns.rotary_percent == a.rotary_fraction  # Megatron's default rotates every channel
     assert ns.qk_layernorm == a.qk_norm
     assert (ns.add_bias_linear, ns.add_qkv_bias) == (a.linear_bias, a.linear_bias or a.qkv_bias)
     assert (ns.attention_dropout, ns.hidden_dropout) == ((0.1, 0.1) if a.dropout else (0.0, 0.0))
@@ -300,6 +301,8 @@ def test_megatron_spells_out_any_architecture(data: st.DataObject, tmp_path: Pat
         "dropout": data.draw(st.booleans(), label="dropout"),
         "sliding_window": window,
         "global_every": data.draw(st.integers(0, 3), label="global_every") if window else 0,
+        "rotary_fraction": data.draw(st.sampled_from([1.0, 1.0, 0.25, 0.75]), label="rotary_fraction"),
+        "parallel_residual": data.draw(st.sampled_from([False, False, True]), label="parallel_residual"),
     }
     seq = data.draw(st.sampled_from([16, 64, 256]), label="seq_len")
     p = plan(arch=fields, gpus=8, tp=1, pp=1, vp=1, cp=1, dp=8, job={"seq_len": seq})
@@ -307,6 +310,7 @@ def test_megatron_spells_out_any_architecture(data: st.DataObject, tmp_path: Pat
     # the planner's rules (learned positions) are checked before what Megatron's command line can say
     why = ("learned position" if a.position == "learned" and seq > a.max_position else
            "gated GELU" if a.mlp == "geglu" else
+           "in parallel" if a.parallel_residual else
            "rotary-base" if a.position == "rope" and a.rope_theta != int(a.rope_theta) else None)
     if why is not None:
         with pytest.raises(DnnplaceError, match=why) as info:

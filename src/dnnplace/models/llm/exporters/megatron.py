@@ -139,7 +139,12 @@ def model_args(a: TransformerArch, seq_len: int) -> list[list[str]]:
     if a.kv_heads != a.heads:
         groups += [["--group-query-attention"], ["--num-query-groups", str(a.kv_heads)]]
     groups += [[f] for f in _MLP_FLAGS[a.mlp]]
+    if a.parallel_residual:
+        raise refuse("megatron", a, "its attention and MLP add to one residual in parallel (GPT-NeoX's "
+                                    "use_parallel_residual); Megatron-Core's layer runs them in sequence")
     groups.append(["--position-embedding-type", _POSITION[a.position]])
+    if a.position == "rope" and a.rotary_fraction < 1.0:
+        groups.append(["--rotary-percent", f"{a.rotary_fraction:g}"])  # Megatron's default rotates every channel
     if a.position == "rope":
         if a.rope_theta != int(a.rope_theta):
             raise refuse("megatron", a, f"its RoPE base {a.rope_theta} is not an integer and --rotary-base takes "
