@@ -109,3 +109,35 @@ def test_hf_export_of_an_uneven_pinned_split(tmp_path):
                for g in (0, 1, 2)}
     assert per_gpu == {2: 2, 0: 7, 1: 1}
     assert json.loads(export(p, ServingPlan(ServingConfig((r,), 8, 2048)), "hf"))[0]["device_map"] == dm
+
+
+#: Small configs of each dense family the reader takes (transformers builds each on the meta device).
+_FAMILIES = {
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"},
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32},
+    "gemma2": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 32,
+               "sliding_window": 512, "hidden_activation": "gelu_pytorch_tanh"},
+    "gemma3_text": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 32,
+                    "sliding_window": 512, "hidden_activation": "gelu_pytorch_tanh"},
+    "phi3": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "partial_rotary_factor": 0.75,
+             "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+}
+
+
+@pytest.mark.parametrize("family", sorted(_FAMILIES))
+def test_hf_export_of_each_dense_family_loads_on_its_meta_model(tmp_path, family):
+    """Every module holding a parameter or buffer (Gemma's rotary tables, Phi's fused projections) is under
+    exactly one device_map key of a three-stage split."""
+    d = tmp_path / family
+    d.mkdir()
+    base = {k: v for k, v in _CONFIG.items() if k not in ("architectures", "model_type", "hidden_act")}
+    (d / "config.json").write_text(json.dumps({**base, **_FAMILIES[family], "num_hidden_layers": 6}))
+    p = problem(d, gpus="1xa100+1xl40s+1xt4", engine="hf", isl=256, osl=64)
+    r = Replica((Stage("a100", 0, (0,), 3), Stage("l40s", 0, (1,), 2), Stage("t4", 0, (2,), 1)))
+    dm = hf_device_map(p, r)["device_map"]
+    model = _meta_model(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_device_map(model, dm)
+    placed = _assert_exactly_once(model, dm)
+    assert {v for k, v in placed.items() if k.startswith("model.layers.5.")} == {2}
