@@ -196,7 +196,12 @@ def _is_dir(p: Path) -> bool:
 
 
 def _num(v: Any, fmt: str = ".1f") -> str:
-    return "-" if v is None else format(v, fmt)
+    """``v`` in ``fmt``, or with three significant digits where ``fmt`` would round a small non-zero figure to
+    zero (0.001 requests/s serve 0.26 tokens/s, not "0")."""
+    if v is None:
+        return "-"
+    text = format(v, fmt)
+    return format(v, ".3g") if v and float(text) == 0.0 else text
 
 
 def lengths_line(wl: dict[str, Any]) -> str:
