@@ -26,7 +26,7 @@ from dnnplace.utils.text import show_value
 
 __all__ = ["MOE_FAMILIES", "MOE_MODEL_TYPES", "MOE_TYPE_ALIASES", "is_moe_config", "load_moe", "moe_from_dict"]
 
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "llama4", "gpt_oss")
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "llama4", "gpt_oss", "glm4_moe", "minimax_m2")
 #: model_types that are one of :data:`MOE_FAMILIES` under another name: Llama 4's text model on its own, and
 #: Moonshot's Kimi K2, whose config.json names ``DeepseekV3ForCausalLM`` as its architecture (vLLM and SGLang
 #: serve it with their DeepSeek-V3 model classes; huggingface.co/moonshotai/Kimi-K2-Instruct config.json).
@@ -137,6 +137,22 @@ def _name(cfg: dict[str, Any]) -> str:
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
 
 
+def _rotary_fraction(f: _Fields, head_dim: int) -> float:
+    """The share of a head's channels RoPE rotates: ``partial_rotary_factor``, or MiniMax-M2's legacy
+    ``rotary_dim`` over ``head_dim`` (transformers MiniMaxM2Config reads it so); 1.0 when neither is given."""
+    if f.has("partial_rotary_factor"):
+        v = f.number("partial_rotary_factor", 1.0)
+        if not 0 < v <= 1:
+            raise f.fail("partial_rotary_factor", f"= {v} must be in (0, 1]")
+        return v
+    if f.has("rotary_dim"):
+        dim = f.integer("rotary_dim")
+        if dim > head_dim:
+            raise f.fail("rotary_dim", f"= {dim} exceeds the head dimension {head_dim}")
+        return dim / head_dim
+    return 1.0
+
+
 def _arch(f: _Fields, family: str, name: str, *, ffn: int, top: dict[str, Any], moe: MoESpec,
           heads: tuple[int, int, int], hidden: int, layers: int, **extra: Any) -> TransformerArch:
     tie = f.flag("tie_word_embeddings", False)
@@ -148,7 +164,7 @@ def _arch(f: _Fields, family: str, name: str, *, ffn: int, top: dict[str, Any], 
         position="rope", norm="rms", max_position=f.integer("max_position_embeddings", 4096), dropout=drop,
         architecture=_name(top), source=f.where, num_experts=moe.num_experts, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn, shared_experts=moe.shared_experts, rope_theta=f.number("rope_theta", 10_000.0),
-        **extra)
+        **{"rotary_fraction": _rotary_fraction(f, heads[2]), **extra})
 
 
 def _global_every(f: _Fields, layers: int) -> int | None:
@@ -295,6 +311,67 @@ def _gpt_oss(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
     return MoEModel(arch, moe, attention_sinks=True)
 
 
+def _grouped_router(f: _Fields, experts: int, top_k: int) -> tuple[int, int]:
+    """(groups, groups kept) of a DeepSeek-style grouped router, each checked against the experts."""
+    groups = f.integer("n_group", 1)
+    topk_groups = f.integer("topk_group", groups)
+    if experts % groups:
+        raise f.fail("n_group", f"= {groups} does not divide the {experts} routed experts")
+    if topk_groups > groups:
+        raise f.fail("topk_group", f"= {topk_groups} exceeds n_group = {groups}")
+    if groups > 1 and top_k > topk_groups * (experts // groups):
+        raise f.fail("num_experts_per_tok", f"= {top_k} exceeds the experts of topk_group = {topk_groups} groups")
+    return groups, topk_groups
+
+
+def _glm4_moe(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
+    """GLM-4.5 / 4.6 / 4.7 (transformers Glm4MoeConfig): DeepSeek-V3's expert layout -- dense first layers,
+    one shared expert, a sigmoid router over groups, MTP layers -- with grouped-query attention (no MLA),
+    QK norm where ``use_qk_norm``, and RoPE on half of each head (``partial_rotary_factor`` 0.5 by default)."""
+    hidden, layers = f.integer("hidden_size"), f.integer("num_hidden_layers")
+    experts, top_k = _experts(f, "n_routed_experts", "num_experts_per_tok")
+    expert_ffn = f.integer("moe_intermediate_size")
+    first_dense = f.integer("first_k_dense_replace", 1, minimum=0)
+    if first_dense >= layers:
+        raise f.fail("first_k_dense_replace", f"= {first_dense} leaves none of the {layers} layers with experts")
+    pattern = tuple(i >= first_dense for i in range(layers))
+    shared = f.integer("n_shared_experts", 1, minimum=0)
+    groups, topk_groups = _grouped_router(f, experts, top_k)
+    moe = MoESpec(num_experts=experts, top_k=top_k, expert_ffn=expert_ffn, moe_layers=pattern,
+                  shared_experts=shared, shared_ffn=shared * expert_ffn,
+                  mtp_layers=f.integer("num_nextn_predict_layers", 1, minimum=0), router="sigmoid",
+                  expert_groups=groups if groups > 1 else 0, topk_groups=topk_groups if groups > 1 else 0)
+    heads = _heads(f, hidden)
+    rotary = f.number("partial_rotary_factor", 0.5)
+    if not 0 < rotary <= 1:
+        raise f.fail("partial_rotary_factor", f"= {rotary} must be in (0, 1]")
+    arch = _arch(f, "glm4_moe", name, ffn=f.integer("intermediate_size"), top=top, moe=moe, heads=heads,
+                 hidden=hidden, layers=layers, qkv_bias=f.flag("attention_bias", False),
+                 qk_norm=f.flag("use_qk_norm", False), rotary_fraction=rotary)
+    return MoEModel(arch, moe)
+
+
+def _minimax_m2(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
+    """MiniMax-M2 (transformers MiniMaxM2Config): every layer routed (no dense layer, no shared expert), a
+    sigmoid router with a routing bias, QK norm, grouped-query attention, partial RoPE from ``rotary_dim``.
+    Its MTP modules (``num_mtp_modules``) serve speculative decoding only and are not priced."""
+    hidden, layers = f.integer("hidden_size"), f.integer("num_hidden_layers")
+    experts, top_k = _experts(f, "num_local_experts", "num_experts_per_tok")
+    ffn = f.integer("intermediate_size")
+    shared_ffn = f.integer("shared_intermediate_size", 0, minimum=0)
+    if shared_ffn:
+        raise f.fail("shared_intermediate_size", f"= {shared_ffn}: a shared expert in MiniMax-M2 is not modelled")
+    scoring = f.cfg.get("scoring_func", "sigmoid")
+    if scoring not in ("softmax", "sigmoid"):
+        raise f.fail("scoring_func", f"must be softmax or sigmoid, got {show_value(scoring)}")
+    # use_routing_bias is the router's score-correction bias (DeepSeek-V3's e_score_correction_bias), a vector
+    # per expert, not biases on the experts' linear layers (MoESpec.expert_bias, gpt-oss)
+    moe = MoESpec(num_experts=experts, top_k=top_k, expert_ffn=ffn, moe_layers=(True,) * layers, router=scoring)
+    arch = _arch(f, "minimax_m2", name, ffn=ffn, top=top, moe=moe, heads=_heads(f, hidden), hidden=hidden,
+                 layers=layers, qkv_bias=f.flag("attention_bias", False), qk_norm=f.flag("use_qk_norm", False))
+    return MoEModel(arch, moe)
+
+
 def moe_from_dict(cfg: Any, where: str, name: str | None = None) -> MoEModel:
     """Validate an MoE config dict (``where`` names the file in errors)."""
     if not isinstance(cfg, dict):
@@ -325,6 +402,10 @@ def moe_from_dict(cfg: Any, where: str, name: str | None = None) -> MoEModel:
         return _deepseek_v3(f, top, label)
     if mt == "llama4":
         return _llama4(f, top, label)
+    if mt == "glm4_moe":
+        return _glm4_moe(f, top, label)
+    if mt == "minimax_m2":
+        return _minimax_m2(f, top, label)
     return _gpt_oss(f, top, label)
 
 

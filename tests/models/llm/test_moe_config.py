@@ -117,6 +117,12 @@ TINY = {
                         vocab_size=64),
     "mixtral": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
                     num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, vocab_size=64),
+    "glm4_moe": dict(hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=5,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, n_routed_experts=8,
+                     n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=2, vocab_size=64),
+    "minimax_m2": dict(hidden_size=32, intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                       vocab_size=64),
 }
 
 
@@ -188,3 +194,27 @@ def test_load_moe_reads_a_folder_and_refuses_bad_files(tmp_path: Path) -> None:
         load_moe(tmp_path / "bad.json")
     with pytest.raises(DnnplaceError, match="cannot read"):
         load_moe(tmp_path / "missing.json")
+
+
+def test_glm4_moe_and_minimax_m2_read_in_full() -> None:
+    """GLM-4.5-Air's config.json (zai-org) and MiniMax-M2.5's (as aiconfigurator-core ships it): experts, the
+    dense first layers and shared expert, grouped-query heads, QK norm, partial RoPE."""
+    glm = {"model_type": "glm4_moe", "architectures": ["Glm4MoeForCausalLM"], "hidden_size": 4096,
+           "intermediate_size": 10944, "num_hidden_layers": 46, "num_attention_heads": 96, "num_key_value_heads": 8,
+           "head_dim": 128, "moe_intermediate_size": 1408, "n_routed_experts": 128, "n_shared_experts": 1,
+           "num_experts_per_tok": 8, "first_k_dense_replace": 1, "vocab_size": 151552,
+           "max_position_embeddings": 131072, "partial_rotary_factor": 0.5, "attention_bias": True,
+           "use_qk_norm": False, "num_nextn_predict_layers": 1}
+    m = moe_from_dict(glm, "glm-4.5-air/config.json")
+    a, s = m.arch, m.moe
+    assert (a.family, a.heads, a.kv_heads, a.head_dim, a.ffn_hidden) == ("glm4_moe", 96, 8, 128, 10944)
+    assert s.moe_layers == (False,) + (True,) * 45 and (s.shared_ffn, s.router, s.mtp_layers) == (1408, "sigmoid", 1)
+    assert (a.rotary_fraction, a.qkv_bias, a.qk_norm) == (0.5, True, False) and m.mla is None
+    mm = moe_from_dict({"model_type": "minimax_m2", "hidden_size": 3072, "intermediate_size": 1536,
+                        "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+                        "num_local_experts": 256, "num_experts_per_tok": 8, "vocab_size": 200064, "rotary_dim": 64,
+                        "use_qk_norm": True, "scoring_func": "sigmoid", "use_routing_bias": True,
+                        "shared_intermediate_size": 0}, "minimax-m2.5/config.json")
+    assert (mm.moe.num_experts, mm.moe.expert_ffn, mm.moe.shared_ffn, mm.moe.router) == (256, 1536, 0, "sigmoid")
+    assert mm.moe.moe_layers == (True,) * 62 and not mm.moe.expert_bias
+    assert (mm.arch.rotary_fraction, mm.arch.qk_norm, mm.arch.kv_heads) == (0.5, True, 8)
