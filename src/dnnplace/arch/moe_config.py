@@ -244,17 +244,8 @@ def _deepseek_v3(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
     if not any(pattern):
         raise f.fail("moe_layer_freq", f"= {freq} leaves no layer with experts")
     shared = f.integer("n_shared_experts", 0, minimum=0)
-    groups = f.integer("n_group", 1)
-    topk_groups = f.integer("topk_group", groups)
-    if experts % groups:
-        raise f.fail("n_group", f"= {groups} does not divide the {experts} routed experts")
-    if topk_groups > groups:
-        raise f.fail("topk_group", f"= {topk_groups} exceeds n_group = {groups}")
-    if groups > 1 and top_k > topk_groups * (experts // groups):
-        raise f.fail("num_experts_per_tok", f"= {top_k} exceeds the experts of topk_group = {topk_groups} groups")
-    scoring = f.cfg.get("scoring_func", "softmax")
-    if scoring not in ("softmax", "sigmoid"):
-        raise f.fail("scoring_func", f"must be softmax or sigmoid, got {show_value(scoring)}")
+    groups, topk_groups = _grouped_router(f, experts, top_k)
+    scoring = _scoring(f, "softmax")
     mla = MLA(q_lora_rank=f.integer("q_lora_rank", 0, minimum=0), kv_lora_rank=f.integer("kv_lora_rank"),
               qk_nope_head_dim=f.integer("qk_nope_head_dim"), qk_rope_head_dim=f.integer("qk_rope_head_dim"),
               v_head_dim=f.integer("v_head_dim"))
@@ -311,6 +302,14 @@ def _gpt_oss(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
     return MoEModel(arch, moe, attention_sinks=True)
 
 
+def _scoring(f: _Fields, default: str) -> str:
+    """The router's score function (``scoring_func``): softmax or sigmoid."""
+    scoring = f.cfg.get("scoring_func", default)
+    if scoring not in ("softmax", "sigmoid"):
+        raise f.fail("scoring_func", f"must be softmax or sigmoid, got {show_value(scoring)}")
+    return str(scoring)
+
+
 def _grouped_router(f: _Fields, experts: int, top_k: int) -> tuple[int, int]:
     """(groups, groups kept) of a DeepSeek-style grouped router, each checked against the experts."""
     groups = f.integer("n_group", 1)
@@ -361,9 +360,7 @@ def _minimax_m2(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
     shared_ffn = f.integer("shared_intermediate_size", 0, minimum=0)
     if shared_ffn:
         raise f.fail("shared_intermediate_size", f"= {shared_ffn}: a shared expert in MiniMax-M2 is not modelled")
-    scoring = f.cfg.get("scoring_func", "sigmoid")
-    if scoring not in ("softmax", "sigmoid"):
-        raise f.fail("scoring_func", f"must be softmax or sigmoid, got {show_value(scoring)}")
+    scoring = _scoring(f, "sigmoid")
     # use_routing_bias is the router's score-correction bias (DeepSeek-V3's e_score_correction_bias), a vector
     # per expert, not biases on the experts' linear layers (MoESpec.expert_bias, gpt-oss)
     moe = MoESpec(num_experts=experts, top_k=top_k, expert_ffn=ffn, moe_layers=(True,) * layers, router=scoring)
