@@ -251,8 +251,8 @@ def check_capability(rules: EngineRules, fleet: Fleet, precision: str) -> None:
                     f"{rules.min_capability:.1f} or newer: {rules.min_capability_source})")
         for rule in rules.capability_rules:
             if rule.precision == precision and cc < rule.at_least:
-                return (f"--precision {precision} on {name} (compute capability {cc:.1f}): {rules.name} runs "
-                        f"{precision} weights from {rule.at_least:.1f} ({rule.source})")
+                return (f"{precision} weights on {name} (compute capability {cc:.1f}, --precision or the "
+                        f"checkpoint's quantization): {rules.name} runs them from {rule.at_least:.1f} ({rule.source})")
         return None
 
     refused = {k: why for k in kinds if (why := why_not(k)) is not None}
