@@ -156,3 +156,11 @@ def test_a_mixed_fleet_refused_for_some_gpus_names_the_ones_that_could_serve(tmp
     cfg.write_text(json.dumps(LLAMA8B_CONFIG))
     with pytest.raises(DnnplaceError, match="plan the h100 GPUs alone by leaving v100 out"):
         problem(cfg, gpus="2xh100+2xv100", precision="fp8")
+
+
+def test_every_nvidia_gpu_of_the_catalogue_has_its_compute_capability():
+    """A GPU added without one would skip every engine's kernel limits (check_capability) in silence."""
+    from dnnplace.core.catalogue import CATALOGUE
+    from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, NON_NVIDIA
+
+    assert set(CATALOGUE) - set(NON_NVIDIA) == set(COMPUTE_CAPABILITY)
