@@ -28,7 +28,9 @@ class Engine(StrEnum):
 
 #: ``--fix`` keys -> the serving method's parameter they pin.
 _PINS = {"tp": "tp", "pp": "pp", "layers": "layers", "max_num_seqs": "max_num_seqs", "mns": "max_num_seqs",
-         "max_num_batched_tokens": "max_num_batched_tokens", "mbt": "max_num_batched_tokens"}
+         "max_num_batched_tokens": "max_num_batched_tokens", "mbt": "max_num_batched_tokens",
+         "expert_parallel": "expert_parallel", "ep": "expert_parallel"}
+_ON_OFF = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
 
 
 def parse_serve_pins(text: str | None) -> dict[str, Any]:
@@ -44,7 +46,7 @@ def parse_serve_pins(text: str | None) -> dict[str, Any]:
             raise DnnplaceError(f"--fix: cannot read '{item.strip()[:40]}' (write KEY=VALUE, e.g. tp=2,pp=2)")
         if key not in _PINS:
             raise DnnplaceError(f"--fix: unknown key '{key[:40]}'; known: tp, pp, layers, max_num_seqs,"
-                                " max_num_batched_tokens")
+                                " max_num_batched_tokens, expert_parallel")
         name = _PINS[key]
         if name in pins:
             raise DnnplaceError(f"--fix: '{key}' is given twice")
@@ -54,6 +56,10 @@ def parse_serve_pins(text: str | None) -> dict[str, Any]:
 
             parse_layers(value)
             pins[name] = value
+        elif name == "expert_parallel":
+            if value.lower() not in _ON_OFF:
+                raise DnnplaceError(f"--fix: {key} must be on or off, got '{value[:40]}'")
+            pins[name] = _ON_OFF[value.lower()]
         elif value.isdigit() and int(value) >= 1:
             pins[name] = int(value)
         else:
@@ -99,7 +105,7 @@ def serve(
                                                 " token (ms)."),
     max_model_len: int = typer.Option(0, "--max-model-len", help="Context (0: the model's own)."),
     fix: Optional[str] = typer.Option(None, "--fix", help='Price a given deployment: "tp=2,pp=2,layers=40+40"'
-                                      " (also max_num_seqs, max_num_batched_tokens)."),
+                                      " (also max_num_seqs, max_num_batched_tokens, expert_parallel=on|off)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds; best deployment so far after."),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="Also price the best prefill/decode"
                                       " disaggregated deployment (vLLM, SGLang) beside the plan; `export"
@@ -244,7 +250,10 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         *([lengths_line(wl)] if wl.get("lengths") else []),
         f"deployment: {len(c['replicas'])} replica(s), "
         + "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}" for r in c["replicas"])
-        + f"; max_num_seqs {c['max_num_seqs']}, max_num_batched_tokens {c['max_num_batched_tokens']}",
+        + f"; max_num_seqs {c['max_num_seqs']}, max_num_batched_tokens {c['max_num_batched_tokens']}"
+        + ("; expert parallel (experts whole over each TP group)" if c.get("expert_parallel") else ""),
+        *(["expert parallelism searched: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in eps.items())
+           + " tokens/s"] if (eps := doc.get("expert_parallel_searched")) else []),
         *(["max_num_seqs tried: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in tried.items())
            + f" tokens/s (the proof below is at {c['max_num_seqs']})"]
           if (tried := doc.get("max_num_seqs_searched")) else []),

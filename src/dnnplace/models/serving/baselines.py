@@ -216,9 +216,11 @@ def _engine_even(p: ServingProblem, plan: ServingPlan, value: float) -> Baseline
             "first": "TensorRT-LLM's tensor_split default (remainder to the first stages)",
             "free_memory": "llama.cpp's default -ts (free memory per device)",
             "balanced": "accelerate's balanced device map"}.get(rule, rule)
-    what = f"{what} over the plan's replicas, stages and TP"
+    what = f"{what} over the plan's replicas, stages and TP" + \
+        (" (expert parallel, as the plan)" if plan.config.expert_parallel else "")
     parts = "; ".join("+".join(map(str, r.partition())) for r in reps)
-    cfg = ServingConfig(tuple(reps), plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+    cfg = ServingConfig(tuple(reps), plan.config.max_num_seqs, plan.config.max_num_batched_tokens,
+                        plan.config.expert_parallel)
     return _price(p, "engine-even", cfg, value, f"{what}: {parts}")
 
 

@@ -201,7 +201,10 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
     moe_t: dict[str, np.ndarray] = {}
     if m.experts:
         for wd in (dt, "bf16") if (f16[m.moe].any() and dt != "bf16") else (dt,):
-            e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, tp, 1, wd)
+            # expert parallelism: each GPU of the group holds experts / tp whole experts and runs them for every
+            # token routed there (moe_tp 1, ep tp); else each expert's matrices are sharded tp ways
+            moe_tp, ep = (1, tp) if m.expert_parallel else (tp, 1)
+            e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, moe_tp, ep, wd)
             fams.append((every, _counts(e.source[:, None])))
             moe_t[wd] = e.seconds.copy()
             if m.shared_ffn:

@@ -21,7 +21,7 @@ import numpy as np
 from dnnplace.models.serving.catalogue import GGUF_NAMES, LLAMA_CPP_GGUF_BAND
 from dnnplace.models.serving.cost import Iteration, LayerTimes, band_of, layer_times, layer_times_batch, send_seconds
 from dnnplace.models.serving.memory import StageMemory, replica_memory
-from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage
+from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage, with_expert_parallel
 from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
@@ -47,6 +47,9 @@ def tp_refusal(p: ServingProblem, tp: int) -> str:
     kv = m.kv_heads
     if m.kv_shardable and kv > 0 and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
         return f"TP {tp} neither divides nor is a multiple of {m.name}'s {kv} KV heads ({p.engine.name} requires one)"
+    if m.expert_parallel and m.experts % tp:
+        return (f"expert parallelism over TP {tp} does not divide {m.name}'s {m.experts} routed experts (each GPU "
+                "holds experts / TP whole experts)")
     return ""
 
 
@@ -553,6 +556,7 @@ def evaluate(p: ServingProblem, c: ServingConfig, *, at_load: bool = True) -> Se
     cannot run wait for a slot (:func:`closed_loop`).  ``at_load=False``: TTFT, TPOT and the SLO verdict stay
     those of the batch limits (the search ranks deployments by their capacity alone and skips this);
     capacity, and under a rate throughput and ``saturated``, are the same either way."""
+    p = with_expert_parallel(p, c.expert_parallel)
     reps = [evaluate_replica(p, r, c.max_num_seqs, c.max_num_batched_tokens) for r in c.replicas]
     fits = all(r.fits for r in reps)
     src: dict[str, int] = {}

@@ -134,7 +134,10 @@ def _vllm_args(p: ServingProblem, plan: ServingPlan, r: Replica, model: str, por
             "--max-num-seqs", str(plan.config.max_num_seqs), "--max-num-batched-tokens",
             str(plan.config.max_num_batched_tokens), "--gpu-memory-utilization", f"{p.fraction:.2f}",
             "--max-model-len", str(_vllm_context(p, plan, r)), "--dtype", _vllm_dtype(p, r),
-            "--block-size", str(p.block), "--port", str(port)]
+            "--block-size", str(p.block),
+            # the experts whole over the TP group (vLLM: EP size = TP x DP of the replica, here its TP)
+            *(["--enable-expert-parallel"] if plan.config.expert_parallel else []),
+            "--port", str(port)]
 
 
 #: The rendezvous port of a multi-node vLLM replica k is this + k (``--master-port``; torch's usual default).
@@ -202,6 +205,8 @@ def _sglang_command(p: ServingProblem, plan: ServingPlan, r: Replica, model: str
             "--base-gpu-id", "0",
             "--max-running-requests", str(plan.config.max_num_seqs),
             "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
+            # SGLang splits the TP ranks into --ep-size expert groups: all of them, each expert whole on one GPU
+            *(["--ep-size", str(r.tp)] if plan.config.expert_parallel else []),
             "--port", str(port)]
     return env, args
 
@@ -223,6 +228,9 @@ def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
         docs.append({"replica": k + 1, "env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": _devices(r)},
                      "llm_api_options": {"model": model, "tensor_parallel_size": r.tp,
                                          "pipeline_parallel_size": r.pp, "pp_partition": r.partition(),
+                                         # the experts whole over the TP group: EP = TP, each expert unsharded
+                                         **({"moe_expert_parallel_size": r.tp, "moe_tensor_parallel_size": 1}
+                                            if plan.config.expert_parallel else {}),
                                          "max_batch_size": plan.config.max_num_seqs,
                                          "max_num_tokens": plan.config.max_num_batched_tokens,
                                          "max_seq_len": p.context,

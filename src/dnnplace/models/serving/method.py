@@ -19,7 +19,7 @@ from dnnplace.models.serving.spec import ServingProblem
 #: The share of ``--time-limit`` the deployment search may use; the baselines' searches get the rest.
 SEARCH_SHARE = 0.75
 
-__all__ = ["ServingSearch", "check_pins", "parse_layers"]
+__all__ = ["ServingSearch", "check_expert_parallel", "check_pins", "parse_layers"]
 
 
 def parse_layers(text: str) -> list[int]:
@@ -52,6 +52,24 @@ def check_pins(p: ServingProblem, tp: int | None, pp: int | None, pp_flag: str =
                             f"{p.fleet.spec()} holds {units} such stage(s)")
 
 
+def check_expert_parallel(p: ServingProblem, on: bool | None, tp: int | None) -> None:
+    """Refuse an expert-parallelism pin that means nothing or cannot run, naming why: a dense model has no
+    experts to place; llama.cpp and a Hugging Face device_map have no TP group to spread them over; a pinned
+    TP must divide the routed experts (each GPU holds experts / TP whole experts)."""
+    from dnnplace.models.serving.evaluation import tp_refusal
+    from dnnplace.models.serving.spec import with_expert_parallel
+
+    if not on:
+        return
+    if not p.model.experts:
+        raise DnnplaceError(f"--fix expert_parallel=on: {p.model.name} has no routed experts (a dense model)")
+    if not p.engine.tensor_parallel:
+        raise DnnplaceError(f"--fix expert_parallel=on: {p.engine.name} places whole layers on each GPU; it has no "
+                            "TP group to spread the experts over")
+    if tp is not None and (why := tp_refusal(with_expert_parallel(p, True), tp)):
+        raise DnnplaceError(f"--fix tp={tp},expert_parallel=on: {why}")
+
+
 @dataclass
 class ServingSearch(Solver):
     """Replicas, stage orders, TP and batch limits, each split by the exact DP (models/serving/search.py)."""
@@ -67,6 +85,8 @@ class ServingSearch(Solver):
     max_num_seqs: int | None = param(None, "pin the engine's max_num_seqs", minimum=1, maximum=1 << 20)
     max_num_batched_tokens: int | None = param(None, "pin the engine's max_num_batched_tokens", minimum=1,
                                                maximum=1 << 24)
+    expert_parallel: bool | None = param(None, "pin expert parallelism (routed experts whole over each TP group)"
+                                               " on or off; None: searched on MoE models")
     within_nodes: bool = param(False, "keep every replica inside one node (what every exporter writes; a"
                                       " replica across nodes is written for vLLM only, as its multi-node launch)")
     disaggregate: bool = param(False, "also price the best prefill/decode disaggregated deployment beside the plan"
@@ -92,7 +112,8 @@ class ServingSearch(Solver):
             from dnnplace.models.serving.search import search
 
             found = search(p, time_limit=max(seconds, 0.1), tp=self.tp, pp=1, max_num_seqs=self.max_num_seqs,
-                           max_num_batched_tokens=self.max_num_batched_tokens, within_nodes=self.within_nodes)
+                           max_num_batched_tokens=self.max_num_batched_tokens, within_nodes=self.within_nodes,
+                           expert_parallel=self.expert_parallel)
             return [found.config, *found.meta.get("runner_ups", [])] if found.config.replicas else []
 
         return more
@@ -111,6 +132,7 @@ class ServingSearch(Solver):
                 raise DnnplaceError(f"--fix layers={self.layers} sums to {sum(layers)}; {workload.model.name} has"
                                     f" {workload.model.num_layers} layers")
         check_pins(workload, self.tp, pp, f"pp={self.pp}" if self.pp is not None else f"layers={self.layers}")
+        check_expert_parallel(workload, self.expert_parallel, self.tp)
         mns, mbt = self.max_num_seqs, self.max_num_batched_tokens
         if workload.engine.tokens_cover_seqs and mns is not None and mbt is not None and mns > mbt:
             raise DnnplaceError(f"--fix max_num_seqs={mns} is more than max_num_batched_tokens={mbt}: "
@@ -127,7 +149,7 @@ class ServingSearch(Solver):
             check_engine(workload)
         plan = search(workload, time_limit=SEARCH_SHARE * limit, tp=self.tp, pp=pp, max_num_seqs=self.max_num_seqs,
                       max_num_batched_tokens=self.max_num_batched_tokens, progress=run.progress,
-                      within_nodes=self.within_nodes)
+                      within_nodes=self.within_nodes, expert_parallel=self.expert_parallel)
         if run.progress is not None:
             run.progress(1, 1, "searching deployments")
         if not plan.config.replicas and plan.meta.get("complete") is False:  # stopped, not proven: no verdict

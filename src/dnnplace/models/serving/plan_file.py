@@ -29,6 +29,7 @@ __all__ = ["FORMAT", "config_dict", "model_config", "plan_document", "read_servi
 def config_dict(c: ServingConfig) -> dict[str, Any]:
     """A deployment as JSON: the engine's batch limits and each replica's stages in pipeline order."""
     return {"max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
+            "expert_parallel": c.expert_parallel,
             "replicas": [{"tp": r.tp, "pp": r.pp, "partition": r.partition(),
                           "stages": [{"gpu": s.gpu, "node": s.node, "gpus": list(s.gpus), "layers": s.layers}
                                      for s in r.stages]} for r in c.replicas]}
@@ -99,6 +100,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         # each max_num_seqs the search tried and the best output tokens/s it found there (None: pinned)
         "max_num_seqs_searched": {str(k): v for k, v in plan.meta["max_num_seqs_searched"].items()}
         if plan.meta.get("max_num_seqs_searched") else None,
+        # expert parallelism off and on, each setting's best output tokens/s (None: not a choice, or pinned)
+        "expert_parallel_searched": plan.meta.get("expert_parallel_searched"),
         # each max_num_batched_tokens priced with the plan's replicas and its output tokens/s (None: not searched)
         "max_num_batched_tokens_searched": {str(k): v for k, v in plan.meta["max_num_batched_tokens_searched"].items()}
         if plan.meta.get("max_num_batched_tokens_searched") else None,
@@ -279,7 +282,21 @@ def _config(p: ServingProblem, d: Any, where: str) -> ServingConfig:
                 raise DnnplaceError(f"{w}: '{key}' is {clip(repr(rd[key]), 40)} but its stages give {want}; "
                                     f"make them agree (or delete '{key}': the stages are the deployment)")
         reps.append(r)
-    return ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where))
+    ep = _get(d, "expert_parallel", bool, where, optional=True)  # files before the knob: False, as priced then
+    if ep and not p.model.experts:
+        raise DnnplaceError(f"{where}: 'expert_parallel' is true but {p.model.name} has no routed experts")
+    if ep and not p.engine.tensor_parallel:
+        raise DnnplaceError(f"{where}: 'expert_parallel' is true but {p.engine.name} places whole layers on each GPU")
+    cfg = ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where),
+                        bool(ep))
+    if ep:
+        from dnnplace.models.serving.evaluation import tp_refusal
+        from dnnplace.models.serving.spec import with_expert_parallel
+
+        for r in reps:
+            if why := tp_refusal(with_expert_parallel(p, True), r.tp):
+                raise DnnplaceError(f"{where}: {why}")
+    return cfg
 
 
 def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPlan]:
@@ -356,5 +373,13 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
             meta[key] = {int(k): float(v) for k, v in tried.items()}
         except (TypeError, ValueError):
             raise DnnplaceError(f"{where} must map whole limits to numbers") from None
+    searched = doc.get("expert_parallel_searched")
+    if searched is not None:
+        where = f"{source}: expert_parallel_searched"
+        if not (isinstance(searched, dict) and set(searched) <= {"off", "on"} and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in searched.values())):
+            raise DnnplaceError(f"{where} must map off / on to tokens/s")
+        meta["expert_parallel_searched"] = {k: float(v) for k, v in searched.items()}
     plan = ServingPlan(cfg, clip(status, 40), bound, gap, runtime, meta)
     return prob, plan

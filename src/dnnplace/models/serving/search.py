@@ -26,9 +26,16 @@ from dnnplace.models.serving.evaluation import (
     tp_refusal,
 )
 from dnnplace.models.serving.pipeline import best_replica, stage_orders, units
-from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+from dnnplace.models.serving.spec import (
+    Replica,
+    ServingConfig,
+    ServingPlan,
+    ServingProblem,
+    Stage,
+    with_expert_parallel,
+)
 
-__all__ = ["assign_gpus", "search"]
+__all__ = ["assign_gpus", "expert_parallel_applies", "search"]
 
 _TPS = (1, 2, 4, 8)
 #: Above this many GPU subsets (the replica-partition DP's states) replicas are kept inside nodes.
@@ -80,9 +87,59 @@ def _search_each_node(p: ServingProblem, time_limit: float, tp: int | None, pp: 
     return tuple(out), total, complete
 
 
+def expert_parallel_applies(p: ServingProblem) -> bool:
+    """Whether expert parallelism is a choice for this problem: a model with routed experts, on an engine that
+    shards layers over a TP group (vLLM, SGLang, TensorRT-LLM; not llama.cpp's layer split or a device_map),
+    on a fleet with a node of at least two GPUs of one kind (a TP group to spread the experts over)."""
+    if not p.model.experts or not p.engine.tensor_parallel:
+        return False
+    return any(len(g) >= 2 for n in p.fleet.nodes for g in n.kinds().values())
+
+
 def search(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-           within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None) -> ServingPlan:
+           within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None,
+           expert_parallel: bool | None = None) -> ServingPlan:
+    """The best deployment found, expert parallelism included where it is a choice (``expert_parallel``: a pin;
+    None: searched where :func:`expert_parallel_applies`).
+
+    Why searched: an MoE model's experts split whole over a TP group run fewer, larger GEMMs than each expert's
+    matrices sharded over it (Qwen3-30B-A3B's 768-wide experts are 96 wide at TP 8), at the same memory and
+    the same all-reduce; which serves more depends on the tokens a step routes to each expert.  Both settings
+    are searched in full (time split between them) and the better is the plan; its bound is the larger of the
+    two searches' bounds, so the status and gap hold over both.  ``meta["expert_parallel_searched"]``: each
+    setting's best output tokens/s."""
+    def run(ep: bool, seconds: float) -> ServingPlan:
+        return _search_limits(with_expert_parallel(p, ep), time_limit=seconds, tp=tp, pp=pp,
+                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              within_nodes=within_nodes, progress=progress)
+
+    if expert_parallel is not None or not expert_parallel_applies(p):
+        return run(bool(expert_parallel), time_limit)
+    t0 = time.monotonic()
+    off = run(False, time_limit / 2)
+    on = run(True, max(time_limit - (time.monotonic() - t0), 0.05 * time_limit))
+    values = {}
+    for key, plan in (("off", off), ("on", on)):
+        ev = evaluate(p, plan.config, at_load=False) if plan.config.replicas else None
+        values[key] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
+    best, other = (on, off) if values["on"] > values["off"] else (off, on)
+    meta = {**best.meta, "expert_parallel_searched": {k: round(v, 3) for k, v in values.items()}}
+    value = max(values.values())
+    bounds = [b for b in (best.bound, other.bound) if b is not None]
+    if not bounds or best.status == "infeasible" and other.status == "infeasible":
+        return dataclasses.replace(best, runtime_s=time.monotonic() - t0, meta=meta)
+    bound = max(max(bounds), value)
+    gap = (bound - value) / bound if bound > 0 else 0.0
+    status = "optimal" if gap < 1e-9 and best.status == "optimal" else "feasible"
+    return dataclasses.replace(best, status=status, bound=bound, gap=gap, runtime_s=time.monotonic() - t0,
+                               meta=meta)
+
+
+def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None, pp: int | None = None,
+                   max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                   within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None
+                   ) -> ServingPlan:
     """The best deployment found, with its status, bound and gap (``tp``/``pp``/``max_num_seqs``: pins;
     ``within_nodes``: every replica inside one node; ``progress``: called with (done, total, what) as the GPU
     subsets are solved, so a large fleet is seen to move).
@@ -244,7 +301,7 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
     many = math.prod(c + 1 for c in counts) > _MAX_STATES
     if (many or within_nodes) and sum(1 for n in p.fleet.nodes if n.gpus) > 1:
         reps, node_bound, nodes_done = _search_each_node(p, time_limit, tp, pp, mns, mbt)
-        cfg = ServingConfig(reps, mns, mbt)
+        cfg = ServingConfig(reps, mns, mbt, p.model.expert_parallel)
         if within_nodes and reps and node_bound is not None:  # the asked-for space: each node's own proof
             value = evaluate(p, cfg, at_load=False).capacity_tokens_per_s
             bound = max(node_bound, value)
@@ -337,12 +394,13 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
             full = tiled
         if sum(1 for n in p.fleet.nodes if n.gpus) > 1:
             reps, _, _ = _search_each_node(p, time_limit / 4, tp, pp, mns, mbt)
-            v = sum(evaluate(p, ServingConfig((r,), mns, mbt), at_load=False).capacity_tokens_per_s for r in reps)
+            v = sum(evaluate(p, ServingConfig((r,), mns, mbt, p.model.expert_parallel),
+                             at_load=False).capacity_tokens_per_s for r in reps)
             if v > full[0]:
                 full = (v, math.inf, reps)
     best_bound, best_reps = full[1], assign_gpus(p, full[2])
     runtime = time.monotonic() - t0
-    cfg = ServingConfig(best_reps, mns, mbt)
+    cfg = ServingConfig(best_reps, mns, mbt, p.model.expert_parallel)
     if not best_reps:
         return ServingPlan(cfg, "infeasible", None, None, runtime, {"complete": complete, "runner_ups": []})
     value = evaluate(p, cfg, at_load=False).capacity_tokens_per_s
@@ -392,7 +450,7 @@ def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[f
     seen = {plan.replicas}
     ranked: list[tuple[float, ServingConfig]] = []
     for _, reps in sorted(candidates, key=lambda c: -c[0]):
-        cfg = ServingConfig(assign_gpus(p, reps), mns, mbt)
+        cfg = ServingConfig(assign_gpus(p, reps), mns, mbt, p.model.expert_parallel)
         if not reps or cfg.replicas in seen:
             continue
         seen.add(cfg.replicas)

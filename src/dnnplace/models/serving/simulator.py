@@ -48,7 +48,7 @@ import numpy as np
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import evaluate, prediction_band
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
-from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload
+from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload, with_expert_parallel
 
 __all__ = ["Simulation", "draw_lengths", "simulate"]
 
@@ -174,6 +174,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     what was simulated when ``time_limit`` seconds of wall clock have passed."""
     _check(rate, requests, time_limit, offline, concurrency)
     t_wall = time.perf_counter()
+    p = with_expert_parallel(p, config.expert_parallel)
     ev = evaluate(p, config)
     if not ev.fits:
         raise DnnplaceError(f"the deployment does not fit: {ev.why}")

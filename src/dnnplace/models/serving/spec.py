@@ -18,7 +18,7 @@ from dnnplace.models.serving.catalogue import EngineRules, sglang_mem_fraction
 from dnnplace.models.serving.fleet import Fleet
 
 __all__ = ["FORMAT", "LayerProfile", "Replica", "ServingConfig", "ServingPlan", "ServingProblem", "Stage",
-           "SLO_STATS", "Workload", "slo_flag"]
+           "SLO_STATS", "Workload", "slo_flag", "with_expert_parallel"]
 
 FORMAT = "dnnplace-serving-plan/1"
 
@@ -57,6 +57,10 @@ class LayerProfile:
     # keeps at 16 bits (its list of unconverted modules); None: all at ``weight_dtype``
     attn_16bit: np.ndarray | None = None
     mlp_16bit: np.ndarray | None = None
+    # the routed experts split whole over each stage's TP group (expert parallelism: vLLM's
+    # --enable-expert-parallel, SGLang's --ep-size, TensorRT-LLM's moe_expert_parallel_size) rather than each
+    # expert's matrices sharded over it (every engine's default); the deployment's knob, priced per layer
+    expert_parallel: bool = False
 
     def kv_per_gpu(self, tp: int) -> np.ndarray:
         """KV bytes per token per layer on one GPU of a TP group of ``tp`` (KV heads replicate when fewer
@@ -217,6 +221,7 @@ class ServingConfig:
     replicas: tuple[Replica, ...]
     max_num_seqs: int
     max_num_batched_tokens: int
+    expert_parallel: bool = False  # routed experts whole over each stage's TP group (LayerProfile.expert_parallel)
 
 
 @dataclass(frozen=True)
@@ -229,3 +234,29 @@ class ServingPlan:
     gap: float | None = None
     runtime_s: float | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+#: The expert-parallel variants of problems made so far: (the problem, its variant) by id of the problem, so
+#: every caller pricing one deployment sees one variant object (the layer-time caches key on id(model)).
+_EP_VARIANTS: dict[int, tuple[ServingProblem, ServingProblem]] = {}
+_EP_VARIANTS_CAP = 64
+
+
+def with_expert_parallel(p: ServingProblem, on: bool) -> ServingProblem:
+    """``p`` with its model priced with (``on``) or without expert parallelism: ``p`` itself where it already is.
+
+    Why a problem variant, not an argument through every pricing call: a layer's time is cached per model
+    object, and the knob changes only the MoE layers' kernel shapes; a variant model is a second cache entry."""
+    import dataclasses
+
+    if p.model.expert_parallel == on:
+        return p
+    hit = _EP_VARIANTS.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    if len(_EP_VARIANTS) >= _EP_VARIANTS_CAP:
+        _EP_VARIANTS.clear()
+    variant = dataclasses.replace(p, model=dataclasses.replace(p.model, expert_parallel=on))
+    _EP_VARIANTS[id(p)] = (p, variant)
+    _EP_VARIANTS[id(variant)] = (variant, p)
+    return variant
