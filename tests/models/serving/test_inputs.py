@@ -164,3 +164,17 @@ def test_every_nvidia_gpu_of_the_catalogue_has_its_compute_capability():
     from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, NON_NVIDIA
 
     assert set(CATALOGUE) - set(NON_NVIDIA) == set(COMPUTE_CAPABILITY)
+
+
+def test_gpt_oss_mxfp4_is_not_nvfp4():
+    """GPT-OSS's checkpoint stores MXFP4 experts, which TensorRT-LLM runs on Hopper (BF16 activations, its
+    TRITON MoE backend) where NVFP4 needs Blackwell: the H200 rows of aiconfigurator-core's silicon sample run
+    it.  The rule for the checkpoint's own method wins over the precision's."""
+    import aiconfigurator_core
+    from pathlib import Path
+
+    cfg = Path(aiconfigurator_core.__file__).parent / "model_configs" / "openai--gpt-oss-120b_config.json"
+    p = problem(cfg, gpus="1xh200", engine="trtllm", precision="fp4")
+    assert p.model.weight_format == "mxfp4"
+    with pytest.raises(DnnplaceError, match=r"fp4 \(mxfp4\) weights on a100 .* from 9\.0"):
+        problem(cfg, gpus="1xa100-80g", engine="trtllm", precision="fp4")

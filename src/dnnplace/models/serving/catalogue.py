@@ -97,6 +97,7 @@ class CapabilityRule:
     precision: str
     at_least: float
     source: str
+    method: str = ""  # a checkpoint quantization method this rule is for ("": the precision's other checkpoints)
 
 #: The GGUF weight types (llama.cpp only).
 GGUF_NAMES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
@@ -295,7 +296,10 @@ ENGINES: dict[str, EngineRules] = {
             CapabilityRule("fp8", 8.9, "TensorRT-LLM reference/support-matrix.md: FP8 on Ada Lovelace (SM89) and "
                                        "Hopper (SM90), not on Ampere"),
             CapabilityRule("fp4", 10.0, "TensorRT Model Optimizer support matrix: FP4 per-block weights and "
-                                        "activations on Blackwell and later")),
+                                        "activations on Blackwell and later"),
+            CapabilityRule("fp4", 9.0, "TensorRT-LLM deployment guide for GPT-OSS: MXFP4 MoE weights with BF16 "
+                                       "activations on H200 (the TRITON MoE backend), MXFP8 activations on "
+                                       "Blackwell", method="mxfp4")),
         sources=(FP8_CONTEXT_FMHA_SOURCE,
                  "_torch/pyexecutor/resource_manager.py::calculate_max_num_blocks: free_gpu_memory_fraction 0.9",
                  "tensorrt_llm/mapping.py::pp_layers: torch.tensor_split, first ranks get the remainder",
@@ -336,7 +340,10 @@ ENGINES: dict[str, EngineRules] = {
                                        "capability 8.9 an FP8 model is dequantized to BF16 on load (plan it "
                                        "as bf16 there)"),
             CapabilityRule("fp4", 10.0, "transformers docs quantization/nvfp4.md: NVFP4 requires a Blackwell GPU "
-                                        "with compute capability 10.0 or newer")),
+                                        "with compute capability 10.0 or newer"),
+            CapabilityRule("fp4", 7.5, "transformers quantizers/quantizer_mxfp4.py: below compute capability 7.5 "
+                                       "an MXFP4 model is dequantized to BF16 on load (plan it as bf16 there)",
+                           method="mxfp4")),
         sources=("accelerate/utils/modeling.py::get_balanced_memory: even by bytes",
                  "get_max_memory: 90 % of a single GPU when max_memory is unset",
                  "transformers DynamicCache: the cache is kept in the model's dtype")),

@@ -29,6 +29,7 @@ from dnnplace.models.serving.catalogue import (
     NON_NVIDIA,
     PRECISIONS,
     Q6_K_BYTES,
+    CapabilityRule,
     EngineRules,
     engine_rules,
     use_more_bits,
@@ -40,8 +41,8 @@ from dnnplace.models.serving.lengths import LengthRows, distribution, mean_lengt
 from dnnplace.models.serving.spec import SLO_STATS, LayerProfile, ServingProblem, Workload, slo_flag
 from dnnplace.utils.files import read_json_file
 
-__all__ = ["check_capability", "check_engine_runs_on", "checkpoint_config", "fleet_defaults", "layer_profile",
-           "problem", "profile_from"]
+__all__ = ["capability_rule", "check_capability", "check_engine_runs_on", "checkpoint_config", "fleet_defaults",
+           "layer_profile", "problem", "profile_from"]
 
 _GGUF_NAMES = GGUF_NAMES
 
@@ -166,7 +167,8 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         arch.name, n, arch.hidden, arch.ffn_hidden, arch.heads, arch.kv_heads, arch.head_dim, arch.vocab,
         arch.tied_embeddings, wbytes, kv_tok, shardable, window, mask, experts, top_k, expert_ffn, shared_ffn,
         embed_bytes=vh * (bpw if precision in _GGUF_NAMES else 2.0), head_bytes=head, weight_dtype=dtype,
-        precision=precision, max_position=arch.max_position, source=source, attn_16bit=a16, mlp_16bit=m16)
+        precision=precision, max_position=arch.max_position, source=source, attn_16bit=a16, mlp_16bit=m16,
+        weight_format=checkpoint.method if checkpoint is not None else "")
 
 
 def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16",
@@ -235,7 +237,16 @@ def check_engine_runs_on(rules: EngineRules, fleet: Fleet) -> None:
                             f"({NON_NVIDIA[foreign[0]][0]}): plan those with --engine vllm or llama.cpp")
 
 
-def check_capability(rules: EngineRules, fleet: Fleet, precision: str) -> None:
+def capability_rule(rules: EngineRules, precision: str, weight_format: str = "") -> CapabilityRule | None:
+    """The engine's limit for ``precision`` weights stored as ``weight_format`` (a checkpoint's quantization
+    method: GPT-OSS's ``mxfp4`` is a 4-bit type of its own, not NVFP4): the rule naming that format, else the
+    one for the precision as a whole, else None."""
+    same = [r for r in rules.capability_rules if r.precision == precision]
+    return next((r for r in same if r.method and r.method == weight_format), None) or \
+        next((r for r in same if not r.method), None)
+
+
+def check_capability(rules: EngineRules, fleet: Fleet, precision: str, weight_format: str = "") -> None:
     """Refuse weights an engine has no kernel for on some GPU of the fleet (FP8 below Ada on TensorRT-LLM, any
     GPU below the engine's floor, ...), in one line naming the GPU, its compute capability and the engine's
     limit with where it is read, and which GPUs of the fleet could serve without it.  Why here: a plan priced
@@ -249,10 +260,11 @@ def check_capability(rules: EngineRules, fleet: Fleet, precision: str) -> None:
         if cc < rules.min_capability:
             return (f"{rules.name} does not run on {name} (compute capability {cc:.1f}; it needs "
                     f"{rules.min_capability:.1f} or newer: {rules.min_capability_source})")
-        for rule in rules.capability_rules:
-            if rule.precision == precision and cc < rule.at_least:
-                return (f"{precision} weights on {name} (compute capability {cc:.1f}, --precision or the "
-                        f"checkpoint's quantization): {rules.name} runs them from {rule.at_least:.1f} ({rule.source})")
+        rule = capability_rule(rules, precision, weight_format)
+        if rule is not None and cc < rule.at_least:
+            what = f"{precision} ({weight_format})" if weight_format else precision
+            return (f"{what} weights on {name} (compute capability {cc:.1f}, --precision or the "
+                    f"checkpoint's quantization): {rules.name} runs them from {rule.at_least:.1f} ({rule.source})")
         return None
 
     refused = {k: why for k in kinds if (why := why_not(k)) is not None}
@@ -325,7 +337,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
                             f"{', '.join(rules.precisions)}")
     if rules.name != "llama.cpp" and precision in _GGUF_NAMES:
         raise DnnplaceError(f"--precision {precision} is a GGUF type: llama.cpp only (give --engine llama.cpp)")
-    check_capability(rules, f, prof.precision)
+    check_capability(rules, f, prof.precision, prof.weight_format)
     context = max_model_len or prof.max_position
     if max_model_len and max_model_len > prof.max_position:
         raise DnnplaceError(f"--max-model-len {max_model_len} is longer than the model's context "

@@ -61,6 +61,9 @@ class LayerProfile:
     # --enable-expert-parallel, SGLang's --ep-size, TensorRT-LLM's moe_expert_parallel_size) rather than each
     # expert's matrices sharded over it (every engine's default); the deployment's knob, priced per layer
     expert_parallel: bool = False
+    # the checkpoint's quantization method ("mxfp4", "modelopt", "awq", ...; "" for --precision alone): which
+    # kernels an engine runs the weights with (GPT-OSS's MXFP4 is not NVFP4)
+    weight_format: str = ""
 
     def kv_per_gpu(self, tp: int) -> np.ndarray:
         """KV bytes per token per layer on one GPU of a TP group of ``tp`` (KV heads replicate when fewer
