@@ -170,11 +170,25 @@ def test_gpt_oss_mxfp4_is_not_nvfp4():
     """GPT-OSS's checkpoint stores MXFP4 experts, which TensorRT-LLM runs on Hopper (BF16 activations, its
     TRITON MoE backend) where NVFP4 needs Blackwell: the H200 rows of aiconfigurator-core's silicon sample run
     it.  The rule for the checkpoint's own method wins over the precision's."""
-    import aiconfigurator_core
     from pathlib import Path
+
+    import aiconfigurator_core
 
     cfg = Path(aiconfigurator_core.__file__).parent / "model_configs" / "openai--gpt-oss-120b_config.json"
     p = problem(cfg, gpus="1xh200", engine="trtllm", precision="fp4")
     assert p.model.weight_format == "mxfp4"
     with pytest.raises(DnnplaceError, match=r"fp4 \(mxfp4\) weights on a100 .* from 9\.0"):
         problem(cfg, gpus="1xa100-80g", engine="trtllm", precision="fp4")
+
+
+def test_block_scaled_fp8_checkpoints_are_priced_with_block_fp8_kernels(tmp_path):
+    """weight_block_size [128, 128] (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2): the engines run block-scaled FP8
+    kernels, which the tables measure as fp8_block; a per-tensor FP8 checkpoint stays fp8."""
+    block = dict(LLAMA8B_CONFIG, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128],
+                                                      "activation_scheme": "dynamic"})
+    tensor = dict(LLAMA8B_CONFIG, quantization_config={"quant_method": "fp8", "activation_scheme": "static"})
+    for doc, want in ((block, "fp8_block"), (tensor, "fp8")):
+        cfg = tmp_path / f"{want}.json"
+        cfg.write_text(json.dumps(doc))
+        m = problem(cfg, gpus="1xh100", precision="fp8").model
+        assert (m.precision, m.weight_dtype, m.weight_format) == ("fp8", want, "fp8")

@@ -115,6 +115,12 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
                             f"{checkpoint.precision})")
     if checkpoint is not None:
         bpw = checkpoint.bytes_per_weight
+        if checkpoint.method == "fp8" and checkpoint.group_size:
+            # weight_block_size (DeepSeek-V3, Qwen3-FP8, MiniMax-M2): every engine runs its block-scaled FP8
+            # kernels (vLLM's W8A8 block FP8, TensorRT-LLM's FP8 block scales), which the tables measure as
+            # fp8_block; per-tensor FP8's rows are other kernels (vLLM 0.24's fused MoE at per-tensor FP8 on
+            # an H200: 0.33 ms for one token of Qwen3-235B's experts, 0.07 ms block-scaled)
+            dtype = "fp8_block"
     n = arch.num_layers
     parts = _part_modules(arch, moe)
     attn = sum(w for _, w in parts["attn"])
