@@ -181,14 +181,18 @@ def test_gpt_oss_mxfp4_is_not_nvfp4():
         problem(cfg, gpus="1xa100-80g", engine="trtllm", precision="fp4")
 
 
-def test_block_scaled_fp8_checkpoints_are_priced_with_block_fp8_kernels(tmp_path):
-    """weight_block_size [128, 128] (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2): the engines run block-scaled FP8
-    kernels, which the tables measure as fp8_block; a per-tensor FP8 checkpoint stays fp8."""
-    block = dict(LLAMA8B_CONFIG, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128],
-                                                      "activation_scheme": "dynamic"})
-    tensor = dict(LLAMA8B_CONFIG, quantization_config={"quant_method": "fp8", "activation_scheme": "static"})
-    for doc, want in ((block, "fp8_block"), (tensor, "fp8")):
-        cfg = tmp_path / f"{want}.json"
-        cfg.write_text(json.dumps(doc))
-        m = problem(cfg, gpus="1xh100", precision="fp8").model
-        assert (m.precision, m.weight_dtype, m.weight_format) == ("fp8", want, "fp8")
+def test_block_scaled_fp8_checkpoints_price_their_fused_moe_with_block_fp8_kernels(tmp_path):
+    """weight_block_size [128, 128] (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2): the fused MoE is priced from the
+    tables' fp8_block rows, the dense GEMMs from the per-tensor rows; a per-tensor checkpoint and a dense
+    model keep fp8 throughout."""
+    from dnnplace.models.llm.published import CONFIGS
+
+    moe = json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text())
+    for base, name in ((moe, "moe"), (LLAMA8B_CONFIG, "dense")):
+        for q, block in (({"weight_block_size": [128, 128], "activation_scheme": "dynamic"}, True),
+                         ({"activation_scheme": "static"}, False)):
+            cfg = tmp_path / f"{name}-{block}.json"
+            cfg.write_text(json.dumps(dict(base, quantization_config={"quant_method": "fp8", **q})))
+            m = problem(cfg, gpus="1xh100", precision="fp8").model
+            assert (m.precision, m.weight_dtype, m.weight_format) == ("fp8", "fp8", "fp8")
+            assert m.moe_dtype == ("fp8_block" if block and name == "moe" else "")

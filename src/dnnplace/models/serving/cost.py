@@ -204,7 +204,8 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
             # expert parallelism: each GPU of the group holds experts / tp whole experts and runs them for every
             # token routed there (moe_tp 1, ep tp); else each expert's matrices are sharded tp ways
             moe_tp, ep = (1, tp) if m.expert_parallel else (tp, 1)
-            e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, moe_tp, ep, wd)
+            kernel = m.moe_dtype if (wd == dt and m.moe_dtype) else wd  # a block-scaled checkpoint's fused MoE
+            e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, moe_tp, ep, kernel)
             fams.append((every, _counts(e.source[:, None])))
             moe_t[wd] = e.seconds.copy()
             if m.shared_ffn:

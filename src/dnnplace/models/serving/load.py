@@ -115,12 +115,15 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
                             f"{checkpoint.precision})")
     if checkpoint is not None:
         bpw = checkpoint.bytes_per_weight
-        if checkpoint.method == "fp8" and checkpoint.group_size:
-            # weight_block_size (DeepSeek-V3, Qwen3-FP8, MiniMax-M2): every engine runs its block-scaled FP8
-            # kernels (vLLM's W8A8 block FP8, TensorRT-LLM's FP8 block scales), which the tables measure as
-            # fp8_block; per-tensor FP8's rows are other kernels (vLLM 0.24's fused MoE at per-tensor FP8 on
-            # an H200: 0.33 ms for one token of Qwen3-235B's experts, 0.07 ms block-scaled)
-            dtype = "fp8_block"
+    moe_dtype = ""
+    if checkpoint is not None and checkpoint.method == "fp8" and checkpoint.group_size and moe is not None:
+        # weight_block_size (DeepSeek-V3, Qwen3-*-FP8, MiniMax-M2): the engines' fused MoE runs block-scaled
+        # kernels, which the tables measure as fp8_block and which differ from per-tensor FP8's (vLLM 0.24's
+        # fused MoE on an H200, one token of Qwen3-235B's experts: 0.33 ms per-tensor, 0.07 ms block-scaled).
+        # The dense GEMMs stay on the per-tensor rows: the dense fp8_block tables time more than a GEMM (vLLM
+        # 0.24's DeepGEMM rows are flat in m, 0.18 ms for 4096 x 4096 at m = 16 and at m = 1024 on a B200;
+        # SGLang 0.5.14's are 2.6x its FP8 at m = 1024), where TensorRT-LLM's measure the two within 10 %
+        moe_dtype = "fp8_block"
     n = arch.num_layers
     parts = _part_modules(arch, moe)
     attn = sum(w for _, w in parts["attn"])
@@ -174,7 +177,7 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         arch.tied_embeddings, wbytes, kv_tok, shardable, window, mask, experts, top_k, expert_ffn, shared_ffn,
         embed_bytes=vh * (bpw if precision in _GGUF_NAMES else 2.0), head_bytes=head, weight_dtype=dtype,
         precision=precision, max_position=arch.max_position, source=source, attn_16bit=a16, mlp_16bit=m16,
-        weight_format=checkpoint.method if checkpoint is not None else "")
+        weight_format=checkpoint.method if checkpoint is not None else "", moe_dtype=moe_dtype)
 
 
 def layer_profile(model: str | Path, precision: str = "bf16", kv_dtype: str = "bf16",

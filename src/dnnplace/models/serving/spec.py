@@ -64,6 +64,10 @@ class LayerProfile:
     # the checkpoint's quantization method ("mxfp4", "modelopt", "awq", ...; "" for --precision alone): which
     # kernels an engine runs the weights with (GPT-OSS's MXFP4 is not NVFP4)
     weight_format: str = ""
+    # the routed experts' kernel dtype where it is not ``weight_dtype`` ("": the same): a block-scaled FP8
+    # checkpoint's fused MoE runs the block-scaled kernels (the tables' fp8_block), its dense GEMMs are priced
+    # from the per-tensor FP8 rows (load.profile_from says why)
+    moe_dtype: str = ""
 
     def kv_per_gpu(self, tp: int) -> np.ndarray:
         """KV bytes per token per layer on one GPU of a TP group of ``tp`` (KV heads replicate when fewer
