@@ -353,7 +353,8 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
     best_bad: tuple[Candidates, BatchResult, int] | None = None
     status, exhaustive = "optimal", True
     pending = math.inf  # the smallest bound of a chunk the clock stopped half-way
-    pace = _Pace(EVAL_CELLS)
+    pace = _Pace(EVAL_CELLS)  # a round's work; each pipeline depth's batches have their own pace (below)
+    paces: dict[int, _Pace] = {}
     tasks = _tasks(cols, problem)
     i = 0
     while i < len(order) and visit[order[i]] < cut:
@@ -371,7 +372,10 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
             groups.setdefault(int(cols["pp"][k]), []).append((s, k))
             work += len(s) * tasks[k]
         priced = False  # at least one batch per round, so that every round makes progress
-        for parts in groups.values():  # one batch per pipeline depth: arrays as wide as pp, no wider
+        for depth, parts in groups.items():  # one batch per pipeline depth: arrays as wide as pp, no wider
+            # a batch's seconds per cell differ by depth (the stage cuts of a 512-deep pipeline): a budget
+            # learned on shallow batches sized one deep batch at 2.8 s against a 0.25 s target
+            batch_pace = paces.setdefault(depth, _Pace(EVAL_CELLS))
             layers = np.concatenate([s for s, _ in parts]).astype(float)
             own = np.concatenate([np.full(len(s), k) for s, k in parts])
             keep = _moe_fitting(problem, cols, own, layers)  # an MoE model: only the rows that fit are priced
@@ -382,7 +386,7 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
                 if priced and clock.over():
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
-                hi = min(pace.take(own_cum, lo), lo + CHUNK_ROWS)
+                hi = min(batch_pace.take(own_cum, lo), lo + CHUNK_ROWS)
                 cand = as_candidates(cols, own[lo:hi], layers[lo:hi])
                 t0 = time.perf_counter()
                 try:
@@ -393,6 +397,7 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
                     pending = min(float(lb[k]) for ps in groups.values() for _, k in ps)
                     break
                 priced = True
+                batch_pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
                 pace.timed(float(own_cum[min(hi, len(own))] - own_cum[lo]), time.perf_counter() - t0)
                 own_slice, lo = own[lo:hi], hi
                 for cb, rb, ob in ((cand, res, own_slice), *offloaded):  # the batch, then its offloaded rows
