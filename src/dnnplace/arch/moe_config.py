@@ -137,11 +137,12 @@ def _name(cfg: dict[str, Any]) -> str:
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
 
 
-def _rotary_fraction(f: _Fields, head_dim: int) -> float:
+def _rotary_fraction(f: _Fields, head_dim: int, default: float = 1.0) -> float:
     """The share of a head's channels RoPE rotates: ``partial_rotary_factor``, or MiniMax-M2's legacy
-    ``rotary_dim`` over ``head_dim`` (transformers MiniMaxM2Config reads it so); 1.0 when neither is given."""
+    ``rotary_dim`` over ``head_dim`` (transformers MiniMaxM2Config reads it so); ``default`` (the family's
+    config class default) when neither is given."""
     if f.has("partial_rotary_factor"):
-        v = f.number("partial_rotary_factor", 1.0)
+        v = f.number("partial_rotary_factor", default)
         if not 0 < v <= 1:
             raise f.fail("partial_rotary_factor", f"= {v} must be in (0, 1]")
         return v
@@ -150,11 +151,12 @@ def _rotary_fraction(f: _Fields, head_dim: int) -> float:
         if dim > head_dim:
             raise f.fail("rotary_dim", f"= {dim} exceeds the head dimension {head_dim}")
         return dim / head_dim
-    return 1.0
+    return default
 
 
 def _arch(f: _Fields, family: str, name: str, *, ffn: int, top: dict[str, Any], moe: MoESpec,
-          heads: tuple[int, int, int], hidden: int, layers: int, **extra: Any) -> TransformerArch:
+          heads: tuple[int, int, int], hidden: int, layers: int, rotary_default: float = 1.0,
+          **extra: Any) -> TransformerArch:
     tie = f.flag("tie_word_embeddings", False)
     drop = any(isinstance(f.cfg.get(k), (int, float)) and not isinstance(f.cfg.get(k), bool) and f.cfg[k] > 0
                for k in ("attention_dropout", "hidden_dropout"))
@@ -164,7 +166,7 @@ def _arch(f: _Fields, family: str, name: str, *, ffn: int, top: dict[str, Any], 
         position="rope", norm="rms", max_position=f.integer("max_position_embeddings", 4096), dropout=drop,
         architecture=_name(top), source=f.where, num_experts=moe.num_experts, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn, shared_experts=moe.shared_experts, rope_theta=f.number("rope_theta", 10_000.0),
-        **{"rotary_fraction": _rotary_fraction(f, heads[2]), **extra})
+        rotary_fraction=_rotary_fraction(f, heads[2], rotary_default), **extra)
 
 
 def _global_every(f: _Fields, layers: int) -> int | None:
@@ -340,13 +342,9 @@ def _glm4_moe(f: _Fields, top: dict[str, Any], name: str) -> MoEModel:
                   shared_experts=shared, shared_ffn=shared * expert_ffn,
                   mtp_layers=f.integer("num_nextn_predict_layers", 1, minimum=0), router="sigmoid",
                   expert_groups=groups if groups > 1 else 0, topk_groups=topk_groups if groups > 1 else 0)
-    heads = _heads(f, hidden)
-    rotary = f.number("partial_rotary_factor", 0.5)
-    if not 0 < rotary <= 1:
-        raise f.fail("partial_rotary_factor", f"= {rotary} must be in (0, 1]")
-    arch = _arch(f, "glm4_moe", name, ffn=f.integer("intermediate_size"), top=top, moe=moe, heads=heads,
-                 hidden=hidden, layers=layers, qkv_bias=f.flag("attention_bias", False),
-                 qk_norm=f.flag("use_qk_norm", False), rotary_fraction=rotary)
+    arch = _arch(f, "glm4_moe", name, ffn=f.integer("intermediate_size"), top=top, moe=moe,
+                 heads=_heads(f, hidden), hidden=hidden, layers=layers, qkv_bias=f.flag("attention_bias", False),
+                 qk_norm=f.flag("use_qk_norm", False), rotary_default=0.5)
     return MoEModel(arch, moe)
 
 

@@ -25,9 +25,10 @@ from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem,
 from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["ReplicaEval", "ServingEvaluation", "at_load_of", "cached_times", "cached_times_batch", "evaluate",
-           "band_note", "evaluate_replica", "closed_loop", "held_tokens", "iteration", "link_between", "load_shares",
-           "micro_batches", "prediction_band", "prompt_lumps", "prompts_chunked", "seq_cap", "seq_tokens",
-           "served_context", "slot_need", "slot_tokens", "steady_batch", "steps", "steps_many", "tp_refusal"]
+           "band_note", "evaluate_replica", "closed_loop", "expert_parallel_refusal", "held_tokens", "iteration",
+           "link_between", "load_shares", "micro_batches", "prediction_band", "prompt_lumps", "prompts_chunked",
+           "seq_cap", "seq_tokens", "served_context", "slot_need", "slot_tokens", "steady_batch", "steps",
+           "steps_many", "tp_refusal"]
 
 
 def tp_refusal(p: ServingProblem, tp: int) -> str:
@@ -51,6 +52,18 @@ def tp_refusal(p: ServingProblem, tp: int) -> str:
         return (f"expert parallelism over TP {tp} does not divide {m.name}'s {m.experts} routed experts (each GPU "
                 "holds experts / TP whole experts)")
     return ""
+
+
+def expert_parallel_refusal(p: ServingProblem, tps: tuple[int, ...] = ()) -> str:
+    """Why expert parallelism cannot be this problem's ("" when it can), at each TP of ``tps``: a dense model has
+    no experts to place; llama.cpp and a Hugging Face device_map have no TP group to spread them over; a TP must
+    divide the routed experts (each GPU holds experts / TP whole experts: :func:`tp_refusal` of the variant)."""
+    if not p.model.experts:
+        return f"{p.model.name} has no routed experts (a dense model)"
+    if not p.engine.tensor_parallel:
+        return f"{p.engine.name} places whole layers on each GPU; it has no TP group to spread the experts over"
+    q = with_expert_parallel(p, True)
+    return next((why for t in tps if (why := tp_refusal(q, t))), "")
 
 
 def served_context(p: ServingProblem, kv_tokens: float, max_num_seqs: int | None = None) -> int:

@@ -53,21 +53,12 @@ def check_pins(p: ServingProblem, tp: int | None, pp: int | None, pp_flag: str =
 
 
 def check_expert_parallel(p: ServingProblem, on: bool | None, tp: int | None) -> None:
-    """Refuse an expert-parallelism pin that means nothing or cannot run, naming why: a dense model has no
-    experts to place; llama.cpp and a Hugging Face device_map have no TP group to spread them over; a pinned
-    TP must divide the routed experts (each GPU holds experts / TP whole experts)."""
-    from dnnplace.models.serving.evaluation import tp_refusal
-    from dnnplace.models.serving.spec import with_expert_parallel
+    """Refuse an expert-parallelism pin that means nothing or cannot run, naming why
+    (:func:`~dnnplace.models.serving.evaluation.expert_parallel_refusal`, a pinned TP included)."""
+    from dnnplace.models.serving.evaluation import expert_parallel_refusal
 
-    if not on:
-        return
-    if not p.model.experts:
-        raise DnnplaceError(f"--fix expert_parallel=on: {p.model.name} has no routed experts (a dense model)")
-    if not p.engine.tensor_parallel:
-        raise DnnplaceError(f"--fix expert_parallel=on: {p.engine.name} places whole layers on each GPU; it has no "
-                            "TP group to spread the experts over")
-    if tp is not None and (why := tp_refusal(with_expert_parallel(p, True), tp)):
-        raise DnnplaceError(f"--fix tp={tp},expert_parallel=on: {why}")
+    if on and (why := expert_parallel_refusal(p, () if tp is None else (tp,))):
+        raise DnnplaceError(f"--fix {'' if tp is None else f'tp={tp},'}expert_parallel=on: {why}")
 
 
 @dataclass

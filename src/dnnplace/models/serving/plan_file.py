@@ -283,20 +283,13 @@ def _config(p: ServingProblem, d: Any, where: str) -> ServingConfig:
                                     f"make them agree (or delete '{key}': the stages are the deployment)")
         reps.append(r)
     ep = _get(d, "expert_parallel", bool, where, optional=True)  # files before the knob: False, as priced then
-    if ep and not p.model.experts:
-        raise DnnplaceError(f"{where}: 'expert_parallel' is true but {p.model.name} has no routed experts")
-    if ep and not p.engine.tensor_parallel:
-        raise DnnplaceError(f"{where}: 'expert_parallel' is true but {p.engine.name} places whole layers on each GPU")
-    cfg = ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where),
-                        bool(ep))
     if ep:
-        from dnnplace.models.serving.evaluation import tp_refusal
-        from dnnplace.models.serving.spec import with_expert_parallel
+        from dnnplace.models.serving.evaluation import expert_parallel_refusal
 
-        for r in reps:
-            if why := tp_refusal(with_expert_parallel(p, True), r.tp):
-                raise DnnplaceError(f"{where}: {why}")
-    return cfg
+        if why := expert_parallel_refusal(p, tuple(r.tp for r in reps)):
+            raise DnnplaceError(f"{where}: 'expert_parallel' is true but {why}")
+    return ServingConfig(tuple(reps), _count(d, "max_num_seqs", where), _count(d, "max_num_batched_tokens", where),
+                         bool(ep))
 
 
 def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPlan]:

@@ -22,6 +22,7 @@ from dnnplace.models.serving.bound import per_gpu_bound
 from dnnplace.models.serving.evaluation import (
     ServingEvaluation,
     evaluate,
+    expert_parallel_refusal,
     seq_cap,
     tp_refusal,
 )
@@ -91,7 +92,7 @@ def expert_parallel_applies(p: ServingProblem) -> bool:
     """Whether expert parallelism is a choice for this problem: a model with routed experts, on an engine that
     shards layers over a TP group (vLLM, SGLang, TensorRT-LLM; not llama.cpp's layer split or a device_map),
     on a fleet with a node of at least two GPUs of one kind (a TP group to spread the experts over)."""
-    if not p.model.experts or not p.engine.tensor_parallel:
+    if expert_parallel_refusal(p):
         return False
     return any(len(g) >= 2 for n in p.fleet.nodes for g in n.kinds().values())
 
