@@ -55,15 +55,13 @@ def tp_refusal(p: ServingProblem, tp: int) -> str:
 
 
 def expert_parallel_refusal(p: ServingProblem, tps: tuple[int, ...] = ()) -> str:
-    """Why expert parallelism cannot be this problem's ("" when it can), at each TP of ``tps``: a dense model has
-    no experts to place; llama.cpp and a Hugging Face device_map have no TP group to spread them over; a TP must
-    divide the routed experts (each GPU holds experts / TP whole experts: :func:`tp_refusal` of the variant)."""
+    """Why expert parallelism cannot be this problem's ("" when it can) at each TP of ``tps``: no experts, no TP
+    group (llama.cpp, a device_map), or a TP not dividing the experts (:func:`tp_refusal` of the variant)."""
     if not p.model.experts:
         return f"{p.model.name} has no routed experts (a dense model)"
     if not p.engine.tensor_parallel:
         return f"{p.engine.name} places whole layers on each GPU; it has no TP group to spread the experts over"
-    q = with_expert_parallel(p, True)
-    return next((why for t in tps if (why := tp_refusal(q, t))), "")
+    return next((why for t in tps if (why := tp_refusal(with_expert_parallel(p, True), t))), "")
 
 
 def served_context(p: ServingProblem, kv_tokens: float, max_num_seqs: int | None = None) -> int:
