@@ -110,3 +110,23 @@ def test_an_slo_the_searched_budget_misses_is_tried_at_the_engines_own(long_prom
         verdicts.meet_slo(tight, plan)
     if plan.config.max_num_batched_tokens != p.engine.max_num_batched_tokens:
         assert p.engine.max_num_batched_tokens in seen
+
+
+def test_the_limit_is_searched_again_at_the_budget_chosen(llama70b):
+    """A budget chosen away from the default moves the best ``max_num_seqs`` too (70B int4 on 2 x RTX 4090: 64
+    at vLLM's default budget, 32 at 1,024): the limit is climbed again there, so the plan is not beaten by its
+    own best-homogeneous baseline, which searches the limit at the plan's budget on the same fleet."""
+    from dnnplace.models.serving.baselines import baselines
+
+    p = problem(llama70b, gpus="2xrtx-4090", precision="int4")
+    plan = search(p, time_limit=30)
+    mbt = plan.config.max_num_batched_tokens
+    assert mbt != p.engine.max_num_batched_tokens
+    value = evaluate(p, plan.config).capacity_tokens_per_s
+    for mns in (plan.config.max_num_seqs // 2, plan.config.max_num_seqs * 2):
+        other = search(p, time_limit=30, max_num_seqs=mns, max_num_batched_tokens=mbt)
+        if other.config.replicas:
+            assert evaluate(p, other.config).capacity_tokens_per_s <= value * (1 + 1e-9)
+    assert set(plan.meta["max_num_seqs_searched"]) >= {plan.config.max_num_seqs}
+    homogeneous = next(b for b in baselines(p, plan) if b.name == "best-homogeneous")
+    assert homogeneous.gain is not None and homogeneous.gain >= 1 - 1e-9

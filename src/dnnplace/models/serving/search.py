@@ -166,32 +166,73 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
         ev = evaluate(p, plan.config, at_load=False)
         return _search_tokens(p, plan, ev.capacity_tokens_per_s if ev.fits else 0.0, t0, time_limit, tp=tp, pp=pp,
                               within_nodes=within_nodes)
-    plans: dict[int, ServingPlan] = {}
-    values: dict[int, float] = {}
-    ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
-
-    def at(mns: int) -> float:
-        if mns not in plans:
-            left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
-            plans[mns] = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns,
-                                    max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
-                                    progress=progress)
-            ev = evaluate(p, plans[mns].config, at_load=False) if plans[mns].config.replicas else None
-            values[mns] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
-            ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
-        return values[mns]
-
     lo = 1 if p.engine.max_num_seqs < _SEQS_RANGE[0] else _SEQS_RANGE[0]
     hi = min(_SEQS_RANGE[1], p.engine.seqs_ceiling)
     first = p.engine.max_num_seqs
     if p.engine.tokens_cover_seqs and max_num_batched_tokens is not None:  # vLLM refuses more seqs than tokens
         first = min(first, max_num_batched_tokens)
         hi = min(hi, max_num_batched_tokens)
-    at(first)
     # a fleet above one node of 8 GPUs (the 10 s class of issue 43's targets) also tries the limit's other way
     # once: near-tied deployments at the default can point different ways
-    steps = ways[first] + (tuple(s for s in (1, -1) if s not in ways[first])
-                           if len(p.fleet.gpus) > _PROBE_BOTH_WAYS_ABOVE else ())
+    both = len(p.fleet.gpus) > _PROBE_BOTH_WAYS_ABOVE
+    plans, values = _climb_seqs(p, first, lo, hi, max_num_batched_tokens, t0, time_limit, both, tp=tp, pp=pp,
+                                within_nodes=within_nodes, progress=progress)
+    best = max(plans, key=lambda m: (values[m], m == first))
+    plan = plans[best]
+    meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
+    plan = dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
+    if max_num_batched_tokens is not None or not p.engine.searched_tokens or not plan.config.replicas:
+        return plan
+    tuned = _search_tokens(p, plan, values[best], t0, time_limit, tp=tp, pp=pp, within_nodes=within_nodes)
+    mbt = tuned.config.max_num_batched_tokens
+    if mbt == plan.config.max_num_batched_tokens or time.monotonic() - t0 >= time_limit:
+        return tuned
+    # the budget moved, so the limit's best may have moved with it: climb once more from the plan's limit at the
+    # new budget (a coordinate search; without it a plan could lose to its own best-homogeneous baseline, which
+    # searches the limit at the plan's budget)
+    start = tuned.config.max_num_seqs
+    found = evaluate(p, tuned.config, at_load=False)
+    again, again_values = _climb_seqs(p, start, lo, min(hi, mbt) if p.engine.tokens_cover_seqs else hi, mbt, t0,
+                                      time_limit, both, tp=tp, pp=pp, within_nodes=within_nodes, progress=progress,
+                                      seed=(tuned, found))
+    top = max(again, key=lambda m: (again_values[m], m == start))
+    chosen = tuned if top == start else dataclasses.replace(again[top], meta={
+        **again[top].meta, "max_num_batched_tokens_searched": tuned.meta["max_num_batched_tokens_searched"]})
+    # the limits tried at the plan's own budget, as the plan file and summary report them
+    limits = {"max_num_seqs_searched": {m: round(again_values[m], 3) for m in sorted(again)}}
+    return dataclasses.replace(chosen, runtime_s=time.monotonic() - t0, meta={**chosen.meta, **limits})
+
+
+def _climb_seqs(p: ServingProblem, first: int, lo: int, hi: int, mbt: int | None, t0: float, time_limit: float,
+                both: bool, *, tp: int | None, pp: int | None, within_nodes: bool,
+                progress: Callable[[float, float, str], None] | None,
+                seed: tuple[ServingPlan, ServingEvaluation] | None = None
+                ) -> tuple[dict[int, ServingPlan], dict[int, float]]:
+    """Each ``max_num_seqs`` limit searched at the prompt-token budget ``mbt`` (None: the engine's default), from
+    ``first``: doubling while the plan runs at its cap and halving while it runs well below it, as long as the
+    throughput rises and the new plan points the same way (:func:`_limit_steps`); ``both``: step both ways from
+    ``first`` once; ``seed``: the plan (and its evaluation) already found at ``first``."""
+    plans: dict[int, ServingPlan] = {}
+    values: dict[int, float] = {}
+    ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
+
+    def record(mns: int, plan: ServingPlan, ev: ServingEvaluation | None) -> None:
+        plans[mns] = plan
+        values[mns] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
+        ways[mns] = _limit_steps(p, plan.config, ev, mns)
+
+    def at(mns: int) -> float:
+        if mns not in plans:
+            left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
+            plan = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt,
+                              within_nodes=within_nodes, progress=progress)
+            record(mns, plan, evaluate(p, plan.config, at_load=False) if plan.config.replicas else None)
+        return values[mns]
+
+    if seed is not None:
+        record(first, *seed)
+    at(first)
+    steps = ways[first] + (tuple(s for s in (1, -1) if s not in ways[first]) if both else ())
     for step in steps:
         mns = first
         while time.monotonic() - t0 < time_limit:
@@ -203,13 +244,7 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
             mns = nxt
             if step not in ways[mns]:
                 break
-    best = max(plans, key=lambda m: (values[m], m == first))
-    plan = plans[best]
-    meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
-    plan = dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
-    if max_num_batched_tokens is not None or not p.engine.searched_tokens or not plan.config.replicas:
-        return plan
-    return _search_tokens(p, plan, values[best], t0, time_limit, tp=tp, pp=pp, within_nodes=within_nodes)
+    return plans, values
 
 
 #: The ``max_num_batched_tokens`` values the budget search may try: the plan's budget times these powers of two,
