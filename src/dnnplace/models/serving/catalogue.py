@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["BAND", "COMPUTE_CAPABILITY", "COMPUTE_CAPABILITY_SOURCE", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF",
-           "GGUF_NAMES", "KV_DTYPES", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule", "CapabilityRule",
-           "EngineRules", "GgufMix", "context_fmha_dtype",
-           "engine_rules", "trtllm_bench_limits"]
+           "GGUF_NAMES", "KV_DTYPES", "NO_PEER_ACCESS", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule",
+           "CapabilityRule", "EngineRules", "GgufMix", "context_fmha_dtype", "engine_rules",
+           "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -448,6 +448,21 @@ TP_ALL_REDUCE: dict[str, AllReduceRule] = {
          "when message bytes > getMaxRequiredWorkspaceSize or without peer-to-peer; else its one-shot / "
          "two-shot / NCCL-symmetric choice, which the measured table holds",
          "cpp/tensorrt_llm/common/customAllReduceUtils.h getMaxRequiredWorkspaceSize: 64 MiB by default")),
+}
+
+
+#: GeForce cards whose driver refuses peer-to-peer access over PCIe (``cudaDeviceCanAccessPeer`` 0), with the
+#: evidence.  Why it matters: vLLM's and SGLang's custom all-reduce need peer access (vLLM checks and falls back
+#: to NCCL; SGLang crashed on 4090s until it checked), so a TP group of these cards all-reduces through NCCL over
+#: host memory; a pair of 3090s on their NVLink bridge keeps peer access (node link ``nvlink``).
+NO_PEER_ACCESS: dict[str, str] = {
+    "rtx-5090": "tinygrad/open-gpu-kernel-modules #29: P2P on the RTX 5090 needs a patched kernel driver",
+    "rtx-4090": "sgl-project/sglang #4814: 'peer access is not supported between these two devices' on 8 x RTX 4090 "
+                "at TP 2; accelerate utils/environment.py check_cuda_p2p_ib_support disables P2P on the RTX 4000 "
+                "series",
+    "rtx-3090": "NVIDIA/nccl #1127: p2pBandwidthLatencyTest on 8 x RTX 3090 over PCIe, 'CANNOT Access Peer'; "
+                "accelerate #2328: NVLink-bridged 3090s do have P2P",
+    "rtx-3060": "GeForce Ampere as the RTX 3090 over PCIe (NVIDIA/nccl #1127), with no NVLink bridge at all",
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
-from dnnplace.models.serving.catalogue import BAND, TP_ALL_REDUCE, context_fmha_dtype
+from dnnplace.models.serving.catalogue import BAND, NO_PEER_ACCESS, TP_ALL_REDUCE, context_fmha_dtype
 from dnnplace.models.serving.spec import LayerProfile
 
 __all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "engine_kernels", "layer_times", "layer_times_batch",
@@ -244,8 +244,10 @@ def tp_all_reduce(kc: KernelCosts, nbytes: np.ndarray, tp: int, link: str) -> Pr
     ring = kc.collective("all_reduce", nb, np.full(nb.shape, tp), link)
     rule = TP_ALL_REDUCE.get(kc.framework or "")
     has_nvlink = kc.spec.nvlink_bandwidth > 0
-    # a card with NVLink on a PCIe-only node: its table was measured over NVLink and says nothing of PCIe
-    if rule is None or link == "network" or tp <= 1 or (has_nvlink and link != "nvlink"):
+    # a card with NVLink on a PCIe-only node: its table was measured over NVLink and says nothing of PCIe; a card
+    # without peer access over PCIe (catalogue NO_PEER_ACCESS): the engines' own kernel is off, NCCL runs it
+    no_peer = kc.spec.name in NO_PEER_ACCESS and not (has_nvlink and link == "nvlink")
+    if rule is None or link == "network" or tp <= 1 or (has_nvlink and link != "nvlink") or no_peer:
         return ring
     use = rule.custom(nb, tp, has_nvlink)
     if not use.any():

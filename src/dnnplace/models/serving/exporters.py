@@ -13,12 +13,13 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+from dnnplace.core.catalogue import device_spec
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY
-from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
+from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, NO_PEER_ACCESS
+from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem, Stage
 
 __all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
-           "node_runs"]
+           "no_custom_all_reduce", "node_runs"]
 
 
 def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
@@ -87,6 +88,17 @@ def _vllm_dtype(p: ServingProblem, r: Replica) -> str:
     return "auto"
 
 
+def no_custom_all_reduce(p: ServingProblem, r: Replica) -> list[str]:
+    """``--disable-custom-all-reduce`` where a TP group has cards without peer access (catalogue NO_PEER_ACCESS,
+    unless on their NVLink bridge): what the plan priced (NCCL), and what SGLang needs not to crash on them
+    (sglang #4814); vLLM falls back by itself, the flag says so in the command."""
+    def no_peer(s: Stage) -> bool:
+        bridged = device_spec(s.gpu).nvlink_bandwidth > 0 and p.fleet.nodes[s.node].link == "nvlink"
+        return s.gpu in NO_PEER_ACCESS and not bridged
+
+    return ["--disable-custom-all-reduce"] if r.tp > 1 and any(no_peer(s) for s in r.stages) else []
+
+
 def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:
     """--max-model-len: vLLM refuses to start when a worker's KV cache cannot hold one such request, so an
     unpinned context is the model's capped to the replica's KV tokens (the user's own is kept)."""
@@ -137,7 +149,7 @@ def _vllm_args(p: ServingProblem, plan: ServingPlan, r: Replica, model: str, por
             "--block-size", str(p.block),
             # the experts whole over the TP group (vLLM: EP size = TP x DP of the replica, here its TP)
             *(["--enable-expert-parallel"] if plan.config.expert_parallel else []),
-            "--port", str(port)]
+            *no_custom_all_reduce(p, r), "--port", str(port)]
 
 
 #: The rendezvous port of a multi-node vLLM replica k is this + k (``--master-port``; torch's usual default).
@@ -207,7 +219,7 @@ def _sglang_command(p: ServingProblem, plan: ServingPlan, r: Replica, model: str
             "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
             # SGLang splits the TP ranks into --ep-size expert groups: all of them, each expert whole on one GPU
             *(["--ep-size", str(r.tp)] if plan.config.expert_parallel else []),
-            "--port", str(port)]
+            *no_custom_all_reduce(p, r), "--port", str(port)]
     return env, args
 
 
