@@ -96,7 +96,7 @@ def test_measured_points_come_back_exactly(system: str, name: str) -> None:
     else:
         names = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
                  "moe_tp_size", "moe_ep_size", "distribution")
-        chosen = dict(fam.sources)
+        chosen = fam.by_key  # the kernel source kept per layout (the engine's per-layout kernel)
         seen: set[tuple[object, ...]] = set()
         cand = []
         for ref in find_tables(system, "moe", "moe_perf.parquet"):  # newest first: a newer row wins
@@ -105,7 +105,8 @@ def test_measured_points_come_back_exactly(system: str, name: str) -> None:
             keys = list(zip(*(cols[c].tolist() for c in names)))
             for i in rows:
                 k = keys[i]
-                if k in seen or chosen.get(k[1]) != k[0] or k[1] not in _INV_GEMM or k[9] not in _INV_MOE:
+                layout = (k[1], k[9], k[3], k[4], k[5], k[6], k[7], k[8])
+                if k in seen or chosen.get(layout) != k[0] or k[1] not in _INV_GEMM or k[9] not in _INV_MOE:
                     continue
                 cand.append((k, float(cols["latency"][i])))
             seen.update(keys)

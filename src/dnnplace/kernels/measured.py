@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +44,8 @@ class Family:
     axes: tuple[str, ...]
     choice: str = ""  # the rule that picked among rows (kernel source), for `dnnplace kernels`
     sources: tuple[tuple[str, str], ...] = ()  # (table data type, the kernel source kept for it)
+    # where the source is chosen per key (MoE layouts): each grid key's kernel source
+    by_key: dict[tuple[object, ...], str] = field(default_factory=dict)
 
 
 def _split(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[tuple[object, ...], np.ndarray]:
@@ -209,17 +211,46 @@ def _moe(system: str, framework: str | None) -> Family | None:
     if not refs:
         return None
     ref = refs[0]
-    cols = _newest_first([read_columns(r[4], _MOE_COLUMNS) for r in refs], _MOE_COLUMNS[:-1])
-    pick = _most_rows(cols["kernel_source"], cols["moe_dtype"], skip="nongated")
-    keep = _kept(cols["moe_dtype"], cols["kernel_source"], pick)
-    cols = {k: v[keep] for k, v in cols.items()}
+    parts = [read_columns(r[4], _MOE_COLUMNS) for r in refs]
+    for age, part in enumerate(parts):  # 0: the newest version's rows
+        part["age"] = np.full(len(part["latency"]), age)
+    cols = _newest_first(parts, _MOE_COLUMNS[:-1])
+    gated = np.array(["nongated" not in str(s) for s in cols["kernel_source"].tolist()], dtype=bool)
+    cols = {k: v[gated] for k, v in cols.items()}
     keys = ("moe_dtype", "distribution", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
             "moe_ep_size")
-    rule = "gated experts; per data type the kernel source with the most rows: " + \
-        ", ".join(f"{d} {s}" for d, s in pick.items())
+    cols, kept, by_key = _per_layout(cols, keys)
+    rule = ("gated experts; per layout (shape, TP, EP, routing) the rows of the kernel source the engine ran there "
+            "(vLLM 0.24's block-FP8 MoE: FlashInfer CUTLASS under EP, Triton under TP), and where a layout has "
+            "several, the newest version's, then the one with the most rows of its data type: " +
+            ", ".join(f"{d} {s}" for d, s in kept))
     rule += "; the framework's versions merged, the newest row winning (MoE shapes are collected per model)"
-    return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule,
-                  tuple(pick.items()))
+    return Family("moe", ref, keys, _grids(cols, keys, ("num_tokens",), ("lin",)), ("tokens",), rule, kept, by_key)
+
+
+def _per_layout(cols: dict[str, np.ndarray], keys: tuple[str, ...]
+                ) -> tuple[dict[str, np.ndarray], tuple[tuple[str, str], ...], dict[tuple[object, ...], str]]:
+    """The rows of one kernel source per layout (``keys``): of the sources that measured the layout, the one of
+    the newest version (``age`` 0), then with the most rows of its data type.  Why per layout: an engine picks
+    its MoE kernel by layout, and the collector records what it ran, so two sources of one data type can
+    measure disjoint layouts; keeping one source per data type would leave the other's layouts to the
+    roofline."""
+    pairs = list(zip(cols["moe_dtype"].tolist(), cols["kernel_source"].tolist()))
+    count = Counter(pairs)
+    age: dict[tuple[str, str], int] = {}
+    for pair, a in zip(pairs, cols["age"].tolist()):
+        age[pair] = min(age.get(pair, a), a)
+    keep = np.zeros(len(cols["kernel_source"]), dtype=bool)
+    used: set[tuple[str, str]] = set()
+    by_key: dict[tuple[object, ...], str] = {}
+    for key, rows in _split(cols, keys).items():
+        dt = str(cols["moe_dtype"][rows[0]])
+        srcs = {str(s) for s in cols["kernel_source"][rows].tolist()}
+        best = min(srcs, key=lambda s: (age[(dt, s)], -count[(dt, s)], s))  # noqa: B023 -- called at once
+        keep[rows[cols["kernel_source"][rows] == best]] = True
+        used.add((dt, best))
+        by_key[key] = best
+    return {k: v[keep] for k, v in cols.items()}, tuple(sorted(used)), by_key
 
 
 #: The FP8 activation-quantization overheads (``quantize/<framework>/<version>/``), by family name: the file and
