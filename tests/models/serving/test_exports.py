@@ -238,6 +238,17 @@ def test_vllm_dtype_is_half_when_any_stage_predates_sm80(setup, llama70b):
     assert args[args.index("--dtype") + 1] == "auto"
 
 
+def test_sglang_dtype_is_half_when_any_stage_predates_sm80(setup, llama70b):
+    """SGLang takes ``--dtype`` as vLLM does: a replica with a GPU below compute capability 8.0 (no BF16) is told
+    half, what the plan priced (FP16 at the BF16 rate); an A100 replica keeps the checkpoint's own."""
+    p, plan, _ = setup
+    args = shlex.split(export(replace(p, memory_fraction=0.88), plan, "sglang").splitlines()[1])
+    assert args[args.index("--dtype") + 1] == "half"
+    q = problem(llama70b, gpus="4xa100", precision="fp8", isl=128, osl=128)
+    r = Replica(tuple(Stage("a100", 0, (i,), 20) for i in range(4)))
+    assert "--dtype" not in export(q, ServingPlan(ServingConfig((r,), 64, 4096)), "sglang")
+
+
 def test_hf_export_says_the_bus_order_and_how_to_read_max_memory(setup):
     p, plan, _ = setup
     doc = json.loads(export(p, plan, "hf"))[0]

@@ -51,3 +51,4 @@ def test_every_entry_is_a_catalogue_gpu_with_its_source():
 
     for gpu, source in NO_PEER_ACCESS.items():
         assert device_spec(gpu).name == gpu and len(source) > 20
+

@@ -217,6 +217,8 @@ def _sglang_command(p: ServingProblem, plan: ServingPlan, r: Replica, model: str
             "--base-gpu-id", "0",
             "--max-running-requests", str(plan.config.max_num_seqs),
             "--chunked-prefill-size", str(plan.config.max_num_batched_tokens), "--context-length", str(p.context),
+            # BF16 needs compute capability 8.0: a replica with an older GPU is told half, as vLLM's is
+            *(["--dtype", "half"] if _vllm_dtype(p, r) == "half" else []),
             # SGLang splits the TP ranks into --ep-size expert groups: all of them, each expert whole on one GPU
             *(["--ep-size", str(r.tp)] if plan.config.expert_parallel else []),
             *no_custom_all_reduce(p, r), "--port", str(port)]
