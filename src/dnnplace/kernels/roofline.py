@@ -24,7 +24,8 @@ __all__ = ["COLLECTIVE_OPS", "DTYPE_BYTES", "bus_factor", "collective_time", "dt
 
 #: Bytes per element of each kernel data type the tables know (``fp8_block``: FP8 with 128-wide scales).
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5, "nvfp4": 0.5, "int8": 1.0,
-               "int4": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "mxfp4": 0.5}
+               "int4": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "mxfp4": 0.5, "w4a16_mxfp4": 0.5,
+               "w4a8_mxfp4_mxfp8": 0.5}
 
 
 def gemm_format(dev: DeviceSpec, peak: float) -> str:
@@ -118,7 +119,7 @@ def gemm_time(m: Array, n: Array, k: Array, dev: DeviceSpec, peak: float, out_by
 def dtype_peak(dev: DeviceSpec, dtype: str) -> float:
     """Dense peak of a kernel dtype: its own format, FP8's for the FP8 variants, BF16's for weight-only."""
     key = {"fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "int8_wo": "bf16", "int4_wo": "bf16",
-           "int4": "bf16", "fp16": "bf16"}.get(dtype, dtype)
+           "int4": "bf16", "fp16": "bf16", "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8"}.get(dtype, dtype)
     for k in (key, "bf16", "fp16"):
         if k in dev.peak_flops:
             return float(dev.peak_flops[k])

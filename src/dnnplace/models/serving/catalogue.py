@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = ["BAND", "COMPUTE_CAPABILITY", "COMPUTE_CAPABILITY_SOURCE", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF",
            "GGUF_NAMES", "KV_DTYPES", "NO_PEER_ACCESS", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule",
-           "CapabilityRule", "EngineRules", "GgufMix", "context_fmha_dtype", "engine_rules",
+           "CapabilityRule", "EngineRules", "GgufMix", "context_fmha_dtype", "engine_rules", "mxfp4_moe_kernel",
            "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
@@ -464,6 +464,22 @@ NO_PEER_ACCESS: dict[str, str] = {
                 "accelerate #2328: NVLink-bridged 3090s do have P2P",
     "rtx-3060": "GeForce Ampere as the RTX 3090 over PCIe (NVIDIA/nccl #1127), with no NVLink bridge at all",
 }
+
+
+#: Why an MXFP4 checkpoint's experts have a kernel rule of their own: GPT-OSS's MXFP4 is not NVFP4, and the tables
+#: measure its fused MoE as ``w4a16_mxfp4`` (BF16 activations) and ``w4a8_mxfp4_mxfp8`` (MXFP8 activations).
+MXFP4_MOE_SOURCE = ("TensorRT-LLM deployment guide for GPT-OSS: MXFP8 activations on Blackwell (the TRTLLM MoE "
+                    "backend), BF16 on Hopper (TRITON); vLLM quantization/mxfp4.py: BF16 activations unless "
+                    "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 (its tables' kernels: FlashInfer MXFP4 x BF16 on "
+                    "Blackwell, OAI Triton on Hopper, Marlin on Ada); SGLang taken as vLLM")
+
+
+def mxfp4_moe_kernel(framework: str | None, gpu: str) -> str:
+    """The measured-table kernel an engine runs an MXFP4 checkpoint's fused MoE with (MXFP4_MOE_SOURCE):
+    TensorRT-LLM on Blackwell (compute capability 10.0 and up) quantizes activations to MXFP8, every other
+    engine and GPU keeps them BF16."""
+    blackwell = COMPUTE_CAPABILITY.get(gpu, 0.0) >= 10.0
+    return "w4a8_mxfp4_mxfp8" if framework == "trtllm" and blackwell else "w4a16_mxfp4"
 
 
 #: vLLM of July 2024 (the PR #6920 runs): ``CacheConfig.block_size`` 16 and ``gpu_memory_utilization`` 0.90

@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 
 from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
-from dnnplace.models.serving.catalogue import BAND, NO_PEER_ACCESS, TP_ALL_REDUCE, context_fmha_dtype
+from dnnplace.models.serving.catalogue import (
+    BAND,
+    NO_PEER_ACCESS,
+    TP_ALL_REDUCE,
+    context_fmha_dtype,
+    mxfp4_moe_kernel,
+)
 from dnnplace.models.serving.spec import LayerProfile
 
 __all__ = ["TABLE_CONTENTS", "Iteration", "LayerTimes", "band_of", "engine_kernels", "layer_times", "layer_times_batch",
@@ -205,6 +211,8 @@ def _price(m: LayerProfile, kc: KernelCosts, tp: int, its: list[Iteration], link
             # token routed there (moe_tp 1, ep tp); else each expert's matrices are sharded tp ways
             moe_tp, ep = (1, tp) if m.expert_parallel else (tp, 1)
             kernel = m.moe_dtype if (wd == dt and m.moe_dtype) else wd  # a block-scaled checkpoint's fused MoE
+            if kernel == "mxfp4":  # an MXFP4 checkpoint: the engine's own MXFP4 kernel on this GPU
+                kernel = mxfp4_moe_kernel(kc.framework, kc.spec.name)
             e = kc.moe(T, m.hidden, m.expert_ffn, m.top_k, m.experts, moe_tp, ep, kernel)
             fams.append((every, _counts(e.source[:, None])))
             moe_t[wd] = e.seconds.copy()

@@ -124,6 +124,10 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
         # 0.24's DeepGEMM rows are flat in m, 0.18 ms for 4096 x 4096 at m = 16 and at m = 1024 on a B200;
         # SGLang 0.5.14's are 2.6x its FP8 at m = 1024), where TensorRT-LLM's measure the two within 10 %
         moe_dtype = "fp8_block"
+    if checkpoint is not None and checkpoint.method == "mxfp4" and moe is not None:
+        # GPT-OSS: the experts run the engine's MXFP4 kernel (catalogue.mxfp4_moe_kernel), which the tables
+        # measure under its own name; NVFP4's rows are another format and have no GPT-OSS shapes
+        moe_dtype = "mxfp4"
     n = arch.num_layers
     parts = _part_modules(arch, moe)
     attn = sum(w for _, w in parts["attn"])

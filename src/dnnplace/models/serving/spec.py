@@ -66,7 +66,8 @@ class LayerProfile:
     weight_format: str = ""
     # the routed experts' kernel dtype where it is not ``weight_dtype`` ("": the same): a block-scaled FP8
     # checkpoint's fused MoE runs the block-scaled kernels (the tables' fp8_block), its dense GEMMs are priced
-    # from the per-tensor FP8 rows (load.profile_from says why)
+    # from the per-tensor FP8 rows (load.profile_from says why); "mxfp4": an MXFP4 checkpoint's experts, whose
+    # kernel depends on the engine and GPU (catalogue.mxfp4_moe_kernel)
     moe_dtype: str = ""
 
     def kv_per_gpu(self, tp: int) -> np.ndarray:
