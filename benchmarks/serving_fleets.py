@@ -133,6 +133,15 @@ def main() -> int:
                "| fleet | GPUs | search runtime | target | verdict |", "|---|---|---|---|---|"]
     # the kernel tables are read once per process (1-2 s): load them before anything is timed
     search(problem(M31, gpus="1xh100", precision="fp8", isl=ISL, osl=OSL, max_model_len=CONTEXT), time_limit=10)
+    # one node of 8 GPUs, timing only; timed first, as a fresh `dnnplace serve` process runs it (after the large
+    # fleets' searches the same process times these 15-20 % slower)
+    one_node = []
+    for gpus in ("8xh100", "4xh100+4xa100"):
+        plan, times = timed(functools.partial(problem, M31, gpus=gpus, engine="vllm", precision="fp8", isl=ISL,
+                                              osl=OSL, max_model_len=CONTEXT), 60)
+        dt = statistics.median(times)
+        one_node.append(f"| {gpus}, Llama 3.1 70B FP8, vLLM (timing only; {plan.status}, gap {plan.gap:.2%}) | 8 | "
+                        f"{spread(times)} | 1.0 | {'met' if dt <= 1.0 else 'missed'} |")
     for label, model, gpus, engine, precision, target in FLEETS:
         lines, row = fleet_section(label, functools.partial(problem, model, gpus=gpus, engine=engine,
                                                             precision=precision, isl=ISL, osl=OSL,
@@ -141,12 +150,7 @@ def main() -> int:
         out += lines
         timings.append(row)
         print("\n".join(lines), flush=True)
-    for gpus in ("8xh100", "4xh100+4xa100"):  # one node of 8 GPUs: timing only
-        plan, times = timed(functools.partial(problem, M31, gpus=gpus, engine="vllm", precision="fp8", isl=ISL,
-                                              osl=OSL, max_model_len=CONTEXT), 60)
-        dt = statistics.median(times)
-        timings.append(f"| {gpus}, Llama 3.1 70B FP8, vLLM (timing only; {plan.status}, gap {plan.gap:.2%}) | 8 | "
-                       f"{spread(times)} | 1.0 | {'met' if dt <= 1.0 else 'missed'} |")
+    timings += one_node
     out += a6000_question() + timings + [
         "", f"Search runtime: the median (min-max) of {RUNS} searches in one process, wall clock. Machine: a 2-core "
         "box; timings vary by up to 2x when it is shared with other jobs. The kernel tables are "

@@ -155,7 +155,9 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
     large GPU) nor always best (Llama 3.1 70B FP8 on 8 H100s: 512 beats vLLM's 1,024).  The plan's status,
     bound and gap are its search's, at the limit chosen (as with a pinned limit);
     ``meta["max_num_seqs_searched"]`` gives each limit tried and its best throughput, so a user sees what
-    the limit is worth."""
+    the limit is worth.  Where the token-budget search then moves the budget, the limit's neighbours are
+    screened at the new budget with the plan's replicas and one that gains is searched again (one coordinate
+    step, cheap where it gains nothing)."""
     t0 = time.monotonic()
     if max_num_seqs is not None or not p.engine.searched_seqs:
         plan = _search_at(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
@@ -187,31 +189,41 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
     mbt = tuned.config.max_num_batched_tokens
     if mbt == plan.config.max_num_batched_tokens or time.monotonic() - t0 >= time_limit:
         return tuned
-    # the budget moved, so the limit's best may have moved with it: climb once more from the plan's limit at the
-    # new budget (a coordinate search; without it a plan could lose to its own best-homogeneous baseline, which
+    # the budget moved, so the limit's best may have moved with it: the plan's replicas are priced at half and
+    # twice its limit at the new budget (cheap), and a limit that gains at least _TOKENS_MIN_GAIN is searched
+    # again there (a coordinate step; without it a plan could lose to its own best-homogeneous baseline, which
     # searches the limit at the plan's budget)
-    start = tuned.config.max_num_seqs
-    found = evaluate(p, tuned.config, at_load=False)
-    again, again_values = _climb_seqs(p, start, lo, min(hi, mbt) if p.engine.tokens_cover_seqs else hi, mbt, t0,
-                                      time_limit, both, tp=tp, pp=pp, within_nodes=within_nodes, progress=progress,
-                                      seed=(tuned, found))
-    top = max(again, key=lambda m: (again_values[m], m == start))
-    chosen = tuned if top == start else dataclasses.replace(again[top], meta={
-        **again[top].meta, "max_num_batched_tokens_searched": tuned.meta["max_num_batched_tokens_searched"]})
+    mns = tuned.config.max_num_seqs
+    top = hi if not p.engine.tokens_cover_seqs else min(hi, mbt)
+    value = evaluate(p, tuned.config, at_load=False).capacity_tokens_per_s
+    screened: dict[int, float] = {}
+    for m in (mns // 2, mns * 2):
+        if lo <= m <= top:
+            ev = evaluate(p, dataclasses.replace(tuned.config, max_num_seqs=m), at_load=False)
+            screened[m] = ev.capacity_tokens_per_s if ev.fits else 0.0
+    if not screened or max(screened.values()) <= value * (1 + _TOKENS_MIN_GAIN):
+        return tuned
+    m = max(screened, key=lambda k: screened[k])
+    left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
+    again = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=m, max_num_batched_tokens=mbt,
+                       within_nodes=within_nodes, progress=progress)
+    found = evaluate(p, again.config, at_load=False) if again.config.replicas else None
+    if found is None or not found.fits or found.capacity_tokens_per_s <= value:
+        return tuned
     # the limits tried at the plan's own budget, as the plan file and summary report them
-    limits = {"max_num_seqs_searched": {m: round(again_values[m], 3) for m in sorted(again)}}
-    return dataclasses.replace(chosen, runtime_s=time.monotonic() - t0, meta={**chosen.meta, **limits})
+    limits = {"max_num_seqs_searched": {mns: round(value, 3), m: round(found.capacity_tokens_per_s, 3)},
+              "max_num_batched_tokens_searched": tuned.meta["max_num_batched_tokens_searched"]}
+    return dataclasses.replace(again, runtime_s=time.monotonic() - t0, meta={**again.meta, **limits})
 
 
 def _climb_seqs(p: ServingProblem, first: int, lo: int, hi: int, mbt: int | None, t0: float, time_limit: float,
                 both: bool, *, tp: int | None, pp: int | None, within_nodes: bool,
-                progress: Callable[[float, float, str], None] | None,
-                seed: tuple[ServingPlan, ServingEvaluation] | None = None
+                progress: Callable[[float, float, str], None] | None
                 ) -> tuple[dict[int, ServingPlan], dict[int, float]]:
     """Each ``max_num_seqs`` limit searched at the prompt-token budget ``mbt`` (None: the engine's default), from
     ``first``: doubling while the plan runs at its cap and halving while it runs well below it, as long as the
     throughput rises and the new plan points the same way (:func:`_limit_steps`); ``both``: step both ways from
-    ``first`` once; ``seed``: the plan (and its evaluation) already found at ``first``."""
+    ``first`` once."""
     plans: dict[int, ServingPlan] = {}
     values: dict[int, float] = {}
     ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
@@ -229,8 +241,6 @@ def _climb_seqs(p: ServingProblem, first: int, lo: int, hi: int, mbt: int | None
             record(mns, plan, evaluate(p, plan.config, at_load=False) if plan.config.replicas else None)
         return values[mns]
 
-    if seed is not None:
-        record(first, *seed)
     at(first)
     steps = ways[first] + (tuple(s for s in (1, -1) if s not in ways[first]) if both else ())
     for step in steps:
