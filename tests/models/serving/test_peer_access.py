@@ -52,3 +52,21 @@ def test_every_entry_is_a_catalogue_gpu_with_its_source():
     for gpu, source in NO_PEER_ACCESS.items():
         assert device_spec(gpu).name == gpu and len(source) > 20
 
+
+
+def test_a_bridge_joins_two_cards_only():
+    """RTX A6000 / 3090 NVLink bridges join pairs (their datasheets): TP 2 all-reduces over the bridge, TP 4 over
+    PCIe with NCCL's ring (vLLM and SGLang take their own kernel only on a full NVLink mesh above 2 GPUs)."""
+    kc = engine_kernels("a6000", "vllm")
+    nbytes = np.array([64e3, 4e6])
+    four = tp_all_reduce(kc, nbytes, 4, "nvlink")
+    assert np.allclose(four.seconds, kc.collective("all_reduce", nbytes, np.full(2, 4), "pcie").seconds)
+    two = tp_all_reduce(kc, nbytes, 2, "nvlink")
+    assert (two.seconds < tp_all_reduce(kc, nbytes, 2, "pcie").seconds).all()
+
+
+def test_a_3090_group_beyond_its_bridge_disables_the_custom_all_reduce(llama8b):
+    p = problem(llama8b, gpus="4xrtx-3090", engine="vllm")
+    plan = ServingPlan(ServingConfig((Replica((Stage("rtx-3090", 0, (0, 1, 2, 3), 32),)),), 64, 2048), "feasible",
+                       0.0, 0.0, 0.0)
+    assert "--disable-custom-all-reduce" in export(p, plan, "vllm")

@@ -249,6 +249,10 @@ def tp_all_reduce(kc: KernelCosts, nbytes: np.ndarray, tp: int, link: str) -> Pr
     where their one-shot kernels take a third to a fifth of NCCL's time on H100; pricing them with NCCL
     made every TP > 1 look slower than it runs.  Engines without a rule (llama.cpp, Hugging Face): NCCL."""
     nb = np.asarray(nbytes, dtype=float)
+    if link == "nvlink" and "bridge" in kc.spec.nvlink and tp > 2:
+        # a bridge joins two cards (RTX A6000 / 3090 datasheets): a larger group's ring crosses PCIe, and no
+        # engine takes its own kernel without a full NVLink mesh
+        link = "pcie"
     ring = kc.collective("all_reduce", nb, np.full(nb.shape, tp), link)
     rule = TP_ALL_REDUCE.get(kc.framework or "")
     has_nvlink = kc.spec.nvlink_bandwidth > 0

@@ -93,7 +93,9 @@ def no_custom_all_reduce(p: ServingProblem, r: Replica) -> list[str]:
     unless on their NVLink bridge): what the plan priced (NCCL), and what SGLang needs not to crash on them
     (sglang #4814); vLLM falls back by itself, the flag says so in the command."""
     def no_peer(s: Stage) -> bool:
-        bridged = device_spec(s.gpu).nvlink_bandwidth > 0 and p.fleet.nodes[s.node].link == "nvlink"
+        d = device_spec(s.gpu)  # a bridge joins two cards: a larger group is not all bridged
+        bridged = d.nvlink_bandwidth > 0 and p.fleet.nodes[s.node].link == "nvlink" and \
+            (r.tp <= 2 or "bridge" not in d.nvlink)
         return s.gpu in NO_PEER_ACCESS and not bridged
 
     return ["--disable-custom-all-reduce"] if r.tp > 1 and any(no_peer(s) for s in r.stages) else []
