@@ -1,5 +1,5 @@
 """An MXFP4 checkpoint's experts (GPT-OSS) are priced from the tables' MXFP4 rows, with the activation format the
-engine runs on the GPU (catalogue.mxfp4_moe_kernel): MXFP8 for TensorRT-LLM on Blackwell, BF16 elsewhere.
+engine runs on the GPU (catalogue.mxfp4_moe_kernel): MXFP8 for TensorRT-LLM and SGLang on Blackwell, BF16 elsewhere.
 Before, they were looked up as NVFP4, which has no GPT-OSS shapes, and fell to the roofline everywhere."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def test_the_kernel_follows_the_engine_and_the_gpu():
     assert mxfp4_moe_kernel("trtllm", "b200") == "w4a8_mxfp4_mxfp8"
     assert mxfp4_moe_kernel("trtllm", "h200") == "w4a16_mxfp4"
     assert mxfp4_moe_kernel("vllm", "b200") == "w4a16_mxfp4"
-    assert mxfp4_moe_kernel("sglang", "gb200") == "w4a16_mxfp4"
+    assert mxfp4_moe_kernel("sglang", "gb200") == "w4a8_mxfp4_mxfp8"
+    assert mxfp4_moe_kernel("sglang", "h100") == "w4a16_mxfp4"
 
 
 @pytest.mark.skipif(data_root() is None, reason="aiconfigurator-core is a pinned dependency")

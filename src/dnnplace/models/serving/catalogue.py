@@ -469,17 +469,19 @@ NO_PEER_ACCESS: dict[str, str] = {
 #: Why an MXFP4 checkpoint's experts have a kernel rule of their own: GPT-OSS's MXFP4 is not NVFP4, and the tables
 #: measure its fused MoE as ``w4a16_mxfp4`` (BF16 activations) and ``w4a8_mxfp4_mxfp8`` (MXFP8 activations).
 MXFP4_MOE_SOURCE = ("TensorRT-LLM deployment guide for GPT-OSS: MXFP8 activations on Blackwell (the TRTLLM MoE "
-                    "backend), BF16 on Hopper (TRITON); vLLM quantization/mxfp4.py: BF16 activations unless "
+                    "backend), BF16 on Hopper (TRITON); SGLang PR #9004: FlashInfer's MXFP4 MoE on Blackwell "
+                    "quantizes activations to MXFP8, BF16 only behind --enable-flashinfer-mxfp4-bf16-moe ('higher "
+                    "precision and slower'); vLLM quantization/mxfp4.py: BF16 activations unless "
                     "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 (its tables' kernels: FlashInfer MXFP4 x BF16 on "
-                    "Blackwell, OAI Triton on Hopper, Marlin on Ada); SGLang taken as vLLM")
+                    "Blackwell, OAI Triton on Hopper, Marlin on Ada)")
 
 
 def mxfp4_moe_kernel(framework: str | None, gpu: str) -> str:
     """The measured-table kernel an engine runs an MXFP4 checkpoint's fused MoE with (MXFP4_MOE_SOURCE):
-    TensorRT-LLM on Blackwell (compute capability 10.0 and up) quantizes activations to MXFP8, every other
-    engine and GPU keeps them BF16."""
+    TensorRT-LLM and SGLang on Blackwell (compute capability 10.0 and up) quantize activations to MXFP8;
+    vLLM, and every engine before Blackwell, keep them BF16."""
     blackwell = COMPUTE_CAPABILITY.get(gpu, 0.0) >= 10.0
-    return "w4a8_mxfp4_mxfp8" if framework == "trtllm" and blackwell else "w4a16_mxfp4"
+    return "w4a8_mxfp4_mxfp8" if framework in ("trtllm", "sglang") and blackwell else "w4a16_mxfp4"
 
 
 #: vLLM of July 2024 (the PR #6920 runs): ``CacheConfig.block_size`` 16 and ``gpu_memory_utilization`` 0.90
