@@ -254,7 +254,9 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         + ("; expert parallel (experts whole over each TP group)" if c.get("expert_parallel") else ""),
         *(["expert parallelism searched: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in eps.items())
            + " tokens/s"] if (eps := doc.get("expert_parallel_searched")) else []),
-        *(["max_num_seqs tried: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in tried.items())
+        *(["max_num_seqs tried"
+           + (f" at max_num_batched_tokens {at}" if (at := doc.get("max_num_seqs_searched_at")) else "") + ": "
+           + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in tried.items())
            + f" tokens/s (the proof below is at {c['max_num_seqs']})"]
           if (tried := doc.get("max_num_seqs_searched")) else []),
         *(["max_num_batched_tokens priced: " + ", ".join(f"{k}: {_num(v, '.0f')}" for k, v in toks.items())

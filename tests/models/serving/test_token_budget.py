@@ -130,3 +130,21 @@ def test_the_limit_is_searched_again_at_the_budget_chosen(llama70b):
     assert set(plan.meta["max_num_seqs_searched"]) >= {plan.config.max_num_seqs}
     homogeneous = next(b for b in baselines(p, plan) if b.name == "best-homogeneous")
     assert homogeneous.gain is not None and homogeneous.gain >= 1 - 1e-9
+
+
+
+def test_the_limits_say_which_budget_they_were_tried_at(long_prompts):
+    """The seqs limits are tried at one budget and the budget search may move it after: the plan says at which,
+    so the summary's 'tried' rates and the prediction at another budget are not read as one another; the plan file
+    keeps it and refuses a mangled one."""
+    p = long_prompts
+    plan = search(p, time_limit=30)
+    at = plan.meta["max_num_seqs_searched_at"]
+    assert at in plan.meta["max_num_batched_tokens_searched"]
+    doc = json.loads(json.dumps(plan_document(p, plan, evaluate(p, plan.config), baselines=[])))
+    _, again = read_serving_plan(doc, "plan.json")
+    assert again.meta["max_num_seqs_searched_at"] == at
+    for bad in (0, 1.5, True, "2048"):
+        doc["max_num_seqs_searched_at"] = bad
+        with pytest.raises(DnnplaceError, match="max_num_seqs_searched_at"):
+            read_serving_plan(doc, "plan.json")

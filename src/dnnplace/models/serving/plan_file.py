@@ -100,6 +100,9 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         # each max_num_seqs the search tried and the best output tokens/s it found there (None: pinned)
         "max_num_seqs_searched": {str(k): v for k, v in plan.meta["max_num_seqs_searched"].items()}
         if plan.meta.get("max_num_seqs_searched") else None,
+        # the max_num_batched_tokens those limits were tried at (None: not said; it can differ from the plan's own
+        # when the budget search moved it after)
+        "max_num_seqs_searched_at": plan.meta.get("max_num_seqs_searched_at"),
         # expert parallelism off and on, each setting's best output tokens/s (None: not a choice, or pinned)
         "expert_parallel_searched": plan.meta.get("expert_parallel_searched"),
         # each max_num_batched_tokens priced with the plan's replicas and its output tokens/s (None: not searched)
@@ -366,6 +369,11 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
             meta[key] = {int(k): float(v) for k, v in tried.items()}
         except (TypeError, ValueError):
             raise DnnplaceError(f"{where} must map whole limits to numbers") from None
+    at = doc.get("max_num_seqs_searched_at")
+    if at is not None:
+        if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+            raise DnnplaceError(f"{source}: max_num_seqs_searched_at must be a whole number of tokens")
+        meta["max_num_seqs_searched_at"] = at
     searched = doc.get("expert_parallel_searched")
     if searched is not None:
         where = f"{source}: expert_parallel_searched"

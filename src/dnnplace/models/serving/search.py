@@ -181,7 +181,8 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
                                 within_nodes=within_nodes, progress=progress)
     best = max(plans, key=lambda m: (values[m], m == first))
     plan = plans[best]
-    meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)}}
+    meta = {**plan.meta, "max_num_seqs_searched": {m: round(values[m], 3) for m in sorted(plans)},
+            "max_num_seqs_searched_at": plan.config.max_num_batched_tokens}  # the budget the limits were tried at
     plan = dataclasses.replace(plan, runtime_s=time.monotonic() - t0, meta=meta)
     if max_num_batched_tokens is not None or not p.engine.searched_tokens or not plan.config.replicas:
         return plan
@@ -212,6 +213,7 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
         return tuned
     # the limits tried at the plan's own budget, as the plan file and summary report them
     limits = {"max_num_seqs_searched": {mns: round(value, 3), m: round(found.capacity_tokens_per_s, 3)},
+              "max_num_seqs_searched_at": mbt,
               "max_num_batched_tokens_searched": tuned.meta["max_num_batched_tokens_searched"]}
     return dataclasses.replace(again, runtime_s=time.monotonic() - t0, meta={**again.meta, **limits})
 
