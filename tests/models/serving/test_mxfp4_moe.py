@@ -25,6 +25,7 @@ def test_the_kernel_follows_the_engine_and_the_gpu():
     assert mxfp4_moe_kernel("vllm", "b200") == "w4a16_mxfp4"
     assert mxfp4_moe_kernel("sglang", "gb200") == "w4a8_mxfp4_mxfp8"
     assert mxfp4_moe_kernel("sglang", "h100") == "w4a16_mxfp4"
+    assert mxfp4_moe_kernel("sglang", "rtx-pro-6000") == "w4a16_mxfp4"  # SM120: Marlin, as its table measures
 
 
 @pytest.mark.skipif(data_root() is None, reason="aiconfigurator-core is a pinned dependency")

@@ -478,10 +478,12 @@ MXFP4_MOE_SOURCE = ("TensorRT-LLM deployment guide for GPT-OSS: MXFP8 activation
 
 def mxfp4_moe_kernel(framework: str | None, gpu: str) -> str:
     """The measured-table kernel an engine runs an MXFP4 checkpoint's fused MoE with (MXFP4_MOE_SOURCE):
-    TensorRT-LLM and SGLang on Blackwell (compute capability 10.0 and up) quantize activations to MXFP8;
-    vLLM, and every engine before Blackwell, keep them BF16."""
-    blackwell = COMPUTE_CAPABILITY.get(gpu, 0.0) >= 10.0
-    return "w4a8_mxfp4_mxfp8" if framework in ("trtllm", "sglang") and blackwell else "w4a16_mxfp4"
+    TensorRT-LLM on Blackwell (compute capability 10.0 and up) and SGLang on data-center Blackwell (10.x: its
+    FlashInfer MXFP4 kernels are SM100's; the RTX PRO 6000 / 5090 at 12.0 run Marlin, as its tables measure)
+    quantize activations to MXFP8; vLLM, and every engine before Blackwell, keep them BF16."""
+    cc = COMPUTE_CAPABILITY.get(gpu, 0.0)
+    mxfp8 = framework == "trtllm" and cc >= 10.0 or framework == "sglang" and 10.0 <= cc < 11.0
+    return "w4a8_mxfp4_mxfp8" if mxfp8 else "w4a16_mxfp4"
 
 
 #: vLLM of July 2024 (the PR #6920 runs): ``CacheConfig.block_size`` 16 and ``gpu_memory_utilization`` 0.90
