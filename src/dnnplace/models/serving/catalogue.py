@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["BAND", "COMPUTE_CAPABILITY", "COMPUTE_CAPABILITY_SOURCE", "ENGINES", "FP8_CONTEXT_FMHA_SOURCE", "GGUF",
            "GGUF_NAMES", "KV_DTYPES", "NO_PEER_ACCESS", "NON_NVIDIA", "PRECISIONS", "TP_ALL_REDUCE", "AllReduceRule",
            "CapabilityRule", "EngineRules", "GgufMix", "context_fmha_dtype", "engine_rules", "mxfp4_moe_kernel",
-           "trtllm_bench_limits"]
+           "peer_access", "tp_link", "trtllm_bench_limits"]
 
 #: Relative error band per kernel source (issue 43's reference figures for aiconfigurator on the same
 #: tables: 6.8 % offline median where measured, 9.6 % over all Llama rows; extrapolation and roofline
@@ -464,6 +464,23 @@ NO_PEER_ACCESS: dict[str, str] = {
                 "accelerate #2328: NVLink-bridged 3090s do have P2P",
     "rtx-3060": "GeForce Ampere as the RTX 3090 over PCIe (NVIDIA/nccl #1127), with no NVLink bridge at all",
 }
+
+
+def tp_link(gpu: str, link: str, tp: int) -> str:
+    """The link a TP group of ``tp`` ``gpu`` cards all-reduces over on a node whose link is ``link``: a 2-card
+    NVLink bridge (RTX A6000 / 3090 datasheets) joins pairs, so a larger group's ring crosses PCIe."""
+    from dnnplace.core.catalogue import device_spec
+
+    return "pcie" if link == "nvlink" and "bridge" in device_spec(gpu).nvlink and tp > 2 else link
+
+
+def peer_access(gpu: str, link: str, tp: int) -> bool:
+    """Whether a TP group of ``tp`` ``gpu`` cards has peer-to-peer access, which the engines' own all-reduce
+    needs: every card but those of NO_PEER_ACCESS, and those only on their NVLink bridge."""
+    from dnnplace.core.catalogue import device_spec
+
+    bridged = device_spec(gpu).nvlink_bandwidth > 0 and tp_link(gpu, link, tp) == "nvlink"
+    return gpu not in NO_PEER_ACCESS or bridged
 
 
 #: Why an MXFP4 checkpoint's experts have a kernel rule of their own: GPT-OSS's MXFP4 is not NVFP4, and the tables

@@ -19,10 +19,11 @@ import numpy as np
 from dnnplace.kernels import SOURCE_NAMES, KernelCosts, Priced, kernel_costs
 from dnnplace.models.serving.catalogue import (
     BAND,
-    NO_PEER_ACCESS,
     TP_ALL_REDUCE,
     context_fmha_dtype,
     mxfp4_moe_kernel,
+    peer_access,
+    tp_link,
 )
 from dnnplace.models.serving.spec import LayerProfile
 
@@ -249,16 +250,14 @@ def tp_all_reduce(kc: KernelCosts, nbytes: np.ndarray, tp: int, link: str) -> Pr
     where their one-shot kernels take a third to a fifth of NCCL's time on H100; pricing them with NCCL
     made every TP > 1 look slower than it runs.  Engines without a rule (llama.cpp, Hugging Face): NCCL."""
     nb = np.asarray(nbytes, dtype=float)
-    if link == "nvlink" and "bridge" in kc.spec.nvlink and tp > 2:
-        # a bridge joins two cards (RTX A6000 / 3090 datasheets): a larger group's ring crosses PCIe, and no
-        # engine takes its own kernel without a full NVLink mesh
-        link = "pcie"
+    # a 2-card bridge's larger group crosses PCIe, where no engine takes its own kernel without a full NVLink mesh
+    link = tp_link(kc.spec.name, link, tp)
     ring = kc.collective("all_reduce", nb, np.full(nb.shape, tp), link)
     rule = TP_ALL_REDUCE.get(kc.framework or "")
     has_nvlink = kc.spec.nvlink_bandwidth > 0
     # a card with NVLink on a PCIe-only node: its table was measured over NVLink and says nothing of PCIe; a card
-    # without peer access over PCIe (catalogue NO_PEER_ACCESS): the engines' own kernel is off, NCCL runs it
-    no_peer = kc.spec.name in NO_PEER_ACCESS and not (has_nvlink and link == "nvlink")
+    # without peer access (catalogue NO_PEER_ACCESS): the engines' own kernel is off, NCCL runs it
+    no_peer = not peer_access(kc.spec.name, link, tp)
     if rule is None or link == "network" or tp <= 1 or (has_nvlink and link != "nvlink") or no_peer:
         return ring
     use = rule.custom(nb, tp, has_nvlink)

@@ -13,10 +13,9 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from dnnplace.core.catalogue import device_spec
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, NO_PEER_ACCESS
-from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem, Stage
+from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, peer_access
+from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
 __all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
            "no_custom_all_reduce", "node_runs"]
@@ -92,13 +91,8 @@ def no_custom_all_reduce(p: ServingProblem, r: Replica) -> list[str]:
     """``--disable-custom-all-reduce`` where a TP group has cards without peer access (catalogue NO_PEER_ACCESS,
     unless on their NVLink bridge): what the plan priced (NCCL), and what SGLang needs not to crash on them
     (sglang #4814); vLLM falls back by itself, the flag says so in the command."""
-    def no_peer(s: Stage) -> bool:
-        d = device_spec(s.gpu)  # a bridge joins two cards: a larger group is not all bridged
-        bridged = d.nvlink_bandwidth > 0 and p.fleet.nodes[s.node].link == "nvlink" and \
-            (r.tp <= 2 or "bridge" not in d.nvlink)
-        return s.gpu in NO_PEER_ACCESS and not bridged
-
-    return ["--disable-custom-all-reduce"] if r.tp > 1 and any(no_peer(s) for s in r.stages) else []
+    off = r.tp > 1 and not all(peer_access(s.gpu, p.fleet.nodes[s.node].link, r.tp) for s in r.stages)
+    return ["--disable-custom-all-reduce"] if off else []
 
 
 def _vllm_context(p: ServingProblem, plan: ServingPlan, r: Replica) -> int:

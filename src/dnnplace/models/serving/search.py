@@ -230,17 +230,14 @@ def _climb_seqs(p: ServingProblem, first: int, lo: int, hi: int, mbt: int | None
     values: dict[int, float] = {}
     ways: dict[int, tuple[int, ...]] = {}  # which way each limit's plan points (:func:`_limit_steps`)
 
-    def record(mns: int, plan: ServingPlan, ev: ServingEvaluation | None) -> None:
-        plans[mns] = plan
-        values[mns] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
-        ways[mns] = _limit_steps(p, plan.config, ev, mns)
-
     def at(mns: int) -> float:
         if mns not in plans:
             left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
-            plan = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt,
-                              within_nodes=within_nodes, progress=progress)
-            record(mns, plan, evaluate(p, plan.config, at_load=False) if plan.config.replicas else None)
+            plans[mns] = _search_at(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=mns, max_num_batched_tokens=mbt,
+                                    within_nodes=within_nodes, progress=progress)
+            ev = evaluate(p, plans[mns].config, at_load=False) if plans[mns].config.replicas else None
+            values[mns] = ev.capacity_tokens_per_s if ev is not None and ev.fits else 0.0
+            ways[mns] = _limit_steps(p, plans[mns].config, ev, mns)
         return values[mns]
 
     at(first)
