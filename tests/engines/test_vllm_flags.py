@@ -1,4 +1,4 @@
-"""vLLM's own ``vllm serve`` parser takes the multi-node and the disaggregated exports as they are written.
+"""vLLM's own ``vllm serve`` parser takes the multi-node, disaggregated and GeForce exports as they are written.
 
 The real-engine test (test_vllm_cpu.py) starts the engine with a one-node pipeline export; a multi-node launch or
 a NixlConnector pair cannot start on this machine, but their flags can go through vLLM's parser: every line is
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 M70 = ROOT / "examples" / "serving" / "llama3.1-70b.json"
+M8 = ROOT / "examples" / "llm" / "llama3.1-8b.json"
 
 
 def _parsed(text: str) -> list[dict]:
@@ -56,3 +57,16 @@ def test_vllm_parses_the_disaggregated_pair():
     assert [(x["kv_connector"], x["kv_role"]) for x in rows] == [("NixlConnector", "kv_producer"),
                                                                  ("NixlConnector", "kv_consumer")]
     assert len({x["max_model_len"] for x in rows}) == 1 and len({x["port"] for x in rows}) == 2
+
+
+def test_vllm_parses_the_flags_a_geforce_or_pre_bf16_replica_gets():
+    """A TP group of RTX 4090s (no peer access) is told --disable-custom-all-reduce, a V100 replica --dtype half:
+    both reach vLLM's own parser as the values the plan priced."""
+    p = problem(M8, gpus="2xrtx-4090", isl=512, osl=128)
+    r = Replica((Stage("rtx-4090", 0, (0, 1), 32),))
+    (row,) = _parsed(export(p, ServingPlan(ServingConfig((r,), 64, 2048)), "vllm"))
+    assert row["disable_custom_all_reduce"] is True and row["tensor_parallel_size"] == 2
+    q = problem(M8, gpus="2xv100", isl=512, osl=128)
+    r = Replica((Stage("v100", 0, (0,), 16), Stage("v100", 0, (1,), 16)))
+    (row,) = _parsed(export(q, ServingPlan(ServingConfig((r,), 64, 2048)), "vllm"))
+    assert row["dtype"] == "half" and not row["disable_custom_all_reduce"]

@@ -13,7 +13,8 @@ import shlex
 import sys
 
 FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "nnodes", "node_rank",
-          "master_addr", "master_port", "headless", "max_model_len", "max_num_batched_tokens", "port")
+          "master_addr", "master_port", "headless", "max_model_len", "max_num_batched_tokens", "port",
+          "disable_custom_all_reduce", "dtype", "enable_expert_parallel")
 
 
 def main() -> None:
