@@ -21,7 +21,8 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.utils.files import read_json_file
 from dnnplace.utils.text import clip, show_value
 
-__all__ = ["FAMILIES", "GATED_DELTA_FIELDS", "MAMBA_FIELDS", "arch_from_dict", "hybrid_mixer_refusal", "load_arch"]
+__all__ = ["FAMILIES", "GATED_DELTA_FIELDS", "MAMBA_FIELDS", "TYPE_ALIASES", "arch_from_dict", "hybrid_mixer_refusal",
+           "load_arch"]
 
 #: model_type -> (mlp, position, norm, tied default, field aliases)
 _STD = {"hidden": "hidden_size", "layers": "num_hidden_layers", "heads": "num_attention_heads",
@@ -44,6 +45,10 @@ FAMILIES: dict[str, tuple[str, str, str, bool, dict[str, str]]] = {
     "gpt_neox": ("gelu", "rope", "layer", False, _STD),
     "gpt2": ("gelu", "learned", "layer", True, _GPT2),
 }
+#: model_types that are one of :data:`FAMILIES` under another name: Qwen3-VL's language model (transformers
+#: ``Qwen3VLTextConfig``: Qwen3's decoder -- QK norm, SwiGLU, GQA -- with multimodal RoPE sections, which change
+#: no cost of a text token).
+TYPE_ALIASES = {"qwen3_vl_text": "qwen3"}
 _ACTS = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
          "relu2": "relu2", "squared-relu": "relu2"}
 
@@ -99,6 +104,21 @@ def hybrid_mixer_refusal(cfg: dict[str, Any], where: str) -> DnnplaceError | Non
                          "planned, the cost model has no Mamba term (its FLOPs, state memory and kernel rates)")
 
 
+def _vision_language_refusal(cfg: dict[str, Any], mt: str, where: str) -> DnnplaceError:
+    """A vision-language config is refused (its vision encoder's weights, encoder cache and image tokens are not
+    priced); planning the language model alone is advised only where its ``text_config`` is a family read, so the
+    advice never leads to a second refusal."""
+    from dnnplace.arch.moe_config import MOE_MODEL_TYPES
+
+    text = cfg["text_config"].get("model_type")
+    head = (f"{where}: {clip(mt, 40)} is a vision-language model: its vision encoder (weights, encoder cache, image "
+            "tokens) is not in the cost model; ")
+    if isinstance(text, str) and (text in FAMILIES or text in TYPE_ALIASES or text in MOE_MODEL_TYPES):
+        return DnnplaceError(head + f"to plan its language model alone ({clip(text, 40)}), give its text_config as "
+                             "the config.json")
+    return DnnplaceError(head + f"its language model ({clip(str(text), 40)}) is not a family planned either")
+
+
 def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> TransformerArch:
     """Validate a config dict (``where`` names the file in errors)."""
     if not isinstance(cfg, dict):
@@ -107,6 +127,9 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
     if hybrid is not None:
         raise hybrid
     mt = cfg.get("model_type")
+    if isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict):
+        raise _vision_language_refusal(cfg, str(mt), where)
+    mt = TYPE_ALIASES.get(mt, mt) if isinstance(mt, str) else mt
     experts = next((cfg[k] for k in MOE_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 1), None)
     if experts is not None or (isinstance(mt, str) and "moe" in mt.lower()) or mt in MOE_TYPES:
         from dnnplace.arch.moe_config import MOE_MODEL_TYPES
@@ -114,10 +137,6 @@ def arch_from_dict(cfg: Any, where: str, name: str | None = None) -> Transformer
         raise DnnplaceError(f"{where}: mixture-of-experts model ({clip(str(mt), 40)}, {experts or 'several'} experts)"
                             " of a family not planned; mixture-of-experts families: "
                             f"{', '.join(MOE_MODEL_TYPES)}")
-    if isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict):
-        raise DnnplaceError(f"{where}: {clip(str(mt), 40)} is a vision-language model: its vision encoder (weights, "
-                            "encoder cache, image tokens) is not in the cost model; to plan its language model "
-                            "alone, give its text_config as the config.json")
     if not isinstance(mt, str) or mt not in FAMILIES:
         shown = "missing" if mt is None else show_value(mt)
         from dnnplace.arch.moe_config import MOE_MODEL_TYPES  # every family the planner reads, not the dense ones alone

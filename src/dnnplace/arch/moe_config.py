@@ -29,8 +29,9 @@ __all__ = ["MOE_FAMILIES", "MOE_MODEL_TYPES", "MOE_TYPE_ALIASES", "is_moe_config
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "llama4", "gpt_oss", "glm4_moe", "minimax_m2")
 #: model_types that are one of :data:`MOE_FAMILIES` under another name: Llama 4's text model on its own, and
 #: Moonshot's Kimi K2, whose config.json names ``DeepseekV3ForCausalLM`` as its architecture (vLLM and SGLang
-#: serve it with their DeepSeek-V3 model classes; huggingface.co/moonshotai/Kimi-K2-Instruct config.json).
-MOE_TYPE_ALIASES = {"llama4_text": "llama4", "kimi_k2": "deepseek_v3"}
+#: serve it with their DeepSeek-V3 model classes; huggingface.co/moonshotai/Kimi-K2-Instruct config.json), and
+#: Qwen3-VL-MoE's language model (transformers ``Qwen3VLMoeTextConfig``: Qwen3-MoE's decoder with multimodal RoPE).
+MOE_TYPE_ALIASES = {"llama4_text": "llama4", "kimi_k2": "deepseek_v3", "qwen3_vl_moe_text": "qwen3_moe"}
 #: Every model_type the MoE reader takes.
 MOE_MODEL_TYPES = (*MOE_FAMILIES, *MOE_TYPE_ALIASES)
 

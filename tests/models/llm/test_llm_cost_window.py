@@ -82,6 +82,34 @@ def test_phi3_and_vision_language_wrappers() -> None:
         arch_from_dict(vl, "qwen3-vl/config.json")
 
 
+def test_the_advice_for_a_vision_language_model_leads_to_a_plan() -> None:
+    """A VL config is refused with "give its text_config" only where that text model is read: Qwen3-VL's
+    language models (qwen3_vl_text, qwen3_vl_moe_text: Qwen3's and Qwen3-MoE's decoders with multimodal RoPE)
+    are; Gemma 4's is not, and the refusal says so instead of sending the user to a second refusal."""
+    from dnnplace.arch.moe_config import moe_from_dict
+    from dnnplace.errors import DnnplaceError
+
+    text = {"model_type": "qwen3_vl_text", "hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+            "max_position_embeddings": 262144, "rope_theta": 5000000,
+            "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"}}
+    a = arch_from_dict(text, "qwen3-vl-32b/text_config.json")
+    plain = arch_from_dict({**text, "model_type": "qwen3", "rope_scaling": None}, "qwen3-32b/config.json")
+    assert a.qk_norm and (a.hidden, a.num_layers, a.kv_heads, a.head_dim) == (5120, 64, 8, 128)
+    assert replace(a, name="", source="") == replace(plain, name="", source="")
+    moe_text = {**text, "model_type": "qwen3_vl_moe_text", "hidden_size": 2048, "intermediate_size": 6144,
+                "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+                "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+                "mlp_only_layers": [], "norm_topk_prob": True}
+    moe = moe_from_dict(moe_text, "qwen3-vl-30b-a3b/text_config.json")
+    assert (moe.moe.num_experts, moe.moe.top_k, moe.moe.expert_ffn, moe.arch.family) == (128, 8, 768, "qwen3_moe")
+    with pytest.raises(DnnplaceError, match="vision-language model.*give its text_config"):
+        arch_from_dict({"model_type": "qwen3_vl_moe", "text_config": moe_text, "vision_config": {}}, "vl.json")
+    gemma4 = {"model_type": "gemma4", "text_config": {"model_type": "gemma4_text"}, "vision_config": {}}
+    with pytest.raises(DnnplaceError, match=r"its language model \(gemma4_text\) is not a family planned"):
+        arch_from_dict(gemma4, "gemma-4/config.json")
+
+
 def test_partial_rotary_and_parallel_residual_are_read_for_the_exports() -> None:
     """transformers GPTNeoXConfig: rotary_pct 0.25 and use_parallel_residual true by default; Phi's
     partial_rotary_factor.  Nothing priced changes; Megatron's export says --rotary-percent or refuses."""
