@@ -86,8 +86,9 @@ def serve(
                                        ' "8xh100;8xa100-80g".'),
     fleet: Optional[Path] = typer.Option(None, "--fleet", help="The fleet as a TOML file ([[node]] gpus, link;"
                                          " [network] bandwidth_gbps, latency_us)."),
-    precision: str = typer.Option("bf16", "--precision", help="Weights: bf16, fp16, fp8, fp4, int4 (w4a16), or"
-                                  " GGUF q8_0, q6_k, q5_k_m, q4_k_m, q4_0 (llama.cpp)."),
+    precision: str = typer.Option("auto", "--precision", help="Weights: auto (the checkpoint's quantization,"
+                                  " else bf16), bf16, fp16, fp8, fp4, int4 (w4a16), or GGUF q8_0, q6_k, q5_k_m,"
+                                  " q4_k_m, q4_0 (llama.cpp)."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16, fp16, fp8, q8_0."),
     engine: Engine = typer.Option(Engine.vllm, "--engine", help="The engine that serves it."),
     isl: Optional[int] = typer.Option(None, "--isl", help="Prompt tokens per request (default 1024)."),

@@ -90,9 +90,11 @@ def test_modelopt_checkpoints_are_read_from_hf_quant_config_beside_the_config(tm
     _config(folder)
     (folder / "hf_quant_config.json").write_text(json.dumps(quant))
     with pytest.raises(DnnplaceError, match="quantized to fp4 .*give --precision fp4"):
-        dnnplace.load_serving(folder, gpus="1xh100")
-    p = dnnplace.load_serving(folder, gpus="1xh100", precision="fp4")
-    assert p.model.precision == "fp4"
+        dnnplace.load_serving(folder, gpus="1xh100", precision="bf16")
+    assert dnnplace.load_serving(folder, gpus="1xh100", precision="fp4").model.precision == "fp4"
+    # no --precision: the checkpoint's own (a quantized checkpoint served without the flag is not refused)
+    assert dnnplace.load_serving(folder, gpus="1xh100").model.precision == "fp4"
+    assert dnnplace.load_serving(_config(tmp_path, "plain.json"), gpus="1xh100").model.precision == "bf16"
     side = _config(tmp_path, "org--M-FP8_config.json")  # configs stored side by side in one folder
     (tmp_path / "org--M-FP8_hf_quant_config.json").write_text(
         json.dumps({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}))

@@ -104,8 +104,10 @@ def profile_from(arch: TransformerArch, moe: MoEModel | None, precision: str, kv
     A checkpoint that leaves modules at 16 bits (its ``modules_to_not_convert`` / ``ignore`` /
     ``exclude_modules``) has them priced at 16 bits, in bytes and in GEMM time, layer by layer; routers
     are 16-bit everywhere (vLLM builds them with no quantization config)."""
+    if precision == "auto":  # the checkpoint's own quantization; 16-bit weights where it has none
+        precision = checkpoint.precision if checkpoint is not None else "bf16"
     if precision not in PRECISIONS:
-        raise DnnplaceError(f"unknown precision '{precision}'; known: {', '.join(PRECISIONS)}")
+        raise DnnplaceError(f"unknown precision '{precision}'; known: auto, {', '.join(PRECISIONS)}")
     if kv_dtype not in KV_DTYPES:
         raise DnnplaceError(f"unknown KV-cache dtype '{kv_dtype}'; known: {', '.join(KV_DTYPES)}")
     bpw, dtype, _ = PRECISIONS[precision]
@@ -301,7 +303,7 @@ def _positive(value: Any, name: str, *, integer: bool = True, zero: bool = False
 def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | None = None, isl: int | None = None,
             osl: int | None = None, rate: float | None = None, concurrency: int | None = None,
             ttft_ms: float | None = None, tpot_ms: float | None = None, engine: str = "vllm",
-            precision: str = "bf16", kv_dtype: str = "bf16", max_model_len: int = 0, block_size: int = 0,
+            precision: str = "auto", kv_dtype: str = "bf16", max_model_len: int = 0, block_size: int = 0,
             memory_fraction: float = 0.0, doc: dict[str, Any] | None = None, ttft_stat: str = "mean",
             tpot_stat: str = "mean", lengths: str | Path | LengthRows | None = None) -> ServingProblem:
     """The serving problem; every argument checked here, once (one line naming the culprit).  ``ttft_stat`` /
@@ -345,6 +347,7 @@ def problem(model: str | Path, *, gpus: str | None = None, fleet: str | Path | N
     if kv_dtype in KV_DTYPES and kv_dtype not in kv_known:  # an unknown name is named by profile_from below
         raise DnnplaceError(f"--kv-dtype {kv_dtype}: {rules.name} has no such KV cache; it takes "
                             f"{', '.join(kv_known)}")
+    precision = prof.precision  # "auto" resolved to the checkpoint's
     if rules.precisions and precision not in rules.precisions:
         raise DnnplaceError(f"--precision {precision}: {rules.name} has no such weight type; it loads "
                             f"{', '.join(rules.precisions)}")
