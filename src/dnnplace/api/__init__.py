@@ -39,10 +39,11 @@ from dnnplace.api.llm import export_llm_plan, load_llm
 from dnnplace.api.models import Instance, Proof
 from dnnplace.api.planning import Solution, default_method, methods, solve, with_runtime
 from dnnplace.api.pytorch import export, piper_document, profile, run
-from dnnplace.api.serving import export_serving_plan, load_serving
+from dnnplace.api.serving import export_serving_plan, load_serving, serving_export_note
 
 __all__ = ["Instance", "LatticeStep", "Proof", "Solution", "WorkloadInfo", "default_method", "evaluate",
            "example_path", "export", "export_llm_plan", "export_serving_plan", "info", "load", "load_llm",
            "load_plan", "load_serving", "load_split", "load_with_plan", "load_workload", "methods",
            "piper_document", "plan_document", "plan_notes", "profile", "run", "save_plan", "save_split",
+           "serving_export_note",
            "save_workload", "simulate", "solve", "with_budget", "with_runtime", "write_report"]

@@ -12,7 +12,7 @@ from typing import Any
 from dnnplace.models.serving.spec import ServingProblem
 from dnnplace.utils.params import path_like, text, validate_params
 
-__all__ = ["export_serving_plan", "load_serving"]
+__all__ = ["export_serving_plan", "load_serving", "serving_export_note"]
 
 PathLike = str | Path
 
@@ -50,3 +50,15 @@ def export_serving_plan(path: PathLike, to: str, model: str = "MODEL", disaggreg
 
     problem, plan = read_serving_plan(read_json_file(path), str(path))
     return export(problem, plan, to, model, disaggregated)
+
+
+@validate_params(path=path_like(), to=text(64))
+def serving_export_note(path: PathLike, to: str) -> str | None:
+    """The line to show beside exporting the serving plan file ``path`` to engine ``to`` (None: nothing to say):
+    a plan priced for another engine says its figures are not ``to``'s."""
+    from dnnplace.models.serving.exporters import priced_for_another
+    from dnnplace.models.serving.plan_file import read_serving_plan
+    from dnnplace.utils.files import read_json_file
+
+    problem, _ = read_serving_plan(read_json_file(path), str(path))
+    return priced_for_another(problem, to)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from dnnplace.cli.console import user_errors
+from dnnplace.cli.console import err, user_errors
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.exporters import EXPORTERS, get_exporter
 from dnnplace.models.serving.exporters import EXPORTERS as SERVING_EXPORTERS
@@ -55,10 +55,13 @@ def export_plan(
                     raise DnnplaceError(f"{flag} does not apply to --to {to.value}")
             text = api.export_serving_plan(plan, str(to.value), model if model is not None else "MODEL",
                                            disaggregated)
+            note = None if disaggregated else api.serving_export_note(plan, str(to.value))
             if output is not None:
                 write_text_atomic(output, text, inputs=[plan])
             else:
                 sys.stdout.write(text)
+            if note is not None:
+                err.print(note, markup=False, highlight=False)
             return
         if disaggregated:
             raise DnnplaceError("--disaggregated applies to serving plans exported --to vllm or sglang")

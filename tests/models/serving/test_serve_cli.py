@@ -80,6 +80,8 @@ def test_every_engine_export_reads_the_plan(plan_file, to, tmp_path):
         assert res.returncode == 2 and not out.exists() and "max_num_seqs=" in res.stderr
         return
     assert res.returncode == 0, res.stderr
+    # a plan priced for vLLM exported to another engine says its figures are vLLM's, on stderr (the file is clean)
+    assert ("priced for vllm" in res.stderr) == (to != "vllm") and "priced for" not in out.read_text()
     text = out.read_text()
     if to == "vllm":
         for r in doc["config"]["replicas"]:

@@ -18,7 +18,7 @@ from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, peer_access
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
 __all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
-           "no_custom_all_reduce", "node_runs"]
+           "no_custom_all_reduce", "node_runs", "priced_for_another"]
 
 
 def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
@@ -447,6 +447,18 @@ def _for_engine(p: ServingProblem, plan: ServingPlan, to: str) -> ServingProblem
     if not ev.fits:
         raise DnnplaceError(f"{made}; under {to}'s rules it does not fit ({ev.why}): plan again with --engine {to}")
     return q
+
+
+def priced_for_another(p: ServingProblem, to: str) -> str | None:
+    """What an export to an engine other than the plan's does not carry over (None when ``to`` is the plan's
+    engine): the layout and batch limits are checked to fit under ``to``'s rules, but the rate, latencies and
+    the limits themselves were priced and searched under the plan's engine, so the user is told rather than
+    left reading the plan's figures as ``to``'s."""
+    if to == p.engine.name:
+        return None
+    return (f"note: this plan was priced for {p.engine.name}; {to} runs its layout and batch limits (checked to fit "
+            f"under {to}'s rules), at a rate and latencies not priced: plan with --engine {to} for its own limits "
+            "and figures")
 
 
 def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL", disaggregate: bool = False) -> str:
