@@ -288,9 +288,20 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
         + ", ".join(f"{k} {v}" for k, v in sorted(doc["sources"].items()))
         + (f"; {note}" if (note := doc.get("error_band_note")) else "") + ")",
     ]
+    if doc.get("adopted"):
+        lines.append(f"plan: {doc['adopted']}")
+    slo = bool(_slo_line(wl))
+    band = doc["error_band"]
     for b in doc["baselines"]:
-        gain = "does not fit" if b.get("gain") is None else f"plan gains {b['gain']:.2f}x" + (
-            "" if b.get("beyond_band") else f", within the +/-{100 * doc['error_band']:.0f} % band: not a proven win")
+        if b.get("gain") is None:
+            gain = "does not fit"
+        elif slo and b.get("meets_slo") is False:  # a rate the user could not have had at these SLOs
+            gain = f"misses the SLOs ({_num(b.get('capacity_tokens_per_s'), '.0f')} tokens/s at its batch limits)"
+        elif 1.0 - b["gain"] > band:  # a loss beyond the band is said as one, never as "not a proven win"
+            gain = f"plan gains {b['gain']:.2f}x: the baseline serves more, beyond the +/-{100 * band:.0f} % band"
+        else:
+            gain = f"plan gains {b['gain']:.2f}x" + (
+                "" if b.get("beyond_band") else f", within the +/-{100 * band:.0f} % band: not a proven win")
         lines.append(f"baseline {b['name']}: {gain} ({b.get('why', '')})")
     if not doc["baselines"]:
         lines.append("baselines: none priced")
@@ -306,7 +317,8 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
                          for r in u["config"]["replicas"])
         lines.append(f"runner-up {n}: {len(u['config']['replicas'])} replica(s) {reps}: "
                      f"{_num(up.get('capacity_tokens_per_s', up['output_tokens_per_s']), '.0f')} tokens/s"
-                     + (" at the batch limits" if wl.get("rate") is not None else ""))
+                     + (" at the batch limits" if wl.get("rate") is not None else "")
+                     + (", misses the SLOs" if slo and up.get("meets_slo") is False else ""))
     for line in lines:
         console.print(Text(printable(line)))
 

@@ -16,7 +16,11 @@ its shortfall named), never raised.
 * ``llama.cpp-free-memory``: ``llama-server -ngl all`` with no ``-ts`` over each node's GPUs: layer
   slots (layers + the output layer) proportional to each device's free memory.
 * ``best-homogeneous``: the best plan :func:`~dnnplace.models.serving.search.search` finds on the
-  GPUs of one kind only (every kind tried, the best kept).
+  GPUs of one kind only (every kind tried, the best kept); with SLOs, each kind's best that meets them, chosen
+  as the plan's is (:func:`~dnnplace.models.serving.verdicts.meet_slo`), so the two are compared on equal terms.
+
+Each baseline says whether it meets the workload's SLOs and load (``meets_slo``): a rate from a deployment
+that misses them is not one the user could have had instead.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from typing import Any
 import numpy as np
 
 from dnnplace.core.catalogue import device_spec
+from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.load import fleet_defaults
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
+from dnnplace.models.serving.verdicts import meet_slo
 
-__all__ = ["NAMES", "Baseline", "accelerate_balanced_layers", "baselines", "engine_default_split",
-           "llama_cpp_layers"]
+__all__ = ["NAMES", "Baseline", "accelerate_balanced_layers", "adopt_better", "baselines", "engine_default_split",
+           "llama_cpp_layers", "plan_baselines"]
 
 NAMES = ("engine-even", "accelerate-balanced", "llama.cpp-free-memory", "best-homogeneous")
 
@@ -48,6 +54,8 @@ class Baseline:
     evaluation: ServingEvaluation | None
     gain: float | None
     why: str
+    #: best-homogeneous: each kind's best deployment (on disjoint GPUs), which side by side make one more candidate
+    parts: tuple[ServingConfig, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         cfg = None
@@ -62,6 +70,9 @@ class Baseline:
                 "output_tokens_per_s": None if ev is None or not ev.fits else round(ev.output_tokens_per_s, 6),
                 "capacity_tokens_per_s": None if ev is None or not ev.fits else round(ev.capacity_tokens_per_s, 6),
                 "fits": bool(ev is not None and ev.fits),
+                # whether it meets the workload's SLOs and load at its batch limits, as the plan is judged: a
+                # baseline that misses them is no deployment the user could run instead
+                "meets_slo": None if ev is None or not ev.fits else bool(ev.meets_slo),
                 "gain": None if self.gain is None else round(self.gain, 6), "why": self.why}
 
 
@@ -259,10 +270,13 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
     # a plan whose batch limit was searched meets each kind at that kind's own best limit (from the engine's
     # default for those GPUs); a pinned limit stays pinned
     searched = bool(plan.meta.get("max_num_seqs_searched"))
+    slo = p.workload.ttft_ms is not None or p.workload.tpot_ms is not None
+    parts: list[ServingConfig] = []
     for kind in kinds:
         fleet = p.fleet.only(lambda g: g.name == kind)  # noqa: B023 -- called at once
         sub = dataclasses.replace(p, fleet=fleet, engine=fleet_defaults(p.engine, fleet))
-        sp = search(sub, time_limit=time_limit / max(len(kinds), 1),
+        share = time_limit / max(len(kinds), 1)
+        sp = search(sub, time_limit=share / 2 if slo else share,
                     max_num_seqs=None if searched else plan.config.max_num_seqs,
                     max_num_batched_tokens=plan.config.max_num_batched_tokens)
         count = sum(1 for g in p.fleet.gpus if g.name == kind)
@@ -270,30 +284,47 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
             stopped = sp.meta.get("complete") is False  # cut by the time limit: nothing proven
             tried.append(f"{count}x {kind}: " + ("none found in the time limit" if stopped else "no deployment fits"))
             continue
+        if slo:  # the kind's best deployment that meets the SLOs, chosen as the plan's is (the search ranks by rate)
+            try:
+                sp, _ = meet_slo(sub, sp, time_limit=share / 2)
+            except DnnplaceError:
+                tried.append(f"{count}x {kind}: none meets the SLOs")
+                continue
         v = evaluate(p, sp.config).capacity_tokens_per_s
         tried.append(f"{count}x {kind}: {v:.0f} tok/s ({sp.status})")
+        parts.append(sp.config)
         if v > best[0]:
             best = (v, kind, sp.config)
     if best[2] is None:
         lead = "no single GPU kind of the fleet holds the model at any TP/PP" if \
             not any("time limit" in t for t in tried) else "no single-kind deployment found"
         return Baseline("best-homogeneous", None, None, None, f"{lead}: " + "; ".join(tried))
-    return _price(p, "best-homogeneous", best[2], value,
-                  f"search on the {best[1]} GPUs only (best of: {'; '.join(tried)})")
+    found = _price(p, "best-homogeneous", best[2], value,
+                   f"search on the {best[1]} GPUs only (best of: {'; '.join(tried)})")
+    return dataclasses.replace(found, parts=tuple(parts))
 
 
-def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None = None) -> list[Baseline]:
+def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None = None,
+              homogeneous: Baseline | None = None) -> list[Baseline]:
     """The four baselines of the plan, each priced by :func:`evaluate` (``time_limit``: for the
     best-homogeneous searches together; by default the plan's own search limit, so ``--time-limit`` bounds
-    the whole command, not only the search)."""
+    the whole command, not only the search; ``homogeneous``: that baseline already searched, its gain re-priced
+    against this plan instead of searched again)."""
     if time_limit is None:
         time_limit = float(plan.meta.get("time_limit", 30.0))
     value = evaluate(p, plan.config).capacity_tokens_per_s if plan.config.replicas else 0.0
     out = []
+
+    def _homogeneous() -> Baseline:
+        if homogeneous is None:
+            return _best_homogeneous(p, plan, value, time_limit)
+        ev = homogeneous.evaluation
+        return dataclasses.replace(homogeneous, gain=None if ev is None else _gain(value, ev))
+
     builders = (lambda: _engine_even(p, plan, value),
                 lambda: _node_pipelines(p, plan, value, "accelerate-balanced"),
                 lambda: _node_pipelines(p, plan, value, "llama.cpp-free-memory"),
-                lambda: _best_homogeneous(p, plan, value, time_limit))
+                _homogeneous)
     for name, build in zip(NAMES, builders):
         if not plan.config.replicas and name == "engine-even":
             out.append(Baseline(name, None, None, None, "the plan has no replica (nothing fits), so no split to redo"))
@@ -303,3 +334,59 @@ def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None 
             b = dataclasses.replace(b, gain=None, why=b.why + "; the plan itself does not fit")
         out.append(b)
     return out
+
+
+def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) -> tuple[ServingPlan, list[Baseline]]:
+    """``plan``, or the baseline deployment of ``found`` that serves more (capacity) and fits and meets the SLOs,
+    as a ``feasible`` plan whose gap is measured against the search's bound (an upper bound on every
+    deployment, so it holds for this one), with the baselines re-priced against it: the ones built on the plan's
+    replicas are rebuilt on the adopted ones, the searched one is kept.  ``meta["adopted"]`` says which and what
+    the search had chosen."""
+    if not plan.config.replicas:
+        return plan, found
+    value = evaluate(p, plan.config).capacity_tokens_per_s
+    slo = p.workload.ttft_ms is not None or p.workload.tpot_ms is not None
+    usable = [b for b in found if b.config is not None and b.evaluation is not None and b.evaluation.fits
+              and (b.evaluation.meets_slo or not slo)]
+    usable += _side_by_side(p, next((b.parts for b in found if len(b.parts) > 1), ()), slo)
+    best = max(usable, key=lambda b: b.evaluation.capacity_tokens_per_s, default=None)  # type: ignore[union-attr]
+    if best is None or best.config is None or best.evaluation is None or \
+            best.evaluation.capacity_tokens_per_s <= value * (1.0 + 1e-9):
+        return plan, found
+    v = best.evaluation.capacity_tokens_per_s
+    gap = None if not plan.bound else max(0.0, (plan.bound - v) / plan.bound)
+    note = (f"the {best.name} baseline's deployment: it serves {v:.0f} tokens/s where the search chose "
+            f"{value:.0f}" + (" (the fastest searched deployment that meets the SLOs)" if slo else
+                              " (the search stopped at its time limit)" if plan.meta.get("complete") is False else ""))
+    meta = {k: x for k, x in plan.meta.items() if k not in ("slo_simulated",)}
+    adopted = dataclasses.replace(plan, config=best.config, status="feasible", gap=gap, meta={**meta, "adopted": note})
+    kept = next((b for b in found if b.name == "best-homogeneous"), None)
+    return adopted, baselines(p, adopted, homogeneous=kept)
+
+
+def plan_baselines(p: ServingProblem, plan: ServingPlan) -> list[Baseline]:
+    """The plan's baselines: those its solve priced for this very deployment (``meta["baselines"]``), else priced
+    now -- so the plan file and the report do not search the one-kind deployments again."""
+    kept = plan.meta.get("baselines")
+    if kept is not None and kept[0] == plan.config:
+        return list(kept[1])
+    return baselines(p, plan)
+
+
+def _side_by_side(p: ServingProblem, parts: tuple[ServingConfig, ...], slo: bool) -> list[Baseline]:
+    """Each GPU kind's best deployment run side by side (their GPUs are disjoint) at one of their batch limits
+    -- an engine's limits are one per launch here, so each kind's own is tried for all -- the best that fits and
+    meets the SLOs.  Why: under an SLO the search keeps the fastest deployment that meets it among those it
+    ranked by rate, which can leave a whole GPU kind idle where each kind alone meets it."""
+    if len(parts) < 2:
+        return []
+    replicas = tuple(r for c in parts for r in c.replicas)
+    best: Baseline | None = None
+    for c in parts:
+        cfg = ServingConfig(replicas, c.max_num_seqs, c.max_num_batched_tokens, c.expert_parallel)
+        ev = evaluate(p, cfg)
+        if ev.fits and (ev.meets_slo or not slo) and \
+                (best is None or ev.capacity_tokens_per_s > best.evaluation.capacity_tokens_per_s):  # type: ignore
+            best = Baseline("best-homogeneous side by side", cfg, ev, None,
+                            "each GPU kind's best deployment, side by side")
+    return [best] if best is not None else []

@@ -70,13 +70,13 @@ def _simulate(problem: ServingProblem, plan: ServingPlan, *, rate: float | None 
 
 
 def _report(problem: ServingProblem, plan: ServingPlan, path: Any, **_: Any) -> Path:
-    from dnnplace.models.serving.baselines import baselines
+    from dnnplace.models.serving.baselines import plan_baselines
     from dnnplace.models.serving.evaluation import evaluate
     from dnnplace.models.serving.report import write_report
 
     ups = [(c, evaluate(problem, c)) for c in plan.meta.get("runner_ups", [])]
     return write_report(problem, plan, evaluate(problem, plan.config), Path(path), runner_ups=ups,
-                        baselines=baselines(problem, plan))
+                        baselines=plan_baselines(problem, plan))
 
 
 def _document(problem: ServingProblem, plan: ServingPlan, ev: Any) -> dict[str, Any]:

@@ -109,6 +109,24 @@ class ServingSearch(Solver):
 
         return more
 
+    def _no_worse_than_baselines(self, p: ServingProblem, plan: Any) -> Any:
+        """The plan, or the baseline deployment that serves more than it (and meets the SLOs), with the baselines
+        priced once and kept with the plan for its document.
+
+        Why: under SLOs the search ranks deployments by their rate and the plan is the fastest searched one
+        that meets them (a heuristic), and a search cut by the time limit stops where it is; either can end
+        below a baseline -- the best one-kind deployment, or the plan's own replicas under the engine's split --
+        and a plan that loses to what it is compared with is a wrong answer.  Never where the user pinned the
+        layout or the limits (a pin is kept, not traded), nor under a rate (the plan's verdict there is the
+        simulation's, the baselines' the evaluator's)."""
+        from dnnplace.models.serving.baselines import adopt_better, baselines
+
+        found = baselines(p, plan)
+        pinned = {k for k in self.pins() if k != "disaggregate"}
+        if not pinned and p.workload.rate is None:
+            plan, found = adopt_better(p, plan, found)
+        return replace(plan, meta={**plan.meta, "baselines": (plan.config, found)})
+
     def solve(self, workload: ServingProblem, run: RunContext) -> SolverOutput:
         from dnnplace.models.serving.search import search
         from dnnplace.models.serving.verdicts import apply_layers, meet_slo, unfit
@@ -163,6 +181,7 @@ class ServingSearch(Solver):
             plan = replace(plan, meta={**plan.meta, "disaggregated": found})
         left = max(limit - (time.monotonic() - started), 0.05 * limit)
         plan = replace(plan, meta={**plan.meta, "time_limit": left})  # what the baselines' searches may use
+        plan = self._no_worse_than_baselines(workload, plan)
         bound = None if not plan.bound else 1.0 / plan.bound
         status = {"infeasible": "feasible"}.get(plan.status, plan.status)
         return SolverOutput(plan=plan, status=status, bound=bound,

@@ -60,9 +60,9 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
                   baselines: list[Any] | None = None) -> dict[str, Any]:
     """The plan file's content (``baselines``: :func:`~dnnplace.models.serving.baselines.baselines`'s list)."""
     if baselines is None:
-        from dnnplace.models.serving.baselines import baselines as priced
+        from dnnplace.models.serving.baselines import plan_baselines
 
-        baselines = priced(p, plan)
+        baselines = plan_baselines(p, plan)
     f = p.fleet
     wl = p.workload
     ups = []
@@ -93,6 +93,8 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "error_band": round(ev.error_band, 4), "sources": dict(ev.sources),
         **({"error_band_note": note} if (note := band_note(p)) else {}),
         "runner_ups": ups,
+        # where a baseline's deployment served more than the search's choice and replaced it: which, and why
+        "adopted": plan.meta.get("adopted"),
         # the SLOs checked under the workload's load by the simulation (None: no load or no SLO)
         "slo_simulated": plan.meta.get("slo_simulated"),
         # what judged the SLOs: the evaluator's steady state or the simulation (None: no SLO)
