@@ -79,3 +79,18 @@ def test_the_slo_limit_is_the_largest_that_meets_it_not_a_halving():
     mns = plan.config.max_num_seqs
     assert mns & (mns - 1), f"{mns}: a power of two, the halvings' answer"
     assert not evaluate(p, replace(plan.config, max_num_seqs=mns + 1)).meets_slo
+
+
+def test_an_adopted_deployment_is_proven_at_its_own_batch_limits():
+    """Llama 3.1 70B on 2 x A100-40G (TensorRT-LLM): the search's proof is at its own limits (max_num_seqs 512,
+    484 tokens/s, 'optimal'); the one-kind baseline found 487 at 256, where that proof says nothing.  The
+    adopted deployment is searched again at its limits, so its bound holds for it and never sits below it."""
+    p = dnnplace.load_serving(ROOT / "examples" / "llm" / "llama3.1-70b.json", gpus="2xa100", engine="trtllm")
+    plan = dnnplace.solve(p, time_limit=20).plan
+    v = evaluate(p, plan.config).capacity_tokens_per_s
+    assert plan.bound is not None and v <= plan.bound * (1 + 1e-9)
+    assert plan.gap == pytest.approx(max(0.0, (plan.bound - v) / plan.bound), abs=1e-9)
+    assert plan.status != "optimal" or plan.gap <= 1e-9
+    again = search(p, time_limit=20, max_num_seqs=plan.config.max_num_seqs,
+                   max_num_batched_tokens=plan.config.max_num_batched_tokens)
+    assert v >= evaluate(p, again.config).capacity_tokens_per_s * (1 - 1e-9)

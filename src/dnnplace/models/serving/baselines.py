@@ -354,12 +354,30 @@ def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) ->
             best.evaluation.capacity_tokens_per_s <= value * (1.0 + 1e-9):
         return plan, found
     v = best.evaluation.capacity_tokens_per_s
-    gap = None if not plan.bound else max(0.0, (plan.bound - v) / plan.bound)
+    cfg = best.config
     note = (f"the {best.name} baseline's deployment: it serves {v:.0f} tokens/s where the search chose "
             f"{value:.0f}" + (" (the fastest searched deployment that meets the SLOs)" if slo else
                               " (the search stopped at its time limit)" if plan.meta.get("complete") is False else ""))
+    bound, status = plan.bound, "feasible"
+    same_limits = (cfg.max_num_seqs, cfg.max_num_batched_tokens) == \
+        (plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
+    left = float(plan.meta.get("time_limit", 30.0)) / 2
+    if not same_limits and left < 0.5:  # no time left to prove anything at the adopted limits: nothing claimed
+        bound = None
+    elif not same_limits:  # the search's proof holds at its own batch limits: proven afresh at the adopted ones
+        again = search(p, time_limit=left, max_num_seqs=cfg.max_num_seqs,
+                       max_num_batched_tokens=cfg.max_num_batched_tokens)
+        found_v = evaluate(p, again.config).capacity_tokens_per_s if again.config.replicas else 0.0
+        if not slo and found_v > v * (1.0 + 1e-9):  # a better deployment at those limits: that one
+            cfg, v, note = again.config, found_v, note + f"; searched again at its batch limits: {found_v:.0f}"
+        bound = again.bound if again.bound is not None and again.bound >= v * (1.0 - 1e-9) else None
+        status = again.status if cfg == again.config else "feasible"
+    gap = None if not bound else max(0.0, (bound - v) / bound)
+    if status == "optimal" and (gap is None or gap > 1e-9):
+        status = "feasible"
     meta = {k: x for k, x in plan.meta.items() if k not in ("slo_simulated",)}
-    adopted = dataclasses.replace(plan, config=best.config, status="feasible", gap=gap, meta={**meta, "adopted": note})
+    adopted = dataclasses.replace(plan, config=cfg, status=status, bound=bound, gap=gap,
+                                  meta={**meta, "adopted": note})
     kept = next((b for b in found if b.name == "best-homogeneous"), None)
     return adopted, baselines(p, adopted, homogeneous=kept)
 
