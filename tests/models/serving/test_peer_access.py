@@ -70,3 +70,19 @@ def test_a_3090_group_beyond_its_bridge_disables_the_custom_all_reduce(llama8b):
     plan = ServingPlan(ServingConfig((Replica((Stage("rtx-3090", 0, (0, 1, 2, 3), 32),)),), 64, 2048), "feasible",
                        0.0, 0.0, 0.0)
     assert "--disable-custom-all-reduce" in export(p, plan, "vllm")
+
+
+def test_the_plan_file_says_what_each_nodes_link_means_for_its_gpus():
+    """A node's link ``nvlink`` is its own fabric: the plan file says PCIe for cards without NVLink, the bridge
+    and PCIe beyond for bridged pairs, and PCIe between kinds (it said 'nvlink' for RTX 4090 nodes)."""
+    import dnnplace
+    from dnnplace.models.serving.plan_file import plan_document
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[3]
+    p = dnnplace.load_serving(root / "examples" / "serving" / "llama3.1-8b.json", gpus="2xrtx-4090+2xa6000;2xh100")
+    sol = dnnplace.solve(p, time_limit=10)
+    from dnnplace.models.serving.evaluation import evaluate
+
+    nodes = plan_document(p, sol.plan, evaluate(p, sol.plan.config))["fleet"]["nodes"]
+    assert nodes[0]["fabric"] == "a6000: nvlink3-bridge (pairs), PCIe beyond; rtx-4090: PCIe; between kinds: PCIe"
+    assert nodes[1]["fabric"] == "h100: nvlink4" and all(n["link"] == "nvlink" for n in nodes)

@@ -72,7 +72,7 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         "format": FORMAT,
         "model": {"name": p.model.name, "source": p.source, "precision": p.model.precision,
                   "kv_dtype": p.kv_dtype, "num_layers": p.model.num_layers, "config": model_config(p, plan)},
-        "fleet": {"gpus": f.spec(), "nodes": [{"gpus": spec, "link": n.link} for spec, n in
+        "fleet": {"gpus": f.spec(), "nodes": [{"gpus": spec, "link": n.link, "fabric": _fabric(n)} for spec, n in
                                               zip(f.spec().split(";"), f.nodes)],
                   "network": {"bandwidth_gbps": f.network_bandwidth / 1e9 or None,
                               "latency_us": f.network_latency_s * 1e6 or None}},
@@ -114,6 +114,26 @@ def plan_document(p: ServingProblem, plan: ServingPlan, ev: ServingEvaluation,
         # the best prefill/decode disaggregated deployment priced beside the plan (None: not asked for)
         "disaggregated": _disaggregated_doc(plan, ev),
     }
+
+
+def _fabric(node: Any) -> str:
+    """What the node's ``link`` means for each of its GPU kinds, in words (written for the reader, never read
+    back): ``nvlink`` is the node's own fabric, so PCIe cards (RTX 4090, L40S, L4) talk over PCIe under it, a
+    bridged pair (RTX A6000 / 3090) over its bridge and PCIe beyond, and different kinds over PCIe."""
+    from dnnplace.core.catalogue import device_spec
+
+    parts = []
+    for kind in sorted({g.name for g in node.gpus}):
+        spec = device_spec(kind)
+        if node.link == "pcie" or spec.nvlink_bandwidth <= 0:
+            parts.append(f"{kind}: PCIe")
+        elif "bridge" in spec.nvlink:
+            parts.append(f"{kind}: {spec.nvlink} (pairs), PCIe beyond")
+        else:
+            parts.append(f"{kind}: {spec.nvlink}")
+    if len(parts) > 1:
+        parts.append("between kinds: PCIe")
+    return "; ".join(parts)
 
 
 def _disaggregated_doc(plan: ServingPlan, ev: ServingEvaluation) -> dict[str, Any] | None:
