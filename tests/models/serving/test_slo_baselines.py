@@ -94,3 +94,16 @@ def test_an_adopted_deployment_is_proven_at_its_own_batch_limits():
     again = search(p, time_limit=20, max_num_seqs=plan.config.max_num_seqs,
                    max_num_batched_tokens=plan.config.max_num_batched_tokens)
     assert v >= evaluate(p, again.config).capacity_tokens_per_s * (1 - 1e-9)
+
+
+def test_a_pinned_max_num_seqs_is_kept_under_an_slo_or_the_slo_refused_naming_it():
+    """--fix max_num_seqs=300 with --tpot-ms 60 on 4 x L4 returned a plan at 64 sequences and exit 0: the SLO
+    step tried fewer sequences, dropping the pin silently.  A pin is kept, or the SLO is refused naming it."""
+    from dnnplace.errors import DnnplaceError
+
+    p = dnnplace.load_serving(MODEL, gpus="4xl4", engine="vllm", tpot_ms=60)
+    with pytest.raises(DnnplaceError, match="at the pinned max_num_seqs=300"):
+        dnnplace.solve(p, time_limit=8, tp=4, max_num_seqs=300)
+    assert dnnplace.solve(p, time_limit=8, tp=4, max_num_seqs=8).plan.config.max_num_seqs == 8
+    res = run_cli("serve", MODEL, "--gpus", "4xl4", "--tpot-ms", 60, "--fix", "tp=4,max_num_seqs=300")
+    assert res.returncode == 2 and "pinned max_num_seqs=300" in res.stderr

@@ -286,7 +286,7 @@ def _best_homogeneous(p: ServingProblem, plan: ServingPlan, value: float, time_l
             continue
         if slo:  # the kind's best deployment that meets the SLOs, chosen as the plan's is (the search ranks by rate)
             try:
-                sp, _ = meet_slo(sub, sp, time_limit=share / 2)
+                sp, _ = meet_slo(sub, sp, time_limit=share / 2, pinned_seqs=not searched)
             except DnnplaceError:
                 tried.append(f"{count}x {kind}: none meets the SLOs")
                 continue

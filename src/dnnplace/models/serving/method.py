@@ -170,7 +170,7 @@ class ServingSearch(Solver):
             plan = apply_layers(workload, plan, layers)
         # a latency SLO under a load is checked by simulation: half of what is left, the baselines the rest
         plan, _ = meet_slo(workload, plan, time_limit=max(limit - (time.monotonic() - started), 0.05 * limit) / 2,
-                           more=self._without_pp(workload, plan, pp))
+                           more=self._without_pp(workload, plan, pp), pinned_seqs=self.max_num_seqs is not None)
         if self.disaggregate:  # beside the plan, from half of what is left (the baselines get the rest)
             from dnnplace.models.serving.disaggregation import best_disaggregated
 

@@ -212,7 +212,8 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float,
 
 
 def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
-             more: Callable[[float], list[ServingConfig]] | None = None) -> tuple[ServingPlan, ServingEvaluation]:
+             more: Callable[[float], list[ServingConfig]] | None = None,
+             pinned_seqs: bool = False) -> tuple[ServingPlan, ServingEvaluation]:
     """The plan when it meets the workload's SLOs; else the fastest searched deployment (the plan and its
     runner-ups, each also at fewer sequences in flight) that does; else one line with the best reached.
 
@@ -231,7 +232,8 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
     which judged.  With SLOs each candidate is also tried without its slowest replicas (:func:`without_slowest`).
     ``more(seconds)``: further deployments to try under a rate when every one above fell behind or missed in
     the simulation (the caller's search policy; e.g. deployments without PP, whose even micro-batches the
-    simulation does not see under a trickle of arrivals)."""
+    simulation does not see under a trickle of arrivals).  ``pinned_seqs``: the user fixed ``max_num_seqs``, so
+    no candidate runs at fewer sequences (a pin is kept or the SLO refused, never traded)."""
     wl = p.workload
     slo = wl.ttft_ms is not None or wl.tpot_ms is not None
     ev = evaluate(p, plan.config)
@@ -241,7 +243,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
         # a searched budget serves more but runs longer steps: the engine's own is tried as well
         alts = (default,) if plan.meta.get("max_num_batched_tokens_searched") and default != plan.config and \
             (not p.engine.tokens_cover_seqs or default.max_num_batched_tokens >= default.max_num_seqs) else ()
-        tried += _variants(p, [plan.config, *alts, *plan.meta.get("runner_ups", [])], plan.config)
+        tried += _variants(p, [plan.config, *alts, *plan.meta.get("runner_ups", [])], plan.config, pinned_seqs)
     # the plan first when it passes (its proof stands), then the others fastest first
     ok = _passing(tried, plan.config)
     by_evaluator = {"slo_judged_by": EVALUATOR_JUDGES} if slo else {}
@@ -262,7 +264,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
                 break
             extra = more(left / 2)
             seen = {c for c, _ in tried}
-            new = [t for t in _variants(p, [c for c in extra if c not in seen], None) if t[0] not in seen]
+            new = [t for t in _variants(p, [c for c in extra if c not in seen], None, pinned_seqs) if t[0] not in seen]
             tried += new
             ok = _passing(new, None)
         for k, (c, e) in enumerate(ok):
@@ -297,24 +299,26 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
     best = f"the best reached is TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms"
     if p.workload.rate is not None:
         best += f", {cap:.2f} requests/s"
-    return_msg = f"no deployment of {p.fleet.spec()} meets {_slo_text(p)}: {best}"
-    raise DnnplaceError(return_msg)
+    pin = f" at the pinned max_num_seqs={plan.config.max_num_seqs} (fewer might: drop the pin)" if pinned_seqs else ""
+    raise DnnplaceError(f"no deployment of {p.fleet.spec()} meets {_slo_text(p)}{pin}: {best}")
 
 
-def _variants(p: ServingProblem, bases: list[ServingConfig],
-              plan: ServingConfig | None) -> list[tuple[ServingConfig, ServingEvaluation]]:
+def _variants(p: ServingProblem, bases: list[ServingConfig], plan: ServingConfig | None,
+              pinned_seqs: bool = False) -> list[tuple[ServingConfig, ServingEvaluation]]:
     """Each base at its limit and at every halving of ``max_num_seqs`` (the plan's own limit is already
     evaluated), and with SLOs, less its slowest replicas (:func:`without_slowest`), each evaluated."""
     out: list[tuple[ServingConfig, ServingEvaluation]] = []
     slo = p.workload.ttft_ms is not None or p.workload.tpot_ms is not None
     for c in bases:
         seqs = c.max_num_seqs if c is not plan else c.max_num_seqs // 2
+        if pinned_seqs:  # the pinned limit only: the plan's own is already evaluated
+            seqs = 0 if c is plan else c.max_num_seqs
         halved: list[tuple[ServingConfig, ServingEvaluation]] = []
         while seqs >= 1:
             cc = replace(c, max_num_seqs=seqs)
             halved.append((cc, evaluate(p, cc)))
-            seqs //= 2
-        out += halved + _between(p, c, halved)
+            seqs = 0 if pinned_seqs else seqs // 2
+        out += halved + ([] if pinned_seqs else _between(p, c, halved))
         if slo:
             out.extend(without_slowest(p, c))
     return out
