@@ -337,11 +337,12 @@ def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None 
 
 
 def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) -> tuple[ServingPlan, list[Baseline]]:
-    """``plan``, or the baseline deployment of ``found`` that serves more (capacity) and fits and meets the SLOs,
-    as a ``feasible`` plan whose gap is measured against the search's bound (an upper bound on every
-    deployment, so it holds for this one), with the baselines re-priced against it: the ones built on the plan's
-    replicas are rebuilt on the adopted ones, the searched one is kept.  ``meta["adopted"]`` says which and what
-    the search had chosen."""
+    """``plan``, or the baseline deployment of ``found`` (or each kind's best side by side) that serves more
+    (capacity) and fits and meets the SLOs, with the baselines re-priced against it: the ones built on the plan's
+    replicas are rebuilt on the adopted ones, the searched one is kept.  Its proof: the search's bound where the
+    batch limits are the plan's (the search proves at the limits it chose), else a search again at the adopted
+    limits (nothing claimed with under a second left); never a bound below the adopted rate.
+    ``meta["adopted"]`` says which and what the search had chosen."""
     if not plan.config.replicas:
         return plan, found
     value = evaluate(p, plan.config).capacity_tokens_per_s
@@ -372,6 +373,8 @@ def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) ->
             cfg, v, note = again.config, found_v, note + f"; searched again at its batch limits: {found_v:.0f}"
         bound = again.bound if again.bound is not None and again.bound >= v * (1.0 - 1e-9) else None
         status = again.status if cfg == again.config else "feasible"
+    if bound is not None and v > bound * (1.0 + 1e-9):  # a bound below the rate proves nothing about it
+        bound = None
     gap = None if not bound else max(0.0, (bound - v) / bound)
     if status == "optimal" and (gap is None or gap > 1e-9):
         status = "feasible"
