@@ -107,3 +107,13 @@ def test_a_pinned_max_num_seqs_is_kept_under_an_slo_or_the_slo_refused_naming_it
     assert dnnplace.solve(p, time_limit=8, tp=4, max_num_seqs=8).plan.config.max_num_seqs == 8
     res = run_cli("serve", MODEL, "--gpus", "4xl4", "--tpot-ms", 60, "--fix", "tp=4,max_num_seqs=300")
     assert res.returncode == 2 and "pinned max_num_seqs=300" in res.stderr
+
+
+def test_expert_parallel_pinned_off_is_kept_where_a_baseline_runs_it_on():
+    """expert_parallel=off is a pin although it is False: the plan adopted an expert-parallel baseline over it
+    (Qwen3-30B-A3B on 4 x RTX A6000, vLLM, TPOT <= 60 ms), found by a sweep of random pins."""
+    aic = pytest.importorskip("aiconfigurator_core")
+    cfg = Path(aic.__file__).parent / "model_configs" / "Qwen--Qwen3-30B-A3B_config.json"
+    p = dnnplace.load_serving(cfg, gpus="4xa6000", engine="vllm", tpot_ms=60)
+    plan = dnnplace.solve(p, time_limit=8, expert_parallel=False).plan
+    assert plan.config.expert_parallel is False and "adopted" not in plan.meta

@@ -122,7 +122,9 @@ class ServingSearch(Solver):
         from dnnplace.models.serving.baselines import adopt_better, baselines
 
         found = baselines(p, plan)
-        pinned = {k for k in self.pins() if k != "disaggregate"}
+        # every fixed knob, expert_parallel=off included (pins() leaves False out: within_nodes off is no pin)
+        pinned = {k for k, v in self.get_params().items()
+                  if v is not None and k != "disaggregate" and not (k == "within_nodes" and v is False)}
         if not pinned and p.workload.rate is None:
             plan, found = adopt_better(p, plan, found)
         return replace(plan, meta={**plan.meta, "baselines": (plan.config, found)})
