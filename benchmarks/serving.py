@@ -129,6 +129,25 @@ def pr6920() -> tuple[list[str], dict[str, bool]]:
 PERF_OVERVIEW = ROOT / "tests" / "data" / "serving" / "trtllm_llama33_perf_overview.json"
 
 
+def trtllm_bench_run(config: Path, row: dict) -> tuple[float, float]:
+    """A ``trtllm-bench throughput`` row (``gpu``, ``tp``, ``pp``, ``precision``, ``kv_dtype``, ``isl``, ``osl``,
+    ``requests``) run as published -- its requests at once through the simulated schedulers, at the limits
+    trtllm-bench derives, the engine's default layer split -- and the evaluator's steady state: total output
+    tokens/s, (the run, steady state)."""
+    gpu, tp, pp, isl, osl = row["gpu"], row["tp"], row["pp"], row["isl"], row["osl"]
+    p = problem(config, gpus=f"{tp * pp}x{gpu}", isl=isl, osl=osl, engine="trtllm",
+                precision=row["precision"], kv_dtype=row["kv_dtype"], max_model_len=isl + osl)
+    m = p.model
+    bs, tok = trtllm_bench_limits(params_of(m), row["precision"], row["kv_dtype"], m.num_layers, m.kv_heads,
+                                  m.head_dim, device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, 0.90)
+    rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n)
+                        for i, n in enumerate(engine_default_split(m.num_layers, pp, p.engine.default_split))))
+    cfg = ServingConfig((rep,), bs, tok)
+    steady = evaluate(p, cfg).output_tokens_per_s
+    run = simulate(p, cfg, offline=True, requests=int(row["requests"]), time_limit=300.0).output_tokens_per_s
+    return run, steady
+
+
 def perf_overview() -> tuple[list[str], dict[str, bool]]:
     """TensorRT-LLM's release/1.2 perf-overview rows for Llama 3.3 70B (PyTorch flow): other GPUs (B200, GB200,
     H200) and PP scaling on RTX PRO 6000 (TP1 x PP1..8), each run as published (its requests through the
@@ -139,17 +158,7 @@ def perf_overview() -> tuple[list[str], dict[str, bool]]:
     errs, got = [], {}
     for row in doc["rows"]:
         gpu, tp, pp, isl, osl = row["gpu"], row["tp"], row["pp"], row["isl"], row["osl"]
-        p = problem(MODELS["70B"], gpus=f"{tp * pp}x{gpu}", isl=isl, osl=osl, engine="trtllm",
-                    precision=row["precision"], kv_dtype=row["kv_dtype"], max_model_len=isl + osl)
-        m = p.model
-        bs, tok = trtllm_bench_limits(params_of(m), row["precision"], row["kv_dtype"], m.num_layers, m.kv_heads,
-                                      m.head_dim, device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, 0.90)
-        rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n)
-                            for i, n in enumerate(engine_default_split(m.num_layers, pp, p.engine.default_split))))
-        cfg = ServingConfig((rep,), bs, tok)
-        steady = evaluate(p, cfg).output_tokens_per_s / (tp * pp)
-        run = simulate(p, cfg, offline=True, requests=int(row["requests"]), time_limit=300.0).output_tokens_per_s
-        run /= tp * pp
+        run, steady = (x / (tp * pp) for x in trtllm_bench_run(MODELS["70B"], row))
         err = run / row["per_gpu"] - 1
         errs.append(err)
         got[(gpu, isl, osl, pp)] = (row["per_gpu"], run)

@@ -26,15 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from serving import MODELS, params_of  # noqa: E402
-
-from dnnplace.core.catalogue import device_spec  # noqa: E402
-from dnnplace.models.serving.baselines import engine_default_split  # noqa: E402
-from dnnplace.models.serving.catalogue import trtllm_bench_limits  # noqa: E402
-from dnnplace.models.serving.evaluation import evaluate  # noqa: E402
-from dnnplace.models.serving.load import problem  # noqa: E402
-from dnnplace.models.serving.simulator import simulate  # noqa: E402
-from dnnplace.models.serving.spec import Replica, ServingConfig, Stage  # noqa: E402
+from serving import MODELS, trtllm_bench_run  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "trtllm_perf_overview_v1.json"
 
@@ -51,18 +43,7 @@ def _config(name: str) -> Path:
 
 def run_row(row: dict) -> tuple[float, float]:
     """(the run as published, the evaluator's steady state), total output tokens/s."""
-    gpu, tp, pp, isl, osl = row["gpu"], row["tp"], row["pp"], row["isl"], row["osl"]
-    p = problem(_config(row["model"]), gpus=f"{tp * pp}x{gpu}", isl=isl, osl=osl, engine="trtllm",
-                precision=row["precision"], kv_dtype=row["kv_dtype"], max_model_len=isl + osl)
-    m = p.model
-    bs, tok = trtllm_bench_limits(params_of(m), row["precision"], row["kv_dtype"], m.num_layers, m.kv_heads,
-                                  m.head_dim, device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, 0.90)
-    rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n)
-                        for i, n in enumerate(engine_default_split(m.num_layers, pp, p.engine.default_split))))
-    cfg = ServingConfig((rep,), bs, tok)
-    steady = evaluate(p, cfg).output_tokens_per_s
-    run = simulate(p, cfg, offline=True, requests=int(row["requests"]), time_limit=300.0).output_tokens_per_s
-    return run, steady
+    return trtllm_bench_run(_config(row["model"]), row)
 
 
 def main() -> int:
