@@ -117,3 +117,18 @@ def test_expert_parallel_pinned_off_is_kept_where_a_baseline_runs_it_on():
     p = dnnplace.load_serving(cfg, gpus="4xa6000", engine="vllm", tpot_ms=60)
     plan = dnnplace.solve(p, time_limit=8, expert_parallel=False).plan
     assert plan.config.expert_parallel is False and "adopted" not in plan.meta
+
+
+def test_under_a_closed_loop_the_plan_serves_at_least_every_baseline_at_that_concurrency():
+    """--concurrency 512 on 1 x H100 + 1 x L4 (TensorRT-LLM): the search ranks by capacity (6,536 tokens/s with
+    both GPUs), but the router sends every other request to the L4 and the 512 clients wait on it in turn: 675
+    tokens/s at that concurrency, beside 6,199 from the H100 alone.  The plan is compared at the workload's
+    concurrency and drops the replicas that hold it back."""
+    p = dnnplace.load_serving(MODEL, gpus="1xh100+1xl4", engine="trtllm", concurrency=512)
+    plan = dnnplace.solve(p, time_limit=8).plan
+    ev = evaluate(p, plan.config)
+    for b in plan_baselines(p, plan):
+        if b.evaluation is not None and b.evaluation.fits:
+            assert ev.output_tokens_per_s >= b.evaluation.output_tokens_per_s * (1 - 1e-9), b.name
+    assert "slowest replicas" in plan.meta["adopted"] and len(plan.config.replicas) == 1
+    assert plan.bound is None or ev.capacity_tokens_per_s <= plan.bound * (1 + 1e-9)

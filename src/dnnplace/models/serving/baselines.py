@@ -337,28 +337,40 @@ def baselines(p: ServingProblem, plan: ServingPlan, *, time_limit: float | None 
 
 
 def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) -> tuple[ServingPlan, list[Baseline]]:
-    """``plan``, or the baseline deployment of ``found`` (or each kind's best side by side) that serves more
-    (capacity) and fits and meets the SLOs, with the baselines re-priced against it: the ones built on the plan's
-    replicas are rebuilt on the adopted ones, the searched one is kept.  Its proof: the search's bound where the
-    batch limits are the plan's (the search proves at the limits it chose), else a search again at the adopted
-    limits (nothing claimed with under a second left); never a bound below the adopted rate.
-    ``meta["adopted"]`` says which and what the search had chosen."""
+    """``plan``, or the baseline deployment of ``found`` (or each kind's best side by side, or under a closed
+    loop the plan less its slowest replicas) that serves more and fits and meets the SLOs, with the baselines
+    re-priced against it: the ones built on the plan's replicas are rebuilt on the adopted ones, the searched
+    one is kept.  "Serves more": capacity, or under ``--concurrency`` the rate at that many clients (a slow
+    replica the engine's router sends every other request to can hold a closed loop below its fast GPUs alone).
+    Its proof, on capacity as the search's: the search's bound where the batch limits are the plan's (the
+    search proves at the limits it chose), else a search again at the adopted limits (nothing claimed with under
+    a second left); never a bound below the adopted capacity.  ``meta["adopted"]`` says which and what the
+    search had chosen."""
     if not plan.config.replicas:
         return plan, found
-    value = evaluate(p, plan.config).capacity_tokens_per_s
     slo = p.workload.ttft_ms is not None or p.workload.tpot_ms is not None
+    closed = p.workload.concurrency is not None
+
+    def rate(ev: ServingEvaluation) -> float:
+        return ev.output_tokens_per_s if closed else ev.capacity_tokens_per_s
+
+    value = rate(evaluate(p, plan.config))
     usable = [b for b in found if b.config is not None and b.evaluation is not None and b.evaluation.fits
               and (b.evaluation.meets_slo or not slo)]
     usable += _side_by_side(p, next((b.parts for b in found if len(b.parts) > 1), ()), slo)
-    best = max(usable, key=lambda b: b.evaluation.capacity_tokens_per_s, default=None)  # type: ignore[union-attr]
+    if closed:
+        usable += _fewer_replicas(p, plan.config, slo)
+    best = max(usable, key=lambda b: rate(b.evaluation), default=None)  # type: ignore[arg-type]
     if best is None or best.config is None or best.evaluation is None or \
-            best.evaluation.capacity_tokens_per_s <= value * (1.0 + 1e-9):
+            rate(best.evaluation) <= value * (1.0 + 1e-9):
         return plan, found
-    v = best.evaluation.capacity_tokens_per_s
-    cfg = best.config
-    note = (f"the {best.name} baseline's deployment: it serves {v:.0f} tokens/s where the search chose "
-            f"{value:.0f}" + (" (the fastest searched deployment that meets the SLOs)" if slo else
-                              " (the search stopped at its time limit)" if plan.meta.get("complete") is False else ""))
+    v, cap, cfg = rate(best.evaluation), best.evaluation.capacity_tokens_per_s, best.config
+    what = "at its concurrency " if closed else ""
+    label = f"the {best.name} baseline's deployment" if best.name in NAMES else f"the {best.name}"
+    note = (f"{label}: it serves {v:.0f} tokens/s {what}where the search chose {value:.0f}"
+            + (" (the fastest searched deployment that meets the SLOs)" if slo else
+               " (the search ranks by capacity)" if closed else
+               " (the search stopped at its time limit)" if plan.meta.get("complete") is False else ""))
     bound, status = plan.bound, "feasible"
     same_limits = (cfg.max_num_seqs, cfg.max_num_batched_tokens) == \
         (plan.config.max_num_seqs, plan.config.max_num_batched_tokens)
@@ -368,14 +380,15 @@ def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) ->
     elif not same_limits:  # the search's proof holds at its own batch limits: proven afresh at the adopted ones
         again = search(p, time_limit=left, max_num_seqs=cfg.max_num_seqs,
                        max_num_batched_tokens=cfg.max_num_batched_tokens)
-        found_v = evaluate(p, again.config).capacity_tokens_per_s if again.config.replicas else 0.0
-        if not slo and found_v > v * (1.0 + 1e-9):  # a better deployment at those limits: that one
-            cfg, v, note = again.config, found_v, note + f"; searched again at its batch limits: {found_v:.0f}"
-        bound = again.bound if again.bound is not None and again.bound >= v * (1.0 - 1e-9) else None
-        status = again.status if cfg == again.config else "feasible"
-    if bound is not None and v > bound * (1.0 + 1e-9):  # a bound below the rate proves nothing about it
+        ev_again = evaluate(p, again.config) if again.config.replicas else None
+        if not slo and ev_again is not None and rate(ev_again) > v * (1.0 + 1e-9):  # better at those limits
+            cfg, v, cap = again.config, rate(ev_again), ev_again.capacity_tokens_per_s
+            note += f"; searched again at its batch limits: {v:.0f}"
+        bound = again.bound if again.bound is not None and again.bound >= cap * (1.0 - 1e-9) else None
+        status = again.status if cfg == again.config and not closed else "feasible"
+    if bound is not None and cap > bound * (1.0 + 1e-9):  # a bound below the capacity proves nothing about it
         bound = None
-    gap = None if not bound else max(0.0, (bound - v) / bound)
+    gap = None if not bound else max(0.0, (bound - cap) / bound)
     if status == "optimal" and (gap is None or gap > 1e-9):
         status = "feasible"
     meta = {k: x for k, x in plan.meta.items() if k not in ("slo_simulated",)}
@@ -383,6 +396,24 @@ def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) ->
                                   meta={**meta, "adopted": note})
     kept = next((b for b in found if b.name == "best-homogeneous"), None)
     return adopted, baselines(p, adopted, homogeneous=kept)
+
+
+def _fewer_replicas(p: ServingProblem, c: ServingConfig, slo: bool) -> list[Baseline]:
+    """``c`` less its slowest replicas (the longest time per output token first), one more at a time, each that
+    fits and meets the SLOs.  Why: under a closed loop the engine's router sends a slow replica its share of
+    the clients' requests, and every client waits on it in turn."""
+    ev = evaluate(p, c, at_load=False)
+    if len(c.replicas) < 2 or not ev.fits:
+        return []
+    kept = list(zip(c.replicas, ev.replicas))
+    out = []
+    while len(kept) > 1:
+        kept.pop(max(range(len(kept)), key=lambda i: kept[i][1].tpot_s))
+        cc = dataclasses.replace(c, replicas=tuple(r for r, _ in kept))
+        e = evaluate(p, cc)
+        if e.fits and (e.meets_slo or not slo):
+            out.append(Baseline("plan less its slowest replicas", cc, e, None, "the plan's replicas less the slowest"))
+    return out
 
 
 def plan_baselines(p: ServingProblem, plan: ServingPlan) -> list[Baseline]:
@@ -408,6 +439,6 @@ def _side_by_side(p: ServingProblem, parts: tuple[ServingConfig, ...], slo: bool
         ev = evaluate(p, cfg)
         if ev.fits and (ev.meets_slo or not slo) and \
                 (best is None or ev.capacity_tokens_per_s > best.evaluation.capacity_tokens_per_s):  # type: ignore
-            best = Baseline("best-homogeneous side by side", cfg, ev, None,
+            best = Baseline("best-homogeneous deployments side by side", cfg, ev, None,
                             "each GPU kind's best deployment, side by side")
     return [best] if best is not None else []
