@@ -84,8 +84,10 @@ class ServingSearch(Solver):
                                       " (models/serving/disaggregation.py)")
 
     def pins(self) -> dict[str, Any]:
-        """The knobs this request fixes."""
-        return {k: v for k, v in self.get_params().items() if v is not None and v is not False}
+        """The knobs this request fixes: every one given, expert_parallel off included; within_nodes only when on
+        (off is the default, no pin), disaggregate never (a what-if priced beside the plan, not a layout)."""
+        return {k: v for k, v in self.get_params().items()
+                if v is not None and k != "disaggregate" and not (k == "within_nodes" and v is False)}
 
     def _without_pp(self, p: ServingProblem, plan: Any, pp: int | None) -> Any:
         """Under a rate, the deployments ``meet_slo`` tries when every searched one falls behind or misses in the
@@ -122,10 +124,7 @@ class ServingSearch(Solver):
         from dnnplace.models.serving.baselines import adopt_better, baselines
 
         found = baselines(p, plan)
-        # every fixed knob, expert_parallel=off included (pins() leaves False out: within_nodes off is no pin)
-        pinned = {k for k, v in self.get_params().items()
-                  if v is not None and k != "disaggregate" and not (k == "within_nodes" and v is False)}
-        if not pinned and p.workload.rate is None:
+        if not self.pins() and p.workload.rate is None:
             plan, found = adopt_better(p, plan, found)
         return replace(plan, meta={**plan.meta, "baselines": (plan.config, found)})
 

@@ -71,7 +71,8 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     if pins.get("within_nodes"):
         where += " with every replica inside one node (--within-nodes)"
     if fixed:
-        shown = ",".join(f"{k}={v}" for k, v in fixed.items())
+        shown = ",".join(f"{k}={({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
+                         for k, v in fixed.items())
         return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
