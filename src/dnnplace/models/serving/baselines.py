@@ -37,7 +37,7 @@ from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.load import fleet_defaults
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage
-from dnnplace.models.serving.verdicts import meet_slo
+from dnnplace.models.serving.verdicts import meet_slo, without_slowest
 
 __all__ = ["NAMES", "Baseline", "accelerate_balanced_layers", "adopt_better", "baselines", "engine_default_split",
            "llama_cpp_layers", "plan_baselines"]
@@ -399,21 +399,11 @@ def adopt_better(p: ServingProblem, plan: ServingPlan, found: list[Baseline]) ->
 
 
 def _fewer_replicas(p: ServingProblem, c: ServingConfig, slo: bool) -> list[Baseline]:
-    """``c`` less its slowest replicas (the longest time per output token first), one more at a time, each that
-    fits and meets the SLOs.  Why: under a closed loop the engine's router sends a slow replica its share of
-    the clients' requests, and every client waits on it in turn."""
-    ev = evaluate(p, c, at_load=False)
-    if len(c.replicas) < 2 or not ev.fits:
-        return []
-    kept = list(zip(c.replicas, ev.replicas))
-    out = []
-    while len(kept) > 1:
-        kept.pop(max(range(len(kept)), key=lambda i: kept[i][1].tpot_s))
-        cc = dataclasses.replace(c, replicas=tuple(r for r, _ in kept))
-        e = evaluate(p, cc)
-        if e.fits and (e.meets_slo or not slo):
-            out.append(Baseline("plan less its slowest replicas", cc, e, None, "the plan's replicas less the slowest"))
-    return out
+    """``c`` less its slowest replicas, one more at a time (:func:`~dnnplace.models.serving.verdicts.without_slowest`),
+    each that fits and meets the SLOs.  Why: under a closed loop the engine's router sends a slow replica its share
+    of the clients' requests, and every client waits on it in turn."""
+    return [Baseline("plan less its slowest replicas", cc, e, None, "the plan's replicas less the slowest")
+            for cc, e in without_slowest(p, c, every=True) if e.fits and (e.meets_slo or not slo)]
 
 
 def plan_baselines(p: ServingProblem, plan: ServingPlan) -> list[Baseline]:

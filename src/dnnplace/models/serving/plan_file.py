@@ -121,13 +121,14 @@ def _fabric(node: Any) -> str:
     back): ``nvlink`` is the node's own fabric, so PCIe cards (RTX 4090, L40S, L4) talk over PCIe under it, a
     bridged pair (RTX A6000 / 3090) over its bridge and PCIe beyond, and different kinds over PCIe."""
     from dnnplace.core.catalogue import device_spec
+    from dnnplace.models.serving.catalogue import tp_link
 
     parts = []
     for kind in sorted({g.name for g in node.gpus}):
         spec = device_spec(kind)
         if node.link == "pcie" or spec.nvlink_bandwidth <= 0:
             parts.append(f"{kind}: PCIe")
-        elif "bridge" in spec.nvlink:
+        elif tp_link(kind, node.link, 4) != node.link:  # the bridge rule the TP all-reduce is priced by
             parts.append(f"{kind}: {spec.nvlink} (pairs), PCIe beyond")
         else:
             parts.append(f"{kind}: {spec.nvlink}")

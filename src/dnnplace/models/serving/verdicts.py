@@ -364,9 +364,12 @@ def _lateness(p: ServingProblem, r: Any) -> float:
                r.ttft_s * 1e3 / wl.ttft_ms if wl.ttft_ms is not None else 0.0)
 
 
-def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingConfig, ServingEvaluation]]:
-    """``c`` less its slowest replicas, one more at a time, each evaluated, until one meets the SLOs or what is
-    left no longer serves the load (a rate it saturates, or nothing).
+def without_slowest(p: ServingProblem, c: ServingConfig,
+                    every: bool = False) -> list[tuple[ServingConfig, ServingEvaluation]]:
+    """``c`` less its slowest replicas (the latest against the SLOs, then the longest time per output token), one
+    more at a time, each evaluated, until one meets the SLOs or what is left no longer serves the load (a rate it
+    saturates, or nothing); ``every``: down to one replica whatever each does (the closed-loop candidates of
+    :func:`~dnnplace.models.serving.baselines.adopt_better`, where the router holds every client on a slow one).
 
     Why: a deployment's TTFT and TPOT are its slowest replica's, so on a fleet of mixed GPUs a replica of the
     slow kind (a large model on small GPUs against a tight TPOT) fails an SLO at any batch while the others
@@ -381,11 +384,11 @@ def without_slowest(p: ServingProblem, c: ServingConfig) -> list[tuple[ServingCo
     # a replica's evaluation at its limit does not depend on the others: priced once, dropped with its replica
     kept = list(zip(c.replicas, ev.replicas))
     while len(kept) > 1:
-        kept.pop(max(range(len(kept)), key=lambda i: _lateness(p, kept[i][1])))
+        kept.pop(max(range(len(kept)), key=lambda i: (_lateness(p, kept[i][1]), kept[i][1].tpot_s)))
         cc = replace(c, replicas=tuple(r for r, _ in kept))
         e = evaluate(p, cc)
         out.append((cc, e))
-        if e.meets_slo or (p.workload.rate is not None and e.saturated):
+        if not every and (e.meets_slo or (p.workload.rate is not None and e.saturated)):
             break
     return out
 
