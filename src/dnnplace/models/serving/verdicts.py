@@ -330,7 +330,7 @@ def _between(p: ServingProblem, c: ServingConfig,
     """The limits between the largest halving of ``c``'s ``max_num_seqs`` that meets the SLOs and the one above
     it that misses, by bisection (each evaluated).  Why: a deployment's latency grows with the sequences in
     flight, so the best limit under an SLO is the largest that meets it, and halvings alone left up to half of
-    it unused (4 x L40S, 70B FP8, TPOT <= 50 ms: 2 sequences where more meet it)."""
+    it unused."""
     seqs = [cc.max_num_seqs for cc, _ in halved]
     meets = [e.meets_slo for _, e in halved]
     k = next((i for i, m in enumerate(meets) if m), None)
