@@ -45,7 +45,7 @@ from dnnplace.models.llm.evaluation.step import (
     saved_layer_bytes,
 )
 from dnnplace.models.llm.rules import check_pin_set, describe_removed, problem_columns
-from dnnplace.models.llm.solvers.bounds import lower_bounds
+from dnnplace.models.llm.solvers.bounds import lower_bounds, offload_room, static_memory_lb
 from dnnplace.models.llm.solvers.grid import (
     BOUND_ROWS,
     MAX_BASES,
@@ -351,6 +351,8 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
     cut = math.inf  # what a bound must beat to be priced: the best plan's time, or the slowest runner-up's
     best: tuple[Candidates, BatchResult, int] | None = None
     best_bad: tuple[Candidates, BatchResult, int] | None = None
+    lean: tuple[Candidates, BatchResult, int] | None = None  # the priced configuration needing the least memory
+    lean_mem = math.inf
     status, exhaustive = "optimal", True
     pending = math.inf  # the smallest bound of a chunk the clock stopped half-way
     pace = _Pace(EVAL_CELLS)  # a round's work; each pipeline depth's batches have their own pace (below)
@@ -411,6 +413,9 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
                     jb = int(np.argmin(rb.step))
                     if rb.step[jb] < best_bad_t:
                         best_bad_t, best_bad = float(rb.step[jb]), (cb, rb, jb)
+                    jm = int(np.argmin(rb.mem_total))
+                    if rb.mem_total[jm] < lean_mem:
+                        lean_mem, lean = float(rb.mem_total[jm]), (cb, rb, jm)
             if pending < math.inf:
                 status, exhaustive = "time_limit", False
                 break
@@ -437,7 +442,15 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
         cb, rb, jb = best_bad
         closest = LLMPlan(problem, cb.config(jb), estimate_at(problem, rb, jb), status="infeasible", bound=math.inf,
                           gap=0.0, exhaustive=False, runtime_s=clock.elapsed())
-        raise _NothingFits(_nothing_fits(problem, *best_bad), closest)
+        # How far off is the leanest layout (not the fastest, which keeps every activation): the memory bound of
+        # those it proved unfit unpriced, or the leanest priced one, whichever says less.
+        proven = np.flatnonzero(np.isinf(lb))
+        least = _least_memory(problem, cols, proven) if len(proven) else math.inf
+        if least < lean_mem:
+            part = ("weights, gradients and optimizer state" if problem.moe is not None  # as the bound counts
+                    else "model state and activations")
+            raise _NothingFits(_memory_short(problem, fixed, least, part), closest)
+        raise _NothingFits(_nothing_fits(problem, *(lean or best_bad)), closest)
     cand, res, j = best
     bound = best_t
     if status != "optimal":
@@ -504,12 +517,31 @@ def _gb(x: float) -> str:
 
 
 def _nothing_fits(problem: LLMProblem, cand: Candidates, res: BatchResult, j: int) -> str:
-    """One short line: the fastest configuration, its memory, and the largest part of it."""
+    """One short line: the priced configuration that needs the least memory (how far the user is from a
+    fit: the fastest one keeps every activation and shards nothing), its memory, and the largest part of it."""
     est = estimate_at(problem, res, j)
     part = est.overflow or max(est.memory_breakdown, key=lambda k: est.memory_breakdown[k])
     return (f"no configuration fits in {_gb(problem.device.usable_memory_bytes)} GB per GPU on "
-            f"{problem.device.name}; the fastest, {_describe(cand.config(j))}, needs "
+            f"{problem.device.name}; the leanest priced, {_describe(cand.config(j))}, needs "
             f"{_gb(est.memory_per_gpu_bytes)} GB; largest: {part} {_gb(est.memory_breakdown[part])} GB")
+
+
+def _least_memory(problem: LLMProblem, cols: Columns, rows: np.ndarray) -> float:
+    """The least peak memory per GPU that the configurations ``rows`` of ``cols`` are proven to need (the
+    search's own memory bound, offloading where allowed): what a user short of memory needs to hear, where the
+    fastest configuration's need (everything kept, nothing sharded) overstates the shortfall many times."""
+    full = as_candidates(cols, rows, np.zeros((len(rows), 1)))
+    return float(static_memory_lb(problem, full, offload_room(problem, cols, rows)).min())
+
+
+def _memory_short(problem: LLMProblem, fixed: dict[str, object], need: float, part: str) -> str:
+    """One line: no layout fits, and the proven least any needs (``need``: a lower bound, so said as one; the
+    same words for a dense and an MoE model)."""
+    what = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "no fixed values"
+    n = problem.cluster.gpus
+    return (f"no configuration fits in {_gb(problem.device.usable_memory_bytes)} GB per GPU on "
+            f"{problem.device.name} ({n} GPU{'s' * (n != 1)}, {what}): each needs at least {_gb(need)} GB for its "
+            f"{part} (add GPUs, or a device with more memory)")
 
 
 def _out_of_time(time_limit: float | None, when: str) -> str:
@@ -522,8 +554,6 @@ def _why_empty(problem: LLMProblem, fixed: dict[str, object], removed: Counter[s
     what = ", ".join(f"{k}={v}" for k, v in fixed.items()) or "no fixed values"
     if last is not None and last.startswith(MEMORY_SHORT + " "):  # a proven memory bound removed the last rows
         _, need, part = last.split(" ", 2)
-        return (f"no configuration fits in {_gb(problem.device.usable_memory_bytes)} GB per GPU on "
-                f"{problem.device.name} ({n} GPUs, {what}): the least any layout needs for its {part} is "
-                f"{_gb(float(need))} GB (add GPUs, or a device with more memory)")
+        return _memory_short(problem, fixed, float(need), part)
     return (f"no valid configuration for {n} GPUs, batch {j.global_batch}, seq {j.seq_len} ({what}): "
             + describe_removed(removed, last))
