@@ -204,6 +204,13 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda c: (np.asarray(c["cuda_graphs"]) == 0) | (c["offload_layers"] == 0),
          lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} needs offload_layers=0 (Megatron: 'CUDA graphs "
                    "not supported with CPU offloading')"),
+    # megatron-core TransformerConfig.__post_init__ (0.16.1 to 0.19), overlap_moe_expert_parallel_comm: Transformer
+    # Engine graphs of the mlp (or moe) module do not run with the EP all-to-all overlap.
+    Rule("graphs_a2a_mlp", ("cuda_graphs", "a2a_overlap"),
+         lambda c: ~_graph_scope(c, "mlp") | ~np.asarray(c["a2a_overlap"], dtype=bool),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} captures the mlp module, which Megatron-Core does not "
+                   "graph with a2a_overlap=true ('CUDA graph scope on moe and mlp is not supported with "
+                   "overlap_moe_expert_parallel_comm')"),
     Rule("offload_host", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | c["host_link"],
          lambda r: f"offload_layers={r['offload_layers']}: device {clip(str(r['device']), 40)} has no host link in "
                    "the catalogue (core/catalogue.py HOST_LINKS)"),

@@ -162,3 +162,44 @@ def test_accepted_layouts_are_accepted_by_megatron_core() -> None:
         groups = moe_model_args(m) + moe_parallel_args(**{"etp": 1, "dispatcher": "alltoall", **par})
         extra = {"pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 2} if "vp" in cols else {}
         core_config(m, groups, **extra)
+
+
+def test_mlp_graphs_with_the_a2a_overlap_refused_by_both() -> None:
+    """megatron-core (0.16.1 to 0.19) graphs no mlp module under the EP all-to-all overlap: the planner refuses
+    the pair by rule, not by writing arguments the trainer refuses."""
+    import dnnplace
+
+    path = FIXTURES / "deepseek-v3.json"  # three dense layers: the mlp scope captures them
+    pr = dnnplace.load_llm(path, gpus=256, seq_len=4096, global_batch=512, device="b200", precision="fp8")
+    with pytest.raises(DnnplaceError, match="rule graphs_a2a_mlp") as info:
+        dnnplace.solve(pr, cuda_graphs="attn+mlp+moe_router+moe_preprocess", a2a_overlap=True)
+    assert "\n" not in str(info.value)
+    m = load_moe(path)
+    groups = moe_model_args(m) + moe_parallel_args(ep=8, etp=1, dispatcher="alltoall", a2a_overlap=True)
+    with pytest.raises((ValueError, AssertionError), match="not supported with overlap_moe_expert_parallel_comm"):
+        core_config(m, groups, cuda_graph_impl="transformer_engine", cuda_graph_scope=["attn", "mlp"],
+                    pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2)
+
+
+def test_whole_iteration_graphs_with_the_a2a_overlap_say_the_version() -> None:
+    """Megatron-Bridge's recipes run whole-iteration graphs with the EP all-to-all overlap (35 published rows);
+    megatron-core 0.16 and 0.17 refuse the pair, 0.18 runs it: the plan stands and its arguments say so."""
+    import dnnplace
+    from dnnplace.models.llm.exporters import export
+
+    pr = dnnplace.load_llm(FIXTURES / "qwen3-30b-a3b.json", gpus=16, seq_len=4096, global_batch=256,
+                           device="gb200")
+    text = export(dnnplace.solve(pr, cuda_graphs="full_iteration", a2a_overlap=True).plan, "megatron")
+    assert "--overlap-moe-expert-parallel-comm" in text and "--cuda-graph-scope full_iteration" in text
+    assert "need megatron-core 0.18 or later" in text
+    plain = export(dnnplace.solve(pr, cuda_graphs="full_iteration", a2a_overlap=False).plan, "megatron")
+    assert "megatron-core 0.18" not in plain
+    if importlib.util.find_spec("megatron") is None:
+        return
+    from importlib.metadata import version
+
+    if tuple(int(x) for x in version("megatron-core").split(".")[:2]) < (0, 18):  # the refusal the note is for
+        m = load_moe(FIXTURES / "qwen3-30b-a3b.json")
+        groups = moe_model_args(m) + moe_parallel_args(ep=8, etp=1, dispatcher="alltoall", a2a_overlap=True)
+        with pytest.raises(AssertionError, match="not supported with overlap_moe_expert_parallel_comm"):
+            core_config(m, groups, cuda_graph_impl="local", cuda_graph_scope=["full_iteration"])

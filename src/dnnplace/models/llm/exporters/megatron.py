@@ -301,6 +301,10 @@ def render(plan: dict[str, Any] | LLMPlan) -> str:
         f'#   torchrun ... pretrain_gpt.py "${{{ARRAY}[@]}}" <data, tokenizer, optimizer and checkpoint args>',
         f"# The tokenizer sets the vocabulary ({m.vocab} entries in the plan).",
     ]
+    if c.get("cuda_graphs") == "full_iteration" and c.get("a2a_overlap"):
+        head.append("# Whole-iteration CUDA graphs with --overlap-moe-expert-parallel-comm need megatron-core 0.18 or "
+                    "later (0.16 and 0.17 refuse the pair in TransformerConfig.__post_init__; 0.18 runs "
+                    "--cuda-graph-scope full_iteration as --cuda-graph-impl full_iteration).")
     if m.dropout:
         head.append("# The model has dropout; the plan does not record its rates, so Megatron's defaults (0.1) "
                     "apply: set --attention-dropout / --hidden-dropout to the model's.")
