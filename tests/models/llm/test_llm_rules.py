@@ -63,12 +63,18 @@ CASES = [
     ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=1, recompute="selective"), "offload_recompute"),
     ({}, 8, 16, 1024, replace(cfg(dp=8), cuda_graphs="attn+moe_router"), "graphs_moe_scope"),
     ({}, 8, 16, 1024, replace(cfg(dp=8), offload_layers=1, cuda_graphs="attn"), "graphs_offload"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), recompute="full", cuda_graphs="attn"), "graphs_full_recompute"),
+    ({}, 8, 16, 1024, replace(cfg(dp=8), recompute="full", cuda_graphs="layer"), "graphs_full_recompute"),
+    ({"dropout": True}, 8, 16, 1024, replace(cfg(dp=8), recompute="selective", cuda_graphs="attn"),
+     "graphs_dropout_recompute"),  # the dense selective set is core_attn
+    ({"dropout": True}, 8, 16, 1024, replace(cfg(dp=8), recompute="selective", cuda_graphs="full_iteration"),
+     "graphs_dropout_recompute"),
 ]
 #: Rules only a mixture of experts breaks, with their cases in tests/models/llm/test_llm_zero.py, and the
 #: offloading rules another device or an MoE model breaks (tests/models/llm/test_llm_offload.py).
 MOE_ONLY = {"zero_dense", "offload_host", "offload_dense", "graphs_mlp_scope", "graphs_layer_moe",
             "fp8_param_gather_zero", "fp8_delayed_recompute_modules",  # these two: test_trainer_rules.py
-            "graphs_a2a_mlp"}  # exporters/test_megatron_moe.py
+            "graphs_a2a_mlp", "graphs_moe_recompute"}  # exporters/test_megatron_moe.py
 
 
 def _problem(change: dict, gpus: int, gbs: int, seq: int):  # noqa: ANN202

@@ -101,6 +101,30 @@ def _graph_scope(c: Cols, module: str) -> Any:
     return hit[np.asarray(c["cuda_graphs"]).astype(np.int64)]
 
 
+def _graphs_free(c: Cols) -> Any:
+    """Rows without a Transformer Engine capture: no graphs, or the whole iteration's."""
+    g = np.asarray(c["cuda_graphs"]).astype(np.int64)
+    return (g == CUDA_GRAPHS.index("none")) | (g == CUDA_GRAPHS.index("full_iteration"))
+
+
+def _graphs_whole(c: Cols) -> Any:
+    """Rows whose graphs capture whole layers (TE's empty scope) or the whole iteration: megatron-core's
+    ``full_cudagraph``, which covers every recomputed module."""
+    g = np.asarray(c["cuda_graphs"]).astype(np.int64)
+    return (g == CUDA_GRAPHS.index("layer")) | (g == CUDA_GRAPHS.index("full_iteration"))
+
+
+def _recomputes(c: Cols, module: str) -> Any:
+    """Does each row recompute ``module`` selectively?  A dense model's selective recompute is Megatron's
+    default set (core_attn); an MoE model's is its recompute_modules."""
+    selective = np.asarray(c["recompute"]) == RECOMPUTE.index("selective")
+    if "recompute_modules" not in c or module not in RECOMPUTE_MODULES:
+        return selective & (module == "core_attn")
+    has = (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(module)) & 1 == 1
+    dense = np.asarray(c.get("num_experts", 1)) <= 1
+    return selective & np.where(dense, module == "core_attn", has)
+
+
 def _ends_allowed(c: Cols) -> Any:
     """Where the embedding and the loss may each fill a virtual stage of their own: any interleaved
     configuration the search enumerates (its split family, ``solvers.grid.splits``, has the empty ends), and a
@@ -211,6 +235,26 @@ CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} captures the mlp module, which Megatron-Core does not "
                    "graph with a2a_overlap=true ('CUDA graph scope on moe and mlp is not supported with "
                    "overlap_moe_expert_parallel_comm')"),
+    # megatron-core 0.16.1 TransformerConfig.__post_init__, CUDA graphs with recomputation: full recomputation
+    # only under whole-iteration graphs; no 'moe' recompute module under a moe_router graph (Transformer Engine);
+    # a graphed recomputation takes no dropout (the exports leave a dropout model's rates at Megatron's 0.1).
+    Rule("graphs_full_recompute", ("cuda_graphs", "recompute"),
+         lambda c: _graphs_free(c) | (c["recompute"] != RECOMPUTE.index("full")),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} with recompute=full: Megatron-Core recomputes whole "
+                   "layers only under cuda_graphs=full_iteration ('full recompute is only supported with full "
+                   "iteration CUDA graph')"),
+    Rule("graphs_moe_recompute", ("cuda_graphs", "recompute", "recompute_modules"),
+         lambda c: ~(_graph_scope(c, "moe_router") & _recomputes(c, "moe")),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} graphs moe_router, which Megatron-Core does not run "
+                   "with the 'moe' recompute module ('moe recompute is not supported with moe_router CUDA graph')"),
+    Rule("graphs_dropout_recompute", ("cuda_graphs", "recompute", "recompute_modules"),
+         lambda c: ~np.asarray(c["dropout"], dtype=bool)
+         | ~((_recomputes(c, "core_attn") & (_graph_scope(c, "attn") | _graphs_whole(c)))
+             | (_recomputes(c, "mlp") & (_graph_scope(c, "mlp") | _graphs_whole(c)))
+             | (_recomputes(c, "moe") & _graphs_whole(c))),
+         lambda r: f"cuda_graphs={CUDA_GRAPHS[r['cuda_graphs']]} graphs a module {r['name']} recomputes, and the model "
+                   "has dropout: Megatron-Core graphs no recomputation with dropout ('attention dropout is not "
+                   "supported with graphed attention recomputation')"),
     Rule("offload_host", ("offload_layers",), lambda c: (c["offload_layers"] == 0) | c["host_link"],
          lambda r: f"offload_layers={r['offload_layers']}: device {clip(str(r['device']), 40)} has no host link in "
                    "the catalogue (core/catalogue.py HOST_LINKS)"),

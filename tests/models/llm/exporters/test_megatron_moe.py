@@ -203,3 +203,46 @@ def test_whole_iteration_graphs_with_the_a2a_overlap_say_the_version() -> None:
         groups = moe_model_args(m) + moe_parallel_args(ep=8, etp=1, dispatcher="alltoall", a2a_overlap=True)
         with pytest.raises(AssertionError, match="not supported with overlap_moe_expert_parallel_comm"):
             core_config(m, groups, cuda_graph_impl="local", cuda_graph_scope=["full_iteration"])
+
+
+def test_moe_recompute_under_a_router_graph_refused_by_both() -> None:
+    """megatron-core 0.16.1: the 'moe' recompute module does not run under a moe_router graph (TE captures)."""
+    import dnnplace
+
+    path = FIXTURES / "qwen3-30b-a3b.json"
+    pr = dnnplace.load_llm(path, gpus=16, seq_len=4096, global_batch=128)
+    with pytest.raises(DnnplaceError, match="rule graphs_moe_recompute"):
+        dnnplace.solve(pr, cuda_graphs="attn+moe_router", recompute="selective", recompute_modules="moe")
+    m = load_moe(path)
+    groups = moe_model_args(m) + moe_parallel_args(ep=8, etp=1, dispatcher="alltoall", recompute_modules=("moe",))
+    with pytest.raises((ValueError, AssertionError), match="moe recompute is not supported"):
+        core_config(m, groups, cuda_graph_impl="transformer_engine", cuda_graph_scope=["attn", "moe_router"])
+
+
+@pytest.mark.parametrize(("graphs", "recompute", "ok"), [("attn", "full", False), ("full_iteration", "full", True),
+                                                         ("attn", "selective", True)])
+def test_graphs_with_recompute_as_megatron_core_takes_them(graphs: str, recompute: str, ok: bool) -> None:
+    """Full recomputation runs only under whole-iteration graphs: the rule and megatron-core agree."""
+    import dnnplace
+    from dnnplace.models.llm.evaluation.rules import check_config
+
+    path = FIXTURES / "qwen3-30b-a3b.json"
+    pr = dnnplace.load_llm(path, gpus=16, seq_len=4096, global_batch=128)
+    sol = dnnplace.solve(pr, tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", a2a_overlap=False, recompute="none")
+    c = dataclasses.replace(sol.plan.config, recompute=recompute, cuda_graphs=graphs,
+                            recompute_modules="moe_act" if recompute == "selective" else "none")
+    m = load_moe(path)
+    groups = moe_model_args(m) + moe_parallel_args(ep=8, etp=1, dispatcher="alltoall",
+                                                   recompute_modules=("moe_act",) if recompute == "selective" else ())
+    extra: dict[str, Any] = {"cuda_graph_impl": "local" if graphs == "full_iteration" else "transformer_engine",
+                             "cuda_graph_scope": [graphs]}
+    extra.update({"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+                 if recompute == "full" else {"recompute_granularity": "selective"})
+    if ok:
+        check_config(pr, c)
+        core_config(m, groups, **extra)
+    else:
+        with pytest.raises(DnnplaceError, match="rule graphs_full_recompute"):
+            check_config(pr, c)
+        with pytest.raises((ValueError, AssertionError), match="full recompute is only supported"):
+            core_config(m, groups, **extra)
