@@ -59,6 +59,9 @@ SAMPLE: dict[str, tuple[str, int, str, int, str, str, dict[str, Any]]] = {
     "moe-blackwell-flex-vp-overlap": ("qwen3", 16, "gb200", 72, "bf16", "megatron", dict(
         tp=1, pp=2, vp=2, cp=1, ep=8, dispatcher="flex", a2a_overlap=True, recompute="selective",
         recompute_modules="moe_act", cuda_graphs="attn")),
+    "moe-graphs-core-attn": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(  # no dropout: graphed recompute
+        tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", recompute="selective", recompute_modules="core_attn",
+        cuda_graphs="attn+moe_router+moe_preprocess")),
     "moe-skewed-routing": ("qwen3", 16, "h100", 8, "bf16", "megatron", dict(
         tp=1, pp=1, cp=1, ep=8, dispatcher="alltoall", recompute="full", routing="power-law-1.2")),
     "moe-fp8-modules": ("qwen3", 16, "h100", 8, "fp8", "megatron", dict(
@@ -183,7 +186,7 @@ _SAME_NAME = {"tensor_model_parallel_size": int, "pipeline_model_parallel_size":
               "moe_shared_expert_intermediate_size": int, "moe_router_score_function": str,
               "moe_router_num_groups": int, "moe_router_group_topk": int, "mtp_num_layers": int,
               "q_lora_rank": int, "kv_lora_rank": int, "qk_head_dim": int, "qk_pos_emb_head_dim": int,
-              "v_head_dim": int}
+              "v_head_dim": int, "attention_dropout": float, "hidden_dropout": float}
 #: (--moe-permute-fusion is left out: its check imports Transformer Engine's fused kernels, absent here; it is a
 #: kernel fusion the cost model does not price apart.)
 _SWITCHES = ("sequence_parallel", "tp_comm_overlap", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm",
