@@ -313,7 +313,7 @@ def megatron_readback(plan: LLMPlan, flags: dict[str, list[str]]) -> tuple[LLMPr
     mla = moe and plan.problem.moe.mla is not None  # type: ignore[union-attr]
     assert bool(getattr(tc, "multi_latent_attention", False)) == mla  # MLATransformerConfig for MLA models
     if mla:
-        assert tc.mtp_num_layers == plan.problem.moe.moe.mtp_layers  # type: ignore[union-attr]
+        assert (tc.mtp_num_layers or 0) == plan.problem.moe.moe.mtp_layers  # type: ignore[union-attr]
     return dataclasses.replace(plan.problem, job=job), cfg
 
 
