@@ -317,3 +317,16 @@ def test_one_time_limit_bounds_the_search_and_the_baselines_together():
     sol = dnnplace.solve(p, time_limit=3)
     plan_baselines(p, sol.plan)  # priced by solve, as the plan file and the report read them
     assert time.monotonic() - t0 < 3 * 1.5  # the limit plus pricing the chosen plans, not twice the limit
+
+
+def test_a_fleet_the_default_budget_fills_is_planned_at_a_smaller_one():
+    """Llama 3.1 70B int4 on an RTX 4090 + an RTX 3090 under SGLang: at SGLang's default 8,192-token chunk the
+    activations leave no KV cache on either card, and the planner said "fits on no deployment"; its own
+    evaluator runs a 38+42 pipeline at a 512-token chunk.  The budget is now searched down before a refusal."""
+    p = dnnplace.load_serving(ROOT / "examples" / "serving" / "llama3.1-70b.json", gpus="1xrtx-4090+1xrtx-3090",
+                              precision="int4", engine="sglang")
+    plan = search(p, time_limit=20)
+    ev = evaluate(p, plan.config)
+    assert plan.config.replicas and ev.fits and plan.config.max_num_batched_tokens < 8192
+    assert plan.meta["max_num_batched_tokens_searched"][8192] == 0.0  # the default, tried, fits nothing
+    assert plan.bound is None or plan.bound >= ev.capacity_tokens_per_s * (1 - 1e-9)

@@ -141,6 +141,42 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
                    max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                    within_nodes: bool = False, progress: Callable[[float, float, str], None] | None = None
                    ) -> ServingPlan:
+    """:func:`_search_limits_from` at the engine's default prompt-token budget, and where nothing fits there (and
+    the budget is not pinned), at half of it, a quarter ... down to the search's smallest budget, until a
+    deployment fits.
+
+    Why: the budget's activation peak comes out of every GPU's memory before the KV cache; at the engine's
+    default (SGLang: 8,192 prompt tokens) a model that fills its GPUs leaves no cache, while a smaller budget
+    runs it (Llama 3.1 70B int4 on an RTX 4090 + an RTX 3090 under SGLang: nothing at 8,192, a two-stage
+    pipeline at 512).  Without the descent the planner said such a fleet fits no deployment."""
+    t0 = time.monotonic()
+    plan = _search_limits_from(p, time_limit=time_limit, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
+                               max_num_batched_tokens=max_num_batched_tokens, within_nodes=within_nodes,
+                               progress=progress)
+    if plan.config.replicas or max_num_batched_tokens is not None or not p.engine.searched_tokens:
+        return plan
+    tried = {p.engine.max_num_batched_tokens: 0.0}
+    b = p.engine.max_num_batched_tokens // 2
+    while b >= _TOKENS_RANGE[0] and time.monotonic() - t0 < time_limit:
+        left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
+        lean = _search_limits_from(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
+                                   max_num_batched_tokens=b, within_nodes=within_nodes, progress=progress)
+        if not lean.config.replicas:
+            tried[b] = 0.0
+            b //= 2
+            continue
+        value = evaluate(p, lean.config, at_load=False).capacity_tokens_per_s
+        tuned = _search_tokens(p, lean, value, t0, time_limit, tp=tp, pp=pp, within_nodes=within_nodes)
+        searched = {**tried, **tuned.meta.get("max_num_batched_tokens_searched", {b: round(value, 3)})}
+        meta = {**tuned.meta, "max_num_batched_tokens_searched": dict(sorted(searched.items()))}
+        return dataclasses.replace(tuned, runtime_s=time.monotonic() - t0, meta=meta)
+    return dataclasses.replace(plan, runtime_s=time.monotonic() - t0)
+
+
+def _search_limits_from(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = None,
+                        pp: int | None = None, max_num_seqs: int | None = None,
+                        max_num_batched_tokens: int | None = None, within_nodes: bool = False,
+                        progress: Callable[[float, float, str], None] | None = None) -> ServingPlan:
     """The best deployment found, with its status, bound and gap (``tp``/``pp``/``max_num_seqs``: pins;
     ``within_nodes``: every replica inside one node; ``progress``: called with (done, total, what) as the GPU
     subsets are solved, so a large fleet is seen to move).
