@@ -157,7 +157,9 @@ def _search_limits(p: ServingProblem, *, time_limit: float = 30.0, tp: int | Non
         return plan
     tried = {p.engine.max_num_batched_tokens: 0.0}
     b = p.engine.max_num_batched_tokens // 2
-    while b >= _TOKENS_RANGE[0] and time.monotonic() - t0 < time_limit:
+    # vLLM refuses more sequences than batched tokens: a pinned limit is the least budget it runs
+    least = max_num_seqs if p.engine.tokens_cover_seqs and max_num_seqs is not None else 0
+    while b >= max(_TOKENS_RANGE[0], least) and time.monotonic() - t0 < time_limit:
         left = max(time_limit - (time.monotonic() - t0), 0.05 * time_limit)
         lean = _search_limits_from(p, time_limit=left, tp=tp, pp=pp, max_num_seqs=max_num_seqs,
                                    max_num_batched_tokens=b, within_nodes=within_nodes, progress=progress)
