@@ -125,8 +125,9 @@ def calibrate(problem: LLMProblem, runs: list[tuple[dict[str, object], float]]) 
         # faster measurement is a typo or another run, and fitting it would scale the model past the hardware.
         floor = evaluate(problem, c).model_flops_per_step / (problem.cluster.gpus * peak)
         if t < floor:
-            raise InputError(f"--calibrate: runs[{i}].step_time_s {t:.3g} s is faster than {problem.cluster.gpus} x "
-                             f"{problem.device.name} at peak allow ({floor:.3g} s for the step's FLOPs)")
+            raise InputError(f"--calibrate: runs[{i}].step_time_s {t:.3g} s is below {floor:.3g} s, the time "
+                             f"{problem.cluster.gpus} x {problem.device.name} take for the step's FLOPs at their "
+                             "peak: another run or a typo")
 
     def loss(log_k: float) -> float:
         p = scaled_problem(problem, math.exp(log_k))
