@@ -16,7 +16,7 @@ from llm_helpers import llama, problem, uniform
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.llm.evaluation import evaluate
 from dnnplace.models.llm.solvers import search
-from dnnplace.models.llm.solvers.search import price_pins
+from dnnplace.models.llm.solvers.search import price_pins, search_with_runner_ups
 from dnnplace.models.llm.spec import RECOMPUTE, ParallelConfig, TransformerArch
 
 
@@ -298,3 +298,43 @@ def test_row_groups_equal_numpy_unique_rows(cols: list[list[int]]) -> None:
     got_first, got_back = row_groups(arrays)
     assert got_first.tolist() == first.tolist()
     assert got_back.tolist() == back.reshape(-1).tolist()
+
+
+def test_a_model_no_layout_can_hold_is_refused_by_memory_not_sent_to_pin_knobs() -> None:
+    """Qwen3-Coder-480B-A35B on 32 GB200s: the search could not expand every expert layout and said "pin some
+    knobs (--fix ep=...,etp=...)", though its gradients and optimizer state alone need 240 GB per GPU whatever
+    the layout: the refusal names that floor instead."""
+    from pathlib import Path
+
+    import aiconfigurator_core
+
+    import dnnplace
+
+    cfg = Path(aiconfigurator_core.__file__).parent / "model_configs" / \
+        "Qwen--Qwen3-Coder-480B-A35B-Instruct_config.json"
+    pr = dnnplace.load_llm(cfg, gpus=32, seq_len=4096, global_batch=256, device="gb200", precision="fp8-cs")
+    with pytest.raises(DnnplaceError, match=r"each needs at least 24\d\.\d GB for its gradients and optimizer state "
+                                            r"alone") as info:
+        search(pr)
+    assert "\n" not in str(info.value) and "pin some knobs" not in str(info.value)
+
+
+@pytest.mark.parametrize(("path", "gpus", "device"), [("examples/llm/llama3.1-70b.json", 64, "h100"),
+                                                      ("src/dnnplace/models/llm/published/qwen3-30b-a3b.json", 16,
+                                                       "h100"),
+                                                      ("src/dnnplace/models/llm/published/deepseek-v3.json", 256,
+                                                       "b200")])
+def test_the_state_floor_is_below_every_plan(path: str, gpus: int, device: str) -> None:
+    """The floor the refusal proves is a bound: no plan (nor runner-up) the search finds needs less."""
+    from pathlib import Path
+
+    import dnnplace
+    from dnnplace.models.llm.evaluation import memory
+    from dnnplace.models.llm.solvers.bounds import state_floor
+
+    root = Path(__file__).resolve().parents[3]
+    pr = dnnplace.load_llm(root / path, gpus=gpus, seq_len=4096, global_batch=256, device=device)
+    plan, runners = search_with_runner_ups(pr, time_limit=20, count=3)
+    floor = state_floor(pr, memory.GRAD_BYTES)
+    assert runners and 0 < floor <= plan.estimate.memory_per_gpu_bytes
+    assert all(floor <= r.estimate.memory_per_gpu_bytes for r in runners)

@@ -150,3 +150,25 @@ def _fullest_rank_lb(problem: LLMProblem, c: Candidates, shard: np.ndarray, zero
     work = lp * np.where(zero == 3, (1 + fsdp.PREFETCH) * min(w, memory.WEIGHT_BYTES) + grad_b,
                          np.where(zero == 2, grad_b, 0.0))
     return state + work + acts * (1 + memory.FRAGMENTATION) + memory.BUFFER_FIXED_BYTES
+
+
+def state_floor(problem: LLMProblem, grad_bytes: float) -> float:
+    """Proven lower bound on the peak memory per GPU of any layout of ``problem``: its gradients and optimizer
+    state spread perfectly over every GPU, plus the fixed buffer allowance.  Every layout holds at least the
+    average GPU's share (main gradients are sharded at most over all GPUs, the optimizer state likewise);
+    the weights are left out, since a quantized recipe stores them in fewer bytes.  Why: a search that could
+    not expand all of a large MoE model's expert layouts said "pin some knobs" for Qwen3-Coder-480B on 32
+    GB200s, whose 480 B parameters need 240 GB per GPU of gradients and optimizer state whatever the layout."""
+    a = problem.arch
+    one = np.ones(1)
+    if problem.moe is None:
+        params = a.num_layers * memory.layer_params(a, one)
+    else:
+        mm = problem.moe
+        attn = moe_cost.attention_params(mm, one)
+        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, one))
+                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, one))
+                  + moe_cost.expert_params(mm, np.full(1, float(mm.moe.num_moe_layers)), one, one))
+    params = params + memory.embedding_params(a, one) + memory.head_params(a, one, one)
+    return float(((grad_bytes + memory.OPTIMIZER_BYTES) * params / problem.cluster.gpus)[0]
+                 + memory.BUFFER_FIXED_BYTES)

@@ -45,7 +45,7 @@ from dnnplace.models.llm.evaluation.step import (
     saved_layer_bytes,
 )
 from dnnplace.models.llm.rules import check_pin_set, describe_removed, problem_columns
-from dnnplace.models.llm.solvers.bounds import lower_bounds, offload_room, static_memory_lb
+from dnnplace.models.llm.solvers.bounds import lower_bounds, offload_room, state_floor, static_memory_lb
 from dnnplace.models.llm.solvers.grid import (
     BOUND_ROWS,
     MAX_BASES,
@@ -425,6 +425,10 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
             break
     if unexpanded and best_t > min(unexpanded):  # an unexpanded base might hold a faster plan: say so with its bound
         if best is None and status == "optimal":  # the space ran out, not the clock
+            grad = 2.0 if fixed.get("grad_dtype") == "bf16" else memory.GRAD_BYTES  # the search never picks bf16
+            least = state_floor(problem, grad)
+            if least > problem.device.usable_memory_bytes:  # no layout, expanded or not, can fit: pins cannot help
+                raise DnnplaceError(_memory_short(problem, fixed, least, "gradients and optimizer state alone"))
             raise DnnplaceError(f"none of the {len(order):,} expanded configurations fits and the others (bound "
                                 f"{min(unexpanded):.3g} s) were not expanded: pin some knobs (--fix ep=...,etp=...)")
         if best is not None:
