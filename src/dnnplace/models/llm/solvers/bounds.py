@@ -98,22 +98,15 @@ def static_memory_lb(problem: LLMProblem, c: Candidates, offload: np.ndarray | N
     """Proven lower bound on the peak memory of any split: the average rank's weights, gradients and
     optimizer state plus the fixed buffer allowance (the fullest rank holds at least the average);
     ``offload``: the most layers each may offload (their activations leave the bound)."""
-    a = problem.arch
     shard = np.where(c.dist, c.dp * c.cp, 1.0)
     if problem.moe is not None:  # the same average over an MoE model's parts (its experts sharded over edp)
-        mm = problem.moe
         ep, etp, _, _, _ = c.expert()
-        attn = moe_cost.attention_params(mm, c.tp)
-        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, c.tp))
-                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, c.tp))
-                  + memory.embedding_params(a, c.tp) + memory.head_params(a, c.tp, c.pp)) / c.pp
-        experts = moe_cost.expert_params(mm, np.full(len(c), float(mm.moe.num_moe_layers)), ep, etp) / c.pp
+        params, experts = _average_params(problem, c.tp, c.pp, ep, etp)
         eshard = np.where(c.dist, problem.cluster.gpus / (c.pp * ep * etp), 1.0)
         return ((memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / shard) * params
                 + (memory.WEIGHT_BYTES + memory.GRAD_BYTES + memory.OPTIMIZER_BYTES / eshard) * experts
                 + memory.BUFFER_FIXED_BYTES)
-    params = (a.num_layers * memory.layer_params(a, c.tp) + memory.embedding_params(a, c.tp)
-              + memory.head_params(a, c.tp, c.pp)) / c.pp
+    params, _ = _average_params(problem, c.tp, c.pp, np.ones(len(c)), np.ones(len(c)))
     zero, grad_b = c.sharding()  # ZeRO-2 shards the gradients, ZeRO-3 the weights too
     group = np.maximum(c.dp * c.cp, 1.0)
     weights = memory.WEIGHT_BYTES / np.where(zero == 3, group, 1.0)
@@ -159,16 +152,24 @@ def state_floor(problem: LLMProblem, grad_bytes: float) -> float:
     the weights are left out, since a quantized recipe stores them in fewer bytes.  Why: a search that could
     not expand all of a large MoE model's expert layouts said "pin some knobs" for Qwen3-Coder-480B on 32
     GB200s, whose 480 B parameters need 240 GB per GPU of gradients and optimizer state whatever the layout."""
-    a = problem.arch
     one = np.ones(1)
-    if problem.moe is None:
-        params = a.num_layers * memory.layer_params(a, one)
-    else:
-        mm = problem.moe
-        attn = moe_cost.attention_params(mm, one)
-        params = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, one))
-                  + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, one))
-                  + moe_cost.expert_params(mm, np.full(1, float(mm.moe.num_moe_layers)), one, one))
-    params = params + memory.embedding_params(a, one) + memory.head_params(a, one, one)
-    return float(((grad_bytes + memory.OPTIMIZER_BYTES) * params / problem.cluster.gpus)[0]
+    shared, experts = _average_params(problem, one, one, one, one)
+    return float(((grad_bytes + memory.OPTIMIZER_BYTES) * (shared + experts) / problem.cluster.gpus)[0]
                  + memory.BUFFER_FIXED_BYTES)
+
+
+def _average_params(problem: LLMProblem, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray,
+                    etp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parameters outside the routed experts, routed-expert parameters) of the average pipeline rank of each
+    layout: the model's layers, embedding and head over pp, their matrices over tp, the experts over ep x etp
+    (0 for a dense model).  One count for the per-layout memory bound and the problem-wide floor."""
+    a = problem.arch
+    ends = memory.embedding_params(a, tp) + memory.head_params(a, tp, pp)
+    if problem.moe is None:
+        return (a.num_layers * memory.layer_params(a, tp) + ends) / pp, np.zeros_like(np.asarray(tp, dtype=float))
+    mm = problem.moe
+    attn = moe_cost.attention_params(mm, tp)
+    shared = (mm.moe.num_dense_layers * (attn + moe_cost.dense_mlp_params(mm, tp))
+              + mm.moe.num_moe_layers * (attn + moe_cost.moe_dense_params(mm, tp)) + ends) / pp
+    layers = np.full(np.shape(tp), float(mm.moe.num_moe_layers))
+    return shared, moe_cost.expert_params(mm, layers, ep, etp) / pp
