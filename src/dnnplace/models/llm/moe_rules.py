@@ -33,7 +33,7 @@ MoEModel = Any
 
 __all__ = ["DENSE_MODULES", "DENSE_RULE", "DENSE_VALUES", "MOE_CONFIG_RULES", "Rule", "check_moe_config",
            "dense_modules_message", "dense_problem_columns", "edp_of", "filter_moe_rows", "first_broken",
-           "modules_mask", "moe_columns", "moe_problem_columns"]
+           "has_module", "modules_mask", "moe_columns", "moe_problem_columns"]
 
 _RECOMPUTE = ("none", "selective", "full")  # the cost model's codes 0, 1, 2 (model.llm.RECOMPUTE)
 
@@ -50,7 +50,8 @@ def modules_mask(modules: Iterable[str]) -> int:
     return mask
 
 
-def _has(c: Cols, name: str) -> Any:
+def has_module(c: Cols, name: str) -> Any:
+    """Does each row's recompute_modules set hold ``name`` (a bit of RECOMPUTE_MODULES)?"""
     return (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
 
 
@@ -106,19 +107,20 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda r: f"recompute modules need recompute=selective, not {_RECOMPUTE[int(r['recompute'])]}"),
     # Megatron-Core transformer_config: "moe_act in recompute_modules is only supported with moe_grouped_gemm".
     Rule("moe_act_grouped_gemm", ("recompute_modules",),
-         lambda c: ~_has(c, "moe_act") | np.asarray(c["grouped_gemm"], dtype=bool),
+         lambda c: ~has_module(c, "moe_act") | np.asarray(c["grouped_gemm"], dtype=bool),
          lambda r: "recompute module moe_act needs grouped GEMMs"),
     # Megatron-Core transformer_config: "mla_up_proj ... only supported with multi_latent_attention".
-    Rule("mla_up_proj_mla", ("recompute_modules",), lambda c: ~_has(c, "mla_up_proj") | bool(c["mla"]),
+    Rule("mla_up_proj_mla", ("recompute_modules",), lambda c: ~has_module(c, "mla_up_proj") | bool(c["mla"]),
          lambda r: f"recompute module mla_up_proj needs multi-latent attention, which {r['name']} has not"),
     # dnnplace: without shared experts / dense MLPs these modules recompute nothing (a duplicate plan).
-    Rule("shared_experts_exist", ("recompute_modules",), lambda c: ~_has(c, "shared_experts") | (c["shared_ffn"] > 0),
+    Rule("shared_experts_exist", ("recompute_modules",),
+         lambda c: ~has_module(c, "shared_experts") | (c["shared_ffn"] > 0),
          lambda r: f"recompute module shared_experts needs shared experts, which {r['name']} has not"),
-    Rule("mlp_exists", ("recompute_modules",), lambda c: ~_has(c, "mlp") | (c["dense_layers"] > 0),
+    Rule("mlp_exists", ("recompute_modules",), lambda c: ~has_module(c, "mlp") | (c["dense_layers"] > 0),
          lambda r: f"recompute module mlp needs dense MLP layers, which {r['name']} has not"),
     # Megatron-Core transformer_config: "shared_experts recompute cannot work with --moe-shared-expert-overlap".
     Rule("shared_overlap_recompute", ("recompute_modules",),
-         lambda c: ~(_has(c, "shared_experts") & np.asarray(c["shared_expert_overlap"], dtype=bool)),
+         lambda c: ~(has_module(c, "shared_experts") & np.asarray(c["shared_expert_overlap"], dtype=bool)),
          lambda r: "recompute module shared_experts cannot run with the shared-expert overlap"),
     # Megatron-Core transformer_config, overlap_moe_expert_parallel_comm (the EP all-to-all overlap): needs
     # ep > 1, the alltoall or flex dispatcher, vp when pp > 1, no full recompute and no 'moe' module, no
@@ -132,7 +134,7 @@ MOE_CONFIG_RULES: tuple[Rule, ...] = (
          lambda c: ~_on(c, "a2a_overlap") | (c["pp"] == 1) | (c["vp"] > 1),
          lambda r: f"the all-to-all overlap with pp={r['pp']} needs interleaving (vp > 1)"),
     Rule("a2a_overlap_recompute", ("a2a_overlap", "recompute", "recompute_modules"),
-         lambda c: ~_on(c, "a2a_overlap") | ((c["recompute"] != _RECOMPUTE.index("full")) & ~_has(c, "moe")),
+         lambda c: ~_on(c, "a2a_overlap") | ((c["recompute"] != _RECOMPUTE.index("full")) & ~has_module(c, "moe")),
          lambda r: "the all-to-all overlap cannot run with full recompute or the 'moe' recompute module"),
     Rule("a2a_overlap_shared", ("a2a_overlap",),
          lambda c: ~(_on(c, "a2a_overlap") & _on(c, "shared_expert_overlap")),

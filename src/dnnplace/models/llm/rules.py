@@ -33,7 +33,6 @@ from dnnplace.core.rule import Cols, Rule, first_broken
 from dnnplace.core.systems import GPU_GENERATIONS
 from dnnplace.errors import InputError
 from dnnplace.models.llm.config import CUDA_GRAPHS, RECOMPUTE, ParallelConfig, check_fields, columns
-from dnnplace.models.llm.moe_knobs import RECOMPUTE_MODULES
 from dnnplace.models.llm.moe_rules import (
     DENSE_MODULES,
     DENSE_RULE,
@@ -41,6 +40,7 @@ from dnnplace.models.llm.moe_rules import (
     MOE_CONFIG_RULES,
     dense_modules_message,
     dense_problem_columns,
+    has_module,
     moe_problem_columns,
 )
 from dnnplace.utils.text import clip
@@ -86,11 +86,6 @@ def _chain_divides(n: Any, *parts: Any) -> Any:
     return ok & (rest == 1)
 
 
-def _module_on(c: Cols, name: str) -> Any:
-    """Is recompute module ``name`` in the ``recompute_modules`` column (its value is the set's bit mask)?"""
-    return (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(name)) & 1 == 1
-
-
 def _micro(c: Cols) -> Any:
     return c["global_batch"] // (c["dp"] * c["mbs"])
 
@@ -118,11 +113,7 @@ def _recomputes(c: Cols, module: str) -> Any:
     """Does each row recompute ``module`` selectively?  A dense model's selective recompute is Megatron's
     default set (core_attn); an MoE model's is its recompute_modules."""
     selective = np.asarray(c["recompute"]) == RECOMPUTE.index("selective")
-    if "recompute_modules" not in c or module not in RECOMPUTE_MODULES:
-        return selective & (module == "core_attn")
-    has = (np.asarray(c["recompute_modules"], dtype=np.int64) >> RECOMPUTE_MODULES.index(module)) & 1 == 1
-    dense = np.asarray(c.get("num_experts", 1)) <= 1
-    return selective & np.where(dense, module == "core_attn", has)
+    return selective & np.where(np.asarray(c["num_experts"]) <= 1, module == "core_attn", has_module(c, module))
 
 
 def _ends_allowed(c: Cols) -> Any:
@@ -266,7 +257,7 @@ CONFIG_RULES: tuple[Rule, ...] = (
                    f"arguments.py validate_args): zero={r['zero']} needs zero >= 1"),
     Rule("fp8_delayed_recompute_modules", ("recompute_modules",),
          lambda c: ~np.asarray(c["fp8_delayed"], dtype=bool)
-         | ~(_module_on(c, "moe_act") | _module_on(c, "layernorm")),
+         | ~(has_module(c, "moe_act") | has_module(c, "layernorm")),
          lambda r: f"precision {r['precision']} (delayed scaling) cannot recompute moe_act or layernorm "
                    "(megatron-core transformer/transformer_config.py TransformerConfig.__post_init__: \"Delayed "
                    "scaling does not support moe_act and layernorm recompute for fp8\")"),

@@ -413,9 +413,10 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
                     jb = int(np.argmin(rb.step))
                     if rb.step[jb] < best_bad_t:
                         best_bad_t, best_bad = float(rb.step[jb]), (cb, rb, jb)
-                    jm = int(np.argmin(rb.mem_total))
-                    if rb.mem_total[jm] < lean_mem:
-                        lean_mem, lean = float(rb.mem_total[jm]), (cb, rb, jm)
+                    if best is None:  # only a refusal reads it
+                        jm = int(np.argmin(rb.mem_total))
+                        if rb.mem_total[jm] < lean_mem:
+                            lean_mem, lean = float(rb.mem_total[jm]), (cb, rb, jm)
             if pending < math.inf:
                 status, exhaustive = "time_limit", False
                 break
