@@ -197,3 +197,54 @@ def test_random_small_workloads_hold_the_invariants(isl, osl, rate, requests, se
     assert s.output_tokens_per_s > 0 and isinstance(s.saturated, bool)
     json.dumps(s.to_dict())
     assert all(isinstance(line, str) for line in s.summary())
+
+
+def test_an_empty_deployment_is_refused_in_one_line_not_a_crash():
+    # what a search that found nothing hands back: no replica to route a request to
+    with pytest.raises(DnnplaceError, match="no replica"):
+        simulate(_problem(256, 32), ServingConfig((), 256, 8192), offline=True, requests=4)
+
+
+def _long_prompts(isl: int, osl: int) -> tuple[ServingProblem, ServingConfig]:
+    """A cache that holds about one and a half requests, so two running requests must preempt."""
+    c = _config(seqs=8, budget=512)
+    for k in range(60, 600):
+        f = k / 1000
+        ev = evaluate(_problem(isl, osl, "2xh100", f), c)
+        if ev.fits and ev.replicas[0].kv_tokens >= 1.5 * (isl + osl):
+            return _problem(isl, osl, "2xh100", f), c
+    raise AssertionError("no fraction gives a cache of one and a half requests")
+
+
+def test_prefix_caching_keeps_a_preempted_prompt_head_and_saves_its_recompute():
+    """vLLM v1 frees a preempted request's blocks tail first into the free queue, which hands out the blocks
+    freed longest ago first: re-admitted, it recomputes only what others took.  The same run without prefix
+    caching recomputes every preempted prompt whole, so it takes longer and every request still completes."""
+    isl, osl = 4096, 64
+    p, c = _long_prompts(isl, osl)
+    assert p.engine.prefix_cache
+    cold = replace(p, engine=replace(p.engine, prefix_cache=False))
+    warm_run = simulate(p, c, offline=True, requests=6)
+    cold_run = simulate(cold, c, offline=True, requests=6)
+    for s in (warm_run, cold_run):
+        assert s.completed == 6 and s.output_tokens == 6 * osl and not s.stopped
+    assert warm_run.preemptions > 0 and cold_run.preemptions > 0
+    assert warm_run.duration_s < cold_run.duration_s
+
+
+def test_the_free_queue_hands_out_the_blocks_freed_longest_ago_and_a_victim_loses_its_tail_first():
+    from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
+
+    p, c = _long_prompts(4096, 64)
+    reqs = RequestTable([0.0, 0.0], 4096, 64)
+    s = ReplicaScheduler(p, c.replicas[0], 40 * p.block, 8, 512, reqs)
+    assert s.free == 40
+    s._take(30)  # 10 fresh blocks left at the head of the queue
+    reqs.blocks[0], reqs.computed[0] = 30, 30 * p.block - 5  # 29 full blocks and a partial one
+    s.running.append(0)
+    assert s._preempt() == 0
+    assert s.free == 40 and s.cached == {0: 29}
+    s._take(12)  # the partial block first, then the 10 fresh ones, then one of the victim's
+    assert s.free == 28 and s.cached == {0: 28}
+    assert s._reclaim(0) == 28 and s.free == 0 and s.cached == {}
+    assert sum(n for _, n in s.free_runs) == s.free

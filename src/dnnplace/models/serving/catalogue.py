@@ -230,6 +230,10 @@ class EngineRules:
     #: controller default, ``server_args.py`` ``load_balance_method = "round_robin"``; the engines without a DP
     #: router taken as behind a round-robin proxy).  The simulation routes so; the evaluator shares a rate so
     least_loaded_router: bool = False
+    #: whether the engine caches prompt blocks by content by default, so a request preempted by recompute
+    #: finds the head of its prompt still cached when it is re-admitted (vLLM v1: ``enable_prefix_caching``
+    #: on unless turned off); the simulation keeps those blocks until other requests' allocations take them
+    prefix_cache: bool = False
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -249,6 +253,7 @@ ENGINES: dict[str, EngineRules] = {
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
         sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm", least_loaded_router=True,
+        prefix_cache=True,
         capability_rules=(
             CapabilityRule("fp8", 7.5, "vllm quantization/utils/marlin_utils_fp8.py::is_fp8_marlin_supported "
                                        "(has_device_capability(75)): FP8 W8A8 from 8.9, weight-only FP8 Marlin "
@@ -267,7 +272,10 @@ ENGINES: dict[str, EngineRules] = {
                  "::QKVParallelLinear: divide(KV heads, TP) or divide(TP, KV heads)",
                  "config/scheduler.py::SchedulerConfig._verify_args: max_num_batched_tokens >= max_num_seqs",
                  "config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (--kv-cache-dtype)",
-                 "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len")),
+                 "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len",
+                 "engine/arg_utils.py: V1 turns enable_prefix_caching on for generative models unless set; "
+                 "v1/core/kv_cache_manager.py::free: blocks freed in reverse order, the tail evicted first; "
+                 "v1/core/block_pool.py::get_new_blocks: the free queue's head (freed longest ago) first")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False, fraction_rule="sglang",

@@ -6,7 +6,12 @@ step it first gives each running request (in admission order) the tokens it stil
 a decode, the rest of a prompt for a chunked prefill -- from the ``max_num_batched_tokens`` budget;
 when a request needs a KV block and none is free it preempts the newest running request by
 recompute (its blocks freed, its computed tokens reset to 0, put back at the head of the waiting
-queue).  Only when nothing was preempted does it admit waiting requests, FCFS, while fewer than
+queue).  With prefix caching (``EngineRules.prefix_cache``: vLLM v1 turns it on by default) a preempted
+request's full blocks stay in the cache while free: the free queue hands out the blocks freed longest ago
+first, and a request's blocks go back tail first, so its prompt's head survives longest; re-admitted, it
+recomputes only what other requests' allocations took since (``v1/core/kv_cache_manager.py::free``,
+``v1/core/block_pool.py::get_new_blocks``).  Only when nothing was preempted does it admit waiting requests,
+FCFS, while fewer than
 ``max_num_seqs`` run, the budget lasts and their chunk's blocks are free.  A request whose tokens are
 all in flight (PP: its decode is still in an earlier micro-batch) gets nothing this step.  The
 token a request samples comes out when its whole prompt (plus, after a recompute, its earlier
@@ -205,6 +210,11 @@ class ReplicaScheduler:
         self.block = p.block
         self.total_blocks = int(kv_tokens // self.block)
         self.free = self.total_blocks
+        # prefix caching: the free blocks in the order they are handed out, as [owner, count] runs (owner -1:
+        # blocks nobody will hit again), and each preempted request's blocks still cached
+        self.prefix_cache = p.engine.prefix_cache
+        self.free_runs: deque[list[int]] = deque([[-1, self.total_blocks]])
+        self.cached: dict[int, int] = {}
         self.max_seqs, self.budget, self.pp = max_num_seqs, budget, r.pp
         self.micro_batches = micro_batches(p, r.pp)  # one for an engine that runs a step through its devices in turn
         # TensorRT-LLM schedules each micro-batch on its own, up to max_num_seqs requests not in flight
@@ -232,13 +242,64 @@ class ReplicaScheduler:
     def _preempt(self) -> int:
         q = self.reqs
         v = self.running.pop()
-        self.free += q.blocks[v]
+        if self.prefix_cache:  # its full blocks stay cached at the queue's tail; the partial one goes first
+            full = min(q.computed[v] // self.block, q.blocks[v])
+            self._release(v, full)
+            self._release(-1, q.blocks[v] - full, first=True)
+        else:
+            self.free += q.blocks[v]
         q.blocks[v] = 0
         q.computed[v] = 0
         q.epoch[v] += 1
         self.waiting.appendleft(v)
         self.preemptions += 1
         return v
+
+    def _release(self, owner: int, n: int, first: bool = False) -> None:
+        """``n`` blocks back to the free pool: at the tail of the queue (handed out last), or ``first``."""
+        if n <= 0:
+            return
+        self.free += n
+        if not self.prefix_cache:
+            return
+        if owner >= 0:
+            self.cached[owner] = self.cached.get(owner, 0) + n
+        if first:
+            self.free_runs.appendleft([owner, n])
+        else:
+            self.free_runs.append([owner, n])
+
+    def _take(self, n: int) -> None:
+        """``n`` free blocks handed out, from the head of the queue: a preempted request whose cached blocks
+        are taken loses them (its tail first, as vLLM freed them)."""
+        self.free -= n
+        if not self.prefix_cache:
+            return
+        runs, cached = self.free_runs, self.cached
+        while n > 0 and runs:
+            run = runs[0]
+            k = n if n < run[1] else run[1]
+            run[1] -= k
+            n -= k
+            if run[0] >= 0:
+                left = cached[run[0]] - k
+                if left > 0:
+                    cached[run[0]] = left
+                else:
+                    del cached[run[0]]
+            if run[1] == 0:
+                runs.popleft()
+
+    def _reclaim(self, r: int) -> int:
+        """Take back request ``r``'s blocks still cached (its prompt's head): how many."""
+        hits = self.cached.pop(r, 0)
+        if hits:
+            for i, run in enumerate(self.free_runs):
+                if run[0] == r:
+                    del self.free_runs[i]
+                    break
+            self.free -= hits
+        return hits
 
     def _schedule_reserve(self) -> Batch | None:
         """One step of TensorRT-LLM's schedulers (module docstring): admit while the whole request's blocks
@@ -343,7 +404,7 @@ class ReplicaScheduler:
             if not fits:
                 break
             if need > 0:
-                self.free -= need
+                self._take(need)
                 blocks[r] += need
             is_decode = want == 1 and comp[r] >= n_in
             comp[r] += new
@@ -358,18 +419,23 @@ class ReplicaScheduler:
             i += 1
         if not preempted and kinds != "decode":
             waiting = self.waiting
+            cached = self.cached
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
-                want = isl[r] + gen[r] - comp[r]
+                hit = cached.get(r, 0)
+                # its cached blocks count again (vLLM recomputes at least the last token of a full hit)
+                done = min(hit * B, isl[r] + gen[r] - 1)
+                want = isl[r] + gen[r] - done
                 new = min(want, budget)
-                need = -(-new // B)
-                if need > self.free:
+                need = -(-(done + new) // B) - hit
+                if need > self.free - hit:
                     break
                 waiting.popleft()
                 running.append(r)
-                self.free -= need
-                blocks[r] = need
-                comp[r] = new
+                self._reclaim(r)
+                self._take(need)
+                blocks[r] = hit + need
+                comp[r] = done + new
                 budget -= new
                 entries.append((r, epoch[r], new == want))
                 prefill += new
@@ -417,7 +483,7 @@ class ReplicaScheduler:
             if q.generated[r] == q.osl[r]:
                 q.done[r] = now
                 self.running.remove(r)
-                self.free += q.blocks[r]
+                self._release(-1, q.blocks[r])
                 q.blocks[r] = 0
                 finished.append(r)
         return made, finished

@@ -175,6 +175,8 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
     _check(rate, requests, time_limit, offline, concurrency)
     t_wall = time.perf_counter()
     p = with_expert_parallel(p, config.expert_parallel)
+    if not config.replicas:  # a search that found nothing to run hands back an empty deployment
+        raise DnnplaceError("the deployment has no replica to simulate (no deployment fits)")
     ev = evaluate(p, config)
     if not ev.fits:
         raise DnnplaceError(f"the deployment does not fit: {ev.why}")
