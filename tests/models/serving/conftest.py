@@ -16,3 +16,19 @@ def llama70b() -> Path:
 @pytest.fixture
 def llama8b() -> Path:
     return ROOT / "examples" / "llm" / "llama3.1-8b.json"
+
+
+@pytest.fixture(scope="session")
+def benchmark_module():
+    """``benchmarks/NAME.py`` imported as a module of its own (the benchmarks are not a package on the path): the
+    tests that recompute a catalogue figure from a benchmark's rows price them with the benchmark's own code."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"dnnplace_test_benchmark_{name}",
+                                                      ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

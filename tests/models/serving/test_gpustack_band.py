@@ -3,9 +3,7 @@ recomputed here from the rows ``benchmarks/serving_gpustack.py`` prices (so the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,19 +12,10 @@ from dnnplace.models.serving.evaluation import band_note, evaluate
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("serving_gpustack", ROOT / "benchmarks" / "serving_gpustack.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.fixture(scope="module")
-def gpt_oss_config():
-    bench = _bench()
+def gpt_oss_config(benchmark_module):
+    bench = benchmark_module("serving_gpustack")
     configs = bench._config_dir()
     if configs is None:
         pytest.skip("aiconfigurator-core (its model configs) is not installed")

@@ -3,9 +3,7 @@ the rows ``benchmarks/llamacpp_ubatch.py`` checks (so the figure in the catalogu
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,18 +12,9 @@ from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("llamacpp_ubatch", ROOT / "benchmarks" / "llamacpp_ubatch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_band_is_the_largest_miss_of_the_published_gguf_rows():
-    bench = _bench()
+def test_the_band_is_the_largest_miss_of_the_published_gguf_rows(benchmark_module):
+    bench = benchmark_module("llamacpp_ubatch")
     rows = json.loads(bench.ROWS.read_text())["rows"]
     miss = {q: max(abs(r["tokens_per_s"] / bench.predicted(r) - 1.0) for r in rows
                    if (r["type"] in ("BF16", "F16")) != q) for q in (True, False)}
