@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from dnnplace.models.serving.bands import band_note
 from dnnplace.models.serving.catalogue import VLLM_MXFP4_BAND
-from dnnplace.models.serving.evaluation import band_note, evaluate
+from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.load import problem
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.errors import DnnplaceError
+from dnnplace.models.serving.bands import band_note
 from dnnplace.models.serving.disaggregation import NONE_FITS, Disaggregated, disaggregate
-from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import LINKS, Fleet, Node, parse_gpus
 from dnnplace.models.serving.lengths import lengths_from_json
 from dnnplace.models.serving.load import check_engine_runs_on, fleet_defaults, problem

@@ -14,8 +14,9 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from dnnplace.models.serving.bands import band_note
 from dnnplace.models.serving.baselines import Baseline
-from dnnplace.models.serving.evaluation import ServingEvaluation, band_note, evaluate
+from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.report_svg import GIB, Series, curve_svg, fleet_svg, memory_svg, owners, times_svg
 from dnnplace.models.serving.spec import ServingConfig, ServingPlan, ServingProblem
 from dnnplace.utils.svg import esc as _e

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.serving.evaluation import evaluate, prediction_band
+from dnnplace.models.serving.bands import prediction_band
+from dnnplace.models.serving.evaluation import evaluate
 from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
 from dnnplace.models.serving.spec import ServingConfig, ServingProblem, Workload, with_expert_parallel
 
