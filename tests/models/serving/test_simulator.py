@@ -248,3 +248,40 @@ def test_the_free_queue_hands_out_the_blocks_freed_longest_ago_and_a_victim_lose
     assert s.free == 28 and s.cached == {0: 28}
     assert s._reclaim(0) == 28 and s.free == 0 and s.cached == {}
     assert sum(n for _, n in s.free_runs) == s.free
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(isl=st.sampled_from([17, 64, 300]), osl=st.integers(1, 24), requests=st.integers(1, 12),
+       blocks=st.integers(4, 40), seqs=st.sampled_from([1, 2, 8]), budget=st.sampled_from([16, 64, 512]),
+       cache=st.booleans())
+def test_the_block_pool_balances_at_every_step(isl, osl, requests, blocks, seqs, budget, cache):
+    """Driving one replica's scheduler by hand through a tiny cache (preemptions everywhere): after every step
+    the free blocks and the running requests' blocks add up to the pool, the free queue's runs add up to the free
+    blocks, each preempted request's cached count is what its run holds, and every request ends with its osl
+    tokens whether or not prefix caching keeps preempted prompts."""
+    from dnnplace.models.serving.scheduler import ReplicaScheduler, RequestTable
+
+    p = _problem(isl, 40)
+    p = replace(p, workload=Workload(isl, osl), engine=replace(p.engine, prefix_cache=cache))
+    need = -(-(isl + osl) // p.block)
+    reqs = RequestTable([0.0] * requests, isl, osl)
+    s = ReplicaScheduler(p, _config().replicas[0], max(blocks, need) * p.block, seqs, budget, reqs)
+    s.waiting.extend(range(requests))
+    now, steps = 0.0, 0
+    while s.running or s.waiting or s.inflight:
+        s.pump(now)
+        assert s.inflight, "the scheduler stalled with work left"
+        now = s.inflight[0].finish
+        s.complete(now)
+        steps += 1
+        assert steps < 100_000
+        assert s.free + sum(reqs.blocks[r] for r in s.running) == s.total_blocks
+        if cache:
+            assert sum(n for _, n in s.free_runs) == s.free
+            owned: dict[int, int] = {}
+            for owner, n in s.free_runs:
+                if owner >= 0:
+                    owned[owner] = owned.get(owner, 0) + n
+            assert owned == s.cached
+    assert reqs.generated == [osl] * requests
+    assert s.free == s.total_blocks
