@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.errors import DnnplaceError
-from dnnplace.models.llm.config import check_pins, pin_fields
-from dnnplace.models.llm.evaluation import memory, offload, schedule
+from dnnplace.models.llm.config import GRAD_DTYPES, check_pins, pin_fields
+from dnnplace.models.llm.evaluation import fsdp, memory, offload, schedule
 from dnnplace.models.llm.evaluation.rules import CONFIG_RULES, check_config, check_problem, filter_rows
 from dnnplace.models.llm.evaluation.step import (
     BatchResult,
@@ -178,7 +178,7 @@ def _sharding_columns(fixed: dict[str, object], cols: Columns, zeros: list[int])
     """The data-parallel sharding knobs: each ZeRO stage of ``zeros`` (ascending, so that ties go to the less
     sharded one), the distributed optimizer it means (or its pin, for the rules to check), and the gradient
     dtype (its pin, else fp32: a numerics choice the search does not make)."""
-    from dnnplace.models.llm.config import CUDA_GRAPHS, GRAD_DTYPES
+    from dnnplace.models.llm.config import CUDA_GRAPHS
     from dnnplace.models.llm.moe_knobs import ROUTINGS
 
     cols = _expand(cols, "zero", np.zeros(len(cols["tp"]), dtype=np.int64), lambda _: zeros)
@@ -426,7 +426,9 @@ def _search_space(problem: LLMProblem, fixed: dict[str, object], clock: _Clock, 
             break
     if unexpanded and best_t > min(unexpanded):  # an unexpanded base might hold a faster plan: say so with its bound
         if best is None and status == "optimal":  # the space ran out, not the clock
-            grad = 2.0 if fixed.get("grad_dtype") == "bf16" else memory.GRAD_BYTES  # the search never picks bf16
+            # the gradients in their pinned dtype, else fp32 (the search never picks bf16), as the evaluator
+            # counts their bytes
+            grad = fsdp.GRAD_DTYPE_BYTES[GRAD_DTYPES.index(str(fixed.get("grad_dtype", "fp32")))]
             least = state_floor(problem, grad)
             if least > problem.device.usable_memory_bytes:  # no layout, expanded or not, can fit: pins cannot help
                 raise DnnplaceError(_memory_short(problem, fixed, least, "gradients and optimizer state alone"))
