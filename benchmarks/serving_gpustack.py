@@ -30,7 +30,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -84,14 +83,11 @@ def price(row: dict, configs: Path) -> dict:
     tp = _flag(cmd, "-tp", "--tensor-parallel-size") or 1
     mml = _flag(cmd, "--max-model-len")
     path = configs / f"{name}_config.json"
-    if context:  # the same architecture with its own context: a copy of the config that says so
-        doc = json.loads(path.read_text())
-        doc["max_position_embeddings"] = context
-        path = Path(tempfile.mkdtemp()) / f"{name}_config.json"
-        path.write_text(json.dumps(doc))
+    # the same architecture with its own context: the decoded config, saying so, in place of the file's
+    doc = {**json.loads(path.read_text()), "max_position_embeddings": context} if context else None
     try:
         p = problem(path, gpus=f"{tp}x{GPUS[row['gpu']]}", isl=isl, osl=osl,
-                    engine="vllm", max_model_len=mml)
+                    engine="vllm", max_model_len=mml, doc=doc)
         plan = search(p, tp=tp, pp=1, max_num_seqs=p.engine.max_num_seqs,
                       max_num_batched_tokens=p.engine.max_num_batched_tokens)
         if not plan.config.replicas:
