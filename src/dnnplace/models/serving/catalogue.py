@@ -35,11 +35,10 @@ LLAMA_CPP_GGUF_BAND_SOURCE = ("benchmarks/results/llamacpp_ubatch.md: max |measu
 
 #: The error band of a vLLM prediction for an MXFP4 mixture-of-experts checkpoint (GPT-OSS) on a GPU before Blackwell:
 #: the largest |measured / predicted - 1| of the GPT-OSS 20B / 120B runs GPUStack's performance lab published for
-#: vLLM 0.10 / 0.11 on A100 and H100 (``benchmarks/serving_gpustack.py``): 17 of the 18 ran slower than priced,
-#: 1.2-3.2x (the other, at four clients, 1.6x faster), where their kernel sources alone would claim +/-20-30 %.
-#: Newer vLLM does better there (aiconfigurator-core's silicon rows of GPT-OSS 120B on H100 / H200: TPOT within
-#: -20..+15 %, ``benchmarks/serving_load_moe.py``), but a plan cannot know which vLLM will run it, so it keeps the
-#: older runs' miss.  Blackwell runs other MXFP4 kernels, which no published row checks here.
+#: vLLM 0.10 / 0.11 on A100 and H100 (``benchmarks/serving_gpustack.py``): nearly all ran slower than priced, by far
+#: more than their kernel sources' band.  Newer vLLM does better there (aiconfigurator-core's silicon rows of
+#: GPT-OSS 120B on H100 / H200, ``benchmarks/serving_load_moe.py``), but a plan cannot know which vLLM will run it,
+#: so it keeps the older runs' miss.  Blackwell runs other MXFP4 kernels, which no published row checks here.
 #: tests/models/serving/test_gpustack_band.py recomputes it from the rows.
 VLLM_MXFP4_BAND = 0.68
 VLLM_MXFP4_BAND_SOURCE = ("benchmarks/results/serving_gpustack.md: max |measured / predicted - 1| over the GPT-OSS "

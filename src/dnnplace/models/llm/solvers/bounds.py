@@ -151,7 +151,7 @@ def state_floor(problem: LLMProblem, grad_bytes: float) -> float:
     average GPU's share (main gradients are sharded at most over all GPUs, the optimizer state likewise);
     the weights are left out, since a quantized recipe stores them in fewer bytes.  Why: a search that could
     not expand all of a large MoE model's expert layouts said "pin some knobs" for Qwen3-Coder-480B on 32
-    GB200s, whose 480 B parameters need 240 GB per GPU of gradients and optimizer state whatever the layout."""
+    GB200s, whose gradients and optimizer state alone overflow a GB200 whatever the layout."""
     one = np.ones(1)
     shared, experts = _average_params(problem, one, one, one, one)
     return float(((grad_bytes + memory.OPTIMIZER_BYTES) * (shared + experts) / problem.cluster.gpus)[0]
