@@ -10,7 +10,8 @@ did not write them and fits nothing to them.  Rows the file marks ``wip=True`` (
 progress) are left out.  Every aggregated, single-stage row of a dense model whose config ships
 in the same wheel (Llama 3.1 8B / 70B, Qwen3-32B) on a GPU with a measured table is priced here by
 the closed-loop simulation (``simulate(..., concurrency=C)``: C clients, each sending its next request
-when the last completes, 5 x C requests of the row's ISL/OSL) and by the evaluator's steady state.  Rows
+when the last completes, :data:`FIXED_ROUNDS` x C requests of the row's ISL/OSL) and by the evaluator's steady
+state.  Rows
 whose client is known are simulated as that client sends (:func:`client`: InferenceMAX's rows draw each
 request's lengths, 10 x C of them), on the server settings its launch scripts publish where they differ
 from the defaults: TensorRT-LLM ``--max_num_tokens 16384`` and, for 1k/1k below TP 8, batch waiting
@@ -62,8 +63,16 @@ INFERENCEMAX_PAIRS = {(1024, 1024), (1024, 8192), (8192, 1024)}
 #: [int(0.8 L), L]), ``--num-prompts 10 x CONC``, ``--max-concurrency CONC``, ``--ignore-eos``
 INFERENCEMAX_RATIO = 0.8
 INFERENCEMAX_PROMPTS_PER_CLIENT = 10
+#: The fixed-length rows' client is not stated in the file; they are priced as aiconfigurator's own generated
+#: benchmark runs a deployment (``generator/config/backend_templates/benchmark/bench_run.sh.j2``, and
+#: ``generator/sflow.py``'s ``MULTI_ROUND`` default): ``aiperf profile --concurrency C --num-requests 20 x C`` after
+#: a warmup of 2 x C requests (C in sflow), whose responses aiperf awaits before profiling starts (aiperf
+#: ``docs/tutorials/warmup.md``, "Grace Period"), so the profiled requests start from an idle engine, as here.
+#: Why it matters: identical requests started at once keep in step, and the first wave's queue of prompts is
+#: a fifth of a five-round run's latencies but a twentieth of the harness's.
+FIXED_ROUNDS = 20
 CLIENTS = {"inferencemax": "lengths drawn from [0.8 L, L], 10 x C prompts",
-           "fixed": "every request the row's ISL/OSL, 5 x C prompts"}
+           "fixed": f"every request the row's ISL/OSL, {FIXED_ROUNDS} x C prompts"}
 #: InferenceMAX's TensorRT-LLM launch for Llama 3.x 70B (its ``benchmarks/70b_*_trt_*.sh``): ``trtllm-serve
 #: --max_num_tokens 16384``, an FP8 KV cache, and for 1k/1k below TP 8 batch waiting ("For 1k/1k, use
 #: batch_wait_max_tokens_ratio and batch_wait_timeout_iters will improve the performance")
@@ -148,7 +157,7 @@ def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float,
     kind = kind or client(r)
     if kind == "inferencemax" and engine == "vllm":
         kv = INFERENCEMAX_VLLM_KV
-    prompts = INFERENCEMAX_PROMPTS_PER_CLIENT * c if kind == "inferencemax" else 5 * c
+    prompts = (INFERENCEMAX_PROMPTS_PER_CLIENT if kind == "inferencemax" else FIXED_ROUNDS) * c
     lengths = dict(lengths=inferencemax_lengths(isl, osl, prompts)) if kind == "inferencemax" else \
         dict(isl=isl, osl=osl)
     try:

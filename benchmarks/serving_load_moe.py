@@ -7,8 +7,9 @@ GPT-OSS's MXFP4 on Hopper).  Every aggregated, single-stage, not-``wip`` row of 
 measured table is priced whose MoE layout is one of the two the serving model has: the experts sharded over
 the TP group (``moe_tp`` = TP, the engines' default) or split whole over it (``moe_ep`` = TP, expert
 parallelism); rows with attention data parallelism or a mixed moe_tp x moe_ep are left out (not priced).
-Each row is simulated as ``serving_load.py`` simulates its fixed-length rows (C clients, 5 x C requests of
-the row's ISL/OSL; the rows' client is not stated) at the engine's default limits (``max_num_seqs`` at
+Each row is simulated as ``serving_load.py`` simulates its fixed-length rows (C clients, ``FIXED_ROUNDS`` x C
+requests of the row's ISL/OSL, as aiconfigurator's generated benchmark sends them; the rows' client is not
+stated) at the engine's default limits (``max_num_seqs`` at
 least C).  Checkpoints: the config each model ships in the same wheel, NVIDIA's NVFP4 export for the
 MiniMax-M2.5 rows measured at nvfp4.  Nothing here is fitted: the rows are checks.
 
@@ -82,7 +83,7 @@ def predict(pkg: Path, r: dict[str, str]) -> tuple[float, float, float] | str:
     ev = evaluate(p, cfg)
     if not ev.fits:
         return f"does not fit: {ev.why}"
-    sim = simulate(p, cfg, concurrency=c, requests=5 * c, time_limit=60.0)
+    sim = simulate(p, cfg, concurrency=c, requests=dense.FIXED_ROUNDS * c, time_limit=120.0)
     if sim.ttft_ms["mean"] is None or sim.tpot_ms["mean"] is None:
         return "no request completed"
     return sim.ttft_ms["mean"], sim.tpot_ms["mean"], ev.tpot_ms
