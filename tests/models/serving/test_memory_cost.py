@@ -59,7 +59,8 @@ def _pr6920(llama70b):
                    "(1,476 even, 3,078 for 7/11x6/7) solve to 0.79 GiB per layer (FP8 weights), +1.96 GiB on the "
                    "last stage (the BF16 LM head) and ~9.1 GiB per L4 (22.05 GiB as CUDA reports it) outside "
                    "weights and KV, where the model has 1.7 GiB of profile-run activations: the other ~7.4 GiB has "
-                   "no sourced explanation yet")
+                   "no sourced explanation yet.  Read with 16-bit weights instead (online FP8 loads FP16 first: "
+                   "vLLM #4387), the counts leave 0.29 GiB for the profile run: that does not fit either")
 def test_vllm_pr_6920_even_split_blocks_within_15_percent(llama70b):
     ev = evaluate(_pr6920(llama70b), ServingConfig((_pipe("l4", [10] * 8),), 256, 8192))
     assert abs(ev.replicas[0].kv_tokens / 16 - 1476) <= 0.15 * 1476
