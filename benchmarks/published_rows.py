@@ -1,0 +1,240 @@
+"""A published serving row, written in words, read into what dnnplace prices -- and priced.
+
+Why a module of its own: the rows of ``../shared/serving/measured_given.json`` name their GPU ("H100 SXM 80GB
+(DGX H100)"), model ("LLaMA v3.1 70B"), engine, load and metric in free text, and the same benchmark is to be
+run, unchanged, on other published rows of that schema (other engines and GPUs, PP degrees, latency at a
+request rate or a client concurrency).  Every row is read here by one set of rules, priced by the one
+simulator the CLI uses (``dnnplace simulate``: its requests at once, at a Poisson rate or from closed-loop
+clients), and a row that cannot be read is returned with the reason -- never dropped in silence.
+
+Settings a row does not state are each engine's defaults as dnnplace's engine rules hold them (vLLM's
+``max_num_seqs`` keyed on the GPU, SGLang's memory fraction, ...); a TensorRT-LLM offline row runs at the
+limits ``trtllm-bench`` derives (``trtllm_bench_limits``) with the FP8 KV cache it forces for FP8 / FP4
+checkpoints.  Nothing here is fitted to a row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Models the project ships a config for, by family and size (every Llama 3.x of a size shares one architecture:
+#: the 3.1 and 3.3 70B configs differ only in RoPE scaling and vocabulary metadata).
+LOCAL_MODELS = {("llama3", "70b"): ROOT / "tests" / "data" / "serving" / "llama3-70b.json",
+                ("llama3", "8b"): ROOT / "examples" / "llm" / "llama3.1-8b.json"}
+
+ENGINES = {"tensorrt-llm": "trtllm", "tensorrtllm": "trtllm", "trt-llm": "trtllm", "trtllm": "trtllm",
+           "vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama.cpp", "llamacpp": "llama.cpp",
+           "hugging face": "hf", "transformers": "hf", "hf": "hf"}
+
+#: (pattern, catalogue GPU) in the order tried: the longer names first ("gb200" before "b200", "l40s" before "l4").
+GPU_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"gb300", "gb300"), (r"gb200", "gb200"), (r"gh200", "gh200"), (r"b300", "b300"), (r"b200", "b200"),
+    (r"h200", "h200"), (r"h100.*pcie|pcie.*h100", "h100-pcie"), (r"h100(?!.*nvl)", "h100"),
+    (r"a100.*40\s*gb|a100-40g", "a100-40g"), (r"a100", "a100"), (r"l40s", "l40s"), (r"\bl4\b", "l4"),
+    (r"a10g", "a10g"), (r"\bt4\b", "t4"), (r"v100", "v100"), (r"rtx[\s-]*pro[\s-]*6000", "rtx-pro-6000"),
+    (r"a6000", "a6000"), (r"5090", "rtx-5090"), (r"4090", "rtx-4090"), (r"3090", "rtx-3090"),
+    (r"3060", "rtx-3060"), (r"mi300x", "mi300x"), (r"\bb60\b", "b60"))
+
+PRECISION_WORDS: tuple[tuple[str, str], ...] = (
+    (r"nvfp4|\bfp4\b|mxfp4", "fp4"), (r"fp8", "fp8"), (r"int4|awq|gptq|w4a16", "int4"), (r"int8|w8a8", "int8"),
+    (r"bf16|bfloat16", "bf16"), (r"fp16|float16|half", "fp16"))
+
+
+@dataclass(frozen=True)
+class ReadRow:
+    """What a row asks for, in dnnplace's terms."""
+
+    engine: str
+    gpu: str
+    tp: int
+    pp: int
+    model: Path
+    precision: str
+    kv_dtype: str
+    isl: int
+    osl: int
+    load: str  # "offline", "rate" or "concurrency"
+    load_value: float  # requests/s for "rate", clients for "concurrency", 0 offline
+    requests: int
+    quantity: str  # output_tokens_per_s, total_tokens_per_s, requests_per_s, ttft_ms, tpot_ms
+    stat: str  # mean, p50, p90 or p99
+    scale: float  # measured value x scale = the quantity in dnnplace's unit (per-GPU rows x GPUs, s -> ms)
+    #: trtllm-bench's KV-cache memory fraction: 0.95 in the engine flow's build heuristic (bench/build/build.py),
+    #: --kv_cache_free_gpu_mem_fraction 0.90 in the PyTorch flow (bench/benchmark/throughput.py)
+    kv_fraction: float = 0.90
+
+    @property
+    def latency(self) -> bool:
+        return self.quantity in ("ttft_ms", "tpot_ms")
+
+
+def engine_of(text: Any) -> str | None:
+    key = str(text or "").strip().lower()
+    return ENGINES.get(key) or next((v for k, v in ENGINES.items() if key.startswith(k)), None)
+
+
+def gpu_of(text: Any) -> str | None:
+    low = str(text or "").lower()
+    return next((name for pat, name in GPU_PATTERNS if re.search(pat, low)), None)
+
+
+def precision_of(text: Any) -> str | None:
+    low = str(text or "").lower()
+    return next((name for pat, name in PRECISION_WORDS if re.search(pat, low)), None)
+
+
+def _canon(name: str, strip_quant: bool = True) -> str:
+    """``LLaMA v3.1 70B`` / ``meta-llama--Meta-Llama-3.1-70B`` -> ``llama3.170b``: lowercase, org and checkpoint
+    words dropped, separators removed (dots kept: 3.1 is not 31); a name's quantization suffix ("-FP8") dropped
+    where ``strip_quant`` (a row's model name; the precision is read from it separately)."""
+    low = re.split(r"--|/", name.lower())[-1]
+    low = re.sub(r"\s+v\d+(\.\d+)*\s*$", "", low.replace("_", " ").replace("-", " "))  # Mixtral-8x7B-v0.1
+    low = re.sub(r"\b(meta|instruct|chat|hf|base|it)\b", " ", low)
+    if strip_quant:
+        low = re.sub(r"\b(fp8|nvfp4|fp4|awq|gptq|int4|int8|bf16|fp16)\b.*$", "", low)
+    low = re.sub(r"\bv(?=\d)", "", low)
+    return re.sub(r"[^a-z0-9.]", "", low)
+
+
+def _config_dirs() -> list[Path]:
+    dirs = [ROOT.parent / "shared" / "llm"]
+    try:
+        import aiconfigurator_core
+
+        dirs.append(Path(aiconfigurator_core.__file__).parent / "model_configs")
+    except ImportError:  # pragma: no cover - the venv has it
+        pass
+    return [d for d in dirs if d.is_dir()]
+
+
+def model_of(text: Any) -> Path | None:
+    """The config.json a row's model name stands for: the project's own Llama 3.x configs, else a config of the
+    same canonical name among ``../shared/llm`` and aiconfigurator-core's vendored ``model_configs``."""
+    canon = _canon(str(text or ""))
+    m = re.fullmatch(r"llama3(?:\.\d)?(\d+b)", canon)
+    if m and ("llama3", m.group(1)) in LOCAL_MODELS:
+        return LOCAL_MODELS[("llama3", m.group(1))]
+    for d in _config_dirs():
+        for f in sorted(d.glob("*.json")):
+            if "_hf_quant" in f.name:
+                continue
+            if _canon(f.name.removesuffix("_config.json").removesuffix(".json"), strip_quant=False) == canon:
+                return f
+    return None
+
+
+def quantity_of(metric: Any, unit: Any) -> tuple[str, str, float] | None:
+    """(dnnplace quantity, statistic, scale to dnnplace's unit) of a row's metric and unit."""
+    m, u = str(metric or "").lower(), str(unit or "").lower()
+    stat = "p99" if "p99" in m else "p90" if "p90" in m else "p50" if "median" in m or "p50" in m else "mean"
+    to_ms = 1e3 if re.search(r"(^|\W)s(ec)?(\W|$)", u) and "ms" not in u and "/s" not in u else 1.0
+    if "ttft" in m or "time to first token" in m:
+        return "ttft_ms", stat, to_ms
+    if any(w in m for w in ("tpot", "itl", "inter-token", "inter token", "time per output token")):
+        return "tpot_ms", stat, to_ms
+    if "throughput" not in m and "tok" not in u and "req" not in u:
+        return None
+    per_gpu = "per gpu" in m or "per gpu" in u or "/gpu" in u
+    scale = -1.0 if per_gpu else 1.0  # negative: multiply by the row's GPU count (done by read_row)
+    if "request" in m or "req/s" in u or "requests" in u:
+        return "requests_per_s", "mean", scale
+    if "total token" in m or "total tokens" in u:
+        return "total_tokens_per_s", "mean", scale
+    return "output_tokens_per_s", "mean", scale
+
+
+def load_of(load: Any) -> tuple[str, float, int] | None:
+    """(kind, value, requests) of a row's load: offline (all requests at once), a Poisson request rate, or
+    closed-loop clients; the requests default to 10 per client (or 1,000) where the row does not print them."""
+    if not isinstance(load, dict):
+        return None
+    kind = str(load.get("type", "")).lower()
+    n = load.get("num_requests") or load.get("requests")
+    if "offline" in kind or "infinite" in kind:
+        return ("offline", 0.0, int(n)) if n else None
+    if "concurren" in kind:
+        c = load.get("concurrency") or load.get("value")
+        return ("concurrency", float(c), int(n or 10 * int(c))) if c else None
+    if "rate" in kind or "qps" in kind:
+        r = load.get("request_rate") or load.get("rate") or load.get("value")
+        return ("rate", float(r), int(n or 1000)) if r else None
+    return None
+
+
+def read_row(row: dict) -> ReadRow | str:
+    """The row in dnnplace's terms, or why it cannot be priced (one line)."""
+    engine = engine_of(row.get("engine"))
+    if engine is None:
+        return f"engine {row.get('engine')!r} not one dnnplace prices"
+    gpu = gpu_of(row.get("gpu"))
+    if gpu is None:
+        return f"GPU {row.get('gpu')!r} not in the catalogue"
+    model = model_of(row.get("model"))
+    if model is None:
+        return f"no config.json for model {row.get('model')!r}"
+    if not isinstance(row.get("isl"), int) or not isinstance(row.get("osl"), int):
+        return "no ISL/OSL printed"
+    tp = row.get("tp") if isinstance(row.get("tp"), int) else 1
+    pp = row.get("pp") if isinstance(row.get("pp"), int) else 1
+    if isinstance(row.get("num_gpus"), int) and row["num_gpus"] != tp * pp:
+        return f"{row['num_gpus']} GPUs for TP{tp} x PP{pp} (data-parallel replicas are not read)"
+    load = load_of(row.get("load"))
+    if load is None:
+        return f"load {row.get('load')!r} not read"
+    q = quantity_of(row.get("metric"), row.get("unit"))
+    if q is None:
+        return f"metric {row.get('metric')!r} not read"
+    precision = precision_of(row.get("precision")) or precision_of(row.get("model")) or "bf16"
+    kv = precision_of(row.get("kv_cache_dtype")) if row.get("kv_cache_dtype") else None
+    if kv is None:  # trtllm-bench / the PyTorch flow run FP8 and FP4 checkpoints with an FP8 KV cache
+        kv = "fp8" if engine == "trtllm" and precision in ("fp8", "fp4") else "bf16"
+    quantity, stat, scale = q
+    if scale < 0:
+        scale = float(tp * pp)
+    frac = 0.95 if "engine flow" in str(row.get("engine_version")) else 0.90
+    return ReadRow(engine, gpu, tp, pp, model, precision, kv, int(row["isl"]), int(row["osl"]), load[0],
+                   load[1], load[2], quantity, stat, scale, frac)
+
+
+def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
+    """dnnplace's prediction of the row's quantity: its requests through the simulated engine as the row ran
+    them (a TensorRT-LLM offline row at trtllm-bench's limits, every other at the engine's defaults), the
+    engine's default layer split across the PP ranks."""
+    from dnnplace.core.catalogue import device_spec
+    from dnnplace.models.serving.baselines import engine_default_split
+    from dnnplace.models.serving.catalogue import trtllm_bench_limits
+    from dnnplace.models.serving.load import problem
+    from dnnplace.models.serving.simulator import simulate
+    from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
+
+    p = problem(r.model, gpus=f"{r.tp * r.pp}x{r.gpu}", isl=r.isl, osl=r.osl, engine=r.engine,
+                precision=r.precision, kv_dtype=r.kv_dtype, max_model_len=r.isl + r.osl)
+    m = p.model
+    seqs, tokens = p.engine.max_num_seqs, p.engine.max_num_batched_tokens
+    if r.engine == "trtllm" and r.load == "offline":
+        seqs, tokens = trtllm_bench_limits(params_of(m), r.precision, r.kv_dtype, m.num_layers, m.kv_heads,
+                                           m.head_dim, device_spec(r.gpu).usable_memory_bytes / 2**30, r.tp, r.pp,
+                                           r.isl, r.osl, r.kv_fraction)
+    elif r.load == "concurrency":
+        seqs = max(seqs, int(r.load_value))
+    rep = Replica(tuple(Stage(r.gpu, 0, tuple(range(i * r.tp, (i + 1) * r.tp)), n)
+                        for i, n in enumerate(engine_default_split(m.num_layers, r.pp, p.engine.default_split))))
+    cfg = ServingConfig((rep,), seqs, tokens)
+    kw: dict[str, Any] = {"offline": True} if r.load == "offline" else \
+        {"concurrency": int(r.load_value)} if r.load == "concurrency" else {"rate": r.load_value}
+    sim = simulate(p, cfg, requests=r.requests, time_limit=time_limit, **kw)
+    if r.quantity == "ttft_ms" or r.quantity == "tpot_ms":
+        v = getattr(sim, r.quantity).get(r.stat)
+        if v is None:
+            raise ValueError(f"no {r.stat} {r.quantity} simulated (no request completed)")
+        return float(v)
+    if r.quantity == "requests_per_s":
+        return sim.requests_per_s
+    if r.quantity == "total_tokens_per_s":
+        return sim.output_tokens_per_s * (1.0 + r.isl / r.osl)
+    return sim.output_tokens_per_s
