@@ -179,8 +179,10 @@ def read_row(row: dict) -> ReadRow | str:
         return f"no config.json for model {row.get('model')!r}"
     if not isinstance(row.get("isl"), int) or not isinstance(row.get("osl"), int):
         return "no ISL/OSL printed"
-    tp = row.get("tp") if isinstance(row.get("tp"), int) else 1
-    pp = row.get("pp") if isinstance(row.get("pp"), int) else 1
+    for key in ("tp", "pp"):
+        if row.get(key) is not None and not isinstance(row.get(key), int):
+            return f"{key.upper()} {row.get(key)!r} not read"
+    tp, pp = row.get("tp") or 1, row.get("pp") or 1
     if isinstance(row.get("num_gpus"), int) and row["num_gpus"] != tp * pp:
         return f"{row['num_gpus']} GPUs for TP{tp} x PP{pp} (data-parallel replicas are not read)"
     load = load_of(row.get("load"))

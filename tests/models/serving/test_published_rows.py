@@ -70,7 +70,7 @@ def test_units_and_statistics() -> None:
 
 @pytest.mark.parametrize(("kw", "why"), [
     ({"engine": "TGI"}, "engine"), ({"gpu": "not stated"}, "GPU"), ({"model": "Mistral 7B"}, "config.json"),
-    ({"isl": None}, "ISL/OSL"), ({"num_gpus": 8}, "data-parallel"), ({"load": {"type": "batch"}}, "load"),
+    ({"isl": None}, "ISL/OSL"), ({"num_gpus": 8}, "data-parallel"), ({"pp": "not printed"}, "PP"), ({"load": {"type": "batch"}}, "load"),
     ({"metric": "E2E time", "unit": "s"}, "metric")])
 def test_an_unreadable_row_says_why(kw: dict, why: str) -> None:
     r = rows.read_row(_row(**kw))
