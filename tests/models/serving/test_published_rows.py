@@ -4,19 +4,14 @@ published rows the project has not seen)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-_DIR = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_DIR))
-_SPEC = importlib.util.spec_from_file_location("published_rows", _DIR / "published_rows.py")
-assert _SPEC is not None and _SPEC.loader is not None
-rows = importlib.util.module_from_spec(_SPEC)
-sys.modules["published_rows"] = rows
-_SPEC.loader.exec_module(rows)
+
+@pytest.fixture(scope="module")
+def rows(benchmark_module) -> ModuleType:
+    return benchmark_module("published_rows")
 
 
 def _row(**kw: object) -> dict:
@@ -33,7 +28,7 @@ def _row(**kw: object) -> dict:
     ("A100-SXM4-40GB", "a100-40g"), ("A100 80GB", "a100"), ("GB200 NVL72", "gb200"), ("B200", "b200"),
     ("RTX PRO 6000 Blackwell Server", "rtx-pro-6000"), ("GeForce RTX 4090", "rtx-4090"), ("H100 NVL", None),
     ("not stated", None)])
-def test_gpu_names(text: str, gpu: str | None) -> None:
+def test_gpu_names(rows: ModuleType, text: str, gpu: str | None) -> None:
     assert rows.gpu_of(text) == gpu
 
 
@@ -42,24 +37,24 @@ def test_gpu_names(text: str, gpu: str | None) -> None:
                                                                         "llama3.1-8b"),
     ("Qwen3-32B", "Qwen--Qwen3-32B_config"), ("Qwen/Qwen3-32B-FP8", "Qwen--Qwen3-32B_config"),
     ("Mixtral 8x7B", "mistralai--Mixtral-8x7B-v0.1_config"), ("openai/gpt-oss-20b", "openai--gpt-oss-20b_config")])
-def test_model_names(text: str, stem: str) -> None:
+def test_model_names(rows: ModuleType, text: str, stem: str) -> None:
     path = rows.model_of(text)
     assert path is not None and path.stem == stem
 
 
 @pytest.mark.parametrize("text", ["Llama 2 70B", "Mistral 7B", "Llama 3.2 3B", ""])
-def test_a_model_without_a_config_is_not_guessed(text: str) -> None:
+def test_a_model_without_a_config_is_not_guessed(rows: ModuleType, text: str) -> None:
     assert rows.model_of(text) is None
 
 
-def test_a_rate_row_is_read_as_it_ran() -> None:
+def test_a_rate_row_is_read_as_it_ran(rows: ModuleType) -> None:
     r = rows.read_row(_row())
     assert not isinstance(r, str)
     assert (r.engine, r.gpu, r.load, r.load_value, r.requests, r.quantity, r.stat, r.scale) == (
         "vllm", "a100", "rate", 4.0, 50, "ttft_ms", "mean", 1.0)
 
 
-def test_units_and_statistics() -> None:
+def test_units_and_statistics(rows: ModuleType) -> None:
     assert rows.quantity_of("Median TPOT (ms)", "ms") == ("tpot_ms", "p50", 1.0)
     assert rows.quantity_of("Mean TTFT", "s") == ("ttft_ms", "mean", 1e3)
     assert rows.quantity_of("P99 ITL (ms)", "ms") == ("tpot_ms", "p99", 1.0)
@@ -70,14 +65,15 @@ def test_units_and_statistics() -> None:
 
 @pytest.mark.parametrize(("kw", "why"), [
     ({"engine": "TGI"}, "engine"), ({"gpu": "not stated"}, "GPU"), ({"model": "Mistral 7B"}, "config.json"),
-    ({"isl": None}, "ISL/OSL"), ({"num_gpus": 8}, "data-parallel"), ({"pp": "not printed"}, "PP"), ({"load": {"type": "batch"}}, "load"),
+    ({"isl": None}, "ISL/OSL"), ({"num_gpus": 8}, "data-parallel"),
+    ({"pp": "not printed"}, "PP"), ({"load": {"type": "batch"}}, "load"),
     ({"metric": "E2E time", "unit": "s"}, "metric")])
-def test_an_unreadable_row_says_why(kw: dict, why: str) -> None:
+def test_an_unreadable_row_says_why(rows: ModuleType, kw: dict, why: str) -> None:
     r = rows.read_row(_row(**kw))
     assert isinstance(r, str) and why in r
 
 
-def test_a_rate_row_is_priced_by_the_simulator() -> None:
+def test_a_rate_row_is_priced_by_the_simulator(rows: ModuleType) -> None:
     r = rows.read_row(_row(isl=256, osl=32, load={"type": "request rate", "request_rate": 2, "num_requests": 20}))
     assert not isinstance(r, str)
     ttft = rows.price(r, params_of=None, time_limit=30.0)
