@@ -67,10 +67,14 @@ class ReadRow:
     #: trtllm-bench's KV-cache memory fraction: 0.95 in the engine flow's build heuristic (bench/build/build.py),
     #: --kv_cache_free_gpu_mem_fraction 0.90 in the PyTorch flow (bench/benchmark/throughput.py)
     kv_fraction: float = 0.90
+    #: each request's lengths drawn uniformly from these inclusive ranges (a client's random dataset with a range
+    #: ratio; the row gives the interval, since clients read the ratio differently), else every one ISL / OSL
+    isl_range: tuple[int, int] | None = None
+    osl_range: tuple[int, int] | None = None
 
     @property
     def latency(self) -> bool:
-        return self.quantity in ("ttft_ms", "tpot_ms")
+        return self.quantity in ("ttft_ms", "tpot_ms", "itl_ms")
 
 
 def engine_of(text: Any) -> str | None:
@@ -135,7 +139,9 @@ def quantity_of(metric: Any, unit: Any) -> tuple[str, str, float] | None:
     to_ms = 1e3 if re.search(r"(^|\W)s(ec)?(\W|$)", u) and "ms" not in u and "/s" not in u else 1.0
     if "ttft" in m or "time to first token" in m:
         return "ttft_ms", stat, to_ms
-    if any(w in m for w in ("tpot", "itl", "inter-token", "inter token", "time per output token")):
+    if any(w in m for w in ("itl", "inter-token", "inter token")):  # every gap between two tokens
+        return "itl_ms", stat, to_ms
+    if any(w in m for w in ("tpot", "time per output token")):  # each request's own mean gap
         return "tpot_ms", stat, to_ms
     if "throughput" not in m and "tok" not in u and "req" not in u:
         return None
@@ -199,8 +205,35 @@ def read_row(row: dict) -> ReadRow | str:
     if scale < 0:
         scale = float(tp * pp)
     frac = 0.95 if "engine flow" in str(row.get("engine_version")) else 0.90
+    ranges = []
+    for key in ("isl_range", "osl_range"):
+        v = row["load"].get(key)
+        if v is None:
+            ranges.append(None)
+        elif (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
+              and 1 <= v[0] <= v[1] <= 1_000_000):
+            ranges.append((v[0], v[1]))
+        else:
+            return f"load {key} {v!r} not an interval [lo, hi] of token counts"
     return ReadRow(engine, gpu, tp, pp, model, precision, kv, int(row["isl"]), int(row["osl"]), load[0],
-                   load[1], load[2], quantity, stat, scale, frac)
+                   load[1], load[2], quantity, stat, scale, frac, ranges[0], ranges[1])
+
+
+def drawn_lengths(isl: tuple[int, int], osl: tuple[int, int], prompts: int, seed: int = 0) -> Any:
+    """``prompts`` (prompt, output) lengths drawn uniformly from the inclusive ranges, one row per prompt (as a
+    benchmark client's random dataset draws them), for ``problem(lengths=...)``."""
+    import numpy as np
+
+    from dnnplace.models.serving.lengths import LengthRows
+
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(isl[0], isl[1] + 1, size=prompts)
+    outs = rng.integers(osl[0], osl[1] + 1, size=prompts)
+    rows = LengthRows("a published row's random lengths")
+    for k, (i, o) in enumerate(zip(ins, outs)):
+        rows.count(f"prompt {k}")
+        rows.add(int(i), int(o), 1.0, f"prompt {k}")
+    return rows
 
 
 def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
@@ -214,8 +247,14 @@ def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
     from dnnplace.models.serving.simulator import simulate
     from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
 
-    p = problem(r.model, gpus=f"{r.tp * r.pp}x{r.gpu}", isl=r.isl, osl=r.osl, engine=r.engine,
-                precision=r.precision, kv_dtype=r.kv_dtype, max_model_len=r.isl + r.osl)
+    if r.isl_range or r.osl_range:
+        isl, osl = r.isl_range or (r.isl, r.isl), r.osl_range or (r.osl, r.osl)
+        shape: dict[str, Any] = {"lengths": drawn_lengths(isl, osl, r.requests)}
+        longest = isl[1] + osl[1]
+    else:
+        shape, longest = {"isl": r.isl, "osl": r.osl}, r.isl + r.osl
+    p = problem(r.model, gpus=f"{r.tp * r.pp}x{r.gpu}", engine=r.engine, precision=r.precision,
+                kv_dtype=r.kv_dtype, max_model_len=longest, **shape)
     m = p.model
     seqs, tokens = p.engine.max_num_seqs, p.engine.max_num_batched_tokens
     if r.engine == "trtllm" and r.load == "offline":
@@ -230,7 +269,7 @@ def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
     kw: dict[str, Any] = {"offline": True} if r.load == "offline" else \
         {"concurrency": int(r.load_value)} if r.load == "concurrency" else {"rate": r.load_value}
     sim = simulate(p, cfg, requests=r.requests, time_limit=time_limit, **kw)
-    if r.quantity == "ttft_ms" or r.quantity == "tpot_ms":
+    if r.latency:
         v = getattr(sim, r.quantity).get(r.stat)
         if v is None:
             raise ValueError(f"no {r.stat} {r.quantity} simulated (no request completed)")
@@ -238,5 +277,7 @@ def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
     if r.quantity == "requests_per_s":
         return sim.requests_per_s
     if r.quantity == "total_tokens_per_s":
-        return sim.output_tokens_per_s * (1.0 + r.isl / r.osl)
+        mean_in = sum(r.isl_range) / 2 if r.isl_range else r.isl
+        mean_out = sum(r.osl_range) / 2 if r.osl_range else r.osl
+        return sim.output_tokens_per_s * (1.0 + mean_in / mean_out)
     return sim.output_tokens_per_s

@@ -1,4 +1,5 @@
-"""Measured vs predicted for every given serving row (../shared/serving/measured_given.json).
+"""Measured vs predicted for every given serving row (../shared/serving/measured_given.json) and every row the
+project collected (tests/data/serving/published_rows.json).
 
 Why: the serving model's constants come from datasheets, kernel tables and engine sources; these
 published rows check it and are never fitted to.  Each row runs with the settings its engine ran
@@ -41,6 +42,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from published_rows import price, read_row  # noqa: E402
 
 GIVEN = ROOT.parent / "shared" / "serving" / "measured_given.json"
+#: Published rows the project collected itself (same schema, each with its source), priced beside the given ones.
+COLLECTED = ROOT / "tests" / "data" / "serving" / "published_rows.json"
 MODELS = {"70B": ROOT / "tests" / "data" / "serving" / "llama3-70b.json",
           "8B": ROOT / "examples" / "llm" / "llama3.1-8b.json"}
 AIC_MODELS = {"70B": "nvidia/Llama-3.1-70B-Instruct-FP8", "8B": "meta-llama/Meta-Llama-3.1-8B"}
@@ -270,7 +273,7 @@ def other_rows(rows: list[dict]) -> tuple[list[str], list[float], dict[str, list
     lines = ["| id | engine | GPU | model | TP x PP | ISL/OSL | load | quantity | measured | dnnplace | error |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     offline: list[float] = []
-    lat: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": []}
+    lat: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": [], "itl_ms": []}
     unread: list[str] = []
     for r in rows:
         page = json.dumps(r.get("source", ""))
@@ -310,6 +313,8 @@ def main() -> int:
         print(f"{GIVEN}: not found (the given rows live beside the repository)")
         return 2
     rows = json.loads(GIVEN.read_text())["rows"]
+    if own:  # the project's own collection beside the given rows (another --given file: that file alone)
+        rows += json.loads(COLLECTED.read_text())["rows"]
     lines = ["# Serving: measured vs predicted", "", "## TensorRT-LLM offline rows (output tokens/s, H100 SXM)", "",
              "The run as published: its requests sent at once through TensorRT-LLM's schedulers (dnnplace "
              "`simulate --offline --requests N`); steady state: the evaluator's long-run rate.", "",
@@ -376,7 +381,7 @@ def main() -> int:
         "offline median |error| <= 6 %": med <= 0.06 if errs else None,
         "offline >= 90 % of rows within 15 %": within >= 0.9 if errs else None,
         **{f"under load: {q} median |error| <= 15 %": m <= 0.15 for q, m in sorted(lat_med.items())
-           if q in ("ttft_ms", "tpot_ms")},
+           if q in ("ttft_ms", "tpot_ms", "itl_ms")},
         "TP sweep: best TP per GPU predicted = measured": sweep_ok, **ok6920, **ok9003, **okpo}
     lines += ["", "## Targets", ""] + [f"- {k}: {'not checked (no rows)' if v is None else 'met' if v else 'MISSED'}"
                                        for k, v in targets.items()]

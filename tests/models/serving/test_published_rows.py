@@ -57,7 +57,7 @@ def test_a_rate_row_is_read_as_it_ran(rows: ModuleType) -> None:
 def test_units_and_statistics(rows: ModuleType) -> None:
     assert rows.quantity_of("Median TPOT (ms)", "ms") == ("tpot_ms", "p50", 1.0)
     assert rows.quantity_of("Mean TTFT", "s") == ("ttft_ms", "mean", 1e3)
-    assert rows.quantity_of("P99 ITL (ms)", "ms") == ("tpot_ms", "p99", 1.0)
+    assert rows.quantity_of("P99 ITL (ms)", "ms") == ("itl_ms", "p99", 1.0)
     r = rows.read_row(_row(tp=2, num_gpus=2, metric="Output throughput per GPU", unit="tokens/s/GPU",
                            load={"type": "offline, infinite request rate", "num_requests": 100}))
     assert not isinstance(r, str) and (r.quantity, r.scale, r.load) == ("output_tokens_per_s", 2.0, "offline")

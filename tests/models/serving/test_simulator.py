@@ -64,6 +64,19 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another():
     assert set(a["ttft_ms"]) == {"mean", "p50", "p90", "p99"}
 
 
+@pytest.mark.parametrize("rate", [5.0, 200.0], ids=["idle", "queued"])
+def test_inter_token_gaps_add_up_to_each_requests_decode_time(rate):
+    """ITL is every gap between two tokens of one request: with every request alike and none preempted its
+    token-weighted mean is TPOT's mean, and no gap is shorter than the fastest decode step."""
+    p, c = _problem(256, 32), _config()
+    s = simulate(p, c, rate=rate, requests=60, seed=2)
+    assert s.completed == 60 and s.preemptions == 0
+    assert s.itl_ms["mean"] == pytest.approx(s.tpot_ms["mean"], rel=1e-9)
+    assert s.itl_ms["p50"] is not None and s.itl_ms["p50"] <= s.itl_ms["p99"]
+    assert set(s.to_dict()["itl_ms"]) == {"mean", "p50", "p90", "p99"}
+    assert any(line.startswith("ITL ms") for line in s.summary())
+
+
 @pytest.mark.parametrize("parts", [(32,), (16, 16)], ids=["pp1", "pp2"])
 def test_an_empty_queue_costs_one_prefill_through_every_stage_then_one_decode_per_token(parts):
     """At a rate where requests never meet, TTFT is the prompt's pass through every stage (the first

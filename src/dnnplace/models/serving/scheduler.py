@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -180,6 +181,11 @@ class RequestTable:
     epoch: list[int] = field(default_factory=list)  # bumped by a preemption: outputs in flight are dropped
     first: list[float] = field(default_factory=list)
     done: list[float] = field(default_factory=list)
+    last: list[float] = field(default_factory=list)  # when each request's latest token came out
+    # every gap between two tokens of one request (s): the inter-token latency ``vllm bench serve`` and
+    # ``sglang.bench_serving`` print beside TPOT (a request's own mean gap), whose median can differ from
+    # TPOT's when steps vary in length (a prompt batch among decodes)
+    gaps: array = field(default_factory=lambda: array("d"))
 
     def __post_init__(self) -> None:
         n = len(self.arrival)
@@ -188,7 +194,7 @@ class RequestTable:
         if isinstance(self.osl, int):
             self.osl = [self.osl] * n
         self.computed, self.generated, self.blocks, self.epoch = [0] * n, [0] * n, [0] * n, [0] * n
-        self.first, self.done = [math.nan] * n, [math.nan] * n
+        self.first, self.done, self.last = [math.nan] * n, [math.nan] * n, [math.nan] * n
 
 
 @dataclass
@@ -480,6 +486,9 @@ class ReplicaScheduler:
             made += 1
             if q.generated[r] == 1:
                 q.first[r] = now
+            else:
+                q.gaps.append(now - q.last[r])
+            q.last[r] = now
             if q.generated[r] == q.osl[r]:
                 q.done[r] = now
                 self.running.remove(r)

@@ -94,6 +94,8 @@ class Simulation:
     sources: dict[str, int] = field(default_factory=dict)
     offline: bool = False
     concurrency: int | None = None
+    #: every gap between two tokens of one request (ms): ``vllm bench serve``'s and ``sglang.bench_serving``'s ITL
+    itl_ms: dict[str, float | None] = field(default_factory=lambda: _stats(np.empty(0)))
 
     def to_dict(self) -> dict[str, Any]:
         def fin(x: float) -> float | None:
@@ -108,7 +110,7 @@ class Simulation:
             "completed": self.completed,
             "preemptions": self.preemptions, "saturated": self.saturated,
             "output_tokens_per_s": fin(self.output_tokens_per_s), "requests_per_s": fin(self.requests_per_s),
-            "ttft_ms": rnd(self.ttft_ms), "tpot_ms": rnd(self.tpot_ms),
+            "ttft_ms": rnd(self.ttft_ms), "tpot_ms": rnd(self.tpot_ms), "itl_ms": rnd(self.itl_ms),
             "steady_output_tokens_per_s": fin(self.steady_output_tokens_per_s),
             "duration_s": fin(self.duration_s), "output_tokens": self.output_tokens, "arrived": self.arrived,
             "stopped": self.stopped, "router": self.router,
@@ -134,6 +136,7 @@ class Simulation:
             f"steady {self.steady_output_tokens_per_s:,.0f} tokens/s",
             f"TTFT ms mean / p50 / p90 / p99: {ms(self.ttft_ms)}",
             f"TPOT ms mean / p50 / p90 / p99: {ms(self.tpot_ms)}",
+            f"ITL ms mean / p50 / p90 / p99: {ms(self.itl_ms)}",
             f"router {self.router}; micro-batches in flight {self.micro_batches_in_flight}; "
             f"error band +-{self.error_band:.0%}",
         ]
@@ -294,4 +297,5 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         tokens / duration if duration > 0 else 0.0, completed / duration if duration > 0 else 0.0,
         _stats(ttft), _stats(tpot), steady, duration, tokens, nxt, stopped, router,
         [s.max_in_flight for s in reps], sum(s.batches for s in reps), sum(len(s.pricer.corners) for s in reps),
-        prediction_band(p, src), time.perf_counter() - t_wall, src, offline, concurrency)
+        prediction_band(p, src), time.perf_counter() - t_wall, src, offline, concurrency,
+        _stats(np.frombuffer(reqs.gaps, dtype=float) * 1e3))
