@@ -245,6 +245,10 @@ class EngineRules:
     #: finds the head of its prompt still cached when it is re-admitted (vLLM v1: ``enable_prefix_caching``
     #: on unless turned off); the simulation keeps those blocks until other requests' allocations take them
     prefix_cache: bool = False
+    #: whether the host schedules step n + 1 while the GPU runs step n (TensorRT-LLM's overlap scheduler, SGLang's
+    #: zero-overhead scheduler), so a request that arrives during step n first runs in step n + 2 unless the
+    #: engine would idle; the simulation honours it on a replica of one stage, the steady state does not
+    overlap_scheduler: bool = False
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -290,6 +294,7 @@ ENGINES: dict[str, EngineRules] = {
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False, fraction_rule="sglang",
+        overlap_scheduler=True,
         capability_rules=(
             CapabilityRule("fp8", 8.0, "sglang srt/layers/quantization/fp8.py Fp8Config.get_min_capability (80); "
                                        "fp8_utils.py::can_auto_enable_marlin_fp8: weight-only Marlin on 8.0-8.8"),
@@ -303,11 +308,14 @@ ENGINES: dict[str, EngineRules] = {
                  "srt/server_args.py::_handle_gpu_memory_settings: mem_fraction_static by sglang_mem_fraction "
                  "(0.88 where the GPU's memory is unknown)",
                  "srt/server_args.py enable_mixed_chunk False; srt/managers/scheduler.py::get_next_batch_to_run: "
-                 "a new prefill batch runs before the running decode batch")),
+                 "a new prefill batch runs before the running decode batch",
+                 "srt/server_args.py disable_overlap_schedule False: the zero-overhead batch scheduler "
+                 "(lmsys.org/blog/2024-12-04-sglang-v0-4) runs the next batch's scheduling while the GPU runs "
+                 "this one")),
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,
-        chunked_prefill=False, seqs_per_micro_batch=True,
+        chunked_prefill=False, seqs_per_micro_batch=True, overlap_scheduler=True,
         nvidia_only=True, min_capability=8.0,
         min_capability_source="TensorRT-LLM docs supported-hardware.md: Blackwell, Hopper, Ada Lovelace, Ampere "
                               "(A100); reference/support-matrix.md: Ampere (SM80, SM86) and newer",
@@ -331,7 +339,10 @@ ENGINES: dict[str, EngineRules] = {
                  "llmapi/llm_args.py enable_chunked_prefill False; batch_manager/microBatchScheduler.cpp: "
                  "generation then whole contexts in request order, stop at the first that overflows max_num_tokens",
                  "_torch/pyexecutor/py_executor_creator.py: KV estimated from a dry run, CUDA graphs captured "
-                 "after the KV cache is allocated")),
+                 "after the KV cache is allocated",
+                 "docs/source/features/overlap-scheduler.md: step n + 1 is scheduled and launched before step "
+                 "n's outputs are processed (py_executor.py _executor_loop_overlap), enabled by default "
+                 "(disable_overlap_scheduler False)")),
     "llama.cpp": EngineRules(
         "llama.cpp", None, 1.0, "total", "per_device", 1, "free_memory", embed_on_host=True, cuda_graphs=False,
         tensor_parallel=False, kv_dtypes=(("bf16", None), ("fp16", None), ("q8_0", "q8_0")),

@@ -237,6 +237,9 @@ class ReplicaScheduler:
         self.running: list[int] = []
         self.inflight: deque[Batch] = deque()
         self.stage_free = [0.0] * r.pp
+        # the overlap scheduler (one stage): when the step that just ended started, the next one was chosen
+        self.overlap = p.engine.overlap_scheduler and self.micro_batches == 1
+        self.last_start = self.last_end = -math.inf
         self.preemptions = 0
         self.max_in_flight = 0
         self.batches = 0
@@ -460,6 +463,7 @@ class ReplicaScheduler:
             end = (end if end > f else f) + ts
             free[s] = end
         b.finish = end
+        self.last_start = now
         self.inflight.append(b)
         self.batches += 1
         self.max_in_flight = max(self.max_in_flight, len(self.inflight))
@@ -468,14 +472,32 @@ class ReplicaScheduler:
         """Keep up to ``pp`` micro-batches in flight (vLLM's batch queue: ``max_concurrent_batches = pp``), one
         where the engine runs a step through its devices in turn (:func:`.evaluation.micro_batches`)."""
         while len(self.inflight) < self.micro_batches:
+            late = self._arrived_too_late(now) if self.overlap else []
             b = self.schedule()
+            if late:
+                self.waiting.extend(late)
+                if b is None:  # nothing else to run: the host, idle, takes them at once
+                    b = self.schedule()
             if b is None:
                 return
             self.submit(b, now)
 
+    def _arrived_too_late(self, now: float) -> list[int]:
+        """Under the overlap scheduler, the waiting requests (taken off the queue) that arrived after the step
+        ending at ``now`` started: the host chose the next step then.  None when the engine was idle."""
+        if self.last_end != now:
+            return []
+        late: list[int] = []
+        arrival, waiting, cutoff = self.reqs.arrival, self.waiting, self.last_start
+        while waiting and arrival[waiting[-1]] > cutoff:
+            late.append(waiting.pop())
+        late.reverse()
+        return late
+
     def complete(self, now: float) -> tuple[int, list[int]]:
         """The oldest micro-batch leaves the last stage: (tokens it produced, requests it finished)."""
         b = self.inflight.popleft()
+        self.last_end = now
         q = self.reqs
         made = 0
         finished: list[int] = []
