@@ -118,17 +118,19 @@ def _config_dirs() -> list[Path]:
 
 def model_of(text: Any) -> Path | None:
     """The config.json a row's model name stands for: the project's own Llama 3.x configs, else a config of the
-    same canonical name among ``../shared/llm`` and aiconfigurator-core's vendored ``model_configs``."""
+    same canonical name among ``../shared/llm`` and aiconfigurator-core's vendored ``model_configs`` -- a
+    quantized checkpoint's own config first (``Qwen3-235B-A22B-FP8``: its block-scaled quantization_config),
+    then the base model's (the precision read from the row)."""
     canon = _canon(str(text or ""))
     m = re.fullmatch(r"llama3(?:\.\d)?(\d+b)", canon)
     if m and ("llama3", m.group(1)) in LOCAL_MODELS:
         return LOCAL_MODELS[("llama3", m.group(1))]
-    for d in _config_dirs():
-        for f in sorted(d.glob("*.json")):
-            if "_hf_quant" in f.name:
-                continue
-            if _canon(f.name.removesuffix("_config.json").removesuffix(".json"), strip_quant=False) == canon:
-                return f
+    files = [f for d in _config_dirs() for f in sorted(d.glob("*.json")) if "_hf_quant" not in f.name]
+    names = {f: _canon(f.name.removesuffix("_config.json").removesuffix(".json"), strip_quant=False) for f in files}
+    for want in (_canon(str(text or ""), strip_quant=False), canon):
+        hit = next((f for f in files if names[f] == want), None)
+        if hit is not None:
+            return hit
     return None
 
 
