@@ -240,6 +240,7 @@ class ReplicaScheduler:
         # the overlap scheduler (one stage): when the step that just ended started, the next one was chosen
         self.overlap = p.engine.overlap_scheduler and self.micro_batches == 1
         self.last_start = self.last_end = -math.inf
+        self.cutoff = math.inf  # requests that arrived after this wait for a later step
         self.preemptions = 0
         self.max_in_flight = 0
         self.batches = 0
@@ -317,8 +318,11 @@ class ReplicaScheduler:
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
         isl, osl, B = q.isl, q.osl, self.block
         waiting, running = self.waiting, self.running
+        arrival, cutoff = q.arrival, self.cutoff
         while waiting and len(running) < self.running_cap:
             r = waiting[0]
+            if arrival[r] > cutoff:  # the overlap scheduler chose this step before it came
+                break
             whole = -(-(isl[r] + osl[r]) // B)
             if self.free < whole:
                 break
@@ -429,8 +433,11 @@ class ReplicaScheduler:
         if not preempted and kinds != "decode":
             waiting = self.waiting
             cached = self.cached
+            arrival, cutoff = q.arrival, self.cutoff
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
+                if arrival[r] > cutoff:  # the overlap scheduler chose this step before it came
+                    break
                 hit = cached.get(r, 0)
                 # its cached blocks count again (vLLM recomputes at least the last token of a full hit)
                 done = min(hit * B, isl[r] + gen[r] - 1)
@@ -472,27 +479,19 @@ class ReplicaScheduler:
         """Keep up to ``pp`` micro-batches in flight (vLLM's batch queue: ``max_concurrent_batches = pp``), one
         where the engine runs a step through its devices in turn (:func:`.evaluation.micro_batches`)."""
         while len(self.inflight) < self.micro_batches:
-            late = self._arrived_too_late(now) if self.overlap else []
+            # the overlap scheduler chose this step when the one ending now started: later arrivals wait for the
+            # next, unless the engine would otherwise idle (the host then takes them at once)
+            held = self.overlap and self.last_end == now
+            if held:
+                self.cutoff = self.last_start
             b = self.schedule()
-            if late:
-                self.waiting.extend(late)
-                if b is None:  # nothing else to run: the host, idle, takes them at once
+            if held:
+                self.cutoff = math.inf
+                if b is None and self.waiting:
                     b = self.schedule()
             if b is None:
                 return
             self.submit(b, now)
-
-    def _arrived_too_late(self, now: float) -> list[int]:
-        """Under the overlap scheduler, the waiting requests (taken off the queue) that arrived after the step
-        ending at ``now`` started: the host chose the next step then.  None when the engine was idle."""
-        if self.last_end != now:
-            return []
-        late: list[int] = []
-        arrival, waiting, cutoff = self.reqs.arrival, self.waiting, self.last_start
-        while waiting and arrival[waiting[-1]] > cutoff:
-            late.append(waiting.pop())
-        late.reverse()
-        return late
 
     def complete(self, now: float) -> tuple[int, list[int]]:
         """The oldest micro-batch leaves the last stage: (tokens it produced, requests it finished)."""
@@ -501,17 +500,20 @@ class ReplicaScheduler:
         q = self.reqs
         made = 0
         finished: list[int] = []
+        # the hottest loop of a simulation (every token): the table's lists bound once
+        generated, epoch, last, osl, gap = q.generated, q.epoch, q.last, q.osl, q.gaps.append
         for r, ep, samples in b.entries:
-            if not samples or q.epoch[r] != ep:
+            if not samples or epoch[r] != ep:
                 continue
-            q.generated[r] += 1
+            g = generated[r] + 1
+            generated[r] = g
             made += 1
-            if q.generated[r] == 1:
+            if g == 1:
                 q.first[r] = now
             else:
-                q.gaps.append(now - q.last[r])
-            q.last[r] = now
-            if q.generated[r] == q.osl[r]:
+                gap(now - last[r])
+            last[r] = now
+            if g == osl[r]:
                 q.done[r] = now
                 self.running.remove(r)
                 self._release(-1, q.blocks[r])
