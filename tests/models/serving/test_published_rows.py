@@ -36,7 +36,8 @@ def test_gpu_names(rows: ModuleType, text: str, gpu: str | None) -> None:
     ("LLaMA v3.1 70B", "llama3-70b"), ("Llama 3.3 70B", "llama3-70b"), ("meta-llama/Llama-3.1-8B-Instruct",
                                                                         "llama3.1-8b"),
     ("Qwen3-32B", "Qwen--Qwen3-32B_config"), ("Qwen/Qwen3-32B-FP8", "Qwen--Qwen3-32B-FP8_config"),
-    ("Qwen3-235B-A22B-FP8", "Qwen--Qwen3-235B-A22B-FP8_config"), ("Mixtral-8x7B-AWQ", "mistralai--Mixtral-8x7B-v0.1_config"),
+    ("Qwen3-235B-A22B-FP8", "Qwen--Qwen3-235B-A22B-FP8_config"),
+    ("Mixtral-8x7B-AWQ", "mistralai--Mixtral-8x7B-v0.1_config"),
     ("Mixtral 8x7B", "mistralai--Mixtral-8x7B-v0.1_config"), ("openai/gpt-oss-20b", "openai--gpt-oss-20b_config")])
 def test_model_names(rows: ModuleType, text: str, stem: str) -> None:
     path = rows.model_of(text)
