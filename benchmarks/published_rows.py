@@ -15,6 +15,7 @@ checkpoints.  Nothing here is fitted to a row.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,26 +157,50 @@ def quantity_of(metric: Any, unit: Any) -> tuple[str, str, float] | None:
     return "output_tokens_per_s", "mean", scale
 
 
+def _count(v: Any, hi: int = 10_000_000) -> int | None:
+    """A whole number in [1, hi] (an integral float too), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v):
+        return None
+    return int(v) if 1 <= v <= hi else None
+
+
+def _positive(v: Any) -> float | None:
+    """A finite number > 0, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        return None
+    return float(v)
+
+
 def load_of(load: Any) -> tuple[str, float, int] | None:
     """(kind, value, requests) of a row's load: offline (all requests at once), a Poisson request rate, or
-    closed-loop clients; the requests default to 10 per client (or 1,000) where the row does not print them."""
+    closed-loop clients; the requests default to 10 per client (or 1,000) where the row does not print them.
+    None for anything else, or a count or rate that is not a positive number."""
     if not isinstance(load, dict):
         return None
     kind = str(load.get("type", "")).lower()
-    n = load.get("num_requests") or load.get("requests")
+    given = load.get("num_requests", load.get("requests"))
+    n = _count(given, 1_000_000) if given is not None else None
+    if given is not None and n is None:
+        return None
     if "offline" in kind or "infinite" in kind:
-        return ("offline", 0.0, int(n)) if n else None
+        return ("offline", 0.0, n) if n else None
     if "concurren" in kind:
-        c = load.get("concurrency") or load.get("value")
-        return ("concurrency", float(c), int(n or 10 * int(c))) if c else None
+        c = _count(load.get("concurrency", load.get("value")), 100_000)
+        return ("concurrency", float(c), n or 10 * c) if c else None
     if "rate" in kind or "qps" in kind:
-        r = load.get("request_rate") or load.get("rate") or load.get("value")
-        return ("rate", float(r), int(n or 1000)) if r else None
+        r = _positive(load.get("request_rate", load.get("rate", load.get("value"))))
+        return ("rate", r, n or 1000) if r else None
     return None
 
 
 def read_row(row: dict) -> ReadRow | str:
-    """The row in dnnplace's terms, or why it cannot be priced (one line)."""
+    """The row in dnnplace's terms, or why it cannot be priced (one line); never raises on a malformed row."""
+    if not isinstance(row, dict):
+        return f"not a JSON object: {str(row)[:60]!r}"
+    if row.get("measured") is False:
+        return "not a measurement (measured: false)"
+    if _positive(row.get("value")) is None:
+        return f"value {row.get('value')!r} not a positive number"
     engine = engine_of(row.get("engine"))
     if engine is None:
         return f"engine {row.get('engine')!r} not one dnnplace prices"
@@ -185,13 +210,18 @@ def read_row(row: dict) -> ReadRow | str:
     model = model_of(row.get("model"))
     if model is None:
         return f"no config.json for model {row.get('model')!r}"
-    if not isinstance(row.get("isl"), int) or not isinstance(row.get("osl"), int):
+    if row.get("isl") is None or row.get("osl") is None:
         return "no ISL/OSL printed"
+    if _count(row.get("isl")) is None or _count(row.get("osl")) is None:
+        return f"ISL/OSL {row.get('isl')!r}/{row.get('osl')!r} not token counts"
+    sizes = []
     for key in ("tp", "pp"):
-        if row.get(key) is not None and not isinstance(row.get(key), int):
-            return f"{key.upper()} {row.get(key)!r} not read"
-    tp, pp = row.get("tp") or 1, row.get("pp") or 1
-    if isinstance(row.get("num_gpus"), int) and row["num_gpus"] != tp * pp:
+        v = row.get(key)
+        if v is not None and _count(v, 4096) is None:
+            return f"{key.upper()} {v!r} not read"
+        sizes.append(1 if v is None else int(v))
+    tp, pp = sizes
+    if _count(row.get("num_gpus")) is not None and row["num_gpus"] != tp * pp:
         return f"{row['num_gpus']} GPUs for TP{tp} x PP{pp} (data-parallel replicas are not read)"
     load = load_of(row.get("load"))
     if load is None:

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from dnnplace.core.catalogue import device_spec  # noqa: E402
+from dnnplace.errors import DnnplaceError  # noqa: E402
 from dnnplace.models.serving.baselines import engine_default_split  # noqa: E402
 from dnnplace.models.serving.catalogue import PRECISIONS, VLLM_2024, trtllm_bench_limits  # noqa: E402
 from dnnplace.models.serving.cost import Iteration, layer_times  # noqa: E402
@@ -64,8 +65,14 @@ def trtllm_row(row: dict) -> tuple[float, float, float, float] | None:
             read.engine, read.gpu, read.pp, read.precision, read.load, read.quantity, read.scale) != (
             "trtllm", "h100", 1, "fp8", "offline", "output_tokens_per_s", 1.0):
         return None  # every other row: other_rows
-    size = "70B" if read.model == MODELS["70B"] else "8B"
-    tp, isl, osl = int(row["tp"]), int(row["isl"]), int(row["osl"])
+    try:
+        return _trtllm_run(read, "70B" if read.model == MODELS["70B"] else "8B")
+    except DnnplaceError:  # a layout the engine refuses (TP not dividing the heads, ...): other_rows says why
+        return None
+
+
+def _trtllm_run(read: Any, size: str) -> tuple[float, float, float, float]:
+    tp, isl, osl = read.tp, read.isl, read.osl
     # FP8 checkpoints run with an FP8 KV cache: trtllm-bench build forces it for FP8 (bench/build/build.py),
     # the PyTorch flow takes the ModelOpt checkpoint's kv_cache_quant_algo FP8 (bench/benchmark/utils/general.py)
     p = problem(MODELS[size], gpus=f"{tp}xh100", isl=isl, osl=osl, engine="trtllm", precision="fp8",
@@ -73,14 +80,14 @@ def trtllm_row(row: dict) -> tuple[float, float, float, float] | None:
     m = p.model
     # the engine flow's build heuristic runs at 0.95 (bench/build/build.py); the PyTorch flow passes
     # --kv_cache_free_gpu_mem_fraction, default 0.90 (bench/benchmark/throughput.py)
-    frac = 0.95 if "engine flow" in str(row.get("engine_version")) else 0.90
     bs, tok = trtllm_bench_limits(params_of(m), "fp8", "fp8", m.num_layers, m.kv_heads, m.head_dim,
-                                  device_spec("h100").usable_memory_bytes / 2**30, tp, 1, isl, osl, frac)
+                                  device_spec("h100").usable_memory_bytes / 2**30, tp, 1, isl, osl,
+                                  read.kv_fraction)
     cfg = ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), m.num_layers),)),), bs, tok)
     ev = evaluate(p, cfg)
     r = ev.replicas[0]
     it = iteration(p, r.concurrency, tok)
-    run = simulate(p, cfg, offline=True, requests=int(row["load"]["num_requests"]), time_limit=300.0)
+    run = simulate(p, cfg, offline=True, requests=read.requests, time_limit=300.0)
     return run.output_tokens_per_s, ev.output_tokens_per_s, r.concurrency, it.prefill
 
 
@@ -218,7 +225,10 @@ def pr9003() -> tuple[list[str], dict[str, bool]]:
     main = layer_times(m, "h200", 8, Iteration(4.0, 1024.0, 0.0, 1), "trtllm", kv_dtype="fp8")
     draft = layer_times(m, "h200", 8, Iteration(1.0, 1024.0, 0.0, 1), "trtllm", kv_dtype="fp8")
     rows = {430: [16, 16, 15, 14], 431: [16, 15, 15, 15], 432: [16, 16, 16, 13]}
-    given = {r["id"]: r for r in json.loads(GIVEN.read_text())["rows"]} if GIVEN.is_file() else {}
+    try:
+        given = {r.get("id"): r for r in json.loads(GIVEN.read_text())["rows"] if isinstance(r, dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        given = {}
     lines = ["| row | split | predicted ms per rank | measured ms per rank | bottleneck pred / meas |",
              "|---|---|---|---|---|"]
     ok_all, worst = True, {}
@@ -250,7 +260,8 @@ def tp_sweep(res: list[tuple[dict, float]]) -> tuple[list[str], bool | None]:
     by: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
     for r, pred in res:
         if "engine flow" in str(r.get("engine_version")):
-            by.setdefault((r["isl"], r["osl"]), {})[int(r["tp"])] = (r["value"] / r["tp"], pred / r["tp"])
+            tp = int(r.get("tp") or 1)
+            by.setdefault((r["isl"], r["osl"]), {})[tp] = (r["value"] / tp, pred / tp)
     lines, ok = ["| ISL/OSL | best TP per GPU, measured | predicted |", "|---|---|---|"], True
     for (isl, osl), d in sorted(by.items()):
         bm = max(d, key=lambda k: d[k][0])
@@ -276,11 +287,12 @@ def other_rows(rows: list[dict]) -> tuple[list[str], list[float], dict[str, list
     lat: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": [], "itl_ms": []}
     unread: list[str] = []
     for r in rows:
-        page = json.dumps(r.get("source", ""))
+        page = json.dumps(r.get("source", "")) if isinstance(r, dict) else ""
         own = next((k for k in ("6920", "9003") if f"pull/{k}" in page), None)
         read = read_row(r)
         if isinstance(read, str):
-            unread.append(f"- row {r.get('id')}: " + (f"priced in its own section (PR #{own})" if own else read))
+            rid = r.get("id") if isinstance(r, dict) else None
+            unread.append(f"- row {rid}: " + (f"priced in its own section (PR #{own})" if own else read))
             continue
         try:
             pred = price(read, params_of)
@@ -312,7 +324,13 @@ def main() -> int:
     if not GIVEN.is_file():
         print(f"{GIVEN}: not found (the given rows live beside the repository)")
         return 2
-    rows = json.loads(GIVEN.read_text())["rows"]
+    try:
+        rows = json.loads(GIVEN.read_text())["rows"]
+        if not isinstance(rows, list):
+            raise TypeError("'rows' is not a list")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        print(f"{GIVEN}: not a file of published rows ({type(exc).__name__}: {exc})")
+        return 2
     if own:  # the project's own collection beside the given rows (another --given file: that file alone)
         rows += json.loads(COLLECTED.read_text())["rows"]
     lines = ["# Serving: measured vs predicted", "", "## TensorRT-LLM offline rows (output tokens/s, H100 SXM)", "",
@@ -340,8 +358,8 @@ def main() -> int:
         aerr = aic / r["value"] - 1 if aic else None
         if aerr is not None:
             aerrs.append(aerr)
-        lines.append(f"| {r['id']} | {r['model']} | {r['tp']} | {r['isl']}/{r['osl']} | "
-                     f"{r['load']['num_requests']} | {r['value']:.0f} | "
+        lines.append(f"| {r.get('id')} | {r['model']} | {r.get('tp') or 1} | {r['isl']}/{r['osl']} | "
+                     f"{r['load'].get('num_requests', r['load'].get('requests'))} | {r['value']:.0f} | "
                      f"{pred:.0f} | {err:+.1%} | {steady:.0f} | {serr:+.1%} | {f'{aic:.0f}' if aic else '-'} | "
                      f"{f'{aerr:+.1%}' if aerr is not None else '-'} |")
     if errs:

@@ -68,11 +68,19 @@ def test_units_and_statistics(rows: ModuleType) -> None:
 @pytest.mark.parametrize(("kw", "why"), [
     ({"engine": "TGI"}, "engine"), ({"gpu": "not stated"}, "GPU"), ({"model": "Mistral 7B"}, "config.json"),
     ({"isl": None}, "ISL/OSL"), ({"num_gpus": 8}, "data-parallel"),
-    ({"pp": "not printed"}, "PP"), ({"load": {"type": "batch"}}, "load"),
+    ({"pp": "not printed"}, "PP"), ({"tp": 0}, "TP"), ({"isl": -5}, "ISL/OSL"), ({"value": 0}, "value"),
+    ({"value": None}, "value"), ({"measured": False}, "not a measurement"),
+    ({"load": {"type": "request rate", "request_rate": "fast"}}, "load"),
+    ({"load": {"type": "max concurrency", "concurrency": -3}}, "load"),
+    ({"load": {"type": "offline", "num_requests": "many"}}, "load"), ({"load": {"type": "batch"}}, "load"),
     ({"metric": "E2E time", "unit": "s"}, "metric")])
 def test_an_unreadable_row_says_why(rows: ModuleType, kw: dict, why: str) -> None:
     r = rows.read_row(_row(**kw))
     assert isinstance(r, str) and why in r
+
+
+def test_a_row_that_is_not_an_object_says_so(rows: ModuleType) -> None:
+    assert "not a JSON object" in rows.read_row(["a", "list"])
 
 
 def test_a_rate_row_is_priced_by_the_simulator(rows: ModuleType) -> None:
