@@ -251,9 +251,11 @@ def read_row(row: dict) -> ReadRow | str:
                    load[1], load[2], quantity, stat, scale, frac, ranges[0], ranges[1])
 
 
-def drawn_lengths(isl: tuple[int, int], osl: tuple[int, int], prompts: int, seed: int = 0) -> Any:
-    """``prompts`` (prompt, output) lengths drawn uniformly from the inclusive ranges, one row per prompt (as a
-    benchmark client's random dataset draws them), for ``problem(lengths=...)``."""
+def drawn_lengths(isl: tuple[int, int], osl: tuple[int, int], prompts: int, seed: int = 0,
+                  name: str = "a published row's random lengths") -> Any:
+    """``prompts`` (prompt, output) lengths drawn uniformly from the inclusive ranges (numpy ``integers``, the
+    prompts' then the outputs'), one row per prompt, as a benchmark client's random dataset draws them, for
+    ``problem(lengths=...)``."""
     import numpy as np
 
     from dnnplace.models.serving.lengths import LengthRows
@@ -261,23 +263,50 @@ def drawn_lengths(isl: tuple[int, int], osl: tuple[int, int], prompts: int, seed
     rng = np.random.default_rng(seed)
     ins = rng.integers(isl[0], isl[1] + 1, size=prompts)
     outs = rng.integers(osl[0], osl[1] + 1, size=prompts)
-    rows = LengthRows("a published row's random lengths")
+    rows = LengthRows(name)
     for k, (i, o) in enumerate(zip(ins, outs)):
         rows.count(f"prompt {k}")
         rows.add(int(i), int(o), 1.0, f"prompt {k}")
     return rows
 
 
-def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
+def params_of(m: Any) -> float:
+    """Parameters of the checkpoint (what trtllm-bench reads from the safetensors header)."""
+    from dnnplace.models.serving.catalogue import PRECISIONS
+
+    bpw = PRECISIONS[m.precision][0]
+    norms = 2.0 * m.hidden * 2.0
+    return float(((m.weight_bytes - norms) / bpw + norms / 2.0).sum() + (m.embed_bytes + m.head_bytes) / 2.0)
+
+
+def default_split_config(p: Any, gpu: str, tp: int, pp: int, seqs: int, tokens: int) -> Any:
+    """One replica of ``pp`` stages of ``tp`` ``gpu``s with the engine's default layer split, at these limits."""
+    from dnnplace.models.serving.baselines import engine_default_split
+    from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
+
+    parts = engine_default_split(p.model.num_layers, pp, p.engine.default_split)
+    rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n) for i, n in enumerate(parts)))
+    return ServingConfig((rep,), seqs, tokens)
+
+
+def trtllm_bench_config(p: Any, gpu: str, tp: int, pp: int, isl: int, osl: int, fraction: float = 0.90) -> Any:
+    """The deployment ``trtllm-bench throughput`` runs: its derived batch and token limits (``trtllm_bench_limits``
+    at the KV-cache memory ``fraction``) over the engine's default layer split."""
+    from dnnplace.core.catalogue import device_spec
+    from dnnplace.models.serving.catalogue import trtllm_bench_limits
+
+    m = p.model
+    seqs, tokens = trtllm_bench_limits(params_of(m), m.precision, p.kv_dtype, m.num_layers, m.kv_heads, m.head_dim,
+                                       device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, fraction)
+    return default_split_config(p, gpu, tp, pp, seqs, tokens)
+
+
+def price(r: ReadRow, time_limit: float = 300.0) -> float:
     """dnnplace's prediction of the row's quantity: its requests through the simulated engine as the row ran
     them (a TensorRT-LLM offline row at trtllm-bench's limits, every other at the engine's defaults), the
     engine's default layer split across the PP ranks."""
-    from dnnplace.core.catalogue import device_spec
-    from dnnplace.models.serving.baselines import engine_default_split
-    from dnnplace.models.serving.catalogue import trtllm_bench_limits
     from dnnplace.models.serving.load import problem
     from dnnplace.models.serving.simulator import simulate
-    from dnnplace.models.serving.spec import Replica, ServingConfig, Stage
 
     if r.isl_range or r.osl_range:
         isl, osl = r.isl_range or (r.isl, r.isl), r.osl_range or (r.osl, r.osl)
@@ -287,17 +316,13 @@ def price(r: ReadRow, params_of: Any, time_limit: float = 300.0) -> float:
         shape, longest = {"isl": r.isl, "osl": r.osl}, r.isl + r.osl
     p = problem(r.model, gpus=f"{r.tp * r.pp}x{r.gpu}", engine=r.engine, precision=r.precision,
                 kv_dtype=r.kv_dtype, max_model_len=longest, **shape)
-    m = p.model
-    seqs, tokens = p.engine.max_num_seqs, p.engine.max_num_batched_tokens
     if r.engine == "trtllm" and r.load == "offline":
-        seqs, tokens = trtllm_bench_limits(params_of(m), r.precision, r.kv_dtype, m.num_layers, m.kv_heads,
-                                           m.head_dim, device_spec(r.gpu).usable_memory_bytes / 2**30, r.tp, r.pp,
-                                           r.isl, r.osl, r.kv_fraction)
-    elif r.load == "concurrency":
-        seqs = max(seqs, int(r.load_value))
-    rep = Replica(tuple(Stage(r.gpu, 0, tuple(range(i * r.tp, (i + 1) * r.tp)), n)
-                        for i, n in enumerate(engine_default_split(m.num_layers, r.pp, p.engine.default_split))))
-    cfg = ServingConfig((rep,), seqs, tokens)
+        cfg = trtllm_bench_config(p, r.gpu, r.tp, r.pp, r.isl, r.osl, r.kv_fraction)
+    else:
+        seqs = p.engine.max_num_seqs
+        if r.load == "concurrency":
+            seqs = max(seqs, int(r.load_value))
+        cfg = default_split_config(p, r.gpu, r.tp, r.pp, seqs, p.engine.max_num_batched_tokens)
     kw: dict[str, Any] = {"offline": True} if r.load == "offline" else \
         {"concurrency": int(r.load_value)} if r.load == "concurrency" else {"rate": r.load_value}
     sim = simulate(p, cfg, requests=r.requests, time_limit=time_limit, **kw)

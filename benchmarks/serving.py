@@ -29,10 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from dnnplace.core.catalogue import device_spec  # noqa: E402
 from dnnplace.errors import DnnplaceError  # noqa: E402
-from dnnplace.models.serving.baselines import engine_default_split  # noqa: E402
-from dnnplace.models.serving.catalogue import PRECISIONS, VLLM_2024, trtllm_bench_limits  # noqa: E402
+from dnnplace.models.serving.catalogue import VLLM_2024  # noqa: E402
 from dnnplace.models.serving.cost import Iteration, layer_times  # noqa: E402
 from dnnplace.models.serving.evaluation import evaluate, iteration  # noqa: E402
 from dnnplace.models.serving.load import problem  # noqa: E402
@@ -40,7 +38,7 @@ from dnnplace.models.serving.simulator import simulate  # noqa: E402
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from published_rows import price, read_row  # noqa: E402
+from published_rows import price, read_row, trtllm_bench_config  # noqa: E402
 
 GIVEN = ROOT.parent / "shared" / "serving" / "measured_given.json"
 #: Published rows the project collected itself (same schema, each with its source), priced beside the given ones.
@@ -48,13 +46,6 @@ COLLECTED = ROOT / "tests" / "data" / "serving" / "published_rows.json"
 MODELS = {"70B": ROOT / "tests" / "data" / "serving" / "llama3-70b.json",
           "8B": ROOT / "examples" / "llm" / "llama3.1-8b.json"}
 AIC_MODELS = {"70B": "nvidia/Llama-3.1-70B-Instruct-FP8", "8B": "meta-llama/Meta-Llama-3.1-8B"}
-
-
-def params_of(m: Any) -> float:
-    """Parameters of the checkpoint (what trtllm-bench reads from the safetensors header)."""
-    bpw = PRECISIONS[m.precision][0]
-    norms = 2.0 * m.hidden * 2.0
-    return float(((m.weight_bytes - norms) / bpw + norms / 2.0).sum() + (m.embed_bytes + m.head_bytes) / 2.0)
 
 
 def trtllm_row(row: dict) -> tuple[float, float, float, float] | None:
@@ -77,13 +68,10 @@ def _trtllm_run(read: Any, size: str) -> tuple[float, float, float, float]:
     # the PyTorch flow takes the ModelOpt checkpoint's kv_cache_quant_algo FP8 (bench/benchmark/utils/general.py)
     p = problem(MODELS[size], gpus=f"{tp}xh100", isl=isl, osl=osl, engine="trtllm", precision="fp8",
                 kv_dtype="fp8", max_model_len=isl + osl)  # trtllm-bench: max_seq_len from the dataset
-    m = p.model
     # the engine flow's build heuristic runs at 0.95 (bench/build/build.py); the PyTorch flow passes
-    # --kv_cache_free_gpu_mem_fraction, default 0.90 (bench/benchmark/throughput.py)
-    bs, tok = trtllm_bench_limits(params_of(m), "fp8", "fp8", m.num_layers, m.kv_heads, m.head_dim,
-                                  device_spec("h100").usable_memory_bytes / 2**30, tp, 1, isl, osl,
-                                  read.kv_fraction)
-    cfg = ServingConfig((Replica((Stage("h100", 0, tuple(range(tp)), m.num_layers),)),), bs, tok)
+    # --kv_cache_free_gpu_mem_fraction, default 0.90 (bench/benchmark/throughput.py): ReadRow.kv_fraction
+    cfg = trtllm_bench_config(p, "h100", tp, 1, isl, osl, read.kv_fraction)
+    tok = cfg.max_num_batched_tokens
     ev = evaluate(p, cfg)
     r = ev.replicas[0]
     it = iteration(p, r.concurrency, tok)
@@ -158,12 +146,7 @@ def trtllm_bench_run(config: Path, row: dict) -> tuple[float, float]:
     gpu, tp, pp, isl, osl = row["gpu"], row["tp"], row["pp"], row["isl"], row["osl"]
     p = problem(config, gpus=f"{tp * pp}x{gpu}", isl=isl, osl=osl, engine="trtllm",
                 precision=row["precision"], kv_dtype=row["kv_dtype"], max_model_len=isl + osl)
-    m = p.model
-    bs, tok = trtllm_bench_limits(params_of(m), row["precision"], row["kv_dtype"], m.num_layers, m.kv_heads,
-                                  m.head_dim, device_spec(gpu).usable_memory_bytes / 2**30, tp, pp, isl, osl, 0.90)
-    rep = Replica(tuple(Stage(gpu, 0, tuple(range(i * tp, (i + 1) * tp)), n)
-                        for i, n in enumerate(engine_default_split(m.num_layers, pp, p.engine.default_split))))
-    cfg = ServingConfig((rep,), bs, tok)
+    cfg = trtllm_bench_config(p, gpu, tp, pp, isl, osl)
     steady = evaluate(p, cfg).output_tokens_per_s
     run = simulate(p, cfg, offline=True, requests=int(row["requests"]), time_limit=300.0).output_tokens_per_s
     return run, steady
@@ -295,7 +278,7 @@ def other_rows(rows: list[dict]) -> tuple[list[str], list[float], dict[str, list
             unread.append(f"- row {rid}: " + (f"priced in its own section (PR #{own})" if own else read))
             continue
         try:
-            pred = price(read, params_of)
+            pred = price(read)
         except Exception as exc:  # noqa: BLE001 - the row is listed with dnnplace's own reason
             unread.append(f"- row {r.get('id')}: not priced: {str(exc)[:160]}")
             continue

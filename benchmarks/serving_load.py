@@ -37,8 +37,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -48,6 +46,9 @@ from dnnplace.models.serving.lengths import LengthRows  # noqa: E402
 from dnnplace.models.serving.load import problem  # noqa: E402
 from dnnplace.models.serving.simulator import simulate  # noqa: E402
 from dnnplace.models.serving.spec import Replica, ServingConfig, Stage  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from published_rows import drawn_lengths  # noqa: E402
 
 CONFIGS = {"meta-llama/Llama-3.1-70B": "meta-llama--Meta-Llama-3.1-70B",
            "meta-llama/Llama-3.1-8B-Instruct": "meta-llama--Meta-Llama-3.1-8B",
@@ -138,14 +139,8 @@ def client(r: dict[str, str]) -> str:
 def inferencemax_lengths(isl: int, osl: int, prompts: int, seed: int = 0) -> LengthRows:
     """``prompts`` (prompt, output) lengths drawn as InferenceMAX's client draws them (numpy ``randint`` over
     [int(0.8 L), L] each, independently), one row per prompt."""
-    rng = np.random.default_rng(seed)
-    ins = rng.integers(int(isl * INFERENCEMAX_RATIO), isl + 1, size=prompts)
-    outs = rng.integers(int(osl * INFERENCEMAX_RATIO), osl + 1, size=prompts)
-    rows = LengthRows("InferenceMAX client")
-    for k, (i, o) in enumerate(zip(ins, outs)):
-        rows.count(f"prompt {k}")
-        rows.add(int(i), int(o), 1.0, f"prompt {k}")
-    return rows
+    return drawn_lengths((int(isl * INFERENCEMAX_RATIO), isl), (int(osl * INFERENCEMAX_RATIO), osl), prompts, seed,
+                         "InferenceMAX client")
 
 
 def predict(pkg: Path, r: dict[str, str], kind: str = "") -> tuple[float, float, float, float] | str:

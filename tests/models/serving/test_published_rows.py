@@ -86,5 +86,5 @@ def test_a_row_that_is_not_an_object_says_so(rows: ModuleType) -> None:
 def test_a_rate_row_is_priced_by_the_simulator(rows: ModuleType) -> None:
     r = rows.read_row(_row(isl=256, osl=32, load={"type": "request rate", "request_rate": 2, "num_requests": 20}))
     assert not isinstance(r, str)
-    ttft = rows.price(r, params_of=None, time_limit=30.0)
+    ttft = rows.price(r, time_limit=30.0)
     assert 0.0 < ttft < 1e4
