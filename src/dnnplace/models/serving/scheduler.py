@@ -240,7 +240,6 @@ class ReplicaScheduler:
         # the overlap scheduler (one stage): when the step that just ended started, the next one was chosen
         self.overlap = p.engine.overlap_scheduler and self.micro_batches == 1
         self.last_start = self.last_end = -math.inf
-        self.cutoff = math.inf  # requests that arrived after this wait for a later step
         self.preemptions = 0
         self.max_in_flight = 0
         self.batches = 0
@@ -311,14 +310,14 @@ class ReplicaScheduler:
             self.free -= hits
         return hits
 
-    def _schedule_reserve(self) -> Batch | None:
+    def _schedule_reserve(self, cutoff: float) -> Batch | None:
         """One step of TensorRT-LLM's schedulers (module docstring): admit while the whole request's blocks
         are free, then generation tokens and whole contexts in request order up to the token budget."""
         q = self.reqs
         comp, gen, blocks, epoch = q.computed, q.generated, q.blocks, q.epoch
         isl, osl, B = q.isl, q.osl, self.block
         waiting, running = self.waiting, self.running
-        arrival, cutoff = q.arrival, self.cutoff
+        arrival = q.arrival
         while waiting and len(running) < self.running_cap:
             r = waiting[0]
             if arrival[r] > cutoff:  # the overlap scheduler chose this step before it came
@@ -377,16 +376,17 @@ class ReplicaScheduler:
             return None
         return Batch(entries, decode, prefill, kv_sum / decode if decode else 0.0)
 
-    def schedule(self) -> Batch | None:
-        """One step of the scheduler: running requests first, then admissions (none after a preemption); an
-        engine that does not mix prompts into decode steps runs a batch of prompts whenever one is ready."""
+    def schedule(self, cutoff: float = math.inf) -> Batch | None:
+        """One step of the scheduler: running requests first, then admissions (none after a preemption) of the
+        requests that arrived by ``cutoff``; an engine that does not mix prompts into decode steps runs a batch
+        of prompts whenever one is ready."""
         if self.reserve:
-            return self._schedule_reserve()
+            return self._schedule_reserve(cutoff)
         if self.unmixed:
-            return self._schedule("prefill") or self._schedule("decode")
-        return self._schedule("both")
+            return self._schedule("prefill", cutoff) or self._schedule("decode", cutoff)
+        return self._schedule("both", cutoff)
 
-    def _schedule(self, kinds: str) -> Batch | None:
+    def _schedule(self, kinds: str, cutoff: float) -> Batch | None:
         """vLLM's step over the running requests and the waiting queue; ``kinds`` ``prefill`` or ``decode``
         keeps only prompt work (and admissions) or only decodes (SGLang's separate batches)."""
         q, B = self.reqs, self.block
@@ -433,7 +433,7 @@ class ReplicaScheduler:
         if not preempted and kinds != "decode":
             waiting = self.waiting
             cached = self.cached
-            arrival, cutoff = q.arrival, self.cutoff
+            arrival = q.arrival
             while waiting and budget > 0 and len(running) < self.max_seqs:
                 r = waiting[0]
                 if arrival[r] > cutoff:  # the overlap scheduler chose this step before it came
@@ -482,13 +482,9 @@ class ReplicaScheduler:
             # the overlap scheduler chose this step when the one ending now started: later arrivals wait for the
             # next, unless the engine would otherwise idle (the host then takes them at once)
             held = self.overlap and self.last_end == now
-            if held:
-                self.cutoff = self.last_start
-            b = self.schedule()
-            if held:
-                self.cutoff = math.inf
-                if b is None and self.waiting:
-                    b = self.schedule()
+            b = self.schedule(self.last_start if held else math.inf)
+            if held and b is None and self.waiting:
+                b = self.schedule()
             if b is None:
                 return
             self.submit(b, now)
