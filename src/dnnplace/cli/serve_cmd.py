@@ -308,8 +308,9 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     for k, r in enumerate(c["replicas"], 1):
         nodes = sorted({s["node"] for s in r["stages"]})
         if len(nodes) > 1:
-            lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: exported for vLLM only, as its"
-                         " multi-node launch (the same number of stages on each node); --within-nodes plans without it")
+            lines.append(f"note: replica {k} spans nodes {', '.join(map(str, nodes))}: exported as the engine's"
+                         " multi-node launch (vLLM, SGLang: the same number of stages on each node); --within-nodes"
+                         " plans without it")
     lines += _disaggregated_lines(doc)
     for n, u in enumerate(doc["runner_ups"], 1):
         up = u["prediction"]

@@ -215,13 +215,13 @@ def test_no_export_writes_a_zero_layer_stage_or_a_wrong_sum(setup, to):
 
 @pytest.mark.parametrize("to", ENGINES)
 def test_per_stage_tp_and_cross_node_replicas_are_refused(tp2, to):
-    """Per-stage TP everywhere; a replica across nodes everywhere but vLLM, whose multi-node launch writes it
-    (tests/models/serving/test_exports_nodes.py)."""
+    """Per-stage TP everywhere; a replica across nodes everywhere but vLLM and SGLang, whose multi-node launches
+    write it (tests/models/serving/test_exports_nodes.py)."""
     p, _, _ = tp2
     mixed_tp = Replica((Stage("a100", 0, (0, 1), 40), Stage("l40s", 0, (2,), 40)))
     two_nodes = Replica((Stage("a100", 0, (0,), 40), Stage("h100", 1, (0,), 40)))
     for bad, why in ((mixed_tp, "per-stage TP"), (two_nodes, "across nodes")):
-        if to == "vllm" and bad is two_nodes:
+        if to in ("vllm", "sglang") and bad is two_nodes:
             continue
         with pytest.raises(DnnplaceError, match=why):
             export(p, ServingPlan(ServingConfig((bad,), 64, 4096)), to)

@@ -1,7 +1,8 @@
 """The whole deployment search equals brute force over every deployment on random fleets of <= 6 GPUs.
 
 Brute force: every TP size, every replica as any ordered sequence of same-TP stages (kinds
-interleaved or not, TP differing between replicas), every contiguous split of the layers, every set
+interleaved or not, TP differing between replicas) that the engine can launch (across nodes: one equal
+run of stages per node, vLLM and SGLang only), every contiguous split of the layers, every set
 of replicas (GPUs may idle), each priced by ``evaluate_replica``; replicas add.  The search may
 restrict its space only where that loses nothing: its plan must reach the brute-force optimum
 within the gap it reports, and its bound must hold it.
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from dnnplace.models.serving.evaluation import evaluate, evaluate_replica
 from dnnplace.models.serving.load import problem
+from dnnplace.models.serving.pipeline import launch_refusal
 from dnnplace.models.serving.search import search
 from dnnplace.models.serving.spec import Replica, ServingProblem, Stage
 
@@ -51,6 +53,8 @@ def brute_force(p: ServingProblem, max_num_seqs: int | None = None, max_num_batc
 
     @cache
     def replica_value(seq: tuple[int, ...], tp: int) -> float:
+        if launch_refusal(p, [keys[k][0] for k in seq]):  # a layout the engine cannot start is no deployment
+            return 0.0
         used = [0] * len(keys)
         stages = []
         for k in seq:

@@ -249,6 +249,10 @@ class EngineRules:
     #: zero-overhead scheduler), so a request that arrives during step n first runs in step n + 2 unless the
     #: engine would idle; the simulation honours it on a replica of one stage, the steady state does not
     overlap_scheduler: bool = False
+    #: whether a replica may span nodes, launched by the engine's own multi-node flags (vLLM ``--nnodes``,
+    #: SGLang ``--nnodes``): each node then runs the same number of consecutive ranks, so the replica's stages
+    #: must form one run per node, the runs equally long (:func:`~dnnplace.models.serving.pipeline.launch_refusal`)
+    multi_node: bool = False
 
 
 #: vLLM's start-up profile ends with a sampling pass over ``max_num_seqs`` rows of logits with top-k and top-p
@@ -268,7 +272,7 @@ ENGINES: dict[str, EngineRules] = {
         "vllm", "vllm", 0.92, "total", "min_blocks", 64, "middle",
         max_num_seqs=256, max_num_batched_tokens=8192, tokens_cover_seqs=True, max_len_must_fit=True,
         sampler_logits_copies=VLLM_SAMPLER_LOGITS_COPIES, seqs_rule="vllm", least_loaded_router=True,
-        prefix_cache=True,
+        prefix_cache=True, multi_node=True,
         capability_rules=(
             CapabilityRule("fp8", 7.5, "vllm quantization/utils/marlin_utils_fp8.py::is_fp8_marlin_supported "
                                        "(has_device_capability(75)): FP8 W8A8 from 8.9, weight-only FP8 Marlin "
@@ -290,11 +294,12 @@ ENGINES: dict[str, EngineRules] = {
                  "v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory: each worker holds one max_model_len",
                  "engine/arg_utils.py: V1 turns enable_prefix_caching on for generative models unless set; "
                  "v1/core/kv_cache_manager.py::free: blocks freed in reverse order, the tail evicted first; "
-                 "v1/core/block_pool.py::get_new_blocks: the free queue's head (freed longest ago) first")),
+                 "v1/core/block_pool.py::get_new_blocks: the free queue's head (freed longest ago) first",
+                 "config/parallel.py: local_world_size = world_size // nnodes, node k runs ranks [k L, (k + 1) L)")),
     "sglang": EngineRules(
         "sglang", "sglang", 0.88, "total", "world_min", 1, "last", lm_head_every_stage=True,
         max_num_seqs=4096, max_num_batched_tokens=8192, mixed_steps=False, fraction_rule="sglang",
-        overlap_scheduler=True,
+        overlap_scheduler=True, multi_node=True,
         capability_rules=(
             CapabilityRule("fp8", 8.0, "sglang srt/layers/quantization/fp8.py Fp8Config.get_min_capability (80); "
                                        "fp8_utils.py::can_auto_enable_marlin_fp8: weight-only Marlin on 8.0-8.8"),
@@ -311,7 +316,8 @@ ENGINES: dict[str, EngineRules] = {
                  "a new prefill batch runs before the running decode batch",
                  "srt/server_args.py disable_overlap_schedule False: the zero-overhead batch scheduler "
                  "(lmsys.org/blog/2024-12-04-sglang-v0-4) runs the next batch's scheduling while the GPU runs "
-                 "this one")),
+                 "this one",
+                 "srt/entrypoints/engine.py::_calculate_rank_ranges: node r runs PP ranks [r P/N, (r + 1) P/N)")),
     "trtllm": EngineRules(
         "trtllm", "trtllm", 0.9, "free", "min_tokens", 32, "first",
         max_num_seqs=2048, max_num_batched_tokens=8192, capacity_policy="reserve", graphs_after_kv=True,

@@ -17,8 +17,8 @@ from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, peer_access
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
-__all__ = ["DISAGG_PORTS", "EXPORTERS", "NIXL_SIDE_CHANNEL_PORT", "VLLM_MASTER_PORT", "disaggregated", "export",
-           "no_custom_all_reduce", "node_runs", "priced_for_another"]
+__all__ = ["DISAGG_PORTS", "EXPORTERS", "MULTI_NODE", "NIXL_SIDE_CHANNEL_PORT", "SGLANG_DIST_PORT", "VLLM_MASTER_PORT",
+           "disaggregated", "export", "no_custom_all_reduce", "node_runs", "priced_for_another"]
 
 
 def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
@@ -31,16 +31,19 @@ def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
     if len({s.tp for s in r.stages}) != 1:
         raise DnnplaceError("per-stage TP is a what-if: no engine takes it")
     if len({s.node for s in r.stages}) != 1 and not across_nodes:
-        raise DnnplaceError(f"a replica across nodes is written for vLLM only (its multi-node launch), not for "
-                            f"{p.engine.name}: export to vllm, or plan with --within-nodes")
+        raise DnnplaceError(f"a replica across nodes is written for vLLM and SGLang only (their multi-node "
+                            f"launches), not for {p.engine.name}: export to vllm or sglang, or plan with "
+                            "--within-nodes")
 
 
-def node_runs(r: Replica) -> list[tuple[int, list[int]]]:
+def node_runs(r: Replica, engine: str = "vLLM") -> list[tuple[int, list[int]]]:
     """The replica's stages grouped by node in stage order: (node, stage indices) per run of stages on one
     node.  Why: vLLM's multi-node launch (``--nnodes``; ``config/parallel.py``: ``local_world_size =
     world_size // nnodes``, node k runs global ranks [k L, (k + 1) L), TP innermost) gives every node the
     same number of workers and consecutive ranks, so a replica is launchable that way only when each node
-    holds one run of stages and every run is equally long (ENGINES.md section 1.5)."""
+    holds one run of stages and every run is equally long (ENGINES.md section 1.5).  SGLang's (``--nnodes``;
+    ``entrypoints/engine.py::_calculate_rank_ranges``: ``pp_size_per_node = pp_size // nnodes``, node r runs PP
+    ranks [r P/N, (r + 1) P/N), each with its TP ranks) asks the same of a replica whose stages stay in nodes."""
     runs: list[tuple[int, list[int]]] = []
     for i, s in enumerate(r.stages):
         if runs and runs[-1][0] == s.node:
@@ -50,10 +53,10 @@ def node_runs(r: Replica) -> list[tuple[int, list[int]]]:
     nodes = [n for n, _ in runs]
     if len(set(nodes)) != len(nodes):
         raise DnnplaceError(f"the replica's stages go back to node {next(n for n in nodes if nodes.count(n) > 1) + 1}"
-                            " after leaving it: vLLM's multi-node launch gives each node consecutive ranks")
+                            f" after leaving it: {engine}'s multi-node launch gives each node consecutive ranks")
     if len({len(v) for _, v in runs}) != 1:
         counts = "/".join(str(len(v)) for _, v in runs)
-        raise DnnplaceError(f"the replica holds {counts} stages on its nodes: vLLM's multi-node launch runs the "
+        raise DnnplaceError(f"the replica holds {counts} stages on its nodes: {engine}'s multi-node launch runs the "
                             "same number of workers on every node (Ray would need a placement group pinned per "
                             "stage, which is not written); plan with --within-nodes")
     return runs
@@ -122,12 +125,17 @@ def routing_note(plan: ServingPlan) -> str:
 
 
 def _launches(p: ServingProblem, plan: ServingPlan,
-              command: Callable[[int, Replica], tuple[list[tuple[str, str]], list[str], str]]) -> str:
+              command: Callable[[int, Replica], tuple[list[tuple[str, str]], list[str], str]],
+              nodes: Callable[[int, Replica], str] | None = None) -> str:
     """One shell line per replica, each checked, its GPUs named in PCI order and the engine's KV-cache flag
     put before the last option (``--port``); ``command`` gives the replica's own environment, arguments and
-    comment line."""
+    comment line; ``nodes`` writes a replica across nodes as the engine's multi-node launch (None: refused)."""
     lines = []
     for k, r in enumerate(plan.config.replicas):
+        if nodes is not None and len({s.node for s in r.stages}) > 1:
+            _check(p, r, across_nodes=True)
+            lines.append(nodes(k, r))
+            continue
         _check(p, r)
         extra, args, head = command(k, r)
         env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", _devices(r)), *extra]
@@ -221,12 +229,39 @@ def _sglang_command(p: ServingProblem, plan: ServingPlan, r: Replica, model: str
     return env, args
 
 
+#: The rendezvous port of a multi-node SGLang replica k is this + k (``--dist-init-addr HEAD_ADDR:port``, the
+#: port of SGLang's own multi-node example).
+SGLANG_DIST_PORT = 5000
+
+
+def _sglang_nodes(p: ServingProblem, plan: ServingPlan, k: int, r: Replica, model: str) -> str:
+    """A replica across nodes as SGLang's own multi-node launch (``--nnodes``, ``--node-rank``,
+    ``--dist-init-addr``): one command per node, each listing its GPUs in stage order (SGLang's ``gpu_id`` =
+    (pp_rank % pp_size_per_node) x tp + tp_rank indexes them); node rank 0 serves the API, and the head's address
+    is the user's to fill in (HEAD_ADDR)."""
+    runs = node_runs(r, "SGLang")
+    extra, args = _sglang_command(p, plan, r, model, 30000 + k)
+    if (kv := _kv_flag(p)) is not None:
+        args[-2:-2] = ["--kv-cache-dtype", kv]
+    out = []
+    for rank, (node, stages) in enumerate(runs):
+        gpus = ",".join(str(g) for i in stages for g in r.stages[i].gpus)
+        env = [("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", gpus), *extra]
+        here = [*args, "--nnodes", str(len(runs)), "--node-rank", str(rank), "--dist-init-addr",
+                f"HEAD_ADDR:{SGLANG_DIST_PORT + k}"]
+        span = f"stages {stages[0] + 1}-{stages[-1] + 1}" if len(stages) > 1 else f"stage {stages[0] + 1}"
+        role = "the head: serves the API; HEAD_ADDR is this node's address" if not rank else "a worker node"
+        out.append(f"# replica {k + 1} on node {node + 1}: {span}, --node-rank {rank} ({role})\n"
+                   f"{_env(env)} {shlex.join(here)}")
+    return "\n".join(out)
+
+
 def sglang(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
     def command(k: int, r: Replica) -> tuple[list[tuple[str, str]], list[str], str]:
         env, args = _sglang_command(p, plan, r, model, 30000 + k)
         return env, args, f"replica {k + 1}"
 
-    return _launches(p, plan, command)
+    return _launches(p, plan, command, lambda k, r: _sglang_nodes(p, plan, k, r, model))
 
 
 def trtllm(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
@@ -335,6 +370,8 @@ def hf(p: ServingProblem, plan: ServingPlan, model: str = "MODEL") -> str:
 
 
 EXPORTERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llama.cpp": llama_cpp, "hf": hf}
+#: The export targets that launch a replica across nodes themselves, by the name their messages give.
+MULTI_NODE = {"vllm": "vLLM", "sglang": "SGLang"}
 
 #: vLLM's NIXL handshake port of the i-th disaggregated instance (``VLLM_NIXL_SIDE_CHANNEL_PORT``, default 5600:
 #: each instance on a host needs its own) and the ports the instances and their router serve on.
@@ -468,9 +505,9 @@ def export(p: ServingProblem, plan: ServingPlan, to: str, model: str = "MODEL", 
     if disaggregate:
         return disaggregated(p, plan, to, model)
     for r in plan.config.replicas:  # the layout first: a 0-layer stage or a cross-node replica says so
-        _check(p, r, across_nodes=to == "vllm")
-        if to == "vllm" and len({s.node for s in r.stages}) > 1:
-            node_runs(r)
+        _check(p, r, across_nodes=to in MULTI_NODE)
+        if to in MULTI_NODE and len({s.node for s in r.stages}) > 1:
+            node_runs(r, MULTI_NODE[to])
     q = _for_engine(p, plan, to)
     _kv_flag(q)
     return EXPORTERS[to](q, plan, model)

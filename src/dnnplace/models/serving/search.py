@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from dnnplace.models.serving.evaluation import (
     seq_cap,
     tp_refusal,
 )
-from dnnplace.models.serving.pipeline import best_replica, stage_orders, units
+from dnnplace.models.serving.pipeline import best_replica, launch_refusal, stage_orders, units
 from dnnplace.models.serving.spec import (
     Replica,
     ServingConfig,
@@ -414,12 +415,18 @@ def _search_at(p: ServingProblem, *, time_limit: float = 30.0, tp: int | None = 
         kinds = [i for i, c in enumerate(sub) if c]
         out: tuple[float, float, Replica | None] = (0.0, 0.0, None)
         size = sum(sub) // t
-        one_node = not p.engine.single_node or len({keys[i][0] for i in kinds}) <= 1
-        if (pp is None or size == pp) and size <= p.model.num_layers and one_node:
+        per_node = Counter[int]()
+        for i in kinds:
+            per_node[keys[i][0]] += sub[i] // t
+        # a replica across nodes only as the engine's multi-node launch starts it (one equal run per node)
+        nodes_ok = not launch_refusal(p, sorted(per_node.elements()))
+        if (pp is None or size == pp) and size <= p.model.num_layers and nodes_ok:
             for stages in stage_orders({i: by_tp[t][keys[i]][:sub[i] // t] for i in kinds}):
                 if time.monotonic() - t0 > time_limit:
                     complete = False
                     break
+                if len(per_node) > 1 and launch_refusal(p, [u.node for u in stages]):
+                    continue
                 v, bd, rep = best_replica(p, stages, mns, mbt, floor=out[0], shared=shared)
                 out = (v, max(bd, out[1]), rep) if v > out[0] else (out[0], max(out[1], bd), out[2])
         memo[(sub, t)] = out

@@ -17,7 +17,7 @@ from typing import Any
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.evaluation import ServingEvaluation, evaluate
 from dnnplace.models.serving.fleet import parse_gpus
-from dnnplace.models.serving.pipeline import stage_orders
+from dnnplace.models.serving.pipeline import launch_refusal, stage_orders
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingPlan, ServingProblem, Stage, slo_flag
 
 __all__ = ["SLO_REQUESTS", "apply_layers", "meet_slo", "simulated_slo", "slo_requests", "smallest_fleet", "unfit",
@@ -73,12 +73,21 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     if fixed:
         shown = ",".join(f"{k}={({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
                          for k, v in fixed.items())
-        return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}")
+        return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}{_launch_note(p)}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
     ctx = (f" ({p.engine.name} starts only with one --max-model-len {p.max_model_len} request of KV cache on"
            " every worker: a smaller --max-model-len may fit)") if p.engine.max_len_must_fit and p.max_model_len else ""
-    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{ctx}{_network_note(p)}")
+    return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{ctx}{_network_note(p)}"
+                         f"{_launch_note(p)}")
+
+
+def _launch_note(p: ServingProblem) -> str:
+    """Why no replica crossed nodes, when the engine's launch is why (the same model may fit across nodes
+    under vLLM or SGLang: a verdict of "does not fit" must not read as one about the GPUs)."""
+    if len([n for n in p.fleet.nodes if n.gpus]) < 2 or p.engine.multi_node:
+        return ""
+    return f"; {launch_refusal(p, [0, 1])} (plan with --engine vllm or sglang to span nodes)"
 
 
 def _network_note(p: ServingProblem) -> str:
@@ -136,6 +145,8 @@ def apply_layers(p: ServingProblem, plan: ServingPlan, layers: list[int]) -> Ser
             raise DnnplaceError(f"--fix layers gives {len(layers)} stages; the deployment found has pp={r.pp}")
         best: tuple[float, Replica | None] = (-1.0, None)
         for o in _orders(r):
+            if launch_refusal(p, [s.node for s in o.stages]):  # an order its engine cannot start across nodes
+                continue
             cand = Replica(tuple(replace(s, layers=k) for s, k in zip(o.stages, layers)))
             ev = evaluate(p, replace(plan.config, replicas=(cand,)))
             if ev.fits and ev.capacity_tokens_per_s > best[0]:
