@@ -75,3 +75,16 @@ def test_a_pinned_split_is_tried_only_in_orders_the_engine_starts(llama8b):
                  Stage("h100", 1, (1,), 8)))
     out = apply_layers(p, ServingPlan(ServingConfig((r,), 64, 4096)), [2, 14, 14, 2])
     assert _launchable(p, out)
+
+
+def test_runner_ups_are_distinct_deployments_not_the_plan_on_other_gpus():
+    # two identical nodes of three: the same layout on the other node was listed as a runner-up
+    p = problem(M70, gpus="3xa100-80g;3xa100-80g", engine="vllm", isl=512, osl=128, precision="bf16")
+    plan = search(p, time_limit=60)
+
+    def shape(reps):
+        return tuple(sorted(tuple((s.gpu, s.tp, s.layers, i > 0 and s.node != r.stages[i - 1].node)
+                                  for i, s in enumerate(r.stages)) for r in reps))
+
+    shapes = [shape(plan.config.replicas)] + [shape(c.replicas) for c in plan.meta["runner_ups"]]
+    assert len(shapes) > 2 and len(set(shapes)) == len(shapes)

@@ -536,17 +536,27 @@ def _tile(counts: tuple[int, ...], memo: dict[tuple[tuple[int, ...], int], tuple
 def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[float, tuple[Replica, ...]]],
                 mns: int, mbt: int, count: int = 5) -> list[ServingConfig]:
     """Up to ``count`` distinct deployments after the plan, best first (each re-priced by the evaluator): what
-    a user weighs against it when the error band cannot order them."""
-    seen = {plan.replicas}
+    a user weighs against it when the error band cannot order them.  Distinct as a user reads them: the same
+    GPU kinds, TP, layers and node crossings on other physical GPUs or another of the same nodes are one
+    deployment (a list of the plan's own layout five times over told nothing)."""
+    seen = {_shape(p, plan.replicas)}
     ranked: list[tuple[float, ServingConfig]] = []
     for _, reps in sorted(candidates, key=lambda c: -c[0]):
         cfg = ServingConfig(assign_gpus(p, reps), mns, mbt, p.model.expert_parallel)
-        if not reps or cfg.replicas in seen:
+        if not reps or _shape(p, cfg.replicas) in seen:
             continue
-        seen.add(cfg.replicas)
+        seen.add(_shape(p, cfg.replicas))
         ev = evaluate(p, cfg, at_load=False)
         if ev.fits:
             ranked.append((ev.capacity_tokens_per_s, cfg))
         if len(ranked) >= 4 * count:
             break
     return [c for _, c in sorted(ranked, key=lambda x: -x[0])[:count]]
+
+
+def _shape(p: ServingProblem, reps: tuple[Replica, ...]) -> tuple[Any, ...]:
+    """A deployment up to where it sits: per replica (in sorted order) each stage's GPU kind, TP, layers, its
+    node's link and whether the stage starts on another node than the one before."""
+    return tuple(sorted(tuple((s.gpu, s.tp, s.layers, p.fleet.nodes[s.node].link,
+                               i > 0 and s.node != r.stages[i - 1].node) for i, s in enumerate(r.stages))
+                        for r in reps))
