@@ -331,8 +331,9 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
     if wl.get("lengths") is not None:  # older plan files have no such field: identical requests
         rows = lengths_from_json(wl["lengths"], f"{source}: workload.lengths")
     named = _get(wl, "lengths_source", str, w, optional=True)
-    try:
-        prob = problem(_get(m, "source", str, f"{source}: model"), gpus="1xh100",
+    fleet = _fleet(doc, source)
+    try:  # the plan's own GPUs, not a stand-in: an engine's precision rules read their compute capability
+        prob = problem(_get(m, "source", str, f"{source}: model"), gpus=fleet.spec(),
                        isl=isl if rows is None else None, osl=osl if rows is None else None, lengths=rows,
                        rate=_get(wl, "rate", (int, float), w, optional=True),
                        concurrency=_get(wl, "concurrency", int, w, optional=True),
@@ -354,10 +355,9 @@ def read_serving_plan(doc: Any, source: str) -> tuple[ServingProblem, ServingPla
                             f"with 'isl' {isl} and 'osl' {osl}; the plan was made for another distribution")
     if rows is not None:
         prob = replace(prob, workload=replace(prob.workload, lengths_source=clip(named or "", 120)))
-    fleet = _fleet(doc, source)
-    prob = replace(prob, fleet=fleet, engine=fleet_defaults(prob.engine, fleet))  # defaults of the real fleet
+    prob = replace(prob, fleet=fleet, engine=fleet_defaults(prob.engine, fleet))  # its links and network too
     try:
-        check_engine_runs_on(prob.engine, prob.fleet)  # problem() above saw a stand-in fleet
+        check_engine_runs_on(prob.engine, prob.fleet)
     except DnnplaceError as exc:
         raise DnnplaceError(f"{source}: {exc}") from None
     cfg = _config(prob, _get(doc, "config", dict, source), f"{source}: config")
