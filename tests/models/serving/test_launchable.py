@@ -88,3 +88,12 @@ def test_runner_ups_are_distinct_deployments_not_the_plan_on_other_gpus():
 
     shapes = [shape(plan.config.replicas)] + [shape(c.replicas) for c in plan.meta["runner_ups"]]
     assert len(shapes) > 2 and len(set(shapes)) == len(shapes)
+
+
+def test_a_pinned_refusal_names_the_reason_on_one_deployment(llama8b):
+    # the priced reason (here vLLM's start-up sampler pass over 1,024 sequences leaving no KV room) is said,
+    # not only "fits on no deployment"
+    p = problem(llama8b, gpus="1xl4", isl=1024, osl=128, max_model_len=4096)
+    assert search(p, time_limit=30).config.replicas  # it fits at the engine's own limits
+    line = str(unfit(p, {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}))
+    assert "with --fix max_num_seqs=1024,max_num_batched_tokens=8192; e.g. 1 x l4 of node 1 as tp=1 pp=1: " in line

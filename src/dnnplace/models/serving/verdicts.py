@@ -73,13 +73,46 @@ def unfit(p: ServingProblem, pins: dict[str, object]) -> DnnplaceError:
     if fixed:
         shown = ",".join(f"{k}={({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
                          for k, v in fixed.items())
-        return DnnplaceError(f"{where} with --fix {shown}{_network_note(p)}{_launch_note(p)}")
+        return DnnplaceError(f"{where} with --fix {shown}{_pinned_why(p, fixed)}{_network_note(p)}"
+                             f"{_launch_note(p)}")
     need = smallest_fleet(p)
     parts = [f"{n} x {k}" if n is not None else f"more than {_MAX_PROBE} x {k}" for k, n in need.items()]
     ctx = (f" ({p.engine.name} starts only with one --max-model-len {p.max_model_len} request of KV cache on"
            " every worker: a smaller --max-model-len may fit)") if p.engine.max_len_must_fit and p.max_model_len else ""
     return DnnplaceError(f"{where}: needs at least {' or '.join(parts)} in one node{ctx}{_network_note(p)}"
                          f"{_launch_note(p)}")
+
+
+def _pinned_why(p: ServingProblem, fixed: dict[str, object]) -> str:
+    """Why the pins fail, shown on one deployment: the largest node's most numerous GPU kind as one replica at
+    the pinned TP (else the widest TP that fits, down to 1) and batch limits, its layers split evenly.
+
+    Why: "fits on no deployment with --fix max_num_seqs=1024" alone leaves the user guessing which knob to
+    move; the evaluator's own reason (the KV cache below one request, a stage without KV room) says it."""
+    if "layers" in fixed or "pp" in fixed and "tp" not in fixed:
+        return ""
+    node = max((n for n in p.fleet.nodes if n.gpus), key=lambda n: len(n.gpus))
+    k = p.fleet.nodes.index(node)
+    kind, gpus = max(node.kinds().items(), key=lambda kv: len(kv[1]))
+    mns = _pin(fixed, "max_num_seqs", p.engine.max_num_seqs)
+    mbt = _pin(fixed, "max_num_batched_tokens", p.engine.max_num_batched_tokens)
+    why = ""
+    for tp in [_pin(fixed, "tp", 1)] if "tp" in fixed else [t for t in (8, 4, 2, 1) if len(gpus) % t == 0]:
+        pp = _pin(fixed, "pp", len(gpus) // tp)
+        if tp * pp > len(gpus) or pp > p.model.num_layers:
+            continue
+        stages = tuple(Stage(kind, k, tuple(g.index for g in gpus[s * tp:(s + 1) * tp]), n)
+                       for s, n in enumerate(_even(p.model.num_layers, pp)))
+        ev = evaluate(p, ServingConfig((Replica(stages),), mns, mbt, p.model.expert_parallel))
+        if ev.fits:
+            return ""
+        why = why or f"; e.g. {tp * pp} x {kind} of node {k + 1} as tp={tp} pp={pp}: {ev.why}"
+    return why
+
+
+def _pin(fixed: dict[str, object], key: str, default: int) -> int:
+    v = fixed.get(key, default)
+    return int(v) if isinstance(v, (int, float, str)) else default
 
 
 def _launch_note(p: ServingProblem) -> str:
