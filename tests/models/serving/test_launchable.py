@@ -97,3 +97,16 @@ def test_a_pinned_refusal_names_the_reason_on_one_deployment(llama8b):
     assert search(p, time_limit=30).config.replicas  # it fits at the engine's own limits
     line = str(unfit(p, {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}))
     assert "with --fix max_num_seqs=1024,max_num_batched_tokens=8192; e.g. 1 x l4 of node 1 as tp=1 pp=1: " in line
+
+
+def test_a_kv_refusal_that_hinges_on_the_sampler_pass_says_the_sampler_path(llama8b):
+    from dnnplace.models.serving.evaluation import evaluate
+
+    p = problem(llama8b, gpus="1xl4", isl=1024, osl=128, max_model_len=4096)
+    one = Replica((Stage("l4", 0, (0,), 32),))
+    at_1024 = evaluate(p, ServingConfig((one,), 1024, 8192))
+    assert not at_1024.fits and "PyTorch top-k/top-p path" in at_1024.why and "PR #26859" in at_1024.why
+    # a cache too small whatever the sampler does says nothing of it
+    tight = problem(llama8b, gpus="1xl4", isl=1024, osl=128, max_model_len=65536)
+    short = evaluate(tight, ServingConfig((one,), 8, 8192))
+    assert not short.fits and "KV cache holds" in short.why and "PyTorch" not in short.why
