@@ -13,7 +13,7 @@ TensorRT-LLM does not split), so the mean step is a mix of steps with and withou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -304,8 +304,6 @@ def _sampler_note(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batc
     the PyTorch path's, said so, with the knob that moves it."""
     if p.engine.sampler_logits_copies <= 0:
         return ""
-    from dataclasses import replace
-
     q = replace(p, engine=replace(p.engine, sampler_logits_copies=0.0))
     _, kv = replica_memory(q, r, max_num_seqs, max_num_batched_tokens)
     if kv < need:
