@@ -13,14 +13,14 @@ TensorRT-LLM does not split), so the mean step is a mix of steps with and withou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dnnplace.models.serving.bands import prediction_band
 from dnnplace.models.serving.cost import Iteration, LayerTimes, layer_times, layer_times_batch, send_seconds
-from dnnplace.models.serving.memory import StageMemory, replica_memory
+from dnnplace.models.serving.memory import StageMemory, replica_memory, sampler_note
 from dnnplace.models.serving.spec import Replica, ServingConfig, ServingProblem, Stage, with_expert_parallel
 from dnnplace.utils.owned_cache import make_room
 
@@ -293,26 +293,6 @@ def prompt_lumps(isl: int, decode: np.ndarray, prefill: np.ndarray,
     return np.where(whole, prefill, lo), np.where(whole, prefill, hi), share
 
 
-def _sampler_note(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int, need: int) -> str:
-    """When the start-up sampler pass alone keeps the cache below ``need`` tokens: that it is priced as the
-    engine's PyTorch top-k / top-p path, which not every release runs.
-
-    Why: vLLM sampled with FlashInfer's kernel by default wherever flashinfer-python was installed until PR
-    #26859 (October 2025) turned it off (and PR #40376 later back on); that kernel does not sort the logits, so
-    those releases start where the PyTorch path's pass leaves too little room (GPUStack's vLLM 0.11.0 ran
-    Qwen3-32B at 32,000-token prompts on one H100; llm-d's later vLLM refused it at 32,000).  The verdict is
-    the PyTorch path's, said so, with the knob that moves it."""
-    if p.engine.sampler_logits_copies <= 0:
-        return ""
-    q = replace(p, engine=replace(p.engine, sampler_logits_copies=0.0))
-    _, kv = replica_memory(q, r, max_num_seqs, max_num_batched_tokens)
-    if kv < need:
-        return ""
-    return (f" (its start-up sampler pass over {max_num_seqs} sequences priced as vLLM's PyTorch top-k/top-p path;"
-            " a release sampling with FlashInfer's kernel, vLLM's default before PR #26859, needs less and may"
-            " start: fewer --max-num-seqs frees that memory on either)")
-
-
 def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int,
                      latency: bool = True) -> ReplicaEval:
     """Memory, KV cache and steady-state rate of one replica at its batch limit (``latency=False``: its TPOT and
@@ -335,11 +315,11 @@ def evaluate_replica(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_b
     if not why and p.engine.max_len_must_fit and p.max_model_len and kv < p.max_model_len:
         why = (f"the KV cache holds {int(kv)} tokens, less than one request of --max-model-len {p.max_model_len}:"
                f" {p.engine.name} refuses to start (_check_enough_kv_cache_memory); {int(kv)} or fewer would start"
-               f"{_sampler_note(p, r, max_num_seqs, max_num_batched_tokens, p.max_model_len)}")
+               f"{sampler_note(p, r, max_num_seqs, max_num_batched_tokens, p.max_model_len)}")
     if not why and kv < p.workload.max_len:
         longest = "the longest request" if p.workload.lengths is not None else "one request"
         why = (f"the KV cache holds {int(kv)} tokens, less than {longest} ({p.workload.max_len})"
-               f"{_sampler_note(p, r, max_num_seqs, max_num_batched_tokens, p.workload.max_len)}")
+               f"{sampler_note(p, r, max_num_seqs, max_num_batched_tokens, p.workload.max_len)}")
     if (not why and p.engine.capacity_policy == "slots"
             and (slot := slot_tokens(p, kv, max_num_seqs)) < (need := slot_need(p))):
         what = f"--max-model-len {need}" if need == p.max_model_len else f"one request ({need})"

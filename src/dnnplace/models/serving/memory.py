@@ -10,7 +10,7 @@ carry the embedding and LM head where that engine puts them (catalogue.EngineRul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from dnnplace.models.serving.spec import LayerProfile, Replica, ServingProblem
 from dnnplace.utils.owned_cache import make_room
 
 __all__ = ["CUDA_GRAPH_MAX_BATCH", "StageMemory", "activation_bytes", "extra_weight_bytes", "launch_memory",
-           "replica_memory", "stage_memory"]
+           "replica_memory", "sampler_note", "stage_memory"]
 
 #: vLLM captures CUDA graphs up to this decode batch (config/compilation.py max_cudagraph_capture_size 512);
 #: the graph pool holds one such batch's intermediates.
@@ -147,3 +147,23 @@ def stage_kv_tokens(mems: list[StageMemory], p: ServingProblem) -> np.ndarray:
         rest = min(s.budget - s.weights for s in mems)
         return np.array([max(rest - s.activations - s.graphs, 0.0) / s.kv_per_token for s in mems])
     return np.array([s.kv_tokens for s in mems])
+
+
+def sampler_note(p: ServingProblem, r: Replica, max_num_seqs: int, max_num_batched_tokens: int, need: int) -> str:
+    """When the start-up sampler pass alone keeps the cache below ``need`` tokens: that it is priced as the
+    engine's PyTorch top-k / top-p path, which not every release runs.
+
+    Why: vLLM sampled with FlashInfer's kernel by default wherever flashinfer-python was installed until PR
+    #26859 (October 2025) turned it off (and PR #40376 later back on); that kernel does not sort the logits, so
+    those releases start where the PyTorch path's pass leaves too little room (GPUStack's vLLM 0.11.0 ran
+    Qwen3-32B at 32,000-token prompts on one H100; llm-d's later vLLM refused it at 32,000).  The verdict is
+    the PyTorch path's, said so, with the knob that moves it."""
+    if p.engine.sampler_logits_copies <= 0:
+        return ""
+    q = replace(p, engine=replace(p.engine, sampler_logits_copies=0.0))
+    _, kv = replica_memory(q, r, max_num_seqs, max_num_batched_tokens)
+    if kv < need:
+        return ""
+    return (f" (its start-up sampler pass over {max_num_seqs} sequences priced as vLLM's PyTorch top-k/top-p path;"
+            " a release sampling with FlashInfer's kernel, vLLM's default before PR #26859, needs less and may"
+            " start: fewer --max-num-seqs frees that memory on either)")
