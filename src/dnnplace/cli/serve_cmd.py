@@ -223,6 +223,13 @@ def lengths_line(wl: dict[str, Any]) -> str:
             f"longest {max(i + o for i, o, _ in rows):,} tokens")
 
 
+def _spans(r: dict[str, Any]) -> str:
+    """" across nodes a, b" for a replica whose stages span nodes (else ""): two runner-ups alike in TP, PP and
+    layers may differ only there."""
+    nodes = list(dict.fromkeys(s["node"] for s in r["stages"]))
+    return f" across nodes {', '.join(map(str, nodes))}" if len(nodes) > 1 else ""
+
+
 def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     """The screen summary of a serving plan document: deployment, prediction, proof, error band, baselines."""
     from rich.table import Table
@@ -314,7 +321,7 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
     lines += _disaggregated_lines(doc)
     for n, u in enumerate(doc["runner_ups"], 1):
         up = u["prediction"]
-        reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}"
+        reps = "; ".join(f"tp={r['tp']} pp={r['pp']} layers={'+'.join(map(str, r['partition']))}" + _spans(r)
                          for r in u["config"]["replicas"])
         lines.append(f"runner-up {n}: {len(u['config']['replicas'])} replica(s) {reps}: "
                      f"{_num(up.get('capacity_tokens_per_s', up['output_tokens_per_s']), '.0f')} tokens/s"

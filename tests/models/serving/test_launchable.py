@@ -110,3 +110,12 @@ def test_a_kv_refusal_that_hinges_on_the_sampler_pass_says_the_sampler_path(llam
     tight = problem(llama8b, gpus="1xl4", isl=1024, osl=128, max_model_len=65536)
     short = evaluate(tight, ServingConfig((one,), 8, 8192))
     assert not short.fits and "KV cache holds" in short.why and "PyTorch" not in short.why
+
+
+def test_a_runner_up_across_nodes_says_so():
+    from cli_runner import run_cli
+
+    res = run_cli("serve", M70, "--gpus", "2xh100;2xh100", "--precision", "bf16", "--time-limit", 20)
+    assert res.returncode == 0, res.stderr
+    ups = [line for line in res.stdout.splitlines() if line.startswith("runner-up")]
+    assert any("across nodes 0, 1" in line for line in ups) and any("across" not in line for line in ups)
