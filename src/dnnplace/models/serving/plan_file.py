@@ -209,6 +209,8 @@ def _slo_simulated(d: dict[str, Any], where: str) -> dict[str, Any]:
             raise DnnplaceError(f"{where}: {k} must be one of {', '.join(SLO_STATS)}, got '{clip(stat, 20)}'")
         out[k] = stat
     out["saturated"] = _get(d, "saturated", bool, where)
+    judged = _get(d, "saturation_judged", bool, where, optional=True)  # plans before it was said: judged
+    out["saturation_judged"] = True if judged is None else judged
     stopped = _get(d, "stopped", str, where, optional=True)
     out["stopped"] = None if stopped is None else clip(stopped, 40)
     out["meets_slo"] = _get(d, "meets_slo", bool, where, optional=True)

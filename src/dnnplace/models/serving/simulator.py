@@ -22,7 +22,9 @@ The metrics are those of ``vllm bench serve``: TTFT from arrival to the first to
 (last token - first token) / (output tokens - 1) of each request with more than one, throughput as output
 tokens over the time from the first arrival to the last completion.  ``saturated``: fewer than 90 % as many
 requests completed as arrived over the second half of the arrival window, the completions counted over that
-window shifted by the first half's median latency (the queue grows without bound).
+window shifted by the first half's mean latency (the queue grows without bound); judged only when the arrivals
+span :data:`JUDGED_LIFETIMES` request lifetimes (``saturation_judged``; a shorter run says so and how many
+requests would judge it).
 
 Offline (``offline=True``): every request arrives at once, as ``trtllm-bench throughput`` and
 ``vllm bench throughput`` run a fixed number of them, and the throughput is the run's: output tokens
@@ -55,6 +57,11 @@ __all__ = ["Simulation", "draw_lengths", "simulate"]
 
 #: Saturated when completions over the second half of the arrival window fall below this share of arrivals.
 SATURATION_SHARE = 0.9
+#: The arrival window, in request lifetimes, that the saturation test needs: the first half fills the engine and
+#: the second is judged against it, each half spanning two lifetimes (``verdicts.SLO_LIFETIMES`` sizes the runs
+#: that judge an SLO so).  A shorter run is judged during the fill, whose requests finish faster than the steady
+#: state's, and a run keeping up at half its capacity read "saturated".
+JUDGED_LIFETIMES = 4.0
 
 #: The steady-state throughput window: between the times these shares of all output tokens were made.
 STEADY_WINDOW = (0.2, 0.8)
@@ -96,6 +103,14 @@ class Simulation:
     concurrency: int | None = None
     #: every gap between two tokens of one request (ms): ``vllm bench serve``'s and ``sglang.bench_serving``'s ITL
     itl_ms: dict[str, float | None] = field(default_factory=lambda: _stats(np.empty(0)))
+    #: the arrival window (s) and the first half's mean request lifetime (s) the saturation test read
+    window_s: float = 0.0
+    lifetime_s: float = 0.0
+
+    @property
+    def saturation_judged(self) -> bool:
+        """Whether the arrivals span :data:`JUDGED_LIFETIMES` request lifetimes (always, offline or closed loop)."""
+        return bool(self.offline or self.concurrency or self.window_s >= JUDGED_LIFETIMES * self.lifetime_s)
 
     def to_dict(self) -> dict[str, Any]:
         def fin(x: float) -> float | None:
@@ -109,6 +124,7 @@ class Simulation:
             "concurrency": self.concurrency, "requests": self.requests,
             "completed": self.completed,
             "preemptions": self.preemptions, "saturated": self.saturated,
+            "saturation_judged": self.saturation_judged,
             "output_tokens_per_s": fin(self.output_tokens_per_s), "requests_per_s": fin(self.requests_per_s),
             "ttft_ms": rnd(self.ttft_ms), "tpot_ms": rnd(self.tpot_ms), "itl_ms": rnd(self.itl_ms),
             "steady_output_tokens_per_s": fin(self.steady_output_tokens_per_s),
@@ -123,6 +139,10 @@ class Simulation:
             return " / ".join("-" if d[k] is None else f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))
 
         state = "SATURATED (the queue grows)" if self.saturated else "keeps up"
+        if not self.saturation_judged:  # a verdict read during the fill is no verdict
+            more = math.ceil(JUDGED_LIFETIMES * self.lifetime_s * self.rate)
+            state = (f"queue not judged: {self.window_s:.0f} s of arrivals span under {JUDGED_LIFETIMES:g} request "
+                     f"lifetimes ({self.lifetime_s:.1f} s each); give --requests {more} or more")
         done = f"{self.completed} completed, {self.preemptions} preemptions"
         if self.offline:
             head = f"simulated {self.arrived} of {self.requests} requests offline (all at once): {done}"
@@ -274,7 +294,7 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         a, b = np.searchsorted(n, STEADY_WINDOW[0] * n[-1]), np.searchsorted(n, STEADY_WINDOW[1] * n[-1])
         if b > a and t[b] > t[a]:
             steady = float((n[b] - n[a]) / (t[b] - t[a]))
-    saturated = False
+    saturated, end, lag = False, 0.0, 0.0
     if len(arrived) and not offline and concurrency is None:
         half, end = arrived[-1] / 2.0, arrived[-1]
         came = int(((arrived >= half) & (arrived <= end)).sum())
@@ -298,4 +318,4 @@ def simulate(p: ServingProblem, config: ServingConfig, *, rate: float = 0.0, req
         _stats(ttft), _stats(tpot), steady, duration, tokens, nxt, stopped, router,
         [s.max_in_flight for s in reps], sum(s.batches for s in reps), sum(len(s.pricer.corners) for s in reps),
         prediction_band(p, src), time.perf_counter() - t_wall, src, offline, concurrency,
-        _stats(np.frombuffer(reqs.gaps, dtype=float) * 1e3))
+        _stats(np.frombuffer(reqs.gaps, dtype=float) * 1e3), float(end), lag)

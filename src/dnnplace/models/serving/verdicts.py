@@ -234,7 +234,7 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float,
     Why: the evaluator's TTFT is one prompt with nothing ahead of it; under a load a prompt waits behind
     the others' prefills (and, near saturation, in the queue), which only the simulation sees, and only the
     simulation has a distribution to take a percentile of."""
-    from dnnplace.models.serving.simulator import simulate
+    from dnnplace.models.serving.simulator import JUDGED_LIFETIMES, simulate
 
     wl = p.workload
     if wl.concurrency is not None:
@@ -242,7 +242,14 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float,
                      time_limit=time_limit)
         load = f"{wl.concurrency} clients"
     else:
+        t0 = time.monotonic()
         s = simulate(p, c, rate=float(wl.rate or 0.0), requests=slo_requests(p, c, ev), time_limit=time_limit)
+        # the run was sized by the evaluator's request lifetime; where the simulation's own is longer, its
+        # saturation verdict was read during the fill: once more over enough lifetimes, while time is left
+        n = min(math.ceil(JUDGED_LIFETIMES * s.lifetime_s * float(wl.rate or 0.0)), SLO_REQUESTS_MAX)
+        left = time_limit - (time.monotonic() - t0)
+        if not s.saturation_judged and not s.stopped and n > s.requests and left > 0:
+            s = simulate(p, c, rate=float(wl.rate or 0.0), requests=n, time_limit=left)
         load = f"{wl.rate:g} requests/s"
     ttft, tpot = s.ttft_ms[wl.ttft_stat], s.tpot_ms[wl.tpot_stat]
     over = ((wl.ttft_ms is not None and ttft is not None and ttft > wl.ttft_ms)
@@ -253,7 +260,8 @@ def simulated_slo(p: ServingProblem, c: ServingConfig, time_limit: float,
         meets = False if over else None
     return {"load": load, "requests": s.arrived, "completed": s.completed, "ttft_ms": ttft, "tpot_ms": tpot,
             "ttft_stat": wl.ttft_stat, "tpot_stat": wl.tpot_stat,
-            "saturated": s.saturated, "stopped": s.stopped or None, "meets_slo": meets}
+            "saturated": s.saturated, "saturation_judged": s.saturation_judged, "stopped": s.stopped or None,
+            "meets_slo": meets}
 
 
 def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
