@@ -289,6 +289,10 @@ def print_serving_plan(console: Any, doc: dict[str, Any]) -> None:
            + ("not settled (the simulation was cut short by --time-limit)" if sim["meets_slo"] is None
               else str(sim["meets_slo"]))]
           if (sim := doc.get("slo_simulated")) else []),
+        *(["note: the evaluator meets the SLO and the closed-loop simulation beside it does not (identical requests"
+           " stay in step there, an upper estimate of TTFT; measured clients drift apart): not settled between them"]
+          if sim and p["meets_slo"] and sim["meets_slo"] is False
+          and str(doc.get("slo_judged_by", "")).startswith("evaluator") else []),
         f"proof: {doc['status']}, bound {_num(doc['bound'], '.0f')} tokens/s, gap "
         f"{_num(None if doc['gap'] is None else 100 * doc['gap'], '.1f')} %, {_num(doc['runtime_s'], '.2f')} s",
         f"error band: +/-{100 * doc['error_band']:.0f} % (kernel sources: "

@@ -34,3 +34,14 @@ def test_the_refusal_quotes_one_deployment_and_says_a_miss_inside_the_band():
     assert not (ttft <= 2000 and tpot <= 80 and cap >= 2)  # one deployment: it misses something
     if max(ttft / 2000, tpot / 80, 2 / cap) < 1.3:
         assert "inside the prediction's" in line and "may meet them" in line
+
+
+def test_a_closed_loop_verdict_the_simulation_contradicts_says_it_is_not_settled():
+    from cli_runner import run_cli
+
+    res = run_cli("serve", M70, "--gpus", "4xh100", "--precision", "fp8", "--concurrency", 64, "--ttft-p99-ms", 500,
+                  "--time-limit", 20)
+    assert res.returncode == 0, res.stderr
+    out = " ".join(res.stdout.split())
+    assert "judged by the evaluator" in out and "meets SLO False" in out
+    assert "the closed-loop simulation beside it does not" in out and "not settled between them" in out
