@@ -15,6 +15,7 @@ from typing import Any
 
 from dnnplace.errors import DnnplaceError
 from dnnplace.models.serving.catalogue import COMPUTE_CAPABILITY, peer_access
+from dnnplace.models.serving.pipeline import node_run_refusal
 from dnnplace.models.serving.spec import Replica, ServingPlan, ServingProblem
 
 __all__ = ["DISAGG_PORTS", "EXPORTERS", "MULTI_NODE", "NIXL_SIDE_CHANNEL_PORT", "SGLANG_DIST_PORT", "VLLM_MASTER_PORT",
@@ -38,27 +39,18 @@ def _check(p: ServingProblem, r: Replica, across_nodes: bool = False) -> None:
 
 def node_runs(r: Replica, engine: str = "vLLM") -> list[tuple[int, list[int]]]:
     """The replica's stages grouped by node in stage order: (node, stage indices) per run of stages on one
-    node.  Why: vLLM's multi-node launch (``--nnodes``; ``config/parallel.py``: ``local_world_size =
-    world_size // nnodes``, node k runs global ranks [k L, (k + 1) L), TP innermost) gives every node the
-    same number of workers and consecutive ranks, so a replica is launchable that way only when each node
-    holds one run of stages and every run is equally long (ENGINES.md section 1.5).  SGLang's (``--nnodes``;
-    ``entrypoints/engine.py::_calculate_rank_ranges``: ``pp_size_per_node = pp_size // nnodes``, node r runs PP
-    ranks [r P/N, (r + 1) P/N), each with its TP ranks) asks the same of a replica whose stages stay in nodes."""
+    node, refused in one line where ``engine``'s multi-node launch cannot start them
+    (:func:`~dnnplace.models.serving.pipeline.node_run_refusal`: one run per node, the runs equally long;
+    ENGINES.md section 1.5)."""
+    why = node_run_refusal([s.node for s in r.stages], engine)
+    if why:
+        raise DnnplaceError(f"{why}; plan with --within-nodes")
     runs: list[tuple[int, list[int]]] = []
     for i, s in enumerate(r.stages):
         if runs and runs[-1][0] == s.node:
             runs[-1][1].append(i)
         else:
             runs.append((s.node, [i]))
-    nodes = [n for n, _ in runs]
-    if len(set(nodes)) != len(nodes):
-        raise DnnplaceError(f"the replica's stages go back to node {next(n for n in nodes if nodes.count(n) > 1) + 1}"
-                            f" after leaving it: {engine}'s multi-node launch gives each node consecutive ranks")
-    if len({len(v) for _, v in runs}) != 1:
-        counts = "/".join(str(len(v)) for _, v in runs)
-        raise DnnplaceError(f"the replica holds {counts} stages on its nodes: {engine}'s multi-node launch runs the "
-                            "same number of workers on every node (Ray would need a placement group pinned per "
-                            "stage, which is not written); plan with --within-nodes")
     return runs
 
 

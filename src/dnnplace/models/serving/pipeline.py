@@ -34,7 +34,7 @@ from dnnplace.models.serving.evaluation import (
 from dnnplace.models.serving.memory import launch_memory, replica_memory, stage_memory
 from dnnplace.models.serving.spec import Replica, ServingProblem, Stage
 
-__all__ = ["TOL", "Unit", "best_replica", "launch_refusal", "stage_orders", "units"]
+__all__ = ["TOL", "Unit", "best_replica", "launch_refusal", "node_run_refusal", "stage_orders", "units"]
 
 #: Batch intervals whose bound is within this of the best split found are not refined.
 TOL = 1e-9
@@ -252,23 +252,31 @@ def launch_refusal(p: ServingProblem, nodes: Sequence[int]) -> str:
     """Why the engine cannot launch a replica whose stages sit on ``nodes`` (in stage order); "" when it can.
 
     Why: an engine that launches a replica across nodes (``EngineRules.multi_node``: vLLM, SGLang) gives every
-    node the same number of consecutive ranks (vLLM ``local_world_size = world_size // nnodes``; SGLang
-    ``pp_size_per_node = pp_size // nnodes``), so its stages must form one run per node, the runs equally
-    long; the others' launches (TensorRT-LLM's LLM-API options, llama.cpp, a ``device_map``) are one node's.
-    A plan the engine cannot start as priced is a wrong answer, so the search never offers one."""
-    runs = [(n, len(list(g))) for n, g in itertools.groupby(nodes)]
-    if len(runs) <= 1:
+    node the same number of consecutive ranks (:func:`node_run_refusal`); the others' launches (TensorRT-LLM's
+    LLM-API options, llama.cpp, a ``device_map``) are one node's.  A plan the engine cannot start as priced is
+    a wrong answer, so the search never offers one."""
+    if len(set(nodes)) <= 1:
         return ""
     if not p.engine.multi_node:
         return (f"a replica across nodes is launched by vLLM and SGLang only (their multi-node launches), not by "
                 f"{p.engine.name}")
+    return node_run_refusal(nodes, p.engine.name)
+
+
+def node_run_refusal(nodes: Sequence[int], launcher: str) -> str:
+    """Why ``launcher``'s multi-node launch cannot start a replica whose stages sit on ``nodes`` (in stage order);
+    "" when it can.  vLLM's (``config/parallel.py``: ``local_world_size = world_size // nnodes``, node k runs
+    global ranks [k L, (k + 1) L)) and SGLang's (``entrypoints/engine.py::_calculate_rank_ranges``:
+    ``pp_size_per_node = pp_size // nnodes``) give every node the same number of consecutive ranks, so the
+    stages must form one run per node, the runs equally long."""
+    runs = [(n, len(list(g))) for n, g in itertools.groupby(nodes)]
     seen = [n for n, _ in runs]
     if len(set(seen)) != len(seen):
         return (f"the replica's stages go back to node {next(n for n in seen if seen.count(n) > 1) + 1} after "
-                f"leaving it: {p.engine.name}'s multi-node launch gives each node consecutive ranks")
-    if len({k for _, k in runs}) != 1:
-        return (f"the replica holds {'/'.join(str(k) for _, k in runs)} stages on its nodes: {p.engine.name}'s "
-                "multi-node launch runs the same number of ranks on every node")
+                f"leaving it: {launcher}'s multi-node launch gives each node consecutive ranks")
+    if len({k for _, k in runs}) > 1:
+        return (f"the replica holds {'/'.join(str(k) for _, k in runs)} stages on its nodes: {launcher}'s "
+                "multi-node launch runs the same number of workers on every node")
     return ""
 
 

@@ -543,9 +543,10 @@ def _runner_ups(p: ServingProblem, plan: ServingConfig, candidates: list[tuple[f
     ranked: list[tuple[float, ServingConfig]] = []
     for _, reps in sorted(candidates, key=lambda c: -c[0]):
         cfg = ServingConfig(assign_gpus(p, reps), mns, mbt, p.model.expert_parallel)
-        if not reps or _shape(p, cfg.replicas) in seen:
+        shape = _shape(p, cfg.replicas)
+        if not reps or shape in seen:
             continue
-        seen.add(_shape(p, cfg.replicas))
+        seen.add(shape)
         ev = evaluate(p, cfg, at_load=False)
         if ev.fits:
             ranked.append((ev.capacity_tokens_per_s, cfg))

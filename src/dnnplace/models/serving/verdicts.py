@@ -46,11 +46,16 @@ def _fits_on(p: ServingProblem, kind: str, n: int) -> bool:
         pp = n // tp
         if pp > p.model.num_layers:
             continue
-        stages = tuple(Stage(kind, 0, tuple(range(s * tp, (s + 1) * tp)), k)
-                       for s, k in enumerate(_even(p.model.num_layers, pp)))
-        if evaluate(q, ServingConfig((Replica(stages),), 1, p.engine.max_num_batched_tokens)).fits:
+        if evaluate(q, ServingConfig((_even_replica(p, kind, 0, list(range(n)), tp, pp),), 1,
+                                     p.engine.max_num_batched_tokens)).fits:
             return True
     return False
+
+
+def _even_replica(p: ServingProblem, kind: str, node: int, gpus: list[int], tp: int, pp: int) -> Replica:
+    """``pp`` stages of ``tp`` of ``gpus`` (in order) on ``node``, the layers split evenly."""
+    return Replica(tuple(Stage(kind, node, tuple(gpus[s * tp:(s + 1) * tp]), k)
+                         for s, k in enumerate(_even(p.model.num_layers, pp))))
 
 
 def smallest_fleet(p: ServingProblem) -> dict[str, int | None]:
@@ -101,9 +106,8 @@ def _pinned_why(p: ServingProblem, fixed: dict[str, object]) -> str:
         pp = _pin(fixed, "pp", len(gpus) // tp)
         if tp * pp > len(gpus) or pp > p.model.num_layers:
             continue
-        stages = tuple(Stage(kind, k, tuple(g.index for g in gpus[s * tp:(s + 1) * tp]), n)
-                       for s, n in enumerate(_even(p.model.num_layers, pp)))
-        ev = evaluate(p, ServingConfig((Replica(stages),), mns, mbt, p.model.expert_parallel))
+        one = _even_replica(p, kind, k, [g.index for g in gpus], tp, pp)
+        ev = evaluate(p, ServingConfig((one,), mns, mbt, p.model.expert_parallel))
         if ev.fits:
             return ""
         why = why or f"; e.g. {tp * pp} x {kind} of node {k + 1} as tp={tp} pp={pp}: {ev.why}"
@@ -333,7 +337,7 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
                 chosen = _chosen(plan, c, e)
                 judged = {"slo_judged_by": SIMULATION_JUDGES} if slo else {}
                 return replace(chosen, meta={**chosen.meta, "slo_simulated": sim, **judged}), e
-    fit = [e for _, e in tried if e.fits]
+    fit = [(c, e) for c, e in tried if e.fits]
     if not fit:
         raise unfit(p, {})
     passing = sum(1 for _, e in tried if e.meets_slo)
@@ -349,34 +353,40 @@ def meet_slo(p: ServingProblem, plan: ServingPlan, time_limit: float = 10.0,
                             f"{'' if simulated == passing else ' within the time limit'})")
     # one deployment's figures, the one nearest every target at once: the least TTFT and the least TPOT of two
     # different deployments, side by side, could each meet their SLO and read as a deployment that meets both
-    c, e = min(((c, e) for c, e in tried if e.fits), key=lambda t: _shortfall(p, t[1]))
+    c, e = min(fit, key=lambda t: _shortfall(p, t[1]))
+    short = _shortfall(p, e)
     best = f"the best reached is TTFT {e.ttft_ms:.0f} ms, TPOT {e.tpot_ms:.1f} ms"
     if p.workload.rate is not None:
         best += f", {e.capacity_tokens_per_s / p.workload.osl:.2f} requests/s at most"
     layout = "; ".join(f"tp={r.tp} pp={r.pp} on {'+'.join(st.gpu for st in r.stages)}" for r in c.replicas)
     best += f", by {layout} at max_num_seqs {c.max_num_seqs} (the evaluator's steady state; nearest every target)"
-    if _shortfall(p, e) <= 1.0 + e.error_band:  # a miss inside the model's own error is not a verdict
-        best += (f"; it misses by {100 * (_shortfall(p, e) - 1):.1f} %, inside the prediction's +/-"
+    if short <= 1.0 + e.error_band:  # a miss inside the model's own error is not a verdict
+        best += (f"; it misses by {100 * (short - 1):.1f} %, inside the prediction's +/-"
                  f"{100 * e.error_band:.0f} % band, so it may meet them: measure it")
     pin = f" at the pinned max_num_seqs={plan.config.max_num_seqs} (fewer might: drop the pin)" if pinned_seqs else ""
     raise DnnplaceError(f"no deployment of {p.fleet.spec()} meets {_slo_text(p)}{pin}: {best}")
 
 
-def _sim_shortfall(p: ServingProblem, x: dict[str, Any]) -> float:
-    """A simulated run's largest TTFT or TPOT over its SLO (the statistic each names; 0 without SLOs)."""
+def _over_slo(p: ServingProblem, ttft: float | None, tpot: float | None) -> float:
+    """The larger of TTFT and TPOT over their SLOs (a missing figure: infinitely over; 0 without SLOs)."""
     wl = p.workload
-    return max([(x[k] if x[k] is not None else math.inf) / t
-                for k, t in (("ttft_ms", wl.ttft_ms), ("tpot_ms", wl.tpot_ms)) if t] or [0.0])
+    return max([(math.inf if v is None else v) / t for v, t in ((ttft, wl.ttft_ms), (tpot, wl.tpot_ms)) if t]
+               or [0.0])
+
+
+def _sim_shortfall(p: ServingProblem, x: dict[str, Any]) -> float:
+    """A simulated run's largest TTFT or TPOT over its SLO (the statistic each names)."""
+    return _over_slo(p, x["ttft_ms"], x["tpot_ms"])
 
 
 def _shortfall(p: ServingProblem, e: ServingEvaluation) -> float:
     """How far ``e`` is from the workload's targets: the largest of its TTFT and TPOT over their SLOs and the
     rate over its capacity (1 or less: every one met)."""
     wl = p.workload
-    ratios = [e.ttft_ms / wl.ttft_ms if wl.ttft_ms else 0.0, e.tpot_ms / wl.tpot_ms if wl.tpot_ms else 0.0]
-    if wl.rate is not None:
-        ratios.append(wl.rate * wl.osl / e.capacity_tokens_per_s if e.capacity_tokens_per_s > 0 else math.inf)
-    return max(ratios)
+    over = _over_slo(p, e.ttft_ms, e.tpot_ms)
+    if wl.rate is None:
+        return over
+    return max(over, wl.rate * wl.osl / e.capacity_tokens_per_s if e.capacity_tokens_per_s > 0 else math.inf)
 
 
 def _variants(p: ServingProblem, bases: list[ServingConfig], plan: ServingConfig | None,
